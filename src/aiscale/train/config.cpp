@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <toml++/toml.hpp>
+#include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
 

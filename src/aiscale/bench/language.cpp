@@ -1,0 +1,105 @@
+#include "aiscale/bench/language.h"
+
+#include <cmath>
+
+#include "aiscale/bench/device_info.h"
+#include "aiscale/core/dtype.h"
+#include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/log.h"
+#include "aiscale/nn/models/gpt.h"
+#include "aiscale/train/progress.h"
+#include "aiscale/train/sources.h"
+#include "aiscale/train/trainer.h"
+
+namespace aiscale::bench {
+
+nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Communicator& comm) {
+  o.model.validate();
+  if (o.seq > o.model.block_size)
+    fail("--seq {} exceeds the model's context {}: lower --seq", o.seq, o.model.block_size);
+  if (o.steps < 1) fail("--steps must be at least 1");
+  train::TrainConfig tc;
+  tc.model = o.model;
+  tc.model_preset = o.model_name;
+  tc.device = o.device;
+  tc.precision = o.precision;
+  tc.batch_size = o.batch;
+  tc.seq_len = o.seq;
+  tc.grad_accum = o.grad_accum;
+  tc.steps = o.warmup + o.steps;
+  tc.warmup_steps = 0;
+  tc.schedule = "constant";
+  tc.lr = 1e-4;
+  tc.seed = o.seed;
+  int threads = train::set_cpu_threads(o.threads);
+
+  nn::GptRunOptions ro;
+  ro.batch = o.batch;
+  ro.seq = o.seq;
+  ro.precision = parse_dtype(o.precision);
+  ro.recompute = o.recompute;
+  ro.seed = o.seed;
+  auto model = o.device == "cuda" ? nn::make_gpt_cuda(o.model, ro) : nn::make_gpt_cpu(o.model, ro);
+  train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
+  train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
+
+  std::vector<double> times;
+  train::Progress progress("bench step", tc.steps, 10.0);
+  for (int64_t i = 0; i < tc.steps; ++i) {
+    train::StepStats s = trainer.step(i);
+    if (i >= o.warmup) times.push_back(s.step_time_s);
+    if (comm.rank() == 0)
+      progress.update(i + 1, fmt::format("{:.3f} s/step{}", s.step_time_s, i < o.warmup ? " (warm-up)" : ""));
+  }
+  if (comm.rank() == 0) progress.finish();
+  // Step time of the slowest rank decides throughput.
+  double med = train::median(times), p90 = train::percentile(times, 0.9);
+  double buf[1] = {med};
+  comm.allreduce_sum(buf, 1);  // mean of medians across ranks (ranks are in lock-step)
+  med = buf[0] / comm.world();
+
+  const double tokens_per_step_device = static_cast<double>(o.batch * o.seq * o.grad_accum);
+  const double flops_per_token = nn::gpt_train_flops_per_token(o.model, o.seq);
+  const double tps_device = tokens_per_step_device / med;
+  const double achieved_tflops = tps_device * flops_per_token / 1e12;
+  nlohmann::json j;
+  j["benchmark"] = "language";
+  j["model"] = o.model_name;
+  j["n_params"] = o.model.num_params();
+  j["n_layer"] = o.model.n_layer;
+  j["n_head"] = o.model.n_head;
+  j["n_embd"] = o.model.n_embd;
+  j["vocab_size"] = o.model.vocab_size;
+  j["seq"] = o.seq;
+  j["batch"] = o.batch;
+  j["grad_accum"] = o.grad_accum;
+  j["world_size"] = comm.world();
+  j["precision"] = o.precision;
+  j["recompute"] = o.recompute;
+  j["device_kind"] = o.device == "cuda" ? "gpu" : "cpu";
+  j["device"] = o.device == "cuda" ? model->device_name() : cpu_model_name();
+  j["threads"] = threads;
+  j["steps_timed"] = o.steps;
+  j["tokens_per_s"] = tps_device * comm.world();
+  j["tokens_per_s_per_device"] = tps_device;
+  j["flops_per_token"] = flops_per_token;
+  j["flop_formula"] = "6*N + 12*L*C*T per token (N = all parameters incl. embeddings)";
+  j["achieved_tflops_per_device"] = achieved_tflops;
+  j["achieved_gflops_per_device"] = achieved_tflops * 1e3;
+  double peak = o.device == "cuda" ? gpu_dense_bf16_peak_tflops(model->device_name()) : 0.0;
+  if (peak > 0) {
+    j["peak_tflops_dense_bf16"] = peak;
+    j["mfu"] = achieved_tflops / peak;
+  }
+  j["step_time_median_s"] = med;
+  j["step_time_p90_s"] = p90;
+  j["peak_memory_bytes"] = o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
+  j["model_memory_bytes"] = model->memory_bytes();
+  j["host"] = host_name();
+  j["date"] = utc_iso8601();
+  j["aiscale_version"] = AISCALE_VERSION;
+  return j;
+}
+
+}  // namespace aiscale::bench

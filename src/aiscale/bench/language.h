@@ -1,0 +1,31 @@
+// The language benchmark: GPT training steps on synthetic tokens, timed after warm-up.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "aiscale/nn/models/gpt_config.h"
+#include "aiscale/parallel/comm.h"
+
+namespace aiscale::bench {
+
+struct LanguageBenchOptions {
+  std::string model_name = "gpt-mini";
+  nn::GptConfig model = nn::gpt_preset("gpt-mini");
+  int64_t batch = 8;
+  int64_t seq = 128;
+  int64_t grad_accum = 1;
+  int64_t steps = 10;   // timed steps
+  int64_t warmup = 2;   // untimed steps before
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  int64_t threads = 0;
+  bool recompute = false;
+  uint64_t seed = 1;
+};
+
+// Runs the benchmark and returns one JSON record (see docs/bench.md for the fields).
+nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Communicator& comm);
+
+}  // namespace aiscale::bench

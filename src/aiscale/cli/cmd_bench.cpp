@@ -1,0 +1,74 @@
+// aiscale bench: benchmarks that print one JSON line per result.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "aiscale/bench/language.h"
+#include "aiscale/cli/commands.h"
+#include "aiscale/core/error.h"
+#include "aiscale/parallel/comm.h"
+
+namespace aiscale::cli {
+namespace {
+
+void append_json_line(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return;
+  std::ofstream out(path, std::ios::app);
+  if (!out) fail("cannot append to results file '{}': check the folder exists and is writable", path);
+  out << j.dump() << "\n";
+}
+
+struct LanguageArgs {
+  bench::LanguageBenchOptions o;
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab = 0, block = 0;
+  std::string output;
+};
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks: each prints one JSON line per result");
+  bench->require_subcommand(1);
+
+  auto args = std::make_shared<LanguageArgs>();
+  auto* lang = bench->add_subcommand(
+      "language",
+      "GPT training throughput on synthetic tokens: tokens/s, achieved FLOP/s (6N + 12*L*C*T "
+      "per token), MFU on GPUs, median and p90 step time, peak memory");
+  lang->add_option("--model", args->o.model_name,
+                   "model preset: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-mini, gpt-tiny")
+      ->capture_default_str();
+  lang->add_option("--layers", args->n_layer, "override the preset's layer count L");
+  lang->add_option("--heads", args->n_head, "override the preset's head count");
+  lang->add_option("--width", args->n_embd, "override the preset's width C");
+  lang->add_option("--vocab", args->vocab, "override the preset's vocabulary size V");
+  lang->add_option("--context", args->block, "override the preset's maximum context");
+  lang->add_option("--batch,-b", args->o.batch, "micro-batch per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  lang->add_option("--seq,-t", args->o.seq, "sequence length T")->capture_default_str()->check(CLI::PositiveNumber);
+  lang->add_option("--grad-accum", args->o.grad_accum, "micro-steps per step")->capture_default_str()->check(CLI::PositiveNumber);
+  lang->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  lang->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  lang->add_option("--device", args->o.device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  lang->add_option("--precision", args->o.precision, "fp32, bf16 or fp16 (GPU)")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  lang->add_option("--threads", args->o.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  lang->add_flag("--recompute", args->o.recompute, "recompute LayerNorm/GELU in backward");
+  lang->add_option("--output,-o", args->output, "also append the JSON line to this file");
+  lang->callback([args] {
+    bench::LanguageBenchOptions o = args->o;
+    o.model = nn::gpt_preset(o.model_name);
+    if (args->n_layer) o.model.n_layer = args->n_layer;
+    if (args->n_head) o.model.n_head = args->n_head;
+    if (args->n_embd) o.model.n_embd = args->n_embd;
+    if (args->vocab) o.model.vocab_size = args->vocab;
+    if (args->block) o.model.block_size = args->block;
+    auto comm = parallel::make_single_process();
+    nlohmann::json j = bench::run_language_bench(o, *comm);
+    if (comm->rank() == 0) {
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      append_json_line(args->output, j);
+    }
+  });
+}
+
+}  // namespace aiscale::cli

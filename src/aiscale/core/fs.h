@@ -1,0 +1,19 @@
+// Files that are never left half-written: write a temporary file next to the target,
+// fsync it, rename it over the target, fsync the directory.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace aiscale {
+
+void atomic_write_file(const std::string& path, std::string_view content);
+void fsync_directory(const std::string& dir);
+std::string read_file(const std::string& path);  // throws Error naming the path
+// Machine description for benchmark records: "hostname", CPU model name.
+std::string host_name();
+std::string cpu_model_name();
+// UTC time as ISO 8601 ("2026-11-26T01:30:00Z") and compact ("20261126-013000").
+std::string utc_iso8601();
+std::string utc_compact();
+
+}  // namespace aiscale

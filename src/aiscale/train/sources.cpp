@@ -1,0 +1,38 @@
+#include "aiscale/train/sources.h"
+
+#include <omp.h>
+
+#include <fmt/format.h>
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace aiscale::train {
+
+SyntheticSource::SyntheticSource(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed)
+    : batch_(batch), seq_(seq), vocab_(vocab), seed_(seed), rng_(seed) {}
+
+void SyntheticSource::next_batch(int32_t* inputs, int32_t* targets) {
+  // A random sequence of T+1 tokens per row; targets are the inputs shifted by one.
+  for (int64_t b = 0; b < batch_; ++b) {
+    int32_t prev = static_cast<int32_t>(rng_.below(static_cast<uint64_t>(vocab_)));
+    for (int64_t t = 0; t < seq_; ++t) {
+      int32_t next = static_cast<int32_t>(rng_.below(static_cast<uint64_t>(vocab_)));
+      inputs[b * seq_ + t] = prev;
+      targets[b * seq_ + t] = next;
+      prev = next;
+    }
+  }
+}
+
+std::string SyntheticSource::describe() const {
+  return fmt::format("synthetic uniform tokens (vocab {})", vocab_);
+}
+
+int set_cpu_threads(int64_t threads) {
+  int n = threads > 0 ? static_cast<int>(threads) : omp_get_num_procs();
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+  return n;
+}
+
+}  // namespace aiscale::train

@@ -1,0 +1,129 @@
+#include "aiscale/train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/log.h"
+#include "aiscale/core/timer.h"
+#include "aiscale/train/progress.h"
+#include "aiscale/train/schedule.h"
+
+namespace aiscale::train {
+
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  double pos = p * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  double frac = pos - static_cast<double>(lo);
+  return v[lo] * (1.0 - frac) + v[hi] * frac;
+}
+
+Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& train,
+                 BatchSource* val, parallel::Communicator& comm, RunDirectory* run_dir)
+    : config_(config), model_(model), train_(train), val_(val), comm_(comm), run_dir_(run_dir) {
+  const int64_t n = config.batch_size * config.seq_len;
+  inputs_.resize(n);
+  targets_.resize(n);
+}
+
+StepStats Trainer::step(int64_t step_index) {
+  Timer timer;
+  model_.zero_grad();
+  double loss_sum = 0.0;
+  const float micro_weight = 1.0f / static_cast<float>(config_.grad_accum);
+  for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
+    train_.next_batch(inputs_.data(), targets_.data());
+    loss_sum += model_.forward(inputs_.data(), targets_.data());
+    model_.backward(micro_weight);
+  }
+  const int world = comm_.world();
+  if (world > 1) comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
+  // Gradients are now summed over ranks: the mean is sum / world.
+  double grad_norm = std::sqrt(model_.grad_sum_squares()) / world;
+  double stats[1] = {loss_sum / static_cast<double>(config_.grad_accum)};
+  if (world > 1) comm_.allreduce_sum(stats, 1);
+  StepStats s;
+  s.step = step_index + 1;
+  s.loss = stats[0] / world;
+  s.lr = learning_rate(config_, step_index);
+  s.grad_norm = grad_norm;
+  double clip = config_.grad_clip > 0 && grad_norm > config_.grad_clip ? config_.grad_clip / grad_norm : 1.0;
+  ops::AdamWParams hp;
+  hp.lr = static_cast<float>(s.lr);
+  hp.beta1 = static_cast<float>(config_.beta1);
+  hp.beta2 = static_cast<float>(config_.beta2);
+  hp.eps = static_cast<float>(config_.eps);
+  hp.weight_decay = static_cast<float>(config_.weight_decay);
+  hp.step = step_index + 1;
+  hp.grad_scale = static_cast<float>(clip / world);
+  if (std::isfinite(grad_norm) && std::isfinite(s.loss)) model_.update(hp);
+  s.step_time_s = timer.seconds();
+  s.tokens_per_s = static_cast<double>(config_.tokens_per_step(world)) / s.step_time_s;
+  return s;
+}
+
+double Trainer::evaluate() {
+  if (!val_) return -1.0;
+  val_->rewind();
+  double sum = 0.0;
+  for (int64_t i = 0; i < config_.eval_batches; ++i) {
+    val_->next_batch(inputs_.data(), targets_.data());
+    sum += model_.forward(inputs_.data(), targets_.data());
+  }
+  double buf[1] = {sum / static_cast<double>(config_.eval_batches)};
+  comm_.allreduce_sum(buf, 1);
+  return buf[0] / comm_.world();
+}
+
+TrainResult Trainer::run(int64_t start_step) {
+  TrainResult r;
+  Timer wall;
+  const bool lead = comm_.rank() == 0;
+  Progress progress("step", config_.steps, 10.0);
+  std::vector<double> step_times, rates;
+  for (int64_t i = start_step; i < config_.steps; ++i) {
+    StepStats s = step(i);
+    if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
+      log::warn("step {}: non-finite loss {} or gradient norm {}; update skipped", s.step, s.loss,
+                s.grad_norm);
+    if (i == start_step) r.first_loss = s.loss;
+    r.final_loss = s.loss;
+    r.losses.push_back(s.loss);
+    // The first step includes warm-up effects (page faults, thread start); leave it out.
+    if (i > start_step || config_.steps - start_step == 1) {
+      step_times.push_back(s.step_time_s);
+      rates.push_back(s.tokens_per_s);
+    }
+    nlohmann::json rec = {{"step", s.step},           {"loss", s.loss},
+                          {"lr", s.lr},               {"grad_norm", s.grad_norm},
+                          {"tokens_per_s", s.tokens_per_s}, {"step_time_s", s.step_time_s}};
+    bool eval_now = config_.eval_every > 0 && s.step % config_.eval_every == 0 && s.step < config_.steps;
+    if (eval_now) {
+      double vl = evaluate();
+      if (vl >= 0) rec["val_loss"] = vl;
+    }
+    if (run_dir_ && (s.step % config_.log_every == 0 || s.step == config_.steps))
+      run_dir_->append_metrics(rec);
+    if (lead && show_progress)
+      progress.update(s.step, fmt::format("loss {:.4f} | lr {:.2e} | {} tok/s", s.loss, s.lr,
+                                          format_count(s.tokens_per_s)));
+    r.steps = s.step;
+    if (after_step && !after_step(s)) break;
+  }
+  if (lead && show_progress) progress.finish();
+  r.val_loss = evaluate();
+  r.wall_s = wall.seconds();
+  r.step_time_median_s = median(step_times);
+  r.step_time_p90_s = percentile(step_times, 0.9);
+  r.tokens_per_s_median = median(rates);
+  return r;
+}
+
+}  // namespace aiscale::train

@@ -1,0 +1,75 @@
+// The training loop: micro-steps with gradient accumulation, gradient averaging across
+// ranks, global-norm clipping, AdamW with a schedule, evaluation, metrics, progress.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "aiscale/nn/models/gpt.h"
+#include "aiscale/parallel/comm.h"
+#include "aiscale/train/config.h"
+#include "aiscale/train/run_dir.h"
+
+namespace aiscale::train {
+
+// Where batches come from: token shards, or synthetic tokens for benchmarks.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Fills B*T inputs and B*T targets (next tokens).
+  virtual void next_batch(int32_t* inputs, int32_t* targets) = 0;
+  // Rewinds to the start (validation passes always see the same batches).
+  virtual void rewind() = 0;
+  virtual std::string describe() const = 0;
+};
+
+struct StepStats {
+  int64_t step = 0;      // 1-based optimizer step
+  double loss = 0;       // mean over micro-steps and ranks
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double first_loss = 0, final_loss = 0;
+  double val_loss = -1;  // < 0: no validation data
+  double tokens_per_s_median = 0;
+  double step_time_median_s = 0, step_time_p90_s = 0;
+  double wall_s = 0;
+  std::vector<double> losses;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& train, BatchSource* val,
+          parallel::Communicator& comm, RunDirectory* run_dir);
+  // Runs config.steps optimizer steps from `start_step` (0 for a fresh run).
+  TrainResult run(int64_t start_step = 0);
+  // One optimizer step; returns its statistics (used by run and by benchmarks).
+  StepStats step(int64_t step_index);
+  double evaluate();
+  // Called after each step (checkpointing, signal handling); return false to stop early.
+  std::function<bool(const StepStats&)> after_step;
+  // Show a progress line (rank 0 only).
+  bool show_progress = true;
+
+ private:
+  const TrainConfig& config_;
+  nn::GptModel& model_;
+  BatchSource& train_;
+  BatchSource* val_;
+  parallel::Communicator& comm_;
+  RunDirectory* run_dir_;
+  std::vector<int32_t> inputs_, targets_;
+};
+
+double median(std::vector<double> v);
+double percentile(std::vector<double> v, double p);
+
+}  // namespace aiscale::train

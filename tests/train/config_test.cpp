@@ -1,0 +1,94 @@
+#include <gtest/gtest.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/train/config.h"
+#include "aiscale/train/schedule.h"
+
+using aiscale::Error;
+using aiscale::train::parse_train_config;
+
+namespace {
+std::string error_of(const std::string& text, std::vector<std::string> overrides = {}) {
+  try {
+    parse_train_config(text, "test.toml", overrides);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(TrainConfig, DefaultsAndPreset) {
+  auto c = parse_train_config("[model]\npreset = \"gpt-tiny\"\nn_layer = 3\n[train]\nseq_len = 32\n",
+                              "t.toml", {});
+  EXPECT_EQ(c.model.n_layer, 3);   // explicit key overrides the preset
+  EXPECT_EQ(c.model.n_embd, 64);   // from the preset
+  EXPECT_EQ(c.model_preset, "gpt-tiny");
+}
+
+TEST(TrainConfig, MisspelledKeyIsNamedWithSuggestion) {
+  std::string e = error_of("[train]\nstpes = 10\n");
+  EXPECT_NE(e.find("train.stpes"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'train.steps'"), std::string::npos) << e;
+  EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, UnknownSection) {
+  std::string e = error_of("[trian]\nsteps = 10\n");
+  EXPECT_NE(e.find("trian.steps"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, BadValuesNameKeyValueAndAllowed) {
+  std::string e = error_of("[train]\ndevice = \"tpu\"\n");
+  EXPECT_NE(e.find("train.device"), std::string::npos) << e;
+  EXPECT_NE(e.find("tpu"), std::string::npos) << e;
+  EXPECT_NE(e.find("cpu, cuda"), std::string::npos) << e;
+  e = error_of("[train]\nsteps = \"ten\"\n");
+  EXPECT_NE(e.find("must be an integer"), std::string::npos) << e;
+  e = error_of("[train]\nbatch_size = 0\n");
+  EXPECT_NE(e.find("at least 1"), std::string::npos) << e;
+  e = error_of("[model]\nn_embd = 100\nn_head = 3\n");
+  EXPECT_NE(e.find("not divisible"), std::string::npos) << e;
+  e = error_of("[model]\npreset = \"gpt5\"\n");
+  EXPECT_NE(e.find("gpt2-124m"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, MalformedTomlGivesLineAndColumn) {
+  std::string e = error_of("[train]\nsteps = = 3\n");
+  EXPECT_NE(e.find("test.toml:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("malformed TOML"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, Overrides) {
+  auto c = parse_train_config("", "t.toml", {"train.steps=7", "train.warmup_steps=2", "train.lr=1e-3", "data.train=x_*.bin",
+                                             "train.recompute=true"});
+  EXPECT_EQ(c.steps, 7);
+  EXPECT_DOUBLE_EQ(c.lr, 1e-3);
+  EXPECT_EQ(c.train_data, "x_*.bin");
+  EXPECT_TRUE(c.recompute);
+  EXPECT_NE(error_of("", {"steps=3"}).find("section"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.stepz=3"}).find("train.stepz"), std::string::npos);
+  EXPECT_NE(error_of("[train]\nsteps = 5\nwarmup_steps = 9\n").find("warmup_steps"), std::string::npos);
+  EXPECT_NE(error_of("[train]\nprecision = \"bf16\"\n").find("cuda"), std::string::npos);
+}
+
+TEST(TrainConfig, ResolvedTomlRoundTrips) {
+  auto c = parse_train_config("[model]\npreset = \"gpt-tiny\"\n[train]\nsteps = 12\nlr = 0.002\nseq_len = 64\n",
+                              "t.toml", {});
+  auto again = parse_train_config(aiscale::train::to_toml(c), "resolved.toml", {});
+  EXPECT_EQ(aiscale::train::to_toml(c), aiscale::train::to_toml(again));
+  EXPECT_EQ(again.steps, 12);
+}
+
+TEST(Schedule, WarmupThenCosineToMin) {
+  aiscale::train::TrainConfig c;
+  c.lr = 1.0;
+  c.min_lr_ratio = 0.1;
+  c.warmup_steps = 10;
+  c.steps = 110;
+  EXPECT_DOUBLE_EQ(aiscale::train::learning_rate(c, 0), 0.1);
+  EXPECT_DOUBLE_EQ(aiscale::train::learning_rate(c, 9), 1.0);
+  EXPECT_DOUBLE_EQ(aiscale::train::learning_rate(c, 10), 1.0);
+  EXPECT_NEAR(aiscale::train::learning_rate(c, 109), 0.1, 1e-12);
+  EXPECT_NEAR(aiscale::train::learning_rate(c, 10 + 99 / 2.0), 0.55, 0.02);
+}
