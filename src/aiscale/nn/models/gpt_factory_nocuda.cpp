@@ -1,13 +1,50 @@
-// make_gpt_cuda for builds without CUDA: a clear error instead of a link failure.
-#ifndef AISCALE_HAVE_CUDA
+// make_gpt_cuda and cuda_available for every build. Without CUDA they say so; with CUDA
+// they check the configuration, draw the initial parameters (host code, shared with the
+// CPU model so that both start from the same values for a seed) and hand over to
+// gpt_cuda.cu. Keeping this in a .cpp keeps host-only code (fmt, the RNG) out of nvcc and
+// makes aiscale_lib the only library that calls into aiscale_cuda.
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt.h"
 
-namespace aiscale::nn {
-std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig&, const GptRunOptions&) {
-  fail("this aiscale was built without CUDA: rebuild with `cmake --preset cuda` on a machine with "
-       "nvcc, or set train.device = \"cpu\"");
-}
-bool cuda_available() { return false; }
-}  // namespace aiscale::nn
+#ifdef AISCALE_HAVE_CUDA
+#include "aiscale/nn/models/gpt_cuda.cuh"
 #endif
+
+namespace aiscale::nn {
+
+#ifndef AISCALE_HAVE_CUDA
+
+std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig&, const GptRunOptions&) {
+  throw Error(
+      "this aiscale was built without CUDA: rebuild with a CUDA compiler (cmake --preset cuda) "
+      "or run on the CPU (device = \"cpu\")");
+}
+
+bool cuda_available() { return false; }
+
+#else
+
+std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions& o) {
+  c.validate();
+  if (!cuda_available())
+    fail("no CUDA GPU is visible (cudaGetDeviceCount found none): run on a GPU node or use "
+         "device = \"cpu\"");
+  if (o.batch < 1) fail("batch size {} is invalid: it must be at least 1", o.batch);
+  if (o.seq < 1 || o.seq > c.block_size)
+    fail("sequence length {} is outside 1..{} (model.block_size): lower train.seq_len or raise "
+         "model.block_size", o.seq, c.block_size);
+  if (c.n_embd % 8 != 0)
+    fail("model.n_embd = {} must be a multiple of 8 for the CUDA model (16-byte vectors)",
+         c.n_embd);
+  const int64_t hs = c.head_size();
+  if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
+    fail("head size n_embd / n_head = {} is not supported by the CUDA attention kernels: "
+         "choose 16, 32, 64 or 128 (GPT-2 uses 64)", hs);
+  return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed));
+}
+
+bool cuda_available() { return detail::cuda_device_count_checked() > 0; }
+
+#endif
+
+}  // namespace aiscale::nn

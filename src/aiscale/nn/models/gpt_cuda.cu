@@ -1,0 +1,600 @@
+// GPT-2 on one CUDA GPU: forward, backward and AdamW over the ops of ops/cuda.
+//
+// Precision: activations and the working copy of the weights in the run's dtype (bf16 by
+// default; fp16; fp32 for checks), fp32 accumulation everywhere, fp32 master weights,
+// gradients (one flat buffer in gpt_param_infos order, usable for all-reduce) and AdamW
+// moments. Memory: one cudaMalloc at construction holds everything, including the
+// cuBLASLt workspace; a step allocates nothing.
+//
+// Fusions (each with a plain fallback, see docs/perf-notes.md):
+// - bias, residual add, GELU (+ its pre-activation for backward) in the GEMM epilogues;
+//   dGELU and the bias gradient of the MLP's first layer in a backward GEMM's epilogue;
+// - the bias gradients of the two projections that write into the residual stream come
+//   out of the LayerNorm backward kernels (column sums of the residual gradient);
+// - softmax + cross-entropy + its backward in one kernel during forward, dlogits written
+//   in place over the logits (scaled by the last grad_multiplier; backward corrects any
+//   change through the GEMMs' alpha);
+// - flash attention forward / backward (no (T, T) matrix).
+//
+// Tuning switches for measurements (read once, at construction):
+//   AISCALE_CUDA_ATTENTION = auto | flash | simple
+//   AISCALE_CUDA_FUSED_GELU, AISCALE_CUDA_FUSED_BGRAD, AISCALE_CUDA_FUSED_XENT = 0 | 1
+//   AISCALE_CUDA_VERBOSE = 1 prints the chosen paths and GEMM plans to stderr.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_cuda.cuh"
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+
+namespace aiscale::nn {
+namespace detail {
+
+int cuda_device_count_checked() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+using cuda::AttentionImpl;
+using cuda::Gemm;
+using cuda::LinearOptions;
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  return std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
+}
+
+AttentionImpl env_attention() {
+  const char* v = std::getenv("AISCALE_CUDA_ATTENTION");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return AttentionImpl::automatic;
+  if (std::strcmp(v, "flash") == 0) return AttentionImpl::flash;
+  if (std::strcmp(v, "simple") == 0) return AttentionImpl::simple;
+  throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v + "': use auto, flash or simple");
+}
+
+// Bump allocator over one device allocation: first pass sizes, second pass hands out.
+struct ArenaPlan {
+  size_t total = 0;
+  size_t add(size_t bytes) {
+    const size_t off = total;
+    total += (bytes + 255) / 256 * 256;
+    return off;
+  }
+};
+
+// Offsets (in elements) of one layer's parameters inside a flat buffer, relative to the
+// layer's start: the order of gpt_param_infos.
+struct LayerOffsets {
+  int64_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w,
+      fcproj_b, size;
+  explicit LayerOffsets(int64_t C) {
+    int64_t o = 0;
+    auto next = [&](int64_t n) { const int64_t r = o; o += n; return r; };
+    ln1_w = next(C);
+    ln1_b = next(C);
+    qkv_w = next(3 * C * C);
+    qkv_b = next(3 * C);
+    proj_w = next(C * C);
+    proj_b = next(C);
+    ln2_w = next(C);
+    ln2_b = next(C);
+    fc_w = next(4 * C * C);
+    fc_b = next(4 * C);
+    fcproj_w = next(4 * C * C);
+    fcproj_b = next(C);
+    size = o;
+  }
+};
+
+class GptCuda final : public GptModel {
+ public:
+  GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init)
+      : config_(c),
+        options_(o),
+        t_(o.precision),
+        es_(dtype_size(o.precision)),
+        B_(o.batch),
+        T_(o.seq),
+        C_(c.n_embd),
+        NH_(c.n_head),
+        L_(c.n_layer),
+        V_(c.vocab_size),
+        Vp_((c.vocab_size + 127) / 128 * 128),
+        maxT_(c.block_size),
+        N_(o.batch * o.seq),
+        lay_(c.n_embd) {
+    P_ = V_ * C_ + maxT_ * C_ + L_ * lay_.size + 2 * C_;
+    Pw_ = P_ + (Vp_ - V_) * C_;
+    AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == P_,
+                         "init has " + std::to_string(init.size()) + " values");
+    attention_impl_ = env_attention();
+    linear_.fused_gelu = env_flag("AISCALE_CUDA_FUSED_GELU", true);
+    linear_.fused_bgrad = env_flag("AISCALE_CUDA_FUSED_BGRAD", true);
+    fused_xent_ = env_flag("AISCALE_CUDA_FUSED_XENT", true);
+    verbose_ = env_flag("AISCALE_CUDA_VERBOSE", false);
+    if (!cuda::attention_supported(t_, C_ / NH_))
+      throw Error("the CUDA attention kernels do not support head size " +
+                  std::to_string(C_ / NH_));
+
+    AISCALE_CUDA_CHECK(cudaGetDevice(&device_));
+    cudaDeviceProp prop{};
+    AISCALE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    device_name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
+    AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&loss_ready_, cudaEventDisableTiming));
+    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&buckets_sent_, cudaEventDisableTiming));
+    allocate();
+    gemm_ = std::make_unique<Gemm>(gemm_workspace_, Gemm::kWorkspaceBytes);
+
+    // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
+    set_params(init.data());
+    if (verbose_) {
+      std::fprintf(stderr,
+                   "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
+                   "fused gelu %d, fused bgrad %d, fused xent %d, recompute %d\n",
+                   device_name_.c_str(), cuda::dtype_str(t_),
+                   static_cast<long long>(B_), static_cast<long long>(T_),
+                   double(arena_bytes_) / double(1 << 30),
+                   cuda::attention_flash_supported(t_, C_ / NH_) &&
+                           attention_impl_ != AttentionImpl::simple
+                       ? "flash"
+                       : "simple",
+                   int(linear_.fused_gelu), int(linear_.fused_bgrad), int(fused_xent_),
+                   int(options_.recompute));
+    }
+  }
+
+  ~GptCuda() override {
+    gemm_.reset();
+    if (arena_) cudaFree(arena_);
+    if (host_staging_) cudaFreeHost(host_staging_);
+    if (loss_ready_) cudaEventDestroy(loss_ready_);
+    if (buckets_sent_) cudaEventDestroy(buckets_sent_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const GptConfig& config() const override { return config_; }
+  const GptRunOptions& options() const override { return options_; }
+  std::string device_name() const override { return device_name_; }
+
+  float forward(const int32_t* inputs, const int32_t* targets) override {
+    check_tokens(inputs, "token");
+    if (targets) check_tokens(targets, "target");
+    has_targets_ = targets != nullptr;
+    // Upload inputs (and targets) through pinned staging, asynchronously.
+    std::memcpy(h_tokens_, inputs, size_t(N_) * 4);
+    if (targets) std::memcpy(h_tokens_ + N_, targets, size_t(N_) * 4);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_tokens_, h_tokens_, size_t(targets ? 2 : 1) * N_ * 4,
+                                       cudaMemcpyHostToDevice, stream_));
+    const int32_t* d_inputs = d_tokens_;
+    const int32_t* d_targets = d_tokens_ + N_;
+    const int64_t N = N_, C = C_, B = B_, T = T_, NH = NH_;
+    cudaStream_t s = stream_;
+
+    cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
+    for (int64_t l = 0; l < L_; ++l) {
+      Acts& a = acts_[l];
+      cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, lay_.ln1_w),
+                              pw(l, lay_.ln1_b), N, C, s);
+      cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, lay_.qkv_w),
+                           pw(l, lay_.qkv_b), nullptr, N, C, 3 * C, linear_, s);
+      cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, C, NH, attention_impl_, s);
+      cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, lay_.proj_w),
+                           pw(l, lay_.proj_b), res(l), N, C, C, linear_, s);
+      cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, lay_.ln2_w),
+                              pw(l, lay_.ln2_b), N, C, s);
+      cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, lay_.fc_w),
+                           pw(l, lay_.fc_b), nullptr, N, C, 4 * C, linear_, s);
+      cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, lay_.fcproj_w),
+                           pw(l, lay_.fcproj_b), a.res_mid, N, 4 * C, C, linear_, s);
+    }
+    cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(L_), lnf_w(), lnf_b(), N, C, s);
+    cuda::linear_forward(*gemm_, t_, logits_, nullptr, lnf_, wte_w(), nullptr, nullptr, N, C,
+                         Vp_, linear_, s);
+    forward_done_ = true;
+    if (!targets) {
+      logits_state_ = LogitsState::valid;
+      AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
+      return std::numeric_limits<float>::quiet_NaN();
+    }
+    // Loss (and, fused, dlogits scaled for the expected grad_multiplier).
+    dlogits_multiplier_ = grad_multiplier_hint_;
+    cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
+                       dlogits_multiplier_ / static_cast<float>(N), fused_xent_, s);
+    logits_state_ = fused_xent_ ? LogitsState::gradient : LogitsState::valid;
+    cuda::mean_reduce(loss_dev_, losses_, N, s);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_loss_, loss_dev_, 4, cudaMemcpyDeviceToHost, s));
+    AISCALE_CUDA_CHECK(cudaEventRecord(loss_ready_, s));
+    // While the GPU runs the forward pass: group token positions for embedding backward.
+    AISCALE_CUDA_CHECK(cudaEventSynchronize(buckets_sent_));  // staging free again
+    num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
+                                            bucket_counts_);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_buckets_, h_buckets_, bucket_ints() * 4,
+                                       cudaMemcpyHostToDevice, s));
+    AISCALE_CUDA_CHECK(cudaEventRecord(buckets_sent_, s));
+    AISCALE_CUDA_CHECK(cudaEventSynchronize(loss_ready_));
+    return *h_loss_;
+  }
+
+  void backward(float grad_multiplier) override {
+    if (!has_targets_ || logits_state_ == LogitsState::consumed)
+      throw Error("backward() needs a forward() with targets before it");
+    const int64_t N = N_, C = C_, B = B_, T = T_, NH = NH_;
+    cudaStream_t s = stream_;
+    float alpha = 1.0f;
+    if (logits_state_ == LogitsState::gradient) {
+      alpha = grad_multiplier / dlogits_multiplier_;
+    } else {
+      cuda::softmax_xent(t_, losses_, logits_, d_tokens_ + N_, N, V_, Vp_,
+                         grad_multiplier / static_cast<float>(N), true, s);
+    }
+    grad_multiplier_hint_ = grad_multiplier;
+    logits_state_ = LogitsState::consumed;
+
+    // LM head (tied to wte): over the padded vocabulary for dlnf (padded rows of the
+    // weight and of dlogits are zero), over the real rows for dwte.
+    cuda::linear_backward_input(*gemm_, t_, dln_, logits_, wte_w(), N, C, Vp_, Vp_, alpha,
+                                nullptr, nullptr, bias_scratch_, linear_, s);
+    cuda::linear_backward_weight(*gemm_, t_, grads_, nullptr, logits_, lnf_, N, C, V_, Vp_,
+                                 alpha, bias_scratch_, linear_, s);
+    cuda::layernorm_backward(t_, dres_, g(lnf_w_off()), g(lnf_w_off() + C), 
+                             L_ > 0 ? g(layer_off(L_ - 1) + lay_.fcproj_b) : nullptr, dln_,
+                             res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
+
+    for (int64_t l = L_ - 1; l >= 0; --l) {
+      Acts& a = acts_[l];
+      const int64_t lo = layer_off(l);
+      if (options_.recompute) {
+        cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, lay_.ln1_w),
+                                pw(l, lay_.ln1_b), N, C, s);
+        cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, lay_.ln2_w),
+                                pw(l, lay_.ln2_b), N, C, s);
+        cuda::gelu_forward(t_, a.fc_gelu, a.fc_pre, N * 4 * C, s);
+      }
+      // MLP projection: dres = d(res[l + 1]); its bias gradient came from the LayerNorm
+      // backward that produced dres.
+      cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.fcproj_w), nullptr, dres_, a.fc_gelu,
+                                   N, 4 * C, C, C, 1.0f, bias_scratch_, linear_, s);
+      cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, lay_.fcproj_w), N, 4 * C, C, C,
+                                  1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
+      cuda::add_inplace(g(lo + lay_.fc_b), bias_tmp_, 4 * C, s);
+      // MLP first layer.
+      cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.fc_w), nullptr, dfc_, a.ln2, N, C,
+                                   4 * C, 4 * C, 1.0f, bias_scratch_, linear_, s);
+      cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, lay_.fc_w), N, C, 4 * C, 4 * C,
+                                  1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+      cuda::layernorm_backward(t_, dres_, g(lo + lay_.ln2_w), g(lo + lay_.ln2_b),
+                               g(lo + lay_.proj_b), dln_, a.res_mid, pw(l, lay_.ln2_w),
+                               a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
+      // Attention projection: dres = d(res_mid).
+      cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.proj_w), nullptr, dres_, a.atty, N, C,
+                                   C, C, 1.0f, bias_scratch_, linear_, s);
+      cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, lay_.proj_w), N, C, C, C,
+                                  1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, C, NH, dq_accum_,
+                               delta_, attention_impl_, s);
+      // QKV projection.
+      cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
+                                   3 * C, 3 * C, 1.0f, bias_scratch_, linear_, s);
+      cuda::add_inplace(g(lo + lay_.qkv_b), bias_tmp_, 3 * C, s);
+      cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, lay_.qkv_w), N, C, 3 * C, 3 * C,
+                                  1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+      cuda::layernorm_backward(t_, dres_, g(lo + lay_.ln1_w), g(lo + lay_.ln1_b),
+                               l > 0 ? g(layer_off(l - 1) + lay_.fcproj_b) : nullptr, dln_, res(l),
+                               pw(l, lay_.ln1_w), a.ln1_mean, a.ln1_rstd, N, C, true,
+                               ln_scratch_, s);
+    }
+    cuda::embedding_backward(t_, grads_, g(V_ * C), dres_, d_buckets_, d_buckets_ + N_,
+                             d_buckets_ + 2 * N_ + 1, num_unique_, B, T, C, s);
+    AISCALE_CUDA_LAUNCH_CHECK();
+    if (verbose_ && !printed_plans_) {
+      printed_plans_ = true;
+      AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
+      std::fprintf(stderr, "[aiscale cuda] GEMM plans:\n%s", gemm_->summary().c_str());
+    }
+  }
+
+  void zero_grad() override {
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(P_) * 4, stream_));
+  }
+
+  double grad_sum_squares() override {
+    cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return *h_sumsq_;
+  }
+
+  void update(const ops::AdamWParams& hp) override {
+    cuda::AdamWLayout L;
+    L.n = P_;
+    L.embeddings_end = V_ * C_ + maxT_ * C_;
+    L.decay_embeddings = options_.decay_embeddings;
+    L.layers_begin = L.embeddings_end;
+    L.layer_size = lay_.size;
+    L.n_layer = L_;
+    const int64_t begin[4] = {lay_.qkv_w, lay_.proj_w, lay_.fc_w, lay_.fcproj_w};
+    const int64_t count[4] = {3 * C_ * C_, C_ * C_, 4 * C_ * C_, 4 * C_ * C_};
+    for (int j = 0; j < 4; ++j) {
+      L.decay_begin[j] = begin[j];
+      L.decay_end[j] = begin[j] + count[j];
+    }
+    L.work_split = V_ * C_;
+    L.work_shift = (Vp_ - V_) * C_;
+    cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  }
+
+  void logits_at(int64_t b, int64_t t, float* out) override {
+    if (!forward_done_) throw Error("logits are not available: run forward() first");
+    if (b < 0 || b >= B_ || t < 0 || t >= T_)
+      throw Error("logits_at(" + std::to_string(b) + ", " + std::to_string(t) +
+                  ") is outside the batch");
+    const int64_t row = b * T_ + t;
+    if (logits_state_ == LogitsState::valid) {
+      cuda::cast_to_f32(t_, logits_row_, at(logits_, row * Vp_), V_, stream_);
+    } else {
+      // The logits were overwritten by their gradient: recompute this row from ln_f.
+      cuda::logits_row(t_, logits_row_, at(lnf_, row * C_), wte_w(), V_, C_, stream_);
+    }
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, logits_row_, size_t(V_) * 4, cudaMemcpyDeviceToHost,
+                                       stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void get_params(float* out) const override { download(out, master_); }
+  void set_params(const float* in) override {
+    upload(master_, in);
+    // Working copy: wte rows, then (after the zero padded rows) everything else.
+    cuda::cast_from_f32(t_, work_, master_, V_ * C_, stream_);
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(at(work_, V_ * C_), 0, size_t((Vp_ - V_) * C_) * es_,
+                                       stream_));
+    cuda::cast_from_f32(t_, at(work_, Vp_ * C_), master_ + V_ * C_, P_ - V_ * C_, stream_);
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void get_grads(float* out) const override { download(out, grads_); }
+  void set_grads(const float* in) override { upload(grads_, in); }
+  void get_optimizer_state(float* m, float* v) const override {
+    download(m, m_);
+    download(v, v_);
+  }
+  void set_optimizer_state(const float* m, const float* v) override {
+    upload(m_, m);
+    upload(v_, v);
+  }
+  float* grad_buffer() override { return grads_; }
+  float* param_buffer() override { return master_; }
+  size_t memory_bytes() const override { return arena_bytes_; }
+
+ private:
+  enum class LogitsState { valid, gradient, consumed };
+
+  struct Acts {
+    void *ln1, *qkv, *atty, *res_mid, *ln2, *fc_pre, *fc_gelu;  // (N, C), (N, 3C), ... of t
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;          // (N)
+    float* lse;                                                // (B, NH, T)
+  };
+
+  void* at(void* base, int64_t elems) const { return static_cast<char*>(base) + elems * int64_t(es_); }
+  // Working-copy (padded layout) parameter pointers.
+  int64_t work_layer_off(int64_t l) const { return Vp_ * C_ + maxT_ * C_ + l * lay_.size; }
+  const void* pw(int64_t l, int64_t off) const { return at(work_, work_layer_off(l) + off); }
+  const void* wte_w() const { return work_; }
+  const void* wpe_w() const { return at(work_, Vp_ * C_); }
+  const void* lnf_w() const { return at(work_, work_layer_off(L_)); }
+  const void* lnf_b() const { return at(work_, work_layer_off(L_) + C_); }
+  // Gradient (flat layout) pointers.
+  int64_t layer_off(int64_t l) const { return V_ * C_ + maxT_ * C_ + l * lay_.size; }
+  int64_t lnf_w_off() const { return layer_off(L_); }
+  float* g(int64_t off) const { return grads_ + off; }
+  void* res(int64_t l) const { return residuals_[static_cast<size_t>(l)]; }
+
+  size_t bucket_ints() const { return size_t(3 * N_ + 1); }
+
+  void check_tokens(const int32_t* x, const char* what) const {
+    for (int64_t i = 0; i < N_; ++i)
+      if (x[i] < 0 || x[i] >= V_)
+        throw Error(std::string(what) + " id " + std::to_string(x[i]) + " at position " +
+                    std::to_string(i) + " is outside the vocabulary 0.." + std::to_string(V_ - 1) +
+                    ": the data does not match model.vocab_size");
+  }
+
+  void download(float* out, const float* src) const {
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, src, size_t(P_) * 4, cudaMemcpyDeviceToHost, stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void upload(float* dst, const float* in) {
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(dst, in, size_t(P_) * 4, cudaMemcpyHostToDevice, stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void allocate() {
+    const int64_t N = N_, C = C_, L = L_;
+    const size_t e = es_;
+    const bool rc = options_.recompute;
+    ArenaPlan plan;
+    struct Off {
+      size_t ln1, qkv, atty, res_mid, ln2, fc_pre, fc_gelu, ln1_mean, ln1_rstd, ln2_mean,
+          ln2_rstd, lse;
+    };
+    const size_t o_master = plan.add(size_t(P_) * 4), o_grads = plan.add(size_t(P_) * 4);
+    const size_t o_m = plan.add(size_t(P_) * 4), o_v = plan.add(size_t(P_) * 4);
+    const size_t o_work = plan.add(size_t(Pw_) * e);
+    const size_t o_ws = plan.add(Gemm::kWorkspaceBytes);
+    std::vector<size_t> o_res;
+    for (int64_t l = 0; l <= L; ++l) o_res.push_back(plan.add(size_t(N * C) * e));
+    const size_t shared_ln1 = rc ? plan.add(size_t(N * C) * e) : 0;
+    const size_t shared_ln2 = rc ? plan.add(size_t(N * C) * e) : 0;
+    const size_t shared_gelu = rc ? plan.add(size_t(N * 4 * C) * e) : 0;
+    std::vector<Off> off(static_cast<size_t>(L));
+    for (auto& x : off) {
+      x.ln1 = rc ? shared_ln1 : plan.add(size_t(N * C) * e);
+      x.qkv = plan.add(size_t(N * 3 * C) * e);
+      x.atty = plan.add(size_t(N * C) * e);
+      x.res_mid = plan.add(size_t(N * C) * e);
+      x.ln2 = rc ? shared_ln2 : plan.add(size_t(N * C) * e);
+      x.fc_pre = plan.add(size_t(N * 4 * C) * e);
+      x.fc_gelu = rc ? shared_gelu : plan.add(size_t(N * 4 * C) * e);
+      x.ln1_mean = plan.add(size_t(N) * 4);
+      x.ln1_rstd = plan.add(size_t(N) * 4);
+      x.ln2_mean = plan.add(size_t(N) * 4);
+      x.ln2_rstd = plan.add(size_t(N) * 4);
+      x.lse = plan.add(size_t(B_ * NH_ * T_) * 4);
+    }
+    const size_t o_lnf = plan.add(size_t(N * C) * e);
+    const size_t o_lnf_mean = plan.add(size_t(N) * 4), o_lnf_rstd = plan.add(size_t(N) * 4);
+    const size_t o_logits = plan.add(size_t(N * Vp_) * e);
+    const size_t o_losses = plan.add(size_t(N) * 4), o_loss = plan.add(4);
+    const size_t o_dres = plan.add(size_t(N * C) * e), o_dln = plan.add(size_t(N * C) * e);
+    const size_t o_datty = plan.add(size_t(N * C) * e);
+    const size_t o_dqkv = plan.add(size_t(N * 3 * C) * e);
+    const size_t o_dfc = plan.add(size_t(N * 4 * C) * e);
+    const size_t o_dq = plan.add(size_t(N * C) * 4);
+    const size_t o_delta = plan.add(size_t(B_ * NH_ * T_) * 4);
+    const size_t o_bias_scratch = plan.add(cuda::bias_grad_scratch_floats(4 * C) * 4);
+    const size_t o_bias_tmp = plan.add(size_t(4 * C) * 4);
+    const size_t o_ln_scratch = plan.add(cuda::layernorm_backward_scratch_floats(N, C) * 4);
+    const size_t o_sumsq_scratch = plan.add(cuda::sum_squares_scratch_doubles() * 8);
+    const size_t o_sumsq = plan.add(8);
+    const size_t o_tokens = plan.add(size_t(2 * N) * 4);
+    const size_t o_buckets = plan.add(bucket_ints() * 4);
+    const size_t o_logits_row = plan.add(size_t(Vp_) * 4);
+
+    arena_bytes_ = plan.total;
+    cudaError_t err = cudaMalloc(&arena_, arena_bytes_);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw Error("GPU out of memory: the model needs " + std::to_string(arena_bytes_ >> 20) +
+                  " MiB, " + std::to_string(free_b >> 20) +
+                  " MiB are free: lower the batch size or enable recomputation");
+    }
+    char* base = static_cast<char*>(arena_);
+    auto F = [&](size_t o) { return reinterpret_cast<float*>(base + o); };
+    auto X = [&](size_t o) { return static_cast<void*>(base + o); };
+    master_ = F(o_master);
+    grads_ = F(o_grads);
+    m_ = F(o_m);
+    v_ = F(o_v);
+    work_ = X(o_work);
+    gemm_workspace_ = X(o_ws);
+    for (size_t o : o_res) residuals_.push_back(X(o));
+    acts_.resize(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) {
+      const Off& x = off[static_cast<size_t>(l)];
+      acts_[static_cast<size_t>(l)] =
+          Acts{X(x.ln1),      X(x.qkv),      X(x.atty),     X(x.res_mid),
+               X(x.ln2),      X(x.fc_pre),   X(x.fc_gelu),  F(x.ln1_mean),
+               F(x.ln1_rstd), F(x.ln2_mean), F(x.ln2_rstd), F(x.lse)};
+    }
+    lnf_ = X(o_lnf);
+    lnf_mean_ = F(o_lnf_mean);
+    lnf_rstd_ = F(o_lnf_rstd);
+    logits_ = X(o_logits);
+    losses_ = F(o_losses);
+    loss_dev_ = F(o_loss);
+    dres_ = X(o_dres);
+    dln_ = X(o_dln);
+    datty_ = X(o_datty);
+    dqkv_ = X(o_dqkv);
+    dfc_ = X(o_dfc);
+    dq_accum_ = F(o_dq);
+    delta_ = F(o_delta);
+    bias_scratch_ = F(o_bias_scratch);
+    bias_tmp_ = F(o_bias_tmp);
+    ln_scratch_ = F(o_ln_scratch);
+    sumsq_scratch_ = reinterpret_cast<double*>(base + o_sumsq_scratch);
+    sumsq_dev_ = reinterpret_cast<double*>(base + o_sumsq);
+    d_tokens_ = reinterpret_cast<int32_t*>(base + o_tokens);
+    d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
+    logits_row_ = F(o_logits_row);
+
+    // Pinned host staging: tokens + targets, buckets, loss, sum of squares.
+    const size_t host_bytes = size_t(2 * N) * 4 + bucket_ints() * 4 + 64;
+    AISCALE_CUDA_CHECK(cudaMallocHost(&host_staging_, host_bytes));
+    char* h = static_cast<char*>(host_staging_);
+    h_tokens_ = reinterpret_cast<int32_t*>(h);
+    h_buckets_ = reinterpret_cast<int32_t*>(h + size_t(2 * N) * 4);
+    h_unique_ = h_buckets_;
+    h_offsets_ = h_buckets_ + N;
+    h_positions_ = h_buckets_ + 2 * N + 1;
+    char* tail = h + size_t(2 * N) * 4 + bucket_ints() * 4;
+    tail += (8 - reinterpret_cast<uintptr_t>(tail) % 8) % 8;
+    h_sumsq_ = reinterpret_cast<double*>(tail);
+    h_loss_ = reinterpret_cast<float*>(tail + 8);
+    bucket_counts_.reserve(static_cast<size_t>(V_));
+  }
+
+  GptConfig config_;
+  GptRunOptions options_;
+  DType t_;
+  size_t es_;
+  int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;
+  LayerOffsets lay_;
+  AttentionImpl attention_impl_ = AttentionImpl::automatic;
+  LinearOptions linear_;
+  bool fused_xent_ = true, verbose_ = false, printed_plans_ = false;
+
+  int device_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t loss_ready_ = nullptr, buckets_sent_ = nullptr;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  void* gemm_workspace_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+
+  float *master_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
+  void* work_ = nullptr;
+  std::vector<void*> residuals_;  // L + 1 buffers (N, C): embedding output, block outputs
+  std::vector<Acts> acts_;
+  void* lnf_ = nullptr;
+  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  void* logits_ = nullptr;  // (N, Vp): logits, or dlogits after a fused forward
+  float *losses_ = nullptr, *loss_dev_ = nullptr;
+  void *dres_ = nullptr, *dln_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dfc_ = nullptr;
+  float *dq_accum_ = nullptr, *delta_ = nullptr, *bias_scratch_ = nullptr, *bias_tmp_ = nullptr;
+  float *ln_scratch_ = nullptr, *logits_row_ = nullptr;
+  double *sumsq_scratch_ = nullptr, *sumsq_dev_ = nullptr;
+  int32_t *d_tokens_ = nullptr, *d_buckets_ = nullptr;
+
+  void* host_staging_ = nullptr;
+  int32_t *h_tokens_ = nullptr, *h_buckets_ = nullptr, *h_unique_ = nullptr,
+          *h_offsets_ = nullptr, *h_positions_ = nullptr;
+  float* h_loss_ = nullptr;
+  double* h_sumsq_ = nullptr;
+  std::vector<int32_t> bucket_counts_;
+  int64_t num_unique_ = 0;
+
+  bool has_targets_ = false, forward_done_ = false;
+  LogitsState logits_state_ = LogitsState::consumed;
+  float grad_multiplier_hint_ = 1.0f;  // dlogits of a fused forward are scaled by this
+  float dlogits_multiplier_ = 1.0f;
+};
+
+}  // namespace
+
+std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
+                                          const std::vector<float>& init_params) {
+  return std::make_unique<GptCuda>(c, o, init_params);
+}
+
+}  // namespace detail
+}  // namespace aiscale::nn

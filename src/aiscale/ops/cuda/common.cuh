@@ -1,0 +1,160 @@
+// Shared device helpers for the CUDA ops: error checks, the three element types
+// (fp32, bf16, fp16) behind one set of conversions, 16-byte vector packs and warp / block
+// reductions. Included by .cu files only.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "aiscale/core/dtype.h"
+
+namespace aiscale {
+// aiscale::Error, token for token as in aiscale/core/error.h. That header pulls in fmt,
+// which nvcc (C++20 mode, g++ 12/13 as host compiler) cannot compile, so .cu files never
+// include it; an identical definition keeps one type (one typeinfo) across the program.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+}  // namespace aiscale
+
+namespace aiscale::cuda {
+
+using bf16 = __nv_bfloat16;
+using f16 = __half;
+
+[[noreturn]] inline void throw_cuda_error(cudaError_t e, const char* what, const char* file,
+                                          int line) {
+  throw Error(std::string("CUDA error: ") + cudaGetErrorString(e) + " in " + what + " at " +
+              file + ":" + std::to_string(line));
+}
+
+#define AISCALE_CUDA_CHECK(expr)                                                          \
+  do {                                                                                    \
+    cudaError_t aiscale_cuda_err_ = (expr);                                               \
+    if (aiscale_cuda_err_ != cudaSuccess)                                                 \
+      ::aiscale::cuda::throw_cuda_error(aiscale_cuda_err_, #expr, __FILE__, __LINE__);    \
+  } while (0)
+
+// After a kernel launch: catches bad launch configurations at once (asynchronous faults
+// surface at the next synchronising call).
+#define AISCALE_CUDA_LAUNCH_CHECK() AISCALE_CUDA_CHECK(cudaGetLastError())
+
+// Name of a dtype (local, so that aiscale_cuda needs no symbol of aiscale_lib).
+inline const char* dtype_str(DType t) {
+  return t == DType::f32 ? "fp32" : t == DType::bf16 ? "bf16" : "fp16";
+}
+
+// Internal invariant check for .cu files. (AISCALE_CHECK formats with fmt, whose
+// compile-time format strings nvcc rejects in C++20 mode.)
+#define AISCALE_CUDA_REQUIRE(cond, message)                                                \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
+      throw ::aiscale::Error(std::string("internal check failed: ") + #cond + ": " +       \
+                             std::string(message));                                        \
+  } while (0)
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------
+// Element conversions. Math is always fp32; storage is T.
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T x);
+template <>
+__device__ __forceinline__ float to_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ float to_f32<bf16>(bf16 x) { return __bfloat162float(x); }
+template <>
+__device__ __forceinline__ float to_f32<f16>(f16 x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ f16 from_f32<f16>(float x) { return __float2half_rn(x); }
+
+// 16 bytes of T: the unit of every vectorised load and store.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int N = 16 / static_cast<int>(sizeof(T));
+  T v[N];
+  __device__ __forceinline__ float get(int i) const { return to_f32<T>(v[i]); }
+  __device__ __forceinline__ void set(int i, float x) { v[i] = from_f32<T>(x); }
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  Pack<T> r;
+  *reinterpret_cast<int4*>(&r) = *reinterpret_cast<const int4*>(p);
+  return r;
+}
+// Streaming load (read once, do not keep in L1/L2 preferentially).
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack_cs(const T* p) {
+  Pack<T> r;
+  *reinterpret_cast<int4*>(&r) = __ldcs(reinterpret_cast<const int4*>(p));
+  return r;
+}
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
+  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&x);
+}
+template <typename T>
+__device__ __forceinline__ void store_pack_cs(T* p, const Pack<T>& x) {
+  __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&x));
+}
+
+// ---------------------------------------------------------------------------------------
+// Reductions
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
+// result. `scratch` holds 32 floats of shared memory; callable repeatedly.
+__device__ __forceinline__ float block_sum(float x, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  x = warp_sum(x);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = lane < nwarps ? scratch[lane] : 0.0f;
+  return warp_sum(x);
+}
+__device__ __forceinline__ float block_max(float x, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = lane < nwarps ? scratch[lane] : -INFINITY;
+  return warp_max(x);
+}
+
+// Dispatch a DType to the element type: f(float{}), f(bf16{}), f(f16{}).
+template <typename F>
+void dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); break;
+    case DType::bf16: f(bf16{}); break;
+    case DType::f16: f(f16{}); break;
+  }
+}
+
+}  // namespace aiscale::cuda

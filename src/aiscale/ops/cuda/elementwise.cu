@@ -1,0 +1,364 @@
+// Embedding, GELU, residual, bias gradients, casts: the memory-bound small ops. Each
+// thread moves 16-byte packs; sizes must be multiples of a pack (8 values in bf16/fp16,
+// 4 in fp32), which GPT widths are (the model checks C % 8 == 0).
+#include <algorithm>
+
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+
+namespace aiscale::cuda {
+
+int sm_count() {
+  int device = 0, n = 0;
+  AISCALE_CUDA_CHECK(cudaGetDevice(&device));
+  AISCALE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  return n;
+}
+
+namespace {
+
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+__device__ __forceinline__ float gelu_f(float x) {
+  const float u = kGeluScale * (x + kGeluCubic * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(u));
+}
+__device__ __forceinline__ float gelu_grad_f(float x) {
+  const float u = kGeluScale * (x + kGeluCubic * x * x * x);
+  const float th = tanhf(u);
+  const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+int grid_for(int64_t items, int threads) {
+  const int64_t blocks = ceil_div(items, threads);
+  return static_cast<int>(std::min<int64_t>(blocks, int64_t(1) << 30));
+}
+
+template <typename T>
+void check_packed(int64_t n, const char* what) {
+  AISCALE_CUDA_REQUIRE(n % Pack<T>::N == 0, std::string(what) + ": size " + std::to_string(n) +
+                                               " is not a multiple of " + std::to_string(Pack<T>::N));
+}
+
+// --------------------------------------------------------------------------------------
+// embedding
+
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte,
+                                         const T* wpe, int64_t N, int T_, int C) {
+  constexpr int V = Pack<T>::N;
+  const int64_t packs_per_row = C / V;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= N * packs_per_row) return;
+  const int64_t row = i / packs_per_row;
+  const int c = static_cast<int>(i % packs_per_row) * V;
+  const int t = static_cast<int>(row % T_);
+  const Pack<T> a = load_pack(wte + int64_t(tokens[row]) * C + c);
+  const Pack<T> b = load_pack(wpe + int64_t(t) * C + c);
+  Pack<T> o;
+#pragma unroll
+  for (int k = 0; k < V; ++k) o.set(k, a.get(k) + b.get(k));
+  store_pack(out + row * C + c, o);
+}
+
+// One block per distinct token: sums its rows of dout in position order (deterministic).
+template <typename T>
+__global__ void embedding_backward_wte_kernel(float* dwte, const T* dout,
+                                              const int32_t* unique_tokens,
+                                              const int32_t* offsets, const int32_t* positions,
+                                              int C) {
+  constexpr int V = Pack<T>::N;
+  const int u = blockIdx.x;
+  const int token = unique_tokens[u];
+  const int begin = offsets[u], end = offsets[u + 1];
+  for (int c = threadIdx.x * V; c < C; c += blockDim.x * V) {
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    for (int j = begin; j < end; ++j) {
+      const Pack<T> d = load_pack(dout + int64_t(positions[j]) * C + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += d.get(k);
+    }
+    float* dst = dwte + int64_t(token) * C + c;
+#pragma unroll
+    for (int k = 0; k < V; ++k) dst[k] += acc[k];
+  }
+}
+
+// One thread per (t, pack of channels): sums over the batch.
+template <typename T>
+__global__ void embedding_backward_wpe_kernel(float* dwpe, const T* dout, int B, int T_,
+                                              int C) {
+  constexpr int V = Pack<T>::N;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int packs = C / V;
+  if (i >= int64_t(T_) * packs) return;
+  const int t = static_cast<int>(i / packs);
+  const int c = static_cast<int>(i % packs) * V;
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+  for (int b = 0; b < B; ++b) {
+    const Pack<T> d = load_pack(dout + (int64_t(b) * T_ + t) * C + c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] += d.get(k);
+  }
+  float* dst = dwpe + int64_t(t) * C + c;
+#pragma unroll
+  for (int k = 0; k < V; ++k) dst[k] += acc[k];
+}
+
+// --------------------------------------------------------------------------------------
+// GELU, residual
+
+template <typename T>
+__global__ void gelu_forward_kernel(T* out, const T* inp, int64_t packs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= packs) return;
+  constexpr int V = Pack<T>::N;
+  const Pack<T> x = load_pack(inp + i * V);
+  Pack<T> o;
+#pragma unroll
+  for (int k = 0; k < V; ++k) o.set(k, gelu_f(x.get(k)));
+  store_pack(out + i * V, o);
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64_t packs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= packs) return;
+  constexpr int V = Pack<T>::N;
+  const Pack<T> x = load_pack(inp + i * V);
+  const Pack<T> d = load_pack(dout + i * V);
+  Pack<T> o;
+#pragma unroll
+  for (int k = 0; k < V; ++k) o.set(k, gelu_grad_f(x.get(k)) * d.get(k));
+  store_pack(dinp + i * V, o);
+}
+
+template <typename T>
+__global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t packs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= packs) return;
+  constexpr int V = Pack<T>::N;
+  const Pack<T> x = load_pack(a + i * V);
+  const Pack<T> y = load_pack(b + i * V);
+  Pack<T> o;
+#pragma unroll
+  for (int k = 0; k < V; ++k) o.set(k, x.get(k) + y.get(k));
+  store_pack(out + i * V, o);
+}
+
+// --------------------------------------------------------------------------------------
+// Column sums (bias gradients): partial sums per row chunk, then a fixed-order reduction.
+
+constexpr int kBiasRowChunks = 64;
+constexpr int kBiasWarps = 8;
+
+template <typename T>
+__global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t N, int OC) {
+  constexpr int V = Pack<T>::N;
+  __shared__ float smem[kBiasWarps][32 * V];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int c = (blockIdx.x * 32 + lane) * V;
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+  if (c < OC) {
+    for (int64_t r = int64_t(blockIdx.y) * kBiasWarps + warp; r < N;
+         r += int64_t(gridDim.y) * kBiasWarps) {
+      const Pack<T> d = load_pack(x + r * OC + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += d.get(k);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) smem[warp][lane * V + k] = acc[k];
+  __syncthreads();
+  for (int j = threadIdx.x; j < 32 * V; j += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kBiasWarps; ++w) s += smem[w][j];
+    const int col = blockIdx.x * 32 * V + j;
+    if (col < OC) partials[int64_t(blockIdx.y) * OC + col] = s;
+  }
+}
+
+__global__ void column_reduce_kernel(float* out, const float* partials, int nparts, int ncols,
+                                     bool accumulate) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= ncols) return;
+  float s = 0.0f;
+  for (int p = 0; p < nparts; ++p) s += partials[int64_t(p) * ncols + c];
+  out[c] = accumulate ? out[c] + s : s;
+}
+
+__global__ void add_inplace_kernel(float* dst, const float* src, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] += src[i];
+}
+
+template <typename T>
+__global__ void cast_from_f32_kernel(T* out, const float* in, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = from_f32<T>(in[i]);
+}
+template <typename T>
+__global__ void cast_to_f32_kernel(float* out, const T* in, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = to_f32<T>(in[i]);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte,
+                       const void* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(C, "embedding_forward");
+    const int64_t items = B * T * (C / Pack<X>::N);
+    embedding_forward_kernel<X><<<grid_for(items, 256), 256, 0, s>>>(
+        static_cast<X*>(out), tokens, static_cast<const X*>(wte), static_cast<const X*>(wpe),
+        B * T, static_cast<int>(T), static_cast<int>(C));
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void embedding_backward(DType t, float* dwte, float* dwpe, const void* dout,
+                        const int32_t* unique_tokens, const int32_t* bucket_offsets,
+                        const int32_t* bucket_positions, int64_t num_unique, int64_t B,
+                        int64_t T, int64_t C, cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(C, "embedding_backward");
+    const int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, C / Pack<X>::N)));
+    if (num_unique > 0) {
+      embedding_backward_wte_kernel<X><<<static_cast<unsigned>(num_unique), threads, 0, s>>>(
+          dwte, static_cast<const X*>(dout), unique_tokens, bucket_offsets, bucket_positions,
+          static_cast<int>(C));
+      AISCALE_CUDA_LAUNCH_CHECK();
+    }
+    const int64_t items = T * (C / Pack<X>::N);
+    embedding_backward_wpe_kernel<X><<<grid_for(items, 256), 256, 0, s>>>(
+        dwpe, static_cast<const X*>(dout), static_cast<int>(B), static_cast<int>(T),
+        static_cast<int>(C));
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+int64_t build_token_buckets(const int32_t* tokens, int64_t N, int64_t V, int32_t* unique_tokens,
+                            int32_t* offsets, int32_t* positions, std::vector<int32_t>& counts) {
+  counts.assign(static_cast<size_t>(V), 0);
+  for (int64_t i = 0; i < N; ++i) ++counts[static_cast<size_t>(tokens[i])];
+  // Exclusive prefix over tokens that occur; counts[] becomes each token's write cursor.
+  int64_t num_unique = 0;
+  int32_t running = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const int32_t c = counts[static_cast<size_t>(v)];
+    if (c == 0) continue;
+    unique_tokens[num_unique] = static_cast<int32_t>(v);
+    offsets[num_unique] = running;
+    ++num_unique;
+    counts[static_cast<size_t>(v)] = running;
+    running += c;
+  }
+  offsets[num_unique] = running;
+  for (int64_t i = 0; i < N; ++i)
+    positions[counts[static_cast<size_t>(tokens[i])]++] = static_cast<int32_t>(i);
+  return num_unique;
+}
+
+void gelu_forward(DType t, void* out, const void* inp, int64_t n, cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(n, "gelu_forward");
+    const int64_t packs = n / Pack<X>::N;
+    gelu_forward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
+        static_cast<X*>(out), static_cast<const X*>(inp), packs);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void gelu_backward(DType t, void* dinp, const void* inp, const void* dout, int64_t n,
+                   cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(n, "gelu_backward");
+    const int64_t packs = n / Pack<X>::N;
+    gelu_backward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
+        static_cast<X*>(dinp), static_cast<const X*>(inp), static_cast<const X*>(dout), packs);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void residual_forward(DType t, void* out, const void* a, const void* b, int64_t n,
+                      cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(n, "residual_forward");
+    const int64_t packs = n / Pack<X>::N;
+    residual_forward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
+        static_cast<X*>(out), static_cast<const X*>(a), static_cast<const X*>(b), packs);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+size_t bias_grad_scratch_floats(int64_t OC) { return static_cast<size_t>(kBiasRowChunks * OC); }
+
+void bias_grad(DType t, float* out, const void* x, int64_t N, int64_t OC, bool accumulate,
+               float* scratch, cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(OC, "bias_grad");
+    const dim3 grid(static_cast<unsigned>(ceil_div(OC, 32 * Pack<X>::N)), kBiasRowChunks);
+    column_partial_sums_kernel<X><<<grid, 32 * kBiasWarps, 0, s>>>(
+        scratch, static_cast<const X*>(x), N, static_cast<int>(OC));
+    AISCALE_CUDA_LAUNCH_CHECK();
+    column_reduce_kernel<<<grid_for(OC, 256), 256, 0, s>>>(out, scratch, kBiasRowChunks,
+                                                           static_cast<int>(OC), accumulate);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  add_inplace_kernel<<<grid_for(n, 256), 256, 0, s>>>(dst, src, n);
+  AISCALE_CUDA_LAUNCH_CHECK();
+}
+
+void cast_from_f32(DType t, void* out, const float* in, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  if (t == DType::f32) {
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
+    cast_from_f32_kernel<X><<<blocks, 256, 0, s>>>(static_cast<X*>(out), in, n);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void cast_to_f32(DType t, float* out, const void* in, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  if (t == DType::f32) {
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
+    cast_to_f32_kernel<X><<<blocks, 256, 0, s>>>(out, static_cast<const X*>(in), n);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace aiscale::cuda

@@ -1,0 +1,379 @@
+// GEMMs through cuBLASLt: bf16/fp16 inputs with fp32 accumulation (fp32 inputs: plain
+// fp32, no TF32), fused bias / GELU / bias-gradient epilogues, and a plan cache so that a
+// step pays for heuristics only on its first call of each shape.
+#include <cublasLt.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+
+namespace aiscale::cuda {
+namespace {
+
+void check_lt(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLASLt error ") + std::to_string(static_cast<int>(st)) + " in " +
+                what);
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::dgelu_bgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case Epilogue::bgradb: return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool uses_bias(Epilogue e) {
+  return e == Epilogue::bias || e == Epilogue::gelu_aux_bias || e == Epilogue::dgelu_bgrad ||
+         e == Epilogue::bgradb;
+}
+bool bias_is_gradient(Epilogue e) { return e == Epilogue::dgelu_bgrad || e == Epilogue::bgradb; }
+bool uses_aux(Epilogue e) {
+  return e == Epilogue::gelu_aux_bias || e == Epilogue::dgelu || e == Epilogue::dgelu_bgrad;
+}
+
+// Largest power of two (<= 256) that divides the address: cuBLASLt picks kernels by it.
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && (a % al) != 0) al /= 2;
+  return al;
+}
+
+struct PlanKey {
+  bool ta, tb, beta_nonzero;
+  int64_t m, n, k, lda, ldb, ldc, ldd, ld_aux;
+  DType ab, cd;
+  Epilogue epi;
+  uint32_t align_a, align_b, align_c, align_d;
+  bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(PlanKey)) == 0; }
+};
+
+PlanKey make_key(const GemmCall& c) {
+  PlanKey k;
+  std::memset(&k, 0, sizeof(k));  // padding bytes take part in the comparison
+  k.ta = c.trans_a;
+  k.tb = c.trans_b;
+  k.beta_nonzero = c.beta != 0.0f;
+  k.m = c.m;
+  k.n = c.n;
+  k.k = c.k;
+  k.lda = c.lda;
+  k.ldb = c.ldb;
+  k.ldc = c.ldc;
+  k.ldd = c.ldd;
+  k.ld_aux = uses_aux(c.epilogue) ? c.ld_aux : 0;
+  k.ab = c.ab_type;
+  k.cd = c.cd_type;
+  k.epi = c.epilogue;
+  k.align_a = alignment_of(c.a);
+  k.align_b = alignment_of(c.b);
+  k.align_c = alignment_of(c.beta != 0.0f ? c.c : c.d);
+  k.align_d = alignment_of(c.d);
+  return k;
+}
+
+struct Plan {
+  PlanKey key;
+  bool ok = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+}  // namespace
+
+struct Gemm::Impl {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  std::vector<Plan> plans;
+
+  Plan& plan_for(const GemmCall& c) {
+    const PlanKey key = make_key(c);
+    for (Plan& p : plans)
+      if (p.key == key) return p;
+    plans.emplace_back();
+    Plan& p = plans.back();
+    p.key = key;
+    build(p, c);
+    return p;
+  }
+
+  void build(Plan& p, const GemmCall& c) {
+    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // fp32 inputs: true fp32
+    check_lt(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F), "MatmulDescCreate");
+    const cublasOperation_t opa = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)),
+             "set TRANSA");
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
+             "set TRANSB");
+    const cublasLtEpilogue_t epi = lt_epilogue(c.epilogue);
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+             "set EPILOGUE");
+    if (uses_bias(c.epilogue)) {
+      // Bias gradients are fp32 (they feed fp32 parameter gradients); a bias read in the
+      // forward pass has the activation type.
+      const cudaDataType_t bt = bias_is_gradient(c.epilogue) ? CUDA_R_32F : cuda_type(c.cd_type);
+      check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                              sizeof(bt)),
+               "set BIAS_DATA_TYPE");
+    }
+    if (uses_aux(c.epilogue)) {
+      const int64_t ld_aux = c.ld_aux;
+      check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
+                                              sizeof(ld_aux)),
+               "set AUX_LD");
+    }
+    const cudaDataType_t tab = cuda_type(c.ab_type), tcd = cuda_type(c.cd_type);
+    check_lt(cublasLtMatrixLayoutCreate(&p.la, tab, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k,
+                                        c.lda),
+             "layout A");
+    check_lt(cublasLtMatrixLayoutCreate(&p.lb, tab, c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n,
+                                        c.ldb),
+             "layout B");
+    check_lt(cublasLtMatrixLayoutCreate(&p.lc, tcd, c.m, c.n, c.beta != 0.0f ? c.ldc : c.ldd),
+             "layout C");
+    check_lt(cublasLtMatrixLayoutCreate(&p.ld, tcd, c.m, c.n, c.ldd), "layout D");
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_lt(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+    const uint64_t ws = workspace_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof(ws));
+    const uint32_t al[4] = {p.key.align_a, p.key.align_b, p.key.align_c, p.key.align_d};
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0],
+                                         sizeof(uint32_t));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1],
+                                         sizeof(uint32_t));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2],
+                                         sizeof(uint32_t));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3],
+                                         sizeof(uint32_t));
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.la, p.lb, p.lc, p.ld,
+                                                             pref, 1, &result, &count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.ok = st == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    if (p.ok) p.algo = result.algo;
+  }
+
+  static void destroy(Plan& p) {
+    if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+    if (p.la) cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
+    if (p.ld) cublasLtMatrixLayoutDestroy(p.ld);
+  }
+};
+
+Gemm::Gemm(void* workspace, size_t workspace_bytes) : impl_(new Impl) {
+  impl_->workspace = workspace;
+  impl_->workspace_bytes = workspace_bytes;
+  impl_->plans.reserve(64);
+  check_lt(cublasLtCreate(&impl_->handle), "cublasLtCreate");
+}
+
+Gemm::~Gemm() {
+  for (Plan& p : impl_->plans) Impl::destroy(p);
+  if (impl_->handle) cublasLtDestroy(impl_->handle);
+  delete impl_;
+}
+
+bool Gemm::supported(const GemmCall& call) { return impl_->plan_for(call).ok; }
+
+std::string Gemm::summary() const {
+  static const char* epi_names[] = {"none", "bias", "gelu_aux_bias", "dgelu", "dgelu_bgrad",
+                                    "bgradb"};
+  std::string out;
+  for (const Plan& p : impl_->plans) {
+    const PlanKey& k = p.key;
+    out += "  m=" + std::to_string(k.m) + " n=" + std::to_string(k.n) + " k=" + std::to_string(k.k) +
+           (k.ta ? " A^T" : " A") + (k.tb ? " B^T" : " B") + " ab=" + dtype_str(k.ab) +
+           " cd=" + dtype_str(k.cd) + " beta=" + (k.beta_nonzero ? "1" : "0") +
+           " epilogue=" + epi_names[static_cast<int>(k.epi)] + (p.ok ? " ok" : " UNSUPPORTED") +
+           "\n";
+  }
+  return out;
+}
+
+bool Gemm::run(const GemmCall& c, cudaStream_t stream) {
+  Plan& p = impl_->plan_for(c);
+  if (!p.ok) return false;
+  if (uses_bias(c.epilogue)) {
+    const void* bias = c.bias;
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof(bias)),
+             "set BIAS_POINTER");
+  }
+  if (uses_aux(c.epilogue)) {
+    const void* aux = c.aux;
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                            sizeof(aux)),
+             "set AUX_POINTER");
+  }
+  const void* cptr = c.beta != 0.0f ? c.c : c.d;
+  check_lt(cublasLtMatmul(impl_->handle, p.desc, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, cptr, p.lc,
+                          c.d, p.ld, &p.algo, impl_->workspace, impl_->workspace_bytes, stream),
+           "cublasLtMatmul");
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Row-major linear layers
+
+namespace {
+[[noreturn]] void no_algorithm(const char* what, int64_t m, int64_t n, int64_t k) {
+  throw Error(std::string("cuBLASLt has no algorithm for ") + what + " (m=" + std::to_string(m) +
+              ", n=" + std::to_string(n) + ", k=" + std::to_string(k) + ")");
+}
+}  // namespace
+
+void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp,
+                    const void* weight, const void* bias, const void* residual, int64_t N,
+                    int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s) {
+  // Column-major view: out^T (OC x N) = weight^T... i.e. op(A) = W (OC x C) from its
+  // row-major storage (C x OC column-major, transposed), B = inp^T (C x N).
+  GemmCall c;
+  c.trans_a = true;
+  c.trans_b = false;
+  c.m = OC;
+  c.n = N;
+  c.k = C;
+  c.a = weight;
+  c.lda = C;
+  c.b = inp;
+  c.ldb = C;
+  c.d = out;
+  c.ldd = OC;
+  c.ab_type = t;
+  c.cd_type = t;
+  if (residual) {
+    c.c = residual;
+    c.ldc = OC;
+    c.beta = 1.0f;
+  }
+  if (pre_gelu) {
+    AISCALE_CUDA_REQUIRE(residual == nullptr, "linear_forward: GELU with a residual is not supported");
+    if (o.fused_gelu && bias) {
+      c.epilogue = Epilogue::gelu_aux_bias;
+      c.bias = const_cast<void*>(bias);
+      c.aux = pre_gelu;
+      c.ld_aux = OC;
+      if (g.run(c, s)) return;
+    }
+    c.d = pre_gelu;
+    c.epilogue = bias ? Epilogue::bias : Epilogue::none;
+    c.bias = const_cast<void*>(bias);
+    c.aux = nullptr;
+    if (!g.run(c, s)) no_algorithm("linear forward", c.m, c.n, c.k);
+    gelu_forward(t, out, pre_gelu, N * OC, s);
+    return;
+  }
+  c.epilogue = bias ? Epilogue::bias : Epilogue::none;
+  c.bias = const_cast<void*>(bias);
+  if (!g.run(c, s)) no_algorithm("linear forward", c.m, c.n, c.k);
+}
+
+void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const void* weight,
+                           int64_t N, int64_t C, int64_t OC, int64_t ld_dout, float alpha,
+                           const void* gelu_pre, float* dbias_gelu, float* bias_scratch,
+                           const LinearOptions& o, cudaStream_t s) {
+  // dinp^T (C x N) = W^T... : op(A) = weight as stored (C x OC column-major), B = dout^T.
+  GemmCall c;
+  c.trans_a = false;
+  c.trans_b = false;
+  c.m = C;
+  c.n = N;
+  c.k = OC;
+  c.a = weight;
+  c.lda = C;
+  c.b = dout;
+  c.ldb = ld_dout;
+  c.d = dinp;
+  c.ldd = C;
+  c.ab_type = t;
+  c.cd_type = t;
+  c.alpha = alpha;
+  if (gelu_pre && o.fused_gelu) {
+    c.aux = const_cast<void*>(gelu_pre);
+    c.ld_aux = C;
+    if (dbias_gelu && o.fused_bgrad) {
+      c.epilogue = Epilogue::dgelu_bgrad;
+      c.bias = dbias_gelu;
+      if (g.run(c, s)) return;
+    }
+    c.epilogue = Epilogue::dgelu;
+    c.bias = nullptr;
+    if (g.run(c, s)) {
+      if (dbias_gelu) bias_grad(t, dbias_gelu, dinp, N, C, false, bias_scratch, s);
+      return;
+    }
+  }
+  c.epilogue = Epilogue::none;
+  c.aux = nullptr;
+  c.bias = nullptr;
+  if (!g.run(c, s)) no_algorithm("linear backward (input)", c.m, c.n, c.k);
+  if (gelu_pre) {
+    gelu_backward(t, dinp, gelu_pre, dinp, N * C, s);
+    if (dbias_gelu) bias_grad(t, dbias_gelu, dinp, N, C, false, bias_scratch, s);
+  }
+}
+
+void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, const void* dout,
+                            const void* inp, int64_t N, int64_t C, int64_t OC, int64_t ld_dout,
+                            float alpha, float* bias_scratch, const LinearOptions& o,
+                            cudaStream_t s) {
+  // dweight^T (C x OC) += inp^T (C x N) @ dout (N x OC): A = inp^T as stored, B = dout^T
+  // stored (OC x N column-major), transposed.
+  AISCALE_CUDA_REQUIRE(dbias == nullptr || (alpha == 1.0f && ld_dout == OC),
+                "linear_backward_weight: bias gradient needs alpha = 1 and a packed dout");
+  GemmCall c;
+  c.trans_a = false;
+  c.trans_b = true;
+  c.m = C;
+  c.n = OC;
+  c.k = N;
+  c.a = inp;
+  c.lda = C;
+  c.b = dout;
+  c.ldb = ld_dout;
+  c.c = dweight;
+  c.ldc = C;
+  c.d = dweight;
+  c.ldd = C;
+  c.ab_type = t;
+  c.cd_type = DType::f32;
+  c.alpha = alpha;
+  c.beta = 1.0f;
+  if (dbias && o.fused_bgrad) {
+    c.epilogue = Epilogue::bgradb;
+    c.bias = dbias;
+    if (g.run(c, s)) return;
+  }
+  c.epilogue = Epilogue::none;
+  c.bias = nullptr;
+  if (!g.run(c, s)) no_algorithm("linear backward (weight)", c.m, c.n, c.k);
+  if (dbias) bias_grad(t, dbias, dout, N, OC, false, bias_scratch, s);
+}
+
+}  // namespace aiscale::cuda

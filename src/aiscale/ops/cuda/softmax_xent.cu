@@ -1,0 +1,174 @@
+// Fused softmax + cross-entropy over the vocabulary: one block per row reads the logits
+// once for the log-sum-exp (online max / sum per thread, then a block reduction) and a
+// second time (mostly from L2) to write dlogits in place: two passes over a (N, Vp) matrix
+// instead of the five of softmax, loss, and softmax backward done apart.
+#include <cfloat>
+
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+
+namespace aiscale::cuda {
+namespace {
+
+constexpr int kXentThreads = 512;
+constexpr int kUnroll = 4;
+
+__device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
+  const float mx = fmaxf(m, m2);
+  s = s * __expf(m - mx) + s2 * __expf(m2 - mx);
+  m = mx;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kXentThreads)
+    softmax_xent_kernel(float* losses, T* logits, const int32_t* targets, int V, int Vp,
+                        float dscale, bool write_grad) {
+  constexpr int PV = Pack<T>::N;
+  __shared__ float red_m[32], red_s[32];
+  const int64_t row = blockIdx.x;
+  T* x = logits + row * Vp;
+  const int packs = Vp / PV;
+
+  // Pass 1: per-thread running max and sum of exp over its packs.
+  float m = -FLT_MAX, s = 0.0f;
+  for (int p0 = threadIdx.x; p0 < packs; p0 += kXentThreads * kUnroll) {
+    Pack<T> v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kXentThreads;
+      if (p < packs) v[u] = load_pack(x + int64_t(p) * PV);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kXentThreads;
+      if (p < packs) {
+        float pm = -FLT_MAX;
+#pragma unroll
+        for (int k = 0; k < PV; ++k)
+          if (p * PV + k < V) pm = fmaxf(pm, v[u].get(k));
+        float ps = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PV; ++k)
+          if (p * PV + k < V) ps += __expf(v[u].get(k) - pm);
+        combine(m, s, pm, ps);
+      }
+    }
+  }
+  // Block reduction of (m, s).
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    combine(m, s, m2, s2);
+  }
+  if (lane == 0) {
+    red_m[warp] = m;
+    red_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kXentThreads / 32 ? red_m[lane] : -FLT_MAX;
+    s = lane < kXentThreads / 32 ? red_s[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+      const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      combine(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      red_m[0] = m;
+      red_s[0] = s;
+    }
+  }
+  __syncthreads();
+  const float lse = red_m[0] + __logf(red_s[0]);
+  const int target = targets[row];
+  if (threadIdx.x == 0) losses[row] = lse - to_f32<T>(x[target]);
+  if (!write_grad) return;
+  __syncthreads();  // the target logit is read above before any thread overwrites it
+
+  // Pass 2: dlogits = dscale * (softmax - onehot), in place; padded columns get 0.
+  for (int p0 = threadIdx.x; p0 < packs; p0 += kXentThreads * kUnroll) {
+    Pack<T> v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kXentThreads;
+      if (p < packs) v[u] = load_pack_cs(x + int64_t(p) * PV);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kXentThreads;
+      if (p < packs) {
+        Pack<T> d;
+#pragma unroll
+        for (int k = 0; k < PV; ++k) {
+          const int col = p * PV + k;
+          float g = 0.0f;
+          if (col < V) g = dscale * (__expf(v[u].get(k) - lse) - (col == target ? 1.0f : 0.0f));
+          d.set(k, g);
+        }
+        store_pack(x + int64_t(p) * PV, d);
+      }
+    }
+  }
+}
+
+__global__ void mean_reduce_kernel(float* out, const float* x, int64_t n) {
+  __shared__ float scratch[32];
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) out[0] = s / static_cast<float>(n);
+}
+
+template <typename T>
+__global__ void logits_row_kernel(float* out, const T* x, const T* w, int V, int C) {
+  constexpr int PV = Pack<T>::N;
+  const int lane = threadIdx.x % 32;
+  const int v = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (v >= V) return;
+  float acc = 0.0f;
+  for (int c = lane * PV; c < C; c += 32 * PV) {
+    const Pack<T> a = load_pack(x + c);
+    const Pack<T> b = load_pack(w + int64_t(v) * C + c);
+#pragma unroll
+    for (int k = 0; k < PV; ++k) acc += a.get(k) * b.get(k);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) out[v] = to_f32<T>(from_f32<T>(acc));
+}
+
+}  // namespace
+
+void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, int64_t N,
+                  int64_t V, int64_t Vp, float dscale, bool write_grad, cudaStream_t s) {
+  if (N <= 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    AISCALE_CUDA_REQUIRE(Vp % Pack<X>::N == 0 && Vp >= V, "softmax_xent: padded vocabulary " + std::to_string(Vp));
+    softmax_xent_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
+        losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
+        dscale, write_grad);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void mean_reduce(float* out, const float* x, int64_t n, cudaStream_t s) {
+  mean_reduce_kernel<<<1, 1024, 0, s>>>(out, x, n);
+  AISCALE_CUDA_LAUNCH_CHECK();
+}
+
+void logits_row(DType t, float* out, const void* x, const void* w, int64_t V, int64_t C,
+                cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    AISCALE_CUDA_REQUIRE(C % Pack<X>::N == 0, "logits_row: C = " + std::to_string(C));
+    logits_row_kernel<X><<<static_cast<unsigned>(ceil_div(V, 8)), 256, 0, s>>>(
+        out, static_cast<const X*>(x), static_cast<const X*>(w), static_cast<int>(V),
+        static_cast<int>(C));
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace aiscale::cuda
