@@ -1,0 +1,44 @@
+// Backend lookup by name, and the helpers shared by every backend's callers.
+#include <string>
+
+#include "aiscale/core/error.h"
+#include "aiscale/ops/cpu/simd.h"
+#include "aiscale/ops/ops.h"
+
+namespace aiscale::ops {
+
+const Backend& backend_by_name(std::string_view name) {
+  if (name == "reference") return reference_backend();
+  if (name == "cpu") return cpu_backend();
+  fail("unknown ops backend '{}': use 'cpu' (fast) or 'reference' (plain loops)", name);
+}
+
+namespace {
+
+AISCALE_CPU_HOT double sum_squares_slice(const float* x, int64_t n) {
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * x[i];
+  return sum;
+}
+
+}  // namespace
+
+double sum_squares(const float* x, int64_t n) {
+  // Fixed blocks, summed in block order: the result does not depend on the number of
+  // threads (global-norm clipping must be bit-for-bit reproducible).
+  constexpr int64_t kBlocks = 64;
+  const int64_t block = std::max<int64_t>(4096, (n + kBlocks - 1) / kBlocks);
+  const int64_t blocks = (n + block - 1) / block;
+  double partial[kBlocks] = {};
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t begin = i * block;
+    partial[i] = sum_squares_slice(x + begin, std::min(block, n - begin));
+  }
+  double total = 0.0;
+  for (int64_t i = 0; i < blocks; ++i) total += partial[i];
+  return total;
+}
+
+}  // namespace aiscale::ops

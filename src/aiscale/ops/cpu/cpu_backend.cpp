@@ -1,0 +1,28 @@
+// The fast CPU backend's table. Kernels live one family per file in this folder.
+#include "aiscale/ops/cpu/kernels.h"
+
+namespace aiscale::ops {
+
+const Backend& cpu_backend() {
+  static const Backend backend{
+      "cpu",
+      cpu::matmul_forward,
+      cpu::matmul_backward,
+      cpu::embedding_forward,
+      cpu::embedding_backward,
+      cpu::layernorm_forward,
+      cpu::layernorm_backward,
+      cpu::gelu_forward,
+      cpu::gelu_backward,
+      cpu::attention_forward,
+      cpu::attention_backward,
+      cpu::residual_forward,
+      cpu::residual_backward,
+      cpu::softmax_xent_forward,
+      cpu::softmax_xent_backward,
+      cpu::adamw_update,
+  };
+  return backend;
+}
+
+}  // namespace aiscale::ops

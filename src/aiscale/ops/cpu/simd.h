@@ -1,0 +1,90 @@
+// Helpers shared by the fast CPU ops: instruction-set clones for hot loops, a
+// vectorisable exp, and splitting work over OpenMP threads.
+//
+// The default build targets baseline x86-64 (SSE2). Hot row kernels are marked
+// AISCALE_CPU_HOT, which makes GCC emit an extra AVX2+FMA (x86-64-v3) copy chosen at
+// load time, so an ordinary build still runs wide vectors on current machines.
+// Results are deterministic on one machine and independent of the thread count (no op
+// splits a reduction across threads), but may differ in the last bits between machines
+// with and without AVX2, as they do for OpenBLAS.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
+#define AISCALE_CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define AISCALE_CPU_HOT
+#endif
+
+namespace aiscale::ops::cpu {
+
+// exp(x) in float without branches, so loops calling it vectorise. Cody-Waite range
+// reduction x = k ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for exp(r) (the
+// classic Cephes expf coefficients), then scaling by 2^k through the exponent bits.
+// Within about 2 ulp of std::exp for x in [-87.3, 88]; returns 0 below -87.3 (where
+// the true value is subnormal, < 1.2e-38), exp(88) for x in (88, 88.72] and +inf above
+// (the largest float is exp(88.72)); NaN stays NaN.
+[[gnu::always_inline]] inline float exp_approx(float x) {
+  constexpr float kLow = -87.33654f;  // ln(2^-126)
+  constexpr float kHigh = 88.0f;      // keeps k <= 127
+  constexpr float kOverflow = 88.72283935546875f;
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;  // ln2 = kLn2Hi + kLn2Lo, kLn2Hi exact in 9 bits
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integer
+  float xc = x < kLow ? kLow : x;
+  xc = xc > kHigh ? kHigh : xc;
+  const float k = (xc * kLog2e + kRoundMagic) - kRoundMagic;
+  const float r = (xc - k * kLn2Hi) - k * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const float two_to_k = std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
+  float result = p * two_to_k;
+  result = x < kLow ? 0.0f : result;
+  result = x > kOverflow ? std::numeric_limits<float>::infinity() : result;
+  return result;
+}
+
+// Below this much work (roughly, element operations) an op runs on one thread: waking
+// the OpenMP team costs a few microseconds.
+inline constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+
+// Calls fn(begin, end) on one contiguous slice of [0, n) per OpenMP thread, or once on
+// the whole range when n * work_per_item is small. Slices are multiples of 16 items
+// so vector loops keep whole bodies.
+template <class Fn>
+void parallel_slices(int64_t n, int64_t work_per_item, Fn&& fn) {
+  if (n <= 0) return;
+  if (n * work_per_item < kParallelMinWork || omp_get_max_threads() == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t id = omp_get_thread_num();
+    int64_t chunk = (n + threads - 1) / threads;
+    chunk = (chunk + 15) / 16 * 16;
+    const int64_t begin = std::min(n, id * chunk);
+    const int64_t end = std::min(n, begin + chunk);
+    if (begin < end) fn(begin, end);
+  }
+}
+
+// Whether a loop over `items` of `work_per_item` is worth an OpenMP team (for the
+// `if` clause of `#pragma omp parallel for`).
+inline bool worth_threads(int64_t items, int64_t work_per_item) {
+  return items > 1 && items * work_per_item >= kParallelMinWork;
+}
+
+}  // namespace aiscale::ops::cpu
