@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   aiscale::cli::add_train_command(app);
   aiscale::cli::add_bench_command(app);
+  aiscale::cli::add_data_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

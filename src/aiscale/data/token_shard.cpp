@@ -1,0 +1,243 @@
+// Token shard writer (atomic) and reader (memory-mapped, validated).
+#include "aiscale/data/token_shard.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::data {
+
+static_assert(std::endian::native == std::endian::little,
+              "token shards are little-endian; a big-endian host would need byte swapping");
+
+namespace {
+
+constexpr std::string_view kFix = "re-run `aiscale data tokenize` to regenerate it";
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Checks a header against the file size; fails with a message naming the file.
+ShardHeader validate_header(const std::filesystem::path& path, const int32_t* header,
+                            int64_t file_bytes) {
+  ShardHeader h;
+  h.file_bytes = file_bytes;
+  h.magic = header[0];
+  h.version = header[1];
+  h.token_count = header[2];
+  if (h.magic != kShardMagic) {
+    if (h.magic == 20240801)
+      fail("token shard {} has magic 20240801 (llm.c's uint32-token format for Llama 3); "
+           "aiscale reads GPT-2 shards with magic {} and uint16 tokens: {}",
+           path.string(), kShardMagic, kFix);
+    fail("{} is not a token shard: its first int32 is {}, expected the magic number {}; "
+         "point the loader at the *.bin files written by `aiscale data tokenize`, or {}",
+         path.string(), h.magic, kShardMagic, kFix);
+  }
+  if (h.version != kShardVersion)
+    fail("token shard {} has version {}, but this aiscale reads version {} (uint16 tokens); {}",
+         path.string(), h.version, kShardVersion, kFix);
+  if (h.token_count < 0)
+    fail("token shard {} is corrupt: its header says {} tokens; {}", path.string(),
+         h.token_count, kFix);
+  const int64_t expected = static_cast<int64_t>(kShardHeaderBytes) + 2 * h.token_count;
+  if (file_bytes != expected)
+    fail("token shard {} is {}: its header says {} tokens ({} bytes in all) but the file has "
+         "{} bytes; the write was probably interrupted or the file was copied partially; {}",
+         path.string(), file_bytes < expected ? "truncated" : "corrupt (trailing bytes)",
+         h.token_count, expected, file_bytes, kFix);
+  return h;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- writer
+
+TokenShardWriter::TokenShardWriter(std::filesystem::path path) : path_(std::move(path)) {
+  temp_path_ = path_;
+  temp_path_ += ".tmp." + std::to_string(::getpid());
+  file_ = std::fopen(temp_path_.c_str(), "wb");
+  if (file_ == nullptr)
+    fail("cannot create token shard {}: {}; check that the directory exists and is writable",
+         temp_path_.string(), errno_text());
+  const std::array<int32_t, kShardHeaderInts> placeholder{};  // rewritten by finish()
+  write_bytes(placeholder.data(), kShardHeaderBytes);
+}
+
+TokenShardWriter::~TokenShardWriter() {
+  if (file_ != nullptr) {
+    std::fclose(file_);
+    std::error_code ignored;
+    std::filesystem::remove(temp_path_, ignored);
+  }
+}
+
+void TokenShardWriter::write_bytes(const void* data, size_t bytes) {
+  if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
+    fail("writing token shard {} failed: {}; is the disk full?", temp_path_.string(), errno_text());
+}
+
+void TokenShardWriter::append(std::span<const uint16_t> tokens) {
+  AISCALE_CHECK(file_ != nullptr, "append after finish on {}", path_.string());
+  write_bytes(tokens.data(), tokens.size_bytes());
+  token_count_ += static_cast<int64_t>(tokens.size());
+}
+
+void TokenShardWriter::append(std::span<const int32_t> tokens) {
+  convert_.resize(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] > 0xFFFF)
+      fail("token id {} does not fit the uint16 shard format of {} (ids must be in [0, 65535])",
+           tokens[i], path_.string());
+    convert_[i] = static_cast<uint16_t>(tokens[i]);
+  }
+  append(std::span<const uint16_t>(convert_));
+}
+
+void TokenShardWriter::finish() {
+  AISCALE_CHECK(file_ != nullptr, "finish called twice on {}", path_.string());
+  if (token_count_ > INT32_MAX)
+    fail("token shard {} would hold {} tokens, more than the format's int32 count allows; "
+         "use a smaller --shard-tokens", path_.string(), token_count_);
+  std::array<int32_t, kShardHeaderInts> header{};
+  header[0] = kShardMagic;
+  header[1] = kShardVersion;
+  header[2] = static_cast<int32_t>(token_count_);
+  if (std::fseek(file_, 0, SEEK_SET) != 0)
+    fail("seeking in {} failed: {}", temp_path_.string(), errno_text());
+  write_bytes(header.data(), kShardHeaderBytes);
+  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
+    fail("flushing token shard {} to disk failed: {}", temp_path_.string(), errno_text());
+  const int close_status = std::fclose(file_);
+  file_ = nullptr;
+  if (close_status != 0 || std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const std::string why = errno_text();
+    std::error_code ignored;
+    std::filesystem::remove(temp_path_, ignored);
+    fail("could not move token shard into place at {}: {}", path_.string(), why);
+  }
+  // Make the rename itself durable.
+  std::filesystem::path dir = path_.parent_path();
+  if (dir.empty()) dir = ".";
+  if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY); dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+void write_token_shard(const std::filesystem::path& path, std::span<const uint16_t> tokens) {
+  TokenShardWriter writer(path);
+  writer.append(tokens);
+  writer.finish();
+}
+
+void write_token_shard(const std::filesystem::path& path, std::span<const int32_t> tokens) {
+  TokenShardWriter writer(path);
+  writer.append(tokens);
+  writer.finish();
+}
+
+// ---------------------------------------------------------------- reader
+
+ShardHeader read_shard_header(const std::filesystem::path& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr)
+    fail("cannot open token shard {}: {}; check the path, or create shards with "
+         "`aiscale data tokenize`", path.string(), errno_text());
+  std::array<int32_t, kShardHeaderInts> header{};
+  const size_t got = std::fread(header.data(), 1, kShardHeaderBytes, file);
+  struct stat info {};
+  const int stat_status = ::fstat(::fileno(file), &info);
+  std::fclose(file);
+  if (stat_status != 0) fail("cannot stat token shard {}: {}", path.string(), errno_text());
+  if (got < kShardHeaderBytes)
+    fail("token shard {} is truncated: {} bytes, shorter than the {}-byte header; {}",
+         path.string(), static_cast<int64_t>(info.st_size), kShardHeaderBytes, kFix);
+  return validate_header(path, header.data(), info.st_size);
+}
+
+MappedTokenShard::MappedTokenShard(std::filesystem::path path) : path_(std::move(path)) {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail("cannot open token shard {}: {}; check the path, or create shards with "
+         "`aiscale data tokenize`", path_.string(), errno_text());
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    fail("cannot stat token shard {}: {}", path_.string(), why);
+  }
+  if (info.st_size < static_cast<off_t>(kShardHeaderBytes)) {
+    ::close(fd);
+    fail("token shard {} is truncated: {} bytes, shorter than the {}-byte header; {}",
+         path_.string(), static_cast<int64_t>(info.st_size), kShardHeaderBytes, kFix);
+  }
+  mapping_bytes_ = static_cast<size_t>(info.st_size);
+  void* mapping = ::mmap(nullptr, mapping_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const std::string why = errno_text();
+  ::close(fd);  // the mapping keeps the file alive
+  if (mapping == MAP_FAILED)
+    fail("cannot memory-map token shard {}: {}", path_.string(), why);
+  mapping_ = mapping;
+  try {
+    const ShardHeader header =
+        validate_header(path_, static_cast<const int32_t*>(mapping_), info.st_size);
+    token_count_ = header.token_count;
+  } catch (...) {
+    unmap();
+    throw;
+  }
+  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(mapping_) + kShardHeaderBytes);
+}
+
+MappedTokenShard::~MappedTokenShard() { unmap(); }
+
+void MappedTokenShard::unmap() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+  mapping_ = nullptr;
+  mapping_bytes_ = 0;
+  tokens_ = nullptr;
+  token_count_ = 0;
+}
+
+MappedTokenShard::MappedTokenShard(MappedTokenShard&& other) noexcept
+    : path_(std::move(other.path_)),
+      mapping_(other.mapping_),
+      mapping_bytes_(other.mapping_bytes_),
+      tokens_(other.tokens_),
+      token_count_(other.token_count_) {
+  other.mapping_ = nullptr;
+  other.tokens_ = nullptr;
+  other.mapping_bytes_ = 0;
+  other.token_count_ = 0;
+}
+
+MappedTokenShard& MappedTokenShard::operator=(MappedTokenShard&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    mapping_ = other.mapping_;
+    mapping_bytes_ = other.mapping_bytes_;
+    tokens_ = other.tokens_;
+    token_count_ = other.token_count_;
+    other.mapping_ = nullptr;
+    other.tokens_ = nullptr;
+    other.mapping_bytes_ = 0;
+    other.token_count_ = 0;
+  }
+  return *this;
+}
+
+std::vector<uint16_t> read_token_shard(const std::filesystem::path& path) {
+  const MappedTokenShard shard(path);
+  return {shard.tokens().begin(), shard.tokens().end()};
+}
+
+}  // namespace aiscale::data
