@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
     hp.lr = 6e-4f;
     hp.weight_decay = 0.1f;
     hp.beta2 = 0.999f;  // PyTorch's default, as the peer uses
-    std::vector<double> times;
+    std::vector<double> times, t_fwd, t_bwd, t_opt;  // phases: forward (to the loss),
+                                                     // backward + norm, update + zero_grad
     float first_loss = NAN, last_loss = NAN;
     int64_t step_no = 0;
     size_t min_free = free0;
@@ -108,8 +109,10 @@ int main(int argc, char** argv) {
       cudaDeviceSynchronize();
       const auto t0 = std::chrono::steady_clock::now();
       const float loss = m->forward(in.data(), tg.data());
+      const auto ta = std::chrono::steady_clock::now();
       m->backward(loss_scale);
       const double sumsq = m->grad_sum_squares();
+      const auto tb = std::chrono::steady_clock::now();
       if (!std::isfinite(sumsq)) {  // fp16 overflow: skip, lower the scale
         loss_scale *= 0.5f;
         good_steps = 0;
@@ -130,7 +133,12 @@ int main(int argc, char** argv) {
       const auto t1 = std::chrono::steady_clock::now();
       if (s == 0) first_loss = loss;
       last_loss = loss;
-      if (s >= warmup) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+      if (s >= warmup) {
+        times.push_back(std::chrono::duration<double>(t1 - t0).count());
+        t_fwd.push_back(std::chrono::duration<double>(ta - t0).count());
+        t_bwd.push_back(std::chrono::duration<double>(tb - ta).count());
+        t_opt.push_back(std::chrono::duration<double>(t1 - tb).count());
+      }
       size_t f = 0, tt = 0;
       cudaMemGetInfo(&f, &tt);
       min_free = std::min(min_free, f);
@@ -144,11 +152,13 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"impl\": \"aiscale-cuda\", \"model\": \"%s\", \"params\": %lld, \"batch\": %lld, "
         "\"seq\": %lld, \"precision\": \"%s\", \"recompute\": %d, \"steps\": %d, \"warmup\": %d, "
-        "\"median_step_s\": %.6f, \"p90_step_s\": %.6f, \"tokens_per_s\": %.1f, "
+        "\"median_step_s\": %.6f, \"p90_step_s\": %.6f, \"fwd_ms\": %.2f, \"bwd_ms\": %.2f, "
+        "\"opt_ms\": %.2f, \"tokens_per_s\": %.1f, "
         "\"tflops_per_gpu\": %.2f, \"model_mem_gib\": %.3f, \"peak_mem_gib\": %.3f, "
         "\"loss_first\": %.4f, \"loss_last\": %.4f, \"skipped_steps\": %d, \"gpu\": \"%s\"}\n",
         model.c_str(), static_cast<long long>(config.num_params()), static_cast<long long>(batch),
         static_cast<long long>(seq), precision.c_str(), int(recompute), steps, warmup, med, p90,
+        1e3 * percentile(t_fwd, 0.5), 1e3 * percentile(t_bwd, 0.5), 1e3 * percentile(t_opt, 0.5),
         double(N) / med, flops_tok * double(N) / med / 1e12,
         double(m->memory_bytes()) / double(1ull << 30), double(free0 - min_free) / double(1ull << 30),
         first_loss, last_loss, skipped, prop.name);

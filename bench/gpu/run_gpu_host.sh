@@ -91,7 +91,7 @@ if has bench; then
     bench "$name" "${kv[@]}" -- --model gpt2-124m --batch 16 --seq 1024
   done
   bench fp16-124m -- --model gpt2-124m --batch 16 --seq 1024 --precision fp16 --steps 20 --warmup 5
-  bench fp32-124m -- --model gpt2-124m --batch 16 --seq 1024 --precision fp32 --steps 6 --warmup 2
+  bench fp32-124m -- --model gpt2-124m --batch 16 --seq 1024 --precision fp32 --steps 5 --warmup 2
   log "bench done"
 fi
 
@@ -107,12 +107,21 @@ def rows(path):
             try: r.append(json.loads(line))
             except Exception: pass
     return r
-print("\n%-16s %-10s %5s %-5s %12s %8s %9s %8s  %s" % ("what", "model", "batch", "prec", "tokens/s", "TFLOP/s", "step ms", "mem GiB", "gpu"))
+hdr = ("what", "model", "batch", "prec", "tokens/s", "TFLOP/s", "step ms", "fwd", "bwd", "opt", "mem GiB", "gpu")
+fmt = "%-15s %-9s %5s %-4s %9s %7s %8s %6s %6s %5s %7s  %s"
+print(); print(fmt % hdr)
+peer = {}
 for p in rows(os.path.join(out, "peer.jsonl")):
-    print("%-16s %-10s %5d %-5s %12.0f %8.1f %9.2f %8.2f  %s" % ("pytorch", p["model"], p["batch"], "bf16", p["tokens_per_s_per_gpu"], p["tflops_per_gpu"], 1e3 * p["median_step_s"], p["peak_mem_gib"], p["gpu"]))
+    peer[p["model"]] = p["tokens_per_s_per_gpu"]
+    print(fmt % ("pytorch", p["model"], p["batch"], "bf16", "%.0f" % p["tokens_per_s_per_gpu"], "%.1f" % p["tflops_per_gpu"], "%.2f" % (1e3 * p["median_step_s"]), "", "", "", "%.2f" % p["peak_mem_gib"], p["gpu"]))
 for b in rows(os.path.join(out, "bench.jsonl")):
     r = b.get("result")
     if not r:
-        print("%-16s failed" % b["variant"]); continue
-    print("%-16s %-10s %5d %-5s %12.0f %8.1f %9.2f %8.2f  %s" % (b["variant"], r["model"], r["batch"], r["precision"], r["tokens_per_s"], r["tflops_per_gpu"], 1e3 * r["median_step_s"], r["peak_mem_gib"], r["gpu"]))
+        print("%-15s failed" % b["variant"]); continue
+    print(fmt % (b["variant"][:15], r["model"][5:], r["batch"], r["precision"], "%.0f" % r["tokens_per_s"], "%.1f" % r["tflops_per_gpu"], "%.2f" % (1e3 * r["median_step_s"]), "%.1f" % r.get("fwd_ms", 0), "%.1f" % r.get("bwd_ms", 0), "%.1f" % r.get("opt_ms", 0), "%.2f" % r["peak_mem_gib"], r["gpu"]))
+for b in rows(os.path.join(out, "bench.jsonl")):
+    r = b.get("result")
+    key = {"gpt2-124m": "124M", "gpt2-350m": "350M"}.get(r["model"] if r else "", "")
+    if r and key in peer and r["precision"] == "bf16":
+        print("ratio %-15s %s: %.3f x pytorch" % (b["variant"], key, r["tokens_per_s"] / peer[key]))
 EOF

@@ -55,7 +55,7 @@ void check_linear(Ctx& x, DType t, int64_t N, int64_t C, int64_t OC, bool fused)
   const std::string tag = std::string(fused ? "" : " unfused") + " N=" + std::to_string(N) +
                           " C=" + std::to_string(C) + " OC=" + std::to_string(OC);
   cu::LinearOptions lo;
-  lo.fused_gelu = lo.fused_bgrad = fused;
+  lo.fused_gelu = lo.fused_dgelu = lo.fused_bgrad = fused;
   auto inp = randn(N * C, x.rng), w = randn(OC * C, x.rng, 0.05f), b = randn(OC, x.rng, 0.1f);
   auto res = randn(N * OC, x.rng);
   round_all(t, inp);
@@ -609,7 +609,8 @@ double time_ms(const std::function<void()>& f, int reps = 20) {
   return ts[ts.size() / 2];
 }
 
-void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64_t NH) {
+void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
+          bool gemms_only = false) {
   const DType t = DType::bf16;
   const int64_t N = B * T, V = 50257, Vp = 50304;
   std::mt19937 rng(3);
@@ -640,19 +641,19 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
     const double ms = time_ms(f);
     std::printf("%-40s %9.3f %8.0f GB/s\n", name, ms, bytes / (ms * 1e6));
   };
-  gemm_line("fwd qkv 768->2304 +bias", C, 3 * C, [&] {
+  gemm_line("fwd qkv C->3C +bias", C, 3 * C, [&] {
     cu::linear_forward(gemm, t, y.get(), nullptr, x.get(), w.get(), bias.get(), nullptr, N, C, 3 * C, lo, nullptr);
   });
-  gemm_line("fwd attproj 768->768 +bias+res", C, C, [&] {
+  gemm_line("fwd attproj C->C +bias+res", C, C, [&] {
     cu::linear_forward(gemm, t, y.get(), nullptr, x.get(), w.get(), bias.get(), z.get(), N, C, C, lo, nullptr);
   });
-  gemm_line("fwd fc 768->3072 +bias+gelu(aux)", C, 4 * C, [&] {
+  gemm_line("fwd fc C->4C +bias+gelu(aux)", C, 4 * C, [&] {
     cu::linear_forward(gemm, t, y.get(), z.get(), x.get(), w.get(), bias.get(), nullptr, N, C, 4 * C, lo, nullptr);
   });
-  gemm_line("fwd fcproj 3072->768 +bias+res", 4 * C, C, [&] {
+  gemm_line("fwd fcproj 4C->C +bias+res", 4 * C, C, [&] {
     cu::linear_forward(gemm, t, y.get(), nullptr, x.get(), w.get(), bias.get(), z.get(), N, 4 * C, C, lo, nullptr);
   });
-  gemm_line("fwd lm head 768->50304", C, Vp, [&] {
+  gemm_line("fwd lm head C->Vp", C, Vp, [&] {
     cu::linear_forward(gemm, t, lg.get(), nullptr, x.get(), w.get(), nullptr, nullptr, N, C, Vp, lo, nullptr);
   });
   gemm_line("bwd dX qkv", C, 3 * C, [&] {
@@ -679,6 +680,22 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
   gemm_line("bwd dW lm head", C, V, [&] {
     cu::linear_backward_weight(gemm, t, g.f(), nullptr, lg.get(), x.get(), N, C, V, Vp, 1.0f, scratch, lo, nullptr);
   });
+  gemm_line("bwd dW lm head (n = Vp)", C, Vp, [&] {
+    cu::linear_backward_weight(gemm, t, g.f(), nullptr, lg.get(), x.get(), N, C, Vp, Vp, 1.0f, scratch, lo, nullptr);
+  });
+  {
+    cu::LinearOptions lo2 = lo;
+    lo2.fused_dgelu = !lo.fused_dgelu;
+    gemm_line(lo2.fused_dgelu ? "bwd dX fcproj (dgelu epilogue)" : "bwd dX fcproj (plain + dgelu/bias kernel)", 4 * C, C, [&] {
+      cu::linear_backward_input(gemm, t, y.get(), x.get(), w.get(), N, 4 * C, C, C, 1.0f, z.get(), gb.f(), scratch, lo2, nullptr);
+    });
+    cu::LinearOptions lo3 = lo;
+    lo3.fused_bgrad = false;
+    gemm_line("bwd dW qkv (+bias kernel)", C, 3 * C, [&] {
+      cu::linear_backward_weight(gemm, t, g.f(), gb.f(), x.get(), y.get(), N, C, 3 * C, 3 * C, 1.0f, scratch, lo3, nullptr);
+    });
+  }
+  if (gemms_only) return;
   const double att_flops_fwd = 4.0 * B * NH * (double(T) * T / 2) * (C / NH);
   {
     const double ms = time_ms([&] {
@@ -786,6 +803,8 @@ int main(int argc, char** argv) {
           check_attention(x, t, 2, 100, 2, 64, cu::AttentionImpl::flash);
           check_attention(x, t, 1, 256, 3, 64, cu::AttentionImpl::flash);
           check_attention(x, t, 1, 200, 1, 64, cu::AttentionImpl::flash);
+          check_attention(x, t, 1, 512, 2, 64, cu::AttentionImpl::flash);
+          check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash);
         }
         check_softmax_xent(x, t, 64, 1000, 1024);
         check_embedding(x, t);
@@ -812,6 +831,12 @@ int main(int argc, char** argv) {
     }
     if (want_perf) {
       perf(gemm, scratch, 16, 1024, 768, 12);
+      std::printf("\nGEMMs again with autotuning (fastest of cuBLASLt's candidates):\n");
+      cu::Gemm tuned(ws, cu::Gemm::kWorkspaceBytes);
+      tuned.set_autotune(true);
+      perf(tuned, scratch, 16, 1024, 768, 12, true);
+      std::printf("\nGPT-2 350M shapes (C=1024, NH=16, B=8):\n");
+      perf(tuned, scratch, 8, 1024, 1024, 16);
     }
   } catch (const std::exception& e) {
     std::printf("ERROR: %s\n", e.what());

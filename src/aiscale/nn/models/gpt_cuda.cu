@@ -18,7 +18,9 @@
 //
 // Tuning switches for measurements (read once, at construction):
 //   AISCALE_CUDA_ATTENTION = auto | flash | simple
-//   AISCALE_CUDA_FUSED_GELU, AISCALE_CUDA_FUSED_BGRAD, AISCALE_CUDA_FUSED_XENT = 0 | 1
+//   AISCALE_CUDA_FUSED_GELU, _FUSED_DGELU, _FUSED_BGRAD, _FUSED_XENT = 0 | 1
+//   AISCALE_CUDA_LMHEAD_PAD = 0 | 1 (dwte GEMM over the padded vocabulary)
+//   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
 //   AISCALE_CUDA_VERBOSE = 1 prints the chosen paths and GEMM plans to stderr.
 #include <cuda_runtime.h>
 
@@ -125,6 +127,10 @@ class GptCuda final : public GptModel {
     attention_impl_ = env_attention();
     linear_.fused_gelu = env_flag("AISCALE_CUDA_FUSED_GELU", true);
     linear_.fused_bgrad = env_flag("AISCALE_CUDA_FUSED_BGRAD", true);
+    linear_.fused_dgelu = env_flag("AISCALE_CUDA_FUSED_DGELU", false);
+    // Only where the padded rows land inside wpe's gradient.
+    lm_head_padded_dw_ = env_flag("AISCALE_CUDA_LMHEAD_PAD", false) && maxT_ >= Vp_ - V_;
+    autotune_ = env_flag("AISCALE_CUDA_AUTOTUNE", true);
     fused_xent_ = env_flag("AISCALE_CUDA_FUSED_XENT", true);
     verbose_ = env_flag("AISCALE_CUDA_VERBOSE", false);
     if (!cuda::attention_supported(t_, C_ / NH_))
@@ -144,10 +150,12 @@ class GptCuda final : public GptModel {
     // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
     AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
     set_params(init.data());
+    warm_up();
     if (verbose_) {
       std::fprintf(stderr,
                    "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
-                   "fused gelu %d, fused bgrad %d, fused xent %d, recompute %d\n",
+                   "fused gelu %d, dgelu %d, bgrad %d, xent %d, lm-head pad %d, autotune %d, "
+                   "recompute %d\n",
                    device_name_.c_str(), cuda::dtype_str(t_),
                    static_cast<long long>(B_), static_cast<long long>(T_),
                    double(arena_bytes_) / double(1 << 30),
@@ -155,7 +163,8 @@ class GptCuda final : public GptModel {
                            attention_impl_ != AttentionImpl::simple
                        ? "flash"
                        : "simple",
-                   int(linear_.fused_gelu), int(linear_.fused_bgrad), int(fused_xent_),
+                   int(linear_.fused_gelu), int(linear_.fused_dgelu), int(linear_.fused_bgrad),
+                   int(fused_xent_), int(lm_head_padded_dw_), int(autotune_),
                    int(options_.recompute));
     }
   }
@@ -172,6 +181,33 @@ class GptCuda final : public GptModel {
   const GptConfig& config() const override { return config_; }
   const GptRunOptions& options() const override { return options_; }
   std::string device_name() const override { return device_name_; }
+
+  // One forward + backward on random tokens before the first real step: loads every
+  // kernel and, with autotuning on, lets each GEMM time cuBLASLt's candidate algorithms
+  // on the real buffers (some accumulate into the gradients, which are zeroed after).
+  // Parameters and optimizer state are untouched.
+  void warm_up() {
+    std::vector<int32_t> in(static_cast<size_t>(N_)), tg(static_cast<size_t>(N_));
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < N_; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      in[static_cast<size_t>(i)] = static_cast<int32_t>(x % static_cast<uint64_t>(V_));
+      tg[static_cast<size_t>(i)] = static_cast<int32_t>((x >> 32) % static_cast<uint64_t>(V_));
+    }
+    gemm_->set_autotune(autotune_);
+    forward(in.data(), tg.data());
+    backward(1.0f);
+    gemm_->set_autotune(false);
+    zero_grad();
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    has_targets_ = false;
+    forward_done_ = false;
+    logits_state_ = LogitsState::consumed;
+    grad_multiplier_hint_ = 1.0f;
+    dlogits_multiplier_ = 1.0f;
+  }
 
   float forward(const int32_t* inputs, const int32_t* targets) override {
     check_tokens(inputs, "token");
@@ -251,8 +287,12 @@ class GptCuda final : public GptModel {
     // weight and of dlogits are zero), over the real rows for dwte.
     cuda::linear_backward_input(*gemm_, t_, dln_, logits_, wte_w(), N, C, Vp_, Vp_, alpha,
                                 nullptr, nullptr, bias_scratch_, linear_, s);
-    cuda::linear_backward_weight(*gemm_, t_, grads_, nullptr, logits_, lnf_, N, C, V_, Vp_,
-                                 alpha, bias_scratch_, linear_, s);
+    // dwte over the real V rows; or, measured option, over all Vp rows: the padded rows
+    // then add exact zeros (dlogits is 0 there) to the first gradients of wpe, which
+    // follow wte in the flat buffer, and the GEMM's n is a multiple of 128.
+    cuda::linear_backward_weight(*gemm_, t_, grads_, nullptr, logits_, lnf_, N, C,
+                                 lm_head_padded_dw_ ? Vp_ : V_, Vp_, alpha, bias_scratch_,
+                                 linear_, s);
     cuda::layernorm_backward(t_, dres_, g(lnf_w_off()), g(lnf_w_off() + C), 
                              L_ > 0 ? g(layer_off(L_ - 1) + lay_.fcproj_b) : nullptr, dln_,
                              res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
@@ -551,6 +591,7 @@ class GptCuda final : public GptModel {
   AttentionImpl attention_impl_ = AttentionImpl::automatic;
   LinearOptions linear_;
   bool fused_xent_ = true, verbose_ = false, printed_plans_ = false;
+  bool lm_head_padded_dw_ = false, autotune_ = true;
 
   int device_ = 0;
   std::string device_name_;

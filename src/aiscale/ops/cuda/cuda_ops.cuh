@@ -66,6 +66,11 @@ class Gemm {
   bool supported(const GemmCall& call);
   // One line per cached plan (shape, types, epilogue, whether cuBLASLt had an algorithm).
   std::string summary() const;
+  // While on, the first run of each new plan times cuBLASLt's top candidates on the call's
+  // own buffers and keeps the fastest. That runs the call several times, so switch it on
+  // only where repeating a call is harmless (GEMMs accumulating into C are run extra
+  // times: the model does this in a warm-up step and zeroes the gradients after it).
+  void set_autotune(bool on);
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
  private:
@@ -76,8 +81,10 @@ class Gemm {
 // Row-major linear layers on top of Gemm, with fallbacks to plain kernels where a fused
 // cuBLASLt epilogue is unavailable (or disabled by `allow_fused_*` for measurements).
 struct LinearOptions {
-  bool fused_gelu = true;   // GELU / dGELU in the GEMM epilogue
-  bool fused_bgrad = true;  // bias gradients in the GEMM epilogue
+  bool fused_gelu = true;    // GELU (+ pre-activation) in the forward GEMM's epilogue
+  bool fused_dgelu = false;  // dGELU in the backward GEMM's epilogue (else: plain GEMM, then
+                             // one kernel for dGELU and the bias gradient; faster on H200)
+  bool fused_bgrad = true;   // bias gradients in the GEMM epilogue
 };
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T [+ bias (OC)] [+ residual (N, OC)].
@@ -136,6 +143,11 @@ void residual_forward(DType t, void* out, const void* a, const void* b, int64_t 
 void bias_grad(DType t, float* out, const void* x, int64_t N, int64_t OC, bool accumulate,
                float* scratch, cudaStream_t s);
 size_t bias_grad_scratch_floats(int64_t OC);
+
+// d (N, OC) = gelu'(pre) * d in place, and dbias (OC, fp32) = its column sums (overwritten),
+// in one pass. scratch: bias_grad_scratch_floats(OC) floats.
+void gelu_backward_bias(DType t, void* d, const void* pre, int64_t N, int64_t OC, float* dbias,
+                        float* scratch, cudaStream_t s);
 
 // dst[i] += src[i] (fp32).
 void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t s);

@@ -187,13 +187,62 @@ __global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t 
   }
 }
 
-__global__ void column_reduce_kernel(float* out, const float* partials, int nparts, int ncols,
-                                     bool accumulate) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= ncols) return;
+// out[c] (+)= sum over p of partials[p][c], fixed order: a block takes 32 columns, its 8
+// warps split the parts and meet in shared memory.
+__global__ void __launch_bounds__(256)
+    column_reduce_kernel(float* out, const float* partials, int nparts, int ncols,
+                         bool accumulate) {
+  __shared__ float sm[8][33];
+  const int lane = threadIdx.x % 32, grp = threadIdx.x / 32;
+  const int c = blockIdx.x * 32 + lane;
   float s = 0.0f;
-  for (int p = 0; p < nparts; ++p) s += partials[int64_t(p) * ncols + c];
-  out[c] = accumulate ? out[c] + s : s;
+  if (c < ncols)
+    for (int p = grp; p < nparts; p += 8) s += partials[int64_t(p) * ncols + c];
+  sm[grp][lane] = s;
+  __syncthreads();
+  if (grp != 0 || c >= ncols) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) total += sm[k][lane];
+  out[c] = accumulate ? out[c] + total : total;
+}
+
+// GELU backward in place (d = gelu'(pre) * d) and the column partial sums of the result
+// (the bias gradient of the layer that produced pre) in one pass.
+template <typename T>
+__global__ void gelu_backward_partial_sums_kernel(float* partials, T* d, const T* pre, int64_t N,
+                                                  int OC) {
+  constexpr int V = Pack<T>::N;
+  __shared__ float smem[kBiasWarps][32 * V];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int c = (blockIdx.x * 32 + lane) * V;
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+  if (c < OC) {
+    for (int64_t r = int64_t(blockIdx.y) * kBiasWarps + warp; r < N;
+         r += int64_t(gridDim.y) * kBiasWarps) {
+      const Pack<T> x = load_pack(pre + r * OC + c);
+      const Pack<T> g = load_pack(d + r * OC + c);
+      Pack<T> o;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        o.set(k, gelu_grad_f(x.get(k)) * g.get(k));
+        acc[k] += o.get(k);
+      }
+      store_pack(d + r * OC + c, o);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) smem[warp][lane * V + k] = acc[k];
+  __syncthreads();
+  for (int j = threadIdx.x; j < 32 * V; j += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kBiasWarps; ++w) s += smem[w][j];
+    const int col = blockIdx.x * 32 * V + j;
+    if (col < OC) partials[int64_t(blockIdx.y) * OC + col] = s;
+  }
 }
 
 __global__ void add_inplace_kernel(float* dst, const float* src, int64_t n) {
@@ -321,8 +370,23 @@ void bias_grad(DType t, float* out, const void* x, int64_t N, int64_t OC, bool a
     column_partial_sums_kernel<X><<<grid, 32 * kBiasWarps, 0, s>>>(
         scratch, static_cast<const X*>(x), N, static_cast<int>(OC));
     AISCALE_CUDA_LAUNCH_CHECK();
-    column_reduce_kernel<<<grid_for(OC, 256), 256, 0, s>>>(out, scratch, kBiasRowChunks,
-                                                           static_cast<int>(OC), accumulate);
+    column_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, 32)), 256, 0, s>>>(
+        out, scratch, kBiasRowChunks, static_cast<int>(OC), accumulate);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void gelu_backward_bias(DType t, void* d, const void* pre, int64_t N, int64_t OC, float* dbias,
+                        float* scratch, cudaStream_t s) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packed<X>(OC, "gelu_backward_bias");
+    const dim3 grid(static_cast<unsigned>(ceil_div(OC, 32 * Pack<X>::N)), kBiasRowChunks);
+    gelu_backward_partial_sums_kernel<X><<<grid, 32 * kBiasWarps, 0, s>>>(
+        scratch, static_cast<X*>(d), static_cast<const X*>(pre), N, static_cast<int>(OC));
+    AISCALE_CUDA_LAUNCH_CHECK();
+    column_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, 32)), 256, 0, s>>>(
+        dbias, scratch, kBiasRowChunks, static_cast<int>(OC), false);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }

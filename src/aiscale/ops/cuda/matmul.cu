@@ -3,6 +3,8 @@
 // step pays for heuristics only on its first call of each shape.
 #include <cublasLt.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -90,11 +92,17 @@ PlanKey make_key(const GemmCall& c) {
   return k;
 }
 
+constexpr int kCandidates = 8;  // heuristic results kept for autotuning
+
 struct Plan {
   PlanKey key;
   bool ok = false;
+  bool tuned = false;
+  int chosen = 0;           // index into candidates after tuning
+  float tuned_ms[kCandidates] = {};
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> candidates;
   cublasLtMatmulAlgo_t algo{};
 };
 
@@ -105,6 +113,8 @@ struct Gemm::Impl {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   std::vector<Plan> plans;
+  bool autotune = false;
+  cudaEvent_t start = nullptr, stop = nullptr;
 
   Plan& plan_for(const GemmCall& c) {
     const PlanKey key = make_key(c);
@@ -168,13 +178,53 @@ struct Gemm::Impl {
                                          sizeof(uint32_t));
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3],
                                          sizeof(uint32_t));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int count = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.la, p.lb, p.lc, p.ld,
-                                                             pref, 1, &result, &count);
+                                                             pref, kCandidates, results, &count);
     cublasLtMatmulPreferenceDestroy(pref);
-    p.ok = st == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-    if (p.ok) p.algo = result.algo;
+    if (st == CUBLAS_STATUS_SUCCESS)
+      for (int i = 0; i < count; ++i)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
+    p.ok = !p.candidates.empty();
+    if (p.ok) p.algo = p.candidates[0];
+  }
+
+  cublasStatus_t launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const GemmCall& c,
+                        cudaStream_t stream) {
+    const void* cptr = c.beta != 0.0f ? c.c : c.d;
+    return cublasLtMatmul(handle, p.desc, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, cptr, p.lc, c.d,
+                          p.ld, &algo, workspace, workspace_bytes, stream);
+  }
+
+  // Times every candidate on this call's buffers (it runs the call several times: only
+  // for calls that may repeat, e.g. a warm-up step) and keeps the fastest.
+  void tune(Plan& p, const GemmCall& c, cudaStream_t stream) {
+    p.tuned = true;
+    if (p.candidates.size() < 2) return;
+    if (!start) {
+      AISCALE_CUDA_CHECK(cudaEventCreate(&start));
+      AISCALE_CUDA_CHECK(cudaEventCreate(&stop));
+    }
+    float best = INFINITY;
+    for (size_t i = 0; i < p.candidates.size(); ++i) {
+      p.tuned_ms[i] = INFINITY;
+      if (launch(p, p.candidates[i], c, stream) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up
+      AISCALE_CUDA_CHECK(cudaEventRecord(start, stream));
+      bool ok = true;
+      for (int r = 0; r < 3 && ok; ++r) ok = launch(p, p.candidates[i], c, stream) == CUBLAS_STATUS_SUCCESS;
+      AISCALE_CUDA_CHECK(cudaEventRecord(stop, stream));
+      AISCALE_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (!ok) continue;
+      p.tuned_ms[i] = ms / 3.0f;
+      if (p.tuned_ms[i] < best) {
+        best = p.tuned_ms[i];
+        p.chosen = static_cast<int>(i);
+      }
+    }
+    p.algo = p.candidates[static_cast<size_t>(p.chosen)];
   }
 
   static void destroy(Plan& p) {
@@ -195,11 +245,15 @@ Gemm::Gemm(void* workspace, size_t workspace_bytes) : impl_(new Impl) {
 
 Gemm::~Gemm() {
   for (Plan& p : impl_->plans) Impl::destroy(p);
+  if (impl_->start) cudaEventDestroy(impl_->start);
+  if (impl_->stop) cudaEventDestroy(impl_->stop);
   if (impl_->handle) cublasLtDestroy(impl_->handle);
   delete impl_;
 }
 
 bool Gemm::supported(const GemmCall& call) { return impl_->plan_for(call).ok; }
+
+void Gemm::set_autotune(bool on) { impl_->autotune = on; }
 
 std::string Gemm::summary() const {
   static const char* epi_names[] = {"none", "bias", "gelu_aux_bias", "dgelu", "dgelu_bgrad",
@@ -210,8 +264,15 @@ std::string Gemm::summary() const {
     out += "  m=" + std::to_string(k.m) + " n=" + std::to_string(k.n) + " k=" + std::to_string(k.k) +
            (k.ta ? " A^T" : " A") + (k.tb ? " B^T" : " B") + " ab=" + dtype_str(k.ab) +
            " cd=" + dtype_str(k.cd) + " beta=" + (k.beta_nonzero ? "1" : "0") +
-           " epilogue=" + epi_names[static_cast<int>(k.epi)] + (p.ok ? " ok" : " UNSUPPORTED") +
-           "\n";
+           " epilogue=" + epi_names[static_cast<int>(k.epi)] + (p.ok ? " ok" : " UNSUPPORTED");
+    if (p.tuned && p.candidates.size() > 1) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " tuned: %zu candidates, chose #%d %.3f ms (#0 %.3f ms)",
+                    p.candidates.size(), p.chosen, double(p.tuned_ms[p.chosen]),
+                    double(p.tuned_ms[0]));
+      out += buf;
+    }
+    out += "\n";
   }
   return out;
 }
@@ -231,10 +292,8 @@ bool Gemm::run(const GemmCall& c, cudaStream_t stream) {
                                             sizeof(aux)),
              "set AUX_POINTER");
   }
-  const void* cptr = c.beta != 0.0f ? c.c : c.d;
-  check_lt(cublasLtMatmul(impl_->handle, p.desc, &c.alpha, c.a, p.la, c.b, p.lb, &c.beta, cptr, p.lc,
-                          c.d, p.ld, &p.algo, impl_->workspace, impl_->workspace_bytes, stream),
-           "cublasLtMatmul");
+  if (impl_->autotune && !p.tuned) impl_->tune(p, c, stream);
+  check_lt(impl_->launch(p, p.algo, c, stream), "cublasLtMatmul");
   return true;
 }
 
@@ -314,7 +373,7 @@ void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const
   c.ab_type = t;
   c.cd_type = t;
   c.alpha = alpha;
-  if (gelu_pre && o.fused_gelu) {
+  if (gelu_pre && o.fused_dgelu) {
     c.aux = const_cast<void*>(gelu_pre);
     c.ld_aux = C;
     if (dbias_gelu && o.fused_bgrad) {
@@ -334,8 +393,11 @@ void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const
   c.bias = nullptr;
   if (!g.run(c, s)) no_algorithm("linear backward (input)", c.m, c.n, c.k);
   if (gelu_pre) {
-    gelu_backward(t, dinp, gelu_pre, dinp, N * C, s);
-    if (dbias_gelu) bias_grad(t, dbias_gelu, dinp, N, C, false, bias_scratch, s);
+    if (dbias_gelu) {
+      gelu_backward_bias(t, dinp, gelu_pre, N, C, dbias_gelu, bias_scratch, s);
+    } else {
+      gelu_backward(t, dinp, gelu_pre, dinp, N * C, s);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // second time (mostly from L2) to write dlogits in place: two passes over a (N, Vp) matrix
 // instead of the five of softmax, loss, and softmax backward done apart.
 #include <cfloat>
+#include <type_traits>
 
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
@@ -114,6 +115,77 @@ __global__ void __launch_bounds__(kXentThreads)
   }
 }
 
+// The row held in registers (NP packs per thread): one read of the logits from memory,
+// one write of dlogits. Used when the padded row fits (NP <= 16: a 65k vocabulary in
+// bf16); the kernel above is the general path.
+template <typename T, int NP>
+__global__ void __launch_bounds__(kXentThreads)
+    softmax_xent_reg_kernel(float* losses, T* logits, const int32_t* targets, int V, int Vp,
+                            float dscale, bool write_grad) {
+  constexpr int PV = Pack<T>::N;
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  T* x = logits + row * Vp;
+  const int packs = Vp / PV;
+  Pack<T> v[NP];
+#pragma unroll
+  for (int u = 0; u < NP; ++u) {
+    const int p = threadIdx.x + u * kXentThreads;
+    if (p < packs) v[u] = load_pack_cs(x + int64_t(p) * PV);
+  }
+  float m = -FLT_MAX;
+#pragma unroll
+  for (int u = 0; u < NP; ++u) {
+    const int p = threadIdx.x + u * kXentThreads;
+#pragma unroll
+    for (int k = 0; k < PV; ++k)
+      if (p < packs && p * PV + k < V) m = fmaxf(m, v[u].get(k));
+  }
+  m = block_max(m, scratch);
+  float sum = 0.0f;
+#pragma unroll
+  for (int u = 0; u < NP; ++u) {
+    const int p = threadIdx.x + u * kXentThreads;
+#pragma unroll
+    for (int k = 0; k < PV; ++k)
+      if (p < packs && p * PV + k < V) sum += __expf(v[u].get(k) - m);
+  }
+  sum = block_sum(sum, scratch);
+  const float lse = m + __logf(sum);
+  const int target = targets[row];
+  // The thread holding the target logit writes the loss.
+  {
+    const int tp = target / PV;
+    if (tp % kXentThreads == static_cast<int>(threadIdx.x)) {
+      const int u = tp / kXentThreads;
+      const int tk = target % PV;
+      float xt = 0.0f;  // registers are indexed with constants only (else: local memory)
+#pragma unroll
+      for (int uu = 0; uu < NP; ++uu)
+#pragma unroll
+        for (int k = 0; k < PV; ++k)
+          if (uu == u && k == tk) xt = v[uu].get(k);
+      losses[row] = lse - xt;
+    }
+  }
+  if (!write_grad) return;
+#pragma unroll
+  for (int u = 0; u < NP; ++u) {
+    const int p = threadIdx.x + u * kXentThreads;
+    if (p < packs) {
+      Pack<T> d;
+#pragma unroll
+      for (int k = 0; k < PV; ++k) {
+        const int col = p * PV + k;
+        float gr = 0.0f;
+        if (col < V) gr = dscale * (__expf(v[u].get(k) - lse) - (col == target ? 1.0f : 0.0f));
+        d.set(k, gr);
+      }
+      store_pack(x + int64_t(p) * PV, d);
+    }
+  }
+}
+
 __global__ void mean_reduce_kernel(float* out, const float* x, int64_t n) {
   __shared__ float scratch[32];
   float s = 0.0f;
@@ -147,9 +219,23 @@ void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, 
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
     AISCALE_CUDA_REQUIRE(Vp % Pack<X>::N == 0 && Vp >= V, "softmax_xent: padded vocabulary " + std::to_string(Vp));
-    softmax_xent_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
-        losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
-        dscale, write_grad);
+    const int64_t need = ceil_div(Vp / Pack<X>::N, kXentThreads);
+    auto launch_reg = [&](auto np) {
+      constexpr int NP = decltype(np)::value;
+      softmax_xent_reg_kernel<X, NP><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
+          losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
+          dscale, write_grad);
+    };
+    if (need <= 1) launch_reg(std::integral_constant<int, 1>{});
+    else if (need <= 2) launch_reg(std::integral_constant<int, 2>{});
+    else if (need <= 4) launch_reg(std::integral_constant<int, 4>{});
+    else if (need <= 8) launch_reg(std::integral_constant<int, 8>{});
+    else if (need <= 13) launch_reg(std::integral_constant<int, 13>{});
+    else if (need <= 16) launch_reg(std::integral_constant<int, 16>{});
+    else
+      softmax_xent_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
+          losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
+          dscale, write_grad);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
