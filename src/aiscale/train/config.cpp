@@ -175,6 +175,13 @@ const std::vector<Key>& schema() {
                         "steps between validation passes; 0 = only at the end"));
     k.push_back(int_key("train.eval_batches", &TrainConfig::eval_batches, "batches per validation pass", 1));
     k.push_back(int_key("train.log_every", &TrainConfig::log_every, "steps between metrics lines", 1));
+    k.push_back(int_key("train.max_nonfinite_steps", &TrainConfig::max_nonfinite_steps,
+                        "updates skipped for a NaN/Inf loss or gradient before the run stops"));
+    k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
+                           "auto: MPI when launched as several ranks (mpirun, srun, aiscale "
+                           "launch), else one process", {"auto", "mpi", "none"}));
+    k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
+                         "a collective stalled this long ends the rank (dead peer)", 1.0));
     k.push_back(string_key("run.dir", &TrainConfig::run_dir, "parent folder of run directories"));
     k.push_back(string_key("run.name", &TrainConfig::run_name,
                            "run directory name; empty = <preset>-<date>-<time>"));
@@ -212,7 +219,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   }
   std::string hint = best_d <= 3 ? fmt::format(" — did you mean '{}'?", best) : "";
   std::string allowed = in_section.empty()
-      ? "sections are [model], [data], [train], [run]"
+      ? "sections are [model], [data], [train], [parallel], [run]"
       : fmt::format("keys of [{}] are {}", section, fmt::join(in_section, ", "));
   fail("{}: unknown config key '{}' (value {}){}; {}", source, key, value, hint, allowed);
 }
@@ -288,10 +295,16 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
       fail("--set '{}': the key must name its section, e.g. train.{}", o, key);
     // Values are TOML literals; a bare word is taken as a string.
     toml::table t;
-    try {
-      t = toml::parse("v = " + value);
-    } catch (const toml::parse_error&) {
-      t = toml::table{{"v", value}};
+    const Key* known = find_key(key);
+    const bool quoted = !value.empty() && (value.front() == '"' || value.front() == '\'');
+    if (known && known->kind == Kind::string && !quoted) {
+      t = toml::table{{"v", value}};  // a bare word for a string key is the string itself
+    } else {
+      try {
+        t = toml::parse("v = " + value);
+      } catch (const toml::parse_error&) {
+        t = toml::table{{"v", value}};
+      }
     }
     toml::table section{{key.substr(dot + 1), *t.get("v")}};
     toml::table wrapper{{key.substr(0, dot), section}};

@@ -41,6 +41,11 @@ struct TrainConfig {
   int64_t eval_every = 0;   // steps between validation passes; 0 = only at the end
   int64_t eval_batches = 8;
   int64_t log_every = 1;
+  int64_t max_nonfinite_steps = 10;  // skipped updates (NaN/Inf) before the run stops
+
+  // [parallel]
+  std::string communicator = "auto";  // auto | mpi | none
+  double timeout_s = 300;             // a collective stalled this long ends the rank
 
   // [run]
   std::string run_dir = "runs";  // parent folder of run directories

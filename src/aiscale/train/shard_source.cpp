@@ -27,6 +27,11 @@ class ShardSource final : public BatchSource {
              std::max(inputs[i], targets[i]), vocab_);
   }
   void rewind() override { loader_.reset(); }
+  DataPosition position() const override {
+    auto p = loader_.position();
+    return {p.epoch, p.index};
+  }
+  void restore(const DataPosition& p) override { loader_.restore({p.epoch, p.index}); }
   std::string describe() const override {
     return fmt::format("{} ({} shard(s), {} tokens, {} batches/epoch)", pattern_,
                        loader_.shard_paths().size(), loader_.total_tokens(),

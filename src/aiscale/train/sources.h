@@ -13,10 +13,17 @@ class SyntheticSource final : public BatchSource {
  public:
   SyntheticSource(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed);
   void next_batch(int32_t* inputs, int32_t* targets) override;
-  void rewind() override { rng_.reseed(seed_); }
+  void rewind() override {
+    rng_.reseed(seed_);
+    served_ = 0;
+  }
   std::string describe() const override;
+  // Synthetic data has no position: restoring rewinds and skips `index` batches.
+  DataPosition position() const override { return {0, served_}; }
+  void restore(const DataPosition& p) override;
 
  private:
+  int64_t served_ = 0;
   int64_t batch_, seq_, vocab_;
   uint64_t seed_;
   Rng rng_;

@@ -45,6 +45,7 @@ StepStats Trainer::step(int64_t step_index) {
   }
   const int world = comm_.world();
   if (world > 1) comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
+  if (before_update) before_update(step_index);
   // Gradients are now summed over ranks: the mean is sum / world.
   double grad_norm = std::sqrt(model_.grad_sum_squares()) / world;
   double stats[1] = {loss_sum / static_cast<double>(config_.grad_accum)};

@@ -15,6 +15,12 @@
 
 namespace aiscale::train {
 
+// How far a batch source has read: global batches served in the current epoch.
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t index = 0;
+};
+
 // Where batches come from: token shards, or synthetic tokens for benchmarks.
 class BatchSource {
  public:
@@ -24,6 +30,8 @@ class BatchSource {
   // Rewinds to the start (validation passes always see the same batches).
   virtual void rewind() = 0;
   virtual std::string describe() const = 0;
+  virtual DataPosition position() const = 0;
+  virtual void restore(const DataPosition& p) = 0;
 };
 
 struct StepStats {
@@ -56,6 +64,8 @@ class Trainer {
   double evaluate();
   // Called after each step (checkpointing, signal handling); return false to stop early.
   std::function<bool(const StepStats&)> after_step;
+  // Called between gradient averaging and the update (fault injection in tests).
+  std::function<void(int64_t step_index)> before_update;
   // Show a progress line (rank 0 only).
   bool show_progress = true;
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Quick start: install dependencies, build, tokenize Debian's fortunes (real English
+# text) with GPT-2's BPE, train a small GPT on the CPU, then sample from it.
+# usage: bash scripts/quickstart.sh [--set section.key=value ...]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh
+echo "== build (cmake --preset cpu)"
+cmake --preset cpu >/dev/null
+cmake --build --preset cpu --target aiscale -- -j"$(nproc)" | grep -v '^\[' || true
+bin=build/cpu/aiscale
+if [ ! -f data/fortunes/fortunes_train_000000.bin ]; then
+  echo "== tokenize /usr/share/games/fortunes -> data/fortunes/"
+  $bin data tokenize --input /usr/share/games/fortunes --output-prefix data/fortunes/fortunes --fortune
+fi
+echo "== train (configs/quickstart.toml)"
+$bin train --config configs/quickstart.toml --set run.name="quickstart-$(date -u +%Y%m%d-%H%M%S)" "$@" | tee /tmp/aiscale-quickstart.$$
+run_dir=$(sed -n 's/^run directory: //p' /tmp/aiscale-quickstart.$$)
+rm -f /tmp/aiscale-quickstart.$$
+if $bin sample --help >/dev/null 2>&1 && [ -n "$run_dir" ]; then
+  echo "== sample from $run_dir"
+  $bin sample --run "$run_dir" --prompt "The meaning of life is" --tokens 60 --temperature 0.8 --top-k 40
+fi

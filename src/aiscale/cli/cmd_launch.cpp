@@ -1,0 +1,35 @@
+// aiscale launch: start N local ranks of an aiscale command through mpirun.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "aiscale/cli/commands.h"
+#include "aiscale/launch/local.h"
+
+namespace aiscale::cli {
+
+void add_launch_command(CLI::App& app) {
+  auto l = std::make_shared<launch::LocalLaunch>();
+  auto dry = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "launch",
+      "Start N ranks of an aiscale command on this machine (through OpenMPI's mpirun), e.g.\n"
+      "  aiscale launch -n 2 -- train --config configs/quickstart.toml\n"
+      "A rank that dies ends the others. On clusters use srun or mpirun directly (docs/launching.md).");
+  cmd->add_option("-n,--ranks", l->ranks, "number of ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--threads-per-rank", l->threads_per_rank,
+                  "OpenMP/BLAS threads per rank (0 = cores / ranks)")->capture_default_str();
+  cmd->add_option("--mpirun", l->mpirun, "mpirun executable")->capture_default_str();
+  cmd->add_option("--mpirun-arg", l->extra_mpirun_args, "extra argument for mpirun (repeatable)");
+  cmd->add_flag("--dry-run", *dry, "print the mpirun command instead of running it");
+  cmd->add_option("command", l->command, "the aiscale command and its arguments, after --")->required();
+  cmd->callback([l, dry] {
+    if (*dry) {
+      fmt::print("{}\n", fmt::join(launch::local_launch_argv(*l, "aiscale"), " "));
+      return;
+    }
+    launch::exec_local_launch(*l);
+  });
+}
+
+}  // namespace aiscale::cli

@@ -1,0 +1,108 @@
+// MPI communicator for CPU ranks (launched by mpirun, srun or `aiscale launch`).
+#include "aiscale/parallel/comm.h"
+
+#include <cstdlib>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/log.h"
+
+#ifdef AISCALE_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace aiscale::parallel {
+
+int launched_world_size() {
+  // OpenMPI, MPICH/PMI, then Slurm: whichever launcher started us says how many ranks.
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
+    if (const char* v = std::getenv(var)) {
+      int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  }
+  return 1;
+}
+
+#ifdef AISCALE_HAVE_MPI
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fail("MPI {} failed: {}", what, std::string(msg, len));
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+      owns_ = true;
+    }
+    // Errors come back as return codes so that we can report them, not abort silently.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_ && !finalized) MPI_Finalize();
+  }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string backend() const override { return "mpi"; }
+  void allreduce_sum(float* data, int64_t n) override {
+    // MPI counts are int: reduce in chunks of at most 1 Gi elements.
+    const int64_t chunk = int64_t{1} << 30;
+    for (int64_t off = 0; off < n; off += chunk) {
+      int count = static_cast<int>(std::min(chunk, n - off));
+      check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            "all-reduce");
+    }
+  }
+  void allreduce_sum(double* data, int64_t n) override {
+    check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+          "all-reduce");
+  }
+  void broadcast(float* data, int64_t n, int root) override {
+    const int64_t chunk = int64_t{1} << 30;
+    for (int64_t off = 0; off < n; off += chunk)
+      check(MPI_Bcast(data + off, static_cast<int>(std::min(chunk, n - off)), MPI_FLOAT, root,
+                      MPI_COMM_WORLD), "broadcast");
+  }
+  void broadcast_bytes(void* data, int64_t bytes, int root) override {
+    check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+  }
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+  void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+
+ private:
+  int rank_ = 0, world_ = 1;
+  bool owns_ = false;
+};
+
+}  // namespace
+#endif
+
+std::unique_ptr<Communicator> make_communicator(const std::string& kind) {
+  if (kind == "none") return make_single_process();
+  const int launched = launched_world_size();
+  if (kind == "auto" && launched <= 1) return make_single_process();
+#ifdef AISCALE_HAVE_MPI
+  if (kind == "auto" || kind == "mpi") return std::make_unique<MpiCommunicator>();
+#else
+  if (launched > 1 || kind == "mpi")
+    fail("this process was started as one of {} ranks, but aiscale was built without MPI: install "
+         "libopenmpi-dev (scripts/setup.sh) and rebuild", launched);
+#endif
+  fail("unknown communicator '{}': use auto, mpi or none", kind);
+}
+
+}  // namespace aiscale::parallel

@@ -1,0 +1,79 @@
+#include "aiscale/parallel/watchdog.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "aiscale/core/log.h"
+
+namespace aiscale::parallel {
+namespace {
+
+class Watched final : public Communicator {
+ public:
+  Watched(std::unique_ptr<Communicator> inner, double timeout_s)
+      : inner_(std::move(inner)), timeout_s_(timeout_s), thread_([this] { watch(); }) {}
+  ~Watched() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  int rank() const override { return inner_->rank(); }
+  int world() const override { return inner_->world(); }
+  std::string backend() const override { return inner_->backend(); }
+  void allreduce_sum(float* d, int64_t n) override { Guard g(this, "all-reduce"); inner_->allreduce_sum(d, n); }
+  void allreduce_sum(double* d, int64_t n) override { Guard g(this, "all-reduce"); inner_->allreduce_sum(d, n); }
+  void broadcast(float* d, int64_t n, int root) override { Guard g(this, "broadcast"); inner_->broadcast(d, n, root); }
+  void broadcast_bytes(void* d, int64_t b, int root) override { Guard g(this, "broadcast"); inner_->broadcast_bytes(d, b, root); }
+  void barrier() override { Guard g(this, "barrier"); inner_->barrier(); }
+  void abort(int code) override { inner_->abort(code); }
+
+ private:
+  struct Guard {
+    Guard(Watched* w, const char* what) : w_(w) {
+      w_->what_.store(what);
+      w_->since_.store(now());
+    }
+    ~Guard() { w_->since_.store(0.0); }
+    Watched* w_;
+  };
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(250));
+      double since = since_.load();
+      if (since > 0 && now() - since > timeout_s_) {
+        log::error("rank {}: {} did not complete within {:.0f} s: a peer rank has probably died or "
+                   "hangs; ending this rank (raise parallel.timeout_s if steps are that slow)",
+                   inner_->rank(), what_.load(), timeout_s_);
+        std::_Exit(3);
+      }
+    }
+  }
+
+  std::unique_ptr<Communicator> inner_;
+  double timeout_s_;
+  std::atomic<double> since_{0.0};
+  std::atomic<const char*> what_{""};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> with_watchdog(std::unique_ptr<Communicator> inner, double timeout_s) {
+  return std::make_unique<Watched>(std::move(inner), timeout_s);
+}
+
+}  // namespace aiscale::parallel

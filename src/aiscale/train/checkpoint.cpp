@@ -1,0 +1,279 @@
+#include "aiscale/train/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/log.h"
+#include "aiscale/train/safetensors.h"
+
+namespace aiscale::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint32_t kOptimizerMagic = 0x504f4941;  // "AIOP"
+constexpr uint32_t kOptimizerVersion = 1;
+
+std::vector<SafeTensor> to_hf_tensors(const nn::GptConfig& c, const std::vector<float>& flat) {
+  std::vector<SafeTensor> out;
+  size_t offset = 0;
+  for (const auto& p : nn::gpt_param_infos(c)) {
+    SafeTensor t;
+    t.name = p.name;
+    const int64_t n = p.shape.numel();
+    const float* src = flat.data() + offset;
+    if (p.transposed_in_hf) {  // ours (out, in) -> HF Conv1D (in, out)
+      const int64_t rows = p.shape[0], cols = p.shape[1];
+      t.shape = {cols, rows};
+      t.data.resize(n);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < cols; ++k) t.data[k * rows + r] = src[r * cols + k];
+    } else {
+      for (int i = 0; i < p.shape.ndim; ++i) t.shape.push_back(p.shape[i]);
+      t.data.assign(src, src + n);
+    }
+    offset += static_cast<size_t>(n);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string, SafeTensor>& tensors,
+                                   const std::string& source) {
+  std::vector<float> flat(static_cast<size_t>(c.num_params()));
+  size_t offset = 0;
+  for (const auto& p : nn::gpt_param_infos(c)) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) it = tensors.find("transformer." + p.name);
+    if (it == tensors.end())
+      fail("'{}' has no tensor '{}': it is not a GPT-2 checkpoint of this shape", source, p.name);
+    const SafeTensor& t = it->second;
+    const int64_t n = p.shape.numel();
+    if (static_cast<int64_t>(t.data.size()) != n)
+      fail("'{}': tensor '{}' has {} values, the model expects {} (shape {})", source, p.name,
+           t.data.size(), n, p.shape.str());
+    float* dst = flat.data() + offset;
+    if (p.transposed_in_hf) {
+      const int64_t rows = p.shape[0], cols = p.shape[1];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < cols; ++k) dst[r * cols + k] = t.data[k * rows + r];
+    } else {
+      std::copy(t.data.begin(), t.data.end(), dst);
+    }
+    offset += static_cast<size_t>(n);
+  }
+  return flat;
+}
+
+std::string hf_config_json(const nn::GptConfig& c) {
+  nlohmann::ordered_json j = {
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"model_type", "gpt2"},
+      {"vocab_size", c.vocab_size},
+      {"n_positions", c.block_size},
+      {"n_ctx", c.block_size},
+      {"n_embd", c.n_embd},
+      {"n_layer", c.n_layer},
+      {"n_head", c.n_head},
+      {"activation_function", "gelu_new"},
+      {"layer_norm_epsilon", 1e-5},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"bos_token_id", 50256},
+      {"eos_token_id", 50256},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", "float32"}};
+  return j.dump(2) + "\n";
+}
+
+std::string optimizer_bytes(const CheckpointState& s) {
+  std::string out;
+  uint64_t n = s.m.size();
+  out.append(reinterpret_cast<const char*>(&kOptimizerMagic), 4);
+  out.append(reinterpret_cast<const char*>(&kOptimizerVersion), 4);
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  out.append(reinterpret_cast<const char*>(s.m.data()), n * 4);
+  out.append(reinterpret_cast<const char*>(s.v.data()), n * 4);
+  return out;
+}
+
+bool is_complete(const fs::path& dir) { return fs::exists(dir / "COMPLETE"); }
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
+  const fs::path final_dir = fs::path(checkpoints_dir) / checkpoint_name(s.step);
+  const fs::path tmp_dir = fs::path(checkpoints_dir) / (checkpoint_name(s.step) + ".tmp");
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
+  fs::create_directories(tmp_dir, ec);
+  if (ec) fail("cannot create checkpoint folder '{}': {}", tmp_dir.string(), ec.message());
+  atomic_write_file((tmp_dir / "model.safetensors").string(),
+                    safetensors_serialize(to_hf_tensors(s.model, s.params),
+                                          {{"format", "pt"}, {"producer", "aiscale"}}));
+  atomic_write_file((tmp_dir / "config.json").string(), hf_config_json(s.model));
+  atomic_write_file((tmp_dir / "optimizer.bin").string(), optimizer_bytes(s));
+  nlohmann::ordered_json state = {{"step", s.step},
+                                  {"data_epoch", s.data.epoch},
+                                  {"data_index", s.data.index},
+                                  {"seed", s.seed},
+                                  {"world_size", s.world_size},
+                                  {"nonfinite_steps", s.nonfinite_steps},
+                                  {"n_params", s.params.size()},
+                                  {"config_toml", s.config_toml},
+                                  {"aiscale_version", AISCALE_VERSION},
+                                  {"written", utc_iso8601()}};
+  atomic_write_file((tmp_dir / "state.json").string(), state.dump(2) + "\n");
+  fs::remove_all(final_dir, ec);  // an incomplete leftover of an earlier attempt
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) fail("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message());
+  fsync_directory(checkpoints_dir);
+  atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", s.step));
+
+  // Keep the newest keep_last complete checkpoints.
+  std::vector<fs::path> complete;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir))
+    if (e.is_directory() && e.path().filename().string().starts_with("step_") &&
+        !e.path().filename().string().ends_with(".tmp") && is_complete(e.path()))
+      complete.push_back(e.path());
+  std::sort(complete.begin(), complete.end());
+  while (static_cast<int64_t>(complete.size()) > keep_last) {
+    fs::remove_all(complete.front(), ec);
+    complete.erase(complete.begin());
+  }
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {
+  std::optional<std::string> best;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return best;
+  std::vector<fs::path> complete;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory() && name.starts_with("step_") && !name.ends_with(".tmp") && is_complete(e.path()))
+      complete.push_back(e.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  if (!complete.empty()) best = complete.back().string();
+  return best;
+}
+
+CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer) {
+  const fs::path d(dir);
+  if (!is_complete(d))
+    fail("'{}' is not a complete checkpoint (no COMPLETE marker): it was interrupted while being "
+         "written; use an earlier one", dir);
+  CheckpointState s;
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(read_file((d / "state.json").string()));
+    s.step = state.at("step");
+    s.data.epoch = state.at("data_epoch");
+    s.data.index = state.at("data_index");
+    s.seed = state.at("seed");
+    s.world_size = state.at("world_size");
+    s.nonfinite_steps = state.value("nonfinite_steps", 0);
+    s.config_toml = state.at("config_toml");
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}/state.json' is corrupt: {}", dir, e.what());
+  }
+  nlohmann::json hf;
+  try {
+    hf = nlohmann::json::parse(read_file((d / "config.json").string()));
+    s.model = {hf.at("n_layer"), hf.at("n_head"), hf.at("n_embd"), hf.at("n_positions"), hf.at("vocab_size")};
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}/config.json' is corrupt: {}", dir, e.what());
+  }
+  std::string weights_path = (d / "model.safetensors").string();
+  auto tensors = safetensors_parse(read_file(weights_path), weights_path);
+  s.params = from_hf_tensors(s.model, tensors, weights_path);
+  if (with_optimizer) {
+    std::string opt_path = (d / "optimizer.bin").string();
+    std::string bytes = read_file(opt_path);
+    uint32_t magic = 0, version = 0;
+    uint64_t n = 0;
+    if (bytes.size() >= 16) {
+      std::memcpy(&magic, bytes.data(), 4);
+      std::memcpy(&version, bytes.data() + 4, 4);
+      std::memcpy(&n, bytes.data() + 8, 8);
+    }
+    if (magic != kOptimizerMagic || version != kOptimizerVersion || n != s.params.size() ||
+        bytes.size() != 16 + 8 * n)
+      fail("'{}' is corrupt or from another model (expected {} values): resume from an earlier "
+           "checkpoint", opt_path, s.params.size());
+    s.m.resize(n);
+    s.v.resize(n);
+    std::memcpy(s.m.data(), bytes.data() + 16, n * 4);
+    std::memcpy(s.v.data(), bytes.data() + 16 + n * 4, n * 4);
+  }
+  return s;
+}
+
+AsyncCheckpointer::AsyncCheckpointer(std::string dir, int64_t keep_last)
+    : dir_(std::move(dir)), keep_last_(keep_last), thread_([this] { loop(); }) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return !pending_ && !busy_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (!error_.empty()) log::error("{}", error_);
+}
+
+void AsyncCheckpointer::save(CheckpointState snapshot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return !pending_ && !busy_; });
+  if (!error_.empty()) {
+    std::string e = error_;
+    error_.clear();
+    fail("{}", e);
+  }
+  pending_ = std::move(snapshot);
+  cv_.notify_all();
+}
+
+void AsyncCheckpointer::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return !pending_ && !busy_; });
+  if (!error_.empty()) {
+    std::string e = error_;
+    error_.clear();
+    fail("{}", e);
+  }
+}
+
+void AsyncCheckpointer::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [this] { return pending_.has_value() || stop_; });
+    if (!pending_) return;
+    CheckpointState s = std::move(*pending_);
+    pending_.reset();
+    busy_ = true;
+    lock.unlock();
+    std::string err;
+    try {
+      write_checkpoint(dir_, s, keep_last_);
+      log::debug("checkpoint step {} written", s.step);
+    } catch (const std::exception& e) {
+      err = fmt::format("checkpoint at step {} failed: {}", s.step, e.what());
+    }
+    lock.lock();
+    busy_ = false;
+    if (!err.empty()) error_ = err;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace aiscale::train

@@ -1,0 +1,67 @@
+// Checkpoints: everything needed to resume a run exactly, written so that a crash at any
+// moment leaves either the previous complete checkpoint or the new one, never half of one.
+//
+// Layout of <run>/checkpoints/step_00000010/:
+//   model.safetensors  weights with Hugging Face GPT-2 names and layouts (Conv1D weights
+//                      stored (in, out)), loadable by transformers' GPT2LMHeadModel
+//   config.json        Hugging Face GPT2Config for that
+//   optimizer.bin      AdamW moments m and v (fp32, aiscale layout)
+//   state.json         step, data position, seed, world size, resolved config
+//   COMPLETE           written last: only checkpoints with it are ever loaded
+// Writing: files go into step_N.tmp/, each fsynced; the folder is renamed to step_N and
+// fsynced; then COMPLETE is written atomically. Older complete checkpoints beyond
+// keep_last are removed after that.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aiscale/nn/models/gpt_config.h"
+#include "aiscale/train/trainer.h"
+
+namespace aiscale::train {
+
+struct CheckpointState {
+  nn::GptConfig model;
+  int64_t step = 0;  // optimizer steps completed
+  DataPosition data;
+  uint64_t seed = 0;
+  int world_size = 1;
+  int64_t nonfinite_steps = 0;
+  std::string config_toml;
+  std::vector<float> params, m, v;  // fp32, gpt_param_infos order
+};
+
+std::string checkpoint_name(int64_t step);  // "step_00000010"
+void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last);
+// Newest folder with a COMPLETE marker, if any.
+std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
+// Reads a checkpoint folder; with_optimizer=false skips optimizer.bin (for sampling).
+CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer);
+
+// Writes checkpoints on a background thread: save() copies nothing (it takes the
+// snapshot by value) and returns at once; a new save waits for the previous write.
+class AsyncCheckpointer {
+ public:
+  AsyncCheckpointer(std::string checkpoints_dir, int64_t keep_last);
+  ~AsyncCheckpointer();  // waits for the write in flight
+  void save(CheckpointState snapshot);
+  void wait();  // rethrows a write error as Error
+
+ private:
+  void loop();
+  std::string dir_;
+  int64_t keep_last_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::optional<CheckpointState> pending_;
+  bool busy_ = false, stop_ = false;
+  std::string error_;
+  std::thread thread_;
+};
+
+}  // namespace aiscale::train
