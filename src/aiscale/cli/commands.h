@@ -8,4 +8,5 @@ namespace aiscale::cli {
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_data_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 }  // namespace aiscale::cli

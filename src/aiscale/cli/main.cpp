@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   aiscale::cli::add_train_command(app);
   aiscale::cli::add_bench_command(app);
   aiscale::cli::add_data_command(app);
+  aiscale::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,220 @@
+// `aiscale plan`: match an AI workload to HPC systems and layouts.
+//   aiscale plan --model gpt2-1558m --tokens 10e9 [--system leonardo] [--gpus N] [--json]
+//   aiscale plan systems                          the catalogue
+//   aiscale plan scaling --system leonardo --model gpt2-124m   predicted scaling curve
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "aiscale/cli/commands.h"
+#include "aiscale/core/error.h"
+#include "aiscale/plan/planner.h"
+#include "aiscale/plan/report.h"
+
+namespace aiscale::cli {
+namespace {
+using namespace aiscale::plan;
+
+struct PlanOptions {
+  // catalogue and calibration
+  std::string catalog_dir;
+  std::vector<std::string> system_files;
+  std::vector<std::string> calibration;
+  // workload
+  std::string model;
+  std::optional<int64_t> n_layer, n_head, n_embd, seq, vocab;
+  std::optional<int> image_size;
+  double tokens = 0;
+  double images = static_cast<double>(kImageNetTrainImages);
+  double epochs = 90;
+  std::string precision = "bf16";
+  // where and how
+  std::vector<std::string> systems;
+  long gpus = 0;
+  long global_batch = 0;
+  double min_efficiency = 0.8;
+  long max_gpus = 0;
+  long max_nodes = 64;
+  std::optional<int> tp, pp, zero, micro_batch;
+  std::string recompute;
+  std::string rank = "days";
+  std::optional<double> utilisation;
+  bool json = false;
+};
+
+void add_catalog_options(CLI::App* app, PlanOptions& o) {
+  app->add_option("--catalog", o.catalog_dir,
+                  "Directory of the systems catalogue (default: $AISCALE_SYSTEMS_DIR or "
+                  "data/systems in the source tree)");
+  app->add_option("--systems", o.system_files,
+                  "Extra catalogue file or directory that adds or overrides systems and "
+                  "accelerators (repeatable)");
+  app->add_flag("--json", o.json, "Print JSON instead of tables");
+}
+
+void add_workload_options(CLI::App* app, PlanOptions& o) {
+  app->add_option("--model", o.model,
+                  "gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-857m, gpt2-2.7b, gpt2-6.6b, "
+                  "gpt3-175b, resnet50, resnet18, ... or custom (with --n-layer/--n-head/--n-embd)");
+  app->add_option("--n-layer", o.n_layer, "Transformer layers (custom size, or override a preset)");
+  app->add_option("--n-head", o.n_head, "Attention heads");
+  app->add_option("--n-embd", o.n_embd, "Model width");
+  app->add_option("--seq", o.seq, "Context length (tokens per sequence)");
+  app->add_option("--vocab", o.vocab, "Vocabulary size");
+  app->add_option("--image-size", o.image_size, "Image side for ResNets (default 224)");
+  app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9");
+  app->add_option("--images", o.images, "Images per epoch for CNNs (default: ImageNet-1k, 1,281,167)");
+  app->add_option("--epochs", o.epochs, "Epochs for CNNs (default 90)");
+  app->add_option("--precision", o.precision, "fp32, tf32, bf16 (default), fp16 or fp8");
+}
+
+void add_layout_options(CLI::App* app, PlanOptions& o) {
+  app->add_option("--system", o.systems,
+                  "System or system/partition to consider (repeatable; default: all)");
+  app->add_option("--global-batch", o.global_batch,
+                  "Sequences (or images) per optimizer step; default: the model's (GPT-2: 512)");
+  app->add_option("--tp", o.tp, "Fix the tensor-parallel size");
+  app->add_option("--pp", o.pp, "Fix the pipeline-parallel size");
+  app->add_option("--zero", o.zero, "Fix the ZeRO stage (0 = DDP, 1, 2, 3)");
+  app->add_option("--micro-batch", o.micro_batch, "Fix the micro-batch per GPU");
+  app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
+  app->add_option("--calibration", o.calibration,
+                  "`aiscale bench` result file (JSON Lines) or directory to calibrate with "
+                  "(repeatable)");
+  app->add_option("--utilisation", o.utilisation,
+                  "Assumed fraction of the dense peak where nothing is measured (default 0.40 "
+                  "for transformers, 0.33 for CNNs)");
+}
+
+Catalog open_catalog(const PlanOptions& o) {
+  return load_catalog(o.catalog_dir.empty() ? default_catalog_dir() : o.catalog_dir, o.system_files);
+}
+
+PlanRequest make_request(const PlanOptions& o, bool need_tokens) {
+  if (o.model.empty())
+    fail("give the workload with --model (e.g. --model gpt2-1558m); `aiscale plan --help` lists "
+         "the options");
+  PlanRequest r;
+  ModelOverrides mo;
+  mo.n_layer = o.n_layer;
+  mo.n_head = o.n_head;
+  mo.n_embd = o.n_embd;
+  mo.seq_len = o.seq;
+  mo.vocab_size = o.vocab;
+  mo.image_size = o.image_size;
+  r.workload = make_workload(o.model, mo);
+  r.tokens = o.tokens;
+  if (r.workload.is_transformer() && !(r.tokens > 0)) {
+    if (need_tokens)
+      fail("give the training tokens with --tokens (e.g. --tokens 10e9) for {}", o.model);
+    r.tokens = 1e9;  // scaling curves do not depend on it
+  }
+  r.images = o.images;
+  r.epochs = o.epochs;
+  r.precision = parse_precision(o.precision);
+  r.gpus = o.gpus;
+  r.global_batch = o.global_batch;
+  r.min_efficiency = o.min_efficiency;
+  r.max_gpus = o.max_gpus;
+  r.pins.tp = o.tp;
+  r.pins.pp = o.pp;
+  r.pins.zero = o.zero;
+  r.pins.micro_batch = o.micro_batch;
+  if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
+  if (o.rank != "days" && o.rank != "gpu-hours")
+    fail("--rank must be 'days' or 'gpu-hours' (got '{}')", o.rank);
+  r.rank_by_gpu_hours = o.rank == "gpu-hours";
+  return r;
+}
+
+Assumptions make_assumptions(const PlanOptions& o) {
+  Assumptions a;
+  if (o.utilisation) {
+    if (!(*o.utilisation > 0) || *o.utilisation > 1)
+      fail("--utilisation must lie in (0, 1] (got {})", *o.utilisation);
+    a.transformer_utilisation = a.cnn_utilisation = *o.utilisation;
+  }
+  return a;
+}
+
+std::vector<Target> targets_of(const Catalog& cat, const std::vector<std::string>& names) {
+  if (names.empty()) return cat.gpu_targets();
+  std::vector<Target> out;
+  for (const auto& n : names)
+    for (const auto& t : cat.resolve(n)) out.push_back(t);
+  return out;
+}
+
+void run_systems(const PlanOptions& o) {
+  const Catalog cat = open_catalog(o);
+  if (o.json) fmt::print("{}\n", systems_json(cat).dump(2));
+  else fmt::print("{}", systems_text(cat));
+}
+
+void run_plan(const PlanOptions& o) {
+  const Catalog cat = open_catalog(o);
+  const PlanRequest r = make_request(o, true);
+  const Assumptions a = make_assumptions(o);
+  const Calibration cal = load_calibration(o.calibration, cat);
+  const PlanResult res = aiscale::plan::plan(r, targets_of(cat, o.systems), cat, cal, a);
+  if (o.json) fmt::print("{}\n", plan_json(r, res, cal, a).dump(2));
+  else fmt::print("{}", plan_text(r, res, cal, a));
+}
+
+void run_scaling(const PlanOptions& o) {
+  const Catalog cat = open_catalog(o);
+  if (o.systems.size() != 1)
+    fail("give one system for the scaling curve with --system (e.g. --system leonardo)");
+  const PlanRequest r = make_request(o, false);
+  const Assumptions a = make_assumptions(o);
+  const Calibration cal = load_calibration(o.calibration, cat);
+  const auto targets = cat.resolve(o.systems.front());
+  if (targets.size() != 1) {
+    std::string names;
+    for (const auto& t : targets) names += (names.empty() ? "" : ", ") + t.label();
+    fail("system '{}' has several GPU partitions ({}): name one as system/partition",
+         o.systems.front(), names);
+  }
+  const ScalingCurve c = scaling_curve(r, targets.front(), o.max_nodes, cat, cal, a);
+  if (o.json) fmt::print("{}\n", scaling_json(r, c, cal, a).dump(2));
+  else fmt::print("{}", scaling_text(r, c, cal, a));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Match a training workload to HPC systems: compute, memory, layout, time, "
+              "GPU-hours and access route");
+  add_catalog_options(plan, *o);
+  add_workload_options(plan, *o);
+  add_layout_options(plan, *o);
+  plan->add_option("--gpus", o->gpus, "Plan for exactly this many GPUs");
+  plan->add_option("--max-gpus", o->max_gpus, "Consider at most this many GPUs per system");
+  plan->add_option("--min-efficiency", o->min_efficiency,
+                   "Lowest scaling efficiency to accept when choosing the GPU count (default 0.8)");
+  plan->add_option("--rank", o->rank, "Rank by 'days' (default) or 'gpu-hours'");
+
+  CLI::App* systems = plan->add_subcommand("systems", "List the systems and accelerators catalogue");
+  add_catalog_options(systems, *o);
+
+  CLI::App* scaling = plan->add_subcommand(
+      "scaling", "Predicted strong and weak scaling over doubling node counts on one system");
+  add_catalog_options(scaling, *o);
+  add_workload_options(scaling, *o);
+  add_layout_options(scaling, *o);
+  scaling->add_option("--max-nodes", o->max_nodes, "Largest node count (default 64)");
+
+  plan->require_subcommand(0, 1);
+  plan->callback([o, systems, scaling] {
+    if (systems->parsed()) run_systems(*o);
+    else if (scaling->parsed()) run_scaling(*o);
+    else run_plan(*o);
+  });
+}
+
+}  // namespace aiscale::cli

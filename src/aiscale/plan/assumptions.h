@@ -1,0 +1,50 @@
+// The planner's modelling assumptions in one place. None of these is a measurement:
+// they are stated defaults (printed with every plan) that calibration from measured
+// `aiscale bench` results replaces where it can.
+#pragma once
+
+namespace aiscale::plan {
+
+struct MemoryAssumptions {
+  // CUDA/ROCm context, communication buffers and library workspaces, per GPU.
+  double fixed_bytes = 1.0 * 1024 * 1024 * 1024;
+  // Allocator fragmentation and temporaries, as a fraction of the modelled total.
+  double fragmentation = 0.10;
+};
+
+struct TopologyAssumptions {
+  // Bandwidth a job keeps on links between Dragonfly(+) groups (global links shared with
+  // other jobs, adaptive routing); within one group, and on a fat tree, the factor is 1.
+  double dragonfly_global = 0.70;
+  double dragonfly_plus_global = 0.80;
+  // Dragonfly(+) group size where the catalogue does not give one.
+  int default_group_nodes = 128;
+};
+
+struct Assumptions {
+  // Fraction of the dense datasheet peak the math kernels sustain (hardware FLOPs).
+  double transformer_utilisation = 0.40;
+  // The worked estimate in reference/systems.md used 33% for its CNN example.
+  double cnn_utilisation = 0.33;
+  // Achievable ring bus bandwidth as a fraction of the datasheet link rate.
+  double intra_efficiency = 0.75;
+  double inter_efficiency = 0.85;
+  // Per-message latency of one ring step (software + link), seconds.
+  double alpha_intra_s = 2e-6;
+  double alpha_inter_s = 5e-6;
+  // Fraction of the compute time that can hide communication running beside it (the
+  // kernels and the collectives share SMs and memory bandwidth, and the first/last buckets
+  // cannot overlap at all).
+  double comm_overlap = 0.8;
+  // Gradient bucket size (PyTorch DDP's default bucket_cap_mb = 25).
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  // HBM bytes the optimizer update reads and writes per parameter:
+  // AdamW: fp32 master, m, v read+written (24) + 16-bit grad read (2) + 16-bit weight
+  // written (2) = 28; SGD with momentum: weight, momentum read+written (16) + grad (4) = 20.
+  double adamw_bytes_touched = 28;
+  double sgd_bytes_touched = 20;
+  MemoryAssumptions memory;
+  TopologyAssumptions topology;
+};
+
+}  // namespace aiscale::plan

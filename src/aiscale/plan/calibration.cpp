@@ -1,0 +1,279 @@
+#include "aiscale/plan/calibration.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::plan {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+const json& need(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null())
+    fail("{}: bench result has no \"{}\": re-run the benchmark with a current aiscale, or "
+         "remove the line", where, key);
+  return *it;
+}
+
+double need_number(const json& j, const char* key, const std::string& where) {
+  const json& v = need(j, key, where);
+  if (!v.is_number()) fail("{}: \"{}\" must be a number", where, key);
+  return v.get<double>();
+}
+
+std::string text(const json& j, const char* key) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
+}
+
+std::vector<std::string> jsonl_files(const std::string& path) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::recursive_directory_iterator(path, ec))
+      if (e.is_regular_file() && (e.path().extension() == ".jsonl" || e.path().extension() == ".json"))
+        out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+  } else if (fs::is_regular_file(path, ec)) {
+    out.push_back(path);
+  } else {
+    fail("calibration file '{}' does not exist: give the JSON Lines file (or a directory of "
+         "them) that `aiscale bench` wrote", path);
+  }
+  return out;
+}
+
+void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
+  if (text(j, "device_kind") == "cpu") {
+    c.notes.push_back(where + ": CPU result, not used (the planner models GPUs)");
+    return;
+  }
+  MfuSample s;
+  s.device = need(j, "device", where).get<std::string>();
+  s.accelerator_id = match_device(cat, s.device);
+  if (s.accelerator_id.empty()) {
+    c.notes.push_back(fmt::format("{}: device '{}' matches no accelerator in the catalogue "
+                                  "(add it to an accelerator's device_names)", where, s.device));
+    return;
+  }
+  s.precision = parse_precision(need(j, "precision", where).get<std::string>());
+  s.model = text(j, "model");
+  s.host = text(j, "host");
+  s.date = text(j, "date");
+  s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
+  if (j.contains("world_size") && j["world_size"].is_number()) s.world_size = j["world_size"].get<int>();
+  if (j.contains("achieved_tflops_per_device") && j["achieved_tflops_per_device"].is_number()) {
+    s.achieved_tflops = j["achieved_tflops_per_device"].get<double>();
+  } else {
+    s.achieved_tflops = need_number(j, "flops_per_token", where) *
+                        need_number(j, "tokens_per_s_per_device", where) / 1e12;
+  }
+  const double peak = cat.find_accelerator(s.accelerator_id)->peak_flops(s.precision);
+  if (peak <= 0) {
+    c.notes.push_back(fmt::format("{}: {} has no {} peak in the catalogue; result not used", where,
+                                  s.accelerator_id, to_string(s.precision)));
+    return;
+  }
+  s.utilisation = s.achieved_tflops * 1e12 / peak;
+  if (!(s.utilisation > 0) || s.utilisation > 1.0)
+    fail("{}: achieved {:.1f} TFLOP/s is {:.0f}% of the {} dense {} peak: the result or the "
+         "device name is wrong", where, s.achieved_tflops, s.utilisation * 100, s.accelerator_id,
+         to_string(s.precision));
+  s.source = where;
+  c.utilisation.push_back(std::move(s));
+}
+
+void read_allreduce(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
+  BusSample s;
+  s.device = text(j, "device");
+  s.accelerator_id = s.device.empty() ? "" : match_device(cat, s.device);
+  s.backend = text(j, "backend");
+  s.system_id = text(j, "system");
+  s.world_size = static_cast<int>(need_number(j, "world_size", where));
+  s.bytes = need_number(j, "bytes", where);
+  s.busbw_bytes_per_s = need_number(j, "busbw_GBps", where) * 1e9;
+  if (s.world_size < 2) return;  // a single rank moves nothing
+  if (!s.system_id.empty()) {
+    const System* sys = cat.find_system(s.system_id);
+    if (!sys) {
+      c.notes.push_back(fmt::format("{}: system '{}' is not in the catalogue; result not used",
+                                    where, s.system_id));
+      return;
+    }
+    s.system_id = sys->id;
+  }
+  if (j.contains("nodes") && j["nodes"].is_number()) {
+    s.nodes = j["nodes"].get<int>();
+  } else if (!s.system_id.empty()) {
+    // Infer nodes from the system's GPUs per node when the result does not say.
+    for (const auto& p : cat.find_system(s.system_id)->partitions)
+      if (p.plannable() && p.accelerator.id == s.accelerator_id && p.gpus_per_node > 0)
+        s.nodes = std::max(1, (s.world_size + p.gpus_per_node - 1) / p.gpus_per_node);
+  }
+  if (s.nodes > 1 && s.system_id.empty()) {
+    c.notes.push_back(where + ": multi-node all-reduce without a \"system\" field; not used");
+    return;
+  }
+  if (s.nodes <= 1 && s.accelerator_id.empty()) {
+    c.notes.push_back(fmt::format("{}: device '{}' matches no accelerator; not used", where, s.device));
+    return;
+  }
+  s.source = where;
+  c.bandwidth.push_back(std::move(s));
+}
+
+}  // namespace
+
+std::string match_device(const Catalog& cat, std::string_view device_name) {
+  const std::string name = lower(device_name);
+  std::string best;
+  size_t best_len = 0;
+  for (const auto& a : cat.accelerators)
+    for (const auto& pattern : a.device_names) {
+      const std::string p = lower(pattern);
+      if (!p.empty() && name.find(p) != std::string::npos && p.size() > best_len) {
+        best = a.id;
+        best_len = p.size();
+      }
+    }
+  return best;
+}
+
+Calibration load_calibration(const std::vector<std::string>& paths, const Catalog& cat) {
+  Calibration c;
+  for (const auto& path : paths)
+    for (const auto& file : jsonl_files(path)) {
+      std::ifstream in(file);
+      if (!in) fail("cannot read calibration file '{}'", file);
+      c.files.push_back(file);
+      std::string line;
+      int lineno = 0;
+      while (std::getline(in, line)) {
+        ++lineno;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = fmt::format("{}:{}", file, lineno);
+        json j;
+        try {
+          j = json::parse(line);
+        } catch (const json::parse_error& e) {
+          fail("{}: not valid JSON ({}): calibration files are JSON Lines, one result per line",
+               where, e.what());
+        }
+        if (!j.is_object()) fail("{}: expected a JSON object per line", where);
+        const std::string bench = text(j, "benchmark");
+        if (bench == "language") read_language(j, where, cat, c);
+        else if (bench == "allreduce") read_allreduce(j, where, cat, c);
+        else c.notes.push_back(fmt::format("{}: benchmark '{}' not used for calibration", where, bench));
+      }
+    }
+  return c;
+}
+
+const MfuSample* Calibration::closest_utilisation(std::string_view accel, Precision p,
+                                                  int64_t n_params) const {
+  const MfuSample* best = nullptr;
+  double best_dist = 0;
+  for (const auto& s : utilisation) {
+    if (s.accelerator_id != accel || s.precision != p) continue;
+    const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(s.n_params, 1))) -
+                               std::log(static_cast<double>(std::max<int64_t>(n_params, 1))));
+    // Ties: the higher utilisation (a better-tuned run of the same size).
+    if (!best || d < best_dist - 1e-12 || (std::fabs(d - best_dist) <= 1e-12 && s.utilisation > best->utilisation)) {
+      best = &s;
+      best_dist = d;
+    }
+  }
+  return best;
+}
+
+const BusSample* Calibration::intra_node(std::string_view accel, std::string_view system) const {
+  const BusSample* best = nullptr;
+  auto rank = [&](const BusSample& s) { return std::make_pair(s.system_id == system ? 1 : 0, s.bytes); };
+  for (const auto& s : bandwidth) {
+    if (s.nodes > 1 || s.accelerator_id != accel) continue;
+    if (!s.system_id.empty() && s.system_id != system) continue;
+    if (!best || rank(s) > rank(*best)) best = &s;
+  }
+  return best;
+}
+
+const BusSample* Calibration::inter_node(std::string_view system) const {
+  const BusSample* best = nullptr;
+  for (const auto& s : bandwidth)
+    if (s.nodes > 1 && s.system_id == system &&
+        (!best || std::make_pair(s.nodes, s.bytes) > std::make_pair(best->nodes, best->bytes)))
+      best = &s;
+  return best;
+}
+
+MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
+                               const Calibration& cal, const Catalog& cat, const Assumptions& a) {
+  const Partition& part = *t.partition;
+  const Accelerator& acc = part.accelerator;
+  MachineFigures m;
+  m.peak_flops = acc.peak_flops(p);
+
+  const double default_u = w.is_transformer() ? a.transformer_utilisation : a.cnn_utilisation;
+  m.utilisation = {default_u, false,
+                   fmt::format("assumed {:.0f}% of the dense {} datasheet peak", default_u * 100,
+                               to_string(p))};
+  if (w.is_transformer())
+    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
+      m.utilisation = {s->utilisation, true,
+                       fmt::format("measured: {} ({}, {} params) {:.1f} TFLOP/s at {}", s->model,
+                                   s->device, s->n_params, s->achieved_tflops, s->source)};
+
+  const double intra_datasheet = part.intra.gbytes_per_s * 1e9;
+  m.intra_bytes_per_s = {intra_datasheet * a.intra_efficiency, false,
+                         part.intra.gbytes_per_s > 0
+                             ? fmt::format("{} {:.0f} GB/s per direction{} × {:.0f}% assumed efficiency",
+                                           part.intra.link, part.intra.gbytes_per_s,
+                                           part.intra.assumed ? " (link assumed)" : "",
+                                           a.intra_efficiency * 100)
+                             : std::string("intra-node link not in the catalogue")};
+  if (const BusSample* s = cal.intra_node(acc.id, t.system->id))
+    m.intra_bytes_per_s = {s->busbw_bytes_per_s, true,
+                           fmt::format("measured: {} all-reduce bus bandwidth, {} ranks, {} MiB, at {}",
+                                       s->backend.empty() ? "ring" : s->backend, s->world_size,
+                                       s->bytes / (1024.0 * 1024.0), s->source)};
+
+  const Network& net = part.network;
+  m.node_bytes_per_s = {net.known() ? net.node_bytes_per_s() * a.inter_efficiency : 0.0, false,
+                        net.known() ? fmt::format("{}× {} {:.0f} Gb/s × {:.0f}% assumed efficiency",
+                                                  net.links, net.kind, net.gbps_per_link,
+                                                  a.inter_efficiency * 100)
+                                    : std::string("network not in the catalogue (one node only)")};
+  if (const BusSample* s = cal.inter_node(t.system->id))
+    m.node_bytes_per_s = {s->busbw_bytes_per_s, true,
+                          fmt::format("measured: all-reduce bus bandwidth over {} nodes at {}",
+                                      s->nodes, s->source)};
+
+  double hbm = acc.memory_bandwidth_tbs;
+  std::string hbm_src = acc.id + " datasheet";
+  if (hbm <= 0 && !acc.bandwidth_as.empty())
+    if (const Accelerator* sib = cat.find_accelerator(acc.bandwidth_as)) {
+      hbm = sib->memory_bandwidth_tbs;
+      hbm_src = "stand-in: " + sib->id + " datasheet";
+    }
+  m.hbm_bytes_per_s = {hbm * 1e12, false, hbm > 0 ? hbm_src : "unknown"};
+  return m;
+}
+
+}  // namespace aiscale::plan

@@ -1,0 +1,81 @@
+// Calibration from measured runs: reads `aiscale bench` result files (JSON Lines) and
+// turns them into the figures the performance model uses — utilisation of the dense
+// peak (from "language" results) and ring bus bandwidth (from "allreduce" results) —
+// in place of the datasheet-based defaults. Every figure says where it came from.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aiscale/plan/assumptions.h"
+#include "aiscale/plan/catalog.h"
+#include "aiscale/plan/workload.h"
+
+namespace aiscale::plan {
+
+// One number and its provenance: measured (file:line) or a datasheet-based assumption.
+struct Figure {
+  double value = 0;
+  bool measured = false;
+  std::string source;
+};
+
+struct MfuSample {
+  std::string accelerator_id, device, model, host, date;
+  Precision precision = Precision::bf16;
+  int64_t n_params = 0;
+  int world_size = 1;
+  double achieved_tflops = 0;   // per device
+  double utilisation = 0;       // achieved / dense peak of that precision
+  std::string source;           // "file:line"
+};
+
+struct BusSample {
+  std::string accelerator_id, device, system_id, backend;
+  int world_size = 0;
+  int nodes = 1;
+  double bytes = 0;
+  double busbw_bytes_per_s = 0;
+  std::string source;
+};
+
+struct Calibration {
+  std::vector<MfuSample> utilisation;
+  std::vector<BusSample> bandwidth;
+  std::vector<std::string> notes;  // lines read but not used, and why
+  std::vector<std::string> files;
+
+  bool empty() const { return utilisation.empty() && bandwidth.empty(); }
+  // The measurement on this accelerator and precision whose model size is closest (in
+  // log scale) to n_params; nullptr when there is none.
+  const MfuSample* closest_utilisation(std::string_view accelerator_id, Precision p,
+                                       int64_t n_params) const;
+  // Largest-message single-node all-reduce on this accelerator (preferring one that names
+  // this system); nullptr when there is none.
+  const BusSample* intra_node(std::string_view accelerator_id, std::string_view system_id) const;
+  // Largest-message multi-node all-reduce that names this system.
+  const BusSample* inter_node(std::string_view system_id) const;
+};
+
+// The catalogue accelerator whose device_names best (longest) match a driver-reported
+// name such as "NVIDIA H100 80GB HBM3"; "" when none does.
+std::string match_device(const Catalog& cat, std::string_view device_name);
+
+// Reads each path (a .jsonl file, or a directory of them). Throws Error naming file and
+// line for malformed JSON or a result that lacks the fields it needs.
+Calibration load_calibration(const std::vector<std::string>& paths, const Catalog& cat);
+
+// The figures one partition runs at for a workload and precision: the datasheet peak,
+// utilisation and bandwidths, measured where the calibration has them.
+struct MachineFigures {
+  double peak_flops = 0;            // dense, this precision
+  Figure utilisation;               // of peak_flops
+  Figure intra_bytes_per_s;         // per GPU, one direction, achievable
+  Figure node_bytes_per_s;          // per node, achievable injection bandwidth
+  Figure hbm_bytes_per_s;           // for the optimizer step
+};
+MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
+                               const Calibration& cal, const Catalog& cat, const Assumptions& a);
+
+}  // namespace aiscale::plan

@@ -1,0 +1,426 @@
+#include "aiscale/plan/catalog.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::plan {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+// ---- schema: which keys each table may hold, and of what type ---------------------
+
+enum class Kind { string, number, integer, boolean, table, strings, tables };
+
+struct Field {
+  const char* key;
+  Kind kind;
+};
+
+const std::vector<Field> kTopFields = {{"system", Kind::tables}, {"accelerator", Kind::tables}};
+const std::vector<Field> kSystemFields = {
+    {"id", Kind::string},         {"name", Kind::string},    {"aliases", Kind::strings},
+    {"site", Kind::string},       {"eurohpc", Kind::boolean}, {"status", Kind::string},
+    {"sustained_pflops", Kind::number}, {"notes", Kind::string}, {"partition", Kind::tables}};
+const std::vector<Field> kPartitionFields = {
+    {"id", Kind::string},          {"name", Kind::string},      {"kind", Kind::string},
+    {"nodes", Kind::integer},      {"gpus_per_node", Kind::integer},
+    {"accelerator", Kind::string}, {"cpu", Kind::string},       {"ram_gib", Kind::number},
+    {"local_ssd", Kind::string},   {"interface", Kind::string}, {"launched", Kind::string},
+    {"notes", Kind::string},       {"intra_node", Kind::table}, {"network", Kind::table}};
+const std::vector<Field> kIntraFields = {{"link", Kind::string},
+                                         {"gbytes_per_s", Kind::number},
+                                         {"assumed", Kind::boolean},
+                                         {"note", Kind::string}};
+const std::vector<Field> kNetworkFields = {
+    {"kind", Kind::string},        {"links", Kind::integer},      {"gbps_per_link", Kind::number},
+    {"topology", Kind::string},    {"group_nodes", Kind::integer}, {"shared_by_nodes", Kind::integer}};
+const std::vector<Field> kAcceleratorFields = {
+    {"id", Kind::string},           {"vendor", Kind::string},
+    {"name", Kind::string},         {"memory_gib", Kind::number},
+    {"memory_bandwidth_tbs", Kind::number}, {"bandwidth_as", Kind::string},
+    {"peak_tflops", Kind::table},   {"device_names", Kind::strings},
+    {"source", Kind::string}};
+const std::vector<Field> kPeakFields = {{"fp64", Kind::number}, {"fp32", Kind::number},
+                                        {"tf32", Kind::number}, {"fp16", Kind::number},
+                                        {"bf16", Kind::number}, {"fp8", Kind::number}};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::string: return "a string";
+    case Kind::number: return "a number";
+    case Kind::integer: return "an integer";
+    case Kind::boolean: return "true or false";
+    case Kind::table: return "a table";
+    case Kind::strings: return "an array of strings";
+    case Kind::tables: return "an array of tables";
+  }
+  return "?";
+}
+
+bool has_kind(const toml::node& n, Kind k) {
+  switch (k) {
+    case Kind::string: return n.is_string();
+    case Kind::number: return n.is_number();
+    case Kind::integer: return n.is_integer();
+    case Kind::boolean: return n.is_boolean();
+    case Kind::table: return n.is_table();
+    case Kind::strings: return n.is_array() && n.as_array()->is_homogeneous(toml::node_type::string);
+    case Kind::tables: return n.is_array_of_tables();
+  }
+  return false;
+}
+
+std::string line_of(const toml::node& n) {
+  return n.source().begin ? fmt::format(" (line {})", n.source().begin.line) : "";
+}
+
+// Throws for an unknown key or a value of the wrong type, naming file, place and line.
+void check_fields(const toml::table& t, const std::vector<Field>& fields,
+                  const std::string& where) {
+  for (auto&& [key, node] : t) {
+    auto it = std::find_if(fields.begin(), fields.end(),
+                           [&](const Field& f) { return key.str() == f.key; });
+    if (it == fields.end()) {
+      std::string known;
+      for (const auto& f : fields) known += std::string(known.empty() ? "" : ", ") + f.key;
+      fail("{}: unknown key '{}'{}: known keys are {}", where, key.str(), line_of(node), known);
+    }
+    if (!has_kind(node, it->kind))
+      fail("{}: key '{}'{} must be {}", where, key.str(), line_of(node), kind_name(it->kind));
+  }
+}
+
+std::string id_of(const toml::table& t, const std::string& where, const char* what) {
+  auto id = t["id"].value<std::string>();
+  if (!id || id->empty()) fail("{}: a [[{}]] entry{} has no id: add id = \"...\"", where, what, line_of(t));
+  return *id;
+}
+
+void validate_file(const toml::table& root, const std::string& file) {
+  check_fields(root, kTopFields, file);
+  if (auto* accs = root["accelerator"].as_array())
+    for (auto& n : *accs) {
+      const auto& a = *n.as_table();
+      std::string where = fmt::format("{}: accelerator '{}'", file, id_of(a, file, "accelerator"));
+      check_fields(a, kAcceleratorFields, where);
+      if (auto* p = a["peak_tflops"].as_table()) check_fields(*p, kPeakFields, where + " peak_tflops");
+    }
+  if (auto* systems = root["system"].as_array())
+    for (auto& n : *systems) {
+      const auto& s = *n.as_table();
+      std::string sid = id_of(s, file, "system");
+      std::string where = fmt::format("{}: system '{}'", file, sid);
+      check_fields(s, kSystemFields, where);
+      if (auto* parts = s["partition"].as_array())
+        for (auto& pn : *parts) {
+          const auto& p = *pn.as_table();
+          std::string pw = fmt::format("{} partition '{}'", where, id_of(p, where, "system.partition"));
+          check_fields(p, kPartitionFields, pw);
+          if (auto* i = p["intra_node"].as_table()) check_fields(*i, kIntraFields, pw + " intra_node");
+          if (auto* net = p["network"].as_table()) check_fields(*net, kNetworkFields, pw + " network");
+        }
+    }
+}
+
+// ---- merging: later files override single keys ------------------------------------
+
+void merge_into(toml::table& dst, const toml::table& src);
+
+void merge_by_id(toml::array& dst, const toml::array& src) {
+  for (auto& n : src) {
+    const auto& t = *n.as_table();
+    auto id = t["id"].value<std::string>();
+    auto it = std::find_if(dst.begin(), dst.end(), [&](toml::node& d) {
+      return d.as_table() && (*d.as_table())["id"].value<std::string>() == id;
+    });
+    if (it != dst.end()) merge_into(*it->as_table(), t);
+    else dst.push_back(t);
+  }
+}
+
+void merge_into(toml::table& dst, const toml::table& src) {
+  for (auto&& [key, node] : src) {
+    toml::node* existing = dst.get(key.str());
+    if (existing && existing->is_table() && node.is_table()) {
+      merge_into(*existing->as_table(), *node.as_table());
+    } else if (existing && existing->is_array_of_tables() && node.is_array_of_tables()) {
+      merge_by_id(*existing->as_array(), *node.as_array());
+    } else {
+      node.visit([&](auto&& v) { dst.insert_or_assign(key.str(), v); });
+    }
+  }
+}
+
+// ---- conversion to structs (types already checked) ---------------------------------
+
+template <typename T>
+T get(const toml::table& t, std::string_view key, T fallback) {
+  return t[key].value<T>().value_or(fallback);
+}
+
+std::vector<std::string> get_strings(const toml::table& t, std::string_view key) {
+  std::vector<std::string> out;
+  if (auto* a = t[key].as_array())
+    for (auto& n : *a) out.push_back(n.value<std::string>().value_or(""));
+  return out;
+}
+
+Accelerator to_accelerator(const toml::table& t) {
+  Accelerator a;
+  a.id = get<std::string>(t, "id", "");
+  a.vendor = get<std::string>(t, "vendor", "");
+  a.name = get<std::string>(t, "name", a.id);
+  a.memory_gib = get<double>(t, "memory_gib", 0.0);
+  a.memory_bandwidth_tbs = get<double>(t, "memory_bandwidth_tbs", 0.0);
+  a.bandwidth_as = get<std::string>(t, "bandwidth_as", "");
+  if (auto* p = t["peak_tflops"].as_table()) {
+    a.peak_fp64 = get<double>(*p, "fp64", 0.0);
+    a.peak_fp32 = get<double>(*p, "fp32", 0.0);
+    a.peak_tf32 = get<double>(*p, "tf32", 0.0);
+    a.peak_fp16 = get<double>(*p, "fp16", 0.0);
+    a.peak_bf16 = get<double>(*p, "bf16", 0.0);
+    a.peak_fp8 = get<double>(*p, "fp8", 0.0);
+  }
+  a.device_names = get_strings(t, "device_names");
+  a.source = get<std::string>(t, "source", "");
+  if (a.memory_gib <= 0)
+    fail("accelerator '{}' has no memory_gib: add its memory capacity in GiB", a.id);
+  return a;
+}
+
+Partition to_partition(const toml::table& t, const std::string& where) {
+  Partition p;
+  p.id = get<std::string>(t, "id", "");
+  p.name = get<std::string>(t, "name", p.id);
+  p.kind = get<std::string>(t, "kind", "gpu");
+  p.nodes = static_cast<int>(get<int64_t>(t, "nodes", 0));
+  p.gpus_per_node = static_cast<int>(get<int64_t>(t, "gpus_per_node", 0));
+  p.accelerator_id = get<std::string>(t, "accelerator", "");
+  p.cpu = get<std::string>(t, "cpu", "");
+  p.ram_gib = get<double>(t, "ram_gib", 0.0);
+  p.local_ssd = get<std::string>(t, "local_ssd", "");
+  p.interface = get<std::string>(t, "interface", "");
+  p.launched = get<std::string>(t, "launched", "");
+  p.notes = get<std::string>(t, "notes", "");
+  if (auto* i = t["intra_node"].as_table()) {
+    p.intra.link = get<std::string>(*i, "link", "");
+    p.intra.gbytes_per_s = get<double>(*i, "gbytes_per_s", 0.0);
+    p.intra.assumed = get<bool>(*i, "assumed", false);
+    p.intra.note = get<std::string>(*i, "note", "");
+  }
+  if (auto* n = t["network"].as_table()) {
+    p.network.kind = get<std::string>(*n, "kind", "");
+    p.network.links = static_cast<int>(get<int64_t>(*n, "links", 0));
+    p.network.gbps_per_link = get<double>(*n, "gbps_per_link", 0.0);
+    p.network.topology = parse_topology(get<std::string>(*n, "topology", ""));
+    p.network.group_nodes = static_cast<int>(get<int64_t>(*n, "group_nodes", 0));
+    p.network.shared_by_nodes = static_cast<int>(get<int64_t>(*n, "shared_by_nodes", 1));
+  }
+  if (p.kind != "gpu" && p.kind != "cpu" && p.kind != "ipu")
+    fail("{} partition '{}': kind = \"{}\" is unknown: use \"gpu\", \"cpu\" or \"ipu\"", where,
+         p.id, p.kind);
+  if (p.nodes < 0 || p.gpus_per_node < 0 || p.network.links < 0 || p.network.shared_by_nodes < 1)
+    fail("{} partition '{}': node, GPU and link counts must be positive", where, p.id);
+  return p;
+}
+
+std::vector<std::string> toml_files_in(const std::string& path) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file() && e.path().extension() == ".toml") out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+  } else if (fs::is_regular_file(path, ec)) {
+    out.push_back(path);
+  } else {
+    fail("systems catalogue '{}' does not exist: give a directory of *.toml files or one "
+         "TOML file", path);
+  }
+  return out;
+}
+
+}  // namespace
+
+Topology parse_topology(std::string_view text) {
+  std::string t = lower(text);
+  if (t.empty() || t == "none") return Topology::none;
+  if (t == "fat-tree" || t == "fat tree" || t == "fattree" || t == "fat_tree") return Topology::fat_tree;
+  if (t == "dragonfly") return Topology::dragonfly;
+  if (t == "dragonfly+" || t == "dragonfly-plus" || t == "dragonfly_plus") return Topology::dragonfly_plus;
+  fail("unknown network topology '{}': use \"fat-tree\", \"dragonfly\" or \"dragonfly+\"", text);
+}
+
+std::string_view to_string(Topology t) {
+  switch (t) {
+    case Topology::none: return "-";
+    case Topology::fat_tree: return "fat tree";
+    case Topology::dragonfly: return "Dragonfly";
+    case Topology::dragonfly_plus: return "Dragonfly+";
+  }
+  return "?";
+}
+
+long Partition::max_gpus() const {
+  if (gpus_per_node <= 0) return 1;
+  if (nodes <= 0 || !network.known()) return gpus_per_node;
+  return static_cast<long>(nodes) * gpus_per_node;
+}
+
+std::string Target::label() const { return system->id + "/" + partition->id; }
+
+const Accelerator* Catalog::find_accelerator(std::string_view id) const {
+  for (const auto& a : accelerators)
+    if (lower(a.id) == lower(id)) return &a;
+  return nullptr;
+}
+
+const System* Catalog::find_system(std::string_view id) const {
+  std::string l = lower(id);
+  for (const auto& s : systems) {
+    if (lower(s.id) == l || lower(s.name) == l) return &s;
+    for (const auto& a : s.aliases)
+      if (lower(a) == l) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<Target> Catalog::gpu_targets() const {
+  std::vector<Target> out;
+  for (const auto& s : systems)
+    for (const auto& p : s.partitions)
+      if (p.plannable()) out.push_back({&s, &p});
+  return out;
+}
+
+std::vector<Target> Catalog::resolve(std::string_view name) const {
+  std::string n = lower(name);
+  std::string sys_part = n, part;
+  if (auto slash = n.find('/'); slash != std::string::npos) {
+    sys_part = n.substr(0, slash);
+    part = n.substr(slash + 1);
+  }
+  std::string known;
+  for (const auto& s : systems) known += (known.empty() ? "" : ", ") + s.id;
+  if (const System* s = find_system(sys_part)) {
+    std::vector<Target> out;
+    std::string parts;
+    for (const auto& p : s->partitions) {
+      parts += (parts.empty() ? "" : ", ") + s->id + "/" + p.id;
+      if (part.empty() ? p.plannable() : lower(p.id) == part) out.push_back({s, &p});
+    }
+    if (out.empty() && !part.empty())
+      fail("system '{}' has no partition '{}': its partitions are {}", s->id, part, parts);
+    if (out.empty())
+      fail("system '{}' has no GPU partition the planner can use ({}): {}", s->id,
+           parts.empty() ? "no partitions in the catalogue" : parts,
+           s->status == "planned" ? "it is still planned" : "choose another --system");
+    return out;
+  }
+  if (part.empty()) {  // a partition id alone, if unique
+    std::vector<Target> out;
+    for (const auto& s : systems)
+      for (const auto& p : s.partitions)
+        if (lower(p.id) == n && p.plannable()) out.push_back({&s, &p});
+    if (out.size() == 1) return out;
+    if (out.size() > 1)
+      fail("'{}' names a partition of several systems: write it as system/partition, e.g. {}",
+           name, out.front().label());
+  }
+  fail("unknown system '{}': known systems are {} (see `aiscale plan systems`; add your own "
+       "with --systems FILE)", name, known);
+}
+
+std::string default_catalog_dir() {
+  if (const char* env = std::getenv("AISCALE_SYSTEMS_DIR"); env && *env) return env;
+  return std::string(AISCALE_SOURCE_DIR) + "/data/systems";
+}
+
+Catalog load_catalog(const std::string& dir, const std::vector<std::string>& extra) {
+  Catalog cat;
+  std::vector<std::string> files = toml_files_in(dir);
+  if (files.empty())
+    fail("systems catalogue directory '{}' has no *.toml files: point --catalog or "
+         "AISCALE_SYSTEMS_DIR at data/systems", dir);
+  for (const auto& e : extra)
+    for (auto& f : toml_files_in(e)) files.push_back(f);
+
+  toml::array accelerators, systems;
+  std::map<std::string, std::vector<std::string>> system_files;
+  for (const auto& file : files) {
+    toml::table root;
+    try {
+      root = toml::parse_file(file);
+    } catch (const toml::parse_error& e) {
+      fail("{}:{}:{}: invalid TOML: {}", file, e.source().begin.line, e.source().begin.column,
+           e.description());
+    }
+    std::string name = fs::path(file).filename().string();
+    validate_file(root, name);
+    if (auto* a = root["accelerator"].as_array()) merge_by_id(accelerators, *a);
+    if (auto* s = root["system"].as_array()) {
+      merge_by_id(systems, *s);
+      for (auto& n : *s) system_files[*(*n.as_table())["id"].value<std::string>()].push_back(name);
+    }
+    cat.files.push_back(file);
+  }
+
+  for (auto& n : accelerators) cat.accelerators.push_back(to_accelerator(*n.as_table()));
+  for (auto& a : cat.accelerators)
+    if (!a.bandwidth_as.empty() && !cat.find_accelerator(a.bandwidth_as))
+      fail("accelerator '{}': bandwidth_as = \"{}\" is not an accelerator in the catalogue",
+           a.id, a.bandwidth_as);
+
+  for (auto& n : systems) {
+    const auto& t = *n.as_table();
+    System s;
+    s.id = get<std::string>(t, "id", "");
+    s.name = get<std::string>(t, "name", s.id);
+    s.aliases = get_strings(t, "aliases");
+    s.site = get<std::string>(t, "site", "");
+    s.status = get<std::string>(t, "status", "production");
+    s.notes = get<std::string>(t, "notes", "");
+    s.eurohpc = get<bool>(t, "eurohpc", false);
+    s.sustained_pflops = get<double>(t, "sustained_pflops", 0.0);
+    s.files = system_files[s.id];
+    std::string where = fmt::format("system '{}' ({})", s.id, fmt::join(s.files, ", "));
+    if (auto* parts = t["partition"].as_array())
+      for (auto& pn : *parts) {
+        Partition p = to_partition(*pn.as_table(), where);
+        if (!p.accelerator_id.empty()) {
+          const Accelerator* a = cat.find_accelerator(p.accelerator_id);
+          if (!a) {
+            std::string ids;
+            for (const auto& x : cat.accelerators) ids += (ids.empty() ? "" : ", ") + x.id;
+            fail("{} partition '{}': accelerator '{}' is not in the catalogue: use one of {} "
+                 "or add an [[accelerator]] entry", where, p.id, p.accelerator_id, ids);
+          }
+          p.accelerator = *a;
+        } else if (p.kind == "gpu") {
+          fail("{} partition '{}' is a GPU partition without an accelerator: add accelerator = "
+               "\"<id from accelerators.toml>\"", where, p.id);
+        }
+        s.partitions.push_back(std::move(p));
+      }
+    cat.systems.push_back(std::move(s));
+  }
+  return cat;
+}
+
+}  // namespace aiscale::plan

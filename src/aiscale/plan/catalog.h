@@ -1,0 +1,100 @@
+// The systems catalogue: machines, their partitions and accelerators, read from TOML
+// files (data/systems/*.toml by default). Later files add systems or override single
+// keys of earlier ones (partitions and accelerators merge by id).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aiscale/plan/accelerator.h"
+
+namespace aiscale::plan {
+
+enum class Topology { none, fat_tree, dragonfly, dragonfly_plus };
+Topology parse_topology(std::string_view text);  // "fat-tree", "dragonfly", "dragonfly+"
+std::string_view to_string(Topology t);
+
+// Links inside a node, per GPU and per direction.
+struct IntraNode {
+  std::string link;            // "NVLink 3", "PCIe 4.0 x16", "Infinity Fabric"
+  double gbytes_per_s = 0;     // 0: unknown
+  bool assumed = false;        // not stated by the site for this system
+  std::string note;
+};
+
+// The node's connection to the other nodes.
+struct Network {
+  std::string kind;            // "InfiniBand HDR"
+  int links = 0;               // adapters (ports) per node
+  double gbps_per_link = 0;    // Gbit/s per link
+  Topology topology = Topology::none;
+  int group_nodes = 0;         // Dragonfly(+) group size when known; 0: unknown
+  int shared_by_nodes = 1;     // one link serving several nodes
+  bool known() const { return links > 0 && gbps_per_link > 0; }
+  // Injection bandwidth of one node, bytes/s.
+  double node_bytes_per_s() const {
+    return links * gbps_per_link * 1e9 / 8.0 / (shared_by_nodes > 0 ? shared_by_nodes : 1);
+  }
+};
+
+struct Partition {
+  std::string id;              // "booster"
+  std::string name;            // "Leonardo Booster"
+  std::string kind;            // "gpu", "cpu", "ipu"
+  int nodes = 0;               // 0: not in the catalogue
+  int gpus_per_node = 0;       // 0: not in the catalogue (planned as one GPU)
+  std::string accelerator_id;
+  Accelerator accelerator;     // resolved from accelerator_id (gpu partitions)
+  std::string cpu;
+  double ram_gib = 0;
+  std::string local_ssd, interface, launched, notes;
+  IntraNode intra;
+  Network network;
+
+  bool is_gpu() const { return kind == "gpu"; }
+  // GPU partitions with an accelerator can be planned; others are listed only.
+  bool plannable() const { return is_gpu() && !accelerator.id.empty(); }
+  // Largest GPU count the catalogue allows (1 where the node layout is unknown).
+  long max_gpus() const;
+};
+
+struct System {
+  std::string id, name, site, status = "production", notes;
+  std::vector<std::string> aliases;  // other names `--system` accepts ("mn5")
+  bool eurohpc = false;
+  double sustained_pflops = 0;
+  std::vector<Partition> partitions;
+  std::vector<std::string> files;  // where its keys came from, in order
+};
+
+// A partition with its system, as the planner ranks them.
+struct Target {
+  const System* system = nullptr;
+  const Partition* partition = nullptr;
+  std::string label() const;  // "leonardo/booster"
+};
+
+struct Catalog {
+  std::vector<Accelerator> accelerators;
+  std::vector<System> systems;
+  std::vector<std::string> files;  // every file read, in order
+
+  const Accelerator* find_accelerator(std::string_view id) const;
+  const System* find_system(std::string_view id) const;
+  // "leonardo" (all its GPU partitions), "leonardo/booster", or a partition id that is
+  // unique across systems. Throws Error listing the known names.
+  std::vector<Target> resolve(std::string_view name) const;
+  // Every plannable GPU partition.
+  std::vector<Target> gpu_targets() const;
+};
+
+// Where the built-in catalogue lives: $AISCALE_SYSTEMS_DIR, else
+// AISCALE_SOURCE_DIR/data/systems.
+std::string default_catalog_dir();
+
+// Reads every *.toml in `dir` (sorted by name), then each of `extra` (a file, or a
+// directory of *.toml), later ones overriding earlier ones. Throws Error naming the
+// file and key for a malformed entry.
+Catalog load_catalog(const std::string& dir, const std::vector<std::string>& extra = {});
+
+}  // namespace aiscale::plan

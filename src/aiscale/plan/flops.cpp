@@ -1,0 +1,55 @@
+#include "aiscale/plan/flops.h"
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/units.h"
+
+namespace aiscale::plan {
+
+ComputeEstimate transformer_training_flops(const Workload& w, double tokens) {
+  if (!w.is_transformer()) fail("model '{}' is not a transformer: give images and epochs", w.name);
+  if (!(tokens > 0)) fail("--tokens must be positive (got {}): e.g. --tokens 10e9", tokens);
+  const auto& g = w.gpt;
+  const double n = static_cast<double>(w.params());
+  const double dense = 6.0 * n * tokens;
+  const double attention = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len) * tokens;
+  ComputeEstimate e;
+  e.flops = dense + attention;
+  e.flops_per_sample = nn::gpt_train_flops_per_token(g, w.seq_len);
+  e.samples = tokens;
+  e.formula = "6·N·D + 12·L·d·T·D";
+  e.substituted = fmt::format("6 × {} × {} + 12 × {} × {} × {} × {} = {} + {} = {} FLOP",
+                              with_commas(w.params()), sci(tokens), g.n_layer, g.n_embd,
+                              w.seq_len, sci(tokens), sci(dense), sci(attention), sci(e.flops));
+  return e;
+}
+
+ComputeEstimate cnn_training_flops(double macs, double images, double epochs) {
+  if (!(images > 0)) fail("--images must be positive (got {})", images);
+  if (!(epochs > 0)) fail("--epochs must be positive (got {})", epochs);
+  ComputeEstimate e;
+  e.flops = macs * 2.0 * 3.0 * images * epochs;
+  e.flops_per_sample = macs * 6.0;
+  e.samples = images * epochs;
+  e.formula = "MACs × 2 × 3 × samples × epochs";
+  e.substituted = fmt::format("{} × 2 × 3 × {} × {} = {} FLOP", sci(macs),
+                              with_commas(static_cast<int64_t>(images)), epochs, sci(e.flops));
+  return e;
+}
+
+ComputeEstimate training_flops(const Workload& w, double tokens, double images, double epochs) {
+  if (w.is_transformer()) return transformer_training_flops(w, tokens);
+  return cnn_training_flops(w.cnn.macs_per_sample, images, epochs);
+}
+
+GpuHours ideal_gpu_hours(double flops, double peak, double u) {
+  if (!(peak > 0) || !(u > 0)) fail("GPU-hours need a positive peak and utilisation");
+  GpuHours h;
+  h.hours = flops / (peak * u) / 3600.0;
+  h.substituted = fmt::format("{} / ({:.1f} TFLOP/s × {:.0f}%) / 3600 = {} GPU-hours", sci(flops),
+                              peak / 1e12, u * 100.0, with_commas(static_cast<int64_t>(h.hours + 0.5)));
+  return h;
+}
+
+}  // namespace aiscale::plan

@@ -1,0 +1,66 @@
+#include "aiscale/plan/layout.h"
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::plan {
+
+Recompute parse_recompute(std::string_view t) {
+  if (t == "none" || t == "off") return Recompute::none;
+  if (t == "selective") return Recompute::selective;
+  if (t == "full") return Recompute::full;
+  fail("unknown recomputation '{}': use none, selective or full", t);
+}
+
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::string Layout::shape() const { return fmt::format("{}×{}×{}", dp, tp, pp); }
+
+std::string Layout::describe() const {
+  return fmt::format("dp {} × tp {} × pp {}, {}, micro-batch {} × accumulation {}, recompute {}",
+                     dp, tp, pp, zero == 0 ? std::string("DDP") : fmt::format("ZeRO-{}", zero),
+                     micro_batch, grad_accum, to_string(recompute));
+}
+
+std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1)
+    return fmt::format("data, tensor and pipeline sizes must be at least 1 (got {})", l.shape());
+  if (l.zero < 0 || l.zero > 3) return fmt::format("ZeRO stage {} does not exist: use 0, 1, 2 or 3", l.zero);
+  if (l.micro_batch < 1 || l.grad_accum < 1)
+    return fmt::format("micro-batch ({}) and gradient accumulation ({}) must be at least 1",
+                       l.micro_batch, l.grad_accum);
+  if (!w.is_transformer()) {
+    if (l.tp > 1 || l.pp > 1)
+      return fmt::format("{} is planned with data parallelism only: tensor and pipeline sizes "
+                         "must be 1 (got tp {}, pp {})", w.name, l.tp, l.pp);
+    if (l.recompute != Recompute::none)
+      return fmt::format("recomputation is modelled for transformers only, not {}", w.name);
+    return std::nullopt;
+  }
+  if (w.gpt.n_head % l.tp != 0)
+    return fmt::format("tensor-parallel size {} does not divide the {} attention heads of {}: "
+                       "choose a divisor of {}", l.tp, w.gpt.n_head, w.name, w.gpt.n_head);
+  if (l.pp > w.gpt.n_layer)
+    return fmt::format("pipeline size {} exceeds the {} layers of {}", l.pp, w.gpt.n_layer, w.name);
+  if (l.pp > 1 && l.zero >= 2)
+    return fmt::format("ZeRO-{} with pipeline parallelism (pp {}) is not supported (DeepSpeed "
+                       "allows ZeRO-1 with pipelines): use --zero 1 or --pp 1", l.zero, l.pp);
+  if (l.zero == 3 && l.tp > 1)
+    return fmt::format("ZeRO-3 is modelled as FSDP without tensor parallelism: use --tp 1 or a "
+                       "lower ZeRO stage");
+  return std::nullopt;
+}
+
+void validate_layout(const Layout& l, const Workload& w) {
+  if (auto p = layout_problem(l, w)) fail("impossible layout: {}", *p);
+}
+
+}  // namespace aiscale::plan

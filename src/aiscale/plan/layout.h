@@ -1,0 +1,37 @@
+// A parallel layout: how a training step is spread over GPUs.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "aiscale/plan/workload.h"
+
+namespace aiscale::plan {
+
+// Activation recomputation (Korthikanti et al. 2022): none, selective (attention's
+// softmax/dropout recomputed), full (every layer's forward recomputed in backward).
+enum class Recompute { none, selective, full };
+Recompute parse_recompute(std::string_view text);
+std::string_view to_string(Recompute r);
+
+struct Layout {
+  int dp = 1;           // data-parallel model copies
+  int tp = 1;           // tensor-parallel ranks (Megatron, with sequence parallelism)
+  int pp = 1;           // pipeline stages (1F1B schedule)
+  int zero = 0;         // ZeRO stage over the data-parallel group: 0 (DDP), 1, 2, 3
+  int micro_batch = 1;  // sequences (or images) per GPU per forward pass
+  int grad_accum = 1;   // micro-batches per optimizer step (per pipeline: its micro-batch count)
+  Recompute recompute = Recompute::none;
+
+  long gpus() const { return static_cast<long>(dp) * tp * pp; }
+  long global_batch() const { return static_cast<long>(dp) * micro_batch * grad_accum; }
+  std::string shape() const;     // "64×1×1"  (dp×tp×pp)
+  std::string describe() const;  // "dp 64 × tp 1 × pp 1, ZeRO-1, micro-batch 8 × accum 1, recompute none"
+};
+
+// Why this layout cannot run this workload, or nullopt when it can.
+std::optional<std::string> layout_problem(const Layout& l, const Workload& w);
+// Throws Error with that reason.
+void validate_layout(const Layout& l, const Workload& w);
+
+}  // namespace aiscale::plan

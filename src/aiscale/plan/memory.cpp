@@ -1,0 +1,113 @@
+#include "aiscale/plan/memory.h"
+
+#include <algorithm>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::plan {
+
+StateBytes state_bytes(Optimizer opt, Precision p) {
+  if (opt == Optimizer::sgd_momentum) return {4, 4, 4};
+  if (is_mixed(p)) return {2, 2, 12};
+  return {4, 4, 8};
+}
+
+double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage) {
+  if (!w.is_transformer()) return static_cast<double>(w.params());
+  const auto& g = w.gpt;
+  const double c = static_cast<double>(g.n_embd);
+  // Per layer: 12C² matrices and 7C biases (qkv 3C, fc 4C) split over tp; the two output
+  // projection biases and the two LayerNorms (6C) replicated.
+  const double layer = (12.0 * c * c + 7.0 * c) / tp + 6.0 * c;
+  const double layers_here = static_cast<double>((g.n_layer + pp - 1) / pp);
+  const double wte = static_cast<double>(g.vocab_size) * c / tp;
+  const double wpe = static_cast<double>(g.block_size) * c;
+  const double ln_f = 2.0 * c;
+  if (pp == 1) return g.n_layer * layer + wte + wpe + ln_f;
+  if (last_stage) return layers_here * layer + wte + ln_f;  // tied output layer's copy
+  return layers_here * layer + wte + wpe;
+}
+
+double zero_paper_bytes(double psi, int stage, int nd, double k) {
+  if (nd < 1) fail("ZeRO needs at least one data-parallel device (got {})", nd);
+  switch (stage) {
+    case 0: return (2 + 2 + k) * psi;
+    case 1: return 4 * psi + k * psi / nd;
+    case 2: return 2 * psi + (2 + k) * psi / nd;
+    case 3: return (2 + 2 + k) * psi / nd;
+  }
+  fail("ZeRO stage {} does not exist: use 0, 1, 2 or 3", stage);
+}
+
+double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
+                                          Recompute r) {
+  const double sbh = s * b * h;
+  switch (r) {
+    case Recompute::none: return sbh * (34.0 + 5.0 * a * s / h) / t;
+    case Recompute::selective: return sbh * 34.0 / t;
+    case Recompute::full: return 2.0 * sbh / t;
+  }
+  return 0;
+}
+
+namespace {
+
+// Activation bytes of one pipeline stage (first or last) for a transformer.
+double transformer_activations(const Workload& w, const Layout& l, Precision p, bool last) {
+  const auto& g = w.gpt;
+  const double s = static_cast<double>(w.seq_len), b = l.micro_batch;
+  const double h = static_cast<double>(g.n_embd), a = static_cast<double>(g.n_head);
+  const double v = static_cast<double>(g.vocab_size);
+  const double scale = activation_bytes(p) / 2.0;  // the formulas assume 16-bit activations
+  const double layers_here = static_cast<double>((g.n_layer + l.pp - 1) / l.pp);
+  // 1F1B: the first stage holds min(pp, accumulation) micro-batches in flight, the last one.
+  const double in_flight = last ? 1.0 : std::min<double>(l.pp, l.grad_accum);
+  double bytes = layers_here * in_flight *
+                 transformer_layer_activation_bytes(s, b, h, a, l.tp, l.recompute);
+  if (l.recompute == Recompute::full)  // one layer rematerialised during its backward
+    bytes += transformer_layer_activation_bytes(s, b, h, a, l.tp, Recompute::none);
+  const bool first = !last || l.pp == 1;
+  const bool has_output = last || l.pp == 1;
+  if (first) bytes += s * b * h * in_flight / l.tp;  // embedding dropout mask
+  if (has_output) bytes += 4.0 * s * b * h / l.tp + 4.0 * s * b * v / l.tp;  // final LN + logits
+  return bytes * scale;
+}
+
+MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
+                             const MemoryAssumptions& a, bool last) {
+  MemoryBreakdown m;
+  const StateBytes sb = state_bytes(w.optimizer, p);
+  const double psi = params_per_gpu(w, l.tp, l.pp, last);
+  const double nd = l.dp;
+  m.params_on_gpu = psi;
+  m.weights = sb.weights * psi / (l.zero >= 3 ? nd : 1.0);
+  m.gradients = sb.gradients * psi / (l.zero >= 2 ? nd : 1.0);
+  m.optimizer = sb.optimizer * psi / (l.zero >= 1 ? nd : 1.0);
+  if (w.is_transformer()) {
+    m.activations = transformer_activations(w, l, p, last);
+    if (l.zero == 3) {  // two layers' full parameters gathered ahead of use
+      const double c = static_cast<double>(w.gpt.n_embd);
+      m.buffers = 2.0 * (12.0 * c * c + 13.0 * c) * sb.weights;
+    }
+  } else {
+    m.activations = w.cnn.activation_elements * l.micro_batch * activation_bytes(p);
+  }
+  const double modelled = m.weights + m.gradients + m.optimizer + m.activations + m.buffers;
+  m.workspace = a.fixed_bytes + a.fragmentation * modelled;
+  m.total = modelled + m.workspace;
+  m.stage = l.pp == 1 ? "all" : (last ? "last" : "first");
+  return m;
+}
+
+}  // namespace
+
+MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
+                               const MemoryAssumptions& a) {
+  validate_layout(l, w);
+  MemoryBreakdown first = stage_memory(w, l, p, a, false);
+  if (l.pp == 1) return first;
+  MemoryBreakdown last = stage_memory(w, l, p, a, true);
+  return last.total > first.total ? last : first;
+}
+
+}  // namespace aiscale::plan

@@ -1,0 +1,55 @@
+// Memory per GPU for a workload under a layout: model states (weights, gradients,
+// optimizer state, sharded by ZeRO over the data-parallel group and split by tensor and
+// pipeline parallelism), activations (Korthikanti et al. 2022, with and without
+// recomputation) and a stated workspace margin.
+#pragma once
+#include <string>
+
+#include "aiscale/plan/accelerator.h"
+#include "aiscale/plan/assumptions.h"
+#include "aiscale/plan/layout.h"
+#include "aiscale/plan/workload.h"
+
+namespace aiscale::plan {
+
+// Bytes per parameter of each model state before sharding.
+struct StateBytes {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+// Mixed-precision AdamW: 2 + 2 + 12 (fp32 master weights, m, v) = 16. FP32 AdamW: 4 + 4 + 8.
+// SGD with momentum (CNNs; AMP keeps fp32 weights): 4 + 4 + 4.
+StateBytes state_bytes(Optimizer opt, Precision p);
+
+struct MemoryBreakdown {
+  double params_on_gpu = 0;  // parameters the most loaded GPU holds before ZeRO sharding
+  double weights = 0, gradients = 0, optimizer = 0;
+  double activations = 0;
+  double buffers = 0;        // ZeRO-3 gathered-parameter prefetch
+  double workspace = 0;      // fixed + fragmentation margin (MemoryAssumptions)
+  double total = 0;
+  std::string stage;         // pipeline stage that needs the most: "first", "last" or "all"
+};
+
+MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
+                               const MemoryAssumptions& a = {});
+
+// Parameters held by one GPU of the first (or last) pipeline stage with tensor size tp:
+// layer matrices and their split biases divided by tp, LayerNorms and output-projection
+// biases replicated, the embedding vocabulary-parallel; the last stage holds a copy of
+// the tied embedding for the output layer. Equals num_params() for tp = pp = 1.
+double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false);
+
+// The ZeRO paper's (Rajbhandari et al. 2020) model-state bytes per device for psi
+// parameters, K optimizer bytes per parameter, nd data-parallel devices:
+//   stage 0: (2+2+K)Ψ   stage 1: 4Ψ + KΨ/Nd   stage 2: 2Ψ + (2+K)Ψ/Nd   stage 3: (2+2+K)Ψ/Nd
+double zero_paper_bytes(double psi, int stage, int nd, double k = 12.0);
+
+// Korthikanti et al. 2022, bytes of activations one transformer layer keeps for backward
+// (16-bit activations, 1-byte dropout masks), sequence length s, micro-batch b, width h,
+// heads a, tensor size t with sequence parallelism:
+//   none: s·b·h·(34 + 5·a·s/h)/t   selective: 34·s·b·h/t   full: 2·s·b·h/t
+double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
+                                          Recompute r);
+
+}  // namespace aiscale::plan

@@ -1,0 +1,181 @@
+#include "aiscale/plan/perf.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/collectives.h"
+#include "aiscale/plan/memory.h"
+
+namespace aiscale::plan {
+namespace {
+
+struct Placement {
+  int g = 1;            // GPUs used per node
+  int nodes = 1;
+  GroupShape tp, dp;
+  bool pp_crosses_nodes = false;
+};
+
+// Ranks are numbered tensor-fastest, then data, then pipeline (Megatron's order), and
+// filled node by node.
+Placement place(const Layout& l, const Partition& part) {
+  Placement pl;
+  const long gpus = l.gpus();
+  const int per_node = part.gpus_per_node > 0 ? part.gpus_per_node : 1;
+  if (gpus <= per_node) {
+    pl.g = static_cast<int>(gpus);
+    pl.nodes = 1;
+  } else {
+    if (gpus % per_node != 0)
+      fail("{} GPUs do not fill whole nodes of {} GPUs on {}: use a multiple of {}", gpus,
+           per_node, part.name, per_node);
+    pl.g = per_node;
+    pl.nodes = static_cast<int>(gpus / per_node);
+  }
+  if (l.tp <= pl.g) {
+    pl.tp = {l.tp, 1};
+    const int dp_in_node = std::max(1, std::min(l.dp, pl.g / l.tp));
+    pl.dp = {dp_in_node, l.dp / dp_in_node};
+  } else {  // tensor group spans nodes (the planner avoids it; the model still prices it)
+    pl.tp = {pl.g, l.tp / pl.g};
+    pl.dp = {1, l.dp};
+  }
+  pl.pp_crosses_nodes = pl.nodes > 1 && static_cast<long>(l.tp) * l.dp >= pl.g;
+  return pl;
+}
+
+}  // namespace
+
+StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& part,
+                           const MachineFigures& m, Precision p, const Assumptions& a) {
+  validate_layout(l, w);
+  if (m.peak_flops <= 0) fail("{}", part.accelerator.unsupported_reason(p));
+  StepEstimate e;
+  const Placement pl = place(l, part);
+  e.nodes = pl.nodes;
+  e.gpus_per_node_used = pl.g;
+  e.topology_factor = topology_factor(part.network.topology, pl.nodes, part.network.group_nodes,
+                                      a.topology);
+  Fabric fabric;
+  fabric.intra = {a.alpha_intra_s, m.intra_bytes_per_s.value};
+  fabric.inter_per_gpu = {a.alpha_inter_s, m.node_bytes_per_s.value * e.topology_factor / pl.g};
+
+  const double rate = m.peak_flops * m.utilisation.value;  // hardware FLOP/s per GPU
+  const double act = activation_bytes(p);
+  const StateBytes sb = state_bytes(w.optimizer, p);
+  const double ga = l.grad_accum;
+
+  // ---- compute, one micro-batch on one GPU ------------------------------------------
+  double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;
+  if (w.is_transformer()) {
+    const auto& g = w.gpt;
+    const double tokens_mb = static_cast<double>(l.micro_batch) * w.seq_len;
+    const double per_token = nn::gpt_train_flops_per_token(g, w.seq_len);
+    const double attention = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len);
+    const double share = 1.0 / (static_cast<double>(l.tp) * l.pp);
+    fwd_flops = per_token * tokens_mb * share / 3.0;
+    bwd_flops = 2.0 * fwd_flops;
+    if (l.recompute == Recompute::full) recompute_flops = fwd_flops;
+    if (l.recompute == Recompute::selective) recompute_flops = attention * tokens_mb * share / 3.0;
+    e.samples_per_step = static_cast<double>(l.global_batch());
+    e.tokens_per_step = e.samples_per_step * w.seq_len;
+    e.model_flops_per_step = per_token * e.tokens_per_step;
+  } else {
+    fwd_flops = 2.0 * w.cnn.macs_per_sample * l.micro_batch;
+    bwd_flops = 2.0 * fwd_flops;
+    e.samples_per_step = static_cast<double>(l.global_batch());
+    e.model_flops_per_step = 6.0 * w.cnn.macs_per_sample * e.samples_per_step;
+  }
+  const double t_fwd = fwd_flops / rate;
+  const double t_bwd = (bwd_flops + recompute_flops) / rate;
+  const double t_mb = t_fwd + t_bwd;
+  // Compute windows that can hide communication (Assumptions::comm_overlap).
+  const double hide_fwd = a.comm_overlap * t_fwd;
+  const double hide_bwd = a.comm_overlap * t_bwd;
+
+  // ---- tensor parallel: 2 all-reduces forward, 2 backward per layer (+2 if the forward
+  // is recomputed), of the layer's activations (b·s·h); sequence parallelism replaces each
+  // with a reduce-scatter + all-gather of the same volume.
+  double t_tp_mb = 0;
+  if (l.tp > 1) {
+    const auto& g = w.gpt;
+    const double bytes = static_cast<double>(l.micro_batch) * w.seq_len * g.n_embd * act;
+    const double per_layer = (l.recompute == Recompute::full) ? 6.0 : 4.0;
+    const double layers_here = static_cast<double>((g.n_layer + l.pp - 1) / l.pp);
+    t_tp_mb = layers_here * per_layer * hier_allreduce_time(bytes, pl.tp, fabric);
+  }
+  e.compute_s = ga * t_mb;
+  e.tp_comm_s = ga * t_tp_mb;
+
+  // ---- pipeline: bubble of pp-1 micro-batch slots; one activation send forward and one
+  // gradient send backward per micro-batch and stage boundary (scattered over tp).
+  if (l.pp > 1) {
+    e.bubble_s = (l.pp - 1) * (t_mb + t_tp_mb);
+    const double bytes = static_cast<double>(l.micro_batch) * w.seq_len * w.gpt.n_embd * act / l.tp;
+    const Link link = pl.pp_crosses_nodes ? fabric.inter_per_gpu : fabric.intra;
+    e.pp_comm_s = 2.0 * (ga + l.pp - 1) * p2p_time(bytes, link);
+  }
+
+  // ---- data parallel -----------------------------------------------------------------
+  if (l.dp > 1) {
+    const double psi = params_per_gpu(w, l.tp, l.pp);
+    const double grad_bytes = psi * sb.gradients;
+    const double weight_bytes = psi * sb.weights;
+    const int buckets = std::max(1, static_cast<int>(std::ceil(grad_bytes / a.bucket_bytes)));
+    const double last_bucket = std::min(grad_bytes, a.bucket_bytes);
+    const GroupShape dp = pl.dp;
+    switch (l.zero) {
+      case 0: {  // one bucketed all-reduce, overlapped with the last micro-batch's backward
+        const double t = hier_allreduce_time(grad_bytes, dp, fabric, buckets);
+        e.dp_comm_s = t;
+        e.dp_exposed_s = std::max(t - hide_bwd, hier_allreduce_time(last_bucket, dp, fabric));
+        break;
+      }
+      case 1: {  // reduce-scatter gradients once (overlapped), all-gather updated weights
+        const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
+        const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
+        e.dp_comm_s = rs + ag;
+        e.dp_exposed_s = std::max(rs - hide_bwd, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+        break;
+      }
+      case 2: {  // gradients reduce-scattered every micro-batch, weights gathered once
+        const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
+        const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
+        e.dp_comm_s = ga * rs + ag;
+        e.dp_exposed_s =
+            ga * std::max(rs - hide_bwd, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+        break;
+      }
+      case 3: {  // per micro-batch: gather weights for forward and again for backward,
+                 // reduce-scatter gradients; prefetching hides what compute covers
+        const int layers = w.is_transformer() ? static_cast<int>(w.gpt.n_layer) : buckets;
+        const double ag = hier_allgather_time(weight_bytes, dp, fabric, layers);
+        const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
+        // Neither the first layer's gather nor the last bucket's reduce-scatter can overlap.
+        const double first_layer = hier_allgather_time(weight_bytes / layers, dp, fabric);
+        const double last_rs = hier_reduce_scatter_time(last_bucket, dp, fabric);
+        e.dp_comm_s = ga * (2.0 * ag + rs);
+        e.dp_exposed_s =
+            ga * (std::max(ag - hide_fwd, first_layer) + std::max(ag + rs - hide_bwd, last_rs));
+        break;
+      }
+    }
+  }
+
+  // ---- optimizer update: memory-bound over the parameters this GPU updates -----------
+  {
+    const double psi = params_per_gpu(w, l.tp, l.pp) / (l.zero >= 1 ? l.dp : 1);
+    const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
+                                                                 : a.sgd_bytes_touched);
+    e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;
+  }
+
+  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s;
+  e.samples_per_s = e.samples_per_step / e.step_s;
+  e.tokens_per_s = e.tokens_per_step / e.step_s;
+  e.mfu = e.model_flops_per_step / (e.step_s * static_cast<double>(l.gpus()) * m.peak_flops);
+  return e;
+}
+
+}  // namespace aiscale::plan

@@ -1,0 +1,40 @@
+// Step-time model:
+//   step = accumulation × (compute + tensor-parallel comm per micro-batch)
+//        + pipeline bubble (pp-1 micro-batch slots) + pipeline sends
+//        + exposed data-parallel comm (what backward cannot hide) + optimizer update
+// compute = hardware FLOPs / (dense peak × utilisation); communication from the
+// alpha-beta costs in collectives.h over the partition's links and topology.
+#pragma once
+#include <string>
+
+#include "aiscale/plan/calibration.h"
+#include "aiscale/plan/layout.h"
+
+namespace aiscale::plan {
+
+struct StepEstimate {
+  int nodes = 1;
+  int gpus_per_node_used = 1;
+  double compute_s = 0;        // all micro-batches, this GPU
+  double tp_comm_s = 0;        // tensor-parallel all-reduces, all micro-batches
+  double bubble_s = 0;         // pipeline fill and drain
+  double pp_comm_s = 0;        // pipeline activation/gradient sends
+  double dp_comm_s = 0;        // data-parallel collectives, total
+  double dp_exposed_s = 0;     // the part not hidden behind backward/forward
+  double optimizer_s = 0;      // memory-bound optimizer update
+  double step_s = 0;
+  double samples_per_step = 0; // sequences or images
+  double tokens_per_step = 0;  // transformers
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double model_flops_per_step = 0;
+  double mfu = 0;              // model FLOPs / (step × GPUs × peak)
+  double topology_factor = 1;
+};
+
+// Requires layout.gpus() to fit the partition: ≤ gpus_per_node, or a multiple of it
+// (checked by the planner; throws Error otherwise).
+StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& part,
+                           const MachineFigures& m, Precision p, const Assumptions& a);
+
+}  // namespace aiscale::plan

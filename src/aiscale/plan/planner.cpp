@@ -1,0 +1,367 @@
+#include "aiscale/plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/units.h"
+
+namespace aiscale::plan {
+namespace {
+
+long global_batch_of(const PlanRequest& r) {
+  return r.global_batch > 0 ? r.global_batch : r.workload.default_global_batch;
+}
+
+std::vector<int> divisors(long n, long cap) {
+  std::vector<int> out;
+  for (long d = 1; d <= std::min(n, cap); ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+template <typename T>
+bool pinned_out(const std::optional<T>& pin, T value) {
+  return pin && *pin != value;
+}
+
+// Within kSimplerWins of each other, prefer the simpler layout: no recomputation, smaller
+// tensor and pipeline sizes, lower ZeRO stage, then the larger micro-batch (the model does
+// not price the overheads each of these adds in practice). Compared by time per sample,
+// which is step time when the global batch is fixed and still fair when it is not (weak
+// scaling: a fixed batch per GPU).
+constexpr double kSimplerWins = 0.03;
+
+bool better(const Candidate& x, const Candidate& y) {
+  const double tx = x.step.step_s / x.step.samples_per_step;
+  const double ty = y.step.step_s / y.step.samples_per_step;
+  if (tx < ty * (1.0 - kSimplerWins)) return true;
+  if (ty < tx * (1.0 - kSimplerWins)) return false;
+  auto key = [](const Layout& l) {
+    return std::make_tuple(static_cast<int>(l.recompute), l.tp, l.pp, l.zero, -l.micro_batch);
+  };
+  if (key(x.layout) != key(y.layout)) return key(x.layout) < key(y.layout);
+  return tx < ty;
+}
+
+void finish(Candidate& c, const PlanRequest& r) {
+  const Workload& w = r.workload;
+  c.steps = w.is_transformer() ? r.tokens / c.step.tokens_per_step
+                               : r.images * r.epochs / c.step.samples_per_step;
+  const double seconds = c.steps * c.step.step_s;
+  c.days = seconds / 86400.0;
+  c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
+  c.route = access_route(c.gpu_hours, c.target.system->eurohpc);
+}
+
+void set_efficiency(Candidate& c, const Candidate& base, bool weak) {
+  const double n = static_cast<double>(c.layout.gpus());
+  const double n0 = static_cast<double>(base.layout.gpus());
+  c.base_gpus = base.layout.gpus();
+  c.weak = weak;
+  if (weak) c.efficiency = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
+  else c.efficiency = (base.step.step_s * n0) / (c.step.step_s * n);
+}
+
+// 1, 2, 4, ... GPUs inside one node, then whole nodes doubling, up to `upto`;
+// `exact` (when > 0) is always included.
+std::vector<long> gpu_counts(const Partition& part, long upto, long exact) {
+  std::vector<long> out;
+  const long g = part.gpus_per_node > 0 ? part.gpus_per_node : 1;
+  for (long n = 1; n < g && n <= upto; n *= 2) out.push_back(n);
+  for (long n = g; n <= upto; n *= 2) out.push_back(n);
+  if (exact > 0) {
+    out.push_back(exact);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    out.erase(std::remove_if(out.begin(), out.end(), [&](long n) { return n > exact; }), out.end());
+  }
+  return out;
+}
+
+std::string size_reason(const Partition& part, long gpus) {
+  if (part.gpus_per_node <= 0)
+    return fmt::format("GPUs per node are not in the catalogue for {}: it is planned on one GPU "
+                       "only (add nodes and gpus_per_node with --systems FILE)", part.name);
+  if (!part.network.known() || part.nodes <= 0)
+    return fmt::format("{} is planned within one node of {} GPUs (its network or node count is "
+                       "not in the catalogue); {} GPUs asked", part.name, part.gpus_per_node, gpus);
+  return fmt::format("{} has {} GPUs ({} nodes × {}); {} asked", part.name, part.max_gpus(),
+                     part.nodes, part.gpus_per_node, gpus);
+}
+
+}  // namespace
+
+void check_request(const PlanRequest& r) {
+  const Workload& w = r.workload;
+  if (w.is_transformer() && !(r.tokens > 0))
+    fail("--tokens must be positive for {} (got {}): e.g. --tokens 10e9", w.name, r.tokens);
+  if (!w.is_transformer() && (!(r.images > 0) || !(r.epochs > 0)))
+    fail("--images and --epochs must be positive for {} (got {} and {})", w.name, r.images, r.epochs);
+  if (r.gpus < 0) fail("--gpus must be positive (got {})", r.gpus);
+  if (r.global_batch < 0) fail("--global-batch must be positive (got {})", r.global_batch);
+  if (!(r.min_efficiency > 0) || r.min_efficiency > 1)
+    fail("--min-efficiency must lie in (0, 1] (got {})", r.min_efficiency);
+  // The pinned parts of the layout must be possible for this model.
+  Layout probe;
+  probe.tp = r.pins.tp.value_or(1);
+  probe.pp = r.pins.pp.value_or(1);
+  probe.zero = r.pins.zero.value_or(0);
+  probe.micro_batch = r.pins.micro_batch.value_or(1);
+  probe.recompute = r.pins.recompute.value_or(Recompute::none);
+  validate_layout(probe, w);
+  if (r.gpus > 0 && r.gpus % (static_cast<long>(probe.tp) * probe.pp) != 0)
+    fail("impossible layout: {} GPUs cannot be split into tensor size {} × pipeline size {}: use "
+         "a GPU count divisible by {}", r.gpus, probe.tp, probe.pp, probe.tp * probe.pp);
+  const long g = global_batch_of(r);
+  if (g > 0 && r.pins.micro_batch && g % *r.pins.micro_batch != 0)
+    fail("impossible layout: micro-batch {} does not divide the global batch of {}", *r.pins.micro_batch, g);
+}
+
+Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
+                   const Assumptions& a) {
+  const Partition& part = *t.partition;
+  const Workload& w = r.workload;
+  const Precision prec = r.precision;
+  Search out;
+  if (m.peak_flops <= 0) {
+    out.reason = part.accelerator.unsupported_reason(prec);
+    return out;
+  }
+  if (gpus < 1 || gpus > part.max_gpus()) {
+    out.reason = size_reason(part, gpus);
+    return out;
+  }
+  const long per_node = part.gpus_per_node > 0 ? part.gpus_per_node : 1;
+  if (gpus > per_node && gpus % per_node != 0) {
+    out.reason = fmt::format("{} GPUs do not fill whole nodes of {}: use a multiple of {}", gpus,
+                             per_node, per_node);
+    return out;
+  }
+  const long gb = global_batch_of(r);
+  const double capacity = part.accelerator.memory_bytes();
+  const auto& pins = r.pins;
+
+  std::vector<int> tps = w.is_transformer() ? divisors(w.gpt.n_head, std::min(gpus, per_node))
+                                            : std::vector<int>{1};
+  std::vector<int> mbs;
+  if (w.is_transformer()) for (int b = 1; b <= 64; b *= 2) mbs.push_back(b);
+  else for (int b = 1; b <= 256; b *= 2) mbs.push_back(b);
+  if (pins.micro_batch &&
+      std::find(mbs.begin(), mbs.end(), *pins.micro_batch) == mbs.end())
+    mbs.push_back(*pins.micro_batch);
+  const std::vector<Recompute> rcs =
+      w.is_transformer() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+                         : std::vector<Recompute>{Recompute::none};
+
+  bool any_layout = false;
+  double least = std::numeric_limits<double>::infinity();
+  Layout least_layout;
+  for (int tp : tps) {
+    if (pinned_out(pins.tp, tp) || gpus % tp != 0) continue;
+    const long rest = gpus / tp;
+    std::vector<int> pps = w.is_transformer() ? divisors(rest, w.gpt.n_layer) : std::vector<int>{1};
+    for (int pp : pps) {
+      if (pinned_out(pins.pp, pp)) continue;
+      const int dp = static_cast<int>(rest / pp);
+      for (int zero = 0; zero <= 3; ++zero) {
+        if (pinned_out(pins.zero, zero) || (dp == 1 && zero > 0 && !pins.zero)) continue;
+        for (Recompute rc : rcs) {
+          if (pinned_out(pins.recompute, rc)) continue;
+          for (int mb : mbs) {
+            if (pinned_out(pins.micro_batch, mb)) continue;
+            Layout l{dp, tp, pp, zero, mb, 1, rc};
+            if (gb > 0) {
+              const long per_step = static_cast<long>(dp) * mb;
+              if (gb % per_step != 0) continue;
+              l.grad_accum = static_cast<int>(gb / per_step);
+            }
+            if (layout_problem(l, w)) continue;
+            any_layout = true;
+            MemoryBreakdown mem = memory_per_gpu(w, l, prec, a.memory);
+            if (mem.total > capacity) {
+              if (mem.total < least) {
+                least = mem.total;
+                least_layout = l;
+              }
+              break;  // larger micro-batches need more
+            }
+            Candidate c;
+            c.target = t;
+            c.layout = l;
+            c.memory = mem;
+            c.figures = m;
+            c.step = estimate_step(w, l, part, m, prec, a);
+            if (!out.best || better(c, *out.best)) out.best = std::move(c);
+          }
+        }
+      }
+    }
+  }
+  if (out.best) return out;
+  if (!any_layout) {
+    const bool pinned = pins.tp || pins.pp || pins.zero || pins.micro_batch || pins.recompute;
+    if (gb > 0 && !pinned)
+      out.reason = fmt::format("the global batch of {} {} cannot be split evenly over {} GPUs: "
+                               "raise --global-batch or use fewer GPUs", gb,
+                               w.is_transformer() ? "sequences" : "images", gpus);
+    else
+      out.reason = fmt::format("no layout of {} GPUs matches the fixed layout options{}", gpus,
+                               gb > 0 ? fmt::format(" and a global batch of {}", gb) : "");
+  } else {
+    out.reason = fmt::format("does not fit in memory: the leanest layout on {} GPU{} ({}) needs {} "
+                             "per GPU, the {} has {}", gpus, gpus == 1 ? "" : "s",
+                             least_layout.describe(), gib(least),
+                             part.accelerator.id, gib(capacity));
+  }
+  return out;
+}
+
+PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const Catalog& cat,
+                const Calibration& cal, const Assumptions& a) {
+  check_request(r);
+  PlanResult res;
+  res.compute = training_flops(r.workload, r.tokens, r.images, r.epochs);
+  const bool weak = global_batch_of(r) == 0;
+  for (const Target& t : targets) {
+    const Partition& part = *t.partition;
+    const MachineFigures m = machine_figures(t, r.workload, r.precision, cal, cat, a);
+    if (m.peak_flops <= 0) {
+      res.rejected.push_back({t, part.accelerator.unsupported_reason(r.precision)});
+      continue;
+    }
+    long cap = part.max_gpus();
+    if (r.max_gpus > 0) cap = std::min(cap, r.max_gpus);
+    if (r.gpus > 0 && r.gpus > part.max_gpus()) {
+      res.rejected.push_back({t, size_reason(part, r.gpus)});
+      continue;
+    }
+    std::optional<Candidate> base, chosen;
+    std::string last_reason;
+    int below = 0;
+    for (long n : gpu_counts(part, r.gpus > 0 ? r.gpus : cap, r.gpus)) {
+      Search s = best_layout(r, t, n, m, a);
+      if (!s.best) {
+        last_reason = s.reason;
+        if (base) break;  // it fitted before: more GPUs only fail on the batch size
+        continue;
+      }
+      Candidate c = std::move(*s.best);
+      if (!base) base = c;
+      set_efficiency(c, *base, weak);
+      finish(c, r);
+      if (r.gpus > 0) {
+        if (n == r.gpus) chosen = c;
+        continue;
+      }
+      if (!chosen || c.efficiency >= r.min_efficiency) chosen = c;
+      below = c.efficiency < r.min_efficiency ? below + 1 : 0;
+      if (below >= 2) break;  // efficiency only falls from here
+    }
+    if (chosen) res.ranked.push_back(std::move(*chosen));
+    else res.rejected.push_back({t, last_reason});
+  }
+  std::stable_sort(res.ranked.begin(), res.ranked.end(), [&](const Candidate& x, const Candidate& y) {
+    return r.rank_by_gpu_hours ? x.gpu_hours < y.gpu_hours : x.days < y.days;
+  });
+  return res;
+}
+
+ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes,
+                           const Catalog& cat, const Calibration& cal, const Assumptions& a) {
+  check_request(r);
+  const Partition& part = *t.partition;
+  if (part.gpus_per_node <= 0)
+    fail("{}: GPUs per node are not in the catalogue, so there is no node scaling to predict (add "
+         "nodes and gpus_per_node with --systems FILE)", t.label());
+  if (max_nodes < 1) fail("--max-nodes must be at least 1 (got {})", max_nodes);
+  ScalingCurve curve;
+  curve.target = t;
+  curve.figures = machine_figures(t, r.workload, r.precision, cal, cat, a);
+  if (curve.figures.peak_flops <= 0) fail("{}", part.accelerator.unsupported_reason(r.precision));
+  const long limit = std::min<long>(max_nodes, part.network.known() && part.nodes > 0 ? part.nodes : 1);
+  const long g = part.gpus_per_node;
+  std::vector<long> nodes;
+  for (long n = 1; n <= limit; n *= 2) nodes.push_back(n);
+
+  // The smallest node count with a layout that fits sets the base layout. A CNN without
+  // --global-batch starts from a fixed batch per GPU, as the vision benchmark does.
+  PlanRequest base_req = r;
+  base_req.gpus = 0;
+  if (!r.workload.is_transformer() && r.global_batch == 0) base_req.workload.default_global_batch = 0;
+  std::optional<Candidate> base;
+  size_t first = 0;
+  std::string why;
+  for (; first < nodes.size(); ++first) {
+    Search s = best_layout(base_req, t, nodes[first] * g, curve.figures, a);
+    if (s.best) {
+      base = std::move(s.best);
+      break;
+    }
+    why = s.reason;
+    curve.strong.push_back({nodes[first], nodes[first] * g, std::nullopt, 0, 0, why});
+    curve.weak.push_back({nodes[first], nodes[first] * g, std::nullopt, 0, 0, why});
+  }
+  if (!base)
+    fail("{} does not fit on up to {} node(s) of {}: {}", r.workload.name, limit, t.label(), why);
+  curve.base = base->layout;
+  curve.global_batch = base->layout.global_batch();
+
+  // Strong scaling: the global batch stays; tensor/pipeline sizes, ZeRO stage and
+  // recomputation stay as at the base; the micro-batch may shrink as copies are added.
+  PlanRequest strong = r;
+  strong.global_batch = curve.global_batch;
+  strong.pins.tp = base->layout.tp;
+  strong.pins.pp = base->layout.pp;
+  strong.pins.zero = base->layout.zero;
+  strong.pins.recompute = base->layout.recompute;
+  std::optional<Candidate> strong0;
+  for (size_t i = first; i < nodes.size(); ++i) {
+    ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
+    Search s = best_layout(strong, t, row.gpus, curve.figures, a);
+    if (s.best) {
+      Candidate c = std::move(*s.best);
+      if (!strong0) strong0 = c;
+      set_efficiency(c, *strong0, false);
+      finish(c, r);
+      row.speedup = strong0->step.step_s / c.step.step_s;
+      row.efficiency = c.efficiency;
+      row.run = std::move(c);
+    } else {
+      row.note = s.reason;
+    }
+    curve.strong.push_back(std::move(row));
+  }
+
+  // Weak scaling: micro-batch and accumulation per model copy stay; copies are added.
+  std::optional<Candidate> weak0;
+  for (size_t i = first; i < nodes.size(); ++i) {
+    ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
+    Layout l = base->layout;
+    l.dp = static_cast<int>(row.gpus / (static_cast<long>(l.tp) * l.pp));
+    Candidate c;
+    c.target = t;
+    c.layout = l;
+    c.figures = curve.figures;
+    c.memory = memory_per_gpu(r.workload, l, r.precision, a.memory);
+    if (c.memory.total > part.accelerator.memory_bytes()) {
+      row.note = "does not fit in memory";
+    } else {
+      c.step = estimate_step(r.workload, l, part, curve.figures, r.precision, a);
+      if (!weak0) weak0 = c;
+      set_efficiency(c, *weak0, true);
+      finish(c, r);
+      row.speedup = c.step.samples_per_s / weak0->step.samples_per_s;
+      row.efficiency = c.efficiency;
+      row.run = std::move(c);
+    }
+    curve.weak.push_back(std::move(row));
+  }
+  return curve;
+}
+
+}  // namespace aiscale::plan

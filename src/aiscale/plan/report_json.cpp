@@ -1,0 +1,176 @@
+// JSON output of `aiscale plan --json`: the same content as the text, for machines.
+#include "aiscale/plan/report.h"
+
+namespace aiscale::plan {
+namespace {
+using nlohmann::json;
+
+json figure(const Figure& f) {
+  return {{"value", f.value}, {"measured", f.measured}, {"source", f.source}};
+}
+
+json figures(const MachineFigures& m) {
+  return {{"peak_flops", m.peak_flops},
+          {"utilisation", figure(m.utilisation)},
+          {"intra_node_bytes_per_s", figure(m.intra_bytes_per_s)},
+          {"node_network_bytes_per_s", figure(m.node_bytes_per_s)},
+          {"hbm_bytes_per_s", figure(m.hbm_bytes_per_s)}};
+}
+
+json layout(const Layout& l) {
+  return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero},
+          {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum},
+          {"recompute", std::string(to_string(l.recompute))}, {"gpus", l.gpus()},
+          {"global_batch", l.global_batch()}};
+}
+
+json memory(const MemoryBreakdown& m, double capacity) {
+  return {{"params_on_gpu", m.params_on_gpu}, {"weights_bytes", m.weights},
+          {"gradients_bytes", m.gradients}, {"optimizer_bytes", m.optimizer},
+          {"activations_bytes", m.activations}, {"zero3_buffers_bytes", m.buffers},
+          {"workspace_bytes", m.workspace}, {"total_bytes", m.total},
+          {"capacity_bytes", capacity}, {"stage", m.stage}};
+}
+
+json step(const StepEstimate& s) {
+  return {{"nodes", s.nodes}, {"compute_s", s.compute_s}, {"tp_comm_s", s.tp_comm_s},
+          {"bubble_s", s.bubble_s}, {"pp_comm_s", s.pp_comm_s}, {"dp_comm_s", s.dp_comm_s},
+          {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"step_s", s.step_s},
+          {"samples_per_step", s.samples_per_step}, {"tokens_per_step", s.tokens_per_step},
+          {"samples_per_s", s.samples_per_s}, {"tokens_per_s", s.tokens_per_s},
+          {"model_flops_per_step", s.model_flops_per_step}, {"mfu", s.mfu},
+          {"topology_factor", s.topology_factor}};
+}
+
+json candidate(const Candidate& c) {
+  const Partition& p = *c.target.partition;
+  return {{"system", c.target.system->id}, {"partition", p.id}, {"accelerator", p.accelerator.id},
+          {"layout", layout(c.layout)}, {"memory", memory(c.memory, p.accelerator.memory_bytes())},
+          {"step", step(c.step)}, {"efficiency", c.efficiency}, {"weak_scaling", c.weak},
+          {"efficiency_base_gpus", c.base_gpus}, {"steps", c.steps}, {"days", c.days},
+          {"gpu_hours", c.gpu_hours},
+          {"access_route", {{"name", c.route.name}, {"detail", c.route.detail}}},
+          {"figures", figures(c.figures)}};
+}
+
+json workload(const PlanRequest& r) {
+  const Workload& w = r.workload;
+  json j = {{"name", w.name}, {"kind", w.is_transformer() ? "transformer" : "cnn"},
+            {"params", w.params()}, {"description", w.describe()}, {"origin", w.origin},
+            {"precision", std::string(to_string(r.precision))}};
+  if (w.is_transformer()) {
+    j["n_layer"] = w.gpt.n_layer;
+    j["n_head"] = w.gpt.n_head;
+    j["n_embd"] = w.gpt.n_embd;
+    j["seq_len"] = w.seq_len;
+    j["vocab_size"] = w.gpt.vocab_size;
+    j["tokens"] = r.tokens;
+  } else {
+    j["macs_per_sample"] = w.cnn.macs_per_sample;
+    j["images"] = r.images;
+    j["epochs"] = r.epochs;
+  }
+  return j;
+}
+
+json calibration(const Calibration& cal) {
+  json u = json::array(), b = json::array();
+  for (const auto& s : cal.utilisation)
+    u.push_back({{"accelerator", s.accelerator_id}, {"device", s.device}, {"model", s.model},
+                 {"precision", std::string(to_string(s.precision))}, {"n_params", s.n_params},
+                 {"achieved_tflops", s.achieved_tflops}, {"utilisation", s.utilisation},
+                 {"source", s.source}});
+  for (const auto& s : cal.bandwidth)
+    b.push_back({{"accelerator", s.accelerator_id}, {"system", s.system_id}, {"nodes", s.nodes},
+                 {"world_size", s.world_size}, {"bytes", s.bytes},
+                 {"busbw_bytes_per_s", s.busbw_bytes_per_s}, {"source", s.source}});
+  return {{"files", cal.files}, {"utilisation", u}, {"bandwidth", b}, {"notes", cal.notes}};
+}
+
+json assumptions(const Assumptions& a) {
+  return {{"transformer_utilisation", a.transformer_utilisation},
+          {"cnn_utilisation", a.cnn_utilisation},
+          {"intra_efficiency", a.intra_efficiency},
+          {"inter_efficiency", a.inter_efficiency},
+          {"alpha_intra_s", a.alpha_intra_s},
+          {"alpha_inter_s", a.alpha_inter_s},
+          {"bucket_bytes", a.bucket_bytes},
+          {"comm_overlap", a.comm_overlap},
+          {"dragonfly_global_factor", a.topology.dragonfly_global},
+          {"dragonfly_plus_global_factor", a.topology.dragonfly_plus_global},
+          {"default_group_nodes", a.topology.default_group_nodes},
+          {"workspace_fixed_bytes", a.memory.fixed_bytes},
+          {"workspace_fragmentation", a.memory.fragmentation}};
+}
+
+json row(const ScalingRow& r) {
+  json j = {{"nodes", r.nodes}, {"gpus", r.gpus}};
+  if (r.run) {
+    j["run"] = candidate(*r.run);
+    j["speedup"] = r.speedup;
+    j["efficiency"] = r.efficiency;
+  } else {
+    j["note"] = r.note;
+  }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json systems_json(const Catalog& cat) {
+  json systems = json::array(), accs = json::array();
+  for (const auto& a : cat.accelerators)
+    accs.push_back({{"id", a.id}, {"vendor", a.vendor}, {"name", a.name}, {"memory_gib", a.memory_gib},
+                    {"memory_bandwidth_tbs", a.memory_bandwidth_tbs}, {"bandwidth_as", a.bandwidth_as},
+                    {"peak_tflops", {{"fp64", a.peak_fp64}, {"fp32", a.peak_fp32}, {"tf32", a.peak_tf32},
+                                     {"fp16", a.peak_fp16}, {"bf16", a.peak_bf16}, {"fp8", a.peak_fp8}}},
+                    {"source", a.source}});
+  for (const auto& s : cat.systems) {
+    json parts = json::array();
+    for (const auto& p : s.partitions)
+      parts.push_back({{"id", p.id}, {"name", p.name}, {"kind", p.kind}, {"nodes", p.nodes},
+                       {"gpus_per_node", p.gpus_per_node}, {"accelerator", p.accelerator_id},
+                       {"cpu", p.cpu}, {"ram_gib", p.ram_gib}, {"local_ssd", p.local_ssd},
+                       {"intra_node", {{"link", p.intra.link}, {"gbytes_per_s", p.intra.gbytes_per_s},
+                                       {"assumed", p.intra.assumed}}},
+                       {"network", {{"kind", p.network.kind}, {"links", p.network.links},
+                                    {"gbps_per_link", p.network.gbps_per_link},
+                                    {"topology", std::string(to_string(p.network.topology))}}},
+                       {"plannable", p.plannable()}, {"notes", p.notes}});
+    systems.push_back({{"id", s.id}, {"name", s.name}, {"site", s.site}, {"eurohpc", s.eurohpc},
+                       {"status", s.status}, {"sustained_pflops", s.sustained_pflops},
+                       {"notes", s.notes}, {"files", s.files}, {"partitions", parts}});
+  }
+  return {{"systems", systems}, {"accelerators", accs}, {"files", cat.files}};
+}
+
+nlohmann::json plan_json(const PlanRequest& r, const PlanResult& res, const Calibration& cal,
+                         const Assumptions& a) {
+  json ranked = json::array(), rejected = json::array();
+  for (const auto& c : res.ranked) ranked.push_back(candidate(c));
+  for (const auto& rj : res.rejected)
+    rejected.push_back({{"system", rj.target.system->id}, {"partition", rj.target.partition->id},
+                        {"reason", rj.reason}});
+  return {{"workload", workload(r)},
+          {"compute", {{"flops", res.compute.flops}, {"flops_per_sample", res.compute.flops_per_sample},
+                       {"formula", res.compute.formula}, {"substituted", res.compute.substituted}}},
+          {"request", {{"gpus", r.gpus}, {"global_batch", r.global_batch},
+                       {"min_efficiency", r.min_efficiency}, {"max_gpus", r.max_gpus},
+                       {"rank_by", r.rank_by_gpu_hours ? "gpu_hours" : "days"}}},
+          {"ranked", ranked}, {"rejected", rejected}, {"calibration", calibration(cal)},
+          {"assumptions", assumptions(a)}};
+}
+
+nlohmann::json scaling_json(const PlanRequest& r, const ScalingCurve& c, const Calibration& cal,
+                            const Assumptions& a) {
+  json strong = json::array(), weak = json::array();
+  for (const auto& x : c.strong) strong.push_back(row(x));
+  for (const auto& x : c.weak) weak.push_back(row(x));
+  return {{"workload", workload(r)}, {"system", c.target.system->id},
+          {"partition", c.target.partition->id}, {"global_batch", c.global_batch},
+          {"base_layout", layout(c.base)}, {"figures", figures(c.figures)},
+          {"strong", strong}, {"weak", weak}, {"calibration", calibration(cal)},
+          {"assumptions", assumptions(a)}, {"predicted", true}};
+}
+
+}  // namespace aiscale::plan

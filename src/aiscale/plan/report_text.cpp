@@ -1,0 +1,304 @@
+// Text output of `aiscale plan`: tables people read.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "aiscale/plan/report.h"
+#include "aiscale/plan/units.h"
+
+namespace aiscale::plan {
+namespace {
+
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++n;  // count UTF-8 lead bytes only
+  return n;
+}
+
+std::string pad(const std::string& s, size_t width, bool right) {
+  const size_t w = display_width(s);
+  if (w >= width) return s;
+  return right ? std::string(width - w, ' ') + s : s + std::string(width - w, ' ');
+}
+
+std::string pct(double x) { return fmt::format("{:.0f}%", x * 100.0); }
+
+std::string zero_name(int z) { return z == 0 ? "DDP" : fmt::format("ZeRO-{}", z); }
+
+std::string network_text(const Partition& p) {
+  if (!p.network.known()) return "-";
+  return fmt::format("{}× {} {:.0f} Gb/s", p.network.links, p.network.kind, p.network.gbps_per_link);
+}
+
+std::string figure_line(const char* what, const Figure& f, const std::string& value) {
+  return fmt::format("  {:<22} {:<14} {} {}\n", what, value, f.measured ? "MEASURED " : "datasheet",
+                     f.source);
+}
+
+std::string figures_text(const MachineFigures& m, const std::string& label) {
+  std::string out = fmt::format("Figures for {} (measured ones replace datasheet guesses):\n", label);
+  out += figure_line("utilisation of peak", m.utilisation,
+                     fmt::format("{:.0f}% of {:.0f}", m.utilisation.value * 100, m.peak_flops / 1e12));
+  out += figure_line("intra-node bandwidth", m.intra_bytes_per_s,
+                     fmt::format("{:.0f} GB/s", m.intra_bytes_per_s.value / 1e9));
+  out += figure_line("node network bandwidth", m.node_bytes_per_s,
+                     fmt::format("{:.1f} GB/s", m.node_bytes_per_s.value / 1e9));
+  out += figure_line("HBM bandwidth", m.hbm_bytes_per_s,
+                     fmt::format("{:.2f} TB/s", m.hbm_bytes_per_s.value / 1e12));
+  return out;
+}
+
+std::string assumptions_text(const Assumptions& a) {
+  return fmt::format(
+      "Model assumptions (not measurements; see docs/planner.md): ring latency {:.0f} µs inside a "
+      "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB; communication "
+      "hides behind {:.0f}% of the compute it overlaps; Dragonfly / Dragonfly+ keep {:.0f}% / "
+      "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%); workspace "
+      "{:.1f} GiB + {:.0f}% per GPU.\n",
+      a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.comm_overlap * 100,
+      a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
+      a.topology.default_group_nodes, a.memory.fixed_bytes / kGiB, a.memory.fragmentation * 100);
+}
+
+std::string calibration_text(const Calibration& cal) {
+  if (cal.files.empty())
+    return "Calibration: none given, so utilisation and bandwidths are datasheet-based guesses. "
+           "Pass --calibration FILE.jsonl from `aiscale bench` runs to use measured figures.\n";
+  std::string out = fmt::format("Calibration: {} file(s), {} utilisation and {} bandwidth "
+                                "measurement(s).\n", cal.files.size(), cal.utilisation.size(),
+                                cal.bandwidth.size());
+  for (const auto& n : cal.notes) out += "  note: " + n + "\n";
+  return out;
+}
+
+std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc) {
+  return fmt::format(
+      "  memory per GPU ({} stage): weights {} + gradients {} + optimizer {} + activations {}{} + "
+      "workspace {} = {} of {}\n",
+      m.stage, gib(m.weights, 2), gib(m.gradients, 2), gib(m.optimizer, 2), gib(m.activations, 2),
+      m.buffers > 0 ? " + ZeRO-3 buffers " + gib(m.buffers, 2) : std::string(), gib(m.workspace, 2),
+      gib(m.total, 2), gib(acc.memory_bytes(), 0));
+}
+
+std::string step_detail(const StepEstimate& s) {
+  return fmt::format(
+      "  step time: compute {} + tensor-parallel comm {} + pipeline bubble {} + pipeline sends "
+      "{} + exposed data-parallel comm {} (of {}) + optimizer {} = {}; MFU {:.0f}%\n",
+      duration(s.compute_s), duration(s.tp_comm_s), duration(s.bubble_s), duration(s.pp_comm_s),
+      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.optimizer_s), duration(s.step_s),
+      s.mfu * 100);
+}
+
+std::string throughput(const Workload& w, const StepEstimate& s) {
+  return w.is_transformer() ? compact(s.tokens_per_s) : compact(s.samples_per_s);
+}
+
+std::string workload_text(const PlanRequest& r, const PlanResult* res) {
+  // res == nullptr: a scaling curve, where the amount of training data does not matter.
+  const Workload& w = r.workload;
+  std::string out = fmt::format("Workload: {} — {}\n", w.name, w.describe());
+  out += fmt::format("  parameters     N = {} (exact{})\n", with_commas(w.params()),
+                     w.is_transformer() ? "; tied embedding counted once" : "");
+  if (res && w.is_transformer()) {
+    const long gb = r.global_batch > 0 ? r.global_batch : w.default_global_batch;
+    out += fmt::format("  training data  D = {} tokens; global batch {} sequences × {} = {} tokens "
+                       "per step, {} steps\n", sci(r.tokens), gb, w.seq_len,
+                       with_commas(gb * w.seq_len),
+                       with_commas(static_cast<int64_t>(std::ceil(r.tokens / (double(gb) * w.seq_len)))));
+  } else if (res) {
+    out += fmt::format("  training data  {} images × {} epochs; {} multiply-adds per image "
+                       "forward\n", with_commas(static_cast<int64_t>(r.images)), r.epochs,
+                       sci(w.cnn.macs_per_sample));
+    const long gb = r.global_batch > 0 ? r.global_batch : w.default_global_batch;
+    out += gb > 0 ? fmt::format("  global batch   {} images per step (strong scaling), {} steps\n", gb,
+                                with_commas(static_cast<int64_t>(std::ceil(r.images * r.epochs / gb))))
+                  : std::string("  batch          fixed per GPU, the largest that fits of 8..256 (weak scaling)\n");
+  }
+  if (res)
+    out += fmt::format("  compute        {} = {}\n", res->compute.formula, res->compute.substituted);
+  const StateBytes sb = state_bytes(w.optimizer, r.precision);
+  out += fmt::format("  precision      {}: {} + {} + {} = {} bytes of model state per parameter "
+                     "(weights + gradients + {}) before sharding\n", to_string(r.precision),
+                     sb.weights, sb.gradients, sb.optimizer, sb.total(),
+                     w.optimizer == Optimizer::adamw ? "AdamW state" : "SGD momentum");
+  return out;
+}
+
+}  // namespace
+
+std::string text_table(const std::vector<std::vector<std::string>>& rows, size_t left_columns) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (widths.size() <= i) widths.push_back(0);
+      widths[i] = std::max(widths[i], display_width(row[i]));
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i) line += "  ";
+      line += pad(row[i], widths[i], i >= left_columns);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string systems_text(const Catalog& cat) {
+  std::string out = fmt::format("Systems catalogue ({} systems, {} accelerators; files: {})\n\n",
+                                cat.systems.size(), cat.accelerators.size(),
+                                cat.files.empty() ? "-" : cat.files.front().substr(0, cat.files.front().rfind('/')));
+  std::vector<std::vector<std::string>> rows = {{"system/partition", "kind", "EuroHPC", "accelerator",
+                                                 "nodes", "GPUs/node", "GPU memory", "RAM/node",
+                                                 "intra-node", "network", "topology"}};
+  for (const auto& s : cat.systems) {
+    if (s.partitions.empty())
+      rows.push_back({s.id, s.status, s.eurohpc ? "yes" : "no", "-", "-", "-", "-", "-", "-", "-", "-"});
+    for (const auto& p : s.partitions)
+      rows.push_back({s.id + "/" + p.id, p.kind, s.eurohpc ? "yes" : "no",
+                      p.accelerator.id.empty() ? "-" : p.accelerator.id,
+                      p.nodes > 0 ? std::to_string(p.nodes) : "?",
+                      p.kind == "gpu" ? (p.gpus_per_node > 0 ? std::to_string(p.gpus_per_node) : "?") : "-",
+                      p.accelerator.id.empty() ? "-" : fmt::format("{:.0f} GiB", p.accelerator.memory_gib),
+                      p.ram_gib > 0 ? fmt::format("{:.0f} GiB", p.ram_gib) : "-",
+                      p.intra.gbytes_per_s > 0 ? fmt::format("{} {:.0f} GB/s{}", p.intra.link,
+                                                             p.intra.gbytes_per_s, p.intra.assumed ? "*" : "")
+                                               : "-",
+                      network_text(p), std::string(to_string(p.network.topology))});
+  }
+  out += text_table(rows, 4);
+  out += "\n  ? = not in our sources (planned as one GPU / one node).  * = link assumed from the "
+         "GPU's datasheet (site does not state it).\n  intra-node: per GPU, one direction.\n\n";
+
+  std::vector<std::vector<std::string>> acc = {{"accelerator", "vendor", "memory", "HBM TB/s",
+                                                "FP64", "FP32", "TF32", "FP16", "BF16", "FP8"}};
+  auto tf = [](double x) { return x > 0 ? fmt::format("{:g}", x) : std::string("-"); };
+  for (const auto& a : cat.accelerators)
+    acc.push_back({a.id, a.vendor, fmt::format("{:g} GiB", a.memory_gib),
+                   a.memory_bandwidth_tbs > 0 ? fmt::format("{:g}", a.memory_bandwidth_tbs)
+                                              : "(as " + a.bandwidth_as + ")",
+                   tf(a.peak_fp64), tf(a.peak_fp32), tf(a.peak_tf32), tf(a.peak_fp16),
+                   tf(a.peak_bf16), tf(a.peak_fp8)});
+  out += "Accelerators: dense datasheet peaks in TFLOP/s (no sparsity)\n";
+  out += text_table(acc, 2);
+  return out;
+}
+
+std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibration& cal,
+                      const Assumptions& a) {
+  const Workload& w = r.workload;
+  std::string out = workload_text(r, &res) + "\n";
+  const bool weak = (r.global_batch > 0 ? r.global_batch : w.default_global_batch) == 0;
+  if (r.gpus > 0)
+    out += fmt::format("Ranked by {} at {} GPUs\n", r.rank_by_gpu_hours ? "GPU-hours" : "time to train", r.gpus);
+  else
+    out += fmt::format("Ranked by {} — per partition, the most GPUs whose {}-scaling efficiency "
+                       "stays at or above {:.0f}% (against the fewest GPUs the model fits on)\n",
+                       r.rank_by_gpu_hours ? "GPU-hours" : "time to train", weak ? "weak" : "strong",
+                       r.min_efficiency * 100);
+  std::vector<std::vector<std::string>> rows = {
+      {"#", "system/partition", "accelerator", "GPUs", "nodes", "dp×tp×pp", "ZeRO", "mb×acc",
+       "recompute", "mem/GPU", "step", "eff", "MFU", w.is_transformer() ? "tokens/s" : "images/s",
+       "days", "GPU-hours", "access route"}};
+  int i = 0;
+  for (const auto& c : res.ranked) {
+    const bool one_gpu = c.target.partition->gpus_per_node <= 0;
+    rows.push_back({std::to_string(++i), c.target.label() + (one_gpu ? " ¹" : ""),
+                    c.target.partition->accelerator.id,
+                    std::to_string(c.layout.gpus()), std::to_string(c.step.nodes), c.layout.shape(),
+                    zero_name(c.layout.zero), fmt::format("{}×{}", c.layout.micro_batch, c.layout.grad_accum),
+                    std::string(to_string(c.layout.recompute)),
+                    fmt::format("{:.1f}/{:.0f}", c.memory.total / kGiB, c.target.partition->accelerator.memory_gib),
+                    duration(c.step.step_s),
+                    fmt::format("{}{}", pct(c.efficiency), c.base_gpus > 1 ? fmt::format(" (vs {})", c.base_gpus) : ""),
+                    pct(c.step.mfu), throughput(w, c.step),
+                    c.days < 10 ? fmt::format("{:.2f}", c.days) : fmt::format("{:.0f}", c.days),
+                    with_commas(static_cast<int64_t>(std::llround(c.gpu_hours))), c.route.name});
+  }
+  if (res.ranked.empty()) out += "  No partition can run this workload (reasons below).\n";
+  else out += text_table(rows, 3);
+  out += "  eff: efficiency against the GPU count in brackets (1 GPU if none); mem/GPU in GiB, used/capacity.\n";
+  if (std::any_of(res.ranked.begin(), res.ranked.end(),
+                  [](const Candidate& c) { return c.target.partition->gpus_per_node <= 0; }))
+    out += "  ¹ node layout not in the catalogue: planned on one GPU (add nodes and gpus_per_node "
+           "with --systems FILE).\n";
+
+  if (!res.rejected.empty()) {
+    out += "\nNot feasible:\n";
+    for (const auto& rj : res.rejected) out += fmt::format("  {}: {}\n", rj.target.label(), rj.reason);
+  }
+  if (!res.ranked.empty()) {
+    const Candidate& best = res.ranked.front();
+    out += fmt::format("\nBest: {} on {} GPUs ({} nodes): {}\n", best.target.label(), best.layout.gpus(),
+                       best.step.nodes, best.layout.describe());
+    out += memory_detail(best.memory, best.target.partition->accelerator);
+    out += step_detail(best.step);
+    out += fmt::format("  time to train: {} steps × {} = {} on {} GPUs = {} GPU-hours → {}: {}\n",
+                       with_commas(static_cast<int64_t>(std::ceil(best.steps))), duration(best.step.step_s),
+                       duration(best.days * 86400.0), best.layout.gpus(),
+                       with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), best.route.name,
+                       best.route.detail);
+    const GpuHours ideal = ideal_gpu_hours(res.compute.flops, best.figures.peak_flops,
+                                           best.figures.utilisation.value);
+    out += fmt::format("  compute alone: {}\n\n", ideal.substituted);
+    out += figures_text(best.figures, best.target.label());
+  }
+  out += "\n";
+  out += calibration_text(cal);
+  out += assumptions_text(a);
+  return out;
+}
+
+std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Calibration& cal,
+                         const Assumptions& a) {
+  const Workload& w = r.workload;
+  const Partition& p = *c.target.partition;
+  std::string out = workload_text(r, nullptr);
+  out += fmt::format("\nPredicted scaling of {} on {}: {}× {} per node, {}, {}; {}\n",
+                     w.name, c.target.label(), p.gpus_per_node, p.accelerator.id, network_text(p),
+                     to_string(p.network.topology), to_string(r.precision));
+  out += fmt::format("Base layout (fewest nodes that fit): {}\n\n", c.base.describe());
+  const char* unit = w.is_transformer() ? "tokens/s" : "images/s";
+  auto rows_for = [&](const std::vector<ScalingRow>& rows_in, bool strong) {
+    std::vector<std::vector<std::string>> rows = {
+        {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "global batch", "step", unit,
+         std::string(unit) + "/GPU", "speedup", "efficiency", "exposed comm", "MFU"}};
+    for (const auto& row : rows_in) {
+      if (!row.run) {
+        rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus), "-", "-", "-", "-", "-",
+                        "-", "-", "-", "-", row.note.size() > 60 ? row.note.substr(0, 57) + "..." : row.note});
+        continue;
+      }
+      const Candidate& x = *row.run;
+      const double tput = w.is_transformer() ? x.step.tokens_per_s : x.step.samples_per_s;
+      const double comm = x.step.dp_exposed_s + x.step.tp_comm_s + x.step.pp_comm_s;
+      rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus), x.layout.shape(),
+                      fmt::format("{}×{}", x.layout.micro_batch, x.layout.grad_accum),
+                      std::to_string(x.layout.global_batch()), duration(x.step.step_s), compact(tput),
+                      compact(tput / static_cast<double>(row.gpus)), fmt::format("{:.2f}", row.speedup),
+                      fmt::format("{:.2f}", row.efficiency),
+                      fmt::format("{} ({:.0f}%)", duration(comm), 100.0 * comm / x.step.step_s),
+                      pct(x.step.mfu)});
+    }
+    (void)strong;
+    return text_table(rows, 0);
+  };
+  out += fmt::format("Strong scaling: fixed global batch of {} {}; speedup T(n₀)/T(n), efficiency "
+                     "speedup × n₀/n\n", c.global_batch, w.is_transformer() ? "sequences" : "images");
+  out += rows_for(c.strong, true);
+  out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
+                     "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
+  out += rows_for(c.weak, false);
+  out += "\nThese are predictions of the performance model, not measurements.\n\n";
+  out += figures_text(c.figures, c.target.label());
+  out += "\n";
+  out += calibration_text(cal);
+  out += assumptions_text(a);
+  return out;
+}
+
+}  // namespace aiscale::plan

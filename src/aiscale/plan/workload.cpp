@@ -1,0 +1,122 @@
+#include "aiscale/plan/workload.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/resnet.h"
+
+namespace aiscale::plan {
+namespace {
+
+struct PlannerPreset {
+  const char* name;
+  nn::GptConfig config;   // n_layer, n_head, n_embd, block_size, vocab_size
+  int64_t global_batch;   // sequences per step
+  const char* origin;
+};
+
+// Planner-only transformer presets (too large for the engine's tests). The 2.7B and
+// 6.6B shapes are the GPT-3 paper's 2.7B and 6.7B layer/width/head choices with the
+// GPT-2 vocabulary and context; gpt3-175b is the GPT-3 paper's 175B model with its
+// batch of 1536 sequences × 2048 tokens (3.2M tokens).
+const PlannerPreset kPlannerPresets[] = {
+    {"gpt-857m", {33, 22, 1408, 1024, 50257}, 512,
+     "single-GPU size chosen by aiscale: 33 layers of width 1408 (head size 64) reach ~857M"},
+    {"gpt2-2.7b", {32, 32, 2560, 1024, 50257}, 512,
+     "GPT-3 paper 2.7B shape (32 layers, width 2560, 32 heads) with GPT-2 vocab and context"},
+    {"gpt2-6.6b", {32, 32, 4096, 1024, 50257}, 512,
+     "GPT-3 paper 6.7B shape (32 layers, width 4096, 32 heads) with GPT-2 vocab and context"},
+    {"gpt3-175b", {96, 96, 12288, 2048, 50257}, 1536,
+     "GPT-3 paper 175B: 96 layers, width 12288, 96 heads, context 2048, batch 1536 × 2048"},
+};
+
+const int kResnetDepths[] = {18, 34, 50, 101, 152};
+
+}  // namespace
+
+int64_t Workload::params() const { return is_transformer() ? gpt.num_params() : cnn.params; }
+
+std::string Workload::describe() const {
+  if (is_transformer())
+    return fmt::format("{} layers, {} heads, width {}, context {}, vocab {}", gpt.n_layer,
+                       gpt.n_head, gpt.n_embd, seq_len, gpt.vocab_size);
+  return fmt::format("ResNet-{}, {}×{} images, {} classes", cnn.depth, cnn.image_size,
+                     cnn.image_size, cnn.classes);
+}
+
+std::vector<std::string> workload_names() {
+  std::vector<std::string> out = nn::gpt_preset_names();
+  for (const auto& p : kPlannerPresets) out.emplace_back(p.name);
+  for (int d : kResnetDepths) out.push_back(fmt::format("resnet{}", d));
+  out.emplace_back("custom");
+  return out;
+}
+
+Workload make_workload(std::string_view name, const ModelOverrides& o) {
+  Workload w;
+  w.name = std::string(name);
+  for (int d : kResnetDepths) {
+    if (name != fmt::format("resnet{}", d)) continue;
+    if (o.n_layer || o.n_head || o.n_embd || o.seq_len || o.vocab_size)
+      fail("model '{}' is a CNN: --n-layer, --n-head, --n-embd, --seq and --vocab apply to GPT "
+           "models only", name);
+    w.kind = WorkloadKind::cnn;
+    w.optimizer = Optimizer::sgd_momentum;
+    w.cnn.arch = w.name;
+    w.cnn.depth = d;
+    w.cnn.image_size = o.image_size.value_or(224);
+    CnnCounts c = resnet_counts(d, w.cnn.image_size, w.cnn.classes);
+    w.cnn.params = c.params;
+    w.cnn.macs_per_sample = c.macs;
+    w.cnn.activation_elements = c.activation_elements;
+    // Goyal et al. 2017 ("Accurate, Large Minibatch SGD") trained ResNet-50 on ImageNet
+    // to full accuracy with batches of up to 8192 images: the default fixed global batch.
+    w.default_global_batch = 8192;
+    w.origin = "torchvision ResNet v1.5 layer shapes (counted layer by layer)";
+    return w;
+  }
+  if (o.image_size) fail("--image-size applies to ResNet models only, not '{}'", name);
+
+  bool found = false;
+  if (name == "custom") {
+    if (!o.n_layer || !o.n_head || !o.n_embd)
+      fail("model 'custom' needs its shape: give --n-layer, --n-head and --n-embd (and "
+           "optionally --seq, --vocab)");
+    w.gpt = nn::GptConfig{};
+    w.default_global_batch = 512;
+    w.origin = "custom size";
+    found = true;
+  }
+  for (const auto& p : kPlannerPresets)
+    if (!found && name == p.name) {
+      w.gpt = p.config;
+      w.default_global_batch = p.global_batch;
+      w.origin = p.origin;
+      found = true;
+    }
+  if (!found) {
+    auto names = nn::gpt_preset_names();
+    if (std::find(names.begin(), names.end(), std::string(name)) == names.end()) {
+      std::string known;
+      for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
+      fail("unknown model '{}': known models are {} (or 'custom' with --n-layer, --n-head, "
+           "--n-embd)", name, known);
+    }
+    w.gpt = nn::gpt_preset(name);
+    // GPT-2 paper: batches of 512 sequences of 1024 tokens.
+    w.default_global_batch = 512;
+    w.origin = "GPT-2 family preset (nn/models/gpt_config)";
+  }
+  if (o.n_layer) w.gpt.n_layer = *o.n_layer;
+  if (o.n_head) w.gpt.n_head = *o.n_head;
+  if (o.n_embd) w.gpt.n_embd = *o.n_embd;
+  if (o.vocab_size) w.gpt.vocab_size = *o.vocab_size;
+  if (o.seq_len) w.gpt.block_size = *o.seq_len;
+  w.seq_len = w.gpt.block_size;
+  w.gpt.validate();
+  return w;
+}
+
+}  // namespace aiscale::plan

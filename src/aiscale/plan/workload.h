@@ -1,0 +1,59 @@
+// What is being trained, as the planner needs it: a GPT-style transformer (GPT-2 family,
+// larger planner-only presets, custom sizes) or a CNN image classifier (ResNet).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aiscale/nn/models/gpt_config.h"
+
+namespace aiscale::plan {
+
+enum class WorkloadKind { transformer, cnn };
+enum class Optimizer { adamw, sgd_momentum };
+
+struct CnnModel {
+  std::string arch;               // "resnet50"
+  int depth = 50;
+  int image_size = 224;
+  int classes = 1000;
+  int64_t params = 0;
+  double macs_per_sample = 0;      // multiply-adds, one forward pass of one image
+  double activation_elements = 0;  // per image, kept for backward (estimate)
+};
+
+struct Workload {
+  std::string name;               // preset name or "custom"
+  WorkloadKind kind = WorkloadKind::transformer;
+  Optimizer optimizer = Optimizer::adamw;
+  nn::GptConfig gpt;              // transformer only
+  int64_t seq_len = 0;            // tokens per training sequence (transformer)
+  CnnModel cnn;                   // CNN only
+  // Sequences (transformer) or images (CNN) per optimizer step when the user gives no
+  // --global-batch. 0 means weak scaling: a fixed batch per GPU.
+  int64_t default_global_batch = 0;
+  std::string origin;             // where the shape comes from
+
+  bool is_transformer() const { return kind == WorkloadKind::transformer; }
+  int64_t params() const;
+  std::string describe() const;   // "48 layers, 25 heads, width 1600, context 1024, vocab 50257"
+};
+
+// Size changes on top of a preset (or the whole shape for "custom").
+struct ModelOverrides {
+  std::optional<int64_t> n_layer, n_head, n_embd, seq_len, vocab_size;
+  std::optional<int> image_size;
+};
+
+// Presets: the GPT-2 family (gpt2-124m, -350m, -774m, -1558m) and the engine's small
+// models, gpt2-2.7b, gpt2-6.6b, gpt-857m, gpt3-175b, resnet18/34/50/101/152, and
+// "custom" (needs n_layer, n_head, n_embd). Throws Error listing the names.
+Workload make_workload(std::string_view name, const ModelOverrides& overrides = {});
+std::vector<std::string> workload_names();
+
+// ImageNet-1k training images (the ILSVRC 2012 training split).
+inline constexpr int64_t kImageNetTrainImages = 1281167;
+
+}  // namespace aiscale::plan

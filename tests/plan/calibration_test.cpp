@@ -1,0 +1,104 @@
+// Calibration from `aiscale bench` JSON Lines results.
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/calibration.h"
+
+namespace aiscale::plan {
+namespace {
+namespace fs = std::filesystem;
+
+const Catalog& catalog() {
+  static const Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems");
+  return cat;
+}
+
+std::string write_temp(const std::string& text) {
+  const fs::path p = fs::temp_directory_path() /
+                     ("aiscale_cal_" + std::to_string(std::random_device{}()) + ".jsonl");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// Synthetic lines in the format `aiscale bench` writes; the numbers are test inputs, not
+// measurements of any machine.
+const char* kLines = R"({"benchmark":"language","model":"gpt2-124m","n_params":124439808,"n_layer":12,"n_embd":768,"seq":1024,"batch":16,"grad_accum":1,"world_size":1,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","tokens_per_s":100000,"tokens_per_s_per_device":100000,"flops_per_token":800000000,"achieved_tflops_per_device":80.0,"step_time_median_s":0.16,"host":"test","date":"2000-01-01"}
+{"benchmark":"language","model":"gpt2-1558m","n_params":1557611200,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","tokens_per_s_per_device":15000,"flops_per_token":9800000000}
+{"benchmark":"language","model":"gpt2-124m","n_params":124439808,"precision":"fp32","device":"cpu","device_kind":"cpu","tokens_per_s_per_device":10}
+
+{"benchmark":"allreduce","backend":"nccl","world_size":4,"bytes":1073741824,"time_s":0.01,"algbw_GBps":100,"busbw_GBps":150,"device":"NVIDIA A100-SXM-64GB"}
+{"benchmark":"allreduce","backend":"nccl","world_size":4,"bytes":1048576,"time_s":0.001,"algbw_GBps":10,"busbw_GBps":15,"device":"NVIDIA A100-SXM-64GB"}
+{"benchmark":"allreduce","backend":"nccl","world_size":16,"bytes":1073741824,"time_s":0.1,"algbw_GBps":20,"busbw_GBps":40,"device":"NVIDIA A100-SXM-64GB","system":"leonardo"}
+)";
+
+TEST(PlanCalibration, DeviceNamesMapToAccelerators) {
+  EXPECT_EQ(match_device(catalog(), "NVIDIA H100 80GB HBM3"), "H100-SXM5-80GB");
+  EXPECT_EQ(match_device(catalog(), "NVIDIA A100-SXM4-40GB"), "A100-SXM4-40GB");
+  EXPECT_EQ(match_device(catalog(), "NVIDIA A100-SXM-64GB"), "A100-SXM4-64GB");
+  EXPECT_EQ(match_device(catalog(), "NVIDIA H100 PCIe"), "H100-PCIe-80GB");
+  EXPECT_EQ(match_device(catalog(), "AMD Instinct MI250X"), "MI250X-GCD");
+  EXPECT_EQ(match_device(catalog(), "Intel(R) Data Center GPU Max 1550"), "Max1550-128GB");
+  EXPECT_EQ(match_device(catalog(), "Some Other GPU"), "");
+}
+
+TEST(PlanCalibration, MeasuredFiguresReplaceDatasheetGuesses) {
+  const std::string file = write_temp(kLines);
+  const Calibration cal = load_calibration({file}, catalog());
+  fs::remove(file);
+  ASSERT_EQ(cal.utilisation.size(), 2u);
+  EXPECT_DOUBLE_EQ(cal.utilisation[0].utilisation, 80.0 / 312.0);
+  // Without achieved_tflops_per_device: flops_per_token × tokens/s per device.
+  EXPECT_DOUBLE_EQ(cal.utilisation[1].achieved_tflops, 9.8e9 * 15000 / 1e12);
+  EXPECT_EQ(cal.bandwidth.size(), 3u);
+  EXPECT_FALSE(cal.notes.empty());  // the CPU line is reported, not used
+
+  // The closest model size wins.
+  EXPECT_EQ(cal.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 1500000000)->model, "gpt2-1558m");
+  EXPECT_EQ(cal.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 100000000)->model, "gpt2-124m");
+  EXPECT_EQ(cal.closest_utilisation("A100-SXM4-64GB", Precision::fp16, 100000000), nullptr);
+
+  const Catalog& cat = catalog();
+  const Target leo = cat.resolve("leonardo")[0];
+  const Workload w = make_workload("gpt2-124m");
+  const MachineFigures m = machine_figures(leo, w, Precision::bf16, cal, cat, Assumptions{});
+  EXPECT_TRUE(m.utilisation.measured);
+  EXPECT_DOUBLE_EQ(m.utilisation.value, 80.0 / 312.0);
+  EXPECT_TRUE(m.intra_bytes_per_s.measured);
+  EXPECT_DOUBLE_EQ(m.intra_bytes_per_s.value, 150e9);  // the largest message
+  EXPECT_TRUE(m.node_bytes_per_s.measured);
+  EXPECT_DOUBLE_EQ(m.node_bytes_per_s.value, 40e9);
+  EXPECT_NE(m.utilisation.source.find(":1"), std::string::npos) << m.utilisation.source;
+
+  // A system without measurements keeps the datasheet figures, and says so.
+  const MachineFigures j = machine_figures(cat.resolve("jupiter")[0], w, Precision::bf16, cal, cat, Assumptions{});
+  EXPECT_FALSE(j.utilisation.measured);
+  EXPECT_FALSE(j.node_bytes_per_s.measured);
+  EXPECT_DOUBLE_EQ(j.node_bytes_per_s.value, 4 * 200e9 / 8 * Assumptions{}.inter_efficiency);
+  EXPECT_NE(j.utilisation.source.find("assumed"), std::string::npos);
+}
+
+TEST(PlanCalibration, BadFilesAreExplained) {
+  const std::string bad = write_temp("{\"benchmark\":\"language\", oops\n");
+  try {
+    load_calibration({bad}, catalog());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(":1: not valid JSON"), std::string::npos) << e.what();
+  }
+  fs::remove(bad);
+  const std::string missing = write_temp("{\"benchmark\":\"language\",\"device\":\"NVIDIA H100 80GB HBM3\"}\n");
+  EXPECT_THROW(load_calibration({missing}, catalog()), Error);
+  fs::remove(missing);
+  const std::string impossible = write_temp(
+      "{\"benchmark\":\"language\",\"n_params\":1,\"precision\":\"bf16\",\"device\":\"NVIDIA A100-SXM4-40GB\",\"achieved_tflops_per_device\":900}\n");
+  EXPECT_THROW(load_calibration({impossible}, catalog()), Error);  // above the peak
+  fs::remove(impossible);
+  EXPECT_THROW(load_calibration({"/nonexistent/results.jsonl"}, catalog()), Error);
+}
+
+}  // namespace
+}  // namespace aiscale::plan

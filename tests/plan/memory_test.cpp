@@ -1,0 +1,113 @@
+// Memory per GPU against the ZeRO paper's formulas and Korthikanti et al.'s activations.
+#include <gtest/gtest.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/memory.h"
+
+namespace aiscale::plan {
+namespace {
+
+TEST(PlanMemory, ZeroPaperExampleSevenAndAHalfBillionOnSixtyFourGpus) {
+  // Rajbhandari et al. 2020, Figure 1: Ψ = 7.5B, K = 12, Nd = 64.
+  const double psi = 7.5e9;
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 0, 64), 120e9);
+  EXPECT_NEAR(zero_paper_bytes(psi, 1, 64) / 1e9, 31.4, 0.05);
+  EXPECT_NEAR(zero_paper_bytes(psi, 2, 64) / 1e9, 16.6, 0.05);
+  EXPECT_NEAR(zero_paper_bytes(psi, 3, 64) / 1e9, 1.9, 0.05);
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 1, 64), 4 * psi + 12 * psi / 64);
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 2, 64), 2 * psi + 14 * psi / 64);
+  EXPECT_DOUBLE_EQ(zero_paper_bytes(psi, 3, 64), 16 * psi / 64);
+  EXPECT_THROW(zero_paper_bytes(psi, 4, 64), Error);
+}
+
+TEST(PlanMemory, ModelStatesFollowTheZeroFormulas) {
+  const Workload w = make_workload("gpt2-1558m");
+  const double psi = static_cast<double>(w.params());
+  for (int stage = 0; stage <= 3; ++stage) {
+    Layout l;
+    l.dp = 64;
+    l.zero = stage;
+    const MemoryBreakdown m = memory_per_gpu(w, l, Precision::bf16);
+    EXPECT_NEAR(m.weights + m.gradients + m.optimizer, zero_paper_bytes(psi, stage, 64), 1.0)
+        << "ZeRO stage " << stage;
+  }
+  const StateBytes mixed = state_bytes(Optimizer::adamw, Precision::bf16);
+  EXPECT_DOUBLE_EQ(mixed.total(), 16.0);  // 16 bytes/parameter before sharding
+  EXPECT_DOUBLE_EQ(state_bytes(Optimizer::adamw, Precision::fp32).total(), 16.0);
+  EXPECT_DOUBLE_EQ(state_bytes(Optimizer::sgd_momentum, Precision::bf16).total(), 12.0);
+}
+
+TEST(PlanMemory, KorthikantiActivationsPerLayer) {
+  // GPT-2 124M shape: s = 1024, b = 1, h = 768, a = 12 → sbh = 786,432, 5as/h = 80.
+  const double sbh = 1024.0 * 768;
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::none), sbh * 114);
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::selective), sbh * 34);
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::full), sbh * 2);
+  // Tensor + sequence parallelism divides everything by t.
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 4, 768, 12, 2, Recompute::none),
+                   4 * sbh * 114 / 2);
+}
+
+TEST(PlanMemory, ActivationsGrowWithBatchAndShrinkWithRecomputation) {
+  const Workload w = make_workload("gpt2-774m");
+  Layout l;
+  l.micro_batch = 4;
+  const double none = memory_per_gpu(w, l, Precision::bf16).activations;
+  l.recompute = Recompute::selective;
+  const double selective = memory_per_gpu(w, l, Precision::bf16).activations;
+  l.recompute = Recompute::full;
+  const double full = memory_per_gpu(w, l, Precision::bf16).activations;
+  EXPECT_GT(none, selective);
+  EXPECT_GT(selective, full);
+  l.recompute = Recompute::none;
+  l.micro_batch = 8;
+  EXPECT_NEAR(memory_per_gpu(w, l, Precision::bf16).activations, 2 * none, 1.0);
+  EXPECT_NEAR(memory_per_gpu(w, l, Precision::fp32).activations, 4 * none, 1.0);
+}
+
+TEST(PlanMemory, TensorAndPipelineSplitTheParameters) {
+  const Workload w = make_workload("gpt2-124m");
+  EXPECT_DOUBLE_EQ(params_per_gpu(w, 1, 1), 124439808.0);
+  // tp 2 by hand: per layer (12·768² + 7·768)/2 + 6·768 = 3,546,240; ×12 layers
+  // = 42,554,880; vocabulary-parallel embedding 50257·768/2 = 19,298,688; positions
+  // 1024·768 = 786,432; final LayerNorm 1,536.
+  EXPECT_DOUBLE_EQ(params_per_gpu(w, 2, 1), 42554880.0 + 19298688.0 + 786432.0 + 1536.0);
+  EXPECT_LT(params_per_gpu(w, 1, 4), params_per_gpu(w, 1, 2));
+  // The first of 4 stages holds 3 layers and the embeddings.
+  EXPECT_DOUBLE_EQ(params_per_gpu(w, 1, 4), 3 * (12.0 * 768 * 768 + 13 * 768) + 50257.0 * 768 + 1024.0 * 768);
+}
+
+TEST(PlanMemory, WorkspaceIsAStatedMargin) {
+  const Workload w = make_workload("gpt2-124m");
+  Layout l;
+  MemoryAssumptions a;
+  const MemoryBreakdown m = memory_per_gpu(w, l, Precision::bf16, a);
+  const double modelled = m.weights + m.gradients + m.optimizer + m.activations + m.buffers;
+  EXPECT_DOUBLE_EQ(m.workspace, a.fixed_bytes + a.fragmentation * modelled);
+  EXPECT_DOUBLE_EQ(m.total, modelled + m.workspace);
+}
+
+TEST(PlanMemory, ImpossibleLayoutsAreExplained) {
+  const Workload w = make_workload("gpt2-124m");
+  Layout l;
+  l.tp = 5;  // 12 heads
+  try {
+    memory_per_gpu(w, l, Precision::bf16);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide the 12 attention heads"), std::string::npos)
+        << e.what();
+  }
+  l.tp = 1;
+  l.pp = 13;  // 12 layers
+  EXPECT_THROW(memory_per_gpu(w, l, Precision::bf16), Error);
+  l.pp = 2;
+  l.zero = 3;
+  EXPECT_THROW(memory_per_gpu(w, l, Precision::bf16), Error);
+  Layout cnn;
+  cnn.tp = 2;
+  EXPECT_THROW(memory_per_gpu(make_workload("resnet50"), cnn, Precision::bf16), Error);
+}
+
+}  // namespace
+}  // namespace aiscale::plan

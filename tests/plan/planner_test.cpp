@@ -1,0 +1,217 @@
+// The performance model and the planner: hand-checked step times, fit / no-fit, access
+// routes, scaling curves and the explanations for impossible requests.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/collectives.h"
+#include "aiscale/plan/planner.h"
+#include "aiscale/plan/report.h"
+
+namespace aiscale::plan {
+namespace {
+
+const Catalog& catalog() {
+  static const Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems");
+  return cat;
+}
+
+PlanRequest gpt_request(const char* model, double tokens) {
+  PlanRequest r;
+  r.workload = make_workload(model);
+  r.tokens = tokens;
+  return r;
+}
+
+TEST(PlanPlanner, AccessRoutesByGpuHours) {
+  EXPECT_EQ(access_route(100, true).name, "Playground");
+  EXPECT_EQ(access_route(5000, true).name, "Playground");
+  EXPECT_EQ(access_route(5001, true).name, "Fast Lane");
+  EXPECT_EQ(access_route(50000, true).name, "Fast Lane");
+  EXPECT_EQ(access_route(50001, true).name, "Large Scale");
+  EXPECT_EQ(access_route(100, false).name, "site allocation");
+}
+
+TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
+  // Two nodes of one GPU joined by one 80 Gb/s link: everything by hand.
+  Partition part;
+  part.id = "toy";
+  part.name = "toy";
+  part.kind = "gpu";
+  part.nodes = 2;
+  part.gpus_per_node = 1;
+  part.network = {"toy", 1, 80.0, Topology::fat_tree, 0, 1};
+  MachineFigures m;
+  m.peak_flops = 100e12;
+  m.utilisation.value = 0.5;
+  m.intra_bytes_per_s.value = 100e9;
+  m.node_bytes_per_s.value = 10e9;
+  m.hbm_bytes_per_s.value = 1e12;
+  Assumptions a;
+  const Workload w = make_workload("gpt2-124m");
+  Layout l;
+  l.dp = 2;
+  const StepEstimate s = estimate_step(w, l, part, m, Precision::bf16, a);
+
+  const double per_token = 6.0 * 124439808 + 12.0 * 12 * 768 * 1024;
+  const double t_fwd = per_token * 1024 / 3.0 / 50e12;
+  const double t_bwd = 2 * t_fwd;
+  EXPECT_NEAR(s.compute_s, t_fwd + t_bwd, 1e-12);
+  const double grads = 124439808.0 * 2;                 // bf16 gradients
+  const int buckets = static_cast<int>(std::ceil(grads / a.bucket_bytes));  // 10
+  EXPECT_EQ(buckets, 10);
+  // Ring all-reduce over 2 nodes: 2(p-1)α per bucket + 2(p-1)/p · bytes / 10 GB/s.
+  const double t_ar = 2 * 1 * a.alpha_inter_s * buckets + grads / 10e9;
+  EXPECT_NEAR(s.dp_comm_s, t_ar, 1e-12);
+  EXPECT_NEAR(s.dp_exposed_s, t_ar - a.comm_overlap * t_bwd, 1e-12);
+  const double t_opt = 124439808.0 * a.adamw_bytes_touched / 1e12;
+  EXPECT_NEAR(s.optimizer_s, t_opt, 1e-12);
+  EXPECT_NEAR(s.step_s, s.compute_s + s.dp_exposed_s + t_opt, 1e-12);
+  EXPECT_NEAR(s.tokens_per_s, 2 * 1024 / s.step_s, 1e-6);
+  EXPECT_LT(s.mfu, 0.5);  // communication and the optimizer cost utilisation
+}
+
+TEST(PlanPlanner, PipelineBubbleIsPpMinusOneSlots) {
+  const Catalog& cat = catalog();
+  const Target t = cat.resolve("leonardo")[0];
+  const Workload w = make_workload("gpt2-1558m");
+  const MachineFigures m = machine_figures(t, w, Precision::bf16, Calibration{}, cat, Assumptions{});
+  Layout l;
+  l.pp = 4;
+  l.grad_accum = 8;
+  const StepEstimate s = estimate_step(w, l, *t.partition, m, Precision::bf16, Assumptions{});
+  EXPECT_NEAR(s.bubble_s, 3.0 * s.compute_s / 8.0, 1e-9);
+  EXPECT_GT(s.pp_comm_s, 0);
+}
+
+TEST(PlanPlanner, Gpt2XlOnLeonardoFitsAndScales) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-1558m", 10e9);
+  const PlanResult res = plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.ranked.size(), 1u);
+  const Candidate& c = res.ranked[0];
+  EXPECT_LE(c.memory.total, c.target.partition->accelerator.memory_bytes());
+  EXPECT_GE(c.efficiency, r.min_efficiency);
+  EXPECT_GT(c.layout.gpus(), 4);
+  EXPECT_EQ(c.layout.global_batch(), 512);
+  // Time to train can never beat the compute alone at the assumed utilisation.
+  const double ideal = ideal_gpu_hours(res.compute.flops, c.figures.peak_flops,
+                                       c.figures.utilisation.value).hours;
+  EXPECT_GE(c.gpu_hours, ideal * 0.999);
+  EXPECT_LT(c.gpu_hours, ideal * 1.5);
+  EXPECT_EQ(c.route.name, "Playground");
+}
+
+TEST(PlanPlanner, Gpt3NeedsModelParallelismAndALargeScaleAllocation) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt3-175b", 300e9);
+  const PlanResult res = plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.ranked.size(), 1u) << (res.rejected.empty() ? "" : res.rejected[0].reason);
+  const Candidate& c = res.ranked[0];
+  EXPECT_GT(static_cast<long>(c.layout.tp) * c.layout.pp * (c.layout.zero == 3 ? c.layout.dp : 1), 8);
+  EXPECT_EQ(c.route.name, "Large Scale");
+}
+
+TEST(PlanPlanner, TooLittleMemoryIsExplained) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt3-175b", 300e9);
+  r.gpus = 4;
+  const PlanResult res = plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{});
+  EXPECT_TRUE(res.ranked.empty());
+  ASSERT_EQ(res.rejected.size(), 1u);
+  EXPECT_NE(res.rejected[0].reason.find("does not fit in memory"), std::string::npos)
+      << res.rejected[0].reason;
+  EXPECT_NE(res.rejected[0].reason.find("has 64.0 GiB"), std::string::npos) << res.rejected[0].reason;
+}
+
+TEST(PlanPlanner, ImpossibleRequestsAreExplained) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-1558m", 10e9);
+  r.pins.tp = 3;  // 25 heads
+  EXPECT_THROW(plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{}), Error);
+  r.pins.tp.reset();
+  r.gpus = 6;  // not whole nodes of 4
+  PlanResult res = plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.rejected.size(), 1u);
+  EXPECT_NE(res.rejected[0].reason.find("whole nodes"), std::string::npos) << res.rejected[0].reason;
+  r.gpus = 1000000;
+  res = plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.rejected.size(), 1u);
+  EXPECT_NE(res.rejected[0].reason.find("13824 GPUs"), std::string::npos) << res.rejected[0].reason;
+  r.gpus = 0;
+  r.tokens = 0;
+  EXPECT_THROW(plan(r, cat.resolve("leonardo"), cat, Calibration{}, Assumptions{}), Error);
+  // V100 has no BF16: the partition is rejected with the reason.
+  r.tokens = 1e9;
+  res = plan(r, cat.resolve("jade2"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.rejected.size(), 1u);
+  EXPECT_NE(res.rejected[0].reason.find("no bf16"), std::string::npos) << res.rejected[0].reason;
+  r.precision = Precision::fp16;
+  res = plan(r, cat.resolve("jade2"), cat, Calibration{}, Assumptions{});
+  EXPECT_EQ(res.ranked.size(), 1u);
+  EXPECT_EQ(res.ranked[0].layout.gpus(), 1);  // node layout unknown: one GPU
+}
+
+TEST(PlanPlanner, ScalingCurveOnLeonardo) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-124m", 1e9);
+  const ScalingCurve c = scaling_curve(r, cat.resolve("leonardo")[0], 64, cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(c.strong.size(), 7u);  // 1, 2, 4, ..., 64 nodes
+  ASSERT_TRUE(c.strong[0].run);
+  EXPECT_DOUBLE_EQ(c.strong[0].efficiency, 1.0);
+  double previous = 1.0 + 1e-9;
+  for (const auto& row : c.strong) {
+    if (!row.run) continue;
+    EXPECT_LE(row.efficiency, previous + 1e-9) << row.nodes << " nodes";
+    EXPECT_EQ(row.run->layout.global_batch(), c.global_batch);
+    previous = row.efficiency;
+  }
+  for (const auto& row : c.weak)
+    if (row.run) {
+      EXPECT_LE(row.efficiency, 1.0 + 1e-9);
+      EXPECT_EQ(row.run->layout.micro_batch, c.base.micro_batch);
+    }
+  const nlohmann::json j = scaling_json(r, c, Calibration{}, Assumptions{});
+  EXPECT_TRUE(j["predicted"].get<bool>());
+  EXPECT_EQ(j["strong"].size(), 7u);
+  EXPECT_THROW(scaling_curve(r, cat.resolve("stanage")[0], 8, cat, Calibration{}, Assumptions{}), Error);
+}
+
+TEST(PlanPlanner, ResNet50OnKarolina) {
+  const Catalog& cat = catalog();
+  PlanRequest r;
+  r.workload = make_workload("resnet50");
+  r.images = kImageNetTrainImages;
+  r.epochs = 90;
+  r.gpus = 16;
+  // Default: the fixed global batch of 8192 images.
+  PlanResult res = plan(r, cat.resolve("karolina"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.ranked.size(), 1u);
+  EXPECT_FALSE(res.ranked[0].weak);
+  EXPECT_EQ(res.ranked[0].layout.global_batch(), 8192);
+  EXPECT_NEAR(res.ranked[0].steps, kImageNetTrainImages * 90.0 / 8192, 1e-6);
+  // The vision benchmark's weak scaling: a fixed batch per GPU, the largest that fits.
+  const ScalingCurve c = scaling_curve(r, cat.resolve("karolina")[0], 4, cat, Calibration{}, Assumptions{});
+  ASSERT_TRUE(c.weak[0].run);
+  EXPECT_EQ(c.base.micro_batch, 256);
+  EXPECT_EQ(c.base.grad_accum, 1);
+  EXPECT_EQ(c.weak.back().run->layout.global_batch(), 4 * 8 * 256);
+}
+
+TEST(PlanPlanner, JsonCarriesTheRankedPlan) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-124m", 1e9);
+  const PlanResult res = plan(r, cat.gpu_targets(), cat, Calibration{}, Assumptions{});
+  const nlohmann::json j = plan_json(r, res, Calibration{}, Assumptions{});
+  EXPECT_EQ(j["workload"]["params"].get<int64_t>(), 124439808);
+  EXPECT_FALSE(j["ranked"].empty());
+  EXPECT_TRUE(j["ranked"][0].contains("access_route"));
+  EXPECT_FALSE(j["ranked"][0]["figures"]["utilisation"]["measured"].get<bool>());
+  const std::string text = plan_text(r, res, Calibration{}, Assumptions{});
+  EXPECT_NE(text.find("6·N·D + 12·L·d·T·D = 6 × 124,439,808"), std::string::npos);
+  EXPECT_NE(text.find("Calibration: none given"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aiscale::plan

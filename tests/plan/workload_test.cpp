@@ -1,0 +1,81 @@
+// Planner workloads: exact parameter counts and clear errors for unknown models.
+#include <gtest/gtest.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/resnet.h"
+#include "aiscale/plan/workload.h"
+
+namespace aiscale::plan {
+namespace {
+
+TEST(PlanWorkload, Gpt2PresetsHaveTheirKnownParameterCounts) {
+  // Hugging Face's GPT-2 checkpoints (vocab 50257, context 1024, tied embedding, unpadded).
+  EXPECT_EQ(make_workload("gpt2-124m").params(), 124439808);
+  EXPECT_EQ(make_workload("gpt2-350m").params(), 354823168);
+  EXPECT_EQ(make_workload("gpt2-774m").params(), 774030080);
+  EXPECT_EQ(make_workload("gpt2-1558m").params(), 1557611200);
+}
+
+TEST(PlanWorkload, LargerPresetsMatchHandCounts) {
+  // V·C + T·C + L·(12C² + 13C) + 2C, worked by hand for each shape.
+  // gpt2-6.6b: 50257·4096 + 1024·4096 + 32·(12·4096² + 13·4096) + 2·4096
+  EXPECT_EQ(make_workload("gpt2-6.6b").params(), 205852672LL + 4194304LL + 6444154880LL + 8192LL);
+  EXPECT_EQ(make_workload("gpt2-6.6b").params(), 6654210048LL);
+  EXPECT_EQ(make_workload("gpt2-2.7b").params(), 2648931840LL);
+  EXPECT_EQ(make_workload("gpt-857m").params(), 857866240LL);
+  // GPT-3 175B: 96 layers, width 12288, context 2048.
+  const Workload g3 = make_workload("gpt3-175b");
+  EXPECT_EQ(g3.params(), 174604259328LL);
+  EXPECT_EQ(g3.seq_len, 2048);
+  EXPECT_EQ(g3.default_global_batch, 1536);
+}
+
+TEST(PlanWorkload, CustomSizesAndOverrides) {
+  ModelOverrides o;
+  o.n_layer = 12;
+  o.n_head = 12;
+  o.n_embd = 768;
+  EXPECT_EQ(make_workload("custom", o).params(), 124439808);
+  ModelOverrides seq;
+  seq.seq_len = 2048;
+  const Workload w = make_workload("gpt2-124m", seq);
+  EXPECT_EQ(w.seq_len, 2048);
+  EXPECT_EQ(w.params(), 124439808 + 1024 * 768);  // a longer position table
+}
+
+TEST(PlanWorkload, ResNetCountsLayerByLayer) {
+  // torchvision's published counts: ResNet-50 25,557,032 and ResNet-18 11,689,512
+  // parameters; about 4.1 and 1.8 GMACs per 224×224 image.
+  const CnnCounts r50 = resnet_counts(50);
+  EXPECT_EQ(r50.params, 25557032);
+  EXPECT_NEAR(r50.macs / 1e9, 4.09, 0.02);
+  const CnnCounts r18 = resnet_counts(18);
+  EXPECT_EQ(r18.params, 11689512);
+  EXPECT_NEAR(r18.macs / 1e9, 1.82, 0.02);
+  const Workload w = make_workload("resnet50");
+  EXPECT_FALSE(w.is_transformer());
+  EXPECT_EQ(w.params(), 25557032);
+  EXPECT_GT(w.cnn.activation_elements, 1e7);
+}
+
+TEST(PlanWorkload, UnknownOrIncompleteModelsExplainThemselves) {
+  try {
+    make_workload("gpt5");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("unknown model 'gpt5'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("gpt2-1558m"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(make_workload("custom"), Error);  // no shape given
+  ModelOverrides bad;
+  bad.n_head = 7;  // 768 is not divisible by 7
+  EXPECT_THROW(make_workload("gpt2-124m", bad), Error);
+  ModelOverrides cnn;
+  cnn.n_layer = 4;
+  EXPECT_THROW(make_workload("resnet50", cnn), Error);
+  EXPECT_THROW(resnet_counts(42), Error);
+}
+
+}  // namespace
+}  // namespace aiscale::plan
