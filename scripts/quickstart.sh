@@ -15,7 +15,7 @@ if [ ! -f data/fortunes/fortunes_train_000000.bin ]; then
   $bin data tokenize --input /usr/share/games/fortunes --output-prefix data/fortunes/fortunes --fortune
 fi
 echo "== train (configs/quickstart.toml)"
-$bin train --config configs/quickstart.toml --set run.name="quickstart-$(date -u +%Y%m%d-%H%M%S)" "$@" | tee /tmp/aiscale-quickstart.$$
+$bin launch -n 2 -- train --config configs/quickstart.toml --set run.name="quickstart-$(date -u +%Y%m%d-%H%M%S)" "$@" | tee /tmp/aiscale-quickstart.$$
 run_dir=$(sed -n 's/^run directory: //p' /tmp/aiscale-quickstart.$$)
 rm -f /tmp/aiscale-quickstart.$$
 if $bin sample --help >/dev/null 2>&1 && [ -n "$run_dir" ]; then

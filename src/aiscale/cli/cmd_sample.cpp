@@ -23,6 +23,7 @@ struct SampleArgs {
   uint64_t seed = 42;
   int64_t samples = 1;
   int64_t threads = 0;
+  bool print_ids = false;
 };
 
 void run_sample(const SampleArgs& a) {
@@ -70,6 +71,11 @@ void run_sample(const SampleArgs& a) {
       }
     });
     std::printf("\n%s", i + 1 < a.samples ? "---\n" : "");
+    if (a.print_ids) {
+      std::printf("ids: [");
+      for (size_t k = 0; k < generated.size(); ++k) std::printf("%s%d", k ? ", " : "", generated[k]);
+      std::printf("]\n");
+    }
   }
 }
 
@@ -88,6 +94,7 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")->check(CLI::IsMember({"gpt2", "byte"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
+  cmd->add_flag("--print-ids", a->print_ids, "also print the generated token ids (\"ids: [...]\")");
   cmd->callback([a] { run_sample(*a); });
 }
 
