@@ -61,7 +61,7 @@ void add_bench_command(CLI::App& app) {
     if (args->n_embd) o.model.n_embd = args->n_embd;
     if (args->vocab) o.model.vocab_size = args->vocab;
     if (args->block) o.model.block_size = args->block;
-    auto comm = parallel::make_single_process();
+    auto comm = parallel::make_communicator("auto");
     nlohmann::json j = bench::run_language_bench(o, *comm);
     if (comm->rank() == 0) {
       std::printf("%s\n", j.dump().c_str());
