@@ -7,6 +7,8 @@ namespace aiscale::cli {
 // throws aiscale::Error for user mistakes; main prints it and exits 1.
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_sample_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 }  // namespace aiscale::cli

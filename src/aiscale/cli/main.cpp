@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   aiscale::cli::add_train_command(app);
   aiscale::cli::add_bench_command(app);
+  aiscale::cli::add_sample_command(app);
+  aiscale::cli::add_launch_command(app);
   aiscale::cli::add_data_command(app);
   aiscale::cli::add_plan_command(app);
   try {
