@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/rng.h"
 #include "aiscale/data/gpt2_pretokenize.h"
 #include "aiscale/data/tokenizer.h"
 #include "aiscale/data/unicode_class.h"
@@ -103,6 +104,34 @@ TEST(Gpt2Tokenizer, InvalidUtf8RoundTripsByteForByte) {
   auto& t = gpt2();
   const std::string text = "bad \xff\xfe bytes \xc3 truncated \xe2\x82 and lone \x80 end\xf0";
   EXPECT_EQ(t.decode(t.encode(text)), text);
+}
+
+// Random byte strings (mostly ASCII with spaces, some multi-byte and invalid UTF-8):
+// pieces cover the text exactly and decode(encode(x)) == x.
+TEST(Gpt2Tokenizer, RandomBytesRoundTrip) {
+  auto& t = gpt2();
+  Rng rng(2024);
+  const std::string alphabet = "ab Z9'.,!\n\t  ";
+  const std::vector<std::string> extras = {"é", "Ж", "中", "🚀", "\xff", "\xc3", "\x80", "\xa0"};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    const int length = static_cast<int>(rng.below(60));
+    for (int i = 0; i < length; ++i) {
+      if (rng.below(5) == 0)
+        text += extras[rng.below(extras.size())];
+      else
+        text += alphabet[rng.below(alphabet.size())];
+    }
+    std::vector<std::string_view> views;
+    gpt2_pretokenize(text, views);
+    std::string joined;
+    for (std::string_view v : views) {
+      EXPECT_FALSE(v.empty());
+      joined += v;
+    }
+    ASSERT_EQ(joined, text);
+    ASSERT_EQ(t.decode(t.encode(text)), text);
+  }
 }
 
 TEST(Gpt2Tokenizer, DecodeSpecialAndErrors) {
