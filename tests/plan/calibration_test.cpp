@@ -81,6 +81,18 @@ TEST(PlanCalibration, MeasuredFiguresReplaceDatasheetGuesses) {
   EXPECT_NE(j.utilisation.source.find("assumed"), std::string::npos);
 }
 
+TEST(PlanCalibration, RecomputationIsCountedAsWork) {
+  const std::string file = write_temp(
+      R"({"benchmark":"language","model":"gpt2-124m","n_params":124439808,"precision":"bf16","recompute":"full","device":"NVIDIA H100 80GB HBM3","device_kind":"gpu","achieved_tflops_per_device":300.0}
+{"benchmark":"language","model":"gpt2-124m","n_params":124439808,"precision":"int4","device":"NVIDIA H100 80GB HBM3","device_kind":"gpu","achieved_tflops_per_device":300.0}
+)");
+  const Calibration cal = load_calibration({file}, catalog());
+  fs::remove(file);
+  ASSERT_EQ(cal.utilisation.size(), 1u);
+  EXPECT_DOUBLE_EQ(cal.utilisation[0].achieved_tflops, 400.0);  // one extra forward: × 4/3
+  EXPECT_EQ(cal.notes.size(), 1u);  // the unknown precision is reported, not fatal
+}
+
 TEST(PlanCalibration, BadFilesAreExplained) {
   const std::string bad = write_temp("{\"benchmark\":\"language\", oops\n");
   try {

@@ -51,7 +51,8 @@ void add_catalog_options(CLI::App* app, PlanOptions& o) {
                   "data/systems in the source tree)");
   app->add_option("--systems", o.system_files,
                   "Extra catalogue file or directory that adds or overrides systems and "
-                  "accelerators (repeatable)");
+                  "accelerators (repeatable)")
+      ->allow_extra_args(false);
   app->add_flag("--json", o.json, "Print JSON instead of tables");
 }
 
@@ -73,7 +74,8 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
 
 void add_layout_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--system", o.systems,
-                  "System or system/partition to consider (repeatable; default: all)");
+                  "System or system/partition to consider (repeatable; default: all)")
+      ->allow_extra_args(false);
   app->add_option("--global-batch", o.global_batch,
                   "Sequences (or images) per optimizer step; default: the model's (GPT-2: 512)");
   app->add_option("--tp", o.tp, "Fix the tensor-parallel size");
@@ -83,7 +85,8 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
   app->add_option("--calibration", o.calibration,
                   "`aiscale bench` result file (JSON Lines) or directory to calibrate with "
-                  "(repeatable)");
+                  "(repeatable)")
+      ->allow_extra_args(false);
   app->add_option("--utilisation", o.utilisation,
                   "Assumed fraction of the dense peak where nothing is measured (default 0.40 "
                   "for transformers, 0.33 for CNNs)");

@@ -73,7 +73,14 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
                                   "(add it to an accelerator's device_names)", where, s.device));
     return;
   }
-  s.precision = parse_precision(need(j, "precision", where).get<std::string>());
+  const std::string precision = need(j, "precision", where).is_string()
+                                    ? j["precision"].get<std::string>() : std::string();
+  try {
+    s.precision = parse_precision(precision);
+  } catch (const Error&) {
+    c.notes.push_back(fmt::format("{}: precision '{}' is not one the planner models; not used", where, precision));
+    return;
+  }
   s.model = text(j, "model");
   s.host = text(j, "host");
   s.date = text(j, "date");
@@ -84,6 +91,18 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   } else {
     s.achieved_tflops = need_number(j, "flops_per_token", where) *
                         need_number(j, "tokens_per_s_per_device", where) / 1e12;
+  }
+  // The bench reports model FLOPs. The planner's utilisation is of hardware FLOPs, so a run
+  // that recomputed activations did more work than it reports: add it back.
+  const std::string recompute = text(j, "recompute");
+  if (recompute == "full") {
+    s.achieved_tflops *= 4.0 / 3.0;
+  } else if (recompute == "selective" && j.contains("n_layer") && j.contains("n_embd") &&
+             j.contains("seq")) {
+    const double attention = 12.0 * j["n_layer"].get<double>() * j["n_embd"].get<double>() *
+                             j["seq"].get<double>();
+    const double per_token = 6.0 * static_cast<double>(s.n_params) + attention;
+    s.achieved_tflops *= 1.0 + attention / (3.0 * per_token);
   }
   const double peak = cat.find_accelerator(s.accelerator_id)->peak_flops(s.precision);
   if (peak <= 0) {
@@ -237,7 +256,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   if (w.is_transformer())
     if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
       m.utilisation = {s->utilisation, true,
-                       fmt::format("measured: {} ({}, {} params) {:.1f} TFLOP/s at {}", s->model,
+                       fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}", s->model,
                                    s->device, s->n_params, s->achieved_tflops, s->source)};
 
   const double intra_datasheet = part.intra.gbytes_per_s * 1e9;
@@ -250,7 +269,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                              : std::string("intra-node link not in the catalogue")};
   if (const BusSample* s = cal.intra_node(acc.id, t.system->id))
     m.intra_bytes_per_s = {s->busbw_bytes_per_s, true,
-                           fmt::format("measured: {} all-reduce bus bandwidth, {} ranks, {} MiB, at {}",
+                           fmt::format("{} all-reduce bus bandwidth, {} ranks, {:.0f} MiB, at {}",
                                        s->backend.empty() ? "ring" : s->backend, s->world_size,
                                        s->bytes / (1024.0 * 1024.0), s->source)};
 
@@ -262,7 +281,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                     : std::string("network not in the catalogue (one node only)")};
   if (const BusSample* s = cal.inter_node(t.system->id))
     m.node_bytes_per_s = {s->busbw_bytes_per_s, true,
-                          fmt::format("measured: all-reduce bus bandwidth over {} nodes at {}",
+                          fmt::format("all-reduce bus bandwidth over {} nodes at {}",
                                       s->nodes, s->source)};
 
   double hbm = acc.memory_bandwidth_tbs;

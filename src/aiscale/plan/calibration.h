@@ -26,7 +26,7 @@ struct MfuSample {
   Precision precision = Precision::bf16;
   int64_t n_params = 0;
   int world_size = 1;
-  double achieved_tflops = 0;   // per device
+  double achieved_tflops = 0;   // per device, hardware FLOPs (recomputation added back)
   double utilisation = 0;       // achieved / dense peak of that precision
   std::string source;           // "file:line"
 };

@@ -100,9 +100,10 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
     auto names = nn::gpt_preset_names();
     if (std::find(names.begin(), names.end(), std::string(name)) == names.end()) {
       std::string known;
-      for (const auto& n : workload_names()) known += (known.empty() ? "" : ", ") + n;
-      fail("unknown model '{}': known models are {} (or 'custom' with --n-layer, --n-head, "
-           "--n-embd)", name, known);
+      for (const auto& n : workload_names())
+        if (n != "custom") known += (known.empty() ? "" : ", ") + n;
+      fail("unknown model '{}': known models are {}; or 'custom' with --n-layer, --n-head and "
+           "--n-embd", name, known);
     }
     w.gpt = nn::gpt_preset(name);
     // GPT-2 paper: batches of 512 sequences of 1024 tokens.
