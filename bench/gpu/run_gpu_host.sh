@@ -2,7 +2,7 @@
 # One GPU-host call for the CUDA backend: build, correctness checks, per-op timings,
 # training-step benchmarks and the PyTorch peer on the same card, logs under $OUT and a
 # short table last. Run from the repository root with .devdeps and .peer carried:
-#   bash bench/gpu/run_gpu_host.sh [stages...]     stages: build check perf bench peer
+#   bash bench/gpu/run_gpu_host.sh [stages...]     stages: build check perf bench cli peer
 #                                                   (default: all of them)
 # Extra benchmark variants: BENCH_VARIANTS="name:ENV=VAL,ENV=VAL name2:..." (each runs
 # the 124M bf16 benchmark with those environment variables).
@@ -12,7 +12,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/aiscale-gpu-out}
 mkdir -p "$OUT"
-stages=" ${*:-build check perf bench peer} "
+stages=" ${*:-build check perf bench cli peer} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 BIN=build/cuda
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/setup.log"; }
@@ -39,7 +39,7 @@ if has build; then
   log "build"
   source .devdeps/use-debs.sh .devdeps >> "$OUT/setup.log" 2>&1
   if ! cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/setup.log" 2>&1 ||
-     ! cmake --build --preset cuda --target aiscale_gpu_check aiscale_gpt_bench \
+     ! cmake --build --preset cuda --target aiscale_gpu_check aiscale_gpt_bench aiscale \
        >> "$OUT/setup.log" 2>&1; then
     tail -40 "$OUT/setup.log"
     [ -n "$peer_pid" ] && kill "$peer_pid" 2>/dev/null
@@ -95,6 +95,16 @@ if has bench; then
   log "bench done"
 fi
 
+if has cli; then
+  # The same model through the product's own command (the trainer's step loop).
+  log "cli bench"
+  for spec in "gpt2-124m 16" "gpt2-350m 8"; do
+    set -- $spec
+    timeout 120 "$BIN/aiscale" bench language --device cuda --model "$1" --batch "$2" --seq 1024 \
+      --precision bf16 --steps 30 --warmup 10 >> "$OUT/cli.jsonl" 2>> "$OUT/bench.err"
+  done
+fi
+
 python3 - "$OUT" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
@@ -119,6 +129,11 @@ for b in rows(os.path.join(out, "bench.jsonl")):
     if not r:
         print("%-15s failed" % b["variant"]); continue
     print(fmt % (b["variant"][:15], r["model"][5:], r["batch"], r["precision"], "%.0f" % r["tokens_per_s"], "%.1f" % r["tflops_per_gpu"], "%.2f" % (1e3 * r["median_step_s"]), "%.1f" % r.get("fwd_ms", 0), "%.1f" % r.get("bwd_ms", 0), "%.1f" % r.get("opt_ms", 0), "%.2f" % r["peak_mem_gib"], r["gpu"]))
+for c in rows(os.path.join(out, "cli.jsonl")):
+    print(fmt % ("aiscale bench", c["model"][5:], c["batch"], c["precision"], "%.0f" % c["tokens_per_s"], "%.1f" % c["achieved_tflops_per_device"], "%.2f" % (1e3 * c["step_time_median_s"]), "", "", "", "%.2f" % (c["peak_memory_bytes"] / 2**30), c["device"]))
+    key = {"gpt2-124m": "124M", "gpt2-350m": "350M"}.get(c["model"], "")
+    if key in peer:
+        print("ratio %-15s %s: %.3f x pytorch" % ("aiscale bench", key, c["tokens_per_s"] / peer[key]))
 for b in rows(os.path.join(out, "bench.jsonl")):
     r = b.get("result")
     key = {"gpt2-124m": "124M", "gpt2-350m": "350M"}.get(r["model"] if r else "", "")

@@ -234,7 +234,9 @@ void check_attention(Ctx& x, DType t, int64_t B, int64_t T, int64_t NH, int64_t 
                      cu::AttentionImpl impl) {
   const auto& ref = ops::reference_backend();
   const int64_t C = NH * HS;
-  const std::string tag = std::string(impl == cu::AttentionImpl::simple ? " simple" : " flash") +
+  const std::string tag = std::string(impl == cu::AttentionImpl::simple ? " simple"
+                                      : impl == cu::AttentionImpl::flash_narrow ? " flash16"
+                                                                                 : " flash") +
                           " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
                           std::to_string(NH) + " HS=" + std::to_string(HS);
   auto qkv = randn(B * T * 3 * C, x.rng);
@@ -702,6 +704,10 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
       cu::attention_forward(t, y.get(), lse.f(), x.get(), B, T, C, NH, cu::AttentionImpl::flash, nullptr);
     });
     std::printf("%-40s %9.3f %8.0f TF (causal flops)\n", "attention fwd flash", ms, att_flops_fwd / (ms * 1e9));
+    const double ms16 = time_ms([&] {
+      cu::attention_forward(t, y.get(), lse.f(), x.get(), B, T, C, NH, cu::AttentionImpl::flash_narrow, nullptr);
+    });
+    std::printf("%-40s %9.3f %8.0f TF (causal flops)\n", "attention fwd flash (16-row warps)", ms16, att_flops_fwd / (ms16 * 1e9));
     const double msb = time_ms([&] {
       cu::attention_backward(t, z.get(), x.get(), x.get(), y.get(), lse.f(), B, T, C, NH, dq.f(),
                              delta.f(), cu::AttentionImpl::flash, nullptr);
@@ -805,6 +811,8 @@ int main(int argc, char** argv) {
           check_attention(x, t, 1, 200, 1, 64, cu::AttentionImpl::flash);
           check_attention(x, t, 1, 512, 2, 64, cu::AttentionImpl::flash);
           check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash);
+          check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash_narrow);
+          check_attention(x, t, 1, 128, 2, 64, cu::AttentionImpl::flash_narrow);
         }
         check_softmax_xent(x, t, 64, 1000, 1024);
         check_embedding(x, t);

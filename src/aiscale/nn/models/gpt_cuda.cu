@@ -17,7 +17,7 @@
 // - flash attention forward / backward (no (T, T) matrix).
 //
 // Tuning switches for measurements (read once, at construction):
-//   AISCALE_CUDA_ATTENTION = auto | flash | simple
+//   AISCALE_CUDA_ATTENTION = auto | flash | flash_narrow | simple
 //   AISCALE_CUDA_FUSED_GELU, _FUSED_DGELU, _FUSED_BGRAD, _FUSED_XENT = 0 | 1
 //   AISCALE_CUDA_LMHEAD_PAD = 0 | 1 (dwte GEMM over the padded vocabulary)
 //   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
@@ -66,7 +66,9 @@ AttentionImpl env_attention() {
   if (!v || !*v || std::strcmp(v, "auto") == 0) return AttentionImpl::automatic;
   if (std::strcmp(v, "flash") == 0) return AttentionImpl::flash;
   if (std::strcmp(v, "simple") == 0) return AttentionImpl::simple;
-  throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v + "': use auto, flash or simple");
+  if (std::strcmp(v, "flash_narrow") == 0) return AttentionImpl::flash_narrow;
+  throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v +
+              "': use auto, flash, flash_narrow or simple");
 }
 
 // Bump allocator over one device allocation: first pass sizes, second pass hands out.
@@ -129,7 +131,7 @@ class GptCuda final : public GptModel {
     linear_.fused_bgrad = env_flag("AISCALE_CUDA_FUSED_BGRAD", true);
     linear_.fused_dgelu = env_flag("AISCALE_CUDA_FUSED_DGELU", false);
     // Only where the padded rows land inside wpe's gradient.
-    lm_head_padded_dw_ = env_flag("AISCALE_CUDA_LMHEAD_PAD", false) && maxT_ >= Vp_ - V_;
+    lm_head_padded_dw_ = env_flag("AISCALE_CUDA_LMHEAD_PAD", true) && maxT_ >= Vp_ - V_;
     autotune_ = env_flag("AISCALE_CUDA_AUTOTUNE", true);
     fused_xent_ = env_flag("AISCALE_CUDA_FUSED_XENT", true);
     verbose_ = env_flag("AISCALE_CUDA_VERBOSE", false);

@@ -178,7 +178,9 @@ size_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
 // along the channels; out (B, T, C); lse (B, NH, T) fp32 log-sum-exp of the scaled scores
 // in base 2 (what backward needs to rebuild the probabilities).
 
-enum class AttentionImpl : uint8_t { automatic, flash, simple };
+// flash: the tensor-core kernels (forward with 32 query rows per warp); flash_narrow: the
+// same with the forward's 16-row warps (kept for comparison); simple: CUDA cores.
+enum class AttentionImpl : uint8_t { automatic, flash, flash_narrow, simple };
 // Whether the tensor-core flash kernels cover this case (bf16 / fp16, head size 64).
 bool attention_flash_supported(DType t, int64_t head_size);
 // Whether any kernel covers it (simple kernels: head sizes 16, 32, 64, 128).

@@ -84,18 +84,33 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
   for (int j = lane; j < 3 * C; j += 32) acc[j] = 0.0f;
   __syncwarp();
 
-  for (int row = blockIdx.x * kBwdWarps + warp; row < N; row += gridDim.x * kBwdWarps) {
-    const int64_t base = int64_t(row) * C;
-    Pack<T> dy[NV], x[NV];
+  // Rows in a grid-stride loop; the next row's loads are issued before this row's math.
+  const int stride = gridDim.x * kBwdWarps;
+  int row = blockIdx.x * kBwdWarps + warp;
+  Pack<T> dy[NV], x[NV], old[NV];
+  float m = 0.0f, r = 0.0f;
+  auto load_row = [&](int rr, Pack<T> (&a)[NV], Pack<T> (&bb)[NV], Pack<T> (&cc)[NV], float& mm,
+                      float& rs) {
+    const int64_t base = int64_t(rr) * C;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
       const int p = lane + i * 32;
       if (p < packs) {
-        dy[i] = load_pack_cs(dout + base + p * V);
-        x[i] = load_pack(inp + base + p * V);
+        a[i] = load_pack_cs(dout + base + p * V);
+        bb[i] = load_pack(inp + base + p * V);
+        if (accumulate) cc[i] = load_pack(dinp + base + p * V);
       }
     }
-    const float m = mean[row], r = rstd[row];
+    mm = mean[rr];
+    rs = rstd[rr];
+  };
+  if (row < N) load_row(row, dy, x, old, m, r);
+  while (row < N) {
+    const int next = row + stride;
+    Pack<T> dy2[NV], x2[NV], old2[NV];
+    float m2 = 0.0f, r2 = 0.0f;
+    if (next < N) load_row(next, dy2, x2, old2, m2, r2);
+    const int64_t base = int64_t(row) * C;
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
@@ -117,23 +132,30 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
       const int p = lane + i * 32;
       if (p < packs) {
         const Pack<T> w = load_pack(weight + p * V);
-        Pack<T> old;
-        if (accumulate) old = load_pack(dinp + base + p * V);
         Pack<T> o;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float xhat = (x[i].get(k) - m) * r;
-          const float g = dy[i].get(k);
-          const float dx = (g * w.get(k) - mean_dn - xhat * mean_dn_xhat) * r;
-          o.set(k, accumulate ? old.get(k) + dx : dx);
+          const float gk = dy[i].get(k);
+          const float dx = (gk * w.get(k) - mean_dn - xhat * mean_dn_xhat) * r;
+          o.set(k, accumulate ? old[i].get(k) + dx : dx);
           const int j = k * packs + p;
-          acc[j] += g * xhat;
-          acc[C + j] += g;
+          acc[j] += gk * xhat;
+          acc[C + j] += gk;
           if (want_colsum) acc[2 * C + j] += o.get(k);
         }
         store_pack(dinp + base + p * V, o);
       }
     }
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+      dy[i] = dy2[i];
+      x[i] = x2[i];
+      old[i] = old2[i];
+    }
+    m = m2;
+    r = r2;
+    row = next;
   }
   __syncthreads();
   for (int j = threadIdx.x; j < 3 * C; j += blockDim.x) {

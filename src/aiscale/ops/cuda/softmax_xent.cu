@@ -226,12 +226,11 @@ void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, 
           losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
           dscale, write_grad);
     };
+    // The register-resident kernel holds one row per 512 threads at 128 registers: one
+    // block per SM, and it measured 1.9 ms against the two-pass kernel's 1.1 (H200, run 2):
+    // only for small vocabularies, where it fits in a few registers.
     if (need <= 1) launch_reg(std::integral_constant<int, 1>{});
     else if (need <= 2) launch_reg(std::integral_constant<int, 2>{});
-    else if (need <= 4) launch_reg(std::integral_constant<int, 4>{});
-    else if (need <= 8) launch_reg(std::integral_constant<int, 8>{});
-    else if (need <= 13) launch_reg(std::integral_constant<int, 13>{});
-    else if (need <= 16) launch_reg(std::integral_constant<int, 16>{});
     else
       softmax_xent_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
           losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
