@@ -2,7 +2,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include <omp.h>
+
 #include <fmt/format.h>
+
+#include "aiscale/core/error.h"
 
 #include "harness.h"
 
@@ -221,14 +225,17 @@ OpFamily attention_family() {
   OpFamily f;
   f.name = "attention";
   f.ops = {"attention_forward", "attention_backward"};
-  f.tolerances = {.forward = 2e-5, .backward = 5e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 64};
+  f.tolerances = {.forward = 2e-5, .backward = 5e-5, .fd = 1e-3, .fd_step = 1e-2f, .fd_samples = 64};
   f.test_cases = [] {
     return make_cases<AttentionCase, int64_t, int64_t, int64_t, int64_t>(
-        {{1, 1, 4, 1}, {2, 17, 12, 3}, {3, 7, 15, 3}, {2, 64, 64, 4}, {8, 128, 256, 4}});
+        // HS = 4, 4, 5, 16, 32, 128, 64 (32, 64, 128 take the fixed-size paths)
+        {{1, 1, 4, 1}, {2, 17, 12, 3}, {3, 7, 15, 3}, {2, 64, 64, 4}, {1, 9, 64, 2},
+         {2, 6, 128, 1}, {8, 128, 256, 4}});
   };
   f.grad_cases = [] {
     return make_cases<AttentionCase, int64_t, int64_t, int64_t, int64_t>(
-        {{1, 1, 4, 1}, {2, 5, 12, 3}, {1, 9, 8, 2}, {2, 17, 15, 3}});
+        {{1, 1, 4, 1}, {2, 5, 12, 3}, {1, 9, 8, 2}, {2, 17, 15, 3}, {1, 6, 64, 2}, {1, 5, 128, 1},
+         {1, 7, 128, 2}});
   };
   return f;
 }
@@ -266,9 +273,49 @@ OpFamily adamw_family() {
   return f;
 }
 
+// Not ops of the table, but part of ops.h: sum_squares (global-norm clipping) and the
+// lookup by name. Test mode only (nothing to differentiate).
+OpFamily helpers_family() {
+  OpFamily f;
+  f.name = "helpers";
+  f.ops = {"sum_squares", "backend_by_name"};
+  f.tolerance_note = "sum_squares vs a long-double sum, bit-identical for 1 and 3 threads";
+  f.custom_test = [](const Backend&, const Backend&, Outcome& outcome) {
+    for (int64_t n : {0, 1, 7, 4097, 100003, 3000017}) {
+      Rng rng{uint64_t(n)};
+      Floats x(n);
+      fill_normal(x, rng, 3.0f);
+      long double want = 0.0L;
+      for (float v : x) want += (long double)v * v;
+      const int threads_before = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const double one = sum_squares(x.data(), n);
+      omp_set_num_threads(3);
+      const double three = sum_squares(x.data(), n);
+      omp_set_num_threads(threads_before);
+      const double err = n == 0 ? std::fabs(one) : std::fabs(double(one - want)) / double(want);
+      outcome.check(fmt::format("sum_squares n={} vs long double", n), err, 1e-12);
+      outcome.check(fmt::format("sum_squares n={} same bits with 1 and 3 threads", n),
+                    one == three ? 0.0 : 1.0, 0.0);
+    }
+    const bool names_ok = std::string(backend_by_name("cpu").name) == "cpu" &&
+                          std::string(backend_by_name("reference").name) == "reference";
+    outcome.check("backend_by_name(cpu, reference)", names_ok ? 0.0 : 1.0, 0.0);
+    bool threw = false;
+    try {
+      backend_by_name("cuda-typo");
+    } catch (const Error&) {
+      threw = true;
+    }
+    outcome.check("backend_by_name throws Error on an unknown name", threw ? 0.0 : 1.0, 0.0);
+  };
+  return f;
+}
+
 std::vector<OpFamily> all_families() {
   return {matmul_family(),    embedding_family(), layernorm_family(),    gelu_family(),
-          attention_family(), residual_family(),  softmax_xent_family(), adamw_family()};
+          attention_family(), residual_family(),  softmax_xent_family(), adamw_family(),
+          helpers_family()};
 }
 
 }  // namespace aiscale::ops::testing

@@ -122,6 +122,7 @@ OpFamily attention_family();
 OpFamily residual_family();
 OpFamily softmax_xent_family();
 OpFamily adamw_family();
+OpFamily helpers_family();
 
 // Whether --op NAME selects this family (empty NAME selects all).
 bool selects(const OpFamily& family, const std::string& name);

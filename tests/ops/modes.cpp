@@ -1,8 +1,11 @@
 // The `test` and `grad` modes of test_ops: generic drivers over DiffCase, plus the
 // small tensor helpers they share.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -113,6 +116,31 @@ std::vector<Floats> run_backward(DiffCase& c, const Backend& backend,
   return result;
 }
 
+// The fast backend must give the same bits whatever the number of OpenMP threads (no
+// reduction is split across threads): forward and backward with 1 and with 3 threads.
+void check_thread_independence(DiffCase& c, const Backend& fast, Outcome& outcome) {
+  const int threads_before = omp_get_max_threads();
+  std::vector<std::vector<Floats>> results;
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<Buf> outs = c.outputs();
+    for (const Buf& b : outs) fill_nan(*b.data);
+    c.forward(fast);
+    std::vector<Floats> all = snapshot(outs);
+    for (Floats& g : run_backward(c, fast, nullptr)) all.push_back(std::move(g));
+    results.push_back(std::move(all));
+  }
+  omp_set_num_threads(threads_before);
+  bool same = results[0].size() == results[1].size();
+  for (size_t i = 0; same && i < results[0].size(); ++i) {
+    same = results[0][i].size() == results[1][i].size() &&
+           std::memcmp(results[0][i].data(), results[1][i].data(),
+                       results[0][i].size() * sizeof(float)) == 0;
+  }
+  outcome.check(fmt::format("{} {} same bits with 1 and 3 threads", c.shape(), fast.name),
+                same ? 0.0 : 1.0, 0.0);
+}
+
 void test_case(DiffCase& c, const Backend& fast, const Backend& ref, const Tolerances& tol,
                uint64_t seed, Outcome& outcome) {
   Rng rng(seed);
@@ -165,6 +193,7 @@ void test_case(DiffCase& c, const Backend& fast, const Backend& ref, const Toler
                   max_error(fast_grads[i], ref_grads[i]), tol.backward);
   }
   c.extra_checks(fast, ref, outcome);
+  check_thread_independence(c, fast, outcome);
 }
 
 // loss = sum(out * R), in double.
@@ -271,9 +300,14 @@ int run_test_mode(const std::string& op) {
 }
 
 int run_grad_mode(const std::string& op) {
-  int failed = 0, selected = 0;
+  int failed = 0, selected = 0, skipped = 0;
   for (const OpFamily& f : all_families()) {
     if (!selects(f, op)) continue;
+    if (!f.custom_grad && !f.grad_cases) {
+      std::printf("SKIP %-13s grad  (nothing to differentiate)\n", f.name.c_str());
+      ++skipped;
+      continue;
+    }
     ++selected;
     Timer timer;
     Outcome outcome;
@@ -293,7 +327,7 @@ int run_grad_mode(const std::string& op) {
     print_summary(f, "grad", outcome, cases, timer.seconds());
     failed += outcome.ok() ? 0 : 1;
   }
-  if (selected == 0) {
+  if (selected + skipped == 0) {
     std::printf("no op named '%s'\n", op.c_str());
     return 2;
   }

@@ -2,7 +2,10 @@
 // (GPT L=4 H=4 C=256 T=128 B=8 V=50257, so N = B*T = 1024 rows), one JSON line per op:
 // median time, GFLOP/s for the products, GB/s (minimum bytes moved) for the rest.
 // Without --op it ends with an estimate of the whole training step from these timings.
+// cpu_ms is the process's CPU time per run (all threads, spinning included): on a busy
+// machine, a single-thread run's cpu_ms is the better guide to its unloaded time.
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -224,6 +227,13 @@ std::vector<PerfItem> perf_items(const Backend& be) {
   return items;
 }
 
+// CPU time of the whole process (all threads), for comparing runs on a shared machine.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 }  // namespace
 
 int run_perf_mode(const std::string& op, const std::string& backend_name, double min_seconds) {
@@ -238,21 +248,23 @@ int run_perf_mode(const std::string& op, const std::string& backend_name, double
     item.run();  // warm-up: first touch of the buffers, OpenBLAS's threads
     std::vector<double> times;
     Timer total;
+    const double cpu_start = process_cpu_seconds();
     while (times.size() < 3 || (total.seconds() < min_seconds && times.size() < 1000)) {
       Timer t;
       item.run();
       times.push_back(t.seconds());
     }
+    const double cpu_per_rep = (process_cpu_seconds() - cpu_start) / double(times.size());
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
     std::string rates;
     if (item.flops > 0) rates += fmt::format(R"(,"gflops":{:.2f})", item.flops / median * 1e-9);
     if (item.bytes > 0) rates += fmt::format(R"(,"gbps":{:.2f})", item.bytes / median * 1e-9);
     std::printf(
-        R"({"op":"%s","backend":"%s","shape":%s,"threads":%d,"reps":%zu,"ms":%.4f,"min_ms":%.4f%s,"per_step":%d})"
+        R"({"op":"%s","backend":"%s","shape":%s,"threads":%d,"reps":%zu,"ms":%.4f,"min_ms":%.4f,"cpu_ms":%.4f%s,"per_step":%d})"
         "\n",
         item.op.c_str(), be.name, item.shape.c_str(), threads, times.size(), median * 1e3,
-        times.front() * 1e3, rates.c_str(), item.per_step);
+        times.front() * 1e3, cpu_per_rep * 1e3, rates.c_str(), item.per_step);
     std::fflush(stdout);
     step_seconds += item.per_step * median;
   }
