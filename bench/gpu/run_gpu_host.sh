@@ -2,8 +2,8 @@
 # One GPU-host call for the CUDA backend: build, correctness checks, per-op timings,
 # training-step benchmarks and the PyTorch peer on the same card, logs under $OUT and a
 # short table last. Run from the repository root with .devdeps and .peer carried:
-#   bash bench/gpu/run_gpu_host.sh [stages...]     stages: build check perf bench cli peer
-#                                                   (default: all of them)
+#   bash bench/gpu/run_gpu_host.sh [stages...]     stages: build check perf profile bench
+#                                                   cli peer (default: all but profile)
 # Extra benchmark variants: BENCH_VARIANTS="name:ENV=VAL,ENV=VAL name2:..." (each runs
 # the 124M bf16 benchmark with those environment variables).
 set -uo pipefail
@@ -29,7 +29,7 @@ if has peer; then
     for spec in "124M 16" "350M 8"; do
       set -- $spec
       python3 .peer/torch_gpt2.py --model "$1" --batch "$2" --seq 1024 >> "$OUT/peer.jsonl" \
-        2>> "$OUT/peer.err"
+        2>> "$OUT/bench.err"
     done
   ) &
   peer_pid=$!
@@ -61,6 +61,18 @@ if has check; then
   timeout 300 "$BIN/tests/gpu/aiscale_gpu_check" > "$OUT/check.log" 2>&1
   echo "check exit code $?" >> "$OUT/check.log"
   grep -E "FAIL|ERROR|GPU checks" "$OUT/check.log" | tail -25
+fi
+
+if has profile; then
+  # Nsight Compute on the hot kernels (each launched once by --profile); clocks left alone.
+  log "ncu"
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout 300 "$NCU" --clock-control none \
+    --kernel-name regex:'flash_forward_wide|flash_backward_kernel|layernorm_backward|gelu_backward_partial' \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    "$BIN/tests/gpu/aiscale_gpu_check" --profile > "$OUT/ncu.txt" 2>&1
+  echo "ncu exit code $?" >> "$OUT/ncu.txt"
 fi
 
 if has perf; then

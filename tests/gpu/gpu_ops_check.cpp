@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -587,6 +588,30 @@ void check_model_properties(Results& r, const ModelCase& mc, DType t) {
 }
 
 // --------------------------------------------------------------------------------------
+// --profile: each hot kernel once at 124M sizes (run under ncu)
+
+void profile_once(float* scratch) {
+  const DType t = DType::bf16;
+  const int64_t B = 16, T = 1024, C = 768, NH = 12, N = B * T;
+  std::mt19937 rng(5);
+  DevBuf x(t, N * 4 * C), y(t, N * 4 * C), z(t, N * 4 * C), w(t, 4 * C), mean(DType::f32, N),
+      rstd(DType::f32, N), lse(DType::f32, B * NH * T), dq(DType::f32, N * C),
+      delta(DType::f32, B * NH * T), gb(DType::f32, 4 * C);
+  x.upload(randn(x.size(), rng));
+  y.upload(randn(y.size(), rng));
+  z.upload(randn(z.size(), rng));
+  w.upload(randn(w.size(), rng));
+  cu::attention_forward(t, y.get(), lse.f(), x.get(), B, T, C, NH, cu::AttentionImpl::flash, nullptr);
+  cu::attention_backward(t, z.get(), x.get(), x.get(), y.get(), lse.f(), B, T, C, NH, dq.f(),
+                         delta.f(), cu::AttentionImpl::flash, nullptr);
+  cu::layernorm_forward(t, y.get(), mean.f(), rstd.f(), x.get(), w.get(), w.get(), N, C, nullptr);
+  cu::layernorm_backward(t, z.get(), gb.f(), gb.f() + C, gb.f() + 2 * C, x.get(), y.get(), w.get(),
+                         mean.f(), rstd.f(), N, C, true, scratch, nullptr);
+  cu::gelu_backward_bias(t, y.get(), x.get(), N, 4 * C, gb.f(), scratch, nullptr);
+  check_cuda(cudaDeviceSynchronize(), "profile");
+}
+
+// --------------------------------------------------------------------------------------
 // --perf: per-op timings at GPT-2 124M sizes
 
 double time_ms(const std::function<void()>& f, int reps = 20) {
@@ -722,6 +747,15 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
     cu::layernorm_backward(t, z.get(), gb.f(), gb.f() + C, gb.f() + 2 * C, x.get(), y.get(), bias.get(),
                            mean.f(), rstd.f(), N, C, true, scratch, nullptr);
   });
+  setenv("AISCALE_CUDA_LN_BWD", "reg", 1);
+  mem_line("layernorm bwd (register accumulators)", 4.0 * N * C * 2, [&] {
+    cu::layernorm_backward(t, z.get(), gb.f(), gb.f() + C, gb.f() + 2 * C, x.get(), y.get(), bias.get(),
+                           mean.f(), rstd.f(), N, C, true, scratch, nullptr);
+  });
+  unsetenv("AISCALE_CUDA_LN_BWD");
+  mem_line("gelu backward + bias (N x 4C)", 2.0 * 3 * N * 4 * C, [&] {
+    cu::gelu_backward_bias(t, y.get(), x.get(), N, 4 * C, gb.f(), scratch, nullptr);
+  });
   mem_line("bias_grad kernel (N x 3C)", 2.0 * N * 3 * C, [&] {
     cu::bias_grad(t, gb.f(), x.get(), N, 3 * C, true, scratch, nullptr);
   });
@@ -764,7 +798,7 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no CUDA GPU visible; the GPU checks did not run\n");
     return 77;
   }
-  bool want_perf = false, want_ops = true, want_model = true;
+  bool want_perf = false, want_ops = true, want_model = true, want_profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--perf") {
@@ -774,10 +808,13 @@ int main(int argc, char** argv) {
       want_model = false;
     } else if (a == "--model") {
       want_ops = false;
+    } else if (a == "--profile") {
+      want_profile = true;
+      want_ops = want_model = false;
     } else if (a == "--all") {
       want_perf = want_ops = want_model = true;
     } else {
-      std::printf("usage: %s [--ops | --model | --perf | --all]\n", argv[0]);
+      std::printf("usage: %s [--ops | --model | --perf | --profile | --all]\n", argv[0]);
       return 2;
     }
   }
@@ -819,6 +856,11 @@ int main(int argc, char** argv) {
         check_small_ops(x, t);
         check_adamw(x, t);
       }
+      std::printf("(layernorm backward with register accumulators:)\n");
+      setenv("AISCALE_CUDA_LN_BWD", "reg", 1);
+      check_layernorm(x, DType::bf16, 300, 768);
+      check_layernorm(x, DType::f32, 64, 64);
+      unsetenv("AISCALE_CUDA_LN_BWD");
       check_attention(x, DType::f16, 2, 100, 2, 64, cu::AttentionImpl::flash);
       check_linear(x, DType::f16, 256, 128, 384, true);
       check_layernorm(x, DType::f16, 128, 256);
@@ -837,6 +879,7 @@ int main(int argc, char** argv) {
       check_model_properties(results, flash_case, DType::bf16);
       check_model_properties(results, flash_case, DType::f32);
     }
+    if (want_profile) profile_once(scratch);
     if (want_perf) {
       perf(gemm, scratch, 16, 1024, 768, 12);
       std::printf("\nGEMMs again with autotuning (fastest of cuBLASLt's candidates):\n");

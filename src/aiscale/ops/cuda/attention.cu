@@ -705,7 +705,15 @@ __global__ void __launch_bounds__(kThreads)
         const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
         const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
                              : make_float4(dq[n][0], dq[n][1], r0, r1);
-        atomicAdd(reinterpret_cast<float4*>(dst + n * 8), v);
+#if __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float4*>(dst + n * 8), v);  // one 16-byte atomic (sm_90)
+#else
+        float* d = dst + n * 8;  // sm_80 has no vector atomics
+        atomicAdd(d, v.x);
+        atomicAdd(d + 1, v.y);
+        atomicAdd(d + 2, v.z);
+        atomicAdd(d + 3, v.w);
+#endif
       }
     } else {
       // Still take part in the shuffles.

@@ -161,6 +161,7 @@ constexpr int kBiasWarps = 8;
 template <typename T>
 __global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t N, int OC) {
   constexpr int V = Pack<T>::N;
+  constexpr int U = 4;  // rows in flight per warp
   __shared__ float smem[kBiasWarps][32 * V];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int c = (blockIdx.x * 32 + lane) * V;
@@ -168,11 +169,18 @@ __global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t 
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = 0.0f;
   if (c < OC) {
-    for (int64_t r = int64_t(blockIdx.y) * kBiasWarps + warp; r < N;
-         r += int64_t(gridDim.y) * kBiasWarps) {
-      const Pack<T> d = load_pack(x + r * OC + c);
+    const int64_t step = int64_t(gridDim.y) * kBiasWarps;
+    for (int64_t r0 = int64_t(blockIdx.y) * kBiasWarps + warp; r0 < N; r0 += step * U) {
+      Pack<T> d[U];
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] += d.get(k);
+      for (int u = 0; u < U; ++u)
+        if (r0 + u * step < N) d[u] = load_pack(x + (r0 + u * step) * OC + c);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r0 + u * step < N) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[k] += d[u].get(k);
+        }
     }
   }
 #pragma unroll
@@ -213,6 +221,7 @@ template <typename T>
 __global__ void gelu_backward_partial_sums_kernel(float* partials, T* d, const T* pre, int64_t N,
                                                   int OC) {
   constexpr int V = Pack<T>::N;
+  constexpr int U = 4;  // rows in flight per warp
   __shared__ float smem[kBiasWarps][32 * V];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int c = (blockIdx.x * 32 + lane) * V;
@@ -220,17 +229,30 @@ __global__ void gelu_backward_partial_sums_kernel(float* partials, T* d, const T
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = 0.0f;
   if (c < OC) {
-    for (int64_t r = int64_t(blockIdx.y) * kBiasWarps + warp; r < N;
-         r += int64_t(gridDim.y) * kBiasWarps) {
-      const Pack<T> x = load_pack(pre + r * OC + c);
-      const Pack<T> g = load_pack(d + r * OC + c);
-      Pack<T> o;
+    const int64_t step = int64_t(gridDim.y) * kBiasWarps;
+    for (int64_t r0 = int64_t(blockIdx.y) * kBiasWarps + warp; r0 < N; r0 += step * U) {
+      Pack<T> x[U], g[U];
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        o.set(k, gelu_grad_f(x.get(k)) * g.get(k));
-        acc[k] += o.get(k);
+      for (int u = 0; u < U; ++u) {
+        const int64_t r = r0 + u * step;
+        if (r < N) {
+          x[u] = load_pack(pre + r * OC + c);
+          g[u] = load_pack(d + r * OC + c);
+        }
       }
-      store_pack(d + r * OC + c, o);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t r = r0 + u * step;
+        if (r < N) {
+          Pack<T> o;
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            o.set(k, gelu_grad_f(x[u].get(k)) * g[u].get(k));
+            acc[k] += o.get(k);
+          }
+          store_pack(d + r * OC + c, o);
+        }
+      }
     }
   }
 #pragma unroll

@@ -3,6 +3,8 @@
 // its output in per-warp shared memory (no atomics), then one fixed-order reduction over
 // the blocks: deterministic.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
@@ -69,9 +71,10 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
 }
 
 // partials: (gridDim.x, 3, C) = per-block sums of dweight, dbias and dinp column sums.
-// Shared memory per warp: 3 arrays of C floats, element (pack p, lane-element k) at
-// k * packs + p so that a warp's accesses hit consecutive banks.
-template <typename T, int NV>
+// Each lane always works on the same columns (packs lane, lane + 32, ...), so it can
+// accumulate them in registers (REG_ACC) or in per-warp shared memory, element (pack p,
+// lane-element k) at k * packs + p so that a warp's accesses hit consecutive banks.
+template <typename T, int NV, bool REG_ACC>
 __global__ void __launch_bounds__(kBwdWarps * 32)
     layernorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp,
                               const T* weight, const float* mean, const float* rstd, int N,
@@ -81,36 +84,32 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int packs = C / V;
   float* acc = smem + warp * 3 * C;
-  for (int j = lane; j < 3 * C; j += 32) acc[j] = 0.0f;
-  __syncwarp();
+  float racc[REG_ACC ? 3 : 1][REG_ACC ? NV : 1][V];
+  if (REG_ACC) {
+#pragma unroll
+    for (int a = 0; a < (REG_ACC ? 3 : 1); ++a)
+#pragma unroll
+      for (int i = 0; i < (REG_ACC ? NV : 1); ++i)
+#pragma unroll
+        for (int k = 0; k < V; ++k) racc[a][i][k] = 0.0f;
+  } else {
+    for (int j = lane; j < 3 * C; j += 32) acc[j] = 0.0f;
+    __syncwarp();
+  }
 
-  // Rows in a grid-stride loop; the next row's loads are issued before this row's math.
-  const int stride = gridDim.x * kBwdWarps;
-  int row = blockIdx.x * kBwdWarps + warp;
-  Pack<T> dy[NV], x[NV], old[NV];
-  float m = 0.0f, r = 0.0f;
-  auto load_row = [&](int rr, Pack<T> (&a)[NV], Pack<T> (&bb)[NV], Pack<T> (&cc)[NV], float& mm,
-                      float& rs) {
-    const int64_t base = int64_t(rr) * C;
+  for (int row = blockIdx.x * kBwdWarps + warp; row < N; row += gridDim.x * kBwdWarps) {
+    const int64_t base = int64_t(row) * C;
+    Pack<T> dy[NV], x[NV], old[NV];
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
       const int p = lane + i * 32;
       if (p < packs) {
-        a[i] = load_pack_cs(dout + base + p * V);
-        bb[i] = load_pack(inp + base + p * V);
-        if (accumulate) cc[i] = load_pack(dinp + base + p * V);
+        dy[i] = load_pack_cs(dout + base + p * V);
+        x[i] = load_pack(inp + base + p * V);
+        if (accumulate) old[i] = load_pack(dinp + base + p * V);
       }
     }
-    mm = mean[rr];
-    rs = rstd[rr];
-  };
-  if (row < N) load_row(row, dy, x, old, m, r);
-  while (row < N) {
-    const int next = row + stride;
-    Pack<T> dy2[NV], x2[NV], old2[NV];
-    float m2 = 0.0f, r2 = 0.0f;
-    if (next < N) load_row(next, dy2, x2, old2, m2, r2);
-    const int64_t base = int64_t(row) * C;
+    const float m = mean[row], r = rstd[row];
     float sum_dn = 0.0f, sum_dn_xhat = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
@@ -139,23 +138,33 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
           const float gk = dy[i].get(k);
           const float dx = (gk * w.get(k) - mean_dn - xhat * mean_dn_xhat) * r;
           o.set(k, accumulate ? old[i].get(k) + dx : dx);
-          const int j = k * packs + p;
-          acc[j] += gk * xhat;
-          acc[C + j] += gk;
-          if (want_colsum) acc[2 * C + j] += o.get(k);
+          if (REG_ACC) {
+            racc[0][REG_ACC ? i : 0][k] += gk * xhat;
+            racc[REG_ACC ? 1 : 0][REG_ACC ? i : 0][k] += gk;
+            if (want_colsum) racc[REG_ACC ? 2 : 0][REG_ACC ? i : 0][k] += o.get(k);
+          } else {
+            const int j = k * packs + p;
+            acc[j] += gk * xhat;
+            acc[C + j] += gk;
+            if (want_colsum) acc[2 * C + j] += o.get(k);
+          }
         }
         store_pack(dinp + base + p * V, o);
       }
     }
+  }
+  if (REG_ACC) {
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
-      dy[i] = dy2[i];
-      x[i] = x2[i];
-      old[i] = old2[i];
+    for (int i = 0; i < (REG_ACC ? NV : 1); ++i) {
+      const int p = lane + i * 32;
+      if (p < packs)
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          acc[k * packs + p] = racc[0][i][k];
+          acc[C + k * packs + p] = racc[REG_ACC ? 1 : 0][i][k];
+          acc[2 * C + k * packs + p] = racc[REG_ACC ? 2 : 0][i][k];
+        }
     }
-    m = m2;
-    r = r2;
-    row = next;
   }
   __syncthreads();
   for (int j = threadIdx.x; j < 3 * C; j += blockDim.x) {
@@ -245,9 +254,13 @@ void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float
     const int need = static_cast<int>(ceil_div(C / Pack<X>::N, 32));
     const int blocks = backward_blocks(N);
     const size_t smem = size_t(kBwdWarps) * 3 * size_t(C) * sizeof(float);
+    // Accumulators in registers (AISCALE_CUDA_LN_BWD=reg) or per-warp shared memory
+    // (default): a measured choice, see docs/perf-notes.md.
+    const char* variant = std::getenv("AISCALE_CUDA_LN_BWD");
+    const bool reg_acc = variant && std::strcmp(variant, "reg") == 0 && need <= 4;
     dispatch_nv(need, [&](auto nv) {
       constexpr int NV = decltype(nv)::value;
-      auto kernel = layernorm_backward_kernel<X, NV>;
+      auto kernel = reg_acc ? layernorm_backward_kernel<X, NV, true> : layernorm_backward_kernel<X, NV, false>;
       if (smem > 48 * 1024)
         AISCALE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 static_cast<int>(smem)));
