@@ -31,7 +31,7 @@ double sum_squares(const float* x, int64_t n) {
   const int64_t block = std::max<int64_t>(4096, (n + kBlocks - 1) / kBlocks);
   const int64_t blocks = (n + block - 1) / block;
   double partial[kBlocks] = {};
-#pragma omp parallel for schedule(static) if (blocks > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
   for (int64_t i = 0; i < blocks; ++i) {
     const int64_t begin = i * block;
     partial[i] = sum_squares_slice(x + begin, std::min(block, n - begin));

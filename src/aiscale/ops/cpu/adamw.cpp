@@ -75,7 +75,7 @@ void adamw_update(float* params, const float* grads, float* m, float* v, int64_t
                          1.0f - hp.lr * hp.weight_decay,
                          float(double(hp.lr) / bias_correction1),
                          float(std::sqrt(bias_correction2))};
-  parallel_slices(n, 8, [&](int64_t begin, int64_t end) {
+  parallel_slices(n, 1, [&](int64_t begin, int64_t end) {
     adamw_slice(params + begin, grads + begin, m + begin, v + begin, end - begin, k);
   });
 }

@@ -1,8 +1,12 @@
-// Causal multi-head attention on the CPU. One task per (batch, head); within it, plain
-// vectorised loops over the head size and the keys. Only the causal half (t2 <= t) is
-// computed, which at GPT shapes (T = 128..1024, HS = 64) makes these loops about as fast
-// as calling sgemm on the full T x T square, without sgemm's per-call overhead or its
-// threads fighting OpenMP's.
+// Causal multi-head attention on the CPU. One task per (batch, head), dealt out over
+// the OpenMP threads; within it, vectorised loops over the head size and the keys,
+// computing only the causal half (t2 <= t). Measured on one core (EPYC, AVX2) at
+// B=8 T=128 C=256 NH=4: forward 4.3 ms against 2.8 ms for the two sgemm calls per
+// head on the full T x T square (softmax not included); sgemm would be faster alone,
+// but called inside the OpenMP loop its own threads would oversubscribe the cores,
+// and called outside it each small product would be split over threads on its own
+// (not measured here). Attention is ~3% of the target model's step, so these simple
+// loops, parallel over (batch, head) with no races, are kept.
 // GCC if-converts (and so vectorises) the branch-free selects of exp_approx only when
 // it may assume that float operations do not trap; aiscale never enables FP traps.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -176,7 +180,8 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
   // out (B, T, C), att (B, NH, T, T), qkv (B, T, 3C)
   AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
   const int64_t HS = C / NH;
-#pragma omp parallel for schedule(static) if (worth_threads(B * NH, T * T * HS))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(B * NH)) \
+    if (worth_threads(B * NH, T * T * HS))
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
     attention_forward_head(out + b * T * C + h * HS, att + bh * T * T,
@@ -190,7 +195,8 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
   // qkv (B, T, 3C), att (B, NH, T, T)
   AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
   const int64_t HS = C / NH;
-#pragma omp parallel for schedule(static) if (worth_threads(B * NH, 2 * T * T * HS))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(B * NH)) \
+    if (worth_threads(B * NH, 2 * T * T * HS))
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
     attention_backward_head(dqkv + b * T * 3 * C + h * HS, datt + bh * T * T,

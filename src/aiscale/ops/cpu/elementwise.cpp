@@ -56,14 +56,14 @@ AISCALE_CPU_HOT void accumulate_slice(float* d, const float* dout, int64_t n) {
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
   // out (n), inp (n)
-  parallel_slices(n, 16, [&](int64_t begin, int64_t end) {
+  parallel_slices(n, 1, [&](int64_t begin, int64_t end) {
     gelu_forward_slice(out + begin, inp + begin, end - begin);
   });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
   // dinp (n) overwritten, may alias dout (n); inp (n)
-  parallel_slices(n, 16, [&](int64_t begin, int64_t end) {
+  parallel_slices(n, 1, [&](int64_t begin, int64_t end) {
     gelu_backward_slice(dinp + begin, inp + begin, dout + begin, end - begin);
   });
 }
@@ -77,7 +77,7 @@ void residual_forward(float* out, const float* a, const float* b, int64_t n) {
 
 void residual_backward(float* da, float* db, const float* dout, int64_t n) {
   // da, db (n) accumulate; dout (n)
-  parallel_slices(n, 2, [&](int64_t begin, int64_t end) {
+  parallel_slices(n, 1, [&](int64_t begin, int64_t end) {
     accumulate_slice(da + begin, dout + begin, end - begin);
     accumulate_slice(db + begin, dout + begin, end - begin);
   });

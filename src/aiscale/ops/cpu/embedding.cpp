@@ -20,7 +20,8 @@ AISCALE_CPU_HOT void accumulate_row(float* d, const float* dout, int64_t n) {
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int64_t B, int64_t T, int64_t C) {
   // out (B, T, C), tokens (B, T), wte (V, C), wpe (maxT, C)
-#pragma omp parallel for schedule(static) if (worth_threads(B * T, C))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(B * T)) \
+    if (worth_threads(B * T, C))
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const int64_t t = bt % T;
     add_rows(out + bt * C, wte + int64_t(tokens[bt]) * C, wpe + t * C, C);
@@ -30,7 +31,8 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                         int64_t B, int64_t T, int64_t C) {
   // dwte (V, C) +=, dwpe (maxT, C) +=, dout (B, T, C), tokens (B, T)
-#pragma omp parallel for schedule(static) if (worth_threads(T, B * C))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(T)) \
+    if (worth_threads(T, B * C))
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t b = 0; b < B; ++b) accumulate_row(dwpe + t * C, dout + (b * T + t) * C, C);
   }

@@ -70,7 +70,8 @@ AISCALE_CPU_HOT void layernorm_param_grads(float* dweight, float* dbias, const f
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                        const float* weight, const float* bias, int64_t N, int64_t C) {
   // out (N, C), mean (N), rstd (N), inp (N, C), weight (C), bias (C)
-#pragma omp parallel for schedule(static) if (worth_threads(N, 4 * C))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(N)) \
+    if (worth_threads(N, C))
   for (int64_t n = 0; n < N; ++n) {
     layernorm_row(out + n * C, mean + n, rstd + n, inp + n * C, weight, bias, C);
   }
@@ -81,11 +82,12 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* rstd, int64_t N, int64_t C) {
   // dinp (N, C) accumulates, dweight (C) +=, dbias (C) +=, dout (N, C), inp (N, C),
   // weight (C), mean (N), rstd (N)
-#pragma omp parallel for schedule(static) if (worth_threads(N, 4 * C))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(N)) \
+    if (worth_threads(N, C))
   for (int64_t n = 0; n < N; ++n) {
     layernorm_backward_row(dinp + n * C, dout + n * C, inp + n * C, weight, mean[n], rstd[n], C);
   }
-  parallel_slices(C, 3 * N, [&](int64_t begin, int64_t end) {
+  parallel_slices(C, N, [&](int64_t begin, int64_t end) {
     layernorm_param_grads(dweight, dbias, dout, inp, mean, rstd, N, C, begin, end);
   });
 }

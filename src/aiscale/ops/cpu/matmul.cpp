@@ -35,7 +35,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   float beta = 0.0f;
   if (bias) {
     // Start from the bias and let sgemm add the product (beta = 1): one pass over out.
-#pragma omp parallel for schedule(static) if (worth_threads(N, OC))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(N)) \
+    if (worth_threads(N, OC))
     for (int64_t n = 0; n < N; ++n) std::memcpy(out + n * OC, bias, OC * sizeof(float));
     beta = 1.0f;
   }

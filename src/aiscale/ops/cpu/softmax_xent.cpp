@@ -101,14 +101,16 @@ AISCALE_CPU_HOT void row_grad(float* drow, const float* row, int32_t target, flo
 void softmax_xent_forward(float* losses, const float* logits, const int32_t* targets,
                           int64_t N, int64_t V) {
   // losses (N), logits (N, V), targets (N)
-#pragma omp parallel for schedule(static) if (worth_threads(N, 8 * V))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(N)) \
+    if (worth_threads(N, V))
   for (int64_t n = 0; n < N; ++n) losses[n] = row_loss(logits + n * V, targets[n], V);
 }
 
 void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* targets,
                            const float* dlosses, int64_t N, int64_t V) {
   // dlogits (N, V) overwritten, may alias logits (N, V); targets (N), dlosses (N)
-#pragma omp parallel for schedule(static) if (worth_threads(N, 8 * V))
+#pragma omp parallel for schedule(dynamic, dynamic_chunk(N)) \
+    if (worth_threads(N, V))
   for (int64_t n = 0; n < N; ++n) {
     row_grad(dlogits + n * V, logits + n * V, targets[n], dlosses[n], V);
   }
