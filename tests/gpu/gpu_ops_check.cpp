@@ -237,6 +237,8 @@ void check_attention(Ctx& x, DType t, int64_t B, int64_t T, int64_t NH, int64_t 
   const int64_t C = NH * HS;
   const std::string tag = std::string(impl == cu::AttentionImpl::simple ? " simple"
                                       : impl == cu::AttentionImpl::flash_narrow ? " flash16"
+                                      : impl == cu::AttentionImpl::flash_occ3 ? " flash-occ3"
+                                      : impl == cu::AttentionImpl::flash_two_barrier ? " flash-2bar"
                                                                                  : " flash") +
                           " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
                           std::to_string(NH) + " HS=" + std::to_string(HS);
@@ -739,6 +741,16 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
     });
     std::printf("%-40s %9.3f %8.0f TF (2.5x fwd flops)\n", "attention bwd flash (+delta, dq)", msb,
                 2.5 * att_flops_fwd / (msb * 1e9));
+    const double msb2 = time_ms([&] {
+      cu::attention_backward(t, z.get(), x.get(), x.get(), y.get(), lse.f(), B, T, C, NH, dq.f(),
+                             delta.f(), cu::AttentionImpl::flash_two_barrier, nullptr);
+    });
+    std::printf("%-40s %9.3f %8.0f TF (2.5x fwd flops)\n", "attention bwd flash (two barriers)", msb2,
+                2.5 * att_flops_fwd / (msb2 * 1e9));
+    const double ms3 = time_ms([&] {
+      cu::attention_forward(t, y.get(), lse.f(), x.get(), B, T, C, NH, cu::AttentionImpl::flash_occ3, nullptr);
+    });
+    std::printf("%-40s %9.3f %8.0f TF (causal flops)\n", "attention fwd flash (3 blocks/SM)", ms3, att_flops_fwd / (ms3 * 1e9));
   }
   mem_line("layernorm fwd", 2.0 * N * C * 2, [&] {
     cu::layernorm_forward(t, y.get(), mean.f(), rstd.f(), x.get(), bias.get(), bias.get(), N, C, nullptr);
@@ -850,6 +862,9 @@ int main(int argc, char** argv) {
           check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash);
           check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash_narrow);
           check_attention(x, t, 1, 128, 2, 64, cu::AttentionImpl::flash_narrow);
+          check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash_occ3);
+          check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash_two_barrier);
+          check_attention(x, t, 1, 64, 2, 64, cu::AttentionImpl::flash_two_barrier);
         }
         check_softmax_xent(x, t, 64, 1000, 1024);
         check_embedding(x, t);

@@ -17,7 +17,8 @@
 // - flash attention forward / backward (no (T, T) matrix).
 //
 // Tuning switches for measurements (read once, at construction):
-//   AISCALE_CUDA_ATTENTION = auto | flash | flash_narrow | simple
+//   AISCALE_CUDA_ATTENTION = auto | flash | flash_narrow | flash_occ3 | flash_two_barrier |
+//                            simple
 //   AISCALE_CUDA_FUSED_GELU, _FUSED_DGELU, _FUSED_BGRAD, _FUSED_XENT = 0 | 1
 //   AISCALE_CUDA_LMHEAD_PAD = 0 | 1 (dwte GEMM over the padded vocabulary)
 //   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
@@ -67,8 +68,10 @@ AttentionImpl env_attention() {
   if (std::strcmp(v, "flash") == 0) return AttentionImpl::flash;
   if (std::strcmp(v, "simple") == 0) return AttentionImpl::simple;
   if (std::strcmp(v, "flash_narrow") == 0) return AttentionImpl::flash_narrow;
+  if (std::strcmp(v, "flash_occ3") == 0) return AttentionImpl::flash_occ3;
+  if (std::strcmp(v, "flash_two_barrier") == 0) return AttentionImpl::flash_two_barrier;
   throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v +
-              "': use auto, flash, flash_narrow or simple");
+              "': use auto, flash, flash_narrow, flash_occ3, flash_two_barrier or simple");
 }
 
 // Bump allocator over one device allocation: first pass sizes, second pass hands out.

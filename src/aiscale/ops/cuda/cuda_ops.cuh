@@ -178,9 +178,18 @@ size_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
 // along the channels; out (B, T, C); lse (B, NH, T) fp32 log-sum-exp of the scaled scores
 // in base 2 (what backward needs to rebuild the probabilities).
 
-// flash: the tensor-core kernels (forward with 32 query rows per warp); flash_narrow: the
-// same with the forward's 16-row warps (kept for comparison); simple: CUDA cores.
-enum class AttentionImpl : uint8_t { automatic, flash, flash_narrow, simple };
+// flash: the tensor-core kernels (forward with 32 query rows per warp, backward with one
+// barrier per query tile). Variants kept for measurements: flash_narrow (forward with
+// 16-row warps), flash_occ3 (forward capped for 3 blocks per SM), flash_two_barrier
+// (backward computing dQ between two barriers). simple: CUDA cores.
+enum class AttentionImpl : uint8_t {
+  automatic,
+  flash,
+  flash_narrow,
+  flash_occ3,
+  flash_two_barrier,
+  simple
+};
 // Whether the tensor-core flash kernels cover this case (bf16 / fp16, head size 64).
 bool attention_flash_supported(DType t, int64_t head_size);
 // Whether any kernel covers it (simple kernels: head sizes 16, 32, 64, 128).
