@@ -456,30 +456,47 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
   }
 }
 
-// Backward preprocessing: delta (B, NH, T) = rowsum(dO * O) per head; optionally zeroes
-// the dQ accumulator (B, T, C). One thread per (b, t, head).
+// Backward preprocessing: delta (B, NH, T) = rowsum(dO * O) per head, and (flash) zeroes
+// the dQ accumulator (B, T, C). One warp per token row (all heads): coalesced loads of dO
+// and O, per-pack
+// partial dot products in shared memory, summed per head in a fixed order.
+constexpr int kDeltaWarps = 4;
+
 template <typename T>
-__global__ void attention_delta_kernel(float* delta, float* dq_accum, const T* dout, const T* out,
-                                       int B, int T_, int NH, int C, int HS) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= int64_t(B) * T_ * NH) return;
-  const int h = static_cast<int>(i % NH);
-  const int64_t bt = i / NH;
-  const int b = static_cast<int>(bt / T_), t = static_cast<int>(bt % T_);
-  const T* d = dout + bt * C + h * HS;
-  const T* o = out + bt * C + h * HS;
+__global__ void __launch_bounds__(kDeltaWarps * 32)
+    attention_delta_rows_kernel(float* delta, float* dq_accum, const T* dout, const T* out,
+                                int64_t BT, int T_, int NH, int C, int HS) {
   constexpr int V = Pack<T>::N;
-  float s = 0.0f;
-  for (int k = 0; k < HS; k += V) {
-    const Pack<T> x = load_pack(d + k);
-    const Pack<T> y = load_pack(o + k);
+  extern __shared__ float part[];  // [warps][C / V]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kDeltaWarps + warp;  // b * T + t
+  const int packs = C / V;
+  float* mine = part + warp * packs;
+  if (row < BT) {
+    const T* d = dout + row * C;
+    const T* o = out + row * C;
+    for (int p = lane; p < packs; p += 32) {
+      const Pack<T> x = load_pack(d + p * V);
+      const Pack<T> y = load_pack(o + p * V);
+      float sum = 0.0f;
 #pragma unroll
-    for (int e = 0; e < V; ++e) s += x.get(e) * y.get(e);
+      for (int k = 0; k < V; ++k) sum += x.get(k) * y.get(k);
+      mine[p] = sum;
+    }
+    if (dq_accum) {
+      float4* z = reinterpret_cast<float4*>(dq_accum + row * C);
+      for (int i = lane; i < C / 4; i += 32) z[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
   }
-  delta[(int64_t(b) * NH + h) * T_ + t] = s;
-  if (dq_accum) {
-    float4* z = reinterpret_cast<float4*>(dq_accum + bt * C + h * HS);
-    for (int k = 0; k < HS / 4; ++k) z[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  __syncwarp();
+  if (row < BT) {
+    const int per_head = HS / V;
+    const int64_t b = row / T_, t = row % T_;
+    for (int h = lane; h < NH; h += 32) {
+      float sum = 0.0f;
+      for (int q = 0; q < per_head; ++q) sum += mine[h * per_head + q];
+      delta[(b * NH + h) * T_ + t] = sum;
+    }
   }
 }
 
@@ -1245,10 +1262,12 @@ void attention_backward(DType t, void* dqkv, const void* dout, const void* qkv,
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
     AISCALE_CUDA_REQUIRE(HS % Pack<X>::N == 0, "attention: head size " + std::to_string(HS));
-    const int64_t rows = B * T * NH;
-    attention_delta_kernel<X><<<static_cast<unsigned>(ceil_div(rows, 256)), 256, 0, s>>>(
+    const size_t smem = sizeof(float) * kDeltaWarps * size_t(C / Pack<X>::N);
+    auto kernel = attention_delta_rows_kernel<X>;
+    set_smem(kernel, smem);
+    kernel<<<static_cast<unsigned>(ceil_div(B * T, kDeltaWarps)), kDeltaWarps * 32, smem, s>>>(
         delta, flash ? dq_accum : nullptr, static_cast<const X*>(dout),
-        static_cast<const X*>(out), int(B), int(T), int(NH), int(C), int(HS));
+        static_cast<const X*>(out), B * T, int(T), int(NH), int(C), int(HS));
     AISCALE_CUDA_LAUNCH_CHECK();
   });
   if (flash) {
