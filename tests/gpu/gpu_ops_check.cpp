@@ -777,6 +777,14 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
   mem_line("softmax_xent fused (N x Vp, 2 passes)", 3.0 * N * Vp * 2, [&] {
     cu::softmax_xent(t, losses.f(), lg.get(), static_cast<const int32_t*>(tg.get()), N, V, Vp, 1.0f / N, true, nullptr);
   });
+  for (const char* kb : {"80", "60"}) {
+    setenv("AISCALE_CUDA_XENT_SMEM_KB", kb, 1);
+    const std::string name = std::string("softmax_xent, ") + kb + " KB smem cap";
+    mem_line(name.c_str(), 3.0 * N * Vp * 2, [&] {
+      cu::softmax_xent(t, losses.f(), lg.get(), static_cast<const int32_t*>(tg.get()), N, V, Vp, 1.0f / N, true, nullptr);
+    });
+  }
+  unsetenv("AISCALE_CUDA_XENT_SMEM_KB");
   {
     const int64_t P = 124475904;
     DevBuf p(DType::f32, P), gg(DType::f32, P), m(DType::f32, P), v(DType::f32, P), wk(t, P + 64);

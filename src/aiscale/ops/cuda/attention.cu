@@ -458,8 +458,8 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
 
 // Backward preprocessing: delta (B, NH, T) = rowsum(dO * O) per head, and (flash) zeroes
 // the dQ accumulator (B, T, C). One warp per token row (all heads): coalesced loads of dO
-// and O, per-pack
-// partial dot products in shared memory, summed per head in a fixed order.
+// and O, per-pack partial dot products in shared memory, summed per head in a fixed order.
+// (A thread per (token, head) made strided 16-byte loads: 0.15 ms per layer, run 6.)
 constexpr int kDeltaWarps = 4;
 
 template <typename T>
