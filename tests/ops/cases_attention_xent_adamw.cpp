@@ -211,7 +211,8 @@ void adamw_fast_vs_reference(const Backend& fast, const Backend& ref, Outcome& o
     AdamWState a = before, b = before;
     ref.adamw_update(a.params.data(), a.grads.data(), a.m.data(), a.v.data(), c.n, c.hp);
     fast.adamw_update(b.params.data(), b.grads.data(), b.m.data(), b.v.data(), c.n, c.hp);
-    const std::string where = fmt::format("n={} step={} {} vs {}", c.n, c.hp.step, fast.name, ref.name);
+    const std::string where =
+        fmt::format("n={} step={} {} vs {}", c.n, c.hp.step, fast.name, ref.name);
     outcome.check(where + " m", max_error(b.m, a.m), 1e-6);
     outcome.check(where + " v", max_error(b.v, a.v), 1e-6);
     outcome.check(where + " params (relative to the step)",
@@ -225,7 +226,8 @@ OpFamily attention_family() {
   OpFamily f;
   f.name = "attention";
   f.ops = {"attention_forward", "attention_backward"};
-  f.tolerances = {.forward = 2e-5, .backward = 5e-5, .fd = 1e-3, .fd_step = 1e-2f, .fd_samples = 64};
+  f.tolerances = {
+      .forward = 2e-5, .backward = 5e-5, .fd = 1e-3, .fd_step = 1e-2f, .fd_samples = 64};
   f.test_cases = [] {
     return make_cases<AttentionCase, int64_t, int64_t, int64_t, int64_t>(
         // HS = 4, 4, 5, 16, 32, 128, 64 (32, 64, 128 take the fixed-size paths)
@@ -248,7 +250,8 @@ OpFamily softmax_xent_family() {
   // the difference in its rounding; the curvature is small enough for this step. For
   // the same reason V stays small in grad mode: at V = 50257 the gradients (~1/V) are
   // below what a float loss of ~10 can resolve; test mode covers that V.
-  f.tolerances = {.forward = 2e-5, .backward = 2e-5, .fd = 1e-3, .fd_step = 5e-2f, .fd_samples = 64};
+  f.tolerances = {
+      .forward = 2e-5, .backward = 2e-5, .fd = 1e-3, .fd_step = 5e-2f, .fd_samples = 64};
   f.test_cases = [] {
     return make_cases<SoftmaxXentCase, int64_t, int64_t, float>(
         {{1, 1, 1.0f}, {7, 61, 1.0f}, {3, 50257, 3.0f}, {64, 1000, 1.0f}, {5, 100, 30.0f}});

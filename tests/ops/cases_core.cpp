@@ -65,7 +65,8 @@ class EmbeddingCase : public DiffCase {
   void init(Rng& rng) override {
     tokens.resize(B * T);
     // few distinct tokens, so the same wte row receives several gradients
-    for (int32_t& t : tokens) t = int32_t(rng.below(uint64_t(std::min<int64_t>(V, 7))) * (V / 7 + 1) % V);
+    const int64_t distinct = std::min<int64_t>(V, 7);
+    for (int32_t& t : tokens) t = int32_t(int64_t(rng.below(uint64_t(distinct))) * (V / 7 + 1) % V);
     tokens.back() = int32_t(V - 1);
     wte.resize(V * C);
     wpe.resize(max_T * C);
@@ -195,7 +196,9 @@ class ResidualCase : public DiffCase {
     db.resize(n);
   }
   std::vector<Buf> outputs() override { return {{"out", &out}}; }
-  void forward(const Backend& be) override { be.residual_forward(out.data(), a.data(), b.data(), n); }
+  void forward(const Backend& be) override {
+    be.residual_forward(out.data(), a.data(), b.data(), n);
+  }
   Floats& loss_output() override { return out; }
   Floats& dout() override { return dout_; }
   std::vector<GradLink> grads() override { return {{"a", &a, &da, true}, {"b", &b, &db, true}}; }
@@ -216,7 +219,8 @@ OpFamily matmul_family() {
   OpFamily f;
   f.name = "matmul";
   f.ops = {"matmul_forward", "matmul_backward"};
-  f.tolerances = {.forward = 2e-5, .backward = 2e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 48};
+  f.tolerances = {
+      .forward = 2e-5, .backward = 2e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 48};
   f.test_cases = [] {
     return make_cases<MatmulCase, int64_t, int64_t, int64_t, bool>(
         {{1, 1, 1, true}, {7, 13, 5, true}, {7, 13, 5, false}, {33, 64, 17, true},
@@ -234,7 +238,8 @@ OpFamily embedding_family() {
   f.name = "embedding";
   f.ops = {"embedding_forward", "embedding_backward"};
   // backward: float sums over repeated tokens, in different orders
-  f.tolerances = {.forward = 0.0, .backward = 1e-5, .fd = 2e-4, .fd_step = 1e-2f, .fd_samples = 48};
+  f.tolerances = {
+      .forward = 0.0, .backward = 1e-5, .fd = 2e-4, .fd_step = 1e-2f, .fd_samples = 48};
   f.tolerance_note = "forward must be exact";
   f.test_cases = [] {
     return make_cases<EmbeddingCase, int64_t, int64_t, int64_t, int64_t, int64_t>(
@@ -251,12 +256,15 @@ OpFamily layernorm_family() {
   OpFamily f;
   f.name = "layernorm";
   f.ops = {"layernorm_forward", "layernorm_backward"};
-  f.tolerances = {.forward = 2e-5, .backward = 2e-5, .fd = 2e-3, .fd_step = 1e-2f, .fd_samples = 48};
+  f.tolerances = {
+      .forward = 2e-5, .backward = 2e-5, .fd = 2e-3, .fd_step = 1e-2f, .fd_samples = 48};
   f.test_cases = [] {
     return make_cases<LayernormCase, int64_t, int64_t>(
         {{1, 1}, {7, 13}, {17, 256}, {64, 768}, {1024, 256}});
   };
-  f.grad_cases = [] { return make_cases<LayernormCase, int64_t, int64_t>({{5, 13}, {3, 64}, {4, 256}}); };
+  f.grad_cases = [] {
+    return make_cases<LayernormCase, int64_t, int64_t>({{5, 13}, {3, 64}, {4, 256}});
+  };
   return f;
 }
 
@@ -264,7 +272,8 @@ OpFamily gelu_family() {
   OpFamily f;
   f.name = "gelu";
   f.ops = {"gelu_forward", "gelu_backward"};
-  f.tolerances = {.forward = 1e-5, .backward = 1e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 64};
+  f.tolerances = {
+      .forward = 1e-5, .backward = 1e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 64};
   f.test_cases = [] { return make_cases<GeluCase, int64_t>({{1}, {7}, {1000}, {100003}}); };
   f.grad_cases = [] { return make_cases<GeluCase, int64_t>({{37}, {1000}}); };
   return f;
@@ -274,7 +283,8 @@ OpFamily residual_family() {
   OpFamily f;
   f.name = "residual";
   f.ops = {"residual_forward", "residual_backward"};
-  f.tolerances = {.forward = 0.0, .backward = 1e-6, .fd = 2e-4, .fd_step = 1e-2f, .fd_samples = 32};
+  f.tolerances = {
+      .forward = 0.0, .backward = 1e-6, .fd = 2e-4, .fd_step = 1e-2f, .fd_samples = 32};
   f.tolerance_note = "forward must be exact";
   f.test_cases = [] { return make_cases<ResidualCase, int64_t>({{1}, {7}, {100003}}); };
   f.grad_cases = [] { return make_cases<ResidualCase, int64_t>({{1}, {23}}); };

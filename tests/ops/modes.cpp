@@ -59,12 +59,15 @@ double max_error(const Floats& got, const Floats& want) {
 
 void Outcome::check(const std::string& what, double err, double tol) {
   ++checks;
-  const double ratio = tol > 0.0 ? err / tol : (err == 0.0 ? 0.0 : std::numeric_limits<double>::infinity());
+  const double inf = std::numeric_limits<double>::infinity();
+  const double ratio = tol > 0.0 ? err / tol : (err == 0.0 ? 0.0 : inf);
   if (checks == 1 || !(ratio <= worst_ratio)) {  // also takes NaN
-    worst_ratio = std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio;
+    worst_ratio = std::isnan(ratio) ? inf : ratio;
     worst_what = fmt::format("{}: {:.2e} (tol {:.0e})", what, err, tol);
   }
-  if (!(err <= tol)) failures.push_back(fmt::format("{}: error {:.3e} > tolerance {:.1e}", what, err, tol));
+  if (!(err <= tol)) {
+    failures.push_back(fmt::format("{}: error {:.3e} > tolerance {:.1e}", what, err, tol));
+  }
 }
 
 void Outcome::fail(const std::string& message) {
@@ -151,7 +154,9 @@ void test_case(DiffCase& c, const Backend& fast, const Backend& ref, const Toler
   std::vector<Buf> outs = c.outputs();
   for (const Buf& b : outs) fill_nan(*b.data);
   c.forward(ref);
-  for (const Buf& b : outs) check_written(fmt::format("{} reference {}", where, b.name), *b.data, outcome);
+  for (const Buf& b : outs) {
+    check_written(fmt::format("{} reference {}", where, b.name), *b.data, outcome);
+  }
   const std::vector<Floats> ref_outs = snapshot(outs);
   for (const Buf& b : outs) fill_nan(*b.data);
   c.forward(fast);
@@ -256,7 +261,8 @@ void grad_case(DiffCase& c, const Backend& backend, const Tolerances& tol, uint6
   }
 }
 
-void print_summary(const OpFamily& f, const char* mode, const Outcome& o, int cases, double seconds) {
+void print_summary(const OpFamily& f, const char* mode, const Outcome& o, int cases,
+                   double seconds) {
   std::printf("%s %-13s %-4s %2d cases %4d checks, worst %.2f of tolerance (%s)%s%s [%.2fs]\n",
               o.ok() ? "PASS" : "FAIL", f.name.c_str(), mode, cases, o.checks, o.worst_ratio,
               o.worst_what.c_str(), f.tolerance_note.empty() ? "" : "; ",

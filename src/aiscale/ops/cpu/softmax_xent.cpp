@@ -1,13 +1,13 @@
 // Softmax cross-entropy on the CPU, one row per task. This runs on (B*T, V) logits with
 // V = 50257 every step (200 MB), so each row streams from memory once and exp (the
-// vectorised exp_approx) runs once per element. A row is taken in blocks small enough
-// to stay in L1 between the two loops over them (max, then exp), with the running sum
+// vectorised exp_nonpositive) runs once per element. A row is taken in blocks small
+// enough to stay in L1 between the two loops over them (max, then exp), the running sum
 // rescaled when a block raises the maximum ("online" softmax):
 //   forward:  per block: max, sum of exp(x - running max)         -> loss
 //   backward: per block: max m_b, write e = exp(x - m_b), sum      (the only exp)
 //             then per block: scale by dloss * exp(m_b - max) / sum (in L2: 200 KB row)
-// GCC if-converts (and so vectorises) the branch-free selects of exp_approx only when
-// it may assume that float operations do not trap; aiscale never enables FP traps.
+// GCC if-converts (and so vectorises) the branch-free selects of exp_nonpositive only
+// when it may assume that float operations do not trap; aiscale never enables FP traps.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
@@ -46,12 +46,12 @@ AISCALE_CPU_HOT float row_loss(const float* row, int32_t target, int64_t V) {
     const int64_t n = std::min(block, V - begin);
     const float m = block_max(x, n);
     if (m > max_logit) {
-      sum *= exp_approx(max_logit - m);  // 0 on the first block (exp(-inf))
+      sum *= exp_nonpositive(max_logit - m);  // 0 on the first block (exp(-inf))
       max_logit = m;
     }
     float block_sum = 0.0f;
 #pragma omp simd reduction(+ : block_sum)
-    for (int64_t j = 0; j < n; ++j) block_sum += exp_approx(x[j] - max_logit);
+    for (int64_t j = 0; j < n; ++j) block_sum += exp_nonpositive(x[j] - max_logit);
     sum += block_sum;
   }
   // -log(exp(x_target - max) / sum)
@@ -73,23 +73,23 @@ AISCALE_CPU_HOT void row_grad(float* drow, const float* row, int32_t target, flo
     float block_sum = 0.0f;
 #pragma omp simd reduction(+ : block_sum)
     for (int64_t j = 0; j < n; ++j) {
-      const float ej = exp_approx(x[j] - m);
+      const float ej = exp_nonpositive(x[j] - m);
       e[j] = ej;
       block_sum += ej;
     }
     block_maxima[b] = m;
     if (m > max_logit) {
-      sum = sum * exp_approx(max_logit - m) + block_sum;
+      sum = sum * exp_nonpositive(max_logit - m) + block_sum;
       max_logit = m;
     } else {
-      sum += block_sum * exp_approx(m - max_logit);
+      sum += block_sum * exp_nonpositive(m - max_logit);
     }
   }
   const float scale = dloss / sum;
   for (int64_t begin = 0, b = 0; begin < V; begin += block, ++b) {
     float* e = drow + begin;
     const int64_t n = std::min(block, V - begin);
-    const float f = scale * exp_approx(block_maxima[b] - max_logit);
+    const float f = scale * exp_nonpositive(block_maxima[b] - max_logit);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) e[j] *= f;
   }
