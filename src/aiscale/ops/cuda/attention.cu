@@ -56,6 +56,18 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t& r0, uint32_t& r1, uint32_t& 
                : "r"(smem_addr(p)));
 }
 
+// dst[0..3] += v: one 16-byte atomic on sm_90, four 4-byte ones before it.
+__device__ __forceinline__ void atomic_add4(float* dst, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(dst), v);
+#else
+  atomicAdd(dst, v.x);
+  atomicAdd(dst + 1, v.y);
+  atomicAdd(dst + 2, v.z);
+  atomicAdd(dst + 3, v.w);
+#endif
+}
+
 template <typename T>
 struct Mma;
 template <>
@@ -726,7 +738,7 @@ __global__ void __launch_bounds__(kThreads)
         const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
                              : make_float4(dq[n][0], dq[n][1], r0, r1);
 #if __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float4*>(dst + n * 8), v);  // one 16-byte atomic (sm_90)
+        atomic_add4(dst + n * 8, v);  // one 16-byte atomic (sm_90)
 #else
         float* d = dst + n * 8;  // sm_80 has no vector atomics
         atomicAdd(d, v.x);
@@ -869,7 +881,7 @@ __global__ void __launch_bounds__(kThreads)
         float* dst = dq_accum + (int64_t(b) * T_ + q_row) * C + h * kD + dq_d + 2 * tq - (odd ? 2 : 0);
         const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
                              : make_float4(dq[n][0], dq[n][1], r0, r1);
-        atomicAdd(reinterpret_cast<float4*>(dst + n * 8), v);
+        atomic_add4(dst + n * 8, v);
       }
     }
   };

@@ -102,7 +102,8 @@ struct Plan {
   float tuned_ms[kCandidates] = {};
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr, ld = nullptr;
-  std::vector<cublasLtMatmulAlgo_t> candidates;
+  cublasLtMatmulAlgo_t candidates[kCandidates] = {};  // a plain array: a std::vector here
+  int n_candidates = 0;                               // crashed nvcc 13 in C++20 mode
   cublasLtMatmulAlgo_t algo{};
 };
 
@@ -185,8 +186,8 @@ struct Gemm::Impl {
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_SUCCESS)
       for (int i = 0; i < count; ++i)
-        if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
-    p.ok = !p.candidates.empty();
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates[p.n_candidates++] = results[i].algo;
+    p.ok = p.n_candidates > 0;
     if (p.ok) p.algo = p.candidates[0];
   }
 
@@ -201,13 +202,13 @@ struct Gemm::Impl {
   // for calls that may repeat, e.g. a warm-up step) and keeps the fastest.
   void tune(Plan& p, const GemmCall& c, cudaStream_t stream) {
     p.tuned = true;
-    if (p.candidates.size() < 2) return;
+    if (p.n_candidates < 2) return;
     if (!start) {
       AISCALE_CUDA_CHECK(cudaEventCreate(&start));
       AISCALE_CUDA_CHECK(cudaEventCreate(&stop));
     }
     float best = INFINITY;
-    for (size_t i = 0; i < p.candidates.size(); ++i) {
+    for (int i = 0; i < p.n_candidates; ++i) {
       p.tuned_ms[i] = INFINITY;
       if (launch(p, p.candidates[i], c, stream) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up
       AISCALE_CUDA_CHECK(cudaEventRecord(start, stream));
@@ -221,10 +222,10 @@ struct Gemm::Impl {
       p.tuned_ms[i] = ms / 3.0f;
       if (p.tuned_ms[i] < best) {
         best = p.tuned_ms[i];
-        p.chosen = static_cast<int>(i);
+        p.chosen = i;
       }
     }
-    p.algo = p.candidates[static_cast<size_t>(p.chosen)];
+    p.algo = p.candidates[p.chosen];
   }
 
   static void destroy(Plan& p) {
@@ -265,10 +266,10 @@ std::string Gemm::summary() const {
            (k.ta ? " A^T" : " A") + (k.tb ? " B^T" : " B") + " ab=" + dtype_str(k.ab) +
            " cd=" + dtype_str(k.cd) + " beta=" + (k.beta_nonzero ? "1" : "0") +
            " epilogue=" + epi_names[static_cast<int>(k.epi)] + (p.ok ? " ok" : " UNSUPPORTED");
-    if (p.tuned && p.candidates.size() > 1) {
+    if (p.tuned && p.n_candidates > 1) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, " tuned: %zu candidates, chose #%d %.3f ms (#0 %.3f ms)",
-                    p.candidates.size(), p.chosen, double(p.tuned_ms[p.chosen]),
+      std::snprintf(buf, sizeof buf, " tuned: %d candidates, chose #%d %.3f ms (#0 %.3f ms)",
+                    p.n_candidates, p.chosen, double(p.tuned_ms[p.chosen]),
                     double(p.tuned_ms[0]));
       out += buf;
     }
