@@ -75,6 +75,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["batch"] = o.batch;
   j["grad_accum"] = o.grad_accum;
   j["world_size"] = comm.world();
+  j["communicator"] = comm.backend();
   j["precision"] = o.precision;
   j["recompute"] = o.recompute;
   j["device_kind"] = o.device == "cuda" ? "gpu" : "cpu";
@@ -91,6 +92,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (peak > 0) {
     j["peak_tflops_dense_bf16"] = peak;
     j["mfu"] = achieved_tflops / peak;
+  }
+  if (o.baseline_tokens_per_s > 0) {
+    j["baseline_tokens_per_s"] = o.baseline_tokens_per_s;
+    j["scaling_efficiency"] = tps_device / o.baseline_tokens_per_s;
   }
   j["step_time_median_s"] = med;
   j["step_time_p90_s"] = p90;

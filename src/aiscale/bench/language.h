@@ -23,6 +23,9 @@ struct LanguageBenchOptions {
   int64_t threads = 0;
   bool recompute = false;
   uint64_t seed = 1;
+  // Tokens/s of one device alone (a 1-GPU run of the same workload): when > 0 the record
+  // gets scaling_efficiency = tokens/s per device / this.
+  double baseline_tokens_per_s = 0;
 };
 
 // Runs the benchmark and returns one JSON record (see docs/bench.md for the fields).

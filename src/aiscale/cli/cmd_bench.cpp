@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 
+#include "aiscale/bench/allreduce.h"
 #include "aiscale/bench/language.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/core/error.h"
@@ -22,7 +23,58 @@ struct LanguageArgs {
   bench::LanguageBenchOptions o;
   int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab = 0, block = 0;
   std::string output;
+  std::string communicator = "auto";
+  std::string rendezvous = "auto";
 };
+
+struct AllreduceArgs {
+  bench::AllreduceBenchOptions o;
+  std::string output;
+  std::string rendezvous = "auto";
+  double timeout_s = 300;
+};
+
+void add_allreduce_command(CLI::App* bench) {
+  auto args = std::make_shared<AllreduceArgs>();
+  auto* ar = bench->add_subcommand(
+      "allreduce",
+      "All-reduce bandwidth over message sizes, like nccl-tests: in-place fp32 sum, one JSON line "
+      "per size with time, algbw and busbw = algbw*2(n-1)/n (run one rank per GPU through "
+      "aiscale launch, mpirun or srun)");
+  ar->add_option("--backend", args->o.backend, "nccl (GPU buffers) or mpi (host buffers)")
+      ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi"}));
+  ar->add_option("--min-bytes", args->o.min_bytes, "smallest message")->capture_default_str();
+  ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str();
+  ar->add_option("--step-factor", args->o.step_factor, "size multiplier between messages (2 or 4 ...)")
+      ->capture_default_str();
+  ar->add_option("--iters", args->o.iters, "timed all-reduces per size")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  ar->add_option("--warmup", args->o.warmup, "untimed all-reduces per size first")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  ar->add_option("--repeats", args->o.repeats, "timed loops of --iters per size (the median counts)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  ar->add_option("--system", args->o.system, "machine name for the records (default: $SLURM_CLUSTER_NAME)");
+  ar->add_option("--nodes", args->o.nodes, "nodes for the records (default: $SLURM_JOB_NUM_NODES)");
+  ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
+  ar->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi or file:/shared/path")->capture_default_str();
+  ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  ar->add_option("--output,-o", args->output, "also append the JSON lines to this file");
+  ar->callback([args] {
+    bench::allreduce_bench_sizes(args->o);  // a bad range fails before any set-up
+    parallel::CommOptions co;
+    co.kind = args->o.backend;
+    co.device = args->o.backend == "nccl" ? "cuda" : "cpu";
+    co.rendezvous = args->rendezvous;
+    co.timeout_s = args->timeout_s;
+    auto comm = parallel::make_communicator(co);
+    bench::run_allreduce_bench(args->o, *comm, [&](const nlohmann::json& j) {
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      append_json_line(args->output, j);
+    });
+  });
+}
 
 }  // namespace
 
@@ -53,6 +105,13 @@ void add_bench_command(CLI::App& app) {
   lang->add_option("--threads", args->o.threads, "CPU threads (0 = all cores)")->capture_default_str();
   lang->add_flag("--recompute", args->o.recompute, "recompute LayerNorm/GELU in backward");
   lang->add_option("--output,-o", args->output, "also append the JSON line to this file");
+  lang->add_option("--communicator", args->communicator,
+                   "several ranks: auto (NCCL on GPUs, MPI on CPUs), nccl, mpi, none")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "nccl", "mpi", "none"}));
+  lang->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi or file:/shared/path")->capture_default_str();
+  lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
+                   "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
+                   "tokens/s per device / this");
   lang->callback([args] {
     bench::LanguageBenchOptions o = args->o;
     o.model = nn::gpt_preset(o.model_name);
@@ -61,7 +120,12 @@ void add_bench_command(CLI::App& app) {
     if (args->n_embd) o.model.n_embd = args->n_embd;
     if (args->vocab) o.model.vocab_size = args->vocab;
     if (args->block) o.model.block_size = args->block;
-    auto comm = parallel::make_communicator("auto");
+    // Before the model: a GPU rank's communicator also selects the rank's GPU.
+    parallel::CommOptions co;
+    co.kind = args->communicator;
+    co.device = o.device;
+    co.rendezvous = args->rendezvous;
+    auto comm = parallel::make_communicator(co);
     nlohmann::json j = bench::run_language_bench(o, *comm);
     if (comm->rank() == 0) {
       std::printf("%s\n", j.dump().c_str());
@@ -69,6 +133,8 @@ void add_bench_command(CLI::App& app) {
       append_json_line(args->output, j);
     }
   });
+
+  add_allreduce_command(bench);
 }
 
 }  // namespace aiscale::cli

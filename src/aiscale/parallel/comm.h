@@ -1,5 +1,5 @@
 // Collective communication between ranks, behind one interface: a single-process
-// implementation, MPI (CPU ranks) and NCCL (GPU ranks).
+// implementation, MPI (CPU ranks) and NCCL (GPU ranks, one process per GPU).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,7 +13,14 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world() const = 0;
   virtual std::string backend() const = 0;
-  // In-place sum over all ranks of n floats.
+  // True when the collectives work on device (GPU) memory without host copies (NCCL).
+  // Every communicator accepts host pointers; a device communicator stages them through
+  // a device buffer, and the MPI communicator of a CUDA run stages device pointers
+  // through host memory.
+  virtual bool on_device() const { return false; }
+  // In-place sum over all ranks of n floats. On a device communicator this waits for the
+  // work already queued on the GPU (any stream) before it starts, and returns when the
+  // sum is complete, so a caller need not share a stream with it.
   virtual void allreduce_sum(float* data, int64_t n) = 0;
   // In-place sum of doubles (small: losses, norms, counters).
   virtual void allreduce_sum(double* data, int64_t n) = 0;
@@ -23,15 +30,39 @@ class Communicator {
   virtual void barrier() = 0;
   // Ends every rank at once (a rank that cannot go on must not leave the others waiting).
   virtual void abort(int code) = 0;
+  // Queued variant for benchmarks and overlap: starts an in-place sum and may return
+  // before it completes; wait() completes everything queued. Unlike allreduce_sum it
+  // does not wait for other streams' work: `data` must be ready when called (written
+  // synchronously, or by an earlier collective of this communicator). The default runs
+  // the sum at once.
+  virtual void allreduce_sum_async(float* data, int64_t n) { allreduce_sum(data, n); }
+  virtual void wait() {}
+};
+
+// What a run asks of its communicator.
+struct CommOptions {
+  // "auto": one process unless launched as several ranks; then NCCL when device is
+  // "cuda" (and aiscale was built with NCCL), else MPI. "mpi", "nccl", "none" force one.
+  std::string kind = "auto";
+  std::string device = "cpu";  // "cpu" or "cuda": a CUDA rank also gets its node-local GPU
+  // How NCCL ranks find each other: "auto" (MPI when launched by mpirun/srun with MPI,
+  // else an error naming the fix), "mpi", or "file:/shared/path" (rank 0 writes the NCCL
+  // id there; ranks and world from SLURM_PROCID/SLURM_NTASKS or OMPI_COMM_WORLD_*).
+  std::string rendezvous = "auto";
+  double timeout_s = 300;  // NCCL: a collective or the set-up stalled this long fails the rank
 };
 
 // One rank, no communication.
 std::unique_ptr<Communicator> make_single_process();
+std::unique_ptr<Communicator> make_communicator(const CommOptions& options);
 // "auto": MPI when the process was launched as one of several ranks (mpirun, srun,
 // aiscale launch), else a single process; "mpi" forces MPI; "none" a single process.
+// (CPU ranks; same as make_communicator({kind}).)
 std::unique_ptr<Communicator> make_communicator(const std::string& kind = "auto");
 // Ranks announced by the launcher's environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
 // SLURM_NTASKS), 1 when none.
 int launched_world_size();
+// Whether this build has the NCCL communicator.
+bool nccl_compiled();
 
 }  // namespace aiscale::parallel

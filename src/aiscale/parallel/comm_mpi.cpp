@@ -5,6 +5,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
+#include "aiscale/parallel/bootstrap.h"
 
 #ifdef AISCALE_HAVE_MPI
 #include <mpi.h>
@@ -49,6 +50,13 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &world_);
+    // srun without an MPI plugin starts N independent singletons: each would train
+    // alone on the full data. Refuse instead.
+    const int launched = launched_world_size();
+    if (launched > 1 && world_ != launched)
+      fail("the launcher started {} tasks but MPI sees {} rank(s): under Slurm use "
+           "`srun --mpi=pmix` (or pmi2; `srun --mpi=list` shows what the site has), or start "
+           "the ranks with mpirun", launched, world_);
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -91,18 +99,35 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 #endif
 
-std::unique_ptr<Communicator> make_communicator(const std::string& kind) {
-  if (kind == "none") return make_single_process();
-  const int launched = launched_world_size();
-  if (kind == "auto" && launched <= 1) return make_single_process();
+std::unique_ptr<Communicator> make_mpi_communicator() {
 #ifdef AISCALE_HAVE_MPI
-  if (kind == "auto" || kind == "mpi") return std::make_unique<MpiCommunicator>();
+  return std::make_unique<MpiCommunicator>();
 #else
-  if (launched > 1 || kind == "mpi")
-    fail("this process was started as one of {} ranks, but aiscale was built without MPI: install "
-         "libopenmpi-dev (scripts/setup.sh) and rebuild", launched);
+  fail("this process was started as one of {} ranks, but aiscale was built without MPI: install "
+       "libopenmpi-dev (scripts/setup.sh) and rebuild", launched_world_size());
 #endif
-  fail("unknown communicator '{}': use auto, mpi or none", kind);
+}
+
+int mpi_node_local_rank() {
+#ifdef AISCALE_HAVE_MPI
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+        "split by node");
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  return local;
+#else
+  return -1;
+#endif
+}
+
+bool mpi_compiled() {
+#ifdef AISCALE_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace aiscale::parallel

@@ -33,6 +33,9 @@ class Watched final : public Communicator {
   void broadcast_bytes(void* d, int64_t b, int root) override { Guard g(this, "broadcast"); inner_->broadcast_bytes(d, b, root); }
   void barrier() override { Guard g(this, "barrier"); inner_->barrier(); }
   void abort(int code) override { inner_->abort(code); }
+  bool on_device() const override { return inner_->on_device(); }
+  void allreduce_sum_async(float* d, int64_t n) override { Guard g(this, "all-reduce"); inner_->allreduce_sum_async(d, n); }
+  void wait() override { Guard g(this, "all-reduce"); inner_->wait(); }
 
  private:
   struct Guard {

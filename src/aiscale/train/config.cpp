@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/parallel/launch_env.h"
 
 namespace aiscale::train {
 namespace {
@@ -178,8 +179,17 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.max_nonfinite_steps", &TrainConfig::max_nonfinite_steps,
                         "updates skipped for a NaN/Inf loss or gradient before the run stops"));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
-                           "auto: MPI when launched as several ranks (mpirun, srun, aiscale "
-                           "launch), else one process", {"auto", "mpi", "none"}));
+                           "auto: one process unless launched as several ranks (mpirun, srun, "
+                           "aiscale launch), then NCCL on GPUs (train.device = cuda) and MPI on "
+                           "CPUs", {"auto", "mpi", "nccl", "none"}));
+    k.push_back(string_key("parallel.rendezvous", &TrainConfig::rendezvous,
+                           "how NCCL ranks meet: auto (MPI when launched by mpirun or srun "
+                           "--mpi=pmix), mpi, or file:/shared/path (rank 0 writes the NCCL id "
+                           "there; ranks from SLURM_PROCID/SLURM_NTASKS)"));
+    k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
+                           "average: gradients are averaged over ranks (DDP); sum: summed, "
+                           "world-size times larger (see docs/launching.md for the learning rate)",
+                           {"average", "sum"}));
     k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
                          "a collective stalled this long ends the rank (dead peer)", 1.0));
     k.push_back(string_key("run.dir", &TrainConfig::run_dir, "parent folder of run directories"));
@@ -267,6 +277,14 @@ void validate(const TrainConfig& c, const std::string& source) {
     fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
   if (c.beta1 >= 1.0 || c.beta2 >= 1.0)
     fail("{}: train.beta1 and train.beta2 must be below 1 (got {}, {})", source, c.beta1, c.beta2);
+  if (c.communicator == "nccl" && c.device != "cuda")
+    fail("{}: parallel.communicator = \"nccl\" needs train.device = \"cuda\" (NCCL connects "
+         "GPUs); use \"auto\" or \"mpi\" for CPU ranks", source);
+  try {
+    parallel::parse_rendezvous(c.rendezvous);
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
   if (c.device == "cpu" && c.precision != "fp32")
     fail("{}: train.precision = \"{}\" needs train.device = \"cuda\"; the CPU trains in fp32",
          source, c.precision);

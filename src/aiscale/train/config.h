@@ -44,7 +44,9 @@ struct TrainConfig {
   int64_t max_nonfinite_steps = 10;  // skipped updates (NaN/Inf) before the run stops
 
   // [parallel]
-  std::string communicator = "auto";  // auto | mpi | none
+  std::string communicator = "auto";  // auto | mpi | nccl | none
+  std::string rendezvous = "auto";    // auto | mpi | file:/shared/path (how NCCL ranks meet)
+  std::string grad_reduce = "average";  // average | sum (of the gradients over ranks)
   double timeout_s = 300;             // a collective stalled this long ends the rank
 
   // [run]

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -108,8 +109,20 @@ int run_training(const TrainRequest& req) {
   TrainConfig c = load_train_config(config_path, overrides);
   const FaultPlan fault = fault_plan_from_env();
 
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(c.communicator);
-  if (comm->world() > 1) comm = parallel::with_watchdog(std::move(comm), c.timeout_s);
+  // Before the model: a GPU rank's communicator also selects the rank's GPU.
+  parallel::CommOptions co;
+  co.kind = c.communicator;
+  co.device = c.device;
+  co.rendezvous = c.rendezvous;
+  co.timeout_s = c.timeout_s;
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(co);
+  if (comm->world() > 1) {
+    // NCCL bounds its own waits by timeout_s and then aborts the communicator, which ends
+    // its kernels and fails with a message naming the call; the watchdog stays behind it
+    // as the last resort.
+    const double watchdog_s = comm->on_device() ? c.timeout_s + 30 : c.timeout_s;
+    comm = parallel::with_watchdog(std::move(comm), watchdog_s);
+  }
   const int rank = comm->rank(), world = comm->world();
   log::set_rank(rank, world);
   const int threads = set_cpu_threads(c.threads);
@@ -154,7 +167,16 @@ int run_training(const TrainRequest& req) {
     if (rank == 0) truncate_metrics(req.resume_dir, r.step);
   } else if (world > 1) {
     // DDP semantics: every rank starts from rank 0's weights.
-    comm->broadcast(model->param_buffer(), model->num_params(), 0);
+    if (c.device == "cuda") {
+      // The GPU model keeps a working (bf16/fp16) copy beside its fp32 master weights:
+      // set_params refreshes both. Once per run, through host memory.
+      std::vector<float> params(static_cast<size_t>(model->num_params()));
+      model->get_params(params.data());
+      comm->broadcast(params.data(), model->num_params(), 0);
+      model->set_params(params.data());
+    } else {
+      comm->broadcast(model->param_buffer(), model->num_params(), 0);
+    }
   }
 
   std::string name = c.run_name.empty() ? fmt::format("{}-{}", c.model_preset, utc_compact()) : c.run_name;

@@ -44,10 +44,15 @@ StepStats Trainer::step(int64_t step_index) {
     model_.backward(micro_weight);
   }
   const int world = comm_.world();
+  // On a GPU model this is a device buffer: a device communicator (NCCL) reduces it in
+  // place on the GPU.
   if (world > 1) comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
   if (before_update) before_update(step_index);
-  // Gradients are now summed over ranks: the mean is sum / world.
-  double grad_norm = std::sqrt(model_.grad_sum_squares()) / world;
+  // Gradients are now summed over ranks. parallel.grad_reduce = "average" (DDP) takes
+  // their mean, sum / world, by folding 1/world into the norm and the update's scale;
+  // "sum" keeps the sum.
+  const double reduce_divisor = config_.grad_reduce == "sum" ? 1.0 : static_cast<double>(world);
+  double grad_norm = std::sqrt(model_.grad_sum_squares()) / reduce_divisor;
   double stats[1] = {loss_sum / static_cast<double>(config_.grad_accum)};
   if (world > 1) comm_.allreduce_sum(stats, 1);
   StepStats s;
@@ -63,7 +68,7 @@ StepStats Trainer::step(int64_t step_index) {
   hp.eps = static_cast<float>(config_.eps);
   hp.weight_decay = static_cast<float>(config_.weight_decay);
   hp.step = step_index + 1;
-  hp.grad_scale = static_cast<float>(clip / world);
+  hp.grad_scale = static_cast<float>(clip / reduce_divisor);
   if (std::isfinite(grad_norm) && std::isfinite(s.loss)) model_.update(hp);
   s.step_time_s = timer.seconds();
   s.tokens_per_s = static_cast<double>(config_.tokens_per_step(world)) / s.step_time_s;

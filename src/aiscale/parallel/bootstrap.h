@@ -1,0 +1,41 @@
+// The building blocks that make_communicator (comm_factory.cpp) puts together: the MPI
+// communicator, the NCCL communicator and its bootstrap, GPU selection by node-local
+// rank, and host staging of device buffers for MPI. Each is present in every build and
+// fails with a message naming the missing piece where aiscale was built without it.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "aiscale/parallel/comm.h"
+
+namespace aiscale::parallel {
+
+// MPI_COMM_WORLD (initialises MPI; finalises it when destroyed). comm_mpi.cpp.
+std::unique_ptr<Communicator> make_mpi_communicator();
+// This rank's index among the ranks of its node (MPI shared-memory split); MPI must be
+// initialised (by make_mpi_communicator). comm_mpi.cpp.
+int mpi_node_local_rank();
+bool mpi_compiled();
+
+// GPUs this process can see; 0 without CUDA or without a GPU. cuda_device.cpp.
+int cuda_visible_gpus();
+// Makes `device` current for this thread (the model and NCCL use the current device).
+void cuda_use_gpu(int device);
+// Whether p is device (or managed) memory rather than host memory; false without CUDA.
+bool cuda_is_device_pointer(const void* p);
+// "NVIDIA H100 80GB HBM3" for the current device; "" without CUDA.
+std::string cuda_current_gpu_name();
+// Picks this rank's GPU from its node-local rank (-1: unknown, then device 0) modulo the
+// visible GPUs and makes it current; returns the device index. Fails without a GPU.
+int cuda_select_local_gpu(int local_rank);
+// Wraps a host communicator (MPI) so that device pointers are staged through host
+// memory (a CUDA run without NCCL). Without CUDA returns `inner` unchanged.
+std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner);
+
+// NCCL, one process per GPU (nccl/comm_nccl.cpp): bootstraps the NCCL unique id through
+// MPI or a rendezvous file (see CommOptions::rendezvous), selects the node-local GPU,
+// and creates a non-blocking NCCL communicator whose every wait is bounded by
+// options.timeout_s (then the communicator is aborted and the rank fails).
+std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& options);
+
+}  // namespace aiscale::parallel

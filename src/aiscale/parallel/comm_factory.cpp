@@ -1,0 +1,64 @@
+// Chooses and builds the communicator of a run from parallel.communicator, the device
+// and the launcher's environment.
+#include "aiscale/core/error.h"
+#include "aiscale/core/log.h"
+#include "aiscale/parallel/bootstrap.h"
+#include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/launch_env.h"
+
+namespace aiscale::parallel {
+namespace {
+
+// MPI ranks; a CUDA rank also takes its node's GPU and stages device buffers on the host.
+std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
+  auto comm = make_mpi_communicator();
+  if (o.device != "cuda") return comm;
+  const LaunchEnv env = launch_env();
+  int local = env.local_rank >= 0 && env.world == comm->world() ? env.local_rank : mpi_node_local_rank();
+  cuda_select_local_gpu(local);
+  return with_host_staging(std::move(comm));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
+  if (o.device != "cpu" && o.device != "cuda")
+    fail("unknown device '{}' for the communicator: use cpu or cuda", o.device);
+  if (o.kind == "none") return make_single_process();
+  const int launched = launched_world_size();
+  if (o.kind == "auto") {
+    if (launched <= 1) return make_single_process();
+    if (o.device == "cuda") {
+      if (nccl_compiled()) return make_nccl_communicator(o);
+      log::warn("aiscale was built without NCCL: the {} GPU ranks all-reduce through MPI and "
+                "host memory (slow); install NCCL (nccl.h, libnccl) and rebuild", launched);
+    }
+    return mpi_ranks(o);
+  }
+  if (o.kind == "mpi") return mpi_ranks(o);
+  if (o.kind == "nccl") {
+    if (o.device != "cuda")
+      fail("parallel.communicator = \"nccl\" needs train.device = \"cuda\" (NCCL connects GPUs); "
+           "use \"mpi\" or \"auto\" on CPUs");
+    if (!nccl_compiled())
+      fail("parallel.communicator = \"nccl\": this aiscale was built without NCCL{}: install NCCL "
+           "(nccl.h and libnccl, e.g. Debian's libnccl-dev or NVIDIA's packages) and rebuild with "
+           "the cuda preset, or use parallel.communicator = \"mpi\"",
+#ifdef AISCALE_HAVE_CUDA
+           ""
+#else
+           " (nor CUDA)"
+#endif
+      );
+    return make_nccl_communicator(o);
+  }
+  fail("unknown communicator '{}': use auto, mpi, nccl or none", o.kind);
+}
+
+std::unique_ptr<Communicator> make_communicator(const std::string& kind) {
+  CommOptions o;
+  o.kind = kind;
+  return make_communicator(o);
+}
+
+}  // namespace aiscale::parallel

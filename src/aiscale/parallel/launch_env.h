@@ -1,0 +1,49 @@
+// Who am I in the job: rank, world size and node-local rank as the launcher announced
+// them in the environment (OpenMPI, MPICH/Hydra, PMIx, Slurm), and the parsing of
+// parallel.rendezvous. Pure functions of the environment, unit-tested without MPI.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace aiscale::parallel {
+
+struct LaunchEnv {
+  int rank = 0;
+  int world = 1;
+  int local_rank = -1;   // rank among this node's ranks; -1 when the launcher did not say
+  int local_world = -1;  // ranks on this node; -1 when unknown
+  std::string source;    // "openmpi", "mpich", "pmix", "slurm" or "" (not launched)
+  bool mpi_launcher() const { return source == "openmpi" || source == "mpich" || source == "pmix"; }
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Reads, in this order (the first launcher found wins, since mpirun inside a Slurm
+// allocation leaves the batch step's SLURM_* variables in place):
+//   OpenMPI: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE
+//   MPICH/Hydra: PMI_RANK/PMI_SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS
+//   PMIx (srun --mpi=pmix): PMIX_RANK with SLURM_NTASKS/SLURM_LOCALID for the rest
+//   Slurm: SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun without MPI)
+// Throws Error for values that are not numbers or a rank outside 0..world-1.
+LaunchEnv launch_env_from(const EnvLookup& getenv);
+LaunchEnv launch_env();  // from the process environment
+
+// parallel.rendezvous: "auto", "mpi" or "file:/path".
+struct Rendezvous {
+  enum class Kind { automatic, mpi, file } kind = Kind::automatic;
+  std::string path;  // for file
+};
+// Throws Error naming the value and the allowed forms.
+Rendezvous parse_rendezvous(const std::string& text);
+
+// The rendezvous file of this job step: the configured path, with ".<SLURM_JOB_ID>.<SLURM_STEP_ID>"
+// appended when Slurm gives them, so that jobs sharing one configured path (and a file
+// left by a killed job) do not meet each other.
+std::string rendezvous_file_for_job(const std::string& path, const EnvLookup& getenv);
+
+// The GPU of a rank: its node-local rank modulo the GPUs it can see (with Slurm's
+// --gpus-per-task=1 or CUDA_VISIBLE_DEVICES set per rank it sees one: device 0).
+// Throws Error when no GPU is visible.
+int gpu_for_local_rank(int local_rank, int visible_gpus);
+
+}  // namespace aiscale::parallel

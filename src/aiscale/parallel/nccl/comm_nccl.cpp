@@ -1,0 +1,359 @@
+// NCCL communicator: one process per GPU, collectives on device memory.
+//
+// Set-up: the NCCL unique id (rank 0's bootstrap address) reaches the other ranks
+// through MPI (mpirun, srun --mpi=pmix) or a rendezvous file (parallel.rendezvous =
+// "file:/shared/path"); each rank takes the GPU of its node-local rank.
+//
+// Failure: the communicator is non-blocking (ncclConfig_t::blocking = 0), so no NCCL
+// call can hang the host: the set-up and every collective are polled
+// (ncclCommGetAsyncError, cudaStreamQuery) against a deadline of parallel.timeout_s.
+// When a peer dies (its process ends, its GPU fails) the collective either reports an
+// error or stalls; either way this rank aborts the communicator (ncclCommAbort, which
+// also ends the NCCL kernels) and fails with a message naming the call, so no rank is
+// left waiting until the job's time limit.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/log.h"
+#include "aiscale/parallel/bootstrap.h"
+#include "aiscale/parallel/launch_env.h"
+#include "aiscale/parallel/rendezvous.h"
+
+#ifdef AISCALE_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+namespace aiscale::parallel {
+
+#ifdef AISCALE_HAVE_NCCL
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string nccl_version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA {} failed: {}", what, cudaGetErrorString(e));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Host pointers are staged through this device buffer in chunks.
+  static constexpr size_t kScratchBytes = size_t{4} << 20;
+
+  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int rank, int world,
+                   const ncclUniqueId& id, double timeout_s)
+      : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world), timeout_s_(timeout_s) {
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
+    cuda_check(cudaMalloc(&scratch_, kScratchBytes), "allocation of the NCCL staging buffer");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = "aiscale";
+    ncclResult_t r = ncclCommInitRankConfig(&comm_, world, id, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      comm_ = nullptr;
+      die(fmt::format("rank {}: NCCL initialisation failed: {}", rank_, ncclGetErrorString(r)));
+    }
+    settle("initialisation (connecting to the other ranks)");
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_) {
+      if (std::uncaught_exceptions() > 0) {
+        abort_communicator();  // leaving on an error: the peers may be gone
+      } else {
+        try {
+          if (pending_) wait_stream("all-reduce");
+          ncclResult_t r = ncclCommFinalize(comm_);
+          if (r == ncclSuccess || r == ncclInProgress) settle("shut-down");
+          if (comm_) ncclCommDestroy(comm_);
+          comm_ = nullptr;
+        } catch (const Error& e) {
+          log::warn("{}", e.what());
+        }
+      }
+    }
+    if (!aborted_) {  // after an abort, kernels may have been cut short: leave the memory be
+      if (scratch_) cudaFree(scratch_);
+      if (stream_) cudaStreamDestroy(stream_);
+    }
+    bootstrap_.reset();  // MPI_Finalize after NCCL is gone
+  }
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string backend() const override { return "nccl"; }
+  bool on_device() const override { return true; }
+
+  void allreduce_sum(float* d, int64_t n) override { reduce(d, n, ncclFloat, 4); }
+  void allreduce_sum(double* d, int64_t n) override { reduce(d, n, ncclDouble, 8); }
+  void broadcast(float* d, int64_t n, int root) override { bcast(d, n, ncclFloat, 4, root); }
+  void broadcast_bytes(void* d, int64_t bytes, int root) override { bcast(d, bytes, ncclInt8, 1, root); }
+  void barrier() override {
+    finish_pending();
+    enqueue([&] { return ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, comm_, stream_); },
+            "barrier");
+    wait_stream("barrier");
+  }
+  void abort(int code) override {
+    abort_communicator();
+    if (bootstrap_) bootstrap_->abort(code);
+    std::_Exit(code);
+  }
+  void allreduce_sum_async(float* d, int64_t n) override {
+    if (n <= 0) return;
+    if (!cuda_is_device_pointer(d)) return allreduce_sum(d, n);
+    enqueue([&] { return ncclAllReduce(d, d, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, stream_); },
+            "all-reduce");
+    pending_ = true;
+  }
+  void wait() override { finish_pending(); }
+
+ private:
+  void reduce(void* d, int64_t n, ncclDataType_t type, size_t elem) {
+    if (n <= 0) return;
+    finish_pending();
+    auto op = [&](void* buf, size_t count) {
+      enqueue([&] { return ncclAllReduce(buf, buf, count, type, ncclSum, comm_, stream_); }, "all-reduce");
+    };
+    if (cuda_is_device_pointer(d)) {
+      // The data may come from any stream (the model has its own): wait for all of it.
+      cuda_check(cudaDeviceSynchronize(), "synchronize before the all-reduce");
+      op(d, static_cast<size_t>(n));
+      wait_stream("all-reduce");
+    } else {
+      staged(d, static_cast<size_t>(n), elem, op, "all-reduce");
+    }
+  }
+
+  void bcast(void* d, int64_t n, ncclDataType_t type, size_t elem, int root) {
+    if (n <= 0) return;
+    finish_pending();
+    auto op = [&](void* buf, size_t count) {
+      enqueue([&] { return ncclBroadcast(buf, buf, count, type, root, comm_, stream_); }, "broadcast");
+    };
+    if (cuda_is_device_pointer(d)) {
+      cuda_check(cudaDeviceSynchronize(), "synchronize before the broadcast");
+      op(d, static_cast<size_t>(n));
+      wait_stream("broadcast");
+    } else {
+      staged(d, static_cast<size_t>(n), elem, op, "broadcast");
+    }
+  }
+
+  // Host memory: through the device staging buffer, one chunk at a time.
+  template <typename Op>
+  void staged(void* host, size_t n, size_t elem, Op&& op, const char* what) {
+    const size_t chunk = kScratchBytes / elem;
+    auto* p = static_cast<char*>(host);
+    for (size_t off = 0; off < n; off += chunk) {
+      const size_t count = std::min(chunk, n - off), bytes = count * elem;
+      cuda_check(cudaMemcpyAsync(scratch_, p + off * elem, bytes, cudaMemcpyHostToDevice, stream_),
+                 "copy to the staging buffer");
+      op(scratch_, count);
+      wait_stream(what);  // bounded wait first: the copy back below would block unbounded
+      cuda_check(cudaMemcpy(p + off * elem, scratch_, bytes, cudaMemcpyDeviceToHost),
+                 "copy from the staging buffer");
+    }
+  }
+
+  void finish_pending() {
+    if (pending_) wait_stream("all-reduce");
+  }
+
+  // Calls an NCCL enqueue function; a non-blocking communicator may answer "in progress"
+  // (e.g. while it connects to peers on first use), then it must settle before the next call.
+  template <typename Call>
+  void enqueue(Call&& call, const char* what) {
+    ncclResult_t r = call();
+    if (r == ncclInProgress) settle(what);
+    else if (r != ncclSuccess) fail_nccl(r, what);
+  }
+
+  // Polls the communicator's state until it leaves "in progress".
+  void settle(const char* what) {
+    const auto start = Clock::now();
+    for (int spins = 0;; ++spins) {
+      ncclResult_t state = ncclInProgress;
+      ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+      if (r != ncclSuccess) fail_nccl(r, what);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) fail_nccl(state, what);
+      check_deadline(start, what);
+      backoff(spins);
+    }
+  }
+
+  // Waits for the communicator's stream, watching for NCCL errors and the deadline.
+  void wait_stream(const char* what) {
+    const auto start = Clock::now();
+    for (int spins = 0;; ++spins) {
+      cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady)
+        die(fmt::format("rank {}: CUDA error during the NCCL {}: {}", rank_, what, cudaGetErrorString(q)));
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+          state != ncclInProgress)
+        fail_nccl(state, what);
+      check_deadline(start, what);
+      backoff(spins);
+    }
+    pending_ = false;
+  }
+
+  static void backoff(int spins) {
+    if (spins < 2000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
+  }
+
+  void check_deadline(Clock::time_point start, const char* what) {
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > timeout_s_)
+      die(fmt::format("rank {} of {}: NCCL {} did not complete within {:.0f} s: a peer rank has "
+                      "probably died or hangs; aborted the NCCL communicator (raise "
+                      "parallel.timeout_s if steps are that slow)", rank_, world_, what, timeout_s_));
+  }
+
+  [[noreturn]] void fail_nccl(ncclResult_t r, const char* what) {
+    const char* detail = comm_ ? ncclGetLastError(comm_) : "";
+    die(fmt::format("rank {} of {}: NCCL {} failed: {}{}{}{}", rank_, world_, what,
+                    ncclGetErrorString(r), detail && *detail ? " (" : "", detail ? detail : "",
+                    detail && *detail ? ")" : "") +
+        (r == ncclRemoteError || r == ncclSystemError ? ": a peer rank has probably died" : ""));
+  }
+
+  // Aborts the communicator and throws; if the abort itself hangs (a wedged GPU), the
+  // process ends with exit code 3 after saying why.
+  [[noreturn]] void die(const std::string& message) {
+    if (!abort_communicator()) {
+      log::error("{}; the NCCL abort did not finish in 10 s: ending the process", message);
+      std::_Exit(3);
+    }
+    throw Error(message);
+  }
+
+  // ncclCommAbort, bounded: true when it returned (or there was nothing to abort).
+  bool abort_communicator() {
+    if (!comm_) return true;
+    ncclComm_t c = comm_;
+    comm_ = nullptr;
+    aborted_ = true;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([c, done] {
+      ncclCommAbort(c);
+      done->store(true);
+    }).detach();
+    const auto start = Clock::now();
+    while (!done->load() && Clock::now() - start < std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return done->load();
+  }
+
+  std::unique_ptr<Communicator> bootstrap_;  // MPI, when it carried the unique id
+  int rank_ = 0, world_ = 1;
+  double timeout_s_ = 300;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* scratch_ = nullptr;
+  bool pending_ = false;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+bool nccl_compiled() { return true; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& o) {
+  const Rendezvous rv = parse_rendezvous(o.rendezvous);
+  const LaunchEnv env = launch_env();
+  std::unique_ptr<Communicator> mpi;
+  int rank = 0, world = 1, local = -1;
+  std::string how;
+  const bool use_mpi = rv.kind == Rendezvous::Kind::mpi ||
+                       (rv.kind == Rendezvous::Kind::automatic && env.mpi_launcher());
+  if (use_mpi) {
+    mpi = make_mpi_communicator();
+    rank = mpi->rank();
+    world = mpi->world();
+    local = env.local_rank >= 0 && env.world == world ? env.local_rank : mpi_node_local_rank();
+    how = "MPI";
+  } else if (rv.kind == Rendezvous::Kind::file) {
+    rank = env.rank;
+    world = env.world;
+    local = env.local_rank;
+    if (world > 1 && local < 0) {
+      log::warn("rank {}: the launcher ({}) gives no node-local rank (SLURM_LOCALID, "
+                "OMPI_COMM_WORLD_LOCAL_RANK): taking GPU rank % GPUs", rank, env.source);
+      local = rank;
+    }
+  } else if (env.world > 1) {
+    fail("this process was started by {} as rank {} of {} without MPI, so the NCCL ranks cannot "
+         "find each other: set parallel.rendezvous = \"file:/shared/path\" (a folder every node "
+         "can read), or launch with mpirun or srun --mpi=pmix", env.source, env.rank, env.world);
+  }
+  const int device = cuda_select_local_gpu(local);
+
+  ncclUniqueId id{};
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      fail("NCCL could not create its unique id: {} ({}); check the network interfaces "
+           "(NCCL_SOCKET_IFNAME)", ncclGetErrorString(r), ncclGetLastError(nullptr));
+  }
+  std::string rdv_path;
+  if (mpi) {
+    mpi->broadcast_bytes(&id, sizeof id, 0);
+  } else if (rv.kind == Rendezvous::Kind::file && world > 1) {
+    rdv_path = rendezvous_file_for_job(rv.path, [](const char* n) { return std::getenv(n); });
+    how = "file " + rdv_path;
+    if (rank == 0) {
+      rendezvous_publish(rdv_path, std::string_view(id.internal, sizeof id.internal), world);
+    } else {
+      RendezvousWait w;
+      w.timeout_s = o.timeout_s;
+      w.not_before = wall_clock_s();
+      std::string blob = rendezvous_wait(rdv_path, world, rank, w);
+      if (blob.size() != sizeof id.internal)
+        fail("rendezvous file '{}' holds {} bytes, not an NCCL id of {}: was it written by another "
+             "aiscale version?", rdv_path, blob.size(), sizeof id.internal);
+      std::memcpy(id.internal, blob.data(), blob.size());
+    }
+  } else {
+    how = "none (one rank)";
+  }
+  auto comm = std::make_unique<NcclCommunicator>(std::move(mpi), rank, world, id, o.timeout_s);
+  if (!rdv_path.empty() && rank == 0) {
+    std::error_code ec;  // every rank has joined, so every rank has read it
+    std::filesystem::remove(rdv_path, ec);
+  }
+  if (rank == 0)
+    log::info("NCCL {}: {} rank(s), one GPU each (rank 0 on GPU {}: {}), ids exchanged through {}",
+              nccl_version(), world, device, cuda_current_gpu_name(), how);
+  return comm;
+}
+
+#else  // built without NCCL
+
+bool nccl_compiled() { return false; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions&) {
+  fail("this aiscale was built without NCCL: install NCCL (nccl.h and libnccl) and rebuild with "
+       "the cuda preset, or use parallel.communicator = \"mpi\"");
+}
+
+#endif
+
+}  // namespace aiscale::parallel

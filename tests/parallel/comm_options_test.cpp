@@ -1,0 +1,115 @@
+// Choosing a communicator: config keys, their errors, and `aiscale bench allreduce`'s
+// own checks (the benchmark itself runs on 2 ranks in tests/mpi/allreduce_mpitest.cpp).
+#include <gtest/gtest.h>
+
+#include "aiscale/bench/allreduce.h"
+#include "aiscale/core/error.h"
+#include "aiscale/parallel/comm.h"
+#include "aiscale/train/config.h"
+#include "../support/run_helpers.h"
+
+using namespace aiscale;
+using namespace aiscale::testsupport;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string config_error(const std::string& text) {
+  return error_of([&] { train::parse_train_config(text, "test.toml", {}); });
+}
+
+}  // namespace
+
+TEST(CommConfig, ParallelKeys) {
+  auto c = train::parse_train_config(
+      "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\ncommunicator = \"nccl\"\n"
+      "rendezvous = \"file:/shared/rdv\"\ngrad_reduce = \"sum\"\n",
+      "t.toml", {});
+  EXPECT_EQ(c.communicator, "nccl");
+  EXPECT_EQ(c.rendezvous, "file:/shared/rdv");
+  EXPECT_EQ(c.grad_reduce, "sum");
+  auto d = train::parse_train_config("", "t.toml", {});
+  EXPECT_EQ(d.communicator, "auto");
+  EXPECT_EQ(d.rendezvous, "auto");
+  EXPECT_EQ(d.grad_reduce, "average");
+  // Written into the run directory's config.toml, so a resumed run reduces the same way.
+  auto back = train::parse_train_config(train::to_toml(c), "config.toml", {});
+  EXPECT_EQ(back.grad_reduce, "sum");
+  EXPECT_EQ(back.rendezvous, "file:/shared/rdv");
+}
+
+TEST(CommConfig, ErrorsNameTheKeyAndTheFix) {
+  std::string e = config_error("[parallel]\ncommunicator = \"nccl\"\n");
+  EXPECT_NE(e.find("needs train.device = \"cuda\""), std::string::npos) << e;
+  EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
+  e = config_error("[parallel]\ncommunicator = \"gloo\"\n");
+  EXPECT_NE(e.find("auto, mpi, nccl, none"), std::string::npos) << e;
+  e = config_error("[parallel]\ngrad_reduce = \"mean\"\n");
+  EXPECT_NE(e.find("average, sum"), std::string::npos) << e;
+  e = config_error("[parallel]\nrendezvous = \"tcp://node1:29500\"\n");
+  EXPECT_NE(e.find("parallel.rendezvous"), std::string::npos) << e;
+  EXPECT_NE(e.find("file:/shared/path"), std::string::npos) << e;
+}
+
+TEST(CommFactory, Errors) {
+  parallel::CommOptions o;
+  o.kind = "nccl";
+  o.device = "cpu";
+  std::string e = error_of([&] { parallel::make_communicator(o); });
+  EXPECT_NE(e.find("needs train.device = \"cuda\""), std::string::npos) << e;
+  o.kind = "gloo";
+  e = error_of([&] { parallel::make_communicator(o); });
+  EXPECT_NE(e.find("unknown communicator 'gloo'"), std::string::npos) << e;
+  if (!parallel::nccl_compiled()) {
+    o.kind = "nccl";
+    o.device = "cuda";
+    e = error_of([&] { parallel::make_communicator(o); });
+    EXPECT_NE(e.find("built without NCCL"), std::string::npos) << e;
+  }
+  // One process, "auto": no communication at all, whatever the device.
+  o.kind = "auto";
+  o.device = "cuda";
+  if (parallel::launched_world_size() == 1) {
+    EXPECT_EQ(parallel::make_communicator(o)->backend(), "none");
+  }
+}
+
+TEST(AllreduceBench, Sizes) {
+  bench::AllreduceBenchOptions o;
+  auto s = bench::allreduce_bench_sizes(o);
+  ASSERT_EQ(s.size(), 28u);  // 8 B .. 1 GiB, doubling
+  EXPECT_EQ(s.front(), 8);
+  EXPECT_EQ(s.back(), int64_t{1} << 30);
+  o.step_factor = 4;
+  s = bench::allreduce_bench_sizes(o);
+  EXPECT_EQ(s.size(), 14u);  // 8, 32, ..., 512 MiB
+  EXPECT_EQ(s.back(), int64_t{1} << 29);
+  o.min_bytes = 6;  // rounded down to whole fp32 values
+  o.max_bytes = 100;
+  s = bench::allreduce_bench_sizes(o);
+  EXPECT_EQ(s, (std::vector<int64_t>{4, 24, 96}));
+}
+
+TEST(AllreduceBench, CommandLineErrors) {
+  auto r = run_aiscale("bench allreduce --backend mpi --min-bytes 64 --max-bytes 8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--max-bytes 8 is below --min-bytes 64"), std::string::npos) << r.output;
+  r = run_aiscale("bench allreduce --backend mpi --step-factor 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--step-factor 1"), std::string::npos) << r.output;
+  r = run_aiscale("bench allreduce --backend gloo");
+  EXPECT_NE(r.exit_code, 0);
+  if (!parallel::nccl_compiled()) {
+    r = run_aiscale("bench allreduce --backend nccl --max-bytes 64");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find("built without NCCL"), std::string::npos) << r.output;
+  }
+}
