@@ -208,8 +208,15 @@ int run_training(const TrainRequest& req) {
   Trainer trainer(c, *model, *train_src, val_src.get(), *comm, &run_dir);
   trainer.show_progress = !req.quiet;
   trainer.before_update = [&](int64_t step_index) {
-    if (step_index + 1 == fault.nan_step)
+    if (step_index + 1 != fault.nan_step) return;
+    if (c.device == "cuda") {  // device memory: poison through the host copy
+      std::vector<float> grads(static_cast<size_t>(model->num_params()));
+      model->get_grads(grads.data());
+      grads[0] = std::numeric_limits<float>::quiet_NaN();
+      model->set_grads(grads.data());
+    } else {
       model->grad_buffer()[0] = std::numeric_limits<float>::quiet_NaN();
+    }
   };
   bool stopped_by_signal = false;
   int64_t last_checkpoint = start_step;
