@@ -17,9 +17,9 @@ tokenizer = "byte"
 [train]
 batch_size = 8
 seq_len = 64
-steps = 60
+steps = 400
 lr = 3e-3
-warmup_steps = 5
+warmup_steps = 20
 [run]
 dir = "$tmp/runs"
 name = "hf"

@@ -85,8 +85,9 @@ std::string hf_config_json(const nn::GptConfig& c) {
       {"resid_pdrop", 0.0},
       {"embd_pdrop", 0.0},
       {"attn_pdrop", 0.0},
-      {"bos_token_id", 50256},
-      {"eos_token_id", 50256},
+      // GPT-2's end-of-text id; only meaningful for the GPT-2 vocabulary (null otherwise).
+      {"bos_token_id", c.vocab_size > 50256 ? nlohmann::ordered_json(50256) : nlohmann::ordered_json()},
+      {"eos_token_id", c.vocab_size > 50256 ? nlohmann::ordered_json(50256) : nlohmann::ordered_json()},
       {"tie_word_embeddings", true},
       {"torch_dtype", "float32"}};
   return j.dump(2) + "\n";
