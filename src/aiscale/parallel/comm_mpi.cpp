@@ -2,6 +2,7 @@
 #include "aiscale/parallel/comm.h"
 
 #include <cstdlib>
+#include <vector>
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
@@ -67,13 +68,25 @@ class MpiCommunicator final : public Communicator {
   int world() const override { return world_; }
   std::string backend() const override { return "mpi"; }
   void allreduce_sum(float* data, int64_t n) override {
-    // MPI counts are int: reduce in chunks of at most 1 Gi elements.
-    const int64_t chunk = int64_t{1} << 30;
-    for (int64_t off = 0; off < n; off += chunk) {
-      int count = static_cast<int>(std::min(chunk, n - off));
-      check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-            "all-reduce");
+    // Gradient buckets of kBucketFloats (25 MiB, PyTorch DDP's default): every bucket's
+    // non-blocking all-reduce is posted at once, so MPI pipelines them (one bucket on the
+    // wire while the next is summed) instead of one monolithic call; it also keeps MPI's
+    // int counts far from overflow.
+    constexpr int64_t kBucketFloats = int64_t{25} << 18;  // 25 MiB of fp32
+    if (n <= kBucketFloats) {
+      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD), "all-reduce");
+      return;
     }
+    requests_.clear();
+    for (int64_t off = 0; off < n; off += kBucketFloats) {
+      requests_.emplace_back();
+      int count = static_cast<int>(std::min(kBucketFloats, n - off));
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           &requests_.back()), "all-reduce (bucket)");
+    }
+    check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+          "all-reduce (wait)");
   }
   void allreduce_sum(double* data, int64_t n) override {
     check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
@@ -94,6 +107,7 @@ class MpiCommunicator final : public Communicator {
  private:
   int rank_ = 0, world_ = 1;
   bool owns_ = false;
+  std::vector<MPI_Request> requests_;  // one per gradient bucket in flight
 };
 
 }  // namespace
