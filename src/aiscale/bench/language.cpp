@@ -40,7 +40,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.precision = parse_dtype(o.precision);
   ro.recompute = o.recompute;
   ro.seed = o.seed;
-  auto model = o.device == "cuda" ? nn::make_gpt_cuda(o.model, ro) : nn::make_gpt_cpu(o.model, ro);
+  auto model = nn::make_gpt(o.device, o.model, ro);
   train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
 

@@ -106,6 +106,20 @@ std::string optimizer_bytes(const CheckpointState& s) {
 
 bool is_complete(const fs::path& dir) { return fs::exists(dir / "COMPLETE"); }
 
+// Folders step_N with a COMPLETE marker, oldest first (names sort by step).
+std::vector<fs::path> complete_checkpoints(const std::string& checkpoints_dir) {
+  std::vector<fs::path> complete;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return complete;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory() && name.starts_with("step_") && !name.ends_with(".tmp") && is_complete(e.path()))
+      complete.push_back(e.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  return complete;
+}
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
@@ -140,12 +154,7 @@ void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState&
   atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", s.step));
 
   // Keep the newest keep_last complete checkpoints.
-  std::vector<fs::path> complete;
-  for (const auto& e : fs::directory_iterator(checkpoints_dir))
-    if (e.is_directory() && e.path().filename().string().starts_with("step_") &&
-        !e.path().filename().string().ends_with(".tmp") && is_complete(e.path()))
-      complete.push_back(e.path());
-  std::sort(complete.begin(), complete.end());
+  std::vector<fs::path> complete = complete_checkpoints(checkpoints_dir);
   while (static_cast<int64_t>(complete.size()) > keep_last) {
     fs::remove_all(complete.front(), ec);
     complete.erase(complete.begin());
@@ -153,18 +162,9 @@ void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState&
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {
-  std::optional<std::string> best;
-  std::error_code ec;
-  if (!fs::is_directory(checkpoints_dir, ec)) return best;
-  std::vector<fs::path> complete;
-  for (const auto& e : fs::directory_iterator(checkpoints_dir)) {
-    std::string name = e.path().filename().string();
-    if (e.is_directory() && name.starts_with("step_") && !name.ends_with(".tmp") && is_complete(e.path()))
-      complete.push_back(e.path());
-  }
-  std::sort(complete.begin(), complete.end());
-  if (!complete.empty()) best = complete.back().string();
-  return best;
+  std::vector<fs::path> complete = complete_checkpoints(checkpoints_dir);
+  if (complete.empty()) return std::nullopt;
+  return complete.back().string();
 }
 
 CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer) {

@@ -144,7 +144,7 @@ int run_training(const TrainRequest& req) {
   ro.recompute = c.recompute;
   ro.decay_embeddings = c.decay_embeddings;
   ro.seed = c.seed;
-  auto model = c.device == "cuda" ? nn::make_gpt_cuda(c.model, ro) : nn::make_gpt_cpu(c.model, ro);
+  auto model = nn::make_gpt(c.device, c.model, ro);
 
   int64_t start_step = 0, nonfinite = 0;
   if (resume) {

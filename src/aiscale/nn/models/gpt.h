@@ -76,5 +76,7 @@ std::unique_ptr<GptModel> make_gpt_cpu(const GptConfig& c, const GptRunOptions& 
 // The CUDA model (throws Error when built without CUDA or when no GPU is present).
 std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions& o);
 bool cuda_available();
+// By device name: "cpu" or "cuda".
+std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c, const GptRunOptions& o);
 
 }  // namespace aiscale::nn

@@ -40,4 +40,9 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
   return mask;
 }
 
+std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c,
+                                   const GptRunOptions& o) {
+  return device == "cuda" ? make_gpt_cuda(c, o) : make_gpt_cpu(c, o);
+}
+
 }  // namespace aiscale::nn
