@@ -49,5 +49,40 @@ TEST(PlanCli, MistakesExitOneWithAnExplanation) {
   EXPECT_NE(r.output.find("does not fit in memory"), std::string::npos) << r.output;
 }
 
+TEST(PlanCli, AttentionOptionIsPrintedAndChecked) {
+  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system jupiter");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("flash on GPU partitions"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(flash attention: no score matrices)"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system jupiter --attention materialized --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["workload"]["attention"], "materialized");
+  EXPECT_EQ(j["ranked"][0]["attention"], "materialized");
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --attention sparse");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown attention 'sparse'"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model resnet50 --attention flash");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--attention applies to transformer models only"), std::string::npos) << r.output;
+}
+
+TEST(PlanCli, CpuPartitionGetsARankedLayoutInFp32) {
+  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e8 --system karolina/cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("precision      fp32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("karolina/cpu ²"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CPU nodes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node-hours"), std::string::npos) << r.output;
+  // bf16 asked for explicitly: explained, not a crash.
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e8 --system karolina/cpu --precision bf16");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Not feasible"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--precision fp32"), std::string::npos) << r.output;
+  r = run_aiscale("plan systems");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("EPYC-7763"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace aiscale

@@ -38,18 +38,58 @@ TEST(PlanMemory, ModelStatesFollowTheZeroFormulas) {
 }
 
 TEST(PlanMemory, KorthikantiActivationsPerLayer) {
+  // Materialized attention, as Korthikanti et al. count it.
   // GPT-2 124M shape: s = 1024, b = 1, h = 768, a = 12 → sbh = 786,432, 5as/h = 80.
+  const Attention m = Attention::materialized;
   const double sbh = 1024.0 * 768;
-  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::none), sbh * 114);
-  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::selective), sbh * 34);
-  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::full), sbh * 2);
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::none, m), sbh * 114);
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::selective, m), sbh * 34);
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::full, m), sbh * 2);
   // Tensor + sequence parallelism divides everything by t.
-  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 4, 768, 12, 2, Recompute::none),
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 4, 768, 12, 2, Recompute::none, m),
                    4 * sbh * 114 / 2);
+  // The default of the function is the paper's (materialized) count.
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 1, 768, 12, 1, Recompute::none), sbh * 114);
+}
+
+TEST(PlanMemory, FlashAttentionStoresNoScoreMatrices) {
+  // Flash attention: the 5·a·s²·b score terms go; one fp32 log-sum-exp per head and row
+  // (4·a·s·b bytes) stays. GPT-2 124M shape, b = 16: 34 × 1024 × 16 × 768 = 427,819,008
+  // plus 4 × 12 × 1024 × 16 = 786,432 bytes per layer.
+  const Attention f = Attention::flash;
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 16, 768, 12, 1, Recompute::none, f),
+                   427819008.0 + 786432.0);
+  // Selective recomputation saves nothing more: the scores were never stored.
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 16, 768, 12, 1, Recompute::selective, f),
+                   427819008.0 + 786432.0);
+  // Full recomputation keeps each layer's input only, whatever the kernel.
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 16, 768, 12, 1, Recompute::full, f),
+                   2.0 * 1024 * 16 * 768);
+  // Tensor parallelism splits the heads, so the log-sum-exp too; fp32 elements double the
+  // Korthikanti part only (the log-sum-exp is fp32 either way).
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 16, 768, 12, 2, Recompute::none, f),
+                   (427819008.0 + 786432.0) / 2);
+  EXPECT_DOUBLE_EQ(transformer_layer_activation_bytes(1024, 16, 768, 12, 1, Recompute::none, f, 4.0),
+                   2 * 427819008.0 + 786432.0);
+
+  // Per GPU: GPT-2 124M, micro-batch 16, bf16 (the measured single-H200 configuration).
+  Workload w = make_workload("gpt2-124m");
+  EXPECT_EQ(w.attention, Attention::flash);  // the default
+  Layout l;
+  l.micro_batch = 16;
+  const double flash = memory_per_gpu(w, l, Precision::bf16).activations;
+  w.attention = Attention::materialized;
+  const double materialized = memory_per_gpu(w, l, Precision::bf16).activations;
+  // 12 layers × (5·a·s²·b − 4·a·s·b) = 12 × (5 × 12 × 1024² × 16 − 786,432) bytes.
+  EXPECT_DOUBLE_EQ(materialized - flash, 12.0 * (5.0 * 12 * 1024 * 1024 * 16 - 786432.0));
+  // 12 layers + embedding dropout mask + final LayerNorm + fp32 logits, by hand.
+  EXPECT_DOUBLE_EQ(flash, 12.0 * (427819008.0 + 786432.0) + 1024.0 * 16 * 768 +
+                              4.0 * 1024 * 16 * 768 + 4.0 * 1024 * 16 * 50257);
 }
 
 TEST(PlanMemory, ActivationsGrowWithBatchAndShrinkWithRecomputation) {
-  const Workload w = make_workload("gpt2-774m");
+  Workload w = make_workload("gpt2-774m");
+  w.attention = Attention::materialized;  // selective recomputation saves memory only here
   Layout l;
   l.micro_batch = 4;
   const double none = memory_per_gpu(w, l, Precision::bf16).activations;

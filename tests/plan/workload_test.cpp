@@ -1,4 +1,6 @@
 // Planner workloads: exact parameter counts and clear errors for unknown models.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "aiscale/core/error.h"
@@ -28,6 +30,44 @@ TEST(PlanWorkload, LargerPresetsMatchHandCounts) {
   EXPECT_EQ(g3.params(), 174604259328LL);
   EXPECT_EQ(g3.seq_len, 2048);
   EXPECT_EQ(g3.default_global_batch, 1536);
+}
+
+TEST(PlanWorkload, Gpt857mIsTheClosestConventionalShapeTo857M) {
+  // The sources name a "small ~857M single-GPU configuration" but give no shape. Among
+  // GPT-2/GPT-3-style shapes — head size 64 or 128, width a multiple of 128, width/layers
+  // between 32 (GPT-2 1558M: 1600/48 = 33) and 128 (GPT-3 6.7B: 4096/32) — with the tied
+  // 50257 vocabulary and 1024 positions, the preset must be the one closest to 857M.
+  const Workload w = make_workload("gpt-857m");
+  EXPECT_EQ(w.gpt.n_layer, 33);
+  EXPECT_EQ(w.gpt.n_embd, 1408);
+  EXPECT_EQ(w.gpt.n_head, 22);  // head size 64
+  EXPECT_EQ(w.params(), 857866240LL);
+  int64_t best = 0, best_layers = 0, best_width = 0;
+  for (int64_t d = 128; d <= 4096; d += 128)
+    for (int64_t layers = 1; layers <= 128; ++layers) {
+      if (d < 32 * layers || d > 128 * layers) continue;
+      const int64_t n = 50257 * d + 1024 * d + layers * (12 * d * d + 13 * d) + 2 * d;
+      if (best == 0 || std::llabs(n - 857000000) < std::llabs(best - 857000000)) {
+        best = n;
+        best_layers = layers;
+        best_width = d;
+      }
+    }
+  EXPECT_EQ(best, w.params());
+  EXPECT_EQ(best_layers, 33);
+  EXPECT_EQ(best_width, 1408);
+}
+
+TEST(PlanWorkload, AttentionKinds) {
+  EXPECT_EQ(parse_attention("flash"), Attention::flash);
+  EXPECT_EQ(parse_attention("materialized"), Attention::materialized);
+  EXPECT_EQ(to_string(Attention::materialized), "materialized");
+  try {
+    parse_attention("sparse");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown attention 'sparse'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanWorkload, CustomSizesAndOverrides) {

@@ -2,6 +2,7 @@
 //   aiscale plan --model gpt2-1558m --tokens 10e9 [--system leonardo] [--gpus N] [--json]
 //   aiscale plan systems                          the catalogue
 //   aiscale plan scaling --system leonardo --model gpt2-124m   predicted scaling curve
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +31,8 @@ struct PlanOptions {
   double tokens = 0;
   double images = static_cast<double>(kImageNetTrainImages);
   double epochs = 90;
-  std::string precision = "bf16";
+  std::string precision;  // "": bf16, or fp32 when every partition planned is a CPU partition
+  std::string attention;  // "": flash on GPU partitions, materialized on CPU partitions
   // where and how
   std::vector<std::string> systems;
   long gpus = 0;
@@ -69,12 +71,19 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9");
   app->add_option("--images", o.images, "Images per epoch for CNNs (default: ImageNet-1k, 1,281,167)");
   app->add_option("--epochs", o.epochs, "Epochs for CNNs (default 90)");
-  app->add_option("--precision", o.precision, "fp32, tf32, bf16 (default), fp16 or fp8");
+  app->add_option("--precision", o.precision,
+                  "fp32, tf32, bf16, fp16 or fp8 (default: bf16; fp32 when only CPU partitions "
+                  "are planned)");
+  app->add_option("--attention", o.attention,
+                  "Attention kernel for activation memory: flash (scores never stored) or "
+                  "materialized (B×heads×T×T scores kept); default: flash on GPU partitions, "
+                  "materialized on CPU partitions");
 }
 
 void add_layout_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--system", o.systems,
-                  "System or system/partition to consider (repeatable; default: all)")
+                  "System (its GPU partitions) or system/partition, also a CPU partition such as "
+                  "lumi/lumi-c (repeatable; default: every GPU partition)")
       ->allow_extra_args(false);
   app->add_option("--global-batch", o.global_batch,
                   "Sequences (or images) per optimizer step; default: the model's (GPT-2: 512)");
@@ -96,7 +105,17 @@ Catalog open_catalog(const PlanOptions& o) {
   return load_catalog(o.catalog_dir.empty() ? default_catalog_dir() : o.catalog_dir, o.system_files);
 }
 
-PlanRequest make_request(const PlanOptions& o, bool need_tokens) {
+// bf16 unless every partition to plan is a CPU partition (aiscale's CPU backend trains in
+// fp32); an explicit --precision always wins.
+std::string default_precision(const PlanOptions& o, const std::vector<Target>& targets) {
+  if (!o.precision.empty()) return o.precision;
+  const bool all_cpu = !targets.empty() &&
+                       std::all_of(targets.begin(), targets.end(),
+                                   [](const Target& t) { return t.partition->is_cpu(); });
+  return all_cpu ? "fp32" : "bf16";
+}
+
+PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vector<Target>& targets) {
   if (o.model.empty())
     fail("give the workload with --model (e.g. --model gpt2-1558m); `aiscale plan --help` lists "
          "the options");
@@ -117,7 +136,12 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens) {
   }
   r.images = o.images;
   r.epochs = o.epochs;
-  r.precision = parse_precision(o.precision);
+  r.precision = parse_precision(default_precision(o, targets));
+  if (!o.attention.empty()) {
+    r.attention = parse_attention(o.attention);
+    if (!r.workload.is_transformer())
+      fail("--attention applies to transformer models only, not {}", r.workload.name);
+  }
   r.gpus = o.gpus;
   r.global_batch = o.global_batch;
   r.min_efficiency = o.min_efficiency;
@@ -159,10 +183,11 @@ void run_systems(const PlanOptions& o) {
 
 void run_plan(const PlanOptions& o) {
   const Catalog cat = open_catalog(o);
-  const PlanRequest r = make_request(o, true);
+  const std::vector<Target> targets = targets_of(cat, o.systems);
+  const PlanRequest r = make_request(o, true, targets);
   const Assumptions a = make_assumptions(o);
   const Calibration cal = load_calibration(o.calibration, cat);
-  const PlanResult res = aiscale::plan::plan(r, targets_of(cat, o.systems), cat, cal, a);
+  const PlanResult res = aiscale::plan::plan(r, targets, cat, cal, a);
   if (o.json) fmt::print("{}\n", plan_json(r, res, cal, a).dump(2));
   else fmt::print("{}", plan_text(r, res, cal, a));
 }
@@ -171,10 +196,10 @@ void run_scaling(const PlanOptions& o) {
   const Catalog cat = open_catalog(o);
   if (o.systems.size() != 1)
     fail("give one system for the scaling curve with --system (e.g. --system leonardo)");
-  const PlanRequest r = make_request(o, false);
+  const auto targets = cat.resolve(o.systems.front());
+  const PlanRequest r = make_request(o, false, targets);
   const Assumptions a = make_assumptions(o);
   const Calibration cal = load_calibration(o.calibration, cat);
-  const auto targets = cat.resolve(o.systems.front());
   if (targets.size() != 1) {
     std::string names;
     for (const auto& t : targets) names += (names.empty() ? "" : ", ") + t.label();

@@ -57,7 +57,9 @@ std::string Accelerator::unsupported_reason(Precision p) const {
   std::string list;
   for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
   return fmt::format("{} has no {} peak in the catalogue (supported: {}); choose another "
-                     "--precision", id, to_string(p), list.empty() ? "none" : list);
+                     "--precision{}", id, to_string(p), list.empty() ? "none" : list,
+                     cpu_node ? " (CPU partitions are planned as aiscale's CPU backend trains: "
+                                "--precision fp32)" : "");
 }
 
 }  // namespace aiscale::plan

@@ -32,6 +32,9 @@ struct Accelerator {
   double peak_fp64 = 0, peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0;
   std::vector<std::string> device_names;  // driver-reported name fragments (calibration)
   std::string source;                     // where the figures come from
+  // A whole CPU node standing in as one "device" (CPU partitions): peaks are the node's
+  // cores × clock × FLOPs per cycle, memory is the node's RAM, bandwidth its DRAM's.
+  bool cpu_node = false;
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
   // Dense peak in FLOP/s for a precision; 0 when unsupported.

@@ -2,7 +2,12 @@
 
 namespace aiscale::plan {
 
-AccessRoute access_route(double gpu_hours, bool eurohpc) {
+AccessRoute access_route(double gpu_hours, bool eurohpc, bool cpu_partition) {
+  if (cpu_partition)
+    return {"CPU allocation",
+            eurohpc ? "node-hours on a CPU partition: the AI Factory routes are sized in GPU-hours; "
+                      "ask through EuroHPC's access calls or the site"
+                    : "node-hours on a CPU partition: apply through the site's own allocation process"};
   if (!eurohpc)
     return {"site allocation", "not a EuroHPC system: apply through the site's own allocation process"};
   if (gpu_hours <= kPlaygroundMaxGpuHours)

@@ -17,6 +17,8 @@ inline constexpr double kFastLaneMaxGpuHours = 50000;
 
 // eurohpc: whether the system is a EuroHPC system (AI Factory routes apply); other
 // systems are reached through their own site's allocation process.
-AccessRoute access_route(double gpu_hours, bool eurohpc);
+// cpu_partition: the hours are node-hours on a CPU partition, to which the AI Factory
+// routes (sized in GPU-hours) do not apply.
+AccessRoute access_route(double gpu_hours, bool eurohpc, bool cpu_partition = false);
 
 }  // namespace aiscale::plan

@@ -26,6 +26,10 @@ struct Assumptions {
   double transformer_utilisation = 0.40;
   // The worked estimate in reference/systems.md used 33% for its CNN example.
   double cnn_utilisation = 0.33;
+  // CPU partitions (fp32): aiscale's measured CPU training step, 81.7 GFLOP/s on 2 cores
+  // of a Zen 3 EPYC at 2.45 GHz (docs/benchmarks.md, idle machine), over those cores'
+  // peak 2 × 2.45 GHz × 32 FLOP/cycle = 156.8 GFLOP/s: 52%.
+  double cpu_utilisation = 0.52;
   // Achievable ring bus bandwidth as a fraction of the datasheet link rate.
   double intra_efficiency = 0.75;
   double inter_efficiency = 0.85;

@@ -62,7 +62,8 @@ std::vector<std::string> jsonl_files(const std::string& path) {
 
 void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
   if (text(j, "device_kind") == "cpu") {
-    c.notes.push_back(where + ": CPU result, not used (the planner models GPUs)");
+    c.notes.push_back(where + ": CPU result, not used (CPU partitions are planned at the stated "
+                      "default CPU utilisation)");
     return;
   }
   MfuSample s;
@@ -249,11 +250,16 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   MachineFigures m;
   m.peak_flops = acc.peak_flops(p);
 
-  const double default_u = w.is_transformer() ? a.transformer_utilisation : a.cnn_utilisation;
+  const double default_u = acc.cpu_node ? a.cpu_utilisation
+                           : w.is_transformer() ? a.transformer_utilisation : a.cnn_utilisation;
   m.utilisation = {default_u, false,
-                   fmt::format("assumed {:.0f}% of the dense {} datasheet peak", default_u * 100,
-                               to_string(p))};
-  if (w.is_transformer())
+                   acc.cpu_node
+                       ? fmt::format("assumed {:.0f}% of the node's {} peak (cores × clock × FLOPs "
+                                     "per cycle), as aiscale's measured CPU training step reached "
+                                     "on 2 EPYC cores", default_u * 100, to_string(p))
+                       : fmt::format("assumed {:.0f}% of the dense {} datasheet peak",
+                                     default_u * 100, to_string(p))};
+  if (w.is_transformer() && !acc.cpu_node)
     if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
       m.utilisation = {s->utilisation, true,
                        fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}", s->model,
@@ -261,7 +267,8 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
 
   const double intra_datasheet = part.intra.gbytes_per_s * 1e9;
   m.intra_bytes_per_s = {intra_datasheet * a.intra_efficiency, false,
-                         part.intra.gbytes_per_s > 0
+                         acc.cpu_node ? std::string("one rank per CPU node: no intra-node collectives")
+                         : part.intra.gbytes_per_s > 0
                              ? fmt::format("{} {:.0f} GB/s per direction{} × {:.0f}% assumed efficiency",
                                            part.intra.link, part.intra.gbytes_per_s,
                                            part.intra.assumed ? " (link assumed)" : "",
@@ -291,6 +298,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
       hbm = sib->memory_bandwidth_tbs;
       hbm_src = "stand-in: " + sib->id + " datasheet";
     }
+  if (acc.cpu_node) hbm_src = acc.id + " DRAM channels × rate (datasheet)";
   m.hbm_bytes_per_s = {hbm * 1e12, false, hbm > 0 ? hbm_src : "unknown"};
   return m;
 }

@@ -32,7 +32,8 @@ struct Field {
   Kind kind;
 };
 
-const std::vector<Field> kTopFields = {{"system", Kind::tables}, {"accelerator", Kind::tables}};
+const std::vector<Field> kTopFields = {
+    {"system", Kind::tables}, {"accelerator", Kind::tables}, {"cpu", Kind::tables}};
 const std::vector<Field> kSystemFields = {
     {"id", Kind::string},         {"name", Kind::string},    {"aliases", Kind::strings},
     {"site", Kind::string},       {"eurohpc", Kind::boolean}, {"status", Kind::string},
@@ -42,7 +43,8 @@ const std::vector<Field> kPartitionFields = {
     {"nodes", Kind::integer},      {"gpus_per_node", Kind::integer},
     {"accelerator", Kind::string}, {"cpu", Kind::string},       {"ram_gib", Kind::number},
     {"local_ssd", Kind::string},   {"interface", Kind::string}, {"launched", Kind::string},
-    {"notes", Kind::string},       {"intra_node", Kind::table}, {"network", Kind::table}};
+    {"notes", Kind::string},       {"intra_node", Kind::table}, {"network", Kind::table},
+    {"cpu_model", Kind::string},   {"sockets", Kind::integer},  {"cpu_ghz", Kind::number}};
 const std::vector<Field> kIntraFields = {{"link", Kind::string},
                                          {"gbytes_per_s", Kind::number},
                                          {"assumed", Kind::boolean},
@@ -56,6 +58,11 @@ const std::vector<Field> kAcceleratorFields = {
     {"memory_bandwidth_tbs", Kind::number}, {"bandwidth_as", Kind::string},
     {"peak_tflops", Kind::table},   {"device_names", Kind::strings},
     {"source", Kind::string}};
+const std::vector<Field> kCpuFields = {
+    {"id", Kind::string},    {"vendor", Kind::string}, {"name", Kind::string},
+    {"cores", Kind::integer}, {"ghz", Kind::number},   {"flops_per_cycle", Kind::table},
+    {"memory_bandwidth_gbs", Kind::number},            {"source", Kind::string}};
+const std::vector<Field> kCpuFlopFields = {{"fp32", Kind::number}, {"fp64", Kind::number}};
 const std::vector<Field> kPeakFields = {{"fp64", Kind::number}, {"fp32", Kind::number},
                                         {"tf32", Kind::number}, {"fp16", Kind::number},
                                         {"bf16", Kind::number}, {"fp8", Kind::number}};
@@ -120,6 +127,13 @@ void validate_file(const toml::table& root, const std::string& file) {
       std::string where = fmt::format("{}: accelerator '{}'", file, id_of(a, file, "accelerator"));
       check_fields(a, kAcceleratorFields, where);
       if (auto* p = a["peak_tflops"].as_table()) check_fields(*p, kPeakFields, where + " peak_tflops");
+    }
+  if (auto* cpus = root["cpu"].as_array())
+    for (auto& n : *cpus) {
+      const auto& c = *n.as_table();
+      std::string where = fmt::format("{}: cpu '{}'", file, id_of(c, file, "cpu"));
+      check_fields(c, kCpuFields, where);
+      if (auto* f = c["flops_per_cycle"].as_table()) check_fields(*f, kCpuFlopFields, where + " flops_per_cycle");
     }
   if (auto* systems = root["system"].as_array())
     for (auto& n : *systems) {
@@ -204,6 +218,42 @@ Accelerator to_accelerator(const toml::table& t) {
   return a;
 }
 
+CpuModel to_cpu(const toml::table& t) {
+  CpuModel c;
+  c.id = get<std::string>(t, "id", "");
+  c.vendor = get<std::string>(t, "vendor", "");
+  c.name = get<std::string>(t, "name", c.id);
+  c.cores = static_cast<int>(get<int64_t>(t, "cores", 0));
+  c.ghz = get<double>(t, "ghz", 0.0);
+  if (auto* f = t["flops_per_cycle"].as_table()) {
+    c.fp32_flops_per_cycle = get<double>(*f, "fp32", 0.0);
+    c.fp64_flops_per_cycle = get<double>(*f, "fp64", 0.0);
+  }
+  c.memory_bandwidth_gbs = get<double>(t, "memory_bandwidth_gbs", 0.0);
+  c.source = get<std::string>(t, "source", "");
+  if (c.cores <= 0 || c.ghz <= 0 || c.fp32_flops_per_cycle <= 0)
+    fail("cpu '{}' needs cores, ghz and flops_per_cycle.fp32 (all positive) to be planned", c.id);
+  return c;
+}
+
+// One CPU node as the planner's "device": peaks from sockets × cores × clock × FLOPs per
+// cycle, the node's RAM as its memory, the sockets' DRAM bandwidth.
+Accelerator cpu_node(const CpuModel& c, const Partition& p) {
+  Accelerator a;
+  const double ghz = p.cpu_ghz > 0 ? p.cpu_ghz : c.ghz;
+  a.id = fmt::format("{}× {}", p.sockets, c.id);
+  a.vendor = c.vendor;
+  a.name = fmt::format("{}× {} ({} cores at {:g} GHz)", p.sockets, c.name, p.sockets * c.cores, ghz);
+  a.memory_gib = p.ram_gib;
+  a.memory_bandwidth_tbs = p.sockets * c.memory_bandwidth_gbs / 1000.0;
+  const double core_ghz = p.sockets * c.cores * ghz;  // 10^9 core-cycles per second
+  a.peak_fp32 = core_ghz * c.fp32_flops_per_cycle / 1000.0;
+  a.peak_fp64 = core_ghz * c.fp64_flops_per_cycle / 1000.0;
+  a.source = c.source;
+  a.cpu_node = true;
+  return a;
+}
+
 Partition to_partition(const toml::table& t, const std::string& where) {
   Partition p;
   p.id = get<std::string>(t, "id", "");
@@ -218,6 +268,9 @@ Partition to_partition(const toml::table& t, const std::string& where) {
   p.interface = get<std::string>(t, "interface", "");
   p.launched = get<std::string>(t, "launched", "");
   p.notes = get<std::string>(t, "notes", "");
+  p.cpu_model = get<std::string>(t, "cpu_model", "");
+  p.sockets = static_cast<int>(get<int64_t>(t, "sockets", 0));
+  p.cpu_ghz = get<double>(t, "cpu_ghz", 0.0);
   if (auto* i = t["intra_node"].as_table()) {
     p.intra.link = get<std::string>(*i, "link", "");
     p.intra.gbytes_per_s = get<double>(*i, "gbytes_per_s", 0.0);
@@ -235,7 +288,8 @@ Partition to_partition(const toml::table& t, const std::string& where) {
   if (p.kind != "gpu" && p.kind != "cpu" && p.kind != "ipu")
     fail("{} partition '{}': kind = \"{}\" is unknown: use \"gpu\", \"cpu\" or \"ipu\"", where,
          p.id, p.kind);
-  if (p.nodes < 0 || p.gpus_per_node < 0 || p.network.links < 0 || p.network.shared_by_nodes < 1)
+  if (p.nodes < 0 || p.gpus_per_node < 0 || p.network.links < 0 || p.network.shared_by_nodes < 1 ||
+      p.sockets < 0 || p.cpu_ghz < 0)
     fail("{} partition '{}': node, GPU and link counts must be positive", where, p.id);
   return p;
 }
@@ -291,6 +345,12 @@ const Accelerator* Catalog::find_accelerator(std::string_view id) const {
   return nullptr;
 }
 
+const CpuModel* Catalog::find_cpu(std::string_view id) const {
+  for (const auto& c : cpus)
+    if (lower(c.id) == lower(id)) return &c;
+  return nullptr;
+}
+
 const System* Catalog::find_system(std::string_view id) const {
   std::string l = lower(id);
   for (const auto& s : systems) {
@@ -305,7 +365,7 @@ std::vector<Target> Catalog::gpu_targets() const {
   std::vector<Target> out;
   for (const auto& s : systems)
     for (const auto& p : s.partitions)
-      if (p.plannable()) out.push_back({&s, &p});
+      if (p.plannable() && p.is_gpu()) out.push_back({&s, &p});
   return out;
 }
 
@@ -323,7 +383,7 @@ std::vector<Target> Catalog::resolve(std::string_view name) const {
     std::string parts;
     for (const auto& p : s->partitions) {
       parts += (parts.empty() ? "" : ", ") + s->id + "/" + p.id;
-      if (part.empty() ? p.plannable() : lower(p.id) == part) out.push_back({s, &p});
+      if (part.empty() ? p.plannable() && p.is_gpu() : lower(p.id) == part) out.push_back({s, &p});
     }
     if (out.empty() && !part.empty())
       fail("system '{}' has no partition '{}': its partitions are {}", s->id, part, parts);
@@ -361,7 +421,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
   for (const auto& e : extra)
     for (auto& f : toml_files_in(e)) files.push_back(f);
 
-  toml::array accelerators, systems;
+  toml::array accelerators, cpus, systems;
   std::map<std::string, std::vector<std::string>> system_files;
   for (const auto& file : files) {
     toml::table root;
@@ -374,6 +434,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
     std::string name = fs::path(file).filename().string();
     validate_file(root, name);
     if (auto* a = root["accelerator"].as_array()) merge_by_id(accelerators, *a);
+    if (auto* c = root["cpu"].as_array()) merge_by_id(cpus, *c);
     if (auto* s = root["system"].as_array()) {
       merge_by_id(systems, *s);
       for (auto& n : *s) system_files[*(*n.as_table())["id"].value<std::string>()].push_back(name);
@@ -382,6 +443,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
   }
 
   for (auto& n : accelerators) cat.accelerators.push_back(to_accelerator(*n.as_table()));
+  for (auto& n : cpus) cat.cpus.push_back(to_cpu(*n.as_table()));
   for (auto& a : cat.accelerators)
     if (!a.bandwidth_as.empty() && !cat.find_accelerator(a.bandwidth_as))
       fail("accelerator '{}': bandwidth_as = \"{}\" is not an accelerator in the catalogue",
@@ -415,6 +477,20 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
         } else if (p.kind == "gpu") {
           fail("{} partition '{}' is a GPU partition without an accelerator: add accelerator = "
                "\"<id from accelerators.toml>\"", where, p.id);
+        }
+        if (!p.cpu_model.empty()) {
+          const CpuModel* c = cat.find_cpu(p.cpu_model);
+          if (!c) {
+            std::string ids;
+            for (const auto& x : cat.cpus) ids += (ids.empty() ? "" : ", ") + x.id;
+            fail("{} partition '{}': cpu_model '{}' is not in the catalogue: use one of {} or add "
+                 "a [[cpu]] entry", where, p.id, p.cpu_model, ids.empty() ? "(none)" : ids);
+          }
+          // A CPU partition is planned when its CPU model, sockets and RAM are known.
+          if (p.kind == "cpu" && p.sockets > 0 && p.ram_gib > 0) {
+            p.accelerator = cpu_node(*c, p);
+            p.gpus_per_node = 1;  // one rank per node, a thread per core
+          }
         }
         s.partitions.push_back(std::move(p));
       }

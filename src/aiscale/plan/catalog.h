@@ -37,6 +37,19 @@ struct Network {
   }
 };
 
+// A CPU model (data/systems/cpus.toml): what a CPU partition's node peak and memory
+// bandwidth are computed from.
+struct CpuModel {
+  std::string id;                   // "EPYC-7763"
+  std::string vendor, name;
+  int cores = 0;                    // per socket
+  double ghz = 0;                   // base clock
+  double fp32_flops_per_cycle = 0;  // per core (FMA = 2 FLOPs × lanes × pipes)
+  double fp64_flops_per_cycle = 0;
+  double memory_bandwidth_gbs = 0;  // per socket, DRAM datasheet (channels × rate × 8 B)
+  std::string source;
+};
+
 struct Partition {
   std::string id;              // "booster"
   std::string name;            // "Leonardo Booster"
@@ -50,10 +63,19 @@ struct Partition {
   std::string local_ssd, interface, launched, notes;
   IntraNode intra;
   Network network;
+  // CPU partitions: the CPU model (an id in cpus.toml), sockets per node and, where the
+  // site runs them slower than the datasheet, the clock in GHz. When the model resolves,
+  // `accelerator` describes one whole node (Accelerator::cpu_node) and gpus_per_node is 1:
+  // the planner runs one rank per node with a thread per core.
+  std::string cpu_model;
+  int sockets = 0;
+  double cpu_ghz = 0;          // 0: the model's base clock
 
   bool is_gpu() const { return kind == "gpu"; }
-  // GPU partitions with an accelerator can be planned; others are listed only.
-  bool plannable() const { return is_gpu() && !accelerator.id.empty(); }
+  bool is_cpu() const { return kind == "cpu"; }
+  // GPU partitions with an accelerator, and CPU partitions whose CPU model, sockets and
+  // RAM are in the catalogue, can be planned; others are listed only.
+  bool plannable() const { return (is_gpu() || is_cpu()) && !accelerator.id.empty(); }
   // Largest GPU count the catalogue allows (1 where the node layout is unknown).
   long max_gpus() const;
 };
@@ -76,13 +98,16 @@ struct Target {
 
 struct Catalog {
   std::vector<Accelerator> accelerators;
+  std::vector<CpuModel> cpus;
   std::vector<System> systems;
   std::vector<std::string> files;  // every file read, in order
 
   const Accelerator* find_accelerator(std::string_view id) const;
   const System* find_system(std::string_view id) const;
-  // "leonardo" (all its GPU partitions), "leonardo/booster", or a partition id that is
-  // unique across systems. Throws Error listing the known names.
+  const CpuModel* find_cpu(std::string_view id) const;
+  // "leonardo" (all its GPU partitions), "leonardo/booster" or "leonardo/dcgp" (any
+  // plannable partition, CPU ones too), or a partition id that is unique across systems.
+  // Throws Error listing the known names.
   std::vector<Target> resolve(std::string_view name) const;
   // Every plannable GPU partition.
   std::vector<Target> gpu_targets() const;

@@ -40,14 +40,13 @@ double zero_paper_bytes(double psi, int stage, int nd, double k) {
 }
 
 double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
-                                          Recompute r) {
+                                          Recompute r, Attention att, double element_bytes) {
   const double sbh = s * b * h;
-  switch (r) {
-    case Recompute::none: return sbh * (34.0 + 5.0 * a * s / h) / t;
-    case Recompute::selective: return sbh * 34.0 / t;
-    case Recompute::full: return 2.0 * sbh / t;
-  }
-  return 0;
+  const double scale = element_bytes / 2.0;  // Korthikanti's counts assume 16-bit elements
+  if (r == Recompute::full) return 2.0 * sbh / t * scale;
+  if (att == Attention::flash) return 34.0 * sbh / t * scale + 4.0 * a * s * b / t;
+  if (r == Recompute::selective) return 34.0 * sbh / t * scale;
+  return sbh * (34.0 + 5.0 * a * s / h) / t * scale;
 }
 
 namespace {
@@ -62,15 +61,17 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
   const double layers_here = static_cast<double>((g.n_layer + l.pp - 1) / l.pp);
   // 1F1B: the first stage holds min(pp, accumulation) micro-batches in flight, the last one.
   const double in_flight = last ? 1.0 : std::min<double>(l.pp, l.grad_accum);
+  const double elem = activation_bytes(p);
   double bytes = layers_here * in_flight *
-                 transformer_layer_activation_bytes(s, b, h, a, l.tp, l.recompute);
+                 transformer_layer_activation_bytes(s, b, h, a, l.tp, l.recompute, w.attention, elem);
   if (l.recompute == Recompute::full)  // one layer rematerialised during its backward
-    bytes += transformer_layer_activation_bytes(s, b, h, a, l.tp, Recompute::none);
+    bytes += transformer_layer_activation_bytes(s, b, h, a, l.tp, Recompute::none, w.attention, elem);
   const bool first = !last || l.pp == 1;
   const bool has_output = last || l.pp == 1;
-  if (first) bytes += s * b * h * in_flight / l.tp;  // embedding dropout mask
-  if (has_output) bytes += 4.0 * s * b * h / l.tp + 4.0 * s * b * v / l.tp;  // final LN + logits
-  return bytes * scale;
+  double other = 0;
+  if (first) other += s * b * h * in_flight / l.tp;  // embedding dropout mask
+  if (has_output) other += 4.0 * s * b * h / l.tp + 4.0 * s * b * v / l.tp;  // final LN + logits
+  return bytes + other * scale;
 }
 
 MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,

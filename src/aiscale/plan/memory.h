@@ -46,10 +46,17 @@ double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false
 double zero_paper_bytes(double psi, int stage, int nd, double k = 12.0);
 
 // Korthikanti et al. 2022, bytes of activations one transformer layer keeps for backward
-// (16-bit activations, 1-byte dropout masks), sequence length s, micro-batch b, width h,
-// heads a, tensor size t with sequence parallelism:
-//   none: s·b·h·(34 + 5·a·s/h)/t   selective: 34·s·b·h/t   full: 2·s·b·h/t
+// (1-byte dropout masks; other elements of `element_bytes`, 2 for 16-bit training),
+// sequence length s, micro-batch b, width h, heads a, tensor size t with sequence
+// parallelism. With 16-bit elements:
+//   materialized attention:  none: s·b·h·(34 + 5·a·s/h)/t   selective: 34·s·b·h/t
+//   flash attention:         none and selective: 34·s·b·h/t + 4·a·s·b/t
+//   either:                  full: 2·s·b·h/t
+// 5·a·s²·b is the stored attention scores (softmax output, its dropout mask and dropout
+// output), which a flash kernel never writes; it keeps one fp32 log-sum-exp per head and
+// row (4·a·s·b) instead, whatever the element size.
 double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
-                                          Recompute r);
+                                          Recompute r, Attention att = Attention::materialized,
+                                          double element_bytes = 2.0);
 
 }  // namespace aiscale::plan

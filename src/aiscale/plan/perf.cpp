@@ -77,7 +77,10 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     fwd_flops = per_token * tokens_mb * share / 3.0;
     bwd_flops = 2.0 * fwd_flops;
     if (l.recompute == Recompute::full) recompute_flops = fwd_flops;
-    if (l.recompute == Recompute::selective) recompute_flops = attention * tokens_mb * share / 3.0;
+    // Selective recomputation redoes attention's forward; a flash kernel recomputes its
+    // scores in backward anyway (inside the utilisation), so there it changes nothing.
+    if (l.recompute == Recompute::selective && w.attention == Attention::materialized)
+      recompute_flops = attention * tokens_mb * share / 3.0;
     e.samples_per_step = static_cast<double>(l.global_batch());
     e.tokens_per_step = e.samples_per_step * w.seq_len;
     e.model_flops_per_step = per_token * e.tokens_per_step;

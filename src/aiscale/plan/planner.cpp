@@ -55,7 +55,7 @@ void finish(Candidate& c, const PlanRequest& r) {
   const double seconds = c.steps * c.step.step_s;
   c.days = seconds / 86400.0;
   c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
-  c.route = access_route(c.gpu_hours, c.target.system->eurohpc);
+  c.route = access_route(c.gpu_hours, c.target.system->eurohpc, c.target.partition->is_cpu());
 }
 
 void set_efficiency(Candidate& c, const Candidate& base, bool weak) {
@@ -96,6 +96,27 @@ std::string size_reason(const Partition& part, long gpus) {
 
 }  // namespace
 
+Attention attention_on(const PlanRequest& r, const Partition& part) {
+  if (r.attention) return *r.attention;
+  return part.is_cpu() ? Attention::materialized : Attention::flash;
+}
+
+Workload workload_on(const PlanRequest& r, const Partition& part) {
+  Workload w = r.workload;
+  w.attention = attention_on(r, part);
+  return w;
+}
+
+std::string unplannable_reason(const Partition& part) {
+  if (part.plannable()) return "";
+  if (part.is_cpu())
+    return fmt::format("CPU partition {} cannot be planned: its CPU model, sockets or RAM per node "
+                       "are not in the catalogue (add cpu_model = \"<id from cpus.toml>\", sockets "
+                       "and ram_gib with --systems FILE)", part.name);
+  return fmt::format("{} is a '{}' partition: only GPU and CPU partitions are planned", part.name,
+                     part.kind);
+}
+
 void check_request(const PlanRequest& r) {
   const Workload& w = r.workload;
   if (w.is_transformer() && !(r.tokens > 0))
@@ -125,9 +146,13 @@ void check_request(const PlanRequest& r) {
 Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
                    const Assumptions& a) {
   const Partition& part = *t.partition;
-  const Workload& w = r.workload;
+  const Workload w = workload_on(r, part);
   const Precision prec = r.precision;
   Search out;
+  if (!part.plannable()) {
+    out.reason = unplannable_reason(part);
+    return out;
+  }
   if (m.peak_flops <= 0) {
     out.reason = part.accelerator.unsupported_reason(prec);
     return out;
@@ -195,6 +220,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
             c.layout = l;
             c.memory = mem;
             c.figures = m;
+            c.attention = w.attention;
             c.step = estimate_step(w, l, part, m, prec, a);
             if (!out.best || better(c, *out.best)) out.best = std::move(c);
           }
@@ -229,6 +255,10 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
   const bool weak = global_batch_of(r) == 0;
   for (const Target& t : targets) {
     const Partition& part = *t.partition;
+    if (!part.plannable()) {
+      res.rejected.push_back({t, unplannable_reason(part)});
+      continue;
+    }
     const MachineFigures m = machine_figures(t, r.workload, r.precision, cal, cat, a);
     if (m.peak_flops <= 0) {
       res.rejected.push_back({t, part.accelerator.unsupported_reason(r.precision)});
@@ -275,6 +305,7 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
                            const Catalog& cat, const Calibration& cal, const Assumptions& a) {
   check_request(r);
   const Partition& part = *t.partition;
+  if (!part.plannable()) fail("{}", unplannable_reason(part));
   if (part.gpus_per_node <= 0)
     fail("{}: GPUs per node are not in the catalogue, so there is no node scaling to predict (add "
          "nodes and gpus_per_node with --systems FILE)", t.label());
@@ -347,11 +378,13 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     c.target = t;
     c.layout = l;
     c.figures = curve.figures;
-    c.memory = memory_per_gpu(r.workload, l, r.precision, a.memory);
+    const Workload w = workload_on(r, part);
+    c.attention = w.attention;
+    c.memory = memory_per_gpu(w, l, r.precision, a.memory);
     if (c.memory.total > part.accelerator.memory_bytes()) {
       row.note = "does not fit in memory";
     } else {
-      c.step = estimate_step(r.workload, l, part, curve.figures, r.precision, a);
+      c.step = estimate_step(w, l, part, curve.figures, r.precision, a);
       if (!weak0) weak0 = c;
       set_efficiency(c, *weak0, true);
       finish(c, r);

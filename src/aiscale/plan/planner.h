@@ -31,8 +31,15 @@ struct PlanRequest {
   double min_efficiency = 0.8;   // largest GPU count whose efficiency stays at or above this
   long max_gpus = 0;             // 0: the partition's size
   LayoutPins pins;
+  // Attention kernel (transformers). nullopt: flash on GPU partitions (aiscale's CUDA
+  // backend, PyTorch SDPA), materialized on CPU partitions (aiscale's CPU backend).
+  std::optional<Attention> attention;
   bool rank_by_gpu_hours = false;
 };
+
+// The attention this request assumes on a partition, and the workload with it set.
+Attention attention_on(const PlanRequest& r, const Partition& part);
+Workload workload_on(const PlanRequest& r, const Partition& part);
 
 struct Candidate {
   Target target;
@@ -40,6 +47,7 @@ struct Candidate {
   MemoryBreakdown memory;
   StepEstimate step;
   MachineFigures figures;
+  Attention attention = Attention::flash;  // what the activation memory assumed
   long base_gpus = 0;     // the smallest GPU count that fits: the efficiency reference
   double efficiency = 1;  // strong (fixed global batch) or weak (CNN, fixed batch per GPU)
   bool weak = false;
@@ -66,6 +74,10 @@ struct Search {
 // The fastest layout that fits `gpus` GPUs of one partition (efficiency not yet set).
 Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
                    const Assumptions& a);
+
+// Why a partition cannot be planned at all (a CPU partition without its CPU model,
+// sockets or RAM, an IPU partition), or "" when it can.
+std::string unplannable_reason(const Partition& part);
 
 // Validates the request (amounts, pins against the model) and throws Error for mistakes.
 void check_request(const PlanRequest& r);

@@ -50,6 +50,7 @@ json candidate(const Candidate& c) {
           {"efficiency_base_gpus", c.base_gpus}, {"steps", c.steps}, {"days", c.days},
           {"gpu_hours", c.gpu_hours},
           {"access_route", {{"name", c.route.name}, {"detail", c.route.detail}}},
+          {"attention", std::string(to_string(c.attention))}, {"cpu_partition", p.is_cpu()},
           {"figures", figures(c.figures)}};
 }
 
@@ -65,6 +66,7 @@ json workload(const PlanRequest& r) {
     j["seq_len"] = w.seq_len;
     j["vocab_size"] = w.gpt.vocab_size;
     j["tokens"] = r.tokens;
+    j["attention"] = r.attention ? std::string(to_string(*r.attention)) : std::string("auto");
   } else {
     j["macs_per_sample"] = w.cnn.macs_per_sample;
     j["images"] = r.images;
@@ -136,12 +138,20 @@ nlohmann::json systems_json(const Catalog& cat) {
                        {"network", {{"kind", p.network.kind}, {"links", p.network.links},
                                     {"gbps_per_link", p.network.gbps_per_link},
                                     {"topology", std::string(to_string(p.network.topology))}}},
+                       {"cpu_model", p.cpu_model}, {"sockets", p.sockets},
+                       {"node_peak_fp32_tflops", p.accelerator.cpu_node ? p.accelerator.peak_fp32 : 0.0},
                        {"plannable", p.plannable()}, {"notes", p.notes}});
     systems.push_back({{"id", s.id}, {"name", s.name}, {"site", s.site}, {"eurohpc", s.eurohpc},
                        {"status", s.status}, {"sustained_pflops", s.sustained_pflops},
                        {"notes", s.notes}, {"files", s.files}, {"partitions", parts}});
   }
-  return {{"systems", systems}, {"accelerators", accs}, {"files", cat.files}};
+  json cpus = json::array();
+  for (const auto& c : cat.cpus)
+    cpus.push_back({{"id", c.id}, {"vendor", c.vendor}, {"name", c.name}, {"cores", c.cores},
+                    {"ghz", c.ghz}, {"fp32_flops_per_cycle", c.fp32_flops_per_cycle},
+                    {"fp64_flops_per_cycle", c.fp64_flops_per_cycle},
+                    {"memory_bandwidth_gbs", c.memory_bandwidth_gbs}, {"source", c.source}});
+  return {{"systems", systems}, {"accelerators", accs}, {"cpus", cpus}, {"files", cat.files}};
 }
 
 nlohmann::json plan_json(const PlanRequest& r, const PlanResult& res, const Calibration& cal,

@@ -45,7 +45,7 @@ std::string figures_text(const MachineFigures& m, const std::string& label) {
                      fmt::format("{:.0f} GB/s", m.intra_bytes_per_s.value / 1e9));
   out += figure_line("node network bandwidth", m.node_bytes_per_s,
                      fmt::format("{:.1f} GB/s", m.node_bytes_per_s.value / 1e9));
-  out += figure_line("HBM bandwidth", m.hbm_bytes_per_s,
+  out += figure_line("memory bandwidth", m.hbm_bytes_per_s,
                      fmt::format("{:.2f} TB/s", m.hbm_bytes_per_s.value / 1e12));
   return out;
 }
@@ -73,11 +73,17 @@ std::string calibration_text(const Calibration& cal) {
   return out;
 }
 
-std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc) {
+std::string attention_note(const Candidate& c, const Workload& w) {
+  if (!w.is_transformer()) return "";
+  return c.attention == Attention::flash ? " (flash attention: no score matrices)"
+                                         : " (materialized attention scores)";
+}
+
+std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, const std::string& att) {
   return fmt::format(
-      "  memory per GPU ({} stage): weights {} + gradients {} + optimizer {} + activations {}{} + "
+      "  memory per {} ({} stage): weights {} + gradients {} + optimizer {} + activations {}{}{} + "
       "workspace {} = {} of {}\n",
-      m.stage, gib(m.weights, 2), gib(m.gradients, 2), gib(m.optimizer, 2), gib(m.activations, 2),
+      acc.cpu_node ? "node" : "GPU", m.stage, gib(m.weights, 2), gib(m.gradients, 2), gib(m.optimizer, 2), gib(m.activations, 2), att,
       m.buffers > 0 ? " + ZeRO-3 buffers " + gib(m.buffers, 2) : std::string(), gib(m.workspace, 2),
       gib(m.total, 2), gib(acc.memory_bytes(), 0));
 }
@@ -118,6 +124,16 @@ std::string workload_text(const PlanRequest& r, const PlanResult* res) {
   }
   if (res)
     out += fmt::format("  compute        {} = {}\n", res->compute.formula, res->compute.substituted);
+  if (w.is_transformer())
+    out += r.attention
+               ? fmt::format("  attention      {} (--attention){}\n", to_string(*r.attention),
+                             *r.attention == Attention::flash
+                                 ? ": fused kernel, activations keep no (B, heads, T, T) scores"
+                                 : ": the (B, heads, T, T) scores are stored for backward")
+               : std::string("  attention      flash on GPU partitions (fused: aiscale's CUDA backend, "
+                             "PyTorch SDPA; no score matrices stored), materialized on CPU "
+                             "partitions (aiscale's CPU backend stores them); --attention to "
+                             "choose\n");
   const StateBytes sb = state_bytes(w.optimizer, r.precision);
   out += fmt::format("  precision      {}: {} + {} + {} = {} bytes of model state per parameter "
                      "(weights + gradients + {}) before sharding\n", to_string(r.precision),
@@ -163,7 +179,8 @@ std::string systems_text(const Catalog& cat) {
                       p.accelerator.id.empty() ? "-" : p.accelerator.id,
                       p.nodes > 0 ? std::to_string(p.nodes) : "?",
                       p.kind == "gpu" ? (p.gpus_per_node > 0 ? std::to_string(p.gpus_per_node) : "?") : "-",
-                      p.accelerator.id.empty() ? "-" : fmt::format("{:.0f} GiB", p.accelerator.memory_gib),
+                      p.accelerator.id.empty() || p.accelerator.cpu_node
+                          ? "-" : fmt::format("{:.0f} GiB", p.accelerator.memory_gib),
                       p.ram_gib > 0 ? fmt::format("{:.0f} GiB", p.ram_gib) : "-",
                       p.intra.gbytes_per_s > 0 ? fmt::format("{} {:.0f} GB/s{}", p.intra.link,
                                                              p.intra.gbytes_per_s, p.intra.assumed ? "*" : "")
@@ -185,6 +202,18 @@ std::string systems_text(const Catalog& cat) {
                    tf(a.peak_bf16), tf(a.peak_fp8)});
   out += "Accelerators: dense datasheet peaks in TFLOP/s (no sparsity)\n";
   out += text_table(acc, 2);
+  std::vector<std::vector<std::string>> cpus = {{"cpu", "vendor", "cores", "GHz", "FP32 FLOP/cycle",
+                                                 "FP64 FLOP/cycle", "FP32 GFLOP/s", "DRAM GB/s"}};
+  for (const auto& c : cat.cpus)
+    cpus.push_back({c.id, c.vendor, std::to_string(c.cores), fmt::format("{:g}", c.ghz),
+                    fmt::format("{:g}", c.fp32_flops_per_cycle), fmt::format("{:g}", c.fp64_flops_per_cycle),
+                    fmt::format("{:.0f}", c.cores * c.ghz * c.fp32_flops_per_cycle),
+                    fmt::format("{:g}", c.memory_bandwidth_gbs)});
+  if (!cat.cpus.empty()) {
+    out += "\nCPU models (per socket; CPU partitions are planned one rank per node, accelerator "
+           "\"N× model\" above)\n";
+    out += text_table(cpus, 2);
+  }
   return out;
 }
 
@@ -207,7 +236,8 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   int i = 0;
   for (const auto& c : res.ranked) {
     const bool one_gpu = c.target.partition->gpus_per_node <= 0;
-    rows.push_back({std::to_string(++i), c.target.label() + (one_gpu ? " ¹" : ""),
+    const bool cpu = c.target.partition->is_cpu();
+    rows.push_back({std::to_string(++i), c.target.label() + (one_gpu ? " ¹" : cpu ? " ²" : ""),
                     c.target.partition->accelerator.id,
                     std::to_string(c.layout.gpus()), std::to_string(c.step.nodes), c.layout.shape(),
                     zero_name(c.layout.zero), fmt::format("{}×{}", c.layout.micro_batch, c.layout.grad_accum),
@@ -226,6 +256,10 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
                   [](const Candidate& c) { return c.target.partition->gpus_per_node <= 0; }))
     out += "  ¹ node layout not in the catalogue: planned on one GPU (add nodes and gpus_per_node "
            "with --systems FILE).\n";
+  if (std::any_of(res.ranked.begin(), res.ranked.end(),
+                  [](const Candidate& c) { return c.target.partition->is_cpu(); }))
+    out += "  ² CPU partition: one rank per node with a thread per core, so GPUs = nodes, mem/GPU = "
+           "RAM per node and GPU-hours = node-hours.\n";
 
   if (!res.rejected.empty()) {
     out += "\nNot feasible:\n";
@@ -233,18 +267,25 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   }
   if (!res.ranked.empty()) {
     const Candidate& best = res.ranked.front();
-    out += fmt::format("\nBest: {} on {} GPUs ({} nodes): {}\n", best.target.label(), best.layout.gpus(),
-                       best.step.nodes, best.layout.describe());
-    out += memory_detail(best.memory, best.target.partition->accelerator);
+    const bool cpu = best.target.partition->is_cpu();
+    const char* hours = cpu ? "node-hours" : "GPU-hours";
+    const std::string devices = cpu ? fmt::format("{} CPU node{}", best.step.nodes, best.step.nodes == 1 ? "" : "s")
+                                    : fmt::format("{} GPUs", best.layout.gpus());
+    out += fmt::format("\nBest: {} on {}{}: {}\n", best.target.label(), devices,
+                       cpu ? "" : fmt::format(" ({} nodes)", best.step.nodes), best.layout.describe());
+    out += memory_detail(best.memory, best.target.partition->accelerator, attention_note(best, w));
     out += step_detail(best.step);
-    out += fmt::format("  time to train: {} steps × {} = {} on {} GPUs = {} GPU-hours → {}: {}\n",
+    out += fmt::format("  time to train: {} steps × {} = {} on {} = {} {} → {}: {}\n",
                        with_commas(static_cast<int64_t>(std::ceil(best.steps))), duration(best.step.step_s),
-                       duration(best.days * 86400.0), best.layout.gpus(),
-                       with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), best.route.name,
-                       best.route.detail);
+                       duration(best.days * 86400.0), devices,
+                       with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), hours,
+                       best.route.name, best.route.detail);
     const GpuHours ideal = ideal_gpu_hours(res.compute.flops, best.figures.peak_flops,
                                            best.figures.utilisation.value);
-    out += fmt::format("  compute alone: {}\n\n", ideal.substituted);
+    std::string alone = ideal.substituted;
+    if (cpu && alone.size() > 9 && alone.compare(alone.size() - 9, 9, "GPU-hours") == 0)
+      alone.replace(alone.size() - 9, 9, "node-hours");
+    out += fmt::format("  compute alone: {}\n\n", alone);
     out += figures_text(best.figures, best.target.label());
   }
   out += "\n";

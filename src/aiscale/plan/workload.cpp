@@ -22,8 +22,15 @@ struct PlannerPreset {
 // GPT-2 vocabulary and context; gpt3-175b is the GPT-3 paper's 175B model with its
 // batch of 1536 sequences × 2048 tokens (3.2M tokens).
 const PlannerPreset kPlannerPresets[] = {
+    // The source documents name a "small ~857M single-GPU configuration" without its
+    // shape. Of the GPT-2/GPT-3-style shapes (head size 64 or 128, width a multiple of
+    // 128, width/layers between 32 and 128 as in those families) with the tied 50257
+    // vocabulary and 1024 positions, 33 × 1408 is the closest to 857M (857,866,240,
+    // +0.10%); tests/plan/workload_test.cpp repeats the search.
     {"gpt-857m", {33, 22, 1408, 1024, 50257}, 512,
-     "single-GPU size chosen by aiscale: 33 layers of width 1408 (head size 64) reach ~857M"},
+     "shape chosen by aiscale (the sources give none): of GPT-2/3-style shapes (head size 64 or "
+     "128, width a multiple of 128, width/layers 32-128) 33 layers × 1408 with 22 heads of 64 is "
+     "the closest to 857M"},
     {"gpt2-2.7b", {32, 32, 2560, 1024, 50257}, 512,
      "GPT-3 paper 2.7B shape (32 layers, width 2560, 32 heads) with GPT-2 vocab and context"},
     {"gpt2-6.6b", {32, 32, 4096, 1024, 50257}, 512,
@@ -35,6 +42,18 @@ const PlannerPreset kPlannerPresets[] = {
 const int kResnetDepths[] = {18, 34, 50, 101, 152};
 
 }  // namespace
+
+Attention parse_attention(std::string_view t) {
+  if (t == "flash" || t == "fused") return Attention::flash;
+  if (t == "materialized" || t == "materialised" || t == "unfused") return Attention::materialized;
+  fail("unknown attention '{}': use flash (fused kernels that keep no score matrix: aiscale's "
+       "CUDA backend, PyTorch SDPA) or materialized (the (B, heads, T, T) scores are stored: "
+       "aiscale's CPU backend)", t);
+}
+
+std::string_view to_string(Attention a) {
+  return a == Attention::flash ? "flash" : "materialized";
+}
 
 int64_t Workload::params() const { return is_transformer() ? gpt.num_params() : cnn.params; }
 

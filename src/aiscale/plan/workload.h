@@ -14,6 +14,16 @@ namespace aiscale::plan {
 enum class WorkloadKind { transformer, cnn };
 enum class Optimizer { adamw, sgd_momentum };
 
+// How attention is computed, which decides what it keeps for backward (transformers):
+//   flash         a fused kernel (FlashAttention; aiscale's CUDA backend, PyTorch SDPA)
+//                 keeps only the output and one fp32 log-sum-exp per head and row, and
+//                 recomputes the scores in its backward pass;
+//   materialized  the (B, heads, T, T) score/probability matrices are stored (the
+//                 unfused formulation Korthikanti et al. count; aiscale's CPU backend).
+enum class Attention { flash, materialized };
+Attention parse_attention(std::string_view text);  // "flash", "materialized"
+std::string_view to_string(Attention a);
+
 struct CnnModel {
   std::string arch;               // "resnet50"
   int depth = 50;
@@ -31,6 +41,7 @@ struct Workload {
   nn::GptConfig gpt;              // transformer only
   int64_t seq_len = 0;            // tokens per training sequence (transformer)
   CnnModel cnn;                   // CNN only
+  Attention attention = Attention::flash;  // transformer only; the planner sets it per partition
   // Sequences (transformer) or images (CNN) per optimizer step when the user gives no
   // --global-batch. 0 means weak scaling: a fixed batch per GPU.
   int64_t default_global_batch = 0;

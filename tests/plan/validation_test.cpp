@@ -1,0 +1,98 @@
+// The performance and memory models against aiscale's measured runs on 2× NVIDIA H200
+// (docs/benchmarks.md, 2026-11-26; fixtures copied from it in tests/plan/fixtures/).
+// Calibration uses only the 1-GPU language result and the all-reduce bandwidth; the
+// 2-GPU step is out of sample. Target (issue 6): step time within ±15%.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "aiscale/plan/planner.h"
+
+namespace aiscale::plan {
+namespace {
+
+const std::string kFixtures = std::string(AISCALE_SOURCE_DIR) + "/tests/plan/fixtures/";
+
+// docs/benchmarks.md, "Multi-GPU data parallelism (NCCL)", GPT-2 124M, B = 16 per GPU,
+// T = 1024, bf16, run A: aiscale on 1 GPU 31.27 ms, on 2 GPUs (NCCL) 33.37 ms, efficiency
+// 0.937. docs/benchmarks.md, "GPU (CUDA backend)": aiscale's arena for that model and
+// batch, 8.50 GiB.
+constexpr double kMeasuredStep1 = 31.27e-3;
+constexpr double kMeasuredStep2 = 33.37e-3;
+constexpr double kMeasuredEfficiency2 = 0.937;
+constexpr double kMeasuredArenaGiB = 8.50;
+
+struct Host {
+  Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems",
+                             {kFixtures + "gpuhost_2xh200.toml"});
+};
+
+Candidate predict(const Host& h, long gpus, bool calibrated) {
+  PlanRequest r;
+  r.workload = make_workload("gpt2-124m");
+  r.tokens = 1e9;
+  r.precision = Precision::bf16;
+  r.gpus = gpus;
+  r.global_batch = 16 * gpus;
+  r.pins.micro_batch = 16;
+  r.pins.zero = 0;
+  const Calibration cal =
+      calibrated ? load_calibration({kFixtures + "h200x2_measured.jsonl"}, h.cat) : Calibration{};
+  const PlanResult res = plan(r, h.cat.resolve("gpuhost"), h.cat, cal, Assumptions{});
+  EXPECT_EQ(res.ranked.size(), 1u);
+  return res.ranked.at(0);
+}
+
+double error(double predicted, double measured) { return predicted / measured - 1.0; }
+
+TEST(PlanValidation, TwoH200CalibratedStepTimeWithinFifteenPercent) {
+  const Host h;
+  const Candidate one = predict(h, 1, true);
+  const Candidate two = predict(h, 2, true);
+  ASSERT_TRUE(one.figures.utilisation.measured);
+  ASSERT_TRUE(two.figures.intra_bytes_per_s.measured);
+  EXPECT_EQ(two.layout.dp, 2);
+  EXPECT_EQ(two.layout.micro_batch, 16);
+  EXPECT_EQ(two.layout.grad_accum, 1);
+  // The pinned figure: predicted 2-GPU step against the measured 33.37 ms.
+  EXPECT_LT(std::fabs(error(two.step.step_s, kMeasuredStep2)), 0.15)
+      << "predicted " << two.step.step_s * 1e3 << " ms";
+  EXPECT_LT(std::fabs(error(one.step.step_s, kMeasuredStep1)), 0.15)
+      << "predicted " << one.step.step_s * 1e3 << " ms";
+  // Efficiency is reported, not a target: the model overlaps a 16-bit bucketed all-reduce
+  // with backward; the measured phase-1 run reduces fp32 gradients after backward
+  // (docs/planner.md). It must at least not predict a loss where there is none.
+  const double eff = one.step.step_s / two.step.step_s;
+  EXPECT_LE(eff, 1.0);
+  EXPECT_GT(eff, kMeasuredEfficiency2 - 0.1);
+}
+
+TEST(PlanValidation, TwoH200DatasheetStepTime) {
+  // Without calibration the default utilisation (40%) is below the measured 46%: the
+  // 2-GPU step is still within ±15%; the 1-GPU step is just outside (docs/planner.md).
+  const Host h;
+  const Candidate two = predict(h, 2, false);
+  EXPECT_FALSE(two.figures.utilisation.measured);
+  EXPECT_LT(std::fabs(error(two.step.step_s, kMeasuredStep2)), 0.15)
+      << "predicted " << two.step.step_s * 1e3 << " ms";
+  EXPECT_GT(predict(h, 1, false).step.step_s, kMeasuredStep1);
+}
+
+TEST(PlanValidation, FlashAttentionMemoryAgainstTheMeasuredArena) {
+  // With flash attention (the GPU default) the prediction for GPT-2 124M, B = 16, bf16 is
+  // within 1.5× of aiscale's 8.50 GiB arena; counting the score matrices (materialized)
+  // it was 2.8×.
+  const Host h;
+  const Candidate c = predict(h, 1, false);
+  EXPECT_EQ(c.attention, Attention::flash);
+  const double gib = c.memory.total / (1024.0 * 1024 * 1024);
+  EXPECT_GT(gib, kMeasuredArenaGiB);  // the model keeps stated margins: it over-, not under-estimates
+  EXPECT_LT(gib / kMeasuredArenaGiB, 1.5) << gib << " GiB";
+  Workload w = make_workload("gpt2-124m");
+  w.attention = Attention::materialized;
+  const double materialized = memory_per_gpu(w, c.layout, Precision::bf16).total / (1024.0 * 1024 * 1024);
+  EXPECT_GT(materialized / kMeasuredArenaGiB, 2.5) << materialized << " GiB";
+}
+
+}  // namespace
+}  // namespace aiscale::plan
