@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One call on a 2-GPU host for data parallelism over NCCL: build, the gpu2 tests, the
-# all-reduce benchmark against the PyTorch peer (torch_allreduce.py), GPT-2 124M on 1
-# and 2 GPUs against the peer (torch_gpt2.py) on 1 and 2 GPUs. Logs under $OUT, a short
-# table last (7 files under $OUT: setup.log, errors.log, *.jsonl, ctest.log). Run from the
-# repository root with .devdeps and .peers (copies of ../shared/peers/*.py) carried:
-#   bash bench/gpu/run_ddp_gpu2.sh [stages...]   stages: build peer allreduce language test mpi
+# One call on a host of 2 or more GPUs for data parallelism over NCCL: build, the gpu2
+# tests, the all-reduce benchmark against the PyTorch peer (torch_allreduce.py), GPT-2 124M
+# on 1 GPU and on 2, 4, 8 (up to the GPUs present, or $SWEEP) against the peer
+# (torch_gpt2.py) on the same counts: plain data parallelism (buckets overlapped with
+# backward), ZeRO-1, and on 2 GPUs the buckets reduced after backward (--overlap 0).
+# Logs under $OUT, a short table last (setup.log, errors.log, *.jsonl, ctest.log). Run
+# from the repository root with .devdeps and .peers (copies of ../shared/peers/*.py):
+#   bash bench/gpu/run_ddp_gpu2.sh [stages...]   stages: build peer check allreduce language test mpi
 # The PyTorch peer compiles (torch.compile) on the CPU for a minute or more: it runs
 # while aiscale builds (the build niced), and always before anything of ours uses the GPUs.
 set -uo pipefail
@@ -13,11 +15,14 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 OUT=${OUT:-/tmp/aiscale-gpu2-out}
 mkdir -p "$OUT"
-stages=" ${*:-build peer allreduce language test mpi} "
+stages=" ${*:-build peer check allreduce language test mpi} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 BIN=build/cuda
-MPIRUN=(mpirun -np 2 --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE
-        -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x OMP_NUM_THREADS)
+NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+SWEEP=${SWEEP:-$(for n in 2 4 8; do [ "$n" -le "$NGPUS" ] && echo -n "$n "; done)}
+MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE
+     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x OMP_NUM_THREADS)
+MPIRUN=("${MPI[@]}" -np 2)
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/setup.log"; }
 
 {
@@ -34,8 +39,10 @@ if has peer; then
   log "peer gpt2 start"
   (
     timeout 300 python3 .peers/torch_gpt2.py --model 124M --batch 16 --seq 1024 >> "$OUT/peer_gpt2.jsonl" 2>> "$OUT/errors.log"
-    timeout 300 torchrun --standalone --nproc_per_node=2 .peers/torch_gpt2.py --model 124M --batch 16 --seq 1024 \
-      >> "$OUT/peer_gpt2.jsonl" 2>> "$OUT/errors.log"
+    for n in $SWEEP; do
+      timeout 300 torchrun --standalone --nproc_per_node="$n" .peers/torch_gpt2.py --model 124M --batch 16 --seq 1024 \
+        >> "$OUT/peer_gpt2.jsonl" 2>> "$OUT/errors.log"
+    done
   ) &
   peer_pid=$!
 fi
@@ -44,7 +51,7 @@ if has build; then
   log "build"
   source .devdeps/use-debs.sh .devdeps >> "$OUT/setup.log" 2>&1
   if ! cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/setup.log" 2>&1 ||
-     ! nice -n 19 cmake --build --preset cuda --target aiscale aiscale_gpu2_tests -j 28 >> "$OUT/setup.log" 2>&1; then
+     ! nice -n 19 cmake --build --preset cuda --target aiscale aiscale_gpu2_tests aiscale_gpu_check -j 28 >> "$OUT/setup.log" 2>&1; then
     tail -40 "$OUT/setup.log"
     [ -n "$peer_pid" ] && kill "$peer_pid" 2>/dev/null
     exit 1
@@ -61,32 +68,47 @@ if [ -n "$peer_pid" ]; then
   log "peer gpt2 done"
 fi
 
+if has check; then
+  log "gpu checks (one GPU: every op against the CPU reference)"
+  timeout 200 "$BIN/tests/gpu/aiscale_gpu_check" > "$OUT/check.log" 2>&1
+  echo "check exit code $?" >> "$OUT/check.log"
+  grep -E "FAIL|ERROR|GPU checks|check exit" "$OUT/check.log" | tail -8
+fi
+
 common=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --precision bf16)
 if has allreduce; then
   log "allreduce: peer, then aiscale nccl"
-  [ -f .peers/torch_allreduce.py ] && timeout 120 torchrun --standalone --nproc_per_node=2 .peers/torch_allreduce.py \
-    >> "$OUT/peer_allreduce.jsonl" 2>> "$OUT/errors.log"
-  timeout 150 "${MPIRUN[@]}" "$BIN/aiscale" bench allreduce --backend nccl --nodes 1 \
-    --output "$OUT/allreduce.jsonl" > /dev/null 2>> "$OUT/errors.log"
-  echo "allreduce nccl exit $?" >> "$OUT/errors.log"
+  for n in ${ALLREDUCE_SWEEP:-2}; do
+    [ -f .peers/torch_allreduce.py ] && timeout 120 torchrun --standalone --nproc_per_node="$n" .peers/torch_allreduce.py \
+      >> "$OUT/peer_allreduce.jsonl" 2>> "$OUT/errors.log"
+    timeout 150 "${MPI[@]}" -np "$n" "$BIN/aiscale" bench allreduce --backend nccl --nodes 1 \
+      --output "$OUT/allreduce.jsonl" > /dev/null 2>> "$OUT/errors.log"
+    echo "allreduce nccl $n exit $?" >> "$OUT/errors.log"
+  done
 fi
 
 base=0
 if has language; then
-  log "language: 1 GPU, 2 GPUs (nccl)"
+  log "language: 1 GPU, then $SWEEP GPUs (nccl: overlapped, ZeRO-1; 2 GPUs also not overlapped)"
   timeout 120 "$BIN/aiscale" "${common[@]}" --steps 30 --warmup 10 --output "$OUT/language.jsonl" \
     > /dev/null 2>> "$OUT/errors.log"
   base=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["tokens_per_s_per_device"])' \
          "$OUT/language.jsonl" 2>/dev/null || echo 0)
-  timeout 150 "${MPIRUN[@]}" "$BIN/aiscale" "${common[@]}" --steps 30 --warmup 10 \
-    --baseline-tokens-per-s "$base" --output "$OUT/language.jsonl" > /dev/null 2>> "$OUT/errors.log"
-  echo "language nccl exit $?" >> "$OUT/errors.log"
+  for n in $SWEEP; do
+    variants=("--zero-stage 0" "--zero-stage 1")
+    [ "$n" = 2 ] && variants+=("--zero-stage 0 --overlap 0")
+    for v in "${variants[@]}"; do
+      timeout 150 "${MPI[@]}" -np "$n" "$BIN/aiscale" "${common[@]}" --steps 30 --warmup 10 $v \
+        --baseline-tokens-per-s "$base" --output "$OUT/language.jsonl" > /dev/null 2>> "$OUT/errors.log"
+      echo "language nccl $n $v exit $?" >> "$OUT/errors.log"
+    done
+  done
 fi
 
 if has test; then
   log "ctest -L gpu -R gpu2"
   # -V: the tests print their measured differences ("[gpu2] ...") also when they pass.
-  timeout 280 ctest --test-dir "$BIN" -L gpu -R gpu2 -V --timeout 200 > "$OUT/ctest.log" 2>&1
+  timeout "${TEST_TIMEOUT_S:-420}" ctest --test-dir "$BIN" -L gpu -R gpu2 -V --timeout 200 > "$OUT/ctest.log" 2>&1
   echo "ctest exit $?" >> "$OUT/ctest.log"
   grep -E "\[gpu2\]|tests passed|Test +#.*(Passed|Failed|Skipped)|ctest exit" "$OUT/ctest.log" | tail -20
 fi
@@ -131,11 +153,13 @@ for (b, n), j in sorted(ours.items(), key=lambda x: x[0][1]):
 print("\nGPT-2 124M, B=16 per GPU, T=1024, bf16: tokens/s per GPU")
 peer = {p["gpus"]: p for p in rows("peer_gpt2.jsonl")}
 for j in rows("language.jsonl"):
-    print("aiscale %d GPU(s) [%s]: %.0f per GPU, step %.2f ms%s" % (j["world_size"], j.get("communicator", ""),
-          j["tokens_per_s_per_device"], 1e3 * j["step_time_median_s"],
+    how = "" if j["world_size"] == 1 else " zero %s, %s," % (j.get("zero_stage", "?"), j.get("gradient_sync", "?"))
+    print("aiscale %d GPU(s) [%s]%s %.0f per GPU, step %.2f ms, optimizer state %.2f GiB, memory %.2f GiB%s" % (
+          j["world_size"], j.get("communicator", ""), how, j["tokens_per_s_per_device"],
+          1e3 * j["step_time_median_s"], j.get("optimizer_state_bytes", 0) / 2**30,
+          j.get("model_memory_bytes", 0) / 2**30,
           ", efficiency %.3f" % j["scaling_efficiency"] if "scaling_efficiency" in j else ""))
 for g, p in sorted(peer.items()):
-    print("pytorch %d GPU(s): %.0f per GPU, step %.2f ms" % (g, p["tokens_per_s_per_gpu"], 1e3 * p["median_step_s"]))
-if 1 in peer and 2 in peer:
-    print("pytorch efficiency %.3f" % (peer[2]["tokens_per_s_per_gpu"] / peer[1]["tokens_per_s_per_gpu"]))
+    print("pytorch %d GPU(s): %.0f per GPU, step %.2f ms%s" % (g, p["tokens_per_s_per_gpu"], 1e3 * p["median_step_s"],
+          ", efficiency %.3f" % (p["tokens_per_s_per_gpu"] / peer[1]["tokens_per_s_per_gpu"]) if g > 1 and 1 in peer else ""))
 EOF

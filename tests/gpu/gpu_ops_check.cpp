@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -419,6 +420,42 @@ void check_adamw(Ctx& x, DType t) {
   auto rw = rp;
   round_all(t, rw);
   x.r.record("adamw working copy", t, rel_err(d_w.download(), rw), 1e-6);
+  // A ZeRO-1 shard: flat range [begin, end) with the state stored from state_offset; begin
+  // odd (no float4 path). Outside the range nothing may change.
+  {
+    const int64_t begin = 1237, end = 7001, off = 5;
+    const int64_t k = end - begin;
+    std::vector<float> sp(off + k + 3), sm(off + k + 3), sv(off + k + 3);
+    for (int64_t i = 0; i < k; ++i) {
+      sp[size_t(off + i)] = p[size_t(begin + i)];
+      sm[size_t(off + i)] = m[size_t(begin + i)];
+      sv[size_t(off + i)] = v[size_t(begin + i)];
+    }
+    DevBuf s_p(DType::f32, int64_t(sp.size())), s_m(DType::f32, int64_t(sp.size())),
+        s_v(DType::f32, int64_t(sp.size())), s_w(t, n);
+    s_p.upload(sp);
+    s_m.upload(sm);
+    s_v.upload(sv);
+    std::vector<float> zeros(size_t(n), 0.0f);
+    s_w.upload(zeros);
+    cu::AdamWLayout S = L;
+    S.begin = begin;
+    S.n = end;
+    S.state_offset = off;
+    S.work_split = std::numeric_limits<int64_t>::max();
+    cu::adamw_update(t, s_p.f(), s_w.get(), d_g.f(), s_m.f(), s_v.f(), S, hp, nullptr);
+    auto gp = s_p.download(), gw = s_w.download();
+    std::vector<float> want_p(static_cast<size_t>(k)), got_p(static_cast<size_t>(k)),
+        want_w(static_cast<size_t>(n), 0.0f);
+    for (int64_t i = 0; i < k; ++i) {
+      want_p[size_t(i)] = rp[size_t(begin + i)];
+      got_p[size_t(i)] = gp[size_t(off + i)];
+      want_w[size_t(begin + i)] = rw[size_t(begin + i)];
+    }
+    x.r.record("adamw shard params", t, rel_err(got_p, want_p), 1e-6);
+    x.r.record("adamw shard working copy (zero outside)", t, rel_err(gw, want_w), 1e-6);
+    x.r.record("adamw shard leaves state outside", DType::f32, std::fabs(gp[0]) + std::fabs(gp[size_t(off + k)]), 0.0);
+  }
   // sum of squares
   DevBuf d_ss(DType::f32, 2), d_scr(DType::f32, 2 * cu::sum_squares_scratch_doubles());
   cu::sum_squares(reinterpret_cast<double*>(d_ss.get()), d_g.f(), n,

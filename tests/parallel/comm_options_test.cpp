@@ -4,6 +4,7 @@
 
 #include "aiscale/bench/allreduce.h"
 #include "aiscale/core/error.h"
+#include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/config.h"
 #include "../support/run_helpers.h"
@@ -57,6 +58,57 @@ TEST(CommConfig, ErrorsNameTheKeyAndTheFix) {
   e = config_error("[parallel]\nrendezvous = \"tcp://node1:29500\"\n");
   EXPECT_NE(e.find("parallel.rendezvous"), std::string::npos) << e;
   EXPECT_NE(e.find("file:/shared/path"), std::string::npos) << e;
+}
+
+TEST(CommConfig, ZeroStageAndBuckets) {
+  auto c = train::parse_train_config(
+      "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 1\n"
+      "overlap = false\nbucket_mib = 50\n", "t.toml", {});
+  EXPECT_EQ(c.zero_stage, 1);
+  EXPECT_FALSE(c.overlap);
+  EXPECT_DOUBLE_EQ(c.bucket_mib, 50.0);
+  auto back = train::parse_train_config(train::to_toml(c), "config.toml", {});
+  EXPECT_EQ(back.zero_stage, 1);
+  EXPECT_FALSE(back.overlap);
+  auto d = train::parse_train_config("", "t.toml", {});
+  EXPECT_EQ(d.zero_stage, 0);
+  EXPECT_TRUE(d.overlap);
+  // ZeRO-1 shards GPU state over NCCL ranks: on CPUs it is refused, naming the fix.
+  std::string e = config_error("[parallel]\nzero_stage = 1\n");
+  EXPECT_NE(e.find("parallel.zero_stage = 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("train.device = \"cuda\""), std::string::npos) << e;
+  e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 3\n");
+  EXPECT_NE(e.find("0 and 1"), std::string::npos) << e;
+  e = config_error("[parallel]\nbucket_mib = 0\n");
+  EXPECT_NE(e.find("parallel.bucket_mib"), std::string::npos) << e;
+}
+
+// A model asked for ZeRO-1 over a communicator without a device stream (MPI) refuses.
+TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
+  class TwoRanksNoDevice final : public parallel::Communicator {
+   public:
+    int rank() const override { return 0; }
+    int world() const override { return 2; }
+    std::string backend() const override { return "mpi"; }
+    void allreduce_sum(float*, int64_t) override {}
+    void allreduce_sum(double*, int64_t) override {}
+    void broadcast(float*, int64_t, int) override {}
+    void broadcast_bytes(void*, int64_t, int) override {}
+    void barrier() override {}
+    void abort(int) override {}
+  } comm;
+  nn::GptRunOptions o;
+  o.comm = &comm;
+  o.zero_stage = 1;
+  std::string e = error_of([&] { nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o); });
+  EXPECT_NE(e.find("ZeRO-1"), std::string::npos) << e;
+  EXPECT_NE(e.find("nccl"), std::string::npos) << e;
+  // Without ZeRO the CPU model leaves gradient synchronisation to the trainer.
+  o.zero_stage = 0;
+  auto m = nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o);
+  EXPECT_FALSE(m->data_parallel());
+  e = error_of([&] { comm.allreduce_sum_after(nullptr, 1, nullptr); });
+  EXPECT_NE(e.find("no device stream"), std::string::npos) << e;
 }
 
 TEST(CommFactory, Errors) {

@@ -40,6 +40,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.precision = parse_dtype(o.precision);
   ro.recompute = o.recompute;
   ro.seed = o.seed;
+  ro.comm = comm.world() > 1 ? &comm : nullptr;
+  ro.zero_stage = o.zero_stage;
+  ro.overlap = o.overlap;
+  ro.bucket_mib = o.bucket_mib;
   auto model = nn::make_gpt(o.device, o.model, ro);
   train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
@@ -76,6 +80,12 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["grad_accum"] = o.grad_accum;
   j["world_size"] = comm.world();
   j["communicator"] = comm.backend();
+  if (comm.world() > 1) {
+    j["zero_stage"] = o.zero_stage;
+    j["gradient_sync"] = model->data_parallel()
+                             ? (o.overlap ? "buckets overlapped with backward" : "after backward")
+                             : "trainer all-reduce after backward";
+  }
   j["precision"] = o.precision;
   j["recompute"] = o.recompute;
   j["device_kind"] = o.device == "cuda" ? "gpu" : "cpu";
@@ -101,6 +111,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["step_time_p90_s"] = p90;
   j["peak_memory_bytes"] = o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
   j["model_memory_bytes"] = model->memory_bytes();
+  j["optimizer_state_bytes"] = model->optimizer_state_bytes();
   j["host"] = host_name();
   j["date"] = utc_iso8601();
   j["aiscale_version"] = AISCALE_VERSION;

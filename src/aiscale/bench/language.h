@@ -26,6 +26,10 @@ struct LanguageBenchOptions {
   // Tokens/s of one device alone (a 1-GPU run of the same workload): when > 0 the record
   // gets scaling_efficiency = tokens/s per device / this.
   double baseline_tokens_per_s = 0;
+  // Several GPU ranks (NCCL): ZeRO stage (0 or 1), buckets overlapped with backward.
+  int zero_stage = 0;
+  bool overlap = true;
+  double bucket_mib = 25;
 };
 
 // Runs the benchmark and returns one JSON record (see docs/bench.md for the fields).

@@ -109,6 +109,14 @@ void add_bench_command(CLI::App& app) {
                    "several ranks: auto (NCCL on GPUs, MPI on CPUs), nccl, mpi, none")
       ->capture_default_str()->check(CLI::IsMember({"auto", "nccl", "mpi", "none"}));
   lang->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi or file:/shared/path")->capture_default_str();
+  lang->add_option("--zero-stage", args->o.zero_stage,
+                   "several GPU ranks: 0 = plain data parallelism, 1 = ZeRO-1 (sharded optimizer state)")
+      ->capture_default_str()->check(CLI::Range(0, 1));
+  lang->add_option("--overlap", args->o.overlap,
+                   "several GPU ranks: reduce gradient buckets during backward (1) or after it (0)")
+      ->capture_default_str();
+  lang->add_option("--bucket-mib", args->o.bucket_mib, "several GPU ranks: gradient bucket size")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
                    "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
                    "tokens/s per device / this");

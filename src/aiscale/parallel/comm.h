@@ -37,6 +37,25 @@ class Communicator {
   // the sum at once.
   virtual void allreduce_sum_async(float* data, int64_t n) { allreduce_sum(data, n); }
   virtual void wait() {}
+
+  // --- Device collectives ordered by CUDA events (device communicators only) ---
+  // For a GPU model that overlaps communication with its own kernels. CUDA types travel
+  // as void* so this header stays free of CUDA: `event` is a cudaEvent_t recorded by the
+  // caller on its stream (null: no wait); the collective starts on the communicator's
+  // stream once the event has completed and after everything queued there before. None
+  // of them blocks the host; wait() completes them (bounded by the timeout), record()
+  // marks them for a GPU-side wait (cudaStreamWaitEvent). Communicators without a device
+  // stream (device_stream() == nullptr) fail on these calls.
+  virtual void* device_stream() { return nullptr; }
+  // In-place sum of n floats at `data` (device memory).
+  virtual void allreduce_sum_after(float* data, int64_t n, void* event);
+  // In-place reduce-scatter: `data` holds world() * count floats; afterwards rank r's
+  // summed part is data[r * count, (r + 1) * count). The rest is left undefined.
+  virtual void reduce_scatter_sum_after(float* data, int64_t count, void* event);
+  // In-place all-gather: rank r's `bytes` at data + r * bytes go to every rank.
+  virtual void allgather_after(void* data, int64_t bytes, void* event);
+  // Records `event` (a cudaEvent_t) on the communicator's stream after the queued work.
+  virtual void record(void* event);
 };
 
 // What a run asks of its communicator.

@@ -19,7 +19,23 @@ std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
   return with_host_staging(std::move(comm));
 }
 
+[[noreturn]] void no_device_collectives(const Communicator& c, const char* what) {
+  fail("the {} communicator has no device stream, so it cannot run the {} of a GPU model "
+       "(only NCCL can): use parallel.communicator = \"nccl\"", c.backend(), what);
+}
+
 }  // namespace
+
+void Communicator::allreduce_sum_after(float*, int64_t, void*) {
+  no_device_collectives(*this, "all-reduce");
+}
+void Communicator::reduce_scatter_sum_after(float*, int64_t, void*) {
+  no_device_collectives(*this, "reduce-scatter");
+}
+void Communicator::allgather_after(void*, int64_t, void*) {
+  no_device_collectives(*this, "all-gather");
+}
+void Communicator::record(void*) { no_device_collectives(*this, "event"); }
 
 std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
   if (o.device != "cpu" && o.device != "cuda")

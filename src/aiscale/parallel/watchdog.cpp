@@ -35,7 +35,22 @@ class Watched final : public Communicator {
   void abort(int code) override { inner_->abort(code); }
   bool on_device() const override { return inner_->on_device(); }
   void allreduce_sum_async(float* d, int64_t n) override { Guard g(this, "all-reduce"); inner_->allreduce_sum_async(d, n); }
-  void wait() override { Guard g(this, "all-reduce"); inner_->wait(); }
+  void wait() override { Guard g(this, "collective"); inner_->wait(); }
+  void* device_stream() override { return inner_->device_stream(); }
+  // Queueing does not block (a non-blocking NCCL communicator may settle briefly).
+  void allreduce_sum_after(float* d, int64_t n, void* e) override {
+    Guard g(this, "all-reduce");
+    inner_->allreduce_sum_after(d, n, e);
+  }
+  void reduce_scatter_sum_after(float* d, int64_t n, void* e) override {
+    Guard g(this, "reduce-scatter");
+    inner_->reduce_scatter_sum_after(d, n, e);
+  }
+  void allgather_after(void* d, int64_t b, void* e) override {
+    Guard g(this, "all-gather");
+    inner_->allgather_after(d, b, e);
+  }
+  void record(void* e) override { inner_->record(e); }
 
  private:
   struct Guard {

@@ -192,6 +192,14 @@ const std::vector<Key>& schema() {
                            {"average", "sum"}));
     k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
                          "a collective stalled this long ends the rank (dead peer)", 1.0));
+    k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
+                        "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
+                        "weights and AdamW moments sharded over the GPU ranks (NCCL)"));
+    k.push_back(bool_key("parallel.overlap", &TrainConfig::overlap,
+                         "GPU ranks (NCCL): reduce gradient buckets during backward; false "
+                         "reduces them all after backward"));
+    k.push_back(real_key("parallel.bucket_mib", &TrainConfig::bucket_mib,
+                         "GPU ranks (NCCL): gradient bucket size in MiB", 0.001));
     k.push_back(string_key("run.dir", &TrainConfig::run_dir, "parent folder of run directories"));
     k.push_back(string_key("run.name", &TrainConfig::run_name,
                            "run directory name; empty = <preset>-<date>-<time>"));
@@ -285,6 +293,11 @@ void validate(const TrainConfig& c, const std::string& source) {
   } catch (const Error& e) {
     fail("{}: {}", source, e.what());
   }
+  if (c.zero_stage > 1)
+    fail("{}: parallel.zero_stage = {}: aiscale implements 0 and 1 (ZeRO-1)", source, c.zero_stage);
+  if (c.zero_stage == 1 && c.device != "cuda")
+    fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
+         "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
   if (c.device == "cpu" && c.precision != "fp32")
     fail("{}: train.precision = \"{}\" needs train.device = \"cuda\"; the CPU trains in fp32",
          source, c.precision);

@@ -48,6 +48,9 @@ struct TrainConfig {
   std::string rendezvous = "auto";    // auto | mpi | file:/shared/path (how NCCL ranks meet)
   std::string grad_reduce = "average";  // average | sum (of the gradients over ranks)
   double timeout_s = 300;             // a collective stalled this long ends the rank
+  int64_t zero_stage = 0;             // 0: every rank holds the optimizer state; 1: ZeRO-1
+  bool overlap = true;                // GPU: gradient buckets reduced during backward
+  double bucket_mib = 25;             // GPU: gradient bucket size
 
   // [run]
   std::string run_dir = "runs";  // parent folder of run directories

@@ -144,6 +144,10 @@ int run_training(const TrainRequest& req) {
   ro.recompute = c.recompute;
   ro.decay_embeddings = c.decay_embeddings;
   ro.seed = c.seed;
+  ro.comm = world > 1 ? comm.get() : nullptr;
+  ro.zero_stage = static_cast<int>(c.zero_stage);
+  ro.overlap = c.overlap;
+  ro.bucket_mib = c.bucket_mib;
   auto model = nn::make_gpt(c.device, c.model, ro);
 
   int64_t start_step = 0, nonfinite = 0;
@@ -220,6 +224,11 @@ int run_training(const TrainRequest& req) {
   };
   bool stopped_by_signal = false;
   int64_t last_checkpoint = start_step;
+  // Rank 0 writes; with sharded (ZeRO-1) state every rank takes part in gathering it.
+  auto save_checkpoint = [&](int64_t step) {
+    if (rank == 0) checkpointer->save(snapshot(c, *model, *train_src, step, world, nonfinite));
+    else if (model->collective_state()) snapshot(c, *model, *train_src, step, world, nonfinite);
+  };
   trainer.after_step = [&](const StepStats& s) {
     if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) {
       ++nonfinite;
@@ -238,7 +247,7 @@ int run_training(const TrainRequest& req) {
       return false;
     }
     if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.step < c.steps) {
-      if (rank == 0) checkpointer->save(snapshot(c, *model, *train_src, s.step, world, nonfinite));
+      save_checkpoint(s.step);
       last_checkpoint = s.step;
     }
     return true;
@@ -246,11 +255,8 @@ int run_training(const TrainRequest& req) {
   TrainResult r = trainer.run(start_step);
 
   // Final checkpoint (also on a signal), written before the summary marks the run done.
-  if (rank == 0) {
-    if (r.steps != last_checkpoint)
-      checkpointer->save(snapshot(c, *model, *train_src, r.steps, world, nonfinite));
-    checkpointer->wait();
-  }
+  if (r.steps != last_checkpoint) save_checkpoint(r.steps);
+  if (rank == 0) checkpointer->wait();
   nlohmann::json summary = {
       {"status", stopped_by_signal ? "interrupted" : "finished"},
       {"steps", r.steps},

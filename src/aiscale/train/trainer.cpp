@@ -39,25 +39,25 @@ StepStats Trainer::step(int64_t step_index) {
   double loss_sum = 0.0;
   const float micro_weight = 1.0f / static_cast<float>(config_.grad_accum);
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
+    // Only the last micro-step's backward synchronises the gradients over the ranks.
+    model_.set_gradient_sync(micro + 1 == config_.grad_accum);
     train_.next_batch(inputs_.data(), targets_.data());
     loss_sum += model_.forward(inputs_.data(), targets_.data());
     model_.backward(micro_weight);
   }
   const int world = comm_.world();
-  // On a GPU model this is a device buffer: a device communicator (NCCL) reduces it in
-  // place on the GPU.
-  if (world > 1) comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
+  // A data-parallel GPU model (NCCL) has reduced its gradient buckets during backward.
+  // Otherwise the whole buffer is summed here; on a GPU model it is a device buffer.
+  if (world > 1 && !model_.data_parallel()) comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
   if (before_update) before_update(step_index);
   // Gradients are now summed over ranks. parallel.grad_reduce = "average" (DDP) takes
   // their mean, sum / world, by folding 1/world into the norm and the update's scale;
   // "sum" keeps the sum.
   const double reduce_divisor = config_.grad_reduce == "sum" ? 1.0 : static_cast<double>(world);
   double grad_norm = std::sqrt(model_.grad_sum_squares()) / reduce_divisor;
-  double stats[1] = {loss_sum / static_cast<double>(config_.grad_accum)};
-  if (world > 1) comm_.allreduce_sum(stats, 1);
+  const double local_loss = loss_sum / static_cast<double>(config_.grad_accum);
   StepStats s;
   s.step = step_index + 1;
-  s.loss = stats[0] / world;
   s.lr = learning_rate(config_, step_index);
   s.grad_norm = grad_norm;
   double clip = config_.grad_clip > 0 && grad_norm > config_.grad_clip ? config_.grad_clip / grad_norm : 1.0;
@@ -69,7 +69,13 @@ StepStats Trainer::step(int64_t step_index) {
   hp.weight_decay = static_cast<float>(config_.weight_decay);
   hp.step = step_index + 1;
   hp.grad_scale = static_cast<float>(clip / reduce_divisor);
-  if (std::isfinite(grad_norm) && std::isfinite(s.loss)) model_.update(hp);
+  // Every rank decides alike: a rank with a NaN/Inf loss has NaN/Inf gradients, and the
+  // norm is of the gradients summed over all ranks.
+  if (std::isfinite(grad_norm) && std::isfinite(local_loss)) model_.update(hp);
+  // The mean loss over ranks, while the GPU runs the update.
+  double stats[1] = {local_loss};
+  if (world > 1) comm_.allreduce_sum(stats, 1);
+  s.loss = stats[0] / world;
   s.step_time_s = timer.seconds();
   s.tokens_per_s = static_cast<double>(config_.tokens_per_step(world)) / s.step_time_s;
   return s;

@@ -11,6 +11,10 @@
 #include "aiscale/nn/models/gpt_config.h"
 #include "aiscale/ops/ops.h"
 
+namespace aiscale::parallel {
+class Communicator;
+}
+
 namespace aiscale::nn {
 
 struct GptRunOptions {
@@ -21,6 +25,18 @@ struct GptRunOptions {
   bool decay_embeddings = true;  // weight decay on wte/wpe too (GPT-2/nanoGPT: yes)
   std::string cpu_backend = "cpu";  // "cpu" (fast) or "reference"
   uint64_t seed = 1337;
+
+  // Data parallelism. A GPU model given a communicator with a device stream (NCCL) and
+  // more than one rank synchronises its gradients itself: buckets of about bucket_mib are
+  // summed on the communicator's stream as soon as backward has produced them, overlapped
+  // with the rest of backward (see data_parallel()). Other models leave it to the trainer.
+  parallel::Communicator* comm = nullptr;  // not owned; must outlive the model
+  // 1: ZeRO-1: reduce-scatter instead of all-reduce, fp32 master weights and AdamW moments
+  // sharded over the ranks (1/world each), AdamW on the local shard, then an all-gather of
+  // the working copy. Needs a data-parallel GPU model.
+  int zero_stage = 0;
+  bool overlap = true;      // false: one bucket after the whole backward (for measurements)
+  double bucket_mib = 25;
 };
 
 class GptModel {
@@ -38,6 +54,18 @@ class GptModel {
   // Backward of the last forward; parameter gradients ACCUMULATE (gradient
   // accumulation), scaled by loss_scale / ... : d(mean loss) * grad_multiplier.
   virtual void backward(float grad_multiplier = 1.0f) = 0;
+  // True when this model synchronises gradients over the ranks of options().comm itself
+  // (the trainer then must not all-reduce grad_buffer()): after the backward of a
+  // synchronising micro-step, grad_sum_squares(), update(), get_grads() see gradients
+  // summed over the ranks (with ZeRO-1, grad_buffer() holds the sums only in this rank's
+  // shard; grad_sum_squares() and update() account for that).
+  virtual bool data_parallel() const { return false; }
+  // Whether the next forward/backward pair synchronises the gradients: the trainer turns
+  // it off for all but the last micro-step of gradient accumulation (like DDP's no_sync).
+  virtual void set_gradient_sync(bool on) { (void)on; }
+  // True when get_params / get_optimizer_state are collectives that every rank must call
+  // (ZeRO-1: each rank holds a shard and they are gathered).
+  virtual bool collective_state() const { return false; }
   virtual void zero_grad() = 0;
   // Sum of squares of all gradients (for global-norm clipping), in fp32 master units.
   virtual double grad_sum_squares() = 0;
@@ -63,6 +91,9 @@ class GptModel {
   virtual float* param_buffer() = 0;
   // Bytes of device (or host) memory this model holds.
   virtual size_t memory_bytes() const = 0;
+  // Of those, the optimizer state on this rank: fp32 master weights and the AdamW moments
+  // (1/world of them with ZeRO-1).
+  virtual size_t optimizer_state_bytes() const { return size_t(3 * 4) * size_t(num_params()); }
 };
 
 // Initialise GPT-2 style: N(0, 0.02) for weights, residual projections scaled by

@@ -1,8 +1,10 @@
 // Parts of the GPT model shared by every backend: initialisation and decay mask.
 #include <cmath>
 
+#include "aiscale/core/error.h"
 #include "aiscale/core/rng.h"
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/parallel/comm.h"
 
 namespace aiscale::nn {
 
@@ -42,6 +44,23 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
 
 std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c,
                                    const GptRunOptions& o) {
+  if (o.zero_stage != 0 && o.zero_stage != 1)
+    fail("parallel.zero_stage = {}: aiscale implements stage 0 (plain data parallelism) and 1 "
+         "(sharded optimizer state)", o.zero_stage);
+  if (o.bucket_mib <= 0) fail("parallel.bucket_mib = {} must be positive", o.bucket_mib);
+  const int world = o.comm ? o.comm->world() : 1;
+  if (o.zero_stage == 1 && world > 1) {
+    if (device != "cuda" || !o.comm->device_stream())
+      fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "
+           "has train.device = \"{}\" and the {} communicator: use train.device = \"cuda\" "
+           "with parallel.communicator = \"nccl\" (or auto), or parallel.zero_stage = 0",
+           device, o.comm->backend());
+    // Shard boundaries fall on multiples of the world size, each inside the bias of a
+    // residual projection (n_embd values): see gpt_cuda.cu.
+    if (world > c.n_embd + 1)
+      fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
+           c.n_embd + 1, world);
+  }
   return device == "cuda" ? make_gpt_cuda(c, o) : make_gpt_cpu(c, o);
 }
 

@@ -16,6 +16,24 @@
 //   change through the GEMMs' alpha);
 // - flash attention forward / backward (no (T, T) matrix).
 //
+// Data parallelism (options.comm with a device stream, i.e. NCCL, and several ranks): the
+// model synchronises its gradients itself. The flat gradient buffer is cut into buckets of
+// whole layers (~options.bucket_mib) in the order backward completes them: the token and
+// position embeddings first (complete after the LM head's weight gradient, except for the
+// embedding backward, see below), then the top layers with the final LayerNorm, down to
+// layer 0. Each bucket is summed (all-reduce; ZeRO-1: reduce-scatter) on the
+// communicator's stream as soon as its event on the model stream fires, while backward
+// goes on. The embedding backward would complete the large tied-embedding bucket only at
+// the very end; instead every rank all-gathers the others' input gradient d(res0) and
+// tokens and runs the embedding backward over all ranks' positions, which adds exactly
+// the summed contribution. Non-final micro-steps of gradient accumulation communicate
+// nothing. ZeRO-1: bucket boundaries are rounded down to multiples of the world size (the
+// few values moved across a boundary are the tail of the bias of a residual projection,
+// complete one layer earlier, or of wpe, which the gathered embedding backward writes
+// only after every bucket is reduced); rank r owns the r-th equal part of every bucket:
+// fp32 master weights and AdamW moments for those parts only, AdamW there, then an
+// all-gather of the new working copy.
+//
 // Tuning switches for measurements (read once, at construction):
 //   AISCALE_CUDA_ATTENTION = auto | flash | flash_narrow | flash_occ3 | flash_two_barrier |
 //                            simple
@@ -23,8 +41,12 @@
 //   AISCALE_CUDA_LMHEAD_PAD = 0 | 1 (dwte GEMM over the padded vocabulary)
 //   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
 //   AISCALE_CUDA_VERBOSE = 1 prints the chosen paths and GEMM plans to stderr.
+//   AISCALE_CUDA_TIMING = 1 times the phases of every training step on the model stream
+//     (CUDA events; adds a host wait per step) and the host's time in collective calls,
+//     and prints their means per rank at exit.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +59,7 @@
 #include "aiscale/nn/models/gpt_cuda.cuh"
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/parallel/comm.h"
 
 namespace aiscale::nn {
 namespace detail {
@@ -138,6 +161,7 @@ class GptCuda final : public GptModel {
     autotune_ = env_flag("AISCALE_CUDA_AUTOTUNE", true);
     fused_xent_ = env_flag("AISCALE_CUDA_FUSED_XENT", true);
     verbose_ = env_flag("AISCALE_CUDA_VERBOSE", false);
+    timing_ = env_flag("AISCALE_CUDA_TIMING", false);
     if (!cuda::attention_supported(t_, C_ / NH_))
       throw Error("the CUDA attention kernels do not support head size " +
                   std::to_string(C_ / NH_));
@@ -149,13 +173,19 @@ class GptCuda final : public GptModel {
     AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&loss_ready_, cudaEventDisableTiming));
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&buckets_sent_, cudaEventDisableTiming));
+    if (timing_)
+      for (auto& e : phase_) AISCALE_CUDA_CHECK(cudaEventCreate(&e));
+    plan_data_parallel();
     allocate();
     gemm_ = std::make_unique<Gemm>(gemm_workspace_, Gemm::kWorkspaceBytes);
 
     // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
     AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
     set_params(init.data());
+    sync_ = false;  // the warm-up step communicates nothing
     warm_up();
+    sync_ = true;
+    phases_recorded_ = 0;
     if (verbose_) {
       std::fprintf(stderr,
                    "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
@@ -175,11 +205,35 @@ class GptCuda final : public GptModel {
   }
 
   ~GptCuda() override {
+    if (timing_ && timed_steps_ > 0) {
+      const double k = 1.0 / double(timed_steps_);
+      std::fprintf(stderr,
+                   "[aiscale cuda] rank %lld: mean of %lld steps (ms): forward %.3f, backward to "
+                   "layer 0 %.3f, embedding tail %.3f, gap before update %.3f, update %.3f; "
+                   "host in collective calls %.3f, host waiting for collectives %.3f\n",
+                   static_cast<long long>(rank_), static_cast<long long>(timed_steps_),
+                   phase_ms_[0] * k, phase_ms_[1] * k, phase_ms_[2] * k, phase_ms_[3] * k,
+                   phase_ms_[4] * k, host_comm_s_ * 1e3 * k, host_wait_s_ * 1e3 * k);
+    }
+    for (auto& e : phase_)
+      if (e) cudaEventDestroy(e);
+    if (comm_pending_) {  // never free memory a collective may still use
+      try {
+        comm_->wait();
+      } catch (const std::exception&) {
+      }
+    }
     gemm_.reset();
     if (arena_) cudaFree(arena_);
     if (host_staging_) cudaFreeHost(host_staging_);
     if (loss_ready_) cudaEventDestroy(loss_ready_);
     if (buckets_sent_) cudaEventDestroy(buckets_sent_);
+    for (auto& b : buckets_)
+      if (b.ready) cudaEventDestroy(b.ready);
+    if (tokens_ready_) cudaEventDestroy(tokens_ready_);
+    if (comm_done_) cudaEventDestroy(comm_done_);
+    if (dres_ready_) cudaEventDestroy(dres_ready_);
+    if (update_done_) cudaEventDestroy(update_done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -217,7 +271,13 @@ class GptCuda final : public GptModel {
   float forward(const int32_t* inputs, const int32_t* targets) override {
     check_tokens(inputs, "token");
     if (targets) check_tokens(targets, "target");
+    finish_comm();  // a ZeRO-1 all-gather of the working copy (bounded wait)
+    collect_phases();
     has_targets_ = targets != nullptr;
+    // This forward/backward synchronises the gradients (and, overlapped, gathers every
+    // rank's tokens for the embedding backward).
+    sync_step_ = dp_ && sync_ && targets != nullptr;
+    const bool gather_tokens = sync_step_ && overlap_;
     // Upload inputs (and targets) through pinned staging, asynchronously.
     std::memcpy(h_tokens_, inputs, size_t(N_) * 4);
     if (targets) std::memcpy(h_tokens_ + N_, targets, size_t(N_) * 4);
@@ -227,7 +287,17 @@ class GptCuda final : public GptModel {
     const int32_t* d_targets = d_tokens_ + N_;
     const int64_t N = N_, C = C_, B = B_, T = T_, NH = NH_;
     cudaStream_t s = stream_;
+    if (gather_tokens) {
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(tokens_all_ + rank_ * N, d_tokens_, size_t(N) * 4,
+                                         cudaMemcpyDeviceToDevice, s));
+      AISCALE_CUDA_CHECK(cudaEventRecord(tokens_ready_, s));
+      comm_->allgather_after(tokens_all_, N * 4, tokens_ready_);
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_tokens_all_, tokens_all_, size_t(world_ * N) * 4,
+                                         cudaMemcpyDeviceToHost, comm_stream()));
+      comm_pending_ = true;
+    }
 
+    mark_phase(0, targets != nullptr);
     cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
     for (int64_t l = 0; l < L_; ++l) {
       Acts& a = acts_[l];
@@ -264,8 +334,14 @@ class GptCuda final : public GptModel {
     AISCALE_CUDA_CHECK(cudaEventRecord(loss_ready_, s));
     // While the GPU runs the forward pass: group token positions for embedding backward.
     AISCALE_CUDA_CHECK(cudaEventSynchronize(buckets_sent_));  // staging free again
-    num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
-                                            bucket_counts_);
+    if (gather_tokens) {
+      finish_comm();  // every rank's tokens are in h_tokens_all_
+      num_unique_ = cuda::build_token_buckets(h_tokens_all_, world_ * N, V_, h_unique_, h_offsets_,
+                                              h_positions_, bucket_counts_);
+    } else {
+      num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
+                                              bucket_counts_);
+    }
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_buckets_, h_buckets_, bucket_ints() * 4,
                                        cudaMemcpyHostToDevice, s));
     AISCALE_CUDA_CHECK(cudaEventRecord(buckets_sent_, s));
@@ -287,6 +363,7 @@ class GptCuda final : public GptModel {
     }
     grad_multiplier_hint_ = grad_multiplier;
     logits_state_ = LogitsState::consumed;
+    mark_phase(1);
 
     // LM head (tied to wte): over the padded vocabulary for dlnf (padded rows of the
     // weight and of dlogits are zero), over the real rows for dwte.
@@ -298,6 +375,9 @@ class GptCuda final : public GptModel {
     cuda::linear_backward_weight(*gemm_, t_, grads_, nullptr, logits_, lnf_, N, C,
                                  lm_head_padded_dw_ ? Vp_ : V_, Vp_, alpha, bias_scratch_,
                                  linear_, s);
+    const bool sync = sync_step_;
+    const bool overlapped = sync && overlap_;
+    if (overlapped) send_buckets_ready_after(kAfterLmHead);
     cuda::layernorm_backward(t_, dres_, g(lnf_w_off()), g(lnf_w_off() + C), 
                              L_ > 0 ? g(layer_off(L_ - 1) + lay_.fcproj_b) : nullptr, dln_,
                              res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
@@ -344,9 +424,27 @@ class GptCuda final : public GptModel {
                                l > 0 ? g(layer_off(l - 1) + lay_.fcproj_b) : nullptr, dln_, res(l),
                                pw(l, lay_.ln1_w), a.ln1_mean, a.ln1_rstd, N, C, true,
                                ln_scratch_, s);
+      if (overlapped) send_buckets_ready_after(l);
     }
-    cuda::embedding_backward(t_, grads_, g(V_ * C), dres_, d_buckets_, d_buckets_ + N_,
-                             d_buckets_ + 2 * N_ + 1, num_unique_, B, T, C, s);
+    const int64_t Nb = bucket_capacity();
+    mark_phase(2);
+    if (overlapped) {
+      // Every rank's d(res0): the embedding backward over all ranks' positions adds the
+      // summed embedding gradient, after every bucket (wpe's tail included) is reduced.
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(dres_all_, rank_ * N * C), dres_, size_t(N * C) * es_,
+                                         cudaMemcpyDeviceToDevice, s));
+      AISCALE_CUDA_CHECK(cudaEventRecord(dres_ready_, s));
+      comm_->allgather_after(dres_all_, N * C * int64_t(es_), dres_ready_);
+      comm_->record(comm_done_);
+      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_, 0));
+      cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
+                               d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
+    } else {
+      cuda::embedding_backward(t_, grads_, g(V_ * C), dres_, d_buckets_, d_buckets_ + Nb,
+                               d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
+      if (sync) send_buckets_ready_after(kAfterBackward);  // one bucket: everything
+    }
+    mark_phase(3);
     AISCALE_CUDA_LAUNCH_CHECK();
     if (verbose_ && !printed_plans_) {
       printed_plans_ = true;
@@ -356,17 +454,40 @@ class GptCuda final : public GptModel {
   }
 
   void zero_grad() override {
-    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(P_) * 4, stream_));
+    finish_comm();
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
   }
 
   double grad_sum_squares() override {
-    cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+    finish_comm();
+    if (!zero_) {
+      cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+      AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return *h_sumsq_;
+    }
+    // ZeRO-1: this rank's parts hold the sums; the squares of all parts add over ranks.
+    const size_t nb = buckets_.size();
+    for (size_t k = 0; k < nb; ++k) {
+      const Bucket& b = buckets_[k];
+      cuda::sum_squares(sumsq_dev_ + k, grads_ + b.begin + rank_ * b.part, b.part, sumsq_scratch_,
+                        stream_);
+    }
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, nb * 8, cudaMemcpyDeviceToHost, stream_));
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return *h_sumsq_;
+    double total = 0.0;
+    for (size_t k = 0; k < nb; ++k) total += h_sumsq_[k];
+    comm_->allreduce_sum(&total, 1);
+    return total;
   }
 
   void update(const ops::AdamWParams& hp) override {
+    finish_comm();
+    mark_phase(4);
+    struct EndMark {  // also on the early return of the unsharded update
+      GptCuda* m;
+      ~EndMark() { m->mark_phase(5); }
+    } end_mark{this};
     cuda::AdamWLayout L;
     L.n = P_;
     L.embeddings_end = V_ * C_ + maxT_ * C_;
@@ -382,8 +503,34 @@ class GptCuda final : public GptModel {
     }
     L.work_split = V_ * C_;
     L.work_shift = (Vp_ - V_) * C_;
-    cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
+    if (!zero_) {
+      cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
+      AISCALE_CUDA_LAUNCH_CHECK();
+      return;
+    }
+    // ZeRO-1: AdamW on this rank's part of every bucket, writing the new working copy in
+    // flat order into gather_; the all-gather completes gather_, which is then copied into
+    // the working copy's padded layout.
+    L.work_split = std::numeric_limits<int64_t>::max();
+    L.work_shift = 0;
+    for (const Bucket& b : buckets_) {
+      const int64_t lo = b.begin + rank_ * b.part, hi = std::min(lo + b.part, P_);
+      if (hi <= lo) continue;
+      L.begin = lo;
+      L.n = hi;
+      L.state_offset = b.shard_offset;
+      cuda::adamw_update(t_, master_, gather_, grads_, m_, v_, L, hp, stream_);
+    }
     AISCALE_CUDA_LAUNCH_CHECK();
+    AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, stream_));
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      const Bucket& b = buckets_[k];
+      comm_->allgather_after(at(gather_, b.begin), b.part * int64_t(es_), k == 0 ? update_done_ : nullptr);
+    }
+    comm_->record(comm_done_);
+    comm_pending_ = true;
+    AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+    copy_flat_to_work(gather_, stream_);
   }
 
   void logits_at(int64_t b, int64_t t, float* out) override {
@@ -403,32 +550,218 @@ class GptCuda final : public GptModel {
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  void get_params(float* out) const override { download(out, master_); }
+  // With ZeRO-1 the state is sharded: get_params / get_optimizer_state gather it (every
+  // rank must call them) and, like set_params, use the gradient buffer as scratch.
+  void get_params(float* out) const override {
+    if (zero_) gather_shards(master_, out);
+    else download(out, master_);
+  }
   void set_params(const float* in) override {
-    upload(master_, in);
+    finish_comm();
+    float* full = zero_ ? grads_ : master_;  // ZeRO-1: the whole vector passes through grads_
+    upload(full, in);
     // Working copy: wte rows, then (after the zero padded rows) everything else.
-    cuda::cast_from_f32(t_, work_, master_, V_ * C_, stream_);
+    cuda::cast_from_f32(t_, work_, full, V_ * C_, stream_);
     AISCALE_CUDA_CHECK(cudaMemsetAsync(at(work_, V_ * C_), 0, size_t((Vp_ - V_) * C_) * es_,
                                        stream_));
-    cuda::cast_from_f32(t_, at(work_, Vp_ * C_), master_ + V_ * C_, P_ - V_ * C_, stream_);
+    cuda::cast_from_f32(t_, at(work_, Vp_ * C_), full + V_ * C_, P_ - V_ * C_, stream_);
+    if (zero_) {
+      scatter_to_shard(in, master_);
+      AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
+    }
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
-  void get_grads(float* out) const override { download(out, grads_); }
-  void set_grads(const float* in) override { upload(grads_, in); }
+  void get_grads(float* out) const override {
+    finish_comm();
+    download(out, grads_);
+  }
+  void set_grads(const float* in) override {
+    finish_comm();
+    upload(grads_, in);
+  }
   void get_optimizer_state(float* m, float* v) const override {
+    if (zero_) {
+      gather_shards(m_, m);
+      gather_shards(v_, v);
+      return;
+    }
     download(m, m_);
     download(v, v_);
   }
   void set_optimizer_state(const float* m, const float* v) override {
+    finish_comm();
+    if (zero_) {
+      scatter_to_shard(m, m_);
+      scatter_to_shard(v, v_);
+      AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
     upload(m_, m);
     upload(v_, v);
   }
   float* grad_buffer() override { return grads_; }
-  float* param_buffer() override { return master_; }
+  float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
   size_t memory_bytes() const override { return arena_bytes_; }
+  size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
+  bool data_parallel() const override { return dp_; }
+  void set_gradient_sync(bool on) override { sync_ = on; }
+  bool collective_state() const override { return zero_; }
 
  private:
   enum class LogitsState { valid, gradient, consumed };
+
+  // --- data parallelism (see the comment at the top) ---
+  static constexpr int64_t kAfterLmHead = -1, kAfterBackward = -2;
+  struct Bucket {
+    int64_t begin = 0, end = 0;  // flat range of the gradient buffer
+    int64_t after = 0;           // ready after: layer l's backward, or kAfterLmHead/kAfterBackward
+    int64_t part = 0;            // ZeRO-1: (end - begin) / world, this rank's part
+    int64_t shard_offset = 0;    // ZeRO-1: where this bucket's part starts in the shard
+    cudaEvent_t ready = nullptr;
+  };
+
+  void plan_data_parallel() {
+    Ppad_ = P_;
+    S_ = P_;
+    parallel::Communicator* c = options_.comm;
+    if (!c || c->world() <= 1 || !c->device_stream()) return;  // the trainer all-reduces
+    comm_ = c;
+    world_ = c->world();
+    rank_ = c->rank();
+    dp_ = true;
+    zero_ = options_.zero_stage == 1;
+    overlap_ = options_.overlap;
+    const int64_t q = zero_ ? world_ : 1;
+    const auto down = [q](int64_t x) { return x / q * q; };
+    Ppad_ = (P_ + q - 1) / q * q;
+    std::vector<Bucket> plan;
+    if (!overlap_) {
+      plan.push_back({0, Ppad_, kAfterBackward});
+    } else {
+      plan.push_back({0, down(layer_off(0)), kAfterLmHead});
+      const int64_t target = std::max<int64_t>(1, int64_t(options_.bucket_mib * 1048576.0 / 4.0));
+      int64_t end = Ppad_;
+      for (int64_t l = L_ - 1; l >= 0; --l) {
+        const int64_t begin = down(layer_off(l));
+        if (end - begin >= target || l == 0) {
+          plan.push_back({begin, end, l});
+          end = begin;
+        }
+      }
+    }
+    int64_t offset = 0;
+    for (Bucket& b : plan) {
+      if (b.end <= b.begin) continue;
+      b.part = zero_ ? (b.end - b.begin) / world_ : b.end - b.begin;
+      b.shard_offset = offset;
+      offset += b.part;
+      AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.ready, cudaEventDisableTiming));
+      buckets_.push_back(b);
+    }
+    if (zero_) S_ = Ppad_ / world_;
+    for (cudaEvent_t* e : {&tokens_ready_, &comm_done_, &dres_ready_, &update_done_})
+      AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    if (verbose_) {
+      std::fprintf(stderr, "[aiscale cuda] rank %d of %d: %zu gradient bucket(s)%s%s:", rank_,
+                   world_, buckets_.size(), overlap_ ? " overlapped with backward" : "",
+                   zero_ ? ", ZeRO-1" : "");
+      for (const Bucket& b : buckets_)
+        std::fprintf(stderr, " [%lld, %lld)", static_cast<long long>(b.begin),
+                     static_cast<long long>(b.end));
+      std::fprintf(stderr, "\n");
+    }
+  }
+
+  cudaStream_t comm_stream() const { return static_cast<cudaStream_t>(comm_->device_stream()); }
+
+  // Queues the collectives of the buckets complete at this point of backward.
+  void send_buckets_ready_after(int64_t point) {
+    for (Bucket& b : buckets_) {
+      if (b.after != point) continue;
+      AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
+      const auto start = std::chrono::steady_clock::now();
+      if (zero_) comm_->reduce_scatter_sum_after(grads_ + b.begin, b.part, b.ready);
+      else comm_->allreduce_sum_after(grads_ + b.begin, b.end - b.begin, b.ready);
+      if (timing_) host_comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      comm_pending_ = true;
+    }
+  }
+
+  // Waits (bounded by the communicator's timeout) for the queued collectives.
+  void finish_comm() const {
+    if (!comm_pending_) return;
+    const auto start = std::chrono::steady_clock::now();
+    comm_->wait();
+    comm_pending_ = false;
+    if (timing_) host_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // AISCALE_CUDA_TIMING: phase i of a training step starts (0 forward, 1 backward, 2 after
+  // layer 0's backward, 3 after the embedding backward, 4 update, 5 its end).
+  void mark_phase(int i, bool training = true) {
+    if (!timing_) return;
+    if (i == 0 && !training) {
+      phases_recorded_ = 0;  // an evaluation or generation forward: not a training step
+      return;
+    }
+    if (i != phases_recorded_) {  // out of order (e.g. a forward without backward): drop
+      phases_recorded_ = 0;
+      if (i != 0) return;
+    }
+    AISCALE_CUDA_CHECK(cudaEventRecord(phase_[i], stream_));
+    phases_recorded_ = i + 1;
+  }
+  void collect_phases() {
+    if (!timing_ || phases_recorded_ != 6) return;
+    AISCALE_CUDA_CHECK(cudaEventSynchronize(phase_[5]));
+    for (int i = 0; i < 5; ++i) {
+      float ms = 0;
+      AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, phase_[i], phase_[i + 1]));
+      phase_ms_[i] += ms;
+    }
+    ++timed_steps_;
+    phases_recorded_ = 0;
+  }
+
+  // Flat-order working copy (type t) into the padded layout of work_.
+  void copy_flat_to_work(const void* flat, cudaStream_t s) {
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(work_, flat, size_t(V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(work_, Vp_ * C_), static_cast<const char*>(flat) + V_ * C_ * int64_t(es_),
+                                       size_t(P_ - V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
+  }
+
+  // ZeRO-1: this rank's parts of a whole host vector (P values) into a shard (S values).
+  void scatter_to_shard(const float* full, float* shard) {
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(shard, 0, size_t(S_) * 4, stream_));
+    for (const Bucket& b : buckets_) {
+      const int64_t lo = b.begin + rank_ * b.part, n = std::min(lo + b.part, P_) - lo;
+      if (n > 0)
+        AISCALE_CUDA_CHECK(cudaMemcpyAsync(shard + b.shard_offset, full + lo, size_t(n) * 4,
+                                           cudaMemcpyHostToDevice, stream_));
+    }
+  }
+
+  // ZeRO-1: every rank's shard, gathered into a whole host vector (P values). Collective;
+  // the gradient buffer (world x S = Ppad floats) is the scratch.
+  void gather_shards(const float* shard, float* out) const {
+    finish_comm();
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(grads_ + rank_ * S_, shard, size_t(S_) * 4,
+                                       cudaMemcpyDeviceToDevice, stream_));
+    AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, stream_));
+    comm_->allgather_after(grads_, S_ * 4, update_done_);
+    comm_->wait();
+    std::vector<float> all(static_cast<size_t>(Ppad_));
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(all.data(), grads_, size_t(Ppad_) * 4, cudaMemcpyDeviceToHost, stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int64_t r = 0; r < world_; ++r)
+      for (const Bucket& b : buckets_) {
+        const int64_t lo = b.begin + r * b.part, n = std::min(lo + b.part, P_) - lo;
+        if (n > 0)
+          std::memcpy(out + lo, all.data() + r * S_ + b.shard_offset, size_t(n) * 4);
+      }
+  }
+
+  int64_t bucket_capacity() const { return dp_ && overlap_ ? world_ * N_ : N_; }
 
   struct Acts {
     void *ln1, *qkv, *atty, *res_mid, *ln2, *fc_pre, *fc_gelu;  // (N, C), (N, 3C), ... of t
@@ -450,7 +783,7 @@ class GptCuda final : public GptModel {
   float* g(int64_t off) const { return grads_ + off; }
   void* res(int64_t l) const { return residuals_[static_cast<size_t>(l)]; }
 
-  size_t bucket_ints() const { return size_t(3 * N_ + 1); }
+  size_t bucket_ints() const { return size_t(3 * bucket_capacity() + 1); }
 
   void check_tokens(const int32_t* x, const char* what) const {
     for (int64_t i = 0; i < N_; ++i)
@@ -478,8 +811,10 @@ class GptCuda final : public GptModel {
       size_t ln1, qkv, atty, res_mid, ln2, fc_pre, fc_gelu, ln1_mean, ln1_rstd, ln2_mean,
           ln2_rstd, lse;
     };
-    const size_t o_master = plan.add(size_t(P_) * 4), o_grads = plan.add(size_t(P_) * 4);
-    const size_t o_m = plan.add(size_t(P_) * 4), o_v = plan.add(size_t(P_) * 4);
+    // Master weights and moments: S_ values (P, or this rank's ZeRO-1 shard); gradients
+    // Ppad_ (P rounded up to a multiple of the ZeRO-1 world size, the tail zero).
+    const size_t o_master = plan.add(size_t(S_) * 4), o_grads = plan.add(size_t(Ppad_) * 4);
+    const size_t o_m = plan.add(size_t(S_) * 4), o_v = plan.add(size_t(S_) * 4);
     const size_t o_work = plan.add(size_t(Pw_) * e);
     const size_t o_ws = plan.add(Gemm::kWorkspaceBytes);
     std::vector<size_t> o_res;
@@ -516,8 +851,20 @@ class GptCuda final : public GptModel {
     const size_t o_bias_tmp = plan.add(size_t(4 * C) * 4);
     const size_t o_ln_scratch = plan.add(cuda::layernorm_backward_scratch_floats(N, C) * 4);
     const size_t o_sumsq_scratch = plan.add(cuda::sum_squares_scratch_doubles() * 8);
-    const size_t o_sumsq = plan.add(8);
+    const size_t n_sumsq = std::max<size_t>(1, buckets_.size());
+    const size_t o_sumsq = plan.add(8 * n_sumsq);
     const size_t o_tokens = plan.add(size_t(2 * N) * 4);
+    // Data parallelism: every rank's tokens and d(res0) (overlapped), the flat working copy
+    // (ZeRO-1). The last two live in the logits buffer when it is large enough: d(res0) is
+    // gathered after the LM head's backward has read dlogits, the working copy between the
+    // update and the next forward.
+    const bool gathered = dp_ && overlap_;
+    const size_t logits_bytes = size_t(N * Vp_) * e;
+    const size_t dres_all_bytes = gathered ? size_t(world_ * N * C) * e : 0;
+    const size_t gather_bytes = zero_ ? size_t(Ppad_) * e : 0;
+    const size_t o_tokens_all = gathered ? plan.add(size_t(world_ * N) * 4) : 0;
+    const size_t o_dres_all = dres_all_bytes > logits_bytes ? plan.add(dres_all_bytes) : 0;
+    const size_t o_gather = gather_bytes > logits_bytes ? plan.add(gather_bytes) : 0;
     const size_t o_buckets = plan.add(bucket_ints() * 4);
     const size_t o_logits_row = plan.add(size_t(Vp_) * 4);
 
@@ -568,22 +915,35 @@ class GptCuda final : public GptModel {
     sumsq_scratch_ = reinterpret_cast<double*>(base + o_sumsq_scratch);
     sumsq_dev_ = reinterpret_cast<double*>(base + o_sumsq);
     d_tokens_ = reinterpret_cast<int32_t*>(base + o_tokens);
+    if (gathered) {
+      tokens_all_ = reinterpret_cast<int32_t*>(base + o_tokens_all);
+      dres_all_ = o_dres_all ? X(o_dres_all) : logits_;
+    }
+    if (zero_) gather_ = o_gather ? X(o_gather) : logits_;
     d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
     logits_row_ = F(o_logits_row);
 
-    // Pinned host staging: tokens + targets, buckets, loss, sum of squares.
-    const size_t host_bytes = size_t(2 * N) * 4 + bucket_ints() * 4 + 64;
+    // Pinned host staging: tokens + targets, buckets, every rank's tokens, sums of squares,
+    // loss.
+    const int64_t Nb = bucket_capacity();
+    const size_t tokens_all_bytes = gathered ? size_t(world_ * N) * 4 : 0;
+    const size_t host_bytes =
+        size_t(2 * N) * 4 + bucket_ints() * 4 + tokens_all_bytes + 8 * n_sumsq + 64;
     AISCALE_CUDA_CHECK(cudaMallocHost(&host_staging_, host_bytes));
     char* h = static_cast<char*>(host_staging_);
     h_tokens_ = reinterpret_cast<int32_t*>(h);
     h_buckets_ = reinterpret_cast<int32_t*>(h + size_t(2 * N) * 4);
     h_unique_ = h_buckets_;
-    h_offsets_ = h_buckets_ + N;
-    h_positions_ = h_buckets_ + 2 * N + 1;
+    h_offsets_ = h_buckets_ + Nb;
+    h_positions_ = h_buckets_ + 2 * Nb + 1;
     char* tail = h + size_t(2 * N) * 4 + bucket_ints() * 4;
+    if (gathered) {
+      h_tokens_all_ = reinterpret_cast<int32_t*>(tail);
+      tail += tokens_all_bytes;
+    }
     tail += (8 - reinterpret_cast<uintptr_t>(tail) % 8) % 8;
     h_sumsq_ = reinterpret_cast<double*>(tail);
-    h_loss_ = reinterpret_cast<float*>(tail + 8);
+    h_loss_ = reinterpret_cast<float*>(tail + 8 * n_sumsq);
     bucket_counts_.reserve(static_cast<size_t>(V_));
   }
 
@@ -628,6 +988,29 @@ class GptCuda final : public GptModel {
   double* h_sumsq_ = nullptr;
   std::vector<int32_t> bucket_counts_;
   int64_t num_unique_ = 0;
+
+  // Data parallelism (plan_data_parallel).
+  parallel::Communicator* comm_ = nullptr;
+  int64_t world_ = 1, rank_ = 0;
+  int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length
+  bool dp_ = false, zero_ = false, overlap_ = true;
+  bool sync_ = true;        // set_gradient_sync
+  bool sync_step_ = false;  // the current forward/backward synchronises
+  mutable bool comm_pending_ = false;
+  // AISCALE_CUDA_TIMING
+  bool timing_ = false;
+  cudaEvent_t phase_[6] = {};
+  int phases_recorded_ = 0;
+  int64_t timed_steps_ = 0;
+  double phase_ms_[5] = {};
+  double host_comm_s_ = 0;
+  mutable double host_wait_s_ = 0;
+  std::vector<Bucket> buckets_;
+  cudaEvent_t tokens_ready_ = nullptr, comm_done_ = nullptr, dres_ready_ = nullptr,
+              update_done_ = nullptr;
+  int32_t *tokens_all_ = nullptr, *h_tokens_all_ = nullptr;
+  void* dres_all_ = nullptr;  // (world x N, C) of t: every rank's d(res0)
+  void* gather_ = nullptr;    // (Ppad) of t: flat working copy (ZeRO-1)
 
   bool has_targets_ = false, forward_done_ = false;
   LogitsState logits_state_ = LogitsState::consumed;

@@ -38,24 +38,25 @@ __device__ __forceinline__ float adamw_one(float p, float grad, float& m, float&
   return p * (decay ? k.decay_factor : 1.0f) - k.step_size * (m / denom);
 }
 
-// Each thread updates 4 consecutive values (float4 loads), the tail one by one.
+// Each thread updates 4 consecutive values (float4 loads where aligned), the tail one by one.
 template <typename T>
 __global__ void adamw_kernel(float* master, T* work, const float* grads, float* mom1,
                              float* mom2, AdamWLayout L, AdamWScalars k) {
-  const int64_t i0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  const int64_t i0 = L.begin + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (i0 >= L.n) return;
-  if (i0 + 4 <= L.n) {
-    float4 p = *reinterpret_cast<const float4*>(master + i0);
+  const int64_t s0 = i0 - L.begin + L.state_offset;  // index into master, m, v
+  if (L.vector_ok && i0 + 4 <= L.n) {
+    float4 p = *reinterpret_cast<const float4*>(master + s0);
     const float4 g = __ldcs(reinterpret_cast<const float4*>(grads + i0));
-    float4 m = *reinterpret_cast<const float4*>(mom1 + i0);
-    float4 v = *reinterpret_cast<const float4*>(mom2 + i0);
+    float4 m = *reinterpret_cast<const float4*>(mom1 + s0);
+    float4 v = *reinterpret_cast<const float4*>(mom2 + s0);
     p.x = adamw_one<T>(p.x, g.x, m.x, v.x, decays(L, i0 + 0), k);
     p.y = adamw_one<T>(p.y, g.y, m.y, v.y, decays(L, i0 + 1), k);
     p.z = adamw_one<T>(p.z, g.z, m.z, v.z, decays(L, i0 + 2), k);
     p.w = adamw_one<T>(p.w, g.w, m.w, v.w, decays(L, i0 + 3), k);
-    *reinterpret_cast<float4*>(master + i0) = p;
-    *reinterpret_cast<float4*>(mom1 + i0) = m;
-    *reinterpret_cast<float4*>(mom2 + i0) = v;
+    *reinterpret_cast<float4*>(master + s0) = p;
+    *reinterpret_cast<float4*>(mom1 + s0) = m;
+    *reinterpret_cast<float4*>(mom2 + s0) = v;
     if (work) {
       const float vals[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
@@ -65,12 +66,14 @@ __global__ void adamw_kernel(float* master, T* work, const float* grads, float* 
       }
     }
   } else {
-    for (int64_t i = i0; i < L.n; ++i) {
-      float m = mom1[i], v = mom2[i];
-      const float p = adamw_one<T>(master[i], grads[i], m, v, decays(L, i), k);
-      master[i] = p;
-      mom1[i] = m;
-      mom2[i] = v;
+    const int64_t end = i0 + 4 < L.n ? i0 + 4 : L.n;
+    for (int64_t i = i0; i < end; ++i) {
+      const int64_t si = i - L.begin + L.state_offset;
+      float m = mom1[si], v = mom2[si];
+      const float p = adamw_one<T>(master[si], grads[i], m, v, decays(L, i), k);
+      master[si] = p;
+      mom1[si] = m;
+      mom2[si] = v;
       if (work) work[i < L.work_split ? i : i + L.work_shift] = from_f32<T>(p);
     }
   }
@@ -112,11 +115,16 @@ void adamw_update(DType t, float* master, void* work, const float* grads, float*
   k.step_size = static_cast<float>(double(hp.lr) / bc1);
   k.bias_correction2_sqrt = static_cast<float>(std::sqrt(bc2));
   k.decay_factor = 1.0f - hp.lr * hp.weight_decay;
-  const int64_t threads_needed = ceil_div(layout.n, 4);
+  if (layout.n <= layout.begin) return;
+  AdamWLayout L = layout;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  L.vector_ok = L.begin % 4 == 0 && L.state_offset % 4 == 0 && aligned(master) && aligned(m) &&
+                aligned(v) && aligned(grads);
+  const int64_t threads_needed = ceil_div(L.n - L.begin, 4);
   const unsigned blocks = static_cast<unsigned>(ceil_div(threads_needed, 256));
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
-    adamw_kernel<X><<<blocks, 256, 0, s>>>(master, static_cast<X*>(work), grads, m, v, layout, k);
+    adamw_kernel<X><<<blocks, 256, 0, s>>>(master, static_cast<X*>(work), grads, m, v, L, k);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }

@@ -232,6 +232,11 @@ struct AdamWLayout {
   int64_t layers_begin = 0, layer_size = 0, n_layer = 0;
   int64_t decay_begin[4] = {0, 0, 0, 0}, decay_end[4] = {0, 0, 0, 0};  // within a layer
   int64_t work_split = 0, work_shift = 0;
+  // The update covers flat indices [begin, n) (gradients and decay by flat index); master
+  // weights and moments are indexed i - begin + state_offset (a ZeRO-1 shard), the working
+  // copy as above (work_split = INT64_MAX: flat).
+  int64_t begin = 0, state_offset = 0;
+  bool vector_ok = true;  // set by adamw_update: 16-byte aligned float4 access possible
 };
 
 // AdamW in PyTorch's order over fp32 master params, grads, m, v; writes the working copy

@@ -59,7 +59,10 @@ class NcclCommunicator final : public Communicator {
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
     cuda_check(cudaMalloc(&scratch_, kScratchBytes), "allocation of the NCCL staging buffer");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking
+    // communicator's calls cannot be bounded by parallel.timeout_s).
+    const char* blocking = std::getenv("AISCALE_NCCL_BLOCKING");
+    config.blocking = blocking && std::strcmp(blocking, "1") == 0 ? 1 : 0;
     config.commName = "aiscale";
     ncclResult_t r = ncclCommInitRankConfig(&comm_, world, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
@@ -75,7 +78,7 @@ class NcclCommunicator final : public Communicator {
         abort_communicator();  // leaving on an error: the peers may be gone
       } else {
         try {
-          if (pending_) wait_stream("all-reduce");
+          if (pending_) wait_stream("queued collectives");
           ncclResult_t r = ncclCommFinalize(comm_);
           if (r == ncclSuccess || r == ncclInProgress) settle("shut-down");
           if (comm_) ncclCommDestroy(comm_);
@@ -120,6 +123,37 @@ class NcclCommunicator final : public Communicator {
     pending_ = true;
   }
   void wait() override { finish_pending(); }
+
+  void* device_stream() override { return stream_; }
+  void allreduce_sum_after(float* d, int64_t n, void* event) override {
+    if (n <= 0) return;
+    after(event);
+    enqueue([&] { return ncclAllReduce(d, d, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, stream_); },
+            "all-reduce");
+    pending_ = true;
+  }
+  void reduce_scatter_sum_after(float* d, int64_t count, void* event) override {
+    if (count <= 0) return;
+    after(event);
+    enqueue([&] {
+      return ncclReduceScatter(d, d + int64_t{rank_} * count, static_cast<size_t>(count), ncclFloat,
+                               ncclSum, comm_, stream_);
+    }, "reduce-scatter");
+    pending_ = true;
+  }
+  void allgather_after(void* d, int64_t bytes, void* event) override {
+    if (bytes <= 0) return;
+    after(event);
+    auto* base = static_cast<char*>(d);
+    enqueue([&] {
+      return ncclAllGather(base + int64_t{rank_} * bytes, base, static_cast<size_t>(bytes), ncclInt8,
+                           comm_, stream_);
+    }, "all-gather");
+    pending_ = true;
+  }
+  void record(void* event) override {
+    cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event), stream_), "event record");
+  }
 
  private:
   void reduce(void* d, int64_t n, ncclDataType_t type, size_t elem) {
@@ -169,8 +203,15 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  void after(void* event) {
+    if (!comm_) die(fmt::format("rank {}: the NCCL communicator was aborted earlier", rank_));
+    if (event)
+      cuda_check(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0),
+                 "stream wait before a collective");
+  }
+
   void finish_pending() {
-    if (pending_) wait_stream("all-reduce");
+    if (pending_) wait_stream("queued collectives");
   }
 
   // Calls an NCCL enqueue function; a non-blocking communicator may answer "in progress"

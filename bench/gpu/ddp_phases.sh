@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Where the time of a data-parallel GPU step goes: GPT-2 124M (B=16, T=1024, bf16) on 1
+# GPU and on 2 with the model's phase timing (AISCALE_CUDA_TIMING=1: forward, backward,
+# the embedding tail, the gap before the update, the update; host time in collective
+# calls), then one-variable variants (NCCL channels, blocking communicator, bucket size).
+# Needs a built build/cuda (bench/gpu/run_ddp_gpu2.sh build) and 2 GPUs. Writes
+# $OUT/phases.jsonl (one bench line per variant, "variant" added) and $OUT/phases.err
+# (the per-rank phase lines), and prints a table.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/aiscale-phases}
+mkdir -p "$OUT"
+BIN=build/cuda/aiscale
+args=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --precision bf16
+      --steps ${STEPS:-20} --warmup 5)
+MPI=(mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_NVLS_ENABLE
+     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+one() {  # name, ranks, env assignments..., -- extra args...
+  local name=$1 ranks=$2; shift 2
+  local envs=() mpienv=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); mpienv+=(-x "$1"); shift; done
+  shift
+  echo "== $name" >> "$OUT/phases.err"
+  local line
+  if [ "$ranks" = 1 ]; then
+    line=$(env "${envs[@]}" timeout 90 "$BIN" "${args[@]}" "$@" 2>> "$OUT/phases.err")
+  else
+    line=$(timeout 120 "${MPI[@]}" "${mpienv[@]}" "$BIN" "${args[@]}" "$@" 2>> "$OUT/phases.err")
+  fi
+  echo "{\"variant\": \"$name\", \"result\": ${line:-null}}" >> "$OUT/phases.jsonl"
+}
+one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --
+one timing-2gpu-zero1 2 AISCALE_CUDA_TIMING=1 -- --zero-stage 1
+one timing-2gpu-after-backward 2 AISCALE_CUDA_TIMING=1 -- --overlap 0
+one nccl-8-channels 2 NCCL_MAX_NCHANNELS=8 --
+one nccl-blocking 2 AISCALE_NCCL_BLOCKING=1 --
+one buckets-100mib 2 AISCALE_CUDA_TIMING=0 -- --bucket-mib 100
+python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+for line in open(os.path.join(out, "phases.jsonl")):
+    j = json.loads(line); r = j["result"]
+    if not r: print("%-28s failed" % j["variant"]); continue
+    print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms" % (j["variant"], r["world_size"],
+          r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"]))
+PY
+grep "mean of" "$OUT/phases.err"
