@@ -2,7 +2,8 @@
 # Where the time of a data-parallel GPU step goes: GPT-2 124M (B=16, T=1024, bf16) on 1
 # GPU and on 2 with the model's phase timing (AISCALE_CUDA_TIMING=1: forward, backward,
 # the embedding tail, the gap before the update, the update; host time in collective
-# calls), then one-variable variants (NCCL channels, blocking communicator, bucket size).
+# calls), then one-variable variants (collective calls on the model's thread, stream
+# priority, bucket size).
 # Needs a built build/cuda (bench/gpu/run_ddp_gpu2.sh build) and 2 GPUs. Writes
 # $OUT/phases.jsonl (one bench line per variant, "variant" added) and $OUT/phases.err
 # (the per-rank phase lines), and prints a table.
@@ -11,6 +12,7 @@ cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/aiscale-phases}
 mkdir -p "$OUT"
+[ -f .devdeps/use-debs.sh ] && source .devdeps/use-debs.sh .devdeps > /dev/null 2>&1
 BIN=build/cuda/aiscale
 args=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --precision bf16
       --steps ${STEPS:-20} --warmup 5)
@@ -32,10 +34,10 @@ one() {  # name, ranks, env assignments..., -- extra args...
 }
 one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
 one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --
+one timing-2gpu-calls-on-model-thread 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_COMM_THREAD=0 --
 one timing-2gpu-zero1 2 AISCALE_CUDA_TIMING=1 -- --zero-stage 1
 one timing-2gpu-after-backward 2 AISCALE_CUDA_TIMING=1 -- --overlap 0
-one nccl-8-channels 2 NCCL_MAX_NCHANNELS=8 --
-one nccl-blocking 2 AISCALE_NCCL_BLOCKING=1 --
+one timing-2gpu-stream-priority 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_STREAM_PRIORITY=high --
 one buckets-100mib 2 AISCALE_CUDA_TIMING=0 -- --bucket-mib 100
 python3 - "$OUT" <<'PY'
 import json, os, sys

@@ -107,7 +107,7 @@ TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
   o.zero_stage = 0;
   auto m = nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o);
   EXPECT_FALSE(m->data_parallel());
-  e = error_of([&] { comm.allreduce_sum_after(nullptr, 1, nullptr); });
+  e = error_of([&] { comm.allreduce_sum_after(nullptr, 1, DType::f32, nullptr); });
   EXPECT_NE(e.find("no device stream"), std::string::npos) << e;
 }
 

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "aiscale/core/dtype.h"
+
 namespace aiscale::parallel {
 
 class Communicator {
@@ -47,15 +49,19 @@ class Communicator {
   // marks them for a GPU-side wait (cudaStreamWaitEvent). Communicators without a device
   // stream (device_stream() == nullptr) fail on these calls.
   virtual void* device_stream() { return nullptr; }
-  // In-place sum of n floats at `data` (device memory).
-  virtual void allreduce_sum_after(float* data, int64_t n, void* event);
-  // In-place reduce-scatter: `data` holds world() * count floats; afterwards rank r's
-  // summed part is data[r * count, (r + 1) * count). The rest is left undefined.
-  virtual void reduce_scatter_sum_after(float* data, int64_t count, void* event);
+  // In-place sum of n values of type t (f32 or bf16) at `data` (device memory).
+  virtual void allreduce_sum_after(void* data, int64_t n, DType t, void* event);
+  // In-place reduce-scatter: `data` holds world() * count values of type t; afterwards
+  // rank r's summed part is at [r * count, (r + 1) * count). The rest is left undefined.
+  virtual void reduce_scatter_sum_after(void* data, int64_t count, DType t, void* event);
   // In-place all-gather: rank r's `bytes` at data + r * bytes go to every rank.
   virtual void allgather_after(void* data, int64_t bytes, void* event);
   // Records `event` (a cudaEvent_t) on the communicator's stream after the queued work.
   virtual void record(void* event);
+  // Collectives queued between these two are launched together (one NCCL group: one
+  // launch for many buckets). Default: no grouping.
+  virtual void group_begin() {}
+  virtual void group_end() {}
 };
 
 // What a run asks of its communicator.

@@ -26,10 +26,10 @@ std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
 
 }  // namespace
 
-void Communicator::allreduce_sum_after(float*, int64_t, void*) {
+void Communicator::allreduce_sum_after(void*, int64_t, DType, void*) {
   no_device_collectives(*this, "all-reduce");
 }
-void Communicator::reduce_scatter_sum_after(float*, int64_t, void*) {
+void Communicator::reduce_scatter_sum_after(void*, int64_t, DType, void*) {
   no_device_collectives(*this, "reduce-scatter");
 }
 void Communicator::allgather_after(void*, int64_t, void*) {

@@ -38,19 +38,24 @@ class Watched final : public Communicator {
   void wait() override { Guard g(this, "collective"); inner_->wait(); }
   void* device_stream() override { return inner_->device_stream(); }
   // Queueing does not block (a non-blocking NCCL communicator may settle briefly).
-  void allreduce_sum_after(float* d, int64_t n, void* e) override {
+  void allreduce_sum_after(void* d, int64_t n, DType t, void* e) override {
     Guard g(this, "all-reduce");
-    inner_->allreduce_sum_after(d, n, e);
+    inner_->allreduce_sum_after(d, n, t, e);
   }
-  void reduce_scatter_sum_after(float* d, int64_t n, void* e) override {
+  void reduce_scatter_sum_after(void* d, int64_t n, DType t, void* e) override {
     Guard g(this, "reduce-scatter");
-    inner_->reduce_scatter_sum_after(d, n, e);
+    inner_->reduce_scatter_sum_after(d, n, t, e);
   }
   void allgather_after(void* d, int64_t b, void* e) override {
     Guard g(this, "all-gather");
     inner_->allgather_after(d, b, e);
   }
   void record(void* e) override { inner_->record(e); }
+  void group_begin() override { inner_->group_begin(); }
+  void group_end() override {
+    Guard g(this, "collective group");
+    inner_->group_end();
+  }
 
  private:
   struct Guard {

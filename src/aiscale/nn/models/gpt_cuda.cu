@@ -48,11 +48,17 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "aiscale/nn/models/gpt.h"
@@ -96,6 +102,82 @@ AttentionImpl env_attention() {
   throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v +
               "': use auto, flash, flash_narrow, flash_occ3, flash_two_barrier or simple");
 }
+
+// Runs the communicator's calls on a thread of their own, in order. An NCCL call can hold
+// its caller until the GPU reaches the event it is ordered after; on the model's thread
+// that would keep the host from queueing the next layers' kernels (the GPU then idles at
+// every bucket). The model's thread only records events and posts; it drains the queue
+// before it touches the communicator itself or waits on an event the worker records.
+class CommQueue {
+ public:
+  CommQueue(int device, bool threaded) : threaded_(threaded) {
+    if (threaded_) thread_ = std::thread([this, device] { run(device); });
+  }
+  ~CommQueue() {
+    if (!threaded_) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void post(std::function<void()> task) {
+    if (!threaded_) return task();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+  // Returns once every posted task has run; rethrows the first failure (after which the
+  // remaining tasks were skipped).
+  void drain() {
+    if (!threaded_) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_cv_.wait(lock, [this] { return tasks_.empty() && !busy_; });
+    if (error_) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+ private:
+  void run(int device) {
+    cudaSetDevice(device);
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stop_
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      busy_ = true;
+      const bool skip = error_ != nullptr;
+      lock.unlock();
+      std::exception_ptr failure;
+      if (!skip) {
+        try {
+          task();
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+      lock.lock();
+      if (failure && !error_) error_ = failure;
+      busy_ = false;
+      if (tasks_.empty()) idle_cv_.notify_all();
+    }
+  }
+
+  bool threaded_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false, stop_ = false;
+  std::exception_ptr error_;
+};
 
 // Bump allocator over one device allocation: first pass sizes, second pass hands out.
 struct ArenaPlan {
@@ -170,7 +252,16 @@ class GptCuda final : public GptModel {
     cudaDeviceProp prop{};
     AISCALE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
-    AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // AISCALE_CUDA_STREAM_PRIORITY=high: the model's stream gets the device's highest
+    // priority, so that its blocks go first where they compete with NCCL's kernels.
+    const char* prio = std::getenv("AISCALE_CUDA_STREAM_PRIORITY");
+    if (prio && std::strcmp(prio, "high") == 0) {
+      int least = 0, greatest = 0;
+      AISCALE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      AISCALE_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+    } else {
+      AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    }
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&loss_ready_, cudaEventDisableTiming));
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&buckets_sent_, cudaEventDisableTiming));
     if (timing_)
@@ -219,10 +310,12 @@ class GptCuda final : public GptModel {
       if (e) cudaEventDestroy(e);
     if (comm_pending_) {  // never free memory a collective may still use
       try {
+        comm_queue_->drain();
         comm_->wait();
       } catch (const std::exception&) {
       }
     }
+    comm_queue_.reset();
     gemm_.reset();
     if (arena_) cudaFree(arena_);
     if (host_staging_) cudaFreeHost(host_staging_);
@@ -434,8 +527,12 @@ class GptCuda final : public GptModel {
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(dres_all_, rank_ * N * C), dres_, size_t(N * C) * es_,
                                          cudaMemcpyDeviceToDevice, s));
       AISCALE_CUDA_CHECK(cudaEventRecord(dres_ready_, s));
-      comm_->allgather_after(dres_all_, N * C * int64_t(es_), dres_ready_);
-      comm_->record(comm_done_);
+      const int64_t dres_bytes = N * C * int64_t(es_);
+      comm_queue_->post([this, dres_bytes] {
+        comm_->allgather_after(dres_all_, dres_bytes, dres_ready_);
+        comm_->record(comm_done_);
+      });
+      drain_comm_queue();  // comm_done_ is recorded before the model's stream waits on it
       AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_, 0));
       cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
                                d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
@@ -523,12 +620,17 @@ class GptCuda final : public GptModel {
     }
     AISCALE_CUDA_LAUNCH_CHECK();
     AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, stream_));
-    for (size_t k = 0; k < buckets_.size(); ++k) {
-      const Bucket& b = buckets_[k];
-      comm_->allgather_after(at(gather_, b.begin), b.part * int64_t(es_), k == 0 ? update_done_ : nullptr);
-    }
-    comm_->record(comm_done_);
+    comm_queue_->post([this] {
+      comm_->group_begin();  // one launch for all buckets' all-gathers
+      for (size_t k = 0; k < buckets_.size(); ++k) {
+        const Bucket& b = buckets_[k];
+        comm_->allgather_after(at(gather_, b.begin), b.part * int64_t(es_), k == 0 ? update_done_ : nullptr);
+      }
+      comm_->group_end();
+      comm_->record(comm_done_);
+    });
     comm_pending_ = true;
+    drain_comm_queue();
     AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
     copy_flat_to_work(gather_, stream_);
   }
@@ -661,6 +763,8 @@ class GptCuda final : public GptModel {
     if (zero_) S_ = Ppad_ / world_;
     for (cudaEvent_t* e : {&tokens_ready_, &comm_done_, &dres_ready_, &update_done_})
       AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    // AISCALE_CUDA_COMM_THREAD=0 makes the calls on the model's thread (for measurements).
+    comm_queue_ = std::make_unique<CommQueue>(device_, env_flag("AISCALE_CUDA_COMM_THREAD", true));
     if (verbose_) {
       std::fprintf(stderr, "[aiscale cuda] rank %d of %d: %zu gradient bucket(s)%s%s:", rank_,
                    world_, buckets_.size(), overlap_ ? " overlapped with backward" : "",
@@ -679,17 +783,26 @@ class GptCuda final : public GptModel {
     for (Bucket& b : buckets_) {
       if (b.after != point) continue;
       AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
-      const auto start = std::chrono::steady_clock::now();
-      if (zero_) comm_->reduce_scatter_sum_after(grads_ + b.begin, b.part, b.ready);
-      else comm_->allreduce_sum_after(grads_ + b.begin, b.end - b.begin, b.ready);
-      if (timing_) host_comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const Bucket* bp = &b;
+      comm_queue_->post([this, bp] {
+        if (zero_) comm_->reduce_scatter_sum_after(grads_ + bp->begin, bp->part, DType::f32, bp->ready);
+        else comm_->allreduce_sum_after(grads_ + bp->begin, bp->end - bp->begin, DType::f32, bp->ready);
+      });
       comm_pending_ = true;
     }
+  }
+
+  // The model thread's time in the communicator's calls (AISCALE_CUDA_TIMING).
+  void drain_comm_queue() const {
+    const auto start = std::chrono::steady_clock::now();
+    comm_queue_->drain();
+    if (timing_) host_comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   // Waits (bounded by the communicator's timeout) for the queued collectives.
   void finish_comm() const {
     if (!comm_pending_) return;
+    drain_comm_queue();
     const auto start = std::chrono::steady_clock::now();
     comm_->wait();
     comm_pending_ = false;
@@ -1003,9 +1116,10 @@ class GptCuda final : public GptModel {
   int phases_recorded_ = 0;
   int64_t timed_steps_ = 0;
   double phase_ms_[5] = {};
-  double host_comm_s_ = 0;
+  mutable double host_comm_s_ = 0;
   mutable double host_wait_s_ = 0;
   std::vector<Bucket> buckets_;
+  std::unique_ptr<CommQueue> comm_queue_;
   cudaEvent_t tokens_ready_ = nullptr, comm_done_ = nullptr, dres_ready_ = nullptr,
               update_done_ = nullptr;
   int32_t *tokens_all_ = nullptr, *h_tokens_all_ = nullptr;

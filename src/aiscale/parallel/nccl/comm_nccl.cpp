@@ -125,19 +125,22 @@ class NcclCommunicator final : public Communicator {
   void wait() override { finish_pending(); }
 
   void* device_stream() override { return stream_; }
-  void allreduce_sum_after(float* d, int64_t n, void* event) override {
+  void allreduce_sum_after(void* d, int64_t n, DType t, void* event) override {
     if (n <= 0) return;
+    const ncclDataType_t type = nccl_type(t);
     after(event);
-    enqueue([&] { return ncclAllReduce(d, d, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, stream_); },
+    enqueue([&] { return ncclAllReduce(d, d, static_cast<size_t>(n), type, ncclSum, comm_, stream_); },
             "all-reduce");
     pending_ = true;
   }
-  void reduce_scatter_sum_after(float* d, int64_t count, void* event) override {
+  void reduce_scatter_sum_after(void* d, int64_t count, DType t, void* event) override {
     if (count <= 0) return;
+    const ncclDataType_t type = nccl_type(t);
+    char* base = static_cast<char*>(d);
     after(event);
     enqueue([&] {
-      return ncclReduceScatter(d, d + int64_t{rank_} * count, static_cast<size_t>(count), ncclFloat,
-                               ncclSum, comm_, stream_);
+      return ncclReduceScatter(base, base + int64_t{rank_} * count * int64_t(dtype_size(t)),
+                               static_cast<size_t>(count), type, ncclSum, comm_, stream_);
     }, "reduce-scatter");
     pending_ = true;
   }
@@ -150,6 +153,14 @@ class NcclCommunicator final : public Communicator {
                            comm_, stream_);
     }, "all-gather");
     pending_ = true;
+  }
+  void group_begin() override {
+    if (!comm_) die(fmt::format("rank {}: the NCCL communicator was aborted earlier", rank_));
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) fail_nccl(r, "group start");
+  }
+  void group_end() override {
+    enqueue([&] { return ncclGroupEnd(); }, "group of collectives");
   }
   void record(void* event) override {
     cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event), stream_), "event record");
@@ -201,6 +212,15 @@ class NcclCommunicator final : public Communicator {
       cuda_check(cudaMemcpy(p + off * elem, scratch_, bytes, cudaMemcpyDeviceToHost),
                  "copy from the staging buffer");
     }
+  }
+
+  static ncclDataType_t nccl_type(DType t) {
+    switch (t) {
+      case DType::f32: return ncclFloat;
+      case DType::bf16: return ncclBfloat16;
+      case DType::f16: return ncclHalf;
+    }
+    fail("unsupported data type for an NCCL collective");
   }
 
   void after(void* event) {
