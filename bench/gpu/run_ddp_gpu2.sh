@@ -140,16 +140,17 @@ def rows(name):
     return r
 peer_ar = {}
 for p in rows("peer_allreduce.jsonl"):
-    for row in p["rows"]: peer_ar[row["mib"] * 2**20] = row["busbw_gbs"]
-print("\nall-reduce, 2 GPUs, fp32 in place: bus bandwidth GB/s")
-print("%12s %10s %10s %10s %8s" % ("bytes", "aiscale", "torch", "ratio", "mpi"))
-ours = {(j["backend"], j["bytes"]): j for j in rows("allreduce.jsonl")}
-for (b, n), j in sorted(ours.items(), key=lambda x: x[0][1]):
-    if b != "nccl" or n < 2**16: continue
-    pb = peer_ar.get(n)
-    m = ours.get(("mpi", n))
-    print("%12d %10.1f %10s %10s %8s" % (n, j["busbw_GBps"], "%.1f" % pb if pb else "",
-          "%.3f" % (j["busbw_GBps"] / pb) if pb else "", "%.1f" % m["busbw_GBps"] if m else ""))
+    for row in p["rows"]: peer_ar[(p["gpus"], row["mib"] * 2**20)] = row["busbw_gbs"]
+ours = {(j["backend"], j.get("world_size", 2), j["bytes"]): j for j in rows("allreduce.jsonl")}
+for world in sorted({w for (_, w, _) in ours}):
+    print("\nall-reduce, %d GPUs, fp32 in place: bus bandwidth GB/s" % world)
+    print("%12s %10s %10s %10s %8s" % ("bytes", "aiscale", "torch", "ratio", "mpi"))
+    for (b, w, n), j in sorted(ours.items(), key=lambda x: x[0][2]):
+        if b != "nccl" or w != world or n < 2**16: continue
+        pb = peer_ar.get((world, n))
+        m = ours.get(("mpi", world, n))
+        print("%12d %10.1f %10s %10s %8s" % (n, j["busbw_GBps"], "%.1f" % pb if pb else "",
+              "%.3f" % (j["busbw_GBps"] / pb) if pb else "", "%.1f" % m["busbw_GBps"] if m else ""))
 print("\nGPT-2 124M, B=16 per GPU, T=1024, bf16: tokens/s per GPU")
 peer = {p["gpus"]: p for p in rows("peer_gpt2.jsonl")}
 for j in rows("language.jsonl"):

@@ -59,12 +59,12 @@ TEST(PlanValidation, TwoH200CalibratedStepTimeWithinFifteenPercent) {
       << "predicted " << two.step.step_s * 1e3 << " ms";
   EXPECT_LT(std::fabs(error(one.step.step_s, kMeasuredStep1)), 0.15)
       << "predicted " << one.step.step_s * 1e3 << " ms";
-  // Efficiency is reported, not a target: the model overlaps a 16-bit bucketed all-reduce
-  // with backward; the measured phase-1 run reduces fp32 gradients after backward
-  // (docs/planner.md). It must at least not predict a loss where there is none.
+  // Efficiency: the model reduces fp32 gradients and hides none of it inside a node (as
+  // measured, docs/perf-notes.md); it leaves out the ~0.4 ms embedding tail and the
+  // synchronisation, so it may read a little high, but within 3 points of the measurement.
   const double eff = one.step.step_s / two.step.step_s;
   EXPECT_LE(eff, 1.0);
-  EXPECT_GT(eff, kMeasuredEfficiency2 - 0.1);
+  EXPECT_NEAR(eff, kMeasuredEfficiency2, 0.03);
 }
 
 TEST(PlanValidation, TwoH200DatasheetStepTime) {

@@ -38,8 +38,17 @@ struct Assumptions {
   double alpha_inter_s = 5e-6;
   // Fraction of the compute time that can hide communication running beside it (the
   // kernels and the collectives share SMs and memory bandwidth, and the first/last buckets
-  // cannot overlap at all).
+  // cannot overlap at all): across nodes, where the collectives wait on the network.
   double comm_overlap = 0.8;
+  // The same inside a node (NVLink/xGMI), where the collectives' kernels move the data with
+  // SMs and HBM bandwidth that the compute kernels need. Measured, not assumed: on 2 and 4
+  // NVLink H200s the backward pass ran as much slower with aiscale's bucketed all-reduce
+  // beside it as the all-reduce takes alone (docs/perf-notes.md, "Data parallelism on
+  // several GPUs"), and PyTorch DDP lost more; so none of it hides.
+  double comm_overlap_intra = 0.0;
+  // Bytes per parameter of the data-parallel gradient reduction: fp32 (aiscale, PyTorch
+  // AMP with DDP and Megatron's default keep and reduce fp32 gradients in mixed precision).
+  double grad_comm_bytes = 4;
   // Gradient bucket size (PyTorch DDP's default bucket_cap_mb = 25).
   double bucket_bytes = 25.0 * 1024 * 1024;
   // HBM bytes the optimizer update reads and writes per parameter:

@@ -123,23 +123,34 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   // ---- data parallel -----------------------------------------------------------------
   if (l.dp > 1) {
     const double psi = params_per_gpu(w, l.tp, l.pp);
-    const double grad_bytes = psi * sb.gradients;
+    const double grad_bytes = psi * std::max(sb.gradients, a.grad_comm_bytes);
     const double weight_bytes = psi * sb.weights;
     const int buckets = std::max(1, static_cast<int>(std::ceil(grad_bytes / a.bucket_bytes)));
     const double last_bucket = std::min(grad_bytes, a.bucket_bytes);
     const GroupShape dp = pl.dp;
+    // What backward can hide of a collective of total time t: the part inside a node
+    // (comm_overlap_intra of the compute) and the part across nodes (comm_overlap).
+    const GroupShape in_node{dp.per_node, 1};
+    auto exposed_after_bwd = [&](double t, double t_in_node) {
+      const double across = std::max(0.0, t - t_in_node);
+      return std::max(0.0, t_in_node - a.comm_overlap_intra * t_bwd) +
+             std::max(0.0, across - hide_bwd);
+    };
     switch (l.zero) {
       case 0: {  // one bucketed all-reduce, overlapped with the last micro-batch's backward
         const double t = hier_allreduce_time(grad_bytes, dp, fabric, buckets);
+        const double t_in = hier_allreduce_time(grad_bytes, in_node, fabric, buckets);
         e.dp_comm_s = t;
-        e.dp_exposed_s = std::max(t - hide_bwd, hier_allreduce_time(last_bucket, dp, fabric));
+        e.dp_exposed_s = std::max(exposed_after_bwd(t, t_in), hier_allreduce_time(last_bucket, dp, fabric));
         break;
       }
       case 1: {  // reduce-scatter gradients once (overlapped), all-gather updated weights
         const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
+        const double rs_in = hier_reduce_scatter_time(grad_bytes, in_node, fabric, buckets);
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
         e.dp_comm_s = rs + ag;
-        e.dp_exposed_s = std::max(rs - hide_bwd, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+        e.dp_exposed_s =
+            std::max(exposed_after_bwd(rs, rs_in), hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
         break;
       }
       case 2: {  // gradients reduce-scattered every micro-batch, weights gathered once

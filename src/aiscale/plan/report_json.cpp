@@ -98,6 +98,8 @@ json assumptions(const Assumptions& a) {
           {"alpha_inter_s", a.alpha_inter_s},
           {"bucket_bytes", a.bucket_bytes},
           {"comm_overlap", a.comm_overlap},
+          {"comm_overlap_intra", a.comm_overlap_intra},
+          {"grad_comm_bytes", a.grad_comm_bytes},
           {"dragonfly_global_factor", a.topology.dragonfly_global},
           {"dragonfly_plus_global_factor", a.topology.dragonfly_plus_global},
           {"default_group_nodes", a.topology.default_group_nodes},

@@ -53,11 +53,13 @@ std::string figures_text(const MachineFigures& m, const std::string& label) {
 std::string assumptions_text(const Assumptions& a) {
   return fmt::format(
       "Model assumptions (not measurements; see docs/planner.md): ring latency {:.0f} µs inside a "
-      "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB; communication "
-      "hides behind {:.0f}% of the compute it overlaps; Dragonfly / Dragonfly+ keep {:.0f}% / "
+      "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
+      "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps, "
+      "inside a node behind {:.0f}% (measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
       "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%); workspace "
       "{:.1f} GiB + {:.0f}% per GPU.\n",
-      a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.comm_overlap * 100,
+      a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.grad_comm_bytes,
+      a.comm_overlap * 100, a.comm_overlap_intra * 100,
       a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
       a.topology.default_group_nodes, a.memory.fixed_bytes / kGiB, a.memory.fragmentation * 100);
 }
