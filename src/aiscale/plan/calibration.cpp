@@ -60,12 +60,43 @@ std::vector<std::string> jsonl_files(const std::string& path) {
   return out;
 }
 
-void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
-  if (text(j, "device_kind") == "cpu") {
-    c.notes.push_back(where + ": CPU result, not used (CPU partitions are planned at the stated "
-                      "default CPU utilisation)");
+// A CPU result: utilisation of the cores it used (threads × clock × fp32 FLOPs per cycle).
+void read_cpu_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
+  MfuSample s;
+  s.device = need(j, "device", where).get<std::string>();
+  const std::string id = match_cpu(cat, s.device);
+  const CpuModel* cpu = id.empty() ? nullptr : cat.find_cpu(id);
+  if (!cpu) {
+    c.notes.push_back(fmt::format("{}: CPU '{}' matches no [[cpu]] device_names in the catalogue; "
+                                  "not used (add the name to the CPU model's device_names)",
+                                  where, s.device));
     return;
   }
+  if (text(j, "precision") != "fp32") {
+    c.notes.push_back(where + ": CPU result not in fp32; not used");
+    return;
+  }
+  s.accelerator_id = "cpu:" + cpu->id;
+  s.precision = Precision::fp32;
+  s.model = text(j, "model");
+  s.host = text(j, "host");
+  s.date = text(j, "date");
+  s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
+  s.threads = static_cast<int>(need_number(j, "threads", where));
+  if (j.contains("world_size") && j["world_size"].is_number()) s.world_size = j["world_size"].get<int>();
+  s.achieved_tflops = need_number(j, "achieved_tflops_per_device", where);
+  const double peak = s.threads * cpu->ghz * 1e9 * cpu->fp32_flops_per_cycle;
+  s.utilisation = peak > 0 ? s.achieved_tflops * 1e12 / peak : 0.0;
+  if (!(s.utilisation > 0) || s.utilisation > 1.0)
+    fail("{}: achieved {:.1f} GFLOP/s is {:.0f}% of {} core(s) of {} at their fp32 peak: the "
+         "result, its \"threads\" or the CPU model is wrong", where, s.achieved_tflops * 1e3,
+         s.utilisation * 100, s.threads, cpu->id);
+  s.source = where;
+  c.utilisation.push_back(std::move(s));
+}
+
+void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
+  if (text(j, "device_kind") == "cpu") return read_cpu_language(j, where, cat, c);
   MfuSample s;
   s.device = need(j, "device", where).get<std::string>();
   s.accelerator_id = match_device(cat, s.device);
@@ -176,6 +207,38 @@ std::string match_device(const Catalog& cat, std::string_view device_name) {
   return best;
 }
 
+std::string match_cpu(const Catalog& cat, std::string_view device_name) {
+  const std::string name = lower(device_name);
+  std::string best;
+  size_t best_len = 0;
+  for (const auto& c : cat.cpus)
+    for (const auto& pattern : c.device_names) {
+      const std::string p = lower(pattern);
+      if (!p.empty() && name.find(p) != std::string::npos && p.size() > best_len) {
+        best = c.id;
+        best_len = p.size();
+      }
+    }
+  return best;
+}
+
+const MfuSample* Calibration::closest_cpu_utilisation(std::string_view cpu_id, int cores,
+                                                      int64_t n_params) const {
+  const std::string key = "cpu:" + std::string(cpu_id);
+  const MfuSample* best = nullptr;
+  std::pair<double, double> best_d{0, 0};
+  auto logd = [](double a, double b) { return std::fabs(std::log(std::max(a, 1.0)) - std::log(std::max(b, 1.0))); };
+  for (const auto& s : utilisation) {
+    if (s.accelerator_id != key) continue;
+    const std::pair<double, double> d{logd(s.threads, cores), logd(double(s.n_params), double(n_params))};
+    if (!best || d < best_d) {
+      best = &s;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
 Calibration load_calibration(const std::vector<std::string>& paths, const Catalog& cat) {
   Calibration c;
   for (const auto& path : paths)
@@ -264,6 +327,16 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
       m.utilisation = {s->utilisation, true,
                        fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}", s->model,
                                    s->device, s->n_params, s->achieved_tflops, s->source)};
+  if (w.is_transformer() && acc.cpu_node && p == Precision::fp32)
+    if (const CpuModel* cpu = cat.find_cpu(part.cpu_model)) {
+      const int cores = part.sockets * cpu->cores;
+      if (const MfuSample* s = cal.closest_cpu_utilisation(cpu->id, cores, w.params()))
+        m.utilisation = {s->utilisation, true,
+                         fmt::format("{} on {} ({} params, {} thread(s)): {:.1f} GFLOP/s per rank at "
+                                     "{}; a node of {} cores assumed to keep that utilisation per core",
+                                     s->model, s->device, s->n_params, s->threads,
+                                     s->achieved_tflops * 1e3, s->source, cores)};
+    }
 
   const double intra_datasheet = part.intra.gbytes_per_s * 1e9;
   m.intra_bytes_per_s = {intra_datasheet * a.intra_efficiency, false,

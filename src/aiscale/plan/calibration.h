@@ -26,6 +26,7 @@ struct MfuSample {
   Precision precision = Precision::bf16;
   int64_t n_params = 0;
   int world_size = 1;
+  int threads = 0;              // CPU results: cores the rank used (accelerator_id "cpu:<id>")
   double achieved_tflops = 0;   // per device, hardware FLOPs (recomputation added back)
   double utilisation = 0;       // achieved / dense peak of that precision
   std::string source;           // "file:line"
@@ -51,6 +52,10 @@ struct Calibration {
   // log scale) to n_params; nullptr when there is none.
   const MfuSample* closest_utilisation(std::string_view accelerator_id, Precision p,
                                        int64_t n_params) const;
+  // CPU model `cpu_id`: the measurement whose thread count is closest (in log scale) to
+  // `cores` (a node's), then whose model size is closest; nullptr when there is none.
+  const MfuSample* closest_cpu_utilisation(std::string_view cpu_id, int cores,
+                                           int64_t n_params) const;
   // Largest-message single-node all-reduce on this accelerator (preferring one that names
   // this system); nullptr when there is none.
   const BusSample* intra_node(std::string_view accelerator_id, std::string_view system_id) const;
@@ -61,6 +66,8 @@ struct Calibration {
 // The catalogue accelerator whose device_names best (longest) match a driver-reported
 // name such as "NVIDIA H100 80GB HBM3"; "" when none does.
 std::string match_device(const Catalog& cat, std::string_view device_name);
+// The same for CPU models ([[cpu]] device_names): the id, or "" when none matches.
+std::string match_cpu(const Catalog& cat, std::string_view device_name);
 
 // Reads each path (a .jsonl file, or a directory of them). Throws Error naming file and
 // line for malformed JSON or a result that lacks the fields it needs.

@@ -61,7 +61,8 @@ const std::vector<Field> kAcceleratorFields = {
 const std::vector<Field> kCpuFields = {
     {"id", Kind::string},    {"vendor", Kind::string}, {"name", Kind::string},
     {"cores", Kind::integer}, {"ghz", Kind::number},   {"flops_per_cycle", Kind::table},
-    {"memory_bandwidth_gbs", Kind::number},            {"source", Kind::string}};
+    {"memory_bandwidth_gbs", Kind::number},            {"source", Kind::string},
+    {"device_names", Kind::strings}};
 const std::vector<Field> kCpuFlopFields = {{"fp32", Kind::number}, {"fp64", Kind::number}};
 const std::vector<Field> kPeakFields = {{"fp64", Kind::number}, {"fp32", Kind::number},
                                         {"tf32", Kind::number}, {"fp16", Kind::number},
@@ -230,6 +231,7 @@ CpuModel to_cpu(const toml::table& t) {
     c.fp64_flops_per_cycle = get<double>(*f, "fp64", 0.0);
   }
   c.memory_bandwidth_gbs = get<double>(t, "memory_bandwidth_gbs", 0.0);
+  c.device_names = get_strings(t, "device_names");
   c.source = get<std::string>(t, "source", "");
   if (c.cores <= 0 || c.ghz <= 0 || c.fp32_flops_per_cycle <= 0)
     fail("cpu '{}' needs cores, ghz and flops_per_cycle.fp32 (all positive) to be planned", c.id);

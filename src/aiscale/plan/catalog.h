@@ -47,6 +47,9 @@ struct CpuModel {
   double fp32_flops_per_cycle = 0;  // per core (FMA = 2 FLOPs × lanes × pipes)
   double fp64_flops_per_cycle = 0;
   double memory_bandwidth_gbs = 0;  // per socket, DRAM datasheet (channels × rate × 8 B)
+  // Substrings of the CPU name that `aiscale bench` reports ("device", from /proc/cpuinfo)
+  // for this model: how calibration finds the CPU of a measured result.
+  std::vector<std::string> device_names;
   std::string source;
 };
 
