@@ -44,6 +44,9 @@
 //   AISCALE_CUDA_TIMING = 1 times the phases of every training step on the model stream
 //     (CUDA events; adds a host wait per step) and the host's time in collective calls,
 //     and prints their means per rank at exit.
+//   AISCALE_CUDA_COMM_THREAD = 0 makes the collective calls on the model's thread;
+//   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
+//   (both measured without effect on 2x H200: docs/perf-notes.md).
 #include <cuda_runtime.h>
 
 #include <chrono>
