@@ -81,6 +81,13 @@ TEST(CommConfig, ZeroStageAndBuckets) {
   EXPECT_NE(e.find("0 and 1"), std::string::npos) << e;
   e = config_error("[parallel]\nbucket_mib = 0\n");
   EXPECT_NE(e.find("parallel.bucket_mib"), std::string::npos) << e;
+  e = config_error("[parallel]\ngrad_comm = \"bf16\"\n");
+  EXPECT_NE(e.find("parallel.grad_comm = \"bf16\""), std::string::npos) << e;
+  e = config_error("[parallel]\ngrad_comm = \"fp8\"\n");
+  EXPECT_NE(e.find("fp32, bf16"), std::string::npos) << e;
+  auto g = train::parse_train_config(
+      "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\ngrad_comm = \"bf16\"\n", "t.toml", {});
+  EXPECT_EQ(train::parse_train_config(train::to_toml(g), "config.toml", {}).grad_comm, "bf16");
 }
 
 // A model asked for ZeRO-1 over a communicator without a device stream (MPI) refuses.
@@ -103,8 +110,12 @@ TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
   std::string e = error_of([&] { nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o); });
   EXPECT_NE(e.find("ZeRO-1"), std::string::npos) << e;
   EXPECT_NE(e.find("nccl"), std::string::npos) << e;
-  // Without ZeRO the CPU model leaves gradient synchronisation to the trainer.
   o.zero_stage = 0;
+  o.grad_comm = DType::bf16;
+  e = error_of([&] { nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o); });
+  EXPECT_NE(e.find("grad_comm"), std::string::npos) << e;
+  o.grad_comm = DType::f32;
+  // Without ZeRO the CPU model leaves gradient synchronisation to the trainer.
   auto m = nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o);
   EXPECT_FALSE(m->data_parallel());
   e = error_of([&] { comm.allreduce_sum_after(nullptr, 1, DType::f32, nullptr); });

@@ -44,6 +44,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.zero_stage = o.zero_stage;
   ro.overlap = o.overlap;
   ro.bucket_mib = o.bucket_mib;
+  ro.grad_comm = parse_dtype(o.grad_comm);
   auto model = nn::make_gpt(o.device, o.model, ro);
   train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
@@ -82,6 +83,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["communicator"] = comm.backend();
   if (comm.world() > 1) {
     j["zero_stage"] = o.zero_stage;
+    j["grad_comm"] = o.grad_comm;
     j["gradient_sync"] = model->data_parallel()
                              ? (o.overlap ? "buckets overlapped with backward" : "after backward")
                              : "trainer all-reduce after backward";

@@ -30,6 +30,7 @@ struct LanguageBenchOptions {
   int zero_stage = 0;
   bool overlap = true;
   double bucket_mib = 25;
+  std::string grad_comm = "fp32";  // fp32 | bf16
 };
 
 // Runs the benchmark and returns one JSON record (see docs/bench.md for the fields).

@@ -117,6 +117,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   lang->add_option("--bucket-mib", args->o.bucket_mib, "several GPU ranks: gradient bucket size")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  lang->add_option("--grad-comm", args->o.grad_comm,
+                   "several GPU ranks: type the gradients are summed in (bf16 halves the bytes)")
+      ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16"}));
   lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
                    "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
                    "tokens/s per device / this");

@@ -200,6 +200,10 @@ const std::vector<Key>& schema() {
                          "reduces them all after backward"));
     k.push_back(real_key("parallel.bucket_mib", &TrainConfig::bucket_mib,
                          "GPU ranks (NCCL): gradient bucket size in MiB", 0.001));
+    k.push_back(string_key("parallel.grad_comm", &TrainConfig::grad_comm,
+                           "GPU ranks (NCCL): type the gradients are summed in; bf16 halves the "
+                           "bytes (rounded before the sum, fp32 again after it)",
+                           {"fp32", "bf16"}));
     k.push_back(string_key("run.dir", &TrainConfig::run_dir, "parent folder of run directories"));
     k.push_back(string_key("run.name", &TrainConfig::run_name,
                            "run directory name; empty = <preset>-<date>-<time>"));
@@ -295,6 +299,9 @@ void validate(const TrainConfig& c, const std::string& source) {
   }
   if (c.zero_stage > 1)
     fail("{}: parallel.zero_stage = {}: aiscale implements 0 and 1 (ZeRO-1)", source, c.zero_stage);
+  if (c.grad_comm == "bf16" && c.device != "cuda")
+    fail("{}: parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL: set "
+         "train.device = \"cuda\", or parallel.grad_comm = \"fp32\"", source);
   if (c.zero_stage == 1 && c.device != "cuda")
     fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);

@@ -51,6 +51,7 @@ struct TrainConfig {
   int64_t zero_stage = 0;             // 0: every rank holds the optimizer state; 1: ZeRO-1
   bool overlap = true;                // GPU: gradient buckets reduced during backward
   double bucket_mib = 25;             // GPU: gradient bucket size
+  std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)
 
   // [run]
   std::string run_dir = "runs";  // parent folder of run directories

@@ -148,6 +148,7 @@ int run_training(const TrainRequest& req) {
   ro.zero_stage = static_cast<int>(c.zero_stage);
   ro.overlap = c.overlap;
   ro.bucket_mib = c.bucket_mib;
+  ro.grad_comm = parse_dtype(c.grad_comm);
   auto model = nn::make_gpt(c.device, c.model, ro);
 
   int64_t start_step = 0, nonfinite = 0;

@@ -37,6 +37,10 @@ struct GptRunOptions {
   int zero_stage = 0;
   bool overlap = true;      // false: one bucket after the whole backward (for measurements)
   double bucket_mib = 25;
+  // Type the gradients travel in: f32, or bf16 (half the bytes; each bucket is rounded to
+  // bf16 before the sum and widened back after it, like PyTorch DDP's bf16 compression
+  // hook). Accumulation and the optimizer stay fp32.
+  DType grad_comm = DType::f32;
 };
 
 class GptModel {

@@ -49,6 +49,12 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
          "(sharded optimizer state)", o.zero_stage);
   if (o.bucket_mib <= 0) fail("parallel.bucket_mib = {} must be positive", o.bucket_mib);
   const int world = o.comm ? o.comm->world() : 1;
+  if (o.grad_comm != DType::f32 && o.grad_comm != DType::bf16)
+    fail("parallel.grad_comm must be fp32 or bf16");
+  if (o.grad_comm == DType::bf16 && world > 1 && (device != "cuda" || !o.comm->device_stream()))
+    fail("parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL; this run has "
+         "train.device = \"{}\" and the {} communicator: use parallel.grad_comm = \"fp32\"",
+         device, o.comm->backend());
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())
       fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "

@@ -32,7 +32,8 @@
 // complete one layer earlier, or of wpe, which the gathered embedding backward writes
 // only after every bucket is reduced); rank r owns the r-th equal part of every bucket:
 // fp32 master weights and AdamW moments for those parts only, AdamW there, then an
-// all-gather of the new working copy.
+// all-gather of the new working copy. options.grad_comm = bf16: each bucket is rounded to
+// bf16 on the model's stream, summed in bf16 and widened to fp32 on NCCL's stream.
 //
 // Tuning switches for measurements (read once, at construction):
 //   AISCALE_CUDA_ATTENTION = auto | flash | flash_narrow | flash_occ3 | flash_two_barrier |
@@ -736,6 +737,7 @@ class GptCuda final : public GptModel {
     dp_ = true;
     zero_ = options_.zero_stage == 1;
     overlap_ = options_.overlap;
+    comm_t_ = options_.grad_comm;
     const int64_t q = zero_ ? world_ : 1;
     const auto down = [q](int64_t x) { return x / q * q; };
     Ppad_ = (P_ + q - 1) / q * q;
@@ -780,17 +782,36 @@ class GptCuda final : public GptModel {
   }
 
   cudaStream_t comm_stream() const { return static_cast<cudaStream_t>(comm_->device_stream()); }
+  void* comm_at(int64_t i) const { return static_cast<char*>(comm_buf_) + i * int64_t(dtype_size(comm_t_)); }
 
   // Queues the collectives of the buckets complete at this point of backward.
   void send_buckets_ready_after(int64_t point) {
     for (Bucket& b : buckets_) {
       if (b.after != point) continue;
-      AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
       const Bucket* bp = &b;
-      comm_queue_->post([this, bp] {
-        if (zero_) comm_->reduce_scatter_sum_after(grads_ + bp->begin, bp->part, DType::f32, bp->ready);
-        else comm_->allreduce_sum_after(grads_ + bp->begin, bp->end - bp->begin, DType::f32, bp->ready);
-      });
+      if (comm_t_ == DType::f32) {
+        AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
+        comm_queue_->post([this, bp] {
+          if (zero_) comm_->reduce_scatter_sum_after(grads_ + bp->begin, bp->part, DType::f32, bp->ready);
+          else comm_->allreduce_sum_after(grads_ + bp->begin, bp->end - bp->begin, DType::f32, bp->ready);
+        });
+      } else {
+        // Rounded to bf16 on the model's stream, summed, widened back on NCCL's stream (for
+        // ZeRO-1 only this rank's part, the only one it reads).
+        cuda::cast_from_f32(comm_t_, comm_at(b.begin), grads_ + b.begin, b.end - b.begin, stream_);
+        AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
+        comm_queue_->post([this, bp] {
+          const int64_t n = bp->end - bp->begin;
+          if (zero_) {
+            comm_->reduce_scatter_sum_after(comm_at(bp->begin), bp->part, comm_t_, bp->ready);
+            const int64_t mine = bp->begin + rank_ * bp->part;
+            cuda::cast_to_f32(comm_t_, grads_ + mine, comm_at(mine), bp->part, comm_stream());
+          } else {
+            comm_->allreduce_sum_after(comm_at(bp->begin), n, comm_t_, bp->ready);
+            cuda::cast_to_f32(comm_t_, grads_ + bp->begin, comm_at(bp->begin), n, comm_stream());
+          }
+        });
+      }
       comm_pending_ = true;
     }
   }
@@ -978,8 +999,14 @@ class GptCuda final : public GptModel {
     const size_t logits_bytes = size_t(N * Vp_) * e;
     const size_t dres_all_bytes = gathered ? size_t(world_ * N * C) * e : 0;
     const size_t gather_bytes = zero_ ? size_t(Ppad_) * e : 0;
+    // bf16 gradient communication: the buckets' bf16 copies, alive from the LM head's
+    // backward (after it has read dlogits) to the end of backward, beside d(res0).
+    const size_t comm_buf_bytes =
+        dp_ && comm_t_ != DType::f32 ? (size_t(Ppad_) * dtype_size(comm_t_) + 255) / 256 * 256 : 0;
+    const bool backward_bufs_in_logits = comm_buf_bytes + dres_all_bytes <= logits_bytes;
     const size_t o_tokens_all = gathered ? plan.add(size_t(world_ * N) * 4) : 0;
-    const size_t o_dres_all = dres_all_bytes > logits_bytes ? plan.add(dres_all_bytes) : 0;
+    const size_t o_comm_buf = comm_buf_bytes && !backward_bufs_in_logits ? plan.add(comm_buf_bytes) : 0;
+    const size_t o_dres_all = dres_all_bytes && !backward_bufs_in_logits ? plan.add(dres_all_bytes) : 0;
     const size_t o_gather = gather_bytes > logits_bytes ? plan.add(gather_bytes) : 0;
     const size_t o_buckets = plan.add(bucket_ints() * 4);
     const size_t o_logits_row = plan.add(size_t(Vp_) * 4);
@@ -1031,9 +1058,13 @@ class GptCuda final : public GptModel {
     sumsq_scratch_ = reinterpret_cast<double*>(base + o_sumsq_scratch);
     sumsq_dev_ = reinterpret_cast<double*>(base + o_sumsq);
     d_tokens_ = reinterpret_cast<int32_t*>(base + o_tokens);
-    if (gathered) {
-      tokens_all_ = reinterpret_cast<int32_t*>(base + o_tokens_all);
-      dres_all_ = o_dres_all ? X(o_dres_all) : logits_;
+    if (gathered) tokens_all_ = reinterpret_cast<int32_t*>(base + o_tokens_all);
+    if (backward_bufs_in_logits) {
+      if (comm_buf_bytes) comm_buf_ = logits_;
+      if (dres_all_bytes) dres_all_ = static_cast<char*>(logits_) + comm_buf_bytes;
+    } else {
+      if (comm_buf_bytes) comm_buf_ = X(o_comm_buf);
+      if (dres_all_bytes) dres_all_ = X(o_dres_all);
     }
     if (zero_) gather_ = o_gather ? X(o_gather) : logits_;
     d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
@@ -1128,6 +1159,8 @@ class GptCuda final : public GptModel {
   int32_t *tokens_all_ = nullptr, *h_tokens_all_ = nullptr;
   void* dres_all_ = nullptr;  // (world x N, C) of t: every rank's d(res0)
   void* gather_ = nullptr;    // (Ppad) of t: flat working copy (ZeRO-1)
+  DType comm_t_ = DType::f32;  // type the gradient buckets are summed in
+  void* comm_buf_ = nullptr;   // (Ppad) of comm_t_ when that is not f32
 
   bool has_targets_ = false, forward_done_ = false;
   LogitsState logits_state_ = LogitsState::consumed;
