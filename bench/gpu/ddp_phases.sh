@@ -12,7 +12,8 @@ cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/aiscale-phases}
 mkdir -p "$OUT"
-[ -f .devdeps/use-debs.sh ] && source .devdeps/use-debs.sh .devdeps > /dev/null 2>&1
+source bench/gpu/host_common.sh
+use_devdeps
 BIN=build/cuda/aiscale
 args=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --precision bf16
       --steps ${STEPS:-20} --warmup 5)

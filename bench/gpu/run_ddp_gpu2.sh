@@ -23,7 +23,7 @@ SWEEP=${SWEEP:-$(for n in 2 4 8; do [ "$n" -le "$NGPUS" ] && echo -n "$n "; done
 MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE
      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x OMP_NUM_THREADS)
 MPIRUN=("${MPI[@]}" -np 2)
-log() { echo "== $(date +%T) $*" | tee -a "$OUT/setup.log"; }
+source bench/gpu/host_common.sh
 
 {
   nvidia-smi --query-gpu=index,name,memory.total,clocks.sm,clocks.max.sm,power.limit,driver_version --format=csv
@@ -47,19 +47,7 @@ if has peer; then
   peer_pid=$!
 fi
 
-if has build; then
-  log "build"
-  source .devdeps/use-debs.sh .devdeps >> "$OUT/setup.log" 2>&1
-  if ! cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/setup.log" 2>&1 ||
-     ! nice -n 19 cmake --build --preset cuda --target aiscale aiscale_gpu2_tests aiscale_gpu_check -j 28 >> "$OUT/setup.log" 2>&1; then
-    tail -40 "$OUT/setup.log"
-    [ -n "$peer_pid" ] && kill "$peer_pid" 2>/dev/null
-    exit 1
-  fi
-  log "build done"
-else
-  [ -f .devdeps/use-debs.sh ] && source .devdeps/use-debs.sh .devdeps >> "$OUT/setup.log" 2>&1
-fi
+if has build; then build_cuda aiscale aiscale_gpu2_tests aiscale_gpu_check; else use_devdeps; fi
 grep -E "aiscale: (CUDA|NCCL)" "$OUT/setup.log"
 
 if [ -n "$peer_pid" ]; then

@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 stages=" ${*:-build check perf bench cli peer} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 BIN=build/cuda
-log() { echo "== $(date +%T) $*" | tee -a "$OUT/setup.log"; }
+source bench/gpu/host_common.sh
 
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.limit,driver_version \
   --format=csv >> "$OUT/setup.log" 2>&1
@@ -35,20 +35,7 @@ if has peer; then
   peer_pid=$!
 fi
 
-if has build; then
-  log "build"
-  source .devdeps/use-debs.sh .devdeps >> "$OUT/setup.log" 2>&1
-  if ! cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90 >> "$OUT/setup.log" 2>&1 ||
-     ! cmake --build --preset cuda --target aiscale_gpu_check aiscale_gpt_bench aiscale \
-       >> "$OUT/setup.log" 2>&1; then
-    tail -40 "$OUT/setup.log"
-    [ -n "$peer_pid" ] && kill "$peer_pid" 2>/dev/null
-    exit 1
-  fi
-  log "build done"
-else
-  [ -f .devdeps/use-debs.sh ] && source .devdeps/use-debs.sh .devdeps >> "$OUT/setup.log" 2>&1
-fi
+if has build; then build_cuda aiscale_gpu_check aiscale_gpt_bench aiscale; else use_devdeps; fi
 
 if [ -n "$peer_pid" ]; then
   log "waiting for the peer"

@@ -24,6 +24,24 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// The id of the entry (an accelerator or a CPU model) with the longest device_names
+// pattern found in a reported device name, case-insensitive; "" when none is.
+template <typename Entries>
+std::string longest_match(const Entries& entries, std::string_view device_name) {
+  const std::string name = lower(device_name);
+  std::string best;
+  size_t best_len = 0;
+  for (const auto& e : entries)
+    for (const auto& pattern : e.device_names) {
+      const std::string p = lower(pattern);
+      if (!p.empty() && name.find(p) != std::string::npos && p.size() > best_len) {
+        best = e.id;
+        best_len = p.size();
+      }
+    }
+  return best;
+}
+
 const json& need(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null())
@@ -193,33 +211,11 @@ void read_allreduce(const json& j, const std::string& where, const Catalog& cat,
 }  // namespace
 
 std::string match_device(const Catalog& cat, std::string_view device_name) {
-  const std::string name = lower(device_name);
-  std::string best;
-  size_t best_len = 0;
-  for (const auto& a : cat.accelerators)
-    for (const auto& pattern : a.device_names) {
-      const std::string p = lower(pattern);
-      if (!p.empty() && name.find(p) != std::string::npos && p.size() > best_len) {
-        best = a.id;
-        best_len = p.size();
-      }
-    }
-  return best;
+  return longest_match(cat.accelerators, device_name);
 }
 
 std::string match_cpu(const Catalog& cat, std::string_view device_name) {
-  const std::string name = lower(device_name);
-  std::string best;
-  size_t best_len = 0;
-  for (const auto& c : cat.cpus)
-    for (const auto& pattern : c.device_names) {
-      const std::string p = lower(pattern);
-      if (!p.empty() && name.find(p) != std::string::npos && p.size() > best_len) {
-        best = c.id;
-        best_len = p.size();
-      }
-    }
-  return best;
+  return longest_match(cat.cpus, device_name);
 }
 
 const MfuSample* Calibration::closest_cpu_utilisation(std::string_view cpu_id, int cores,

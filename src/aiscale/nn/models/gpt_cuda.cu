@@ -531,12 +531,9 @@ class GptCuda final : public GptModel {
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(dres_all_, rank_ * N * C), dres_, size_t(N * C) * es_,
                                          cudaMemcpyDeviceToDevice, s));
       AISCALE_CUDA_CHECK(cudaEventRecord(dres_ready_, s));
-      const int64_t dres_bytes = N * C * int64_t(es_);
-      comm_queue_->post([this, dres_bytes] {
-        comm_->allgather_after(dres_all_, dres_bytes, dres_ready_);
-        comm_->record(comm_done_);
-      });
-      drain_comm_queue();  // comm_done_ is recorded before the model's stream waits on it
+      drain_comm_queue();  // the buckets' calls first; then this thread calls NCCL itself
+      comm_->allgather_after(dres_all_, N * C * int64_t(es_), dres_ready_);
+      comm_->record(comm_done_);
       AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_, 0));
       cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
                                d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
@@ -585,10 +582,6 @@ class GptCuda final : public GptModel {
   void update(const ops::AdamWParams& hp) override {
     finish_comm();
     mark_phase(4);
-    struct EndMark {  // also on the early return of the unsharded update
-      GptCuda* m;
-      ~EndMark() { m->mark_phase(5); }
-    } end_mark{this};
     cuda::AdamWLayout L;
     L.n = P_;
     L.embeddings_end = V_ * C_ + maxT_ * C_;
@@ -604,14 +597,19 @@ class GptCuda final : public GptModel {
     }
     L.work_split = V_ * C_;
     L.work_shift = (Vp_ - V_) * C_;
-    if (!zero_) {
+    if (zero_) {
+      update_shards(L, hp);
+    } else {
       cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
       AISCALE_CUDA_LAUNCH_CHECK();
-      return;
     }
-    // ZeRO-1: AdamW on this rank's part of every bucket, writing the new working copy in
-    // flat order into gather_; the all-gather completes gather_, which is then copied into
-    // the working copy's padded layout.
+    mark_phase(5);
+  }
+
+  // ZeRO-1: AdamW on this rank's part of every bucket, writing the new working copy in
+  // flat order into gather_; the all-gather completes gather_, which is then copied into
+  // the working copy's padded layout.
+  void update_shards(cuda::AdamWLayout L, const ops::AdamWParams& hp) {
     L.work_split = std::numeric_limits<int64_t>::max();
     L.work_shift = 0;
     for (const Bucket& b : buckets_) {
@@ -624,17 +622,14 @@ class GptCuda final : public GptModel {
     }
     AISCALE_CUDA_LAUNCH_CHECK();
     AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, stream_));
-    comm_queue_->post([this] {
-      comm_->group_begin();  // one launch for all buckets' all-gathers
-      for (size_t k = 0; k < buckets_.size(); ++k) {
-        const Bucket& b = buckets_[k];
-        comm_->allgather_after(at(gather_, b.begin), b.part * int64_t(es_), k == 0 ? update_done_ : nullptr);
-      }
-      comm_->group_end();
-      comm_->record(comm_done_);
-    });
+    comm_->group_begin();  // one launch for all buckets' all-gathers (the queue is drained)
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      const Bucket& b = buckets_[k];
+      comm_->allgather_after(at(gather_, b.begin), b.part * int64_t(es_), k == 0 ? update_done_ : nullptr);
+    }
+    comm_->group_end();
+    comm_->record(comm_done_);
     comm_pending_ = true;
-    drain_comm_queue();
     AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
     copy_flat_to_work(gather_, stream_);
   }
