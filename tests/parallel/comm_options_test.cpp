@@ -122,6 +122,31 @@ TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
   EXPECT_NE(e.find("no device stream"), std::string::npos) << e;
 }
 
+// ZeRO-1's shard boundaries need world <= n_embd + 1: a larger job is refused before any
+// GPU work (the check precedes the CUDA model), naming both numbers.
+TEST(CommFactory, ZeroOneRefusesMoreRanksThanItCanShard) {
+  class ManyGpuRanks final : public parallel::Communicator {
+   public:
+    int rank() const override { return 0; }
+    int world() const override { return 1000; }
+    std::string backend() const override { return "nccl"; }
+    void allreduce_sum(float*, int64_t) override {}
+    void allreduce_sum(double*, int64_t) override {}
+    void broadcast(float*, int64_t, int) override {}
+    void broadcast_bytes(void*, int64_t, int) override {}
+    void barrier() override {}
+    void abort(int) override {}
+    void* device_stream() override { return this; }  // any non-null handle: never used here
+  } comm;
+  nn::GptRunOptions o;
+  o.comm = &comm;
+  o.zero_stage = 1;
+  const nn::GptConfig c = nn::gpt_preset("gpt-tiny");
+  std::string e = error_of([&] { nn::make_gpt("cuda", c, o); });
+  EXPECT_NE(e.find("at most n_embd + 1 = " + std::to_string(c.n_embd + 1) + " ranks"), std::string::npos) << e;
+  EXPECT_NE(e.find("1000"), std::string::npos) << e;
+}
+
 TEST(CommFactory, Errors) {
   parallel::CommOptions o;
   o.kind = "nccl";
