@@ -3,7 +3,9 @@
 # GPU and on 2 with the model's phase timing (AISCALE_CUDA_TIMING=1: forward, backward,
 # the embedding tail, the gap before the update, the update; host time in collective
 # calls), then one-variable variants (collective calls on the model's thread, stream
-# priority, bucket size).
+# priority, bucket size). SET=carveout instead runs the SM-reserve variants (SMs left to
+# NCCL during backward, NCCL's CTA cap, NCCL stream priority; RESERVES="4 8 16");
+# SET=transport compares NCCL with the copy-engine transport (--grad-transport).
 # Needs a built build/cuda (bench/gpu/run_ddp_gpu2.sh build) and 2 GPUs. Writes
 # $OUT/phases.jsonl (one bench line per variant, "variant" added) and $OUT/phases.err
 # (the per-rank phase lines), and prints a table.
@@ -33,13 +35,61 @@ one() {  # name, ranks, env assignments..., -- extra args...
   fi
   echo "{\"variant\": \"$name\", \"result\": ${line:-null}}" >> "$OUT/phases.jsonl"
 }
-one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
-one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --
-one timing-2gpu-calls-on-model-thread 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_COMM_THREAD=0 --
-one timing-2gpu-zero1 2 AISCALE_CUDA_TIMING=1 -- --zero-stage 1
-one timing-2gpu-after-backward 2 AISCALE_CUDA_TIMING=1 -- --overlap 0
-one timing-2gpu-stream-priority 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_STREAM_PRIORITY=high --
-one buckets-100mib 2 AISCALE_CUDA_TIMING=0 -- --bucket-mib 100
+case "${SET:-phases}" in
+phases)
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --
+  one timing-2gpu-calls-on-model-thread 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_COMM_THREAD=0 --
+  one timing-2gpu-zero1 2 AISCALE_CUDA_TIMING=1 -- --zero-stage 1
+  one timing-2gpu-after-backward 2 AISCALE_CUDA_TIMING=1 -- --overlap 0
+  one timing-2gpu-stream-priority 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_STREAM_PRIORITY=high --
+  one buckets-100mib 2 AISCALE_CUDA_TIMING=0 -- --bucket-mib 100
+  ;;
+carveout)
+  # SMs left to NCCL during the overlapped backward (AISCALE_CUDA_SM_RESERVE: GEMMs planned
+  # for fewer SMs, grid-filling kernels sized for fewer), NCCL's CTAs capped to match, and
+  # the priority of NCCL's stream. Throughput first (no timing), then the phase and
+  # per-bucket timing of the default and of the reserve.
+  one 1gpu 1 X=0 --
+  one 2gpu 2 X=0 --
+  one 2gpu-after-backward 2 X=0 -- --overlap 0
+  one 2gpu-nccl-prio 2 AISCALE_NCCL_STREAM_PRIORITY=high --
+  for k in ${RESERVES:-4 8 16}; do
+    one 2gpu-reserve$k-ctas$k 2 AISCALE_CUDA_SM_RESERVE=$k NCCL_MAX_CTAS=$k --
+    one 2gpu-reserve$k-ctas$k-prio 2 AISCALE_CUDA_SM_RESERVE=$k NCCL_MAX_CTAS=$k AISCALE_NCCL_STREAM_PRIORITY=high --
+  done
+  one 2gpu-ctas8-only 2 NCCL_MAX_CTAS=8 --
+  one timing-2gpu 2 AISCALE_CUDA_TIMING=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING --
+  one timing-2gpu-reserve8 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_SM_RESERVE=8 NCCL_MAX_CTAS=8 --
+  ;;
+transport)
+  # How the buckets travel: NCCL's kernels or the copy engines over CUDA IPC
+  # (--grad-transport copy-engine), fp32 and bf16, then the phase and bucket timing.
+  one 1gpu 1 X=0 --
+  one 2gpu-nccl 2 X=0 --
+  one 2gpu-copy-engine 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-copy-engine-bf16 2 X=0 -- --grad-transport copy-engine --grad-comm bf16
+  one 2gpu-nccl-again 2 X=0 --
+  one 2gpu-copy-engine-again 2 X=0 -- --grad-transport copy-engine
+  one timing-2gpu-copy-engine 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  ;;
+copy-engine)
+  # Copy-engine transport variants: bucket size, the sum kernel's grid, stream priority,
+  # reduction after backward; NCCL and 1 GPU as references.
+  one 1gpu 1 X=0 --
+  one 2gpu-nccl 2 X=0 --
+  one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-ce-prio 2 AISCALE_CE_STREAM_PRIORITY=high -- --grad-transport copy-engine
+  one 2gpu-ce-sum132 2 AISCALE_CE_SUM_BLOCKS=132 -- --grad-transport copy-engine
+  one 2gpu-ce-50mib 2 X=0 -- --grad-transport copy-engine --bucket-mib 50
+  one 2gpu-ce-12mib 2 X=0 -- --grad-transport copy-engine --bucket-mib 12
+  one 2gpu-ce-after-backward 2 X=0 -- --grad-transport copy-engine --overlap 0
+  one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
+  one 1gpu-again 1 X=0 --
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  ;;
+esac
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -49,4 +99,4 @@ for line in open(os.path.join(out, "phases.jsonl")):
     print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms" % (j["variant"], r["world_size"],
           r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"]))
 PY
-grep "mean of" "$OUT/phases.err"
+grep -E "mean of|bucket \[" "$OUT/phases.err"

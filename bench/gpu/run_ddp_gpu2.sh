@@ -3,7 +3,8 @@
 # tests, the all-reduce benchmark against the PyTorch peer (torch_allreduce.py), GPT-2 124M
 # on 1 GPU and on 2, 4, 8 (up to the GPUs present, or $SWEEP) against the peer
 # (torch_gpt2.py) on the same counts: plain data parallelism (buckets overlapped with
-# backward), ZeRO-1, and on 2 GPUs the buckets reduced after backward (--overlap 0).
+# backward; over NCCL and over the copy engines), ZeRO-1, and on 2 GPUs the buckets
+# reduced after backward (--overlap 0); 1 GPU also on the host's last GPU alone.
 # Logs under $OUT, a short table last (setup.log, errors.log, *.jsonl, ctest.log). Run
 # from the repository root with .devdeps and .peers (copies of ../shared/peers/*.py):
 #   bash bench/gpu/run_ddp_gpu2.sh [stages...]   stages: build peer check allreduce language test mpi
@@ -82,8 +83,12 @@ if has language; then
     > /dev/null 2>> "$OUT/errors.log"
   base=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["tokens_per_s_per_device"])' \
          "$OUT/language.jsonl" 2>/dev/null || echo 0)
+  # The same on the host's last GPU alone: how much the cards differ (a lock-step
+  # data-parallel step runs at the pace of the slowest).
+  CUDA_VISIBLE_DEVICES=$((NGPUS - 1)) timeout 120 "$BIN/aiscale" "${common[@]}" --steps 30 --warmup 10 \
+    --output "$OUT/language_last_gpu.jsonl" > /dev/null 2>> "$OUT/errors.log"
   for n in $SWEEP; do
-    variants=("--zero-stage 0" "--zero-stage 1")
+    variants=("--zero-stage 0" "--zero-stage 0 --grad-transport copy-engine" "--zero-stage 1")
     [ "$n" = 2 ] && variants+=("--zero-stage 0 --overlap 0")
     for v in "${variants[@]}"; do
       timeout 150 "${MPI[@]}" -np "$n" "$BIN/aiscale" "${common[@]}" --steps 30 --warmup 10 $v \
@@ -142,12 +147,16 @@ for world in sorted({w for (_, w, _) in ours}):
 print("\nGPT-2 124M, B=16 per GPU, T=1024, bf16: tokens/s per GPU")
 peer = {p["gpus"]: p for p in rows("peer_gpt2.jsonl")}
 for j in rows("language.jsonl"):
-    how = "" if j["world_size"] == 1 else " zero %s, %s," % (j.get("zero_stage", "?"), j.get("gradient_sync", "?"))
+    how = "" if j["world_size"] == 1 else " zero %s, %s, %s," % (j.get("zero_stage", "?"), j.get("gradient_sync", "?"),
+                                                                 j.get("grad_transport", "nccl"))
     print("aiscale %d GPU(s) [%s]%s %.0f per GPU, step %.2f ms, optimizer state %.2f GiB, memory %.2f GiB%s" % (
           j["world_size"], j.get("communicator", ""), how, j["tokens_per_s_per_device"],
           1e3 * j["step_time_median_s"], j.get("optimizer_state_bytes", 0) / 2**30,
           j.get("model_memory_bytes", 0) / 2**30,
           ", efficiency %.3f" % j["scaling_efficiency"] if "scaling_efficiency" in j else ""))
+for j in rows("language_last_gpu.jsonl"):
+    print("aiscale 1 GPU, the host's last GPU alone: %.0f, step %.2f ms" % (j["tokens_per_s_per_device"],
+          1e3 * j["step_time_median_s"]))
 for g, p in sorted(peer.items()):
     print("pytorch %d GPU(s): %.0f per GPU, step %.2f ms%s" % (g, p["tokens_per_s_per_gpu"], 1e3 * p["median_step_s"],
           ", efficiency %.3f" % (p["tokens_per_s_per_gpu"] / peer[1]["tokens_per_s_per_gpu"]) if g > 1 and 1 in peer else ""))

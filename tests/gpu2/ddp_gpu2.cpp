@@ -1,7 +1,8 @@
 // Data parallelism over NCCL on 2 GPUs, through the aiscale binary:
 // - 2 GPUs x batch B train like 1 GPU x batch 2B (bf16), with the gradient buckets
 //   overlapped with backward, also with gradient accumulation and small buckets, and with
-//   the gradients summed in bf16;
+//   the gradients summed in bf16, and with the buckets moved by the copy engines (CUDA IPC)
+//   instead of NCCL's kernels;
 // - ZeRO-1 trains like plain data parallelism, and its sharded state survives checkpoints
 //   (written under ZeRO-1 and resumed without it, and the other way round);
 // - ranks started without MPI meet through a rendezvous file;
@@ -181,6 +182,22 @@ TEST(Gpu2, Bf16GradientCommunication) {
                       "parallel.zero_stage=1", "x8, ZeRO-1, gradients summed in bf16");
 }
 
+// The buckets moved by the copy engines over CUDA IPC (parallel.grad_transport =
+// copy-engine) instead of NCCL's kernels: the same sums (each rank sums its chunk in rank
+// order, the others copy it), so the tolerances of the NCCL test. Small buckets and 2
+// micro-steps exercise many calls per step and the reuse of the staging ring; bf16 sums
+// the rounded values like NCCL does.
+TEST(Gpu2, CopyEngineTransportMatchesOneGpu) {
+  expect_like_one_gpu("train.batch_size=8 parallel.grad_transport=copy-engine",
+                      "x8, copy-engine transport");
+  expect_like_one_gpu("train.batch_size=4 train.grad_accum=2 parallel.bucket_mib=0.25 "
+                      "parallel.grad_transport=copy-engine",
+                      "x4 x 2 micro-steps, 0.25 MiB buckets, copy-engine transport");
+  expect_like_one_gpu("train.batch_size=8 parallel.grad_comm=bf16 parallel.bucket_mib=0.3 "
+                      "parallel.grad_transport=copy-engine",
+                      "x8, gradients summed in bf16, copy-engine transport");
+}
+
 // ZeRO-1 against plain data parallelism on the same 2 GPUs. Both sum the same gradients
 // (reduce-scatter vs all-reduce: the same sums, possibly in another order) and run the same
 // AdamW arithmetic, ZeRO-1 on each rank's part; only summation order and bf16 rounding of
@@ -273,8 +290,10 @@ TEST(Gpu2, FileRendezvousWithoutMpi) {
 }
 
 // Rank 1 kills itself (SIGKILL) after step 3 and no launcher ends rank 0: rank 0's next
-// collective stalls, and after parallel.timeout_s it aborts NCCL and exits with an error.
-TEST(Gpu2, DeadRankEndsThePeer) {
+// collective stalls, and after parallel.timeout_s it aborts NCCL (or gives up on the copy
+// engines' flags) and exits with an error.
+namespace {
+void expect_dead_rank_ends_the_peer(const std::string& extra) {
   auto dir = temp_dir("gpu2-dead");
   write_byte_shards(dir);
   const std::string cfg = gpu_config(dir, 200);
@@ -282,7 +301,7 @@ TEST(Gpu2, DeadRankEndsThePeer) {
   auto t = run_two_ranks_by_hand(
       dir, "train -q -c " + cfg + " --set run.name=dead parallel.communicator=nccl "
            "parallel.rendezvous=file:" + (dir / "rdv").string() +
-           " parallel.timeout_s=" + std::to_string(static_cast<int>(timeout_s)),
+           " parallel.timeout_s=" + std::to_string(static_cast<int>(timeout_s)) + " " + extra,
       "AISCALE_FAULT=kill@3:1");
   EXPECT_EQ(t.rank[1].exit_code, 137) << t.rank[1].output;  // 128 + SIGKILL
   EXPECT_NE(t.rank[0].exit_code, 0) << t.rank[0].output;
@@ -294,6 +313,14 @@ TEST(Gpu2, DeadRankEndsThePeer) {
               t.rank[0].exit_code, t.seconds, timeout_s,
               t.rank[0].output.substr(t.rank[0].output.rfind("error") == std::string::npos
                                           ? 0 : t.rank[0].output.rfind("error")).c_str());
+}
+
+}  // namespace
+
+TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer(""); }
+
+TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
+  expect_dead_rank_ends_the_peer("parallel.grad_transport=copy-engine");
 }
 
 int main(int argc, char** argv) {

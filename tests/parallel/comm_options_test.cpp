@@ -90,6 +90,25 @@ TEST(CommConfig, ZeroStageAndBuckets) {
   EXPECT_EQ(train::parse_train_config(train::to_toml(g), "config.toml", {}).grad_comm, "bf16");
 }
 
+// parallel.grad_transport: nccl (default) or copy-engine, which needs GPU ranks without
+// ZeRO; it survives the run's config.toml.
+TEST(CommOptions, GradTransportKey) {
+  EXPECT_EQ(train::parse_train_config("", "t.toml", {}).grad_transport, "nccl");
+  auto g = train::parse_train_config(
+      "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\ngrad_transport = \"copy-engine\"\n",
+      "t.toml", {});
+  EXPECT_EQ(g.grad_transport, "copy-engine");
+  EXPECT_EQ(train::parse_train_config(train::to_toml(g), "config.toml", {}).grad_transport, "copy-engine");
+  std::string e = config_error("[parallel]\ngrad_transport = \"copy-engine\"\n");
+  EXPECT_NE(e.find("parallel.grad_transport = \"copy-engine\""), std::string::npos) << e;
+  EXPECT_NE(e.find("train.device = \"cuda\""), std::string::npos) << e;
+  e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\n"
+                   "grad_transport = \"copy-engine\"\nzero_stage = 1\n");
+  EXPECT_NE(e.find("zero_stage = 0"), std::string::npos) << e;
+  e = config_error("[parallel]\ngrad_transport = \"ipc\"\n");
+  EXPECT_NE(e.find("grad_transport"), std::string::npos) << e;
+}
+
 // A model asked for ZeRO-1 over a communicator without a device stream (MPI) refuses.
 TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
   class TwoRanksNoDevice final : public parallel::Communicator {
@@ -115,6 +134,11 @@ TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
   e = error_of([&] { nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o); });
   EXPECT_NE(e.find("grad_comm"), std::string::npos) << e;
   o.grad_comm = DType::f32;
+  o.grad_transport = "copy-engine";
+  e = error_of([&] { nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o); });
+  EXPECT_NE(e.find("grad_transport"), std::string::npos) << e;
+  EXPECT_NE(e.find("mpi"), std::string::npos) << e;
+  o.grad_transport = "nccl";
   // Without ZeRO the CPU model leaves gradient synchronisation to the trainer.
   auto m = nn::make_gpt("cpu", nn::gpt_preset("gpt-tiny"), o);
   EXPECT_FALSE(m->data_parallel());

@@ -45,6 +45,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.overlap = o.overlap;
   ro.bucket_mib = o.bucket_mib;
   ro.grad_comm = parse_dtype(o.grad_comm);
+  ro.grad_transport = o.grad_transport;
   auto model = nn::make_gpt(o.device, o.model, ro);
   train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
@@ -84,6 +85,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (comm.world() > 1) {
     j["zero_stage"] = o.zero_stage;
     j["grad_comm"] = o.grad_comm;
+    j["grad_transport"] = o.grad_transport;
     j["gradient_sync"] = model->data_parallel()
                              ? (o.overlap ? "buckets overlapped with backward" : "after backward")
                              : "trainer all-reduce after backward";

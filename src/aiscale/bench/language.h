@@ -31,6 +31,7 @@ struct LanguageBenchOptions {
   bool overlap = true;
   double bucket_mib = 25;
   std::string grad_comm = "fp32";  // fp32 | bf16
+  std::string grad_transport = "nccl";  // nccl | copy-engine
 };
 
 // Runs the benchmark and returns one JSON record (see docs/bench.md for the fields).

@@ -120,6 +120,10 @@ void add_bench_command(CLI::App& app) {
   lang->add_option("--grad-comm", args->o.grad_comm,
                    "several GPU ranks: type the gradients are summed in (bf16 halves the bytes)")
       ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16"}));
+  lang->add_option("--grad-transport", args->o.grad_transport,
+                   "several GPU ranks on one node: nccl, or copy-engine (CUDA IPC copies by the "
+                   "copy engines, no SMs held; without ZeRO)")
+      ->capture_default_str()->check(CLI::IsMember({"nccl", "copy-engine"}));
   lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
                    "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
                    "tokens/s per device / this");

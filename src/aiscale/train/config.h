@@ -52,6 +52,7 @@ struct TrainConfig {
   bool overlap = true;                // GPU: gradient buckets reduced during backward
   double bucket_mib = 25;             // GPU: gradient bucket size
   std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)
+  std::string grad_transport = "nccl";  // GPU, one node: nccl | copy-engine
 
   // [run]
   std::string run_dir = "runs";  // parent folder of run directories

@@ -149,6 +149,8 @@ int run_training(const TrainRequest& req) {
   ro.overlap = c.overlap;
   ro.bucket_mib = c.bucket_mib;
   ro.grad_comm = parse_dtype(c.grad_comm);
+  ro.grad_transport = c.grad_transport;
+  ro.comm_timeout_s = c.timeout_s;
   auto model = nn::make_gpt(c.device, c.model, ro);
 
   int64_t start_step = 0, nonfinite = 0;

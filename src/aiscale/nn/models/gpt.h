@@ -41,6 +41,11 @@ struct GptRunOptions {
   // bf16 before the sum and widened back after it, like PyTorch DDP's bf16 compression
   // hook). Accumulation and the optimizer stay fp32.
   DType grad_comm = DType::f32;
+  // How the buckets travel between the GPUs of one node: "nccl" (NCCL's kernels) or
+  // "copy-engine" (CUDA IPC copies by the copy engines, no SMs held while waiting for the
+  // peers; plain data parallelism on one node only: parallel/cuda/copy_engine_group.h).
+  std::string grad_transport = "nccl";
+  double comm_timeout_s = 300;  // device collectives not complete after this long fail
 };
 
 class GptModel {

@@ -55,6 +55,18 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
     fail("parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL; this run has "
          "train.device = \"{}\" and the {} communicator: use parallel.grad_comm = \"fp32\"",
          device, o.comm->backend());
+  if (o.grad_transport != "nccl" && o.grad_transport != "copy-engine")
+    fail("parallel.grad_transport = \"{}\": use nccl or copy-engine", o.grad_transport);
+  if (o.grad_transport == "copy-engine" && world > 1) {
+    if (device != "cuda" || !o.comm->device_stream())
+      fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
+           "one node; this run has train.device = \"{}\" and the {} communicator: use "
+           "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
+    if (o.zero_stage != 0)
+      fail("parallel.grad_transport = \"copy-engine\" does plain data parallelism "
+           "(parallel.zero_stage = 0); ZeRO-1 reduce-scatters over NCCL: use "
+           "parallel.grad_transport = \"nccl\"");
+  }
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())
       fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "

@@ -48,6 +48,9 @@
 //   AISCALE_CUDA_COMM_THREAD = 0 makes the collective calls on the model's thread;
 //   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
+//   AISCALE_CUDA_SM_RESERVE = k: during an overlapped backward pass, GEMMs are planned for
+//     (SMs - k) (cuBLASLt's SM count target) and grid-filling kernels size for it too,
+//     leaving k SMs to NCCL's kernels (pair with NCCL_MAX_CTAS=k).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -70,6 +73,7 @@
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/cuda/copy_engine_group.h"
 
 namespace aiscale::nn {
 namespace detail {
@@ -248,6 +252,7 @@ class GptCuda final : public GptModel {
     fused_xent_ = env_flag("AISCALE_CUDA_FUSED_XENT", true);
     verbose_ = env_flag("AISCALE_CUDA_VERBOSE", false);
     timing_ = env_flag("AISCALE_CUDA_TIMING", false);
+    if (const char* v = std::getenv("AISCALE_CUDA_SM_RESERVE")) sm_reserve_ = std::max(0, std::atoi(v));
     if (!cuda::attention_supported(t_, C_ / NH_))
       throw Error("the CUDA attention kernels do not support head size " +
                   std::to_string(C_ / NH_));
@@ -272,6 +277,19 @@ class GptCuda final : public GptModel {
       for (auto& e : phase_) AISCALE_CUDA_CHECK(cudaEventCreate(&e));
     plan_data_parallel();
     allocate();
+    if (dp_ && options_.grad_transport == "copy-engine") {
+      // Buckets and the d(res0) all-gather through the copy engines (CUDA IPC) instead of
+      // NCCL's kernels; host-side collectives stay on the given communicator.
+      int64_t largest = 0;
+      for (const Bucket& b : buckets_) largest = std::max(largest, b.end - b.begin);
+      parallel::CopyEngineGroupOptions o;
+      o.arena = arena_;
+      o.arena_bytes = arena_bytes_;
+      o.staging_bytes = size_t(2 * largest + 64 * world_) * dtype_size(comm_t_);
+      o.timeout_s = options_.comm_timeout_s;
+      copy_engine_ = parallel::make_copy_engine_group(*comm_, o);
+      comm_ = copy_engine_.get();
+    }
     gemm_ = std::make_unique<Gemm>(gemm_workspace_, Gemm::kWorkspaceBytes);
 
     // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
@@ -309,6 +327,17 @@ class GptCuda final : public GptModel {
                    static_cast<long long>(rank_), static_cast<long long>(timed_steps_),
                    phase_ms_[0] * k, phase_ms_[1] * k, phase_ms_[2] * k, phase_ms_[3] * k,
                    phase_ms_[4] * k, host_comm_s_ * 1e3 * k, host_wait_s_ * 1e3 * k);
+      for (const Bucket& b : buckets_) {
+        if (b.timed_steps == 0) continue;
+        const double kb = 1.0 / double(b.timed_steps);
+        std::fprintf(stderr,
+                     "[aiscale cuda] rank %lld: bucket [%lld, %lld) %.1f MB: ready at %.3f ms "
+                     "into backward, collective %.3f ms, done at %.3f ms\n",
+                     static_cast<long long>(rank_), static_cast<long long>(b.begin),
+                     static_cast<long long>(b.end),
+                     double(b.end - b.begin) * double(dtype_size(comm_t_)) / 1e6, b.ready_ms * kb,
+                     b.comm_ms * kb, b.done_ms * kb);
+      }
     }
     for (auto& e : phase_)
       if (e) cudaEventDestroy(e);
@@ -320,13 +349,16 @@ class GptCuda final : public GptModel {
       }
     }
     comm_queue_.reset();
+    copy_engine_.reset();  // unmaps the peers' buffers before this arena is freed
     gemm_.reset();
     if (arena_) cudaFree(arena_);
     if (host_staging_) cudaFreeHost(host_staging_);
     if (loss_ready_) cudaEventDestroy(loss_ready_);
     if (buckets_sent_) cudaEventDestroy(buckets_sent_);
-    for (auto& b : buckets_)
+    for (auto& b : buckets_) {
       if (b.ready) cudaEventDestroy(b.ready);
+      if (b.done) cudaEventDestroy(b.done);
+    }
     if (tokens_ready_) cudaEventDestroy(tokens_ready_);
     if (comm_done_) cudaEventDestroy(comm_done_);
     if (dres_ready_) cudaEventDestroy(dres_ready_);
@@ -474,6 +506,13 @@ class GptCuda final : public GptModel {
                                  linear_, s);
     const bool sync = sync_step_;
     const bool overlapped = sync && overlap_;
+    // SMs left to NCCL while buckets are in flight (and in the warm-up step, so that the
+    // GEMM plans for the smaller SM count get tuned there).
+    const bool carve = dp_ && overlap_ && sm_reserve_ > 0 && (overlapped || !sync_);
+    if (carve) {
+      cuda::set_sm_reserve(sm_reserve_);
+      gemm_->set_sm_target(cuda::sm_budget());
+    }
     if (overlapped) send_buckets_ready_after(kAfterLmHead);
     cuda::layernorm_backward(t_, dres_, g(lnf_w_off()), g(lnf_w_off() + C), 
                              L_ > 0 ? g(layer_off(L_ - 1) + lay_.fcproj_b) : nullptr, dln_,
@@ -521,19 +560,29 @@ class GptCuda final : public GptModel {
                                l > 0 ? g(layer_off(l - 1) + lay_.fcproj_b) : nullptr, dln_, res(l),
                                pw(l, lay_.ln1_w), a.ln1_mean, a.ln1_rstd, N, C, true,
                                ln_scratch_, s);
-      if (overlapped) send_buckets_ready_after(l);
+      // Without ZeRO the last bucket (layer 0) waits until the d(res0) all-gather is
+      // queued, so that the embedding backward overlaps its sum instead of following it.
+      if (overlapped && (l > 0 || zero_)) send_buckets_ready_after(l);
+    }
+    if (carve) {
+      cuda::set_sm_reserve(0);
+      gemm_->set_sm_target(0);
     }
     const int64_t Nb = bucket_capacity();
     mark_phase(2);
     if (overlapped) {
       // Every rank's d(res0): the embedding backward over all ranks' positions adds the
-      // summed embedding gradient, after every bucket (wpe's tail included) is reduced.
+      // summed embedding gradient, after the buckets holding wte and wpe are reduced.
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(dres_all_, rank_ * N * C), dres_, size_t(N * C) * es_,
                                          cudaMemcpyDeviceToDevice, s));
       AISCALE_CUDA_CHECK(cudaEventRecord(dres_ready_, s));
       drain_comm_queue();  // the buckets' calls first; then this thread calls NCCL itself
       comm_->allgather_after(dres_all_, N * C * int64_t(es_), dres_ready_);
       comm_->record(comm_done_);
+      // Without ZeRO, wte and wpe lie wholly in the first bucket (reduced long ago), so the
+      // embedding backward needs only the buckets before this point; layer 0's bucket is
+      // summed beside it. (ZeRO-1's rounded boundaries can move wpe's tail into it.)
+      if (!zero_) send_buckets_ready_after(0);
       AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_, 0));
       cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
                                d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
@@ -719,6 +768,11 @@ class GptCuda final : public GptModel {
     int64_t part = 0;            // ZeRO-1: (end - begin) / world, this rank's part
     int64_t shard_offset = 0;    // ZeRO-1: where this bucket's part starts in the shard
     cudaEvent_t ready = nullptr;
+    // AISCALE_CUDA_TIMING: end of the collective on NCCL's stream; sums over timed steps.
+    cudaEvent_t done = nullptr;
+    bool timed = false;
+    double ready_ms = 0, comm_ms = 0, done_ms = 0;
+    int64_t timed_steps = 0;
   };
 
   void plan_data_parallel() {
@@ -757,7 +811,8 @@ class GptCuda final : public GptModel {
       b.part = zero_ ? (b.end - b.begin) / world_ : b.end - b.begin;
       b.shard_offset = offset;
       offset += b.part;
-      AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.ready, cudaEventDisableTiming));
+      AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.ready, timing_ ? cudaEventDefault : cudaEventDisableTiming));
+      if (timing_) AISCALE_CUDA_CHECK(cudaEventCreate(&b.done));
       buckets_.push_back(b);
     }
     if (zero_) S_ = Ppad_ / world_;
@@ -789,6 +844,7 @@ class GptCuda final : public GptModel {
         comm_queue_->post([this, bp] {
           if (zero_) comm_->reduce_scatter_sum_after(grads_ + bp->begin, bp->part, DType::f32, bp->ready);
           else comm_->allreduce_sum_after(grads_ + bp->begin, bp->end - bp->begin, DType::f32, bp->ready);
+          if (bp->done) comm_->record(bp->done);
         });
       } else {
         // Rounded to bf16 on the model's stream, summed, widened back on NCCL's stream (for
@@ -805,8 +861,10 @@ class GptCuda final : public GptModel {
             comm_->allreduce_sum_after(comm_at(bp->begin), n, comm_t_, bp->ready);
             cuda::cast_to_f32(comm_t_, grads_ + bp->begin, comm_at(bp->begin), n, comm_stream());
           }
+          if (bp->done) comm_->record(bp->done);
         });
       }
+      b.timed = timing_ && phases_recorded_ >= 2;
       comm_pending_ = true;
     }
   }
@@ -850,6 +908,21 @@ class GptCuda final : public GptModel {
       float ms = 0;
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, phase_[i], phase_[i + 1]));
       phase_ms_[i] += ms;
+    }
+    // Per bucket: when it was ready (from the start of backward), and how long its
+    // collective took from the later of its readiness and the previous collective's end.
+    float prev_done = 0.0f;
+    for (Bucket& b : buckets_) {
+      if (!b.timed) continue;
+      b.timed = false;
+      float ready = 0.0f, done = 0.0f;
+      AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ready, phase_[1], b.ready));
+      AISCALE_CUDA_CHECK(cudaEventElapsedTime(&done, phase_[1], b.done));
+      b.ready_ms += ready;
+      b.comm_ms += done - std::max(ready, prev_done);
+      b.done_ms += done;
+      ++b.timed_steps;
+      prev_done = done;
     }
     ++timed_steps_;
     phases_recorded_ = 0;
@@ -1133,6 +1206,7 @@ class GptCuda final : public GptModel {
 
   // Data parallelism (plan_data_parallel).
   parallel::Communicator* comm_ = nullptr;
+  std::unique_ptr<parallel::Communicator> copy_engine_;  // wraps options_.comm when used
   int64_t world_ = 1, rank_ = 0;
   int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length
   bool dp_ = false, zero_ = false, overlap_ = true;
@@ -1141,6 +1215,7 @@ class GptCuda final : public GptModel {
   mutable bool comm_pending_ = false;
   // AISCALE_CUDA_TIMING
   bool timing_ = false;
+  int sm_reserve_ = 0;  // SMs left to NCCL during an overlapped backward pass
   cudaEvent_t phase_[6] = {};
   int phases_recorded_ = 0;
   int64_t timed_steps_ = 0;

@@ -56,7 +56,17 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int rank, int world,
                    const ncclUniqueId& id, double timeout_s)
       : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world), timeout_s_(timeout_s) {
-    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
+    // AISCALE_NCCL_STREAM_PRIORITY=high (a measurement switch): the collectives' stream gets
+    // the device's highest priority, so their blocks are placed first as SMs free up.
+    const char* prio = std::getenv("AISCALE_NCCL_STREAM_PRIORITY");
+    if (prio && std::strcmp(prio, "high") == 0) {
+      int least = 0, greatest = 0;
+      cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
+      cuda_check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
+                 "stream creation");
+    } else {
+      cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
+    }
     cuda_check(cudaMalloc(&scratch_, kScratchBytes), "allocation of the NCCL staging buffer");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking

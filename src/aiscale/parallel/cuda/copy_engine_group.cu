@@ -1,0 +1,386 @@
+// Copy-engine gradient exchange over CUDA IPC: see copy_engine_group.h for the protocol.
+#include <cuda.h>  // driver types for the stream memory operations (entry points, no link)
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/parallel/cuda/copy_engine_group.h"
+
+namespace aiscale::parallel {
+namespace {
+
+using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+constexpr int kPhases = 3;            // flags: 0 chunk staged, 1 sum delivered, 2 all-gather
+constexpr size_t kFlagBytes = 4096;   // flags region at the start of the group's buffer
+constexpr int64_t kChunkAlign = 64;   // elements; chunk boundaries (256 B in fp32)
+constexpr size_t kSlotAlign = 256;    // bytes
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+void check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess)
+    throw Error("copy-engine gradient exchange: " + what + ": " + cudaGetErrorString(e));
+}
+
+// Raises a peer's flag after the copies before it on the stream (one thread; the stream
+// orders it after the copy has completed).
+__global__ void raise_flag_kernel(uint32_t* flag, uint32_t value) {
+  __threadfence_system();
+  *reinterpret_cast<volatile uint32_t*>(flag) = value;
+  __threadfence_system();
+}
+
+// out[i] = sum over ranks (in rank order) of the chunk: `self` for rank `me`, the staged
+// copies at staging + s * slot_elems for the others. T = float or bf16 (summed in fp32).
+template <typename T>
+__global__ void sum_chunk_kernel(T* self, const T* staging, int64_t slot_elems, int world, int me,
+                                 int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    float acc = 0.0f;
+    for (int s = 0; s < world; ++s) {
+      const T v = s == me ? self[i] : staging[int64_t(s) * slot_elems + i];
+      acc += static_cast<float>(v);
+    }
+    self[i] = static_cast<T>(acc);
+  }
+}
+
+struct PeerInfo {
+  char host[128];
+  cudaIpcMemHandle_t arena;
+  cudaIpcMemHandle_t group;  // flags + staging
+  uint64_t arena_bytes;
+  uint64_t staging_bytes;
+  char pci[32];
+};
+
+class CopyEngineGroup final : public Communicator {
+ public:
+  CopyEngineGroup(Communicator& base, const CopyEngineGroupOptions& o)
+      : base_(base), rank_(base.rank()), world_(base.world()), opt_(o) {
+    if (!o.arena || o.arena_bytes == 0) throw Error("copy-engine gradient exchange: no buffer given");
+    check(cudaGetDevice(&device_), "cudaGetDevice");
+    staging_bytes_ = round_up(std::max<size_t>(o.staging_bytes, kSlotAlign), kSlotAlign);
+    check(cudaMalloc(&group_, kFlagBytes + staging_bytes_), "allocation of the staging ring (" +
+                                                                std::to_string(staging_bytes_ >> 20) + " MiB)");
+    check(cudaMemset(group_, 0, kFlagBytes), "clearing the flags");
+    // Measurement switches: AISCALE_CE_STREAM_PRIORITY=high gives the group's stream the
+    // device's highest priority (its sum kernels are placed first); AISCALE_CE_SUM_BLOCKS
+    // caps the sum kernel's grid (default 1024 blocks of 256 threads).
+    const char* prio = std::getenv("AISCALE_CE_STREAM_PRIORITY");
+    if (prio && std::strcmp(prio, "high") == 0) {
+      int least = 0, greatest = 0;
+      check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
+      check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest), "stream creation");
+    } else {
+      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
+    }
+    if (const char* b = std::getenv("AISCALE_CE_SUM_BLOCKS")) sum_blocks_ = std::max(1, std::atoi(b));
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "event creation");
+    cudaDriverEntryPointQueryResult q{};
+    void* fn = nullptr;
+    check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q),
+          "looking up cuStreamWaitValue32");
+    if (!fn || q != cudaDriverEntryPointSuccess)
+      throw Error("copy-engine gradient exchange: the driver has no cuStreamWaitValue32");
+    wait_value_ = reinterpret_cast<WaitValueFn>(fn);
+    connect();
+  }
+
+  ~CopyEngineGroup() override {
+    // Every peer write aimed at this rank belongs to a call whose end the stream waits
+    // for; let it get there before unmapping.
+    if (issued_ar_ > 0 || issued_ag_ > 0) {
+      try {
+        wait_done("shut-down");
+      } catch (const std::exception&) {
+      }
+    }
+    for (int j = 0; j < world_; ++j) {
+      if (j == rank_) continue;
+      if (peer_arena_[j]) cudaIpcCloseMemHandle(peer_arena_[j]);
+      if (peer_group_[j]) cudaIpcCloseMemHandle(peer_group_[j]);
+    }
+    if (done_) cudaEventDestroy(done_);
+    if (stream_) cudaStreamDestroy(stream_);
+    if (group_) cudaFree(group_);
+  }
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string backend() const override { return base_.backend() + "+copy-engine"; }
+  bool on_device() const override { return true; }
+  void allreduce_sum(float* d, int64_t n) override { base_.allreduce_sum(d, n); }
+  void allreduce_sum(double* d, int64_t n) override { base_.allreduce_sum(d, n); }
+  void broadcast(float* d, int64_t n, int root) override { base_.broadcast(d, n, root); }
+  void broadcast_bytes(void* d, int64_t bytes, int root) override { base_.broadcast_bytes(d, bytes, root); }
+  void barrier() override { base_.barrier(); }
+  void abort(int code) override { base_.abort(code); }
+  void* device_stream() override { return stream_; }
+
+  void wait() override {
+    if (issued_ar_ > 0 || issued_ag_ > 0) wait_done("gradient exchange");
+    base_.wait();
+  }
+
+  void allreduce_sum_after(void* data, int64_t n, DType t, void* event) override {
+    if (n <= 0) return;
+    if (t != DType::f32 && t != DType::bf16)
+      throw Error("copy-engine all-reduce: only f32 and bf16 values are summed");
+    const size_t es = dtype_size(t);
+    char* base = static_cast<char*>(data);
+    check_inside(base, size_t(n) * es, "all-reduce");
+    after(event);
+    const uint32_t call = ++issued_ar_;
+    // Chunk j: [begin(j), begin(j + 1)), boundaries on kChunkAlign elements.
+    auto begin = [&](int j) {
+      return j == world_ ? n : std::min(n, (n * j / world_) / kChunkAlign * kChunkAlign);
+    };
+    int64_t max_chunk = 0;
+    for (int j = 0; j < world_; ++j) max_chunk = std::max(max_chunk, begin(j + 1) - begin(j));
+    const size_t slot = round_up(size_t(max_chunk) * es, kSlotAlign);
+    const size_t need = slot * size_t(world_);
+    if (need > staging_bytes_)
+      throw Error("copy-engine all-reduce of " + std::to_string(size_t(n) * es) +
+                  " bytes needs " + std::to_string(need) + " bytes of staging; the ring has " +
+                  std::to_string(staging_bytes_));
+    const size_t off = ring_take(need, call);
+    // (1) chunk j of this rank's values into rank j's slot `rank_`.
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      if (reuse_wait_ > 0) wait_flag(1, j, reuse_wait_);  // j consumed that region
+      const int64_t b = begin(j), e = begin(j + 1);
+      if (e > b)
+        check(cudaMemcpyAsync(peer_staging(j) + off + size_t(rank_) * slot, base + b * int64_t(es),
+                              size_t(e - b) * es, cudaMemcpyDeviceToDevice, stream_),
+              "copy to rank " + std::to_string(j));
+      raise(j, 0, call);
+    }
+    // (2) the staged chunks from every peer, summed into this rank's chunk.
+    for (int k = 1; k < world_; ++k) wait_flag(0, (rank_ + world_ - k) % world_, call);
+    const int64_t b = begin(rank_), e = begin(rank_ + 1);
+    if (e > b) {
+      const int64_t m = e - b;
+      const int threads = 256;
+      const int blocks = int(std::min<int64_t>((m + threads - 1) / threads, sum_blocks_));
+      const int64_t slot_elems = int64_t(slot / es);
+      if (t == DType::f32)
+        sum_chunk_kernel<float><<<blocks, threads, 0, stream_>>>(
+            reinterpret_cast<float*>(base) + b, reinterpret_cast<const float*>(my_staging() + off),
+            slot_elems, world_, rank_, m);
+      else
+        sum_chunk_kernel<cuda::bf16><<<blocks, threads, 0, stream_>>>(
+            reinterpret_cast<cuda::bf16*>(base) + b,
+            reinterpret_cast<const cuda::bf16*>(my_staging() + off), slot_elems, world_, rank_, m);
+      check(cudaGetLastError(), "sum kernel launch");
+    }
+    // (3) the sum into every peer's values.
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      if (e > b)
+        check(cudaMemcpyAsync(peer_address(j, base + b * int64_t(es)), base + b * int64_t(es),
+                              size_t(e - b) * es, cudaMemcpyDeviceToDevice, stream_),
+              "copy of the sum to rank " + std::to_string(j));
+      raise(j, 1, call);
+    }
+    // Work queued on this stream later sees the whole sum (as after an NCCL call).
+    for (int k = 1; k < world_; ++k) wait_flag(1, (rank_ + world_ - k) % world_, call);
+  }
+
+  void allgather_after(void* data, int64_t bytes, void* event) override {
+    if (bytes <= 0) return;
+    char* base = static_cast<char*>(data);
+    check_inside(base, size_t(bytes) * size_t(world_), "all-gather");
+    after(event);
+    const uint32_t call = ++issued_ag_;
+    char* mine = base + int64_t(rank_) * bytes;
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      check(cudaMemcpyAsync(peer_address(j, mine), mine, size_t(bytes), cudaMemcpyDeviceToDevice, stream_),
+            "all-gather copy to rank " + std::to_string(j));
+      raise(j, 2, call);
+    }
+    for (int k = 1; k < world_; ++k) wait_flag(2, (rank_ + world_ - k) % world_, call);
+  }
+
+  void reduce_scatter_sum_after(void*, int64_t, DType, void*) override {
+    throw Error("the copy-engine gradient exchange does data parallelism without ZeRO only "
+                "(reduce-scatter runs over NCCL)");
+  }
+
+  void record(void* event) override {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(event), stream_), "event record");
+  }
+
+ private:
+  void after(void* event) {
+    if (broken_)
+      throw Error("rank " + std::to_string(rank_) + ": the copy-engine gradient exchange failed "
+                  "earlier (a peer rank did not answer)");
+    if (event) check(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0), "stream wait");
+  }
+
+  void check_inside(const char* p, size_t bytes, const char* what) const {
+    const char* a = static_cast<const char*>(opt_.arena);
+    if (p < a || p + bytes > a + opt_.arena_bytes)
+      throw Error(std::string("copy-engine ") + what + ": the buffer lies outside the registered arena");
+  }
+
+  char* my_staging() const { return static_cast<char*>(group_) + kFlagBytes; }
+  uint32_t* my_flag(int phase, int from) const {
+    return reinterpret_cast<uint32_t*>(group_) + phase * world_ + from;
+  }
+  char* peer_staging(int j) const { return static_cast<char*>(peer_group_[j]) + kFlagBytes; }
+  char* peer_address(int j, const char* mine) const {
+    return static_cast<char*>(peer_arena_[j]) + (mine - static_cast<const char*>(opt_.arena));
+  }
+
+  // Sets flag (phase, rank_) on rank j to `value` after the work queued before it.
+  void raise(int j, int phase, uint32_t value) {
+    uint32_t* f = reinterpret_cast<uint32_t*>(peer_group_[j]) + phase * world_ + rank_;
+    raise_flag_kernel<<<1, 1, 0, stream_>>>(f, value);
+    check(cudaGetLastError(), "flag kernel launch");
+  }
+
+  // The stream waits (no SM) until this rank's flag (phase, from) reaches `value`.
+  void wait_flag(int phase, int from, uint32_t value) {
+    const CUresult r = wait_value_(reinterpret_cast<CUstream>(stream_),
+                                   reinterpret_cast<CUdeviceptr>(my_flag(phase, from)), value,
+                                   CU_STREAM_WAIT_VALUE_GEQ);
+    if (r != CUDA_SUCCESS)
+      throw Error("copy-engine gradient exchange: cuStreamWaitValue32 failed (CUresult " +
+                  std::to_string(int(r)) + ")");
+  }
+
+  // Takes `need` bytes of the ring for call `call`; sets reuse_wait_ to the latest call
+  // that used any of those bytes (the peers must have consumed it before it is reused).
+  size_t ring_take(size_t need, uint32_t call) {
+    if (ring_pos_ + need > staging_bytes_) ring_pos_ = 0;
+    const size_t lo = ring_pos_, hi = ring_pos_ + need;
+    reuse_wait_ = 0;
+    std::vector<Region> keep;
+    for (const Region& r : regions_) {
+      if (r.hi > lo && r.lo < hi) reuse_wait_ = std::max(reuse_wait_, r.call);
+      else keep.push_back(r);
+    }
+    keep.push_back({lo, hi, call});
+    regions_.swap(keep);
+    ring_pos_ = hi;
+    return lo;
+  }
+
+  // Host wait, bounded by the timeout, for everything queued on the stream. On a timeout
+  // the flags are raised to their maximum from the host, so the stream (and anything that
+  // synchronises with the device, such as cudaFree) does not stay blocked on a dead peer,
+  // and the group refuses further work.
+  void wait_done(const char* what) {
+    if (broken_) return;
+    check(cudaEventRecord(done_, stream_), "event record");
+    const auto start = std::chrono::steady_clock::now();
+    for (int spins = 0;; ++spins) {
+      const cudaError_t q = cudaEventQuery(done_);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) check(q, what);
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > opt_.timeout_s) {
+        broken_ = true;
+        cudaMemset(group_, 0xff, kFlagBytes);
+        throw Error("rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+                    ": the copy-engine " + what + " did not complete within " +
+                    std::to_string(int(opt_.timeout_s)) +
+                    " s: a peer rank has probably died or hangs (raise parallel.timeout_s if "
+                    "steps are that slow)");
+      }
+      if (spins < 2000) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 500));
+    }
+  }
+
+  void connect() {
+    PeerInfo me{};
+    if (::gethostname(me.host, sizeof me.host - 1) != 0) std::strcpy(me.host, "unknown");
+    check(cudaIpcGetMemHandle(&me.arena, opt_.arena), "IPC handle of the model's buffer");
+    check(cudaIpcGetMemHandle(&me.group, group_), "IPC handle of the staging ring");
+    me.arena_bytes = opt_.arena_bytes;
+    me.staging_bytes = staging_bytes_;
+    check(cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, device_), "PCI bus id");
+    std::vector<PeerInfo> all(static_cast<size_t>(world_));
+    for (int root = 0; root < world_; ++root) {
+      PeerInfo x = root == rank_ ? me : PeerInfo{};
+      base_.broadcast_bytes(&x, sizeof x, root);
+      all[size_t(root)] = x;
+    }
+    for (int j = 0; j < world_; ++j) {
+      const PeerInfo& p = all[size_t(j)];
+      if (std::strncmp(p.host, me.host, sizeof me.host) != 0)
+        throw Error(std::string("the copy-engine gradient exchange needs every rank on one node: "
+                                "rank ") + std::to_string(j) + " runs on " + p.host + ", rank " +
+                    std::to_string(rank_) + " on " + me.host + " (use NCCL across nodes)");
+      if (p.arena_bytes != me.arena_bytes || p.staging_bytes != me.staging_bytes)
+        throw Error("copy-engine gradient exchange: rank " + std::to_string(j) +
+                    " has a different buffer layout (different model or batch?)");
+      if (j != rank_ && std::strncmp(p.pci, me.pci, sizeof me.pci) == 0)
+        throw Error("copy-engine gradient exchange: ranks " + std::to_string(rank_) + " and " +
+                    std::to_string(j) + " share the GPU " + me.pci + " (one GPU per rank)");
+    }
+    peer_arena_.assign(size_t(world_), nullptr);
+    peer_group_.assign(size_t(world_), nullptr);
+    for (int j = 0; j < world_; ++j) {
+      if (j == rank_) continue;
+      check(cudaIpcOpenMemHandle(&peer_arena_[size_t(j)], all[size_t(j)].arena,
+                                 cudaIpcMemLazyEnablePeerAccess),
+            "mapping rank " + std::to_string(j) + "'s buffer (GPU " + all[size_t(j)].pci + ")");
+      check(cudaIpcOpenMemHandle(&peer_group_[size_t(j)], all[size_t(j)].group,
+                                 cudaIpcMemLazyEnablePeerAccess),
+            "mapping rank " + std::to_string(j) + "'s staging ring");
+    }
+    check(cudaDeviceSynchronize(), "set-up");
+    base_.barrier();  // every rank's flags are clear before anyone raises one
+  }
+
+  struct Region {
+    size_t lo, hi;
+    uint32_t call;
+  };
+
+  Communicator& base_;
+  int rank_, world_;
+  CopyEngineGroupOptions opt_;
+  int device_ = 0;
+  void* group_ = nullptr;
+  size_t staging_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  WaitValueFn wait_value_ = nullptr;
+  std::vector<void*> peer_arena_, peer_group_;
+  uint32_t issued_ar_ = 0, issued_ag_ = 0;
+  uint32_t reuse_wait_ = 0;
+  bool broken_ = false;
+  int sum_blocks_ = 1024;  // a wait timed out: the peers are gone
+  size_t ring_pos_ = 0;
+  std::vector<Region> regions_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_copy_engine_group(Communicator& base,
+                                                     const CopyEngineGroupOptions& options) {
+  if (base.world() < 2) throw Error("the copy-engine gradient exchange needs 2 or more ranks");
+  if (size_t(base.world()) * size_t(kPhases) * 4 > kFlagBytes)
+    throw Error("the copy-engine gradient exchange supports at most " +
+                std::to_string(kFlagBytes / 4 / kPhases) + " ranks on one node");
+  return std::make_unique<CopyEngineGroup>(base, options);
+}
+
+}  // namespace aiscale::parallel
