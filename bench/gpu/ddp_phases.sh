@@ -89,6 +89,14 @@ copy-engine)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;
+flags)
+  # Copy-engine flags raised by the front end (default) or by a one-thread kernel.
+  one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-ce-flag-kernel 2 AISCALE_CE_FLAGS=kernel -- --grad-transport copy-engine
+  one 2gpu-ce-prio 2 AISCALE_CE_STREAM_PRIORITY=high -- --grad-transport copy-engine
+  one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
+  one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  ;;
 esac
 python3 - "$OUT" <<'PY'
 import json, os, sys

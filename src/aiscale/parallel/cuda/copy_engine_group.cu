@@ -18,6 +18,7 @@ namespace aiscale::parallel {
 namespace {
 
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 constexpr int kPhases = 3;            // flags: 0 chunk staged, 1 sum delivered, 2 all-gather
 constexpr size_t kFlagBytes = 4096;   // flags region at the start of the group's buffer
@@ -94,6 +95,15 @@ class CopyEngineGroup final : public Communicator {
     if (!fn || q != cudaDriverEntryPointSuccess)
       throw Error("copy-engine gradient exchange: the driver has no cuStreamWaitValue32");
     wait_value_ = reinterpret_cast<WaitValueFn>(fn);
+    fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &q) ==
+            cudaSuccess && fn && q == cudaDriverEntryPointSuccess)
+      write_value_ = reinterpret_cast<WriteValueFn>(fn);
+    // Flags are raised by the GPU's front end (cuStreamWriteValue32, which fences the copies
+    // before it), needing no SM, unless AISCALE_CE_FLAGS=kernel (a one-thread kernel, which
+    // must wait for a free SM slot) or the driver refuses a write into peer memory.
+    const char* flags = std::getenv("AISCALE_CE_FLAGS");
+    if (flags && std::strcmp(flags, "kernel") == 0) write_value_ = nullptr;
     connect();
   }
 
@@ -248,6 +258,12 @@ class CopyEngineGroup final : public Communicator {
   // Sets flag (phase, rank_) on rank j to `value` after the work queued before it.
   void raise(int j, int phase, uint32_t value) {
     uint32_t* f = reinterpret_cast<uint32_t*>(peer_group_[j]) + phase * world_ + rank_;
+    if (write_value_) {
+      const CUresult r = write_value_(reinterpret_cast<CUstream>(stream_),
+                                      reinterpret_cast<CUdeviceptr>(f), value, 0);
+      if (r == CUDA_SUCCESS) return;
+      write_value_ = nullptr;  // not into peer memory on this system: the kernel from now on
+    }
     raise_flag_kernel<<<1, 1, 0, stream_>>>(f, value);
     check(cudaGetLastError(), "flag kernel launch");
   }
@@ -363,6 +379,7 @@ class CopyEngineGroup final : public Communicator {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   WaitValueFn wait_value_ = nullptr;
+  WriteValueFn write_value_ = nullptr;
   std::vector<void*> peer_arena_, peer_group_;
   uint32_t issued_ar_ = 0, issued_ag_ = 0;
   uint32_t reuse_wait_ = 0;

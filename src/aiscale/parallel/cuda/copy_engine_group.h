@@ -5,8 +5,9 @@
 // Why: on NVLink H200s NCCL's all-reduce kernels, run beside backward, slowed it by about
 // their own duration (docs/perf-notes.md): their CTAs hold SMs while they wait for the
 // peer's CTAs. Here the bytes move by cudaMemcpyAsync between IPC-mapped buffers (copy
-// engines, no SMs), the waits for the peers are stream memory operations
-// (cuStreamWaitValue32: the GPU's front end waits, no SMs), and only the sum itself is a
+// engines, no SMs), the flags and the waits for the peers are stream memory operations
+// (cuStreamWriteValue32 into the peer's memory, cuStreamWaitValue32 on one's own: the
+// GPU's front end does them, no SMs), and only the sum itself is a
 // kernel: a few microseconds per bucket at HBM speed.
 //
 // All-reduce of n values over W ranks: the values are cut into W chunks; rank r owns
