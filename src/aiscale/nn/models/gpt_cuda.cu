@@ -606,13 +606,21 @@ class GptCuda final : public GptModel {
   }
 
   double grad_sum_squares() override {
-    finish_comm();
     if (!zero_) {
+      if (comm_pending_) {
+        // The norm kernel follows the last collective on the GPU (an event), not after the
+        // host has seen the collectives end; the host's wait stays bounded (finish_comm).
+        drain_comm_queue();
+        comm_->record(comm_done_);
+        AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+      }
       cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+      finish_comm();
       AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
       return *h_sumsq_;
     }
+    finish_comm();
     // ZeRO-1: this rank's parts hold the sums; the squares of all parts add over ranks.
     const size_t nb = buckets_.size();
     for (size_t k = 0; k < nb; ++k) {

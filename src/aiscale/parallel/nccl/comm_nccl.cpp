@@ -110,8 +110,14 @@ class NcclCommunicator final : public Communicator {
   std::string backend() const override { return "nccl"; }
   bool on_device() const override { return true; }
 
-  void allreduce_sum(float* d, int64_t n) override { reduce(d, n, ncclFloat, 4); }
-  void allreduce_sum(double* d, int64_t n) override { reduce(d, n, ncclDouble, 8); }
+  void allreduce_sum(float* d, int64_t n) override {
+    if (small_host_values(d, n)) return bootstrap_->allreduce_sum(d, n);
+    reduce(d, n, ncclFloat, 4);
+  }
+  void allreduce_sum(double* d, int64_t n) override {
+    if (small_host_values(d, n)) return bootstrap_->allreduce_sum(d, n);
+    reduce(d, n, ncclDouble, 8);
+  }
   void broadcast(float* d, int64_t n, int root) override { bcast(d, n, ncclFloat, 4, root); }
   void broadcast_bytes(void* d, int64_t bytes, int root) override { bcast(d, bytes, ncclInt8, 1, root); }
   void barrier() override {
@@ -177,6 +183,16 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // A few host values (a step's loss, a norm, a stop flag) go through the MPI bootstrap
+  // when there is one: no GPU work, so no NCCL kernel that must first find an SM beside
+  // the model's kernels (an NCCL staged sum of one double waited for the optimizer's
+  // kernel to drain, then the GPU idled until the host came back). The session's watchdog
+  // bounds these calls like any other.
+  bool small_host_values(const void* d, int64_t n) const {
+    return bootstrap_ && bootstrap_->world() == world_ && n > 0 && n <= 1024 &&
+           !cuda_is_device_pointer(d);
+  }
+
   void reduce(void* d, int64_t n, ncclDataType_t type, size_t elem) {
     if (n <= 0) return;
     finish_pending();
