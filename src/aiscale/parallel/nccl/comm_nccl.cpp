@@ -184,10 +184,9 @@ class NcclCommunicator final : public Communicator {
 
  private:
   // A few host values (a step's loss, a norm, a stop flag) go through the MPI bootstrap
-  // when there is one: no GPU work, so no NCCL kernel that must first find an SM beside
-  // the model's kernels (an NCCL staged sum of one double waited for the optimizer's
-  // kernel to drain, then the GPU idled until the host came back). The session's watchdog
-  // bounds these calls like any other.
+  // when there is one: no GPU work (the staged path costs two copies and an NCCL kernel
+  // that must find an SM beside the model's kernels). The session's watchdog bounds these
+  // calls like any other.
   bool small_host_values(const void* d, int64_t n) const {
     return bootstrap_ && bootstrap_->world() == world_ && n > 0 && n <= 1024 &&
            !cuda_is_device_pointer(d);
