@@ -3,9 +3,7 @@
 # GPU and on 2 with the model's phase timing (AISCALE_CUDA_TIMING=1: forward, backward,
 # the embedding tail, the gap before the update, the update; host time in collective
 # calls), then one-variable variants (collective calls on the model's thread, stream
-# priority, bucket size). SET=carveout instead runs the SM-reserve variants (SMs left to
-# NCCL during backward, NCCL's CTA cap, NCCL stream priority; RESERVES="4 8 16");
-# SET=transport compares NCCL with the copy-engine transport (--grad-transport).
+# priority, bucket size). SET=transport compares NCCL with the copy-engine transport (--grad-transport).
 # Needs a built build/cuda (bench/gpu/run_ddp_gpu2.sh build) and 2 GPUs. Writes
 # $OUT/phases.jsonl (one bench line per variant, "variant" added) and $OUT/phases.err
 # (the per-rank phase lines), and prints a table.
@@ -44,23 +42,6 @@ phases)
   one timing-2gpu-after-backward 2 AISCALE_CUDA_TIMING=1 -- --overlap 0
   one timing-2gpu-stream-priority 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_STREAM_PRIORITY=high --
   one buckets-100mib 2 AISCALE_CUDA_TIMING=0 -- --bucket-mib 100
-  ;;
-carveout)
-  # SMs left to NCCL during the overlapped backward (AISCALE_CUDA_SM_RESERVE: GEMMs planned
-  # for fewer SMs, grid-filling kernels sized for fewer), NCCL's CTAs capped to match, and
-  # the priority of NCCL's stream. Throughput first (no timing), then the phase and
-  # per-bucket timing of the default and of the reserve.
-  one 1gpu 1 X=0 --
-  one 2gpu 2 X=0 --
-  one 2gpu-after-backward 2 X=0 -- --overlap 0
-  one 2gpu-nccl-prio 2 AISCALE_NCCL_STREAM_PRIORITY=high --
-  for k in ${RESERVES:-4 8 16}; do
-    one 2gpu-reserve$k-ctas$k 2 AISCALE_CUDA_SM_RESERVE=$k NCCL_MAX_CTAS=$k --
-    one 2gpu-reserve$k-ctas$k-prio 2 AISCALE_CUDA_SM_RESERVE=$k NCCL_MAX_CTAS=$k AISCALE_NCCL_STREAM_PRIORITY=high --
-  done
-  one 2gpu-ctas8-only 2 NCCL_MAX_CTAS=8 --
-  one timing-2gpu 2 AISCALE_CUDA_TIMING=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING --
-  one timing-2gpu-reserve8 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_SM_RESERVE=8 NCCL_MAX_CTAS=8 --
   ;;
 transport)
   # How the buckets travel: NCCL's kernels or the copy engines over CUDA IPC

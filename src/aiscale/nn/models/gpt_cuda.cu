@@ -43,14 +43,12 @@
 //   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
 //   AISCALE_CUDA_VERBOSE = 1 prints the chosen paths and GEMM plans to stderr.
 //   AISCALE_CUDA_TIMING = 1 times the phases of every training step on the model stream
-//     (CUDA events; adds a host wait per step) and the host's time in collective calls,
-//     and prints their means per rank at exit.
+//     (CUDA events; adds a host wait per step), the host's time in collective calls and,
+//     per gradient bucket, when it was ready and how long its collective took, and
+//     prints their means per rank at exit.
 //   AISCALE_CUDA_COMM_THREAD = 0 makes the collective calls on the model's thread;
 //   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
-//   AISCALE_CUDA_SM_RESERVE = k: during an overlapped backward pass, GEMMs are planned for
-//     (SMs - k) (cuBLASLt's SM count target) and grid-filling kernels size for it too,
-//     leaving k SMs to NCCL's kernels (pair with NCCL_MAX_CTAS=k).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -252,7 +250,6 @@ class GptCuda final : public GptModel {
     fused_xent_ = env_flag("AISCALE_CUDA_FUSED_XENT", true);
     verbose_ = env_flag("AISCALE_CUDA_VERBOSE", false);
     timing_ = env_flag("AISCALE_CUDA_TIMING", false);
-    if (const char* v = std::getenv("AISCALE_CUDA_SM_RESERVE")) sm_reserve_ = std::max(0, std::atoi(v));
     if (!cuda::attention_supported(t_, C_ / NH_))
       throw Error("the CUDA attention kernels do not support head size " +
                   std::to_string(C_ / NH_));
@@ -506,13 +503,6 @@ class GptCuda final : public GptModel {
                                  linear_, s);
     const bool sync = sync_step_;
     const bool overlapped = sync && overlap_;
-    // SMs left to NCCL while buckets are in flight (and in the warm-up step, so that the
-    // GEMM plans for the smaller SM count get tuned there).
-    const bool carve = dp_ && overlap_ && sm_reserve_ > 0 && (overlapped || !sync_);
-    if (carve) {
-      cuda::set_sm_reserve(sm_reserve_);
-      gemm_->set_sm_target(cuda::sm_budget());
-    }
     if (overlapped) send_buckets_ready_after(kAfterLmHead);
     cuda::layernorm_backward(t_, dres_, g(lnf_w_off()), g(lnf_w_off() + C), 
                              L_ > 0 ? g(layer_off(L_ - 1) + lay_.fcproj_b) : nullptr, dln_,
@@ -563,10 +553,6 @@ class GptCuda final : public GptModel {
       // Without ZeRO the last bucket (layer 0) waits until the d(res0) all-gather is
       // queued, so that the embedding backward overlaps its sum instead of following it.
       if (overlapped && (l > 0 || zero_)) send_buckets_ready_after(l);
-    }
-    if (carve) {
-      cuda::set_sm_reserve(0);
-      gemm_->set_sm_target(0);
     }
     const int64_t Nb = bucket_capacity();
     mark_phase(2);
@@ -1223,7 +1209,6 @@ class GptCuda final : public GptModel {
   mutable bool comm_pending_ = false;
   // AISCALE_CUDA_TIMING
   bool timing_ = false;
-  int sm_reserve_ = 0;  // SMs left to NCCL during an overlapped backward pass
   cudaEvent_t phase_[6] = {};
   int phases_recorded_ = 0;
   int64_t timed_steps_ = 0;

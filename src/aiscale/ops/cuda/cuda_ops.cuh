@@ -71,10 +71,6 @@ class Gemm {
   // only where repeating a call is harmless (GEMMs accumulating into C are run extra
   // times: the model does this in a warm-up step and zeroes the gradients after it).
   void set_autotune(bool on);
-  // Calls planned while this is > 0 ask cuBLASLt for kernels sized for that many SMs
-  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for GEMMs that run beside a collective holding
-  // the rest; 0 (the default) plans for the whole device. Plans are cached per target.
-  void set_sm_target(int sms);
   static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
  private:
@@ -252,14 +248,7 @@ void adamw_update(DType t, float* master, void* work, const float* grads, float*
 void sum_squares(double* out, const float* x, int64_t n, double* scratch, cudaStream_t s);
 size_t sum_squares_scratch_doubles();
 
-// Number of streaming multiprocessors of the current device.
+// Number of streaming multiprocessors of the current device (cached).
 int sm_count();
-// SMs this thread's kernels should size their grids for: sm_count() less the SMs left to
-// concurrent work (set_sm_reserve: NCCL's kernels during an overlapped backward pass).
-// Kernels that size a grid to fill the device (one wave of blocks per SM) use this, so a
-// block that finds its SM held by a collective does not become a second wave.
-int sm_budget();
-void set_sm_reserve(int sms);
-int sm_reserve();
 
 }  // namespace aiscale::cuda

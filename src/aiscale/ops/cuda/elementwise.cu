@@ -16,14 +16,6 @@ int sm_count() {
 }
 
 namespace {
-thread_local int g_sm_reserve = 0;
-}
-
-int sm_budget() { return std::max(1, sm_count() - g_sm_reserve); }
-void set_sm_reserve(int sms) { g_sm_reserve = std::max(0, sms); }
-int sm_reserve() { return g_sm_reserve; }
-
-namespace {
 
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;

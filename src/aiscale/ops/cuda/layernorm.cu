@@ -398,7 +398,7 @@ void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
       AISCALE_CUDA_REQUIRE(per_sm > 0, "layernorm backward: C = " + std::to_string(C));
       blocks = static_cast<int>(std::min<int64_t>(
-          {int64_t(per_sm) * sm_budget(), ceil_div(N, G), int64_t(backward_blocks(N))}));
+          {int64_t(per_sm) * sm_count(), ceil_div(N, G), int64_t(backward_blocks(N))}));
       kernel<<<blocks, threads, smem, s>>>(
           static_cast<X*>(dinp), scratch, static_cast<const X*>(dout),
           static_cast<const X*>(inp), static_cast<const X*>(weight), mean, rstd,

@@ -65,11 +65,10 @@ struct PlanKey {
   DType ab, cd;
   Epilogue epi;
   uint32_t align_a, align_b, align_c, align_d;
-  int32_t sm_target;
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(PlanKey)) == 0; }
 };
 
-PlanKey make_key(const GemmCall& c, int sm_target) {
+PlanKey make_key(const GemmCall& c) {
   PlanKey k;
   std::memset(&k, 0, sizeof(k));  // padding bytes take part in the comparison
   k.ta = c.trans_a;
@@ -90,7 +89,6 @@ PlanKey make_key(const GemmCall& c, int sm_target) {
   k.align_b = alignment_of(c.b);
   k.align_c = alignment_of(c.beta != 0.0f ? c.c : c.d);
   k.align_d = alignment_of(c.d);
-  k.sm_target = sm_target;
   return k;
 }
 
@@ -117,11 +115,10 @@ struct Gemm::Impl {
   size_t workspace_bytes = 0;
   std::vector<Plan> plans;
   bool autotune = false;
-  int sm_target = 0;
   cudaEvent_t start = nullptr, stop = nullptr;
 
   Plan& plan_for(const GemmCall& c) {
-    const PlanKey key = make_key(c, sm_target);
+    const PlanKey key = make_key(c);
     for (Plan& p : plans)
       if (p.key == key) return p;
     plans.emplace_back();
@@ -156,12 +153,6 @@ struct Gemm::Impl {
       check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
                                               sizeof(ld_aux)),
                "set AUX_LD");
-    }
-    if (p.key.sm_target > 0) {
-      const int32_t sms = p.key.sm_target;
-      check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
-                                              sizeof(sms)),
-               "set SM_COUNT_TARGET");
     }
     const cudaDataType_t tab = cuda_type(c.ab_type), tcd = cuda_type(c.cd_type);
     check_lt(cublasLtMatrixLayoutCreate(&p.la, tab, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k,
@@ -265,8 +256,6 @@ bool Gemm::supported(const GemmCall& call) { return impl_->plan_for(call).ok; }
 
 void Gemm::set_autotune(bool on) { impl_->autotune = on; }
 
-void Gemm::set_sm_target(int sms) { impl_->sm_target = sms > 0 ? sms : 0; }
-
 std::string Gemm::summary() const {
   static const char* epi_names[] = {"none", "bias", "gelu_aux_bias", "dgelu", "dgelu_bgrad",
                                     "bgradb"};
@@ -276,9 +265,7 @@ std::string Gemm::summary() const {
     out += "  m=" + std::to_string(k.m) + " n=" + std::to_string(k.n) + " k=" + std::to_string(k.k) +
            (k.ta ? " A^T" : " A") + (k.tb ? " B^T" : " B") + " ab=" + dtype_str(k.ab) +
            " cd=" + dtype_str(k.cd) + " beta=" + (k.beta_nonzero ? "1" : "0") +
-           " epilogue=" + epi_names[static_cast<int>(k.epi)] +
-           (k.sm_target > 0 ? " sms=" + std::to_string(k.sm_target) : std::string()) +
-           (p.ok ? " ok" : " UNSUPPORTED");
+           " epilogue=" + epi_names[static_cast<int>(k.epi)] + (p.ok ? " ok" : " UNSUPPORTED");
     if (p.tuned && p.n_candidates > 1) {
       char buf[160];
       std::snprintf(buf, sizeof buf, " tuned: %d candidates, chose #%d %.3f ms (#0 %.3f ms)",
