@@ -13,6 +13,7 @@
 
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/parallel/cuda/copy_engine_group.h"
+#include "aiscale/parallel/cuda/staging_ring.h"
 
 namespace aiscale::parallel {
 namespace {
@@ -75,6 +76,7 @@ class CopyEngineGroup final : public Communicator {
     check(cudaMalloc(&group_, kFlagBytes + staging_bytes_), "allocation of the staging ring (" +
                                                                 std::to_string(staging_bytes_ >> 20) + " MiB)");
     check(cudaMemset(group_, 0, kFlagBytes), "clearing the flags");
+    ring_ = std::make_unique<StagingRing>(staging_bytes_);
     // Measurement switches: AISCALE_CE_STREAM_PRIORITY=high gives the group's stream the
     // device's highest priority (its sum kernels are placed first); AISCALE_CE_SUM_BLOCKS
     // caps the sum kernel's grid (default 1024 blocks of 256 threads).
@@ -164,11 +166,13 @@ class CopyEngineGroup final : public Communicator {
       throw Error("copy-engine all-reduce of " + std::to_string(size_t(n) * es) +
                   " bytes needs " + std::to_string(need) + " bytes of staging; the ring has " +
                   std::to_string(staging_bytes_));
-    const size_t off = ring_take(need, call);
+    const StagingRing::Take slot_taken = ring_->take(need, call);
+    const size_t off = slot_taken.offset;
+    const uint32_t reuse_wait = slot_taken.reuse_wait;
     // (1) chunk j of this rank's values into rank j's slot `rank_`.
     for (int k = 1; k < world_; ++k) {
       const int j = (rank_ + k) % world_;
-      if (reuse_wait_ > 0) wait_flag(1, j, reuse_wait_);  // j consumed that region
+      if (reuse_wait > 0) wait_flag(1, j, reuse_wait);  // j consumed that region
       const int64_t b = begin(j), e = begin(j + 1);
       if (e > b)
         check(cudaMemcpyAsync(peer_staging(j) + off + size_t(rank_) * slot, base + b * int64_t(es),
@@ -278,23 +282,6 @@ class CopyEngineGroup final : public Communicator {
                   std::to_string(int(r)) + ")");
   }
 
-  // Takes `need` bytes of the ring for call `call`; sets reuse_wait_ to the latest call
-  // that used any of those bytes (the peers must have consumed it before it is reused).
-  size_t ring_take(size_t need, uint32_t call) {
-    if (ring_pos_ + need > staging_bytes_) ring_pos_ = 0;
-    const size_t lo = ring_pos_, hi = ring_pos_ + need;
-    reuse_wait_ = 0;
-    std::vector<Region> keep;
-    for (const Region& r : regions_) {
-      if (r.hi > lo && r.lo < hi) reuse_wait_ = std::max(reuse_wait_, r.call);
-      else keep.push_back(r);
-    }
-    keep.push_back({lo, hi, call});
-    regions_.swap(keep);
-    ring_pos_ = hi;
-    return lo;
-  }
-
   // Host wait, bounded by the timeout, for everything queued on the stream. On a timeout
   // the flags are raised to their maximum from the host, so the stream (and anything that
   // synchronises with the device, such as cudaFree) does not stay blocked on a dead peer,
@@ -365,11 +352,6 @@ class CopyEngineGroup final : public Communicator {
     base_.barrier();  // every rank's flags are clear before anyone raises one
   }
 
-  struct Region {
-    size_t lo, hi;
-    uint32_t call;
-  };
-
   Communicator& base_;
   int rank_, world_;
   CopyEngineGroupOptions opt_;
@@ -382,11 +364,9 @@ class CopyEngineGroup final : public Communicator {
   WriteValueFn write_value_ = nullptr;
   std::vector<void*> peer_arena_, peer_group_;
   uint32_t issued_ar_ = 0, issued_ag_ = 0;
-  uint32_t reuse_wait_ = 0;
   bool broken_ = false;
   int sum_blocks_ = 1024;  // a wait timed out: the peers are gone
-  size_t ring_pos_ = 0;
-  std::vector<Region> regions_;
+  std::unique_ptr<StagingRing> ring_;
 };
 
 }  // namespace
