@@ -55,13 +55,11 @@ transport)
   one timing-2gpu-copy-engine 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;
 copy-engine)
-  # Copy-engine transport variants: bucket size, the sum kernel's grid, stream priority,
-  # reduction after backward; NCCL and 1 GPU as references.
+  # Copy-engine transport variants: bucket size, reduction after backward; NCCL and 1 GPU
+  # as references.
   one 1gpu 1 X=0 --
   one 2gpu-nccl 2 X=0 --
   one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
-  one 2gpu-ce-prio 2 AISCALE_CE_STREAM_PRIORITY=high -- --grad-transport copy-engine
-  one 2gpu-ce-sum132 2 AISCALE_CE_SUM_BLOCKS=132 -- --grad-transport copy-engine
   one 2gpu-ce-50mib 2 X=0 -- --grad-transport copy-engine --bucket-mib 50
   one 2gpu-ce-12mib 2 X=0 -- --grad-transport copy-engine --bucket-mib 12
   one 2gpu-ce-after-backward 2 X=0 -- --grad-transport copy-engine --overlap 0
@@ -74,7 +72,6 @@ flags)
   # Copy-engine flags raised by the front end (default) or by a one-thread kernel.
   one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
   one 2gpu-ce-flag-kernel 2 AISCALE_CE_FLAGS=kernel -- --grad-transport copy-engine
-  one 2gpu-ce-prio 2 AISCALE_CE_STREAM_PRIORITY=high -- --grad-transport copy-engine
   one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
   one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;

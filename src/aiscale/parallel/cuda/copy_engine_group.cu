@@ -64,31 +64,46 @@ struct PeerInfo {
   uint64_t arena_bytes;
   uint64_t staging_bytes;
   char pci[32];
+  int32_t ready;  // 0: this rank's own set-up failed
 };
 
 class CopyEngineGroup final : public Communicator {
  public:
+  // Collective: a rank whose own set-up fails still takes part in the exchange of handles
+  // and the final agreement, so that every rank fails at once, naming the failed ranks.
   CopyEngineGroup(Communicator& base, const CopyEngineGroupOptions& o)
       : base_(base), rank_(base.rank()), world_(base.world()), opt_(o) {
-    if (!o.arena || o.arena_bytes == 0) throw Error("copy-engine gradient exchange: no buffer given");
+    std::string error;
+    try {
+      set_up_locally();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    connect(error);
+  }
+
+  ~CopyEngineGroup() override {
+    // Every peer write aimed at this rank belongs to a call whose end the stream waits
+    // for; let it get there before unmapping.
+    if (issued_ar_ > 0 || issued_ag_ > 0) {
+      try {
+        wait_done("shut-down");
+      } catch (const std::exception&) {
+      }
+    }
+    release();
+  }
+
+ private:
+  void set_up_locally() {
+    if (!opt_.arena || opt_.arena_bytes == 0) throw Error("copy-engine gradient exchange: no buffer given");
     check(cudaGetDevice(&device_), "cudaGetDevice");
-    staging_bytes_ = round_up(std::max<size_t>(o.staging_bytes, kSlotAlign), kSlotAlign);
+    staging_bytes_ = round_up(std::max<size_t>(opt_.staging_bytes, kSlotAlign), kSlotAlign);
     check(cudaMalloc(&group_, kFlagBytes + staging_bytes_), "allocation of the staging ring (" +
                                                                 std::to_string(staging_bytes_ >> 20) + " MiB)");
     check(cudaMemset(group_, 0, kFlagBytes), "clearing the flags");
     ring_ = std::make_unique<StagingRing>(staging_bytes_);
-    // Measurement switches: AISCALE_CE_STREAM_PRIORITY=high gives the group's stream the
-    // device's highest priority (its sum kernels are placed first); AISCALE_CE_SUM_BLOCKS
-    // caps the sum kernel's grid (default 1024 blocks of 256 threads).
-    const char* prio = std::getenv("AISCALE_CE_STREAM_PRIORITY");
-    if (prio && std::strcmp(prio, "high") == 0) {
-      int least = 0, greatest = 0;
-      check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
-      check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest), "stream creation");
-    } else {
-      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
-    }
-    if (const char* b = std::getenv("AISCALE_CE_SUM_BLOCKS")) sum_blocks_ = std::max(1, std::atoi(b));
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "event creation");
     cudaDriverEntryPointQueryResult q{};
     void* fn = nullptr;
@@ -106,28 +121,23 @@ class CopyEngineGroup final : public Communicator {
     // must wait for a free SM slot) or the driver refuses a write into peer memory.
     const char* flags = std::getenv("AISCALE_CE_FLAGS");
     if (flags && std::strcmp(flags, "kernel") == 0) write_value_ = nullptr;
-    connect();
   }
 
-  ~CopyEngineGroup() override {
-    // Every peer write aimed at this rank belongs to a call whose end the stream waits
-    // for; let it get there before unmapping.
-    if (issued_ar_ > 0 || issued_ag_ > 0) {
-      try {
-        wait_done("shut-down");
-      } catch (const std::exception&) {
-      }
-    }
-    for (int j = 0; j < world_; ++j) {
-      if (j == rank_) continue;
+  void release() {
+    for (size_t j = 0; j < peer_arena_.size(); ++j) {
       if (peer_arena_[j]) cudaIpcCloseMemHandle(peer_arena_[j]);
       if (peer_group_[j]) cudaIpcCloseMemHandle(peer_group_[j]);
+      peer_arena_[j] = peer_group_[j] = nullptr;
     }
     if (done_) cudaEventDestroy(done_);
     if (stream_) cudaStreamDestroy(stream_);
     if (group_) cudaFree(group_);
+    done_ = nullptr;
+    stream_ = nullptr;
+    group_ = nullptr;
   }
 
+ public:
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   std::string backend() const override { return base_.backend() + "+copy-engine"; }
@@ -186,7 +196,7 @@ class CopyEngineGroup final : public Communicator {
     if (e > b) {
       const int64_t m = e - b;
       const int threads = 256;
-      const int blocks = int(std::min<int64_t>((m + threads - 1) / threads, sum_blocks_));
+      const int blocks = int(std::min<int64_t>((m + threads - 1) / threads, 1024));
       const int64_t slot_elems = int64_t(slot / es);
       if (t == DType::f32)
         sum_chunk_kernel<float><<<blocks, threads, 0, stream_>>>(
@@ -310,46 +320,80 @@ class CopyEngineGroup final : public Communicator {
     }
   }
 
-  void connect() {
+  void connect(std::string error) {
     PeerInfo me{};
     if (::gethostname(me.host, sizeof me.host - 1) != 0) std::strcpy(me.host, "unknown");
-    check(cudaIpcGetMemHandle(&me.arena, opt_.arena), "IPC handle of the model's buffer");
-    check(cudaIpcGetMemHandle(&me.group, group_), "IPC handle of the staging ring");
-    me.arena_bytes = opt_.arena_bytes;
-    me.staging_bytes = staging_bytes_;
-    check(cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, device_), "PCI bus id");
+    if (error.empty()) {
+      try {
+        check(cudaIpcGetMemHandle(&me.arena, opt_.arena), "IPC handle of the model's buffer");
+        check(cudaIpcGetMemHandle(&me.group, group_), "IPC handle of the staging ring");
+        check(cudaDeviceGetPCIBusId(me.pci, sizeof me.pci, device_), "PCI bus id");
+        me.arena_bytes = opt_.arena_bytes;
+        me.staging_bytes = staging_bytes_;
+        me.ready = 1;
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
     std::vector<PeerInfo> all(static_cast<size_t>(world_));
     for (int root = 0; root < world_; ++root) {
       PeerInfo x = root == rank_ ? me : PeerInfo{};
       base_.broadcast_bytes(&x, sizeof x, root);
       all[size_t(root)] = x;
     }
+    bool everyone_ready = true;
+    for (const PeerInfo& p : all) everyone_ready = everyone_ready && p.ready == 1;
+    peer_arena_.assign(size_t(world_), nullptr);
+    peer_group_.assign(size_t(world_), nullptr);
+    if (error.empty() && everyone_ready) {
+      try {
+        check_layout(all, me);
+        for (int j = 0; j < world_; ++j) {
+          if (j == rank_) continue;
+          check(cudaIpcOpenMemHandle(&peer_arena_[size_t(j)], all[size_t(j)].arena,
+                                     cudaIpcMemLazyEnablePeerAccess),
+                "mapping rank " + std::to_string(j) + "'s buffer (GPU " + all[size_t(j)].pci + ")");
+          check(cudaIpcOpenMemHandle(&peer_group_[size_t(j)], all[size_t(j)].group,
+                                     cudaIpcMemLazyEnablePeerAccess),
+                "mapping rank " + std::to_string(j) + "'s staging ring");
+        }
+        check(cudaDeviceSynchronize(), "set-up");
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    // Agreement (and the barrier after which flags may be raised: all are clear by now).
+    std::vector<double> failed(static_cast<size_t>(world_), 0.0);
+    failed[size_t(rank_)] = error.empty() ? 0.0 : 1.0;
+    base_.allreduce_sum(failed.data(), world_);
+    std::string which;
+    for (int j = 0; j < world_; ++j)
+      if (failed[size_t(j)] > 0) which += (which.empty() ? "" : ", ") + std::to_string(j);
+    if (which.empty()) return;
+    release();
+    const std::string fix = " (parallel.grad_transport = \"nccl\" works without it)";
+    if (!error.empty()) throw Error(error + fix);
+    throw Error("rank " + std::to_string(rank_) + ": the copy-engine gradient exchange could not "
+                "be set up on rank(s) " + which + " (their errors say why)" + fix);
+  }
+
+  // Every rank on this node, with the same buffer layout, one GPU each (the same verdict
+  // on every rank: it sees everyone's information).
+  void check_layout(const std::vector<PeerInfo>& all, const PeerInfo& me) const {
     for (int j = 0; j < world_; ++j) {
       const PeerInfo& p = all[size_t(j)];
-      if (std::strncmp(p.host, me.host, sizeof me.host) != 0)
+      if (std::strncmp(p.host, all[0].host, sizeof p.host) != 0)
         throw Error(std::string("the copy-engine gradient exchange needs every rank on one node: "
-                                "rank ") + std::to_string(j) + " runs on " + p.host + ", rank " +
-                    std::to_string(rank_) + " on " + me.host + " (use NCCL across nodes)");
+                                "rank 0 runs on ") + all[0].host + ", rank " + std::to_string(j) +
+                    " on " + p.host + " (use NCCL across nodes)");
       if (p.arena_bytes != me.arena_bytes || p.staging_bytes != me.staging_bytes)
         throw Error("copy-engine gradient exchange: rank " + std::to_string(j) +
                     " has a different buffer layout (different model or batch?)");
-      if (j != rank_ && std::strncmp(p.pci, me.pci, sizeof me.pci) == 0)
-        throw Error("copy-engine gradient exchange: ranks " + std::to_string(rank_) + " and " +
-                    std::to_string(j) + " share the GPU " + me.pci + " (one GPU per rank)");
+      for (int k = 0; k < j; ++k)
+        if (std::strncmp(p.pci, all[size_t(k)].pci, sizeof p.pci) == 0)
+          throw Error("copy-engine gradient exchange: ranks " + std::to_string(k) + " and " +
+                      std::to_string(j) + " share the GPU " + p.pci + " (one GPU per rank)");
     }
-    peer_arena_.assign(size_t(world_), nullptr);
-    peer_group_.assign(size_t(world_), nullptr);
-    for (int j = 0; j < world_; ++j) {
-      if (j == rank_) continue;
-      check(cudaIpcOpenMemHandle(&peer_arena_[size_t(j)], all[size_t(j)].arena,
-                                 cudaIpcMemLazyEnablePeerAccess),
-            "mapping rank " + std::to_string(j) + "'s buffer (GPU " + all[size_t(j)].pci + ")");
-      check(cudaIpcOpenMemHandle(&peer_group_[size_t(j)], all[size_t(j)].group,
-                                 cudaIpcMemLazyEnablePeerAccess),
-            "mapping rank " + std::to_string(j) + "'s staging ring");
-    }
-    check(cudaDeviceSynchronize(), "set-up");
-    base_.barrier();  // every rank's flags are clear before anyone raises one
   }
 
   Communicator& base_;
@@ -364,8 +408,7 @@ class CopyEngineGroup final : public Communicator {
   WriteValueFn write_value_ = nullptr;
   std::vector<void*> peer_arena_, peer_group_;
   uint32_t issued_ar_ = 0, issued_ag_ = 0;
-  bool broken_ = false;
-  int sum_blocks_ = 1024;  // a wait timed out: the peers are gone
+  bool broken_ = false;  // a wait timed out: the peers are gone
   std::unique_ptr<StagingRing> ring_;
 };
 
