@@ -7,6 +7,7 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/config.h"
+#include "../support/error_of.h"
 #include "../support/run_helpers.h"
 
 using namespace aiscale;
@@ -14,18 +15,32 @@ using namespace aiscale::testsupport;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 std::string config_error(const std::string& text) {
   return error_of([&] { train::parse_train_config(text, "test.toml", {}); });
 }
+
+// A communicator that only claims a size, a backend and whether it has a device stream
+// (what make_gpt checks before it builds anything); its collectives do nothing.
+class FakeRanks final : public parallel::Communicator {
+ public:
+  FakeRanks(int world, std::string backend, bool device)
+      : world_(world), backend_(std::move(backend)), device_(device) {}
+  int rank() const override { return 0; }
+  int world() const override { return world_; }
+  std::string backend() const override { return backend_; }
+  void allreduce_sum(float*, int64_t) override {}
+  void allreduce_sum(double*, int64_t) override {}
+  void broadcast(float*, int64_t, int) override {}
+  void broadcast_bytes(void*, int64_t, int) override {}
+  void barrier() override {}
+  void abort(int) override {}
+  void* device_stream() override { return device_ ? this : nullptr; }  // never used here
+
+ private:
+  int world_;
+  std::string backend_;
+  bool device_;
+};
 
 }  // namespace
 
@@ -111,18 +126,7 @@ TEST(CommOptions, GradTransportKey) {
 
 // A model asked for ZeRO-1 over a communicator without a device stream (MPI) refuses.
 TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
-  class TwoRanksNoDevice final : public parallel::Communicator {
-   public:
-    int rank() const override { return 0; }
-    int world() const override { return 2; }
-    std::string backend() const override { return "mpi"; }
-    void allreduce_sum(float*, int64_t) override {}
-    void allreduce_sum(double*, int64_t) override {}
-    void broadcast(float*, int64_t, int) override {}
-    void broadcast_bytes(void*, int64_t, int) override {}
-    void barrier() override {}
-    void abort(int) override {}
-  } comm;
+  FakeRanks comm(2, "mpi", false);
   nn::GptRunOptions o;
   o.comm = &comm;
   o.zero_stage = 1;
@@ -149,19 +153,7 @@ TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
 // ZeRO-1's shard boundaries need world <= n_embd + 1: a larger job is refused before any
 // GPU work (the check precedes the CUDA model), naming both numbers.
 TEST(CommFactory, ZeroOneRefusesMoreRanksThanItCanShard) {
-  class ManyGpuRanks final : public parallel::Communicator {
-   public:
-    int rank() const override { return 0; }
-    int world() const override { return 1000; }
-    std::string backend() const override { return "nccl"; }
-    void allreduce_sum(float*, int64_t) override {}
-    void allreduce_sum(double*, int64_t) override {}
-    void broadcast(float*, int64_t, int) override {}
-    void broadcast_bytes(void*, int64_t, int) override {}
-    void barrier() override {}
-    void abort(int) override {}
-    void* device_stream() override { return this; }  // any non-null handle: never used here
-  } comm;
+  FakeRanks comm(1000, "nccl", true);
   nn::GptRunOptions o;
   o.comm = &comm;
   o.zero_stage = 1;

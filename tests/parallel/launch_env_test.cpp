@@ -7,8 +7,11 @@
 #include "aiscale/core/error.h"
 #include "aiscale/parallel/launch_env.h"
 
+#include "../support/error_of.h"
+
 using namespace aiscale;
 using namespace aiscale::parallel;
+using namespace aiscale::testsupport;
 
 namespace {
 
@@ -21,15 +24,6 @@ struct FakeEnv {
     };
   }
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/parallel/rendezvous.h"
+#include "../support/error_of.h"
 #include "../support/run_helpers.h"
 
 using namespace aiscale;
@@ -16,15 +17,6 @@ using namespace aiscale::parallel;
 using namespace aiscale::testsupport;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Every byte value, as an NCCL id has.
 std::string binary_blob() {

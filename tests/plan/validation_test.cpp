@@ -27,20 +27,32 @@ struct Host {
                              {kFixtures + "gpuhost_2xh200.toml"});
 };
 
-Candidate predict(const Host& h, long gpus, bool calibrated) {
+// Plain data parallelism over `ranks` with `micro_batch` sequences each, as measured.
+PlanRequest data_parallel(const Workload& w, Precision p, double tokens, long ranks, long micro_batch) {
   PlanRequest r;
-  r.workload = make_workload("gpt2-124m");
-  r.tokens = 1e9;
-  r.precision = Precision::bf16;
-  r.gpus = gpus;
-  r.global_batch = 16 * gpus;
-  r.pins.micro_batch = 16;
+  r.workload = w;
+  r.tokens = tokens;
+  r.precision = p;
+  r.gpus = ranks;
+  r.global_batch = micro_batch * ranks;
+  r.pins.micro_batch = micro_batch;
   r.pins.zero = 0;
-  const Calibration cal =
-      calibrated ? load_calibration({kFixtures + "h200x2_measured.jsonl"}, h.cat) : Calibration{};
-  const PlanResult res = plan(r, h.cat.resolve("gpuhost"), h.cat, cal, Assumptions{});
+  return r;
+}
+
+// The one layout the pinned request leaves.
+Candidate only_layout(const PlanRequest& r, const std::string& system, const Catalog& cat,
+                      const Calibration& cal) {
+  const PlanResult res = plan(r, cat.resolve(system), cat, cal, Assumptions{});
   EXPECT_EQ(res.ranked.size(), 1u);
   return res.ranked.at(0);
+}
+
+Candidate predict(const Host& h, long gpus, bool calibrated) {
+  const Calibration cal =
+      calibrated ? load_calibration({kFixtures + "h200x2_measured.jsonl"}, h.cat) : Calibration{};
+  return only_layout(data_parallel(make_workload("gpt2-124m"), Precision::bf16, 1e9, gpus, 16),
+                     "gpuhost", h.cat, cal);
 }
 
 double error(double predicted, double measured) { return predicted / measured - 1.0; }
@@ -110,24 +122,15 @@ TEST(PlanValidation, CpuRanksCalibratedStepTime) {
   EXPECT_EQ(cal.utilisation[0].threads, 1);
   // 61.06 GFLOP/s of one core's 2.45 GHz x 32 = 78.4 GFLOP/s fp32 peak.
   EXPECT_NEAR(cal.utilisation[0].utilisation, 61.057 / 78.4, 1e-3);
+  ModelOverrides mini;
+  mini.n_layer = 4;
+  mini.n_head = 4;
+  mini.n_embd = 256;
+  mini.seq_len = 128;
+  mini.vocab_size = 50257;
   auto predict_cpu = [&](long ranks, bool calibrated) {
-    PlanRequest r;
-    ModelOverrides o;
-    o.n_layer = 4;
-    o.n_head = 4;
-    o.n_embd = 256;
-    o.seq_len = 128;
-    o.vocab_size = 50257;
-    r.workload = make_workload("custom", o);
-    r.tokens = 1e7;
-    r.precision = Precision::fp32;
-    r.gpus = ranks;
-    r.global_batch = 8 * ranks;
-    r.pins.micro_batch = 8;
-    r.pins.zero = 0;
-    const PlanResult res = plan(r, cat.resolve("devvm/cpu"), cat, calibrated ? cal : Calibration{}, Assumptions{});
-    EXPECT_EQ(res.ranked.size(), 1u);
-    return res.ranked.at(0);
+    return only_layout(data_parallel(make_workload("custom", mini), Precision::fp32, 1e7, ranks, 8),
+                       "devvm/cpu", cat, calibrated ? cal : Calibration{});
   };
   const Candidate one = predict_cpu(1, true), two = predict_cpu(2, true);
   ASSERT_TRUE(one.figures.utilisation.measured);

@@ -592,33 +592,31 @@ class GptCuda final : public GptModel {
   }
 
   double grad_sum_squares() override {
+    if (comm_pending_) {
+      // The norm kernels follow the last collective on the GPU (an event), not after the
+      // host has seen the collectives end; the host's wait stays bounded (finish_comm).
+      drain_comm_queue();
+      comm_->record(comm_done_);
+      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+    }
+    // Without ZeRO every rank holds all the sums; with ZeRO-1 this rank's parts hold them
+    // and the squares of all parts add over ranks.
+    const size_t parts = zero_ ? buckets_.size() : 1;
     if (!zero_) {
-      if (comm_pending_) {
-        // The norm kernel follows the last collective on the GPU (an event), not after the
-        // host has seen the collectives end; the host's wait stays bounded (finish_comm).
-        drain_comm_queue();
-        comm_->record(comm_done_);
-        AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
-      }
       cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
-      AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
-      finish_comm();
-      AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      return *h_sumsq_;
+    } else {
+      for (size_t k = 0; k < parts; ++k) {
+        const Bucket& b = buckets_[k];
+        cuda::sum_squares(sumsq_dev_ + k, grads_ + b.begin + rank_ * b.part, b.part,
+                          sumsq_scratch_, stream_);
+      }
     }
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, parts * 8, cudaMemcpyDeviceToHost, stream_));
     finish_comm();
-    // ZeRO-1: this rank's parts hold the sums; the squares of all parts add over ranks.
-    const size_t nb = buckets_.size();
-    for (size_t k = 0; k < nb; ++k) {
-      const Bucket& b = buckets_[k];
-      cuda::sum_squares(sumsq_dev_ + k, grads_ + b.begin + rank_ * b.part, b.part, sumsq_scratch_,
-                        stream_);
-    }
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, nb * 8, cudaMemcpyDeviceToHost, stream_));
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     double total = 0.0;
-    for (size_t k = 0; k < nb; ++k) total += h_sumsq_[k];
-    comm_->allreduce_sum(&total, 1);
+    for (size_t k = 0; k < parts; ++k) total += h_sumsq_[k];
+    if (zero_) comm_->allreduce_sum(&total, 1);
     return total;
   }
 

@@ -30,8 +30,8 @@ class StagingRing {
     if (pos_ + need > bytes_) pos_ = 0;
     const size_t lo = pos_, hi = pos_ + need;
     Take t{lo, 0};
-    std::vector<Region> keep;
-    keep.reserve(regions_.size() + 1);
+    std::vector<Region>& keep = scratch_;  // reused: no allocation per call once warm
+    keep.clear();
     for (const Region& r : regions_) {
       if (r.hi <= lo || r.lo >= hi) {
         keep.push_back(r);
@@ -58,7 +58,7 @@ class StagingRing {
   };
   size_t bytes_;
   size_t pos_ = 0;
-  std::vector<Region> regions_;
+  std::vector<Region> regions_, scratch_;
 };
 
 }  // namespace aiscale::parallel

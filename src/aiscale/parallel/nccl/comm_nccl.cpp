@@ -56,17 +56,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int rank, int world,
                    const ncclUniqueId& id, double timeout_s)
       : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world), timeout_s_(timeout_s) {
-    // AISCALE_NCCL_STREAM_PRIORITY=high (a measurement switch): the collectives' stream gets
-    // the device's highest priority, so their blocks are placed first as SMs free up.
-    const char* prio = std::getenv("AISCALE_NCCL_STREAM_PRIORITY");
-    if (prio && std::strcmp(prio, "high") == 0) {
-      int least = 0, greatest = 0;
-      cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
-      cuda_check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest),
-                 "stream creation");
-    } else {
-      cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
-    }
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
     cuda_check(cudaMalloc(&scratch_, kScratchBytes), "allocation of the NCCL staging buffer");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking
@@ -193,33 +183,31 @@ class NcclCommunicator final : public Communicator {
   }
 
   void reduce(void* d, int64_t n, ncclDataType_t type, size_t elem) {
-    if (n <= 0) return;
-    finish_pending();
-    auto op = [&](void* buf, size_t count) {
-      enqueue([&] { return ncclAllReduce(buf, buf, count, type, ncclSum, comm_, stream_); }, "all-reduce");
-    };
-    if (cuda_is_device_pointer(d)) {
-      // The data may come from any stream (the model has its own): wait for all of it.
-      cuda_check(cudaDeviceSynchronize(), "synchronize before the all-reduce");
-      op(d, static_cast<size_t>(n));
-      wait_stream("all-reduce");
-    } else {
-      staged(d, static_cast<size_t>(n), elem, op, "all-reduce");
-    }
+    blocking_collective(d, n, elem, "all-reduce", [&](void* buf, size_t count) {
+      return ncclAllReduce(buf, buf, count, type, ncclSum, comm_, stream_);
+    });
   }
 
   void bcast(void* d, int64_t n, ncclDataType_t type, size_t elem, int root) {
+    blocking_collective(d, n, elem, "broadcast", [&](void* buf, size_t count) {
+      return ncclBroadcast(buf, buf, count, type, root, comm_, stream_);
+    });
+  }
+
+  // An in-place collective that returns when it is complete: on device memory after all
+  // the GPU's queued work (the data may come from any stream: the model has its own), on
+  // host memory through the staging buffer.
+  template <typename Call>
+  void blocking_collective(void* d, int64_t n, size_t elem, const char* what, Call&& call) {
     if (n <= 0) return;
     finish_pending();
-    auto op = [&](void* buf, size_t count) {
-      enqueue([&] { return ncclBroadcast(buf, buf, count, type, root, comm_, stream_); }, "broadcast");
-    };
+    auto op = [&](void* buf, size_t count) { enqueue([&] { return call(buf, count); }, what); };
     if (cuda_is_device_pointer(d)) {
-      cuda_check(cudaDeviceSynchronize(), "synchronize before the broadcast");
+      cuda_check(cudaDeviceSynchronize(), ("synchronize before the " + std::string(what)).c_str());
       op(d, static_cast<size_t>(n));
-      wait_stream("broadcast");
+      wait_stream(what);
     } else {
-      staged(d, static_cast<size_t>(n), elem, op, "broadcast");
+      staged(d, static_cast<size_t>(n), elem, op, what);
     }
   }
 
