@@ -28,6 +28,7 @@
 
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/ops/cuda/cudnn_attention.h"
 #include "aiscale/ops/ops.h"
 #include "gpu_check_util.h"
 
@@ -237,19 +238,30 @@ void check_attention(Ctx& x, DType t, int64_t B, int64_t T, int64_t NH, int64_t 
   const auto& ref = ops::reference_backend();
   const int64_t C = NH * HS;
   const std::string tag = std::string(impl == cu::AttentionImpl::simple ? " simple"
+                                      : impl == cu::AttentionImpl::cudnn ? " cudnn"
                                       : impl == cu::AttentionImpl::flash_narrow ? " flash16"
                                       : impl == cu::AttentionImpl::flash_occ3 ? " flash-occ3"
                                       : impl == cu::AttentionImpl::flash_two_barrier ? " flash-2bar"
                                                                                  : " flash") +
                           " B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" +
                           std::to_string(NH) + " HS=" + std::to_string(HS);
+  // cuDNN's fused engines: a stateful object with its own plans and workspace.
+  std::unique_ptr<cu::CudnnAttention> cudnn;
+  DevBuf d_ws(DType::f32, 4);
+  if (impl == cu::AttentionImpl::cudnn) {
+    cudnn = std::make_unique<cu::CudnnAttention>(t, B, T, NH, HS);
+    d_ws = DevBuf(DType::f32, int64_t(cudnn->workspace_bytes() / 4 + 4));
+  }
   auto qkv = randn(B * T * 3 * C, x.rng);
   round_all(t, qkv);
   std::vector<float> out(B * T * C), att(B * NH * T * T);
   ref.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
   DevBuf d_qkv(t, B * T * 3 * C), d_out(t, B * T * C), d_lse(DType::f32, B * NH * T);
   d_qkv.upload(qkv);
-  cu::attention_forward(t, d_out.get(), d_lse.f(), d_qkv.get(), B, T, C, NH, impl, nullptr);
+  if (cudnn)
+    cudnn->forward(d_out.get(), d_lse.f(), d_qkv.get(), d_ws.get(), nullptr);
+  else
+    cu::attention_forward(t, d_out.get(), d_lse.f(), d_qkv.get(), B, T, C, NH, impl, nullptr);
   const double tol = tol_for(t, 1e-4);
   x.r.record("attention_forward" + tag, t, rel_err(d_out.download(), out), tol);
 
@@ -262,8 +274,12 @@ void check_attention(Ctx& x, DType t, int64_t B, int64_t T, int64_t NH, int64_t 
   DevBuf d_dout(t, B * T * C), d_dqkv(t, B * T * 3 * C), d_dq(DType::f32, B * T * C),
       d_delta(DType::f32, B * NH * T);
   d_dout.upload(dout);
-  cu::attention_backward(t, d_dqkv.get(), d_dout.get(), d_qkv.get(), d_out.get(), d_lse.f(), B, T,
-                         C, NH, d_dq.f(), d_delta.f(), impl, nullptr);
+  if (cudnn)
+    cudnn->backward(d_dqkv.get(), d_dout.get(), d_qkv.get(), d_out.get(), d_lse.f(), d_dq.f(),
+                    d_delta.f(), d_ws.get(), nullptr);
+  else
+    cu::attention_backward(t, d_dqkv.get(), d_dout.get(), d_qkv.get(), d_out.get(), d_lse.f(), B,
+                           T, C, NH, d_dq.f(), d_delta.f(), impl, nullptr);
   auto got = d_dqkv.download();
   // Per part (dQ, dK, dV) so that a wrong one is named.
   for (int part = 0; part < 3; ++part) {
@@ -784,6 +800,21 @@ void perf(cu::Gemm& gemm, float* scratch, int64_t B, int64_t T, int64_t C, int64
     });
     std::printf("%-40s %9.3f %8.0f TF (2.5x fwd flops)\n", "attention bwd flash (two barriers)", msb2,
                 2.5 * att_flops_fwd / (msb2 * 1e9));
+    if (cu::cudnn_attention_compiled()) try {
+      cu::CudnnAttention cudnn(t, B, T, NH, C / NH);
+      DevBuf ws(DType::f32, int64_t(cudnn.workspace_bytes() / 4 + 4));
+      const double msc = time_ms([&] { cudnn.forward(y.get(), lse.f(), x.get(), ws.get(), nullptr); });
+      std::printf("%-40s %9.3f %8.0f TF (causal flops)\n", "attention fwd cudnn", msc,
+                  att_flops_fwd / (msc * 1e9));
+      const double mscb = time_ms([&] {
+        cudnn.backward(z.get(), x.get(), x.get(), y.get(), lse.f(), dq.f(), delta.f(), ws.get(), nullptr);
+      });
+      std::printf("%-40s %9.3f %8.0f TF (2.5x fwd flops)\n", "attention bwd cudnn", mscb,
+                  2.5 * att_flops_fwd / (mscb * 1e9));
+      std::printf("  (%s)\n", cudnn.describe().c_str());
+    } catch (const std::exception& e) {
+      std::printf("attention cudnn: %s\n", e.what());
+    }
     const double ms3 = time_ms([&] {
       cu::attention_forward(t, y.get(), lse.f(), x.get(), B, T, C, NH, cu::AttentionImpl::flash_occ3, nullptr);
     });
@@ -904,6 +935,22 @@ int main(int argc, char** argv) {
           check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash_occ3);
           check_attention(x, t, 2, 300, 1, 64, cu::AttentionImpl::flash_two_barrier);
           check_attention(x, t, 1, 64, 2, 64, cu::AttentionImpl::flash_two_barrier);
+          if (cu::cudnn_attention_compiled()) {
+            // A shape cuDNN refuses is a failure here, with cuDNN's reason.
+            const int64_t shapes[][4] = {{2, 64, 2, 64}, {2, 100, 2, 64}, {1, 512, 2, 64},
+                                         {2, 300, 1, 64}, {2, 128, 2, 128}};
+            for (const auto& sh : shapes) {
+              try {
+                check_attention(x, t, sh[0], sh[1], sh[2], sh[3], cu::AttentionImpl::cudnn);
+              } catch (const std::exception& e) {
+                std::printf("cuDNN attention T=%lld HS=%lld: %s\n", static_cast<long long>(sh[1]),
+                            static_cast<long long>(sh[3]), e.what());
+                x.r.check("attention cudnn T=" + std::to_string(sh[1]) + " HS=" + std::to_string(sh[3]), false);
+              }
+            }
+          } else {
+            std::printf("  (cuDNN attention: not in this build, not checked)\n");
+          }
         }
         check_softmax_xent(x, t, 64, 1000, 1024);
         check_embedding(x, t);

@@ -36,8 +36,9 @@
 // bf16 on the model's stream, summed in bf16 and widened to fp32 on NCCL's stream.
 //
 // Tuning switches for measurements (read once, at construction):
-//   AISCALE_CUDA_ATTENTION = auto | flash | flash_narrow | flash_occ3 | flash_two_barrier |
-//                            simple
+//   AISCALE_CUDA_ATTENTION = auto | cudnn | flash | flash_narrow | flash_occ3 |
+//                            flash_two_barrier | simple (auto: cuDNN's fused engines where
+//                            this build has cuDNN and they support the shape, else flash)
 //   AISCALE_CUDA_FUSED_GELU, _FUSED_DGELU, _FUSED_BGRAD, _FUSED_XENT = 0 | 1
 //   AISCALE_CUDA_LMHEAD_PAD = 0 | 1 (dwte GEMM over the padded vocabulary)
 //   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
@@ -70,6 +71,7 @@
 #include "aiscale/nn/models/gpt_cuda.cuh"
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/ops/cuda/cudnn_attention.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/cuda/copy_engine_group.h"
 
@@ -101,12 +103,13 @@ AttentionImpl env_attention() {
   const char* v = std::getenv("AISCALE_CUDA_ATTENTION");
   if (!v || !*v || std::strcmp(v, "auto") == 0) return AttentionImpl::automatic;
   if (std::strcmp(v, "flash") == 0) return AttentionImpl::flash;
+  if (std::strcmp(v, "cudnn") == 0) return AttentionImpl::cudnn;
   if (std::strcmp(v, "simple") == 0) return AttentionImpl::simple;
   if (std::strcmp(v, "flash_narrow") == 0) return AttentionImpl::flash_narrow;
   if (std::strcmp(v, "flash_occ3") == 0) return AttentionImpl::flash_occ3;
   if (std::strcmp(v, "flash_two_barrier") == 0) return AttentionImpl::flash_two_barrier;
   throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v +
-              "': use auto, flash, flash_narrow, flash_occ3, flash_two_barrier or simple");
+              "': use auto, cudnn, flash, flash_narrow, flash_occ3, flash_two_barrier or simple");
 }
 
 // Runs the communicator's calls on a thread of their own, in order. An NCCL call can hold
@@ -272,6 +275,19 @@ class GptCuda final : public GptModel {
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&buckets_sent_, cudaEventDisableTiming));
     if (timing_)
       for (auto& e : phase_) AISCALE_CUDA_CHECK(cudaEventCreate(&e));
+    // cuDNN's fused attention: asked for, or by default where this build has cuDNN and
+    // its engines take the shape (else the own flash kernels, with a note).
+    if (attention_impl_ == AttentionImpl::cudnn ||
+        (attention_impl_ == AttentionImpl::automatic && cuda::cudnn_attention_compiled() &&
+         t_ != DType::f32)) {
+      try {
+        cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(t_, B_, T_, NH_, C_ / NH_);
+      } catch (const Error& e) {
+        if (attention_impl_ == AttentionImpl::cudnn) throw;
+        std::fprintf(stderr, "[aiscale cuda] cuDNN attention unavailable, using flash: %s\n",
+                     e.what());
+      }
+    }
     plan_data_parallel();
     allocate();
     if (dp_ && options_.grad_transport == "copy-engine") {
@@ -304,7 +320,8 @@ class GptCuda final : public GptModel {
                    device_name_.c_str(), cuda::dtype_str(t_),
                    static_cast<long long>(B_), static_cast<long long>(T_),
                    double(arena_bytes_) / double(1 << 30),
-                   cuda::attention_flash_supported(t_, C_ / NH_) &&
+                   cudnn_attention_ ? cudnn_attention_->describe().c_str()
+                   : cuda::attention_flash_supported(t_, C_ / NH_) &&
                            attention_impl_ != AttentionImpl::simple
                        ? "flash"
                        : "simple",
@@ -431,7 +448,10 @@ class GptCuda final : public GptModel {
                               pw(l, lay_.ln1_b), N, C, s);
       cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, lay_.qkv_w),
                            pw(l, lay_.qkv_b), nullptr, N, C, 3 * C, linear_, s);
-      cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, C, NH, attention_impl_, s);
+      if (cudnn_attention_)
+        cudnn_attention_->forward(a.atty, a.lse, a.qkv, cudnn_workspace_, s);
+      else
+        cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, C, NH, attention_impl_, s);
       cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, lay_.proj_w),
                            pw(l, lay_.proj_b), res(l), N, C, C, linear_, s);
       cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, lay_.ln2_w),
@@ -538,8 +558,12 @@ class GptCuda final : public GptModel {
                                    C, C, 1.0f, bias_scratch_, linear_, s);
       cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, lay_.proj_w), N, C, C, C,
                                   1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
-      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, C, NH, dq_accum_,
-                               delta_, attention_impl_, s);
+      if (cudnn_attention_)
+        cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
+                                   cudnn_workspace_, s);
+      else
+        cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, C, NH,
+                                 dq_accum_, delta_, attention_impl_, s);
       // QKV projection.
       cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
                                    3 * C, 3 * C, 1.0f, bias_scratch_, linear_, s);
@@ -1044,6 +1068,8 @@ class GptCuda final : public GptModel {
     const size_t o_dfc = plan.add(size_t(N * 4 * C) * e);
     const size_t o_dq = plan.add(size_t(N * C) * 4);
     const size_t o_delta = plan.add(size_t(B_ * NH_ * T_) * 4);
+    const size_t o_cudnn_ws =
+        plan.add(std::max<size_t>(16, cudnn_attention_ ? cudnn_attention_->workspace_bytes() : 0));
     const size_t o_bias_scratch = plan.add(cuda::bias_grad_scratch_floats(4 * C) * 4);
     const size_t o_bias_tmp = plan.add(size_t(4 * C) * 4);
     const size_t o_ln_scratch = plan.add(cuda::layernorm_backward_scratch_floats(N, C) * 4);
@@ -1112,6 +1138,7 @@ class GptCuda final : public GptModel {
     dfc_ = X(o_dfc);
     dq_accum_ = F(o_dq);
     delta_ = F(o_delta);
+    cudnn_workspace_ = base + o_cudnn_ws;
     bias_scratch_ = F(o_bias_scratch);
     bias_tmp_ = F(o_bias_tmp);
     ln_scratch_ = F(o_ln_scratch);
@@ -1183,6 +1210,8 @@ class GptCuda final : public GptModel {
   void* logits_ = nullptr;  // (N, Vp): logits, or dlogits after a fused forward
   float *losses_ = nullptr, *loss_dev_ = nullptr;
   void *dres_ = nullptr, *dln_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dfc_ = nullptr;
+  std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;  // AISCALE_CUDA_ATTENTION=cudnn / auto
+  void* cudnn_workspace_ = nullptr;
   float *dq_accum_ = nullptr, *delta_ = nullptr, *bias_scratch_ = nullptr, *bias_tmp_ = nullptr;
   float *ln_scratch_ = nullptr, *logits_row_ = nullptr;
   double *sumsq_scratch_ = nullptr, *sumsq_dev_ = nullptr;

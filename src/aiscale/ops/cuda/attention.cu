@@ -1204,6 +1204,8 @@ void dispatch_head_size(int64_t hs, F&& f) {
 }
 
 bool use_flash(DType t, int64_t hs, AttentionImpl impl) {
+  if (impl == AttentionImpl::cudnn)
+    throw Error("internal: cuDNN attention runs through CudnnAttention, not attention_forward");
   const bool ok = attention_flash_supported(t, hs);
   if (impl != AttentionImpl::automatic && impl != AttentionImpl::simple && !ok)
     throw Error("flash attention needs bf16 or fp16 and head size 64");

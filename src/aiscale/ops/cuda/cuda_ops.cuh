@@ -181,9 +181,11 @@ size_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
 // flash: the tensor-core kernels (forward with 32 query rows per warp, backward with one
 // barrier per query tile). Variants kept for measurements: flash_narrow (forward with
 // 16-row warps), flash_occ3 (forward capped for 3 blocks per SM), flash_two_barrier
-// (backward computing dQ between two barriers). simple: CUDA cores.
+// (backward computing dQ between two barriers). simple: CUDA cores. cudnn: cuDNN's fused
+// engines, through the stateful CudnnAttention (cudnn_attention.h), not these functions.
 enum class AttentionImpl : uint8_t {
   automatic,
+  cudnn,
   flash,
   flash_narrow,
   flash_occ3,
