@@ -24,7 +24,7 @@ one() {  # name, ranks, env assignments..., -- extra args...
   local envs=() mpienv=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); mpienv+=(-x "$1"); shift; done
   shift
-  echo "== $name" >> "$OUT/phases.err"
+  echo "== $name start $(date +%s.%N)" >> "$OUT/phases.err"
   local line
   if [ "$ranks" = 1 ]; then
     line=$(env "${envs[@]}" timeout 90 "$BIN" "${args[@]}" "$@" 2>> "$OUT/phases.err")
@@ -32,6 +32,7 @@ one() {  # name, ranks, env assignments..., -- extra args...
     line=$(timeout 120 "${MPI[@]}" "${mpienv[@]}" "$BIN" "${args[@]}" "$@" 2>> "$OUT/phases.err")
   fi
   echo "{\"variant\": \"$name\", \"result\": ${line:-null}}" >> "$OUT/phases.jsonl"
+  echo "== $name end $(date +%s.%N)" >> "$OUT/phases.err"
 }
 case "${SET:-phases}" in
 phases)
@@ -68,6 +69,20 @@ copy-engine)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;
+power)
+  # SM clock and board power of both GPUs (nvidia-smi every 100 ms, $OUT/smi.csv) while one
+  # GPU trains alone and while two train together: does the exchange cost clock speed
+  # at the power cap? Averages per variant and GPU are printed at the end.
+  nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,clocks_throttle_reasons.active \
+    --format=csv,noheader,nounits -lms 100 > "$OUT/smi.csv" 2>/dev/null &
+  smi_pid=$!
+  one 1gpu 1 X=0 --
+  one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-nccl 2 X=0 --
+  one 1gpu-again 1 X=0 --
+  one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
+  kill "$smi_pid" 2>/dev/null
+  ;;
 flags)
   # Copy-engine flags raised by the front end (default) or by a one-thread kernel.
   one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
@@ -86,3 +101,30 @@ for line in open(os.path.join(out, "phases.jsonl")):
           r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"]))
 PY
 grep -E "mean of|bucket \[" "$OUT/phases.err"
+[ -s "$OUT/smi.csv" ] && python3 - "$OUT" <<'PY'
+import datetime, os, sys
+out = sys.argv[1]
+win = {}
+for line in open(os.path.join(out, "phases.err")):
+    p = line.split()
+    if len(p) == 4 and p[0] == "==" and p[2] in ("start", "end"):
+        win.setdefault(p[1], {})[p[2]] = float(p[3])
+samples = []
+for line in open(os.path.join(out, "smi.csv")):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        ts = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        samples.append((ts, int(f[1]), float(f[2]), float(f[3]), f[4]))
+    except Exception:
+        pass
+# nvidia-smi prints local time; phases.err has epoch seconds: align on the first sample.
+print("%-16s %4s %9s %9s %8s  (samples from 45%% to 90%% of each run: the steps, not the start-up)" % ("variant", "gpu", "SM MHz", "power W", "n"))
+for name, w in win.items():
+    if "start" not in w or "end" not in w: continue
+    a, b = w["start"], w["end"]
+    a, b = a + 0.45 * (b - a), b - 0.1 * (b - a)
+    for g in sorted({s[1] for s in samples}):
+        sel = [s for s in samples if s[1] == g and a <= s[0] <= b]
+        if sel:
+            print("%-16s %4d %9.0f %9.0f %8d" % (name, g, sum(s[2] for s in sel) / len(sel), sum(s[3] for s in sel) / len(sel), len(sel)))
+PY
