@@ -69,6 +69,19 @@ copy-engine)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;
+zero-ce)
+  # ZeRO-1 over the copy engines (reduce-scatter, AdamW on the shard, all-gather of the
+  # working copy) against plain data parallelism over them; NCCL and 1 GPU as references.
+  one 1gpu 1 X=0 --
+  one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-ce-zero1 2 X=0 -- --grad-transport copy-engine --zero-stage 1
+  one 2gpu-nccl-zero1 2 X=0 -- --zero-stage 1
+  one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-ce-zero1-again 2 X=0 -- --grad-transport copy-engine --zero-stage 1
+  one 1gpu-again 1 X=0 --
+  one timing-2gpu-ce-zero1 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine --zero-stage 1
+  one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  ;;
 power)
   # SM clock and board power of both GPUs (nvidia-smi every 100 ms, $OUT/smi.csv) while one
   # GPU trains alone and while two train together: does the exchange cost clock speed

@@ -196,6 +196,9 @@ TEST(Gpu2, CopyEngineTransportMatchesOneGpu) {
   expect_like_one_gpu("train.batch_size=8 parallel.grad_comm=bf16 parallel.bucket_mib=0.3 "
                       "parallel.grad_transport=copy-engine",
                       "x8, gradients summed in bf16, copy-engine transport");
+  expect_like_one_gpu("train.batch_size=8 parallel.zero_stage=1 parallel.bucket_mib=0.3 "
+                      "parallel.grad_transport=copy-engine",
+                      "x8, ZeRO-1, copy-engine transport");
 }
 
 // ZeRO-1 against plain data parallelism on the same 2 GPUs. Both sum the same gradients

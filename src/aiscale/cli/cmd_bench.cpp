@@ -122,7 +122,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16"}));
   lang->add_option("--grad-transport", args->o.grad_transport,
                    "several GPU ranks on one node: nccl, or copy-engine (CUDA IPC copies by the "
-                   "copy engines, no SMs held; without ZeRO)")
+                   "copy engines, no SMs held; also with --zero-stage 1)")
       ->capture_default_str()->check(CLI::IsMember({"nccl", "copy-engine"}));
   lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
                    "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "

@@ -206,8 +206,8 @@ const std::vector<Key>& schema() {
                            {"fp32", "bf16"}));
     k.push_back(string_key("parallel.grad_transport", &TrainConfig::grad_transport,
                            "GPU ranks on one node: how gradient buckets move; nccl (NCCL's "
-                           "kernels) or copy-engine (CUDA IPC copies, no SMs held; without "
-                           "ZeRO)",
+                           "kernels) or copy-engine (CUDA IPC copies, no SMs held; also "
+                           "with ZeRO-1)",
                            {"nccl", "copy-engine"}));
     k.push_back(string_key("run.dir", &TrainConfig::run_dir, "parent folder of run directories"));
     k.push_back(string_key("run.name", &TrainConfig::run_name,
@@ -307,9 +307,9 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.grad_comm == "bf16" && c.device != "cuda")
     fail("{}: parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.grad_comm = \"fp32\"", source);
-  if (c.grad_transport == "copy-engine" && (c.device != "cuda" || c.zero_stage != 0))
-    fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients without ZeRO: it "
-         "needs train.device = \"cuda\" and parallel.zero_stage = 0 (else use \"nccl\")", source);
+  if (c.grad_transport == "copy-engine" && c.device != "cuda")
+    fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients: it needs "
+         "train.device = \"cuda\" (else use \"nccl\")", source);
   if (c.zero_stage == 1 && c.device != "cuda")
     fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);

@@ -62,10 +62,6 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
       fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
            "one node; this run has train.device = \"{}\" and the {} communicator: use "
            "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
-    if (o.zero_stage != 0)
-      fail("parallel.grad_transport = \"copy-engine\" does plain data parallelism "
-           "(parallel.zero_stage = 0); ZeRO-1 reduce-scatters over NCCL: use "
-           "parallel.grad_transport = \"nccl\"");
   }
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,53 @@ __global__ void sum_chunk_kernel(T* self, const T* staging, int64_t slot_elems, 
       acc += static_cast<float>(v);
     }
     self[i] = static_cast<T>(acc);
+  }
+}
+
+// The same sums with 16-byte loads and stores (self, staging and slot_elems aligned to
+// 16 bytes; n a multiple of the pack): per element the same rank order, so the same bits.
+template <typename T>
+__global__ void sum_chunk_vec_kernel(T* self, const T* staging, int64_t slot_elems, int world,
+                                     int me, int64_t n) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t packs = n / V, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride) {
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    for (int s = 0; s < world; ++s) {
+      const T* src = s == me ? self : staging + int64_t(s) * slot_elems;
+      const uint4 raw = reinterpret_cast<const uint4*>(src)[p];
+      const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += static_cast<float>(v[k]);
+    }
+    uint4 out;
+    T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int k = 0; k < V; ++k) o[k] = static_cast<T>(acc[k]);
+    reinterpret_cast<uint4*>(self)[p] = out;
+  }
+}
+
+// Sums m values of a chunk (self) with the staged copies, on stream s.
+template <typename T>
+void launch_sum(T* self, const T* staging, int64_t slot_elems, int world, int me, int64_t m,
+                cudaStream_t s) {
+  constexpr int V = 16 / sizeof(T);
+  const int threads = 256;
+  const bool vec = reinterpret_cast<uintptr_t>(self) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(staging) % 16 == 0 && slot_elems % V == 0;
+  const int64_t body = vec ? m / V * V : 0;
+  if (body > 0) {
+    const int blocks = int(std::min<int64_t>((body / V + threads - 1) / threads, 1056));
+    sum_chunk_vec_kernel<T><<<blocks, threads, 0, s>>>(self, staging, slot_elems, world, me, body);
+  }
+  if (m > body) {
+    const int64_t rest = m - body;
+    const int blocks = int(std::min<int64_t>((rest + threads - 1) / threads, 1024));
+    sum_chunk_kernel<T><<<blocks, threads, 0, s>>>(self + body, staging + body, slot_elems, world,
+                                                   me, rest);
   }
 }
 
@@ -193,21 +241,7 @@ class CopyEngineGroup final : public Communicator {
     // (2) the staged chunks from every peer, summed into this rank's chunk.
     for (int k = 1; k < world_; ++k) wait_flag(0, (rank_ + world_ - k) % world_, call);
     const int64_t b = begin(rank_), e = begin(rank_ + 1);
-    if (e > b) {
-      const int64_t m = e - b;
-      const int threads = 256;
-      const int blocks = int(std::min<int64_t>((m + threads - 1) / threads, 1024));
-      const int64_t slot_elems = int64_t(slot / es);
-      if (t == DType::f32)
-        sum_chunk_kernel<float><<<blocks, threads, 0, stream_>>>(
-            reinterpret_cast<float*>(base) + b, reinterpret_cast<const float*>(my_staging() + off),
-            slot_elems, world_, rank_, m);
-      else
-        sum_chunk_kernel<cuda::bf16><<<blocks, threads, 0, stream_>>>(
-            reinterpret_cast<cuda::bf16*>(base) + b,
-            reinterpret_cast<const cuda::bf16*>(my_staging() + off), slot_elems, world_, rank_, m);
-      check(cudaGetLastError(), "sum kernel launch");
-    }
+    if (e > b) sum_staged(base, b, e - b, t, off, slot);
     // (3) the sum into every peer's values.
     for (int k = 1; k < world_; ++k) {
       const int j = (rank_ + k) % world_;
@@ -237,9 +271,39 @@ class CopyEngineGroup final : public Communicator {
     for (int k = 1; k < world_; ++k) wait_flag(2, (rank_ + world_ - k) % world_, call);
   }
 
-  void reduce_scatter_sum_after(void*, int64_t, DType, void*) override {
-    throw Error("the copy-engine gradient exchange does data parallelism without ZeRO only "
-                "(reduce-scatter runs over NCCL)");
+  // ZeRO-1: the values are W parts of `count`; rank r's part [r count, (r + 1) count)
+  // ends up holding the sum (as NCCL's in-place reduce-scatter). Steps (1) and (2) of the
+  // all-reduce with the chunks on the parts; the second flag then only says "your staged
+  // part is consumed", and no sum travels back.
+  void reduce_scatter_sum_after(void* data, int64_t count, DType t, void* event) override {
+    if (count <= 0) return;
+    if (t != DType::f32 && t != DType::bf16)
+      throw Error("copy-engine reduce-scatter: only f32 and bf16 values are summed");
+    const size_t es = dtype_size(t);
+    char* base = static_cast<char*>(data);
+    check_inside(base, size_t(count) * size_t(world_) * es, "reduce-scatter");
+    after(event);
+    const uint32_t call = ++issued_ar_;
+    const size_t slot = round_up(size_t(count) * es, kSlotAlign);
+    const size_t need = slot * size_t(world_);
+    if (need > staging_bytes_)
+      throw Error("copy-engine reduce-scatter of " + std::to_string(size_t(count) * world_ * es) +
+                  " bytes needs " + std::to_string(need) + " bytes of staging; the ring has " +
+                  std::to_string(staging_bytes_));
+    const StagingRing::Take slot_taken = ring_->take(need, call);
+    const size_t off = slot_taken.offset;
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      if (slot_taken.reuse_wait > 0) wait_flag(1, j, slot_taken.reuse_wait);
+      check(cudaMemcpyAsync(peer_staging(j) + off + size_t(rank_) * slot,
+                            base + int64_t(j) * count * int64_t(es), size_t(count) * es,
+                            cudaMemcpyDeviceToDevice, stream_),
+            "reduce-scatter copy to rank " + std::to_string(j));
+      raise(j, 0, call);
+    }
+    for (int k = 1; k < world_; ++k) wait_flag(0, (rank_ + world_ - k) % world_, call);
+    sum_staged(base, int64_t(rank_) * count, count, t, off, slot);
+    for (int k = 1; k < world_; ++k) raise((rank_ + k) % world_, 1, call);
   }
 
   void record(void* event) override {
@@ -247,6 +311,21 @@ class CopyEngineGroup final : public Communicator {
   }
 
  private:
+  // values [b, b + m) of `base` += the peers' staged copies of them (ring offset `off`,
+  // one `slot` per rank), in rank order.
+  void sum_staged(char* base, int64_t b, int64_t m, DType t, size_t off, size_t slot) {
+    const size_t es = dtype_size(t);
+    const int64_t slot_elems = int64_t(slot / es);
+    if (t == DType::f32)
+      launch_sum(reinterpret_cast<float*>(base) + b, reinterpret_cast<const float*>(my_staging() + off),
+                 slot_elems, world_, rank_, m, stream_);
+    else
+      launch_sum(reinterpret_cast<cuda::bf16*>(base) + b,
+                 reinterpret_cast<const cuda::bf16*>(my_staging() + off), slot_elems, world_, rank_,
+                 m, stream_);
+    check(cudaGetLastError(), "sum kernel launch");
+  }
+
   void after(void* event) {
     if (broken_)
       throw Error("rank " + std::to_string(rank_) + ": the copy-engine gradient exchange failed "
