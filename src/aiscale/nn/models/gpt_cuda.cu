@@ -52,7 +52,6 @@
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -415,10 +414,7 @@ class GptCuda final : public GptModel {
   float forward(const int32_t* inputs, const int32_t* targets) override {
     check_tokens(inputs, "token");
     if (targets) check_tokens(targets, "target");
-    // A ZeRO-1 all-gather of the working copy: gathered into place, the stream waits per
-    // layer below and the host's bounded wait comes later in the step; gathered through
-    // the flat buffer, a bounded host wait here.
-    if (!gather_in_flight_) finish_comm();
+    finish_comm();  // a ZeRO-1 all-gather of the working copy (bounded wait)
     collect_phases();
     has_targets_ = targets != nullptr;
     // This forward/backward synchronises the gradients (and, overlapped, gathers every
@@ -445,10 +441,8 @@ class GptCuda final : public GptModel {
     }
 
     mark_phase(0, targets != nullptr);
-    wait_gathered_until(layer_off(0));
     cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
     for (int64_t l = 0; l < L_; ++l) {
-      wait_gathered_until(layer_off(l + 1));
       Acts& a = acts_[l];
       cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, lay_.ln1_w),
                               pw(l, lay_.ln1_b), N, C, s);
@@ -467,8 +461,6 @@ class GptCuda final : public GptModel {
       cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, lay_.fcproj_w),
                            pw(l, lay_.fcproj_b), a.res_mid, N, 4 * C, C, linear_, s);
     }
-    wait_gathered_until(P_);
-    gather_in_flight_ = false;  // every bucket waited for
     cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(L_), lnf_w(), lnf_b(), N, C, s);
     cuda::linear_forward(*gemm_, t_, logits_, nullptr, lnf_, wte_w(), nullptr, nullptr, N, C,
                          Vp_, linear_, s);
@@ -683,10 +675,6 @@ class GptCuda final : public GptModel {
   // flat order into gather_; the all-gather completes gather_, which is then copied into
   // the working copy's padded layout.
   void update_shards(cuda::AdamWLayout L, const ops::AdamWParams& hp) {
-    if (direct_gather_) {
-      update_shards_direct(L, hp);
-      return;
-    }
     L.work_split = std::numeric_limits<int64_t>::max();
     L.work_shift = 0;
     for (const Bucket& b : buckets_) {
@@ -796,7 +784,6 @@ class GptCuda final : public GptModel {
     int64_t part = 0;            // ZeRO-1: (end - begin) / world, this rank's part
     int64_t shard_offset = 0;    // ZeRO-1: where this bucket's part starts in the shard
     cudaEvent_t ready = nullptr;
-    cudaEvent_t gathered = nullptr;  // ZeRO-1 direct gather: this bucket's new weights arrived
     // AISCALE_CUDA_TIMING: end of the collective on NCCL's stream; sums over timed steps.
     cudaEvent_t done = nullptr;
     bool timed = false;
@@ -823,15 +810,7 @@ class GptCuda final : public GptModel {
     if (!overlap_) {
       plan.push_back({0, Ppad_, kAfterBackward});
     } else {
-      // ZeRO-1: wte and wpe in two buckets, so that no rank's part straddles the padded
-      // vocabulary rows of the working copy and the all-gather can land there directly.
-      direct_gather_ = zero_ && (V_ * C_) % world_ == 0;
-      if (direct_gather_) {
-        plan.push_back({0, V_ * C_, kAfterLmHead});
-        plan.push_back({V_ * C_, down(layer_off(0)), kAfterLmHead});
-      } else {
-        plan.push_back({0, down(layer_off(0)), kAfterLmHead});
-      }
+      plan.push_back({0, down(layer_off(0)), kAfterLmHead});
       const int64_t target = std::max<int64_t>(1, int64_t(options_.bucket_mib * 1048576.0 / 4.0));
       int64_t end = Ppad_;
       for (int64_t l = L_ - 1; l >= 0; --l) {
@@ -849,7 +828,6 @@ class GptCuda final : public GptModel {
       b.shard_offset = offset;
       offset += b.part;
       AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.ready, timing_ ? cudaEventDefault : cudaEventDisableTiming));
-      if (zero_) AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.gathered, cudaEventDisableTiming));
       if (timing_) AISCALE_CUDA_CHECK(cudaEventCreate(&b.done));
       buckets_.push_back(b);
     }
@@ -916,7 +894,6 @@ class GptCuda final : public GptModel {
 
   // Waits (bounded by the communicator's timeout) for the queued collectives.
   void finish_comm() const {
-    wait_all_gathered();
     if (!comm_pending_) return;
     drain_comm_queue();
     const auto start = std::chrono::steady_clock::now();
@@ -972,66 +949,6 @@ class GptCuda final : public GptModel {
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(work_, flat, size_t(V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(work_, Vp_ * C_), static_cast<const char*>(flat) + V_ * C_ * int64_t(es_),
                                        size_t(P_ - V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
-  }
-
-  // ZeRO-1 where every bucket lies on one side of the padded vocabulary rows: AdamW writes
-  // this rank's parts of the new working copy in place (padded layout), and the all-gathers
-  // fill in the other ranks' parts there directly, in the order the next forward needs
-  // them; that forward waits for each layer's bucket only before the layer
-  // (wait_gathered_until), so the gathers overlap its first layers. No host wait here: the
-  // bounded host wait for them comes with the step's next collective wait.
-  void update_shards_direct(cuda::AdamWLayout L, const ops::AdamWParams& hp) {
-    for (const Bucket& b : buckets_) {
-      const int64_t lo = b.begin + rank_ * b.part, hi = std::min(lo + b.part, P_);
-      if (hi <= lo) continue;
-      L.begin = lo;
-      L.n = hi;
-      L.state_offset = b.shard_offset;
-      cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
-    }
-    AISCALE_CUDA_LAUNCH_CHECK();
-    AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, stream_));
-    std::vector<size_t> order(buckets_.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(),
-              [this](size_t a, size_t b) { return buckets_[a].begin < buckets_[b].begin; });
-    // The copy engines run the gathers one by one on their stream, so each bucket's
-    // arrival is its own event; NCCL gets them as one group, which ends as a whole.
-    const bool one_by_one = copy_engine_ != nullptr;
-    if (!one_by_one) comm_->group_begin();
-    bool first = true;
-    for (size_t k : order) {
-      const Bucket& b = buckets_[k];
-      comm_->allgather_after(at(work_, padded(b.begin)), b.part * int64_t(es_),
-                             first ? update_done_ : nullptr);
-      first = false;
-      if (one_by_one) comm_->record(b.gathered);
-    }
-    if (!one_by_one) {
-      comm_->group_end();
-      for (const Bucket& b : buckets_) comm_->record(b.gathered);
-    }
-    comm_pending_ = true;
-    gather_in_flight_ = true;
-  }
-
-  // Index in the working copy (padded vocabulary rows after wte) of flat index i.
-  int64_t padded(int64_t i) const { return i < V_ * C_ ? i : i + (Vp_ - V_) * C_; }
-
-  // ZeRO-1 direct gather: the model stream waits until the new weights of flat indices
-  // [0, end) have arrived (buckets are gathered in order of their begin).
-  void wait_gathered_until(int64_t end) {
-    if (!gather_in_flight_) return;
-    const Bucket* last = nullptr;
-    for (const Bucket& b : buckets_)
-      if (b.begin < end && (!last || b.begin > last->begin)) last = &b;
-    if (last) AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, last->gathered, 0));
-  }
-  // ... for all of them (anything that reads or writes the working copy outside forward).
-  void wait_all_gathered() const {
-    if (!gather_in_flight_) return;
-    for (const Bucket& b : buckets_) AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, b.gathered, 0));
-    gather_in_flight_ = false;
   }
 
   // ZeRO-1: this rank's parts of a whole host vector (P values) into a shard (S values).
@@ -1317,10 +1234,6 @@ class GptCuda final : public GptModel {
   bool sync_ = true;        // set_gradient_sync
   bool sync_step_ = false;  // the current forward/backward synchronises
   mutable bool comm_pending_ = false;
-  // ZeRO-1: the working copy's all-gather lands in place (direct_gather_); in flight until
-  // a forward or finish_comm has made the model stream wait for it.
-  bool direct_gather_ = false;
-  mutable bool gather_in_flight_ = false;
   // AISCALE_CUDA_TIMING
   bool timing_ = false;
   cudaEvent_t phase_[6] = {};
