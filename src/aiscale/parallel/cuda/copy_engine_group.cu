@@ -22,7 +22,7 @@ namespace {
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-constexpr int kPhases = 3;            // flags: 0 chunk staged, 1 sum delivered, 2 all-gather
+constexpr int kPhases = 4;  // flags: 0 chunk staged, 1 sum delivered, 2 all-gather, 3 ready to receive
 constexpr size_t kFlagBytes = 4096;   // flags region at the start of the group's buffer
 constexpr int64_t kChunkAlign = 64;   // elements; chunk boundaries (256 B in fp32)
 constexpr size_t kSlotAlign = 256;    // bytes
@@ -262,6 +262,16 @@ class CopyEngineGroup final : public Communicator {
     after(event);
     const uint32_t call = ++issued_ag_;
     char* mine = base + int64_t(rank_) * bytes;
+    // The copies land in the peers' own buffers, at this rank's pace. Where the caller
+    // orders the call after an event (the buffer's earlier users on its stream), every
+    // rank first reports that its stream has passed that event and waits for the peers'
+    // reports, so nothing is written into memory a peer still uses (e.g. a peer still
+    // clearing its gradients at start-up when this rank gathers the ZeRO-1 shards). Calls
+    // without an event follow such a call on the same stream.
+    if (event) {
+      for (int k = 1; k < world_; ++k) raise((rank_ + k) % world_, 3, call);
+      for (int k = 1; k < world_; ++k) wait_flag(3, (rank_ + world_ - k) % world_, call);
+    }
     for (int k = 1; k < world_; ++k) {
       const int j = (rank_ + k) % world_;
       check(cudaMemcpyAsync(peer_address(j, mine), mine, size_t(bytes), cudaMemcpyDeviceToDevice, stream_),

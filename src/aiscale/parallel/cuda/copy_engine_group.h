@@ -17,7 +17,10 @@
 // (3) copies the summed chunk into the same place on every other rank, raising a second
 // flag. A call is complete on rank r when the second flags of all peers have arrived; the
 // stream waits for that at the end of each call, so later work on it sees the result.
-// All-gather: each rank copies its part to every peer and raises a third flag.
+// All-gather: each rank copies its part to every peer and raises a third flag; when the
+// call is ordered after an event, the ranks first exchange a fourth flag ("my stream has
+// passed the event: my buffer may be written"), since the copies land in the peers'
+// buffers at the sender's pace.
 //
 // Staging is a ring on each rank; a rank reuses a region in a peer's ring only after that
 // peer has reported (second flag) the call that last used it. Every rank must make the
