@@ -94,6 +94,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["recompute"] = o.recompute;
   j["device_kind"] = o.device == "cuda" ? "gpu" : "cpu";
   j["device"] = o.device == "cuda" ? model->device_name() : cpu_model_name();
+  j["attention"] = model->attention_kernels();
   j["threads"] = threads;
   j["steps_timed"] = o.steps;
   j["tokens_per_s"] = tps_device * comm.world();

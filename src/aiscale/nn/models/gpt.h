@@ -54,6 +54,9 @@ class GptModel {
   virtual const GptConfig& config() const = 0;
   virtual const GptRunOptions& options() const = 0;
   virtual std::string device_name() const = 0;
+  // Which attention kernels run (for benchmark records), e.g. "cudnn (engines 2 / 2, cuDNN
+  // 91400, workspace 256 B)", "flash", "simple", "cpu".
+  virtual std::string attention_kernels() const { return "cpu"; }
   int64_t num_params() const { return config().num_params(); }
 
   // Forward pass on host tokens (B, T). With targets, returns the mean cross-entropy

@@ -320,11 +320,7 @@ class GptCuda final : public GptModel {
                    device_name_.c_str(), cuda::dtype_str(t_),
                    static_cast<long long>(B_), static_cast<long long>(T_),
                    double(arena_bytes_) / double(1 << 30),
-                   cudnn_attention_ ? cudnn_attention_->describe().c_str()
-                   : cuda::attention_flash_supported(t_, C_ / NH_) &&
-                           attention_impl_ != AttentionImpl::simple
-                       ? "flash"
-                       : "simple",
+                   attention_kernels().c_str(),
                    int(linear_.fused_gelu), int(linear_.fused_dgelu), int(linear_.fused_bgrad),
                    int(fused_xent_), int(lm_head_padded_dw_), int(autotune_),
                    int(options_.recompute));
@@ -383,6 +379,12 @@ class GptCuda final : public GptModel {
   const GptConfig& config() const override { return config_; }
   const GptRunOptions& options() const override { return options_; }
   std::string device_name() const override { return device_name_; }
+  std::string attention_kernels() const override {
+    if (cudnn_attention_) return cudnn_attention_->describe();
+    return cuda::attention_flash_supported(t_, C_ / NH_) && attention_impl_ != AttentionImpl::simple
+               ? "flash"
+               : "simple";
+  }
 
   // One forward + backward on random tokens before the first real step: loads every
   // kernel and, with autotuning on, lets each GEMM time cuBLASLt's candidate algorithms

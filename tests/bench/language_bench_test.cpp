@@ -1,0 +1,47 @@
+// `aiscale bench language` on the CPU: one JSON record with the fields docs/bench.md lists,
+// consistent with each other (tokens/s against the step time, FLOP/s against FLOPs per
+// token), also appended to --output.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../support/run_helpers.h"
+
+namespace aiscale {
+namespace {
+
+using namespace testsupport;
+
+TEST(BenchLanguage, CpuRecordHasConsistentFields) {
+  auto dir = temp_dir("bench-language");
+  const fs::path out = dir / "lang.jsonl";
+  auto r = run_aiscale("bench language --model gpt-tiny --batch 2 --seq 32 --steps 3 --warmup 1 "
+                       "--threads 1 --output " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The record is the last line of stdout (progress goes to stderr) and the file's one line.
+  const std::string text = read_bytes(out);
+  ASSERT_FALSE(text.empty()) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  EXPECT_EQ(j["benchmark"], "language");
+  EXPECT_EQ(j["model"], "gpt-tiny");
+  EXPECT_EQ(j["device_kind"], "cpu");
+  EXPECT_EQ(j["attention"], "cpu");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["world_size"], 1);
+  EXPECT_EQ(j["batch"], 2);
+  EXPECT_EQ(j["seq"], 32);
+  EXPECT_EQ(j["steps_timed"], 3);
+  const double tps = j["tokens_per_s"], step = j["step_time_median_s"];
+  ASSERT_GT(tps, 0.0);
+  ASSERT_GT(step, 0.0);
+  EXPECT_GE(double(j["step_time_p90_s"]), step);
+  // tokens/s from the median step: 2 x 32 tokens per step (within the spread of steps).
+  EXPECT_NEAR(tps * step / 64.0, 1.0, 0.5);
+  const double fpt = j["flops_per_token"], tflops = j["achieved_tflops_per_device"];
+  EXPECT_GT(fpt, 6.0 * double(j["n_params"]));
+  EXPECT_NEAR(tflops, tps * fpt / 1e12, 1e-9 + 1e-6 * tflops);
+  EXPECT_NE(r.output.find("\"attention\":\"cpu\""), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace aiscale
