@@ -88,17 +88,18 @@ LossComparison compare_losses(const std::vector<nlohmann::json>& a, const std::v
   return c;
 }
 
-// 2 GPUs x (B = 8 or 4 x 2 micro-steps) against 1 GPU x B = 16 (tolerances: see the test).
-void expect_like_one_gpu(const std::string& two_set, const char* what) {
+// `ranks` GPUs (B = 16 / ranks, or less with micro-steps) against 1 GPU x B = 16
+// (tolerances: see the test).
+void expect_like_one_gpu(const std::string& two_set, const char* what, int ranks = 2) {
   auto dir = temp_dir("gpu2-ddp");
   write_byte_shards(dir, 400000, 8000);
   const std::string cfg = gpu_config(dir, 50);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto two = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
-                         " --set run.name=two parallel.communicator=nccl " + two_set);
+  auto two = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
+                         cfg + " --set run.name=two parallel.communicator=nccl " + two_set);
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_NE(two.output.find("2 rank(s) [nccl]"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find(std::to_string(ranks) + " rank(s) [nccl]"), std::string::npos) << two.output;
   auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/two");
   ASSERT_EQ(m1.size(), 50u);
   ASSERT_EQ(m2.size(), 50u);
@@ -110,9 +111,9 @@ void expect_like_one_gpu(const std::string& two_set, const char* what) {
   EXPECT_LT(double(m2.back()["loss"]), double(m2.front()["loss"]) - 0.5) << "2-GPU training did not learn";
   const double weight_rel = weight_distance(dir / "runs/one", dir / "runs/two", 50);
   EXPECT_LT(weight_rel, 5e-2) << what;
-  std::printf("[gpu2] 1 GPU x16 vs 2 GPUs, %s, bf16, 50 steps: step-1 loss %.6f vs %.6f, grad norm "
+  std::printf("[gpu2] 1 GPU x16 vs %d GPUs, %s, bf16, 50 steps: step-1 loss %.6f vs %.6f, grad norm "
               "%.6f vs %.6f; loss relative difference max %.2e mean %.2e; final weights relative "
-              "L2 difference %.2e\n", what, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
+              "L2 difference %.2e\n", ranks, what, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
 }
 
 // Two ranks started by hand, as srun without MPI would start them (SLURM_* variables),
@@ -324,6 +325,24 @@ TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer(""); }
 
 TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
   expect_dead_rank_ends_the_peer("parallel.grad_transport=copy-engine");
+}
+
+// Four ranks (where 4 GPUs are visible; else the test exits 77, skipped): over NCCL, over
+// the copy engines (four chunks per bucket, each summed by its owner in rank order) and
+// ZeRO-1 over the copy engines, each against 1 GPU with the whole batch.
+TEST(Gpu2, FourRanksMatchOneGpu) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 4) {
+    std::printf("skipped: %d GPU(s) visible, this test needs 4\n", gpus);
+    std::fflush(stdout);
+    std::exit(77);
+  }
+  expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3", "x4, NCCL", 4);
+  expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3 parallel.grad_transport=copy-engine",
+                      "x4, copy-engine transport", 4);
+  expect_like_one_gpu("train.batch_size=4 parallel.zero_stage=1 parallel.bucket_mib=0.3 "
+                      "parallel.grad_transport=copy-engine",
+                      "x4, ZeRO-1, copy-engine transport", 4);
 }
 
 int main(int argc, char** argv) {
