@@ -50,7 +50,13 @@ TEST(PlanCalibration, MeasuredFiguresReplaceDatasheetGuesses) {
   const Calibration cal = load_calibration({file}, catalog());
   fs::remove(file);
   ASSERT_EQ(cal.utilisation.size(), 2u);
-  EXPECT_DOUBLE_EQ(cal.utilisation[0].utilisation, 80.0 / 312.0);
+  // The first line has a step time: the planner's AdamW estimate (28 bytes per parameter
+  // over the A100's memory bandwidth, here its 40 GB sibling's) comes out of it.
+  const double bw = catalog().find_accelerator("A100-SXM4-40GB")->memory_bandwidth_tbs * 1e12;
+  const double opt = 124439808.0 * Assumptions{}.adamw_bytes_touched / bw;
+  const double u0 = 80.0 / 312.0 * 0.16 / (0.16 - opt);
+  EXPECT_DOUBLE_EQ(cal.utilisation[0].optimizer_s, opt);
+  EXPECT_DOUBLE_EQ(cal.utilisation[0].utilisation, u0);
   // Without achieved_tflops_per_device: flops_per_token × tokens/s per device.
   EXPECT_DOUBLE_EQ(cal.utilisation[1].achieved_tflops, 9.8e9 * 15000 / 1e12);
   EXPECT_EQ(cal.bandwidth.size(), 3u);
@@ -66,7 +72,8 @@ TEST(PlanCalibration, MeasuredFiguresReplaceDatasheetGuesses) {
   const Workload w = make_workload("gpt2-124m");
   const MachineFigures m = machine_figures(leo, w, Precision::bf16, cal, cat, Assumptions{});
   EXPECT_TRUE(m.utilisation.measured);
-  EXPECT_DOUBLE_EQ(m.utilisation.value, 80.0 / 312.0);
+  EXPECT_DOUBLE_EQ(m.utilisation.value, u0);
+  EXPECT_NE(m.utilisation.source.find("AdamW estimate"), std::string::npos) << m.utilisation.source;
   EXPECT_TRUE(m.intra_bytes_per_s.measured);
   EXPECT_DOUBLE_EQ(m.intra_bytes_per_s.value, 150e9);  // the largest message
   EXPECT_TRUE(m.node_bytes_per_s.measured);
@@ -79,6 +86,31 @@ TEST(PlanCalibration, MeasuredFiguresReplaceDatasheetGuesses) {
   EXPECT_FALSE(j.node_bytes_per_s.measured);
   EXPECT_DOUBLE_EQ(j.node_bytes_per_s.value, 4 * 200e9 / 8 * Assumptions{}.inter_efficiency);
   EXPECT_NE(j.utilisation.source.find("assumed"), std::string::npos);
+}
+
+// A measured step includes the optimizer update, which the planner adds on its own: the
+// calibrated 1-GPU prediction must give back the measured step, not the step plus the
+// update once more. Under ZeRO-1 each GPU updates 1/N of the parameters.
+TEST(PlanCalibration, OptimizerTimeIsTakenOutOfTheMeasuredStep) {
+  const std::string file = write_temp(
+      R"({"benchmark":"language","model":"gpt2-124m","n_params":124439808,"precision":"bf16","device":"NVIDIA H100 80GB HBM3","device_kind":"gpu","achieved_tflops_per_device":400.0,"step_time_median_s":0.03}
+{"benchmark":"language","model":"gpt2-350m","n_params":354871296,"precision":"bf16","device":"NVIDIA H100 80GB HBM3","device_kind":"gpu","achieved_tflops_per_device":400.0,"step_time_median_s":0.05,"world_size":4,"zero_stage":1}
+{"benchmark":"language","model":"gpt2-774m","n_params":774030080,"precision":"bf16","device":"NVIDIA H100 80GB HBM3","device_kind":"gpu","achieved_tflops_per_device":400.0}
+)");
+  const Calibration cal = load_calibration({file}, catalog());
+  fs::remove(file);
+  ASSERT_EQ(cal.utilisation.size(), 3u);
+  const Accelerator* h100 = catalog().find_accelerator("H100-SXM5-80GB");
+  ASSERT_GT(h100->memory_bandwidth_tbs, 0.0);
+  const double bw = h100->memory_bandwidth_tbs * 1e12, b = Assumptions{}.adamw_bytes_touched;
+  const double opt0 = 124439808.0 * b / bw, opt1 = 354871296.0 / 4 * b / bw;
+  EXPECT_DOUBLE_EQ(cal.utilisation[0].optimizer_s, opt0);
+  EXPECT_DOUBLE_EQ(cal.utilisation[0].achieved_tflops, 400.0 * 0.03 / (0.03 - opt0));
+  EXPECT_DOUBLE_EQ(cal.utilisation[1].optimizer_s, opt1);
+  EXPECT_DOUBLE_EQ(cal.utilisation[1].achieved_tflops, 400.0 * 0.05 / (0.05 - opt1));
+  // Without a step time nothing is taken out.
+  EXPECT_EQ(cal.utilisation[2].optimizer_s, 0.0);
+  EXPECT_DOUBLE_EQ(cal.utilisation[2].achieved_tflops, 400.0);
 }
 
 TEST(PlanCalibration, RecomputationIsCountedAsWork) {

@@ -69,7 +69,10 @@ TEST(PlanValidation, TwoH200CalibratedStepTimeWithinFifteenPercent) {
   // The pinned figure: predicted 2-GPU step against the measured 33.37 ms.
   EXPECT_LT(std::fabs(error(two.step.step_s, kMeasuredStep2)), 0.15)
       << "predicted " << two.step.step_s * 1e3 << " ms";
-  EXPECT_LT(std::fabs(error(one.step.step_s, kMeasuredStep1)), 0.15)
+  // In sample: calibration takes the planner's AdamW estimate out of the measured step, so
+  // the 1-GPU prediction gives the step back (it read 2.3% high while the update was
+  // counted twice).
+  EXPECT_LT(std::fabs(error(one.step.step_s, kMeasuredStep1)), 0.005)
       << "predicted " << one.step.step_s * 1e3 << " ms";
   // Efficiency: the model reduces fp32 gradients and hides none of it inside a node (as
   // measured, docs/perf-notes.md); it leaves out the ~0.4 ms embedding tail and the

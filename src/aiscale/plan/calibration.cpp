@@ -56,6 +56,19 @@ double need_number(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
+// Memory bandwidth of an accelerator in TB/s: its own datasheet figure, or that of the
+// sibling named by bandwidth_as; 0 where neither is known. `source` says which.
+double memory_bandwidth_tbs(const Catalog& cat, const Accelerator& acc, std::string* source) {
+  double hbm = acc.memory_bandwidth_tbs;
+  if (source) *source = acc.id + " datasheet";
+  if (hbm <= 0 && !acc.bandwidth_as.empty())
+    if (const Accelerator* sib = cat.find_accelerator(acc.bandwidth_as)) {
+      hbm = sib->memory_bandwidth_tbs;
+      if (source) *source = "stand-in: " + sib->id + " datasheet";
+    }
+  return hbm;
+}
+
 std::string text(const json& j, const char* key) {
   auto it = j.find(key);
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
@@ -154,7 +167,25 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
     const double per_token = 6.0 * static_cast<double>(s.n_params) + attention;
     s.achieved_tflops *= 1.0 + attention / (3.0 * per_token);
   }
-  const double peak = cat.find_accelerator(s.accelerator_id)->peak_flops(s.precision);
+  // The measured step includes the AdamW update, which the planner prices separately
+  // (memory-bound: adamw_bytes_touched per parameter this GPU updates, over its memory
+  // bandwidth). Take that estimate out of the measured step, so that the utilisation
+  // covers forward and backward only, as the planner's compute term does; otherwise a
+  // calibrated prediction counts the optimizer twice.
+  const Accelerator* acc = cat.find_accelerator(s.accelerator_id);
+  if (j.contains("step_time_median_s") && j["step_time_median_s"].is_number()) {
+    const double step = j["step_time_median_s"].get<double>();
+    const double hbm = memory_bandwidth_tbs(cat, *acc, nullptr) * 1e12;
+    const bool sharded = s.world_size > 1 && j.contains("zero_stage") &&
+                         j["zero_stage"].is_number() && j["zero_stage"].get<int>() >= 1;
+    const double updated = static_cast<double>(s.n_params) / (sharded ? s.world_size : 1);
+    const double optimizer = hbm > 0 ? updated * Assumptions{}.adamw_bytes_touched / hbm : 0.0;
+    if (step > 0 && optimizer > 0 && optimizer < 0.5 * step) {
+      s.achieved_tflops *= step / (step - optimizer);
+      s.optimizer_s = optimizer;
+    }
+  }
+  const double peak = acc->peak_flops(s.precision);
   if (peak <= 0) {
     c.notes.push_back(fmt::format("{}: {} has no {} peak in the catalogue; result not used", where,
                                   s.accelerator_id, to_string(s.precision)));
@@ -321,8 +352,12 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   if (w.is_transformer() && !acc.cpu_node)
     if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
       m.utilisation = {s->utilisation, true,
-                       fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}", s->model,
-                                   s->device, s->n_params, s->achieved_tflops, s->source)};
+                       fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}", s->model,
+                                   s->device, s->n_params, s->achieved_tflops, s->source,
+                                   s->optimizer_s > 0
+                                       ? fmt::format(" (step without the {:.2f} ms AdamW estimate)",
+                                                     s->optimizer_s * 1e3)
+                                       : std::string())};
   if (w.is_transformer() && acc.cpu_node && p == Precision::fp32)
     if (const CpuModel* cpu = cat.find_cpu(part.cpu_model)) {
       const int cores = part.sockets * cpu->cores;
@@ -360,13 +395,8 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                           fmt::format("all-reduce bus bandwidth over {} nodes at {}",
                                       s->nodes, s->source)};
 
-  double hbm = acc.memory_bandwidth_tbs;
-  std::string hbm_src = acc.id + " datasheet";
-  if (hbm <= 0 && !acc.bandwidth_as.empty())
-    if (const Accelerator* sib = cat.find_accelerator(acc.bandwidth_as)) {
-      hbm = sib->memory_bandwidth_tbs;
-      hbm_src = "stand-in: " + sib->id + " datasheet";
-    }
+  std::string hbm_src;
+  const double hbm = memory_bandwidth_tbs(cat, acc, &hbm_src);
   if (acc.cpu_node) hbm_src = acc.id + " DRAM channels × rate (datasheet)";
   m.hbm_bytes_per_s = {hbm * 1e12, false, hbm > 0 ? hbm_src : "unknown"};
   return m;

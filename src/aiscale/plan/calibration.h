@@ -27,7 +27,9 @@ struct MfuSample {
   int64_t n_params = 0;
   int world_size = 1;
   int threads = 0;              // CPU results: cores the rank used (accelerator_id "cpu:<id>")
-  double achieved_tflops = 0;   // per device, hardware FLOPs (recomputation added back)
+  double achieved_tflops = 0;   // per device, hardware FLOPs (recomputation added back), over
+                                // the step without the planner's AdamW estimate (optimizer_s)
+  double optimizer_s = 0;       // that estimate, taken out of the measured step (0: none)
   double utilisation = 0;       // achieved / dense peak of that precision
   std::string source;           // "file:line"
 };
