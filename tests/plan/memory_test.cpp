@@ -21,6 +21,8 @@ TEST(PlanMemory, ZeroPaperExampleSevenAndAHalfBillionOnSixtyFourGpus) {
 }
 
 TEST(PlanMemory, ModelStatesFollowTheZeroFormulas) {
+  // The paper's formulas with fp32 gradients: 2 more bytes per parameter than its 2-byte
+  // ones, sharded with the gradients from stage 2 on.
   const Workload w = make_workload("gpt2-1558m");
   const double psi = static_cast<double>(w.params());
   for (int stage = 0; stage <= 3; ++stage) {
@@ -28,11 +30,14 @@ TEST(PlanMemory, ModelStatesFollowTheZeroFormulas) {
     l.dp = 64;
     l.zero = stage;
     const MemoryBreakdown m = memory_per_gpu(w, l, Precision::bf16);
-    EXPECT_NEAR(m.weights + m.gradients + m.optimizer, zero_paper_bytes(psi, stage, 64), 1.0)
+    const double fp32_gradients = 2.0 * psi / (stage >= 2 ? 64.0 : 1.0);
+    EXPECT_NEAR(m.weights + m.gradients + m.optimizer,
+                zero_paper_bytes(psi, stage, 64) + fp32_gradients, 1.0)
         << "ZeRO stage " << stage;
   }
   const StateBytes mixed = state_bytes(Optimizer::adamw, Precision::bf16);
-  EXPECT_DOUBLE_EQ(mixed.total(), 16.0);  // 16 bytes/parameter before sharding
+  EXPECT_DOUBLE_EQ(mixed.gradients, 4.0);  // fp32, as they are reduced
+  EXPECT_DOUBLE_EQ(mixed.total(), 18.0);   // 18 bytes/parameter before sharding
   EXPECT_DOUBLE_EQ(state_bytes(Optimizer::adamw, Precision::fp32).total(), 16.0);
   EXPECT_DOUBLE_EQ(state_bytes(Optimizer::sgd_momentum, Precision::bf16).total(), 12.0);
 }

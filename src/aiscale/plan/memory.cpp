@@ -8,7 +8,7 @@ namespace aiscale::plan {
 
 StateBytes state_bytes(Optimizer opt, Precision p) {
   if (opt == Optimizer::sgd_momentum) return {4, 4, 4};
-  if (is_mixed(p)) return {2, 2, 12};
+  if (is_mixed(p)) return {2, 4, 12};
   return {4, 4, 8};
 }
 

@@ -17,7 +17,10 @@ struct StateBytes {
   double weights = 0, gradients = 0, optimizer = 0;
   double total() const { return weights + gradients + optimizer; }
 };
-// Mixed-precision AdamW: 2 + 2 + 12 (fp32 master weights, m, v) = 16. FP32 AdamW: 4 + 4 + 8.
+// Mixed-precision AdamW: 2 + 4 + 12 (16-bit working weights; fp32 gradients, as aiscale,
+// PyTorch AMP and Megatron's default keep them and as the planner reduces them; fp32 master
+// weights, m, v) = 18. The ZeRO paper's formulas (zero_paper_bytes) count 2-byte gradients.
+// FP32 AdamW: 4 + 4 + 8.
 // SGD with momentum (CNNs; AMP keeps fp32 weights): 4 + 4 + 4.
 StateBytes state_bytes(Optimizer opt, Precision p);
 
