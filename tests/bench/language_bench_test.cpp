@@ -43,5 +43,16 @@ TEST(BenchLanguage, CpuRecordHasConsistentFields) {
   EXPECT_NE(r.output.find("\"attention\":\"cpu\""), std::string::npos) << r.output;
 }
 
+TEST(BenchLanguage, GpuAttentionChoiceIsRefusedOnTheCpu) {
+  auto r = run_aiscale("bench language --model gpt-tiny --batch 2 --seq 32 --steps 1 --warmup 0 "
+                       "--attention flash");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--attention"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"auto\""), std::string::npos) << r.output;
+  r = run_aiscale("bench language --model gpt-tiny --attention xformers");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("xformers"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace aiscale

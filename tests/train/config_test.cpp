@@ -72,6 +72,22 @@ TEST(TrainConfig, Overrides) {
   EXPECT_NE(error_of("[train]\nprecision = \"bf16\"\n").find("cuda"), std::string::npos);
 }
 
+// train.attention chooses the GPU attention kernels: the allowed values, the refusal on
+// the CPU (naming the fix), and the key surviving the run's config.toml.
+TEST(TrainConfig, AttentionKey) {
+  EXPECT_EQ(parse_train_config("", "t.toml", {}).attention, "auto");
+  auto c = parse_train_config("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\nattention = \"flash\"\n",
+                              "t.toml", {});
+  EXPECT_EQ(c.attention, "flash");
+  EXPECT_EQ(parse_train_config(aiscale::train::to_toml(c), "config.toml", {}).attention, "flash");
+  std::string e = error_of("[train]\nattention = \"cudnn\"\n");
+  EXPECT_NE(e.find("train.attention = \"cudnn\""), std::string::npos) << e;
+  EXPECT_NE(e.find("train.device = \"cuda\""), std::string::npos) << e;
+  e = error_of("[train]\ndevice = \"cuda\"\nattention = \"xformers\"\n");
+  EXPECT_NE(e.find("train.attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("auto, cudnn, flash, simple"), std::string::npos) << e;
+}
+
 TEST(TrainConfig, ResolvedTomlRoundTrips) {
   auto c = parse_train_config("[model]\npreset = \"gpt-tiny\"\n[train]\nsteps = 12\nlr = 0.002\nseq_len = 64\n",
                               "t.toml", {});

@@ -46,6 +46,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.bucket_mib = o.bucket_mib;
   ro.grad_comm = parse_dtype(o.grad_comm);
   ro.grad_transport = o.grad_transport;
+  ro.attention = o.attention;
   auto model = nn::make_gpt(o.device, o.model, ro);
   train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);

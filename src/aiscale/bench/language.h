@@ -22,6 +22,7 @@ struct LanguageBenchOptions {
   std::string precision = "fp32";
   int64_t threads = 0;
   bool recompute = false;
+  std::string attention = "auto";  // GPU: auto | cudnn | flash | simple
   uint64_t seed = 1;
   // Tokens/s of one device alone (a 1-GPU run of the same workload): when > 0 the record
   // gets scaling_efficiency = tokens/s per device / this.

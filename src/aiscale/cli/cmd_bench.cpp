@@ -104,6 +104,10 @@ void add_bench_command(CLI::App& app) {
   lang->add_option("--precision", args->o.precision, "fp32, bf16 or fp16 (GPU)")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   lang->add_option("--threads", args->o.threads, "CPU threads (0 = all cores)")->capture_default_str();
   lang->add_flag("--recompute", args->o.recompute, "recompute LayerNorm/GELU in backward");
+  lang->add_option("--attention", args->o.attention,
+                   "GPU attention kernels: auto (cuDNN's fused engines where built in, else the "
+                   "own flash kernels), cudnn, flash, simple")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "cudnn", "flash", "simple"}));
   lang->add_option("--output,-o", args->output, "also append the JSON line to this file");
   lang->add_option("--communicator", args->communicator,
                    "several ranks: auto (NCCL on GPUs, MPI on CPUs), nccl, mpi, none")

@@ -171,6 +171,10 @@ const std::vector<Key>& schema() {
                          "clip the global gradient norm to this; 0 disables"));
     k.push_back(bool_key("train.recompute", &TrainConfig::recompute,
                          "recompute LayerNorm and GELU outputs in backward to save memory"));
+    k.push_back(string_key("train.attention", &TrainConfig::attention,
+                           "GPU attention kernels: auto (cuDNN's fused engines where built in, "
+                           "else the own flash kernels), cudnn, flash (own), simple (CUDA cores)",
+                           {"auto", "cudnn", "flash", "simple"}));
     k.push_back(int_key("train.threads", &TrainConfig::threads, "CPU threads; 0 = all cores"));
     k.push_back(int_key("train.eval_every", &TrainConfig::eval_every,
                         "steps between validation passes; 0 = only at the end"));
@@ -313,6 +317,9 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.zero_stage == 1 && c.device != "cuda")
     fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
+  if (c.device == "cpu" && c.attention != "auto")
+    fail("{}: train.attention = \"{}\" chooses GPU kernels: set train.device = \"cuda\", or "
+         "leave train.attention = \"auto\" on the CPU", source, c.attention);
   if (c.device == "cpu" && c.precision != "fp32")
     fail("{}: train.precision = \"{}\" needs train.device = \"cuda\"; the CPU trains in fp32",
          source, c.precision);

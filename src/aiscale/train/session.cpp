@@ -150,6 +150,7 @@ int run_training(const TrainRequest& req) {
   ro.bucket_mib = c.bucket_mib;
   ro.grad_comm = parse_dtype(c.grad_comm);
   ro.grad_transport = c.grad_transport;
+  ro.attention = c.attention;
   ro.comm_timeout_s = c.timeout_s;
   auto model = nn::make_gpt(c.device, c.model, ro);
 

@@ -46,6 +46,11 @@ struct GptRunOptions {
   // peers; plain data parallelism on one node only: parallel/cuda/copy_engine_group.h).
   std::string grad_transport = "nccl";
   double comm_timeout_s = 300;  // device collectives not complete after this long fail
+  // GPU attention kernels: "auto" (cuDNN's fused engines where the build has cuDNN 9 and
+  // they take the shape, else the own flash kernels, else CUDA cores; the environment
+  // variable AISCALE_CUDA_ATTENTION may pick a measurement variant), "cudnn", "flash",
+  // "simple". The CPU model has one attention and accepts only "auto".
+  std::string attention = "auto";
 };
 
 class GptModel {

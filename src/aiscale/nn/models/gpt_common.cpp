@@ -55,6 +55,12 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
     fail("parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL; this run has "
          "train.device = \"{}\" and the {} communicator: use parallel.grad_comm = \"fp32\"",
          device, o.comm->backend());
+  if (o.attention != "auto" && o.attention != "cudnn" && o.attention != "flash" &&
+      o.attention != "simple")
+    fail("train.attention (--attention) = \"{}\": use auto, cudnn, flash or simple", o.attention);
+  if (o.attention != "auto" && device != "cuda")
+    fail("train.attention (--attention) = \"{}\" chooses GPU kernels; this run has device "
+         "\"{}\": leave it at \"auto\" or run on cuda", o.attention, device);
   if (o.grad_transport != "nccl" && o.grad_transport != "copy-engine")
     fail("parallel.grad_transport = \"{}\": use nccl or copy-engine", o.grad_transport);
   if (o.grad_transport == "copy-engine" && world > 1) {

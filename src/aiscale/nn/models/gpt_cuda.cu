@@ -99,7 +99,12 @@ bool env_flag(const char* name, bool fallback) {
   return std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
 }
 
-AttentionImpl env_attention() {
+// train.attention (or bench --attention) when it names kernels, else
+// AISCALE_CUDA_ATTENTION (which also knows the measurement variants), else automatic.
+AttentionImpl choose_attention(const std::string& option) {
+  if (option == "cudnn") return AttentionImpl::cudnn;
+  if (option == "flash") return AttentionImpl::flash;
+  if (option == "simple") return AttentionImpl::simple;
   const char* v = std::getenv("AISCALE_CUDA_ATTENTION");
   if (!v || !*v || std::strcmp(v, "auto") == 0) return AttentionImpl::automatic;
   if (std::strcmp(v, "flash") == 0) return AttentionImpl::flash;
@@ -243,7 +248,7 @@ class GptCuda final : public GptModel {
     Pw_ = P_ + (Vp_ - V_) * C_;
     AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == P_,
                          "init has " + std::to_string(init.size()) + " values");
-    attention_impl_ = env_attention();
+    attention_impl_ = choose_attention(options_.attention);
     linear_.fused_gelu = env_flag("AISCALE_CUDA_FUSED_GELU", true);
     linear_.fused_bgrad = env_flag("AISCALE_CUDA_FUSED_BGRAD", true);
     linear_.fused_dgelu = env_flag("AISCALE_CUDA_FUSED_DGELU", false);
