@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,44 +206,16 @@ class CopyEngineGroup final : public Communicator {
 
   void allreduce_sum_after(void* data, int64_t n, DType t, void* event) override {
     if (n <= 0) return;
-    if (t != DType::f32 && t != DType::bf16)
-      throw Error("copy-engine all-reduce: only f32 and bf16 values are summed");
-    const size_t es = dtype_size(t);
     char* base = static_cast<char*>(data);
-    check_inside(base, size_t(n) * es, "all-reduce");
-    after(event);
+    const size_t es = begin_sum(base, n, t, event, "all-reduce");
     const uint32_t call = ++issued_ar_;
     // Chunk j: [begin(j), begin(j + 1)), boundaries on kChunkAlign elements.
     auto begin = [&](int j) {
       return j == world_ ? n : std::min(n, (n * j / world_) / kChunkAlign * kChunkAlign);
     };
-    int64_t max_chunk = 0;
-    for (int j = 0; j < world_; ++j) max_chunk = std::max(max_chunk, begin(j + 1) - begin(j));
-    const size_t slot = round_up(size_t(max_chunk) * es, kSlotAlign);
-    const size_t need = slot * size_t(world_);
-    if (need > staging_bytes_)
-      throw Error("copy-engine all-reduce of " + std::to_string(size_t(n) * es) +
-                  " bytes needs " + std::to_string(need) + " bytes of staging; the ring has " +
-                  std::to_string(staging_bytes_));
-    const StagingRing::Take slot_taken = ring_->take(need, call);
-    const size_t off = slot_taken.offset;
-    const uint32_t reuse_wait = slot_taken.reuse_wait;
-    // (1) chunk j of this rank's values into rank j's slot `rank_`.
-    for (int k = 1; k < world_; ++k) {
-      const int j = (rank_ + k) % world_;
-      if (reuse_wait > 0) wait_flag(1, j, reuse_wait);  // j consumed that region
-      const int64_t b = begin(j), e = begin(j + 1);
-      if (e > b)
-        check(cudaMemcpyAsync(peer_staging(j) + off + size_t(rank_) * slot, base + b * int64_t(es),
-                              size_t(e - b) * es, cudaMemcpyDeviceToDevice, stream_),
-              "copy to rank " + std::to_string(j));
-      raise(j, 0, call);
-    }
-    // (2) the staged chunks from every peer, summed into this rank's chunk.
-    for (int k = 1; k < world_; ++k) wait_flag(0, (rank_ + world_ - k) % world_, call);
-    const int64_t b = begin(rank_), e = begin(rank_ + 1);
-    if (e > b) sum_staged(base, b, e - b, t, off, slot);
+    stage_and_sum(base, t, call, begin, "all-reduce");
     // (3) the sum into every peer's values.
+    const int64_t b = begin(rank_), e = begin(rank_ + 1);
     for (int k = 1; k < world_; ++k) {
       const int j = (rank_ + k) % world_;
       if (e > b)
@@ -252,7 +225,7 @@ class CopyEngineGroup final : public Communicator {
       raise(j, 1, call);
     }
     // Work queued on this stream later sees the whole sum (as after an NCCL call).
-    for (int k = 1; k < world_; ++k) wait_flag(1, (rank_ + world_ - k) % world_, call);
+    wait_all(1, call);
   }
 
   void allgather_after(void* data, int64_t bytes, void* event) override {
@@ -269,8 +242,8 @@ class CopyEngineGroup final : public Communicator {
     // clearing its gradients at start-up when this rank gathers the ZeRO-1 shards). Calls
     // without an event follow such a call on the same stream.
     if (event) {
-      for (int k = 1; k < world_; ++k) raise((rank_ + k) % world_, 3, call);
-      for (int k = 1; k < world_; ++k) wait_flag(3, (rank_ + world_ - k) % world_, call);
+      raise_all(3, call);
+      wait_all(3, call);
     }
     for (int k = 1; k < world_; ++k) {
       const int j = (rank_ + k) % world_;
@@ -278,7 +251,7 @@ class CopyEngineGroup final : public Communicator {
             "all-gather copy to rank " + std::to_string(j));
       raise(j, 2, call);
     }
-    for (int k = 1; k < world_; ++k) wait_flag(2, (rank_ + world_ - k) % world_, call);
+    wait_all(2, call);
   }
 
   // ZeRO-1: the values are W parts of `count`; rank r's part [r count, (r + 1) count)
@@ -287,33 +260,11 @@ class CopyEngineGroup final : public Communicator {
   // part is consumed", and no sum travels back.
   void reduce_scatter_sum_after(void* data, int64_t count, DType t, void* event) override {
     if (count <= 0) return;
-    if (t != DType::f32 && t != DType::bf16)
-      throw Error("copy-engine reduce-scatter: only f32 and bf16 values are summed");
-    const size_t es = dtype_size(t);
     char* base = static_cast<char*>(data);
-    check_inside(base, size_t(count) * size_t(world_) * es, "reduce-scatter");
-    after(event);
+    begin_sum(base, count * world_, t, event, "reduce-scatter");
     const uint32_t call = ++issued_ar_;
-    const size_t slot = round_up(size_t(count) * es, kSlotAlign);
-    const size_t need = slot * size_t(world_);
-    if (need > staging_bytes_)
-      throw Error("copy-engine reduce-scatter of " + std::to_string(size_t(count) * world_ * es) +
-                  " bytes needs " + std::to_string(need) + " bytes of staging; the ring has " +
-                  std::to_string(staging_bytes_));
-    const StagingRing::Take slot_taken = ring_->take(need, call);
-    const size_t off = slot_taken.offset;
-    for (int k = 1; k < world_; ++k) {
-      const int j = (rank_ + k) % world_;
-      if (slot_taken.reuse_wait > 0) wait_flag(1, j, slot_taken.reuse_wait);
-      check(cudaMemcpyAsync(peer_staging(j) + off + size_t(rank_) * slot,
-                            base + int64_t(j) * count * int64_t(es), size_t(count) * es,
-                            cudaMemcpyDeviceToDevice, stream_),
-            "reduce-scatter copy to rank " + std::to_string(j));
-      raise(j, 0, call);
-    }
-    for (int k = 1; k < world_; ++k) wait_flag(0, (rank_ + world_ - k) % world_, call);
-    sum_staged(base, int64_t(rank_) * count, count, t, off, slot);
-    for (int k = 1; k < world_; ++k) raise((rank_ + k) % world_, 1, call);
+    stage_and_sum(base, t, call, [&](int j) { return int64_t(j) * count; }, "reduce-scatter");
+    raise_all(1, call);
   }
 
   void record(void* event) override {
@@ -321,6 +272,59 @@ class CopyEngineGroup final : public Communicator {
   }
 
  private:
+  // Checks shared by the summing collectives (n values of t at base, ordered after event);
+  // returns the element size.
+  size_t begin_sum(char* base, int64_t n, DType t, void* event, const char* what) {
+    if (t != DType::f32 && t != DType::bf16)
+      throw Error(std::string("copy-engine ") + what + ": only f32 and bf16 values are summed");
+    const size_t es = dtype_size(t);
+    check_inside(base, size_t(n) * es, what);
+    after(event);
+    return es;
+  }
+
+  // Steps (1) and (2) of a sum over the ranks. Chunk j of `base` (elements [begin(j),
+  // begin(j + 1))) goes into rank j's staging ring, slot `rank_`, flagged (phase 0); once
+  // every peer's copy of this rank's chunk has arrived, they are summed into it in rank
+  // order. A ring region is reused only after its peer has reported (phase 1) the call that
+  // last used it.
+  void stage_and_sum(char* base, DType t, uint32_t call, const std::function<int64_t(int)>& begin,
+                     const char* what) {
+    const size_t es = dtype_size(t);
+    int64_t max_chunk = 0;
+    for (int j = 0; j < world_; ++j) max_chunk = std::max(max_chunk, begin(j + 1) - begin(j));
+    const size_t slot = round_up(size_t(max_chunk) * es, kSlotAlign);
+    const size_t need = slot * size_t(world_);
+    if (need > staging_bytes_)
+      throw Error(std::string("copy-engine ") + what + " of " +
+                  std::to_string(size_t(begin(world_) - begin(0)) * es) + " bytes needs " +
+                  std::to_string(need) + " bytes of staging; the ring has " +
+                  std::to_string(staging_bytes_));
+    const StagingRing::Take taken = ring_->take(need, call);
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      if (taken.reuse_wait > 0) wait_flag(1, j, taken.reuse_wait);  // j consumed that region
+      const int64_t b = begin(j), e = begin(j + 1);
+      if (e > b)
+        check(cudaMemcpyAsync(peer_staging(j) + taken.offset + size_t(rank_) * slot,
+                              base + b * int64_t(es), size_t(e - b) * es, cudaMemcpyDeviceToDevice,
+                              stream_),
+              std::string(what) + " copy to rank " + std::to_string(j));
+      raise(j, 0, call);
+    }
+    wait_all(0, call);
+    const int64_t b = begin(rank_), e = begin(rank_ + 1);
+    if (e > b) sum_staged(base, b, e - b, t, taken.offset, slot);
+  }
+
+  // Flag (phase, rank_) raised on every peer; the stream waiting for every peer's.
+  void raise_all(int phase, uint32_t value) {
+    for (int k = 1; k < world_; ++k) raise((rank_ + k) % world_, phase, value);
+  }
+  void wait_all(int phase, uint32_t value) {
+    for (int k = 1; k < world_; ++k) wait_flag(phase, (rank_ + world_ - k) % world_, value);
+  }
+
   // values [b, b + m) of `base` += the peers' staged copies of them (ring offset `off`,
   // one `slot` per rank), in rank order.
   void sum_staged(char* base, int64_t b, int64_t m, DType t, size_t off, size_t slot) {
