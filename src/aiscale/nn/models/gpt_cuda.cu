@@ -862,31 +862,22 @@ class GptCuda final : public GptModel {
     for (Bucket& b : buckets_) {
       if (b.after != point) continue;
       const Bucket* bp = &b;
-      if (comm_t_ == DType::f32) {
-        AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
-        comm_queue_->post([this, bp] {
-          if (zero_) comm_->reduce_scatter_sum_after(grads_ + bp->begin, bp->part, DType::f32, bp->ready);
-          else comm_->allreduce_sum_after(grads_ + bp->begin, bp->end - bp->begin, DType::f32, bp->ready);
-          if (bp->done) comm_->record(bp->done);
-        });
-      } else {
-        // Rounded to bf16 on the model's stream, summed, widened back on NCCL's stream (for
-        // ZeRO-1 only this rank's part, the only one it reads).
-        cuda::cast_from_f32(comm_t_, comm_at(b.begin), grads_ + b.begin, b.end - b.begin, stream_);
-        AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
-        comm_queue_->post([this, bp] {
-          const int64_t n = bp->end - bp->begin;
-          if (zero_) {
-            comm_->reduce_scatter_sum_after(comm_at(bp->begin), bp->part, comm_t_, bp->ready);
-            const int64_t mine = bp->begin + rank_ * bp->part;
-            cuda::cast_to_f32(comm_t_, grads_ + mine, comm_at(mine), bp->part, comm_stream());
-          } else {
-            comm_->allreduce_sum_after(comm_at(bp->begin), n, comm_t_, bp->ready);
-            cuda::cast_to_f32(comm_t_, grads_ + bp->begin, comm_at(bp->begin), n, comm_stream());
-          }
-          if (bp->done) comm_->record(bp->done);
-        });
-      }
+      // bf16 communication: rounded to bf16 on the model's stream, summed, widened back on
+      // the communicator's stream (for ZeRO-1 only this rank's part, the only one it reads).
+      const bool cast = comm_t_ != DType::f32;
+      if (cast) cuda::cast_from_f32(comm_t_, comm_at(b.begin), grads_ + b.begin, b.end - b.begin, stream_);
+      AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
+      comm_queue_->post([this, bp, cast] {
+        void* data = cast ? comm_at(bp->begin) : static_cast<void*>(grads_ + bp->begin);
+        if (zero_) comm_->reduce_scatter_sum_after(data, bp->part, comm_t_, bp->ready);
+        else comm_->allreduce_sum_after(data, bp->end - bp->begin, comm_t_, bp->ready);
+        if (cast) {
+          const int64_t from = zero_ ? bp->begin + rank_ * bp->part : bp->begin;
+          const int64_t n = zero_ ? bp->part : bp->end - bp->begin;
+          cuda::cast_to_f32(comm_t_, grads_ + from, comm_at(from), n, comm_stream());
+        }
+        if (bp->done) comm_->record(bp->done);
+      });
       b.timed = timing_ && phases_recorded_ >= 2;
       comm_pending_ = true;
     }

@@ -201,6 +201,9 @@ struct Plan {
   Desc plan;
   int64_t workspace = 0;
   int64_t engine = -1;
+  // Variant packs by their pointers (the workspace last): a model calls each plan with one
+  // set of buffers per layer, the same every step, so each pack is built once.
+  std::map<std::vector<void*>, Desc> packs;
 };
 
 // Heuristics (mode A, then the fallback list); the first configuration that finalises.
@@ -255,18 +258,26 @@ void make_plan(Plan& p, cudnnHandle_t handle, const char* name) {
               "; use AISCALE_CUDA_ATTENTION=flash");
 }
 
-void execute(cudnnHandle_t handle, const Plan& p, const std::vector<int64_t>& uids,
-             const std::vector<void*>& ptrs, void* workspace, cudaStream_t s, const char* name) {
-  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data(),
-           "variant pack uids");
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
-           ptrs.data(), "variant pack pointers");
-  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
-           "variant pack workspace");
-  pack.finalize("variant pack");
+void execute(cudnnHandle_t handle, Plan& p, const std::vector<int64_t>& uids,
+             std::vector<void*> ptrs, void* workspace, cudaStream_t s, const char* name) {
+  constexpr size_t kMaxPacks = 256;  // bounds the cache for callers that vary their buffers
+  const size_t n = ptrs.size();
+  ptrs.push_back(workspace);
+  auto it = p.packs.find(ptrs);
+  if (it == p.packs.end()) {
+    Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()),
+             uids.data(), "variant pack uids");
+    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(n), ptrs.data(),
+             "variant pack pointers");
+    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
+             "variant pack workspace");
+    pack.finalize("variant pack");
+    if (p.packs.size() >= kMaxPacks) p.packs.clear();
+    it = p.packs.emplace(std::move(ptrs), std::move(pack)).first;
+  }
   check(cudnnSetStream(handle, s), "setting the stream");
-  check(cudnnBackendExecute(handle, p.plan.get(), pack.get()), std::string("running ") + name);
+  check(cudnnBackendExecute(handle, p.plan.get(), it->second.get()), std::string("running ") + name);
 }
 
 }  // namespace
