@@ -34,7 +34,91 @@ one() {  # name, ranks, env assignments..., -- extra args...
   echo "{\"variant\": \"$name\", \"result\": ${line:-null}}" >> "$OUT/phases.jsonl"
   echo "== $name end $(date +%s.%N)" >> "$OUT/phases.err"
 }
+# SM clock and board power of every GPU (nvidia-smi every 100 ms, $OUT/smi.csv), averaged
+# per variant at the end: a 2-GPU step that is power-capped shows a lower clock.
+nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,clocks_throttle_reasons.active \
+  --format=csv,noheader,nounits -lms 100 > "$OUT/smi.csv" 2>/dev/null &
+smi_pid=$!
+NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 case "${SET:-phases}" in
+verify)
+  # After a change: 1 GPU (the first and the last card alone), 2 GPUs over the copy
+  # engines and over NCCL, ZeRO-1 over the copy engines, then the copy-engine phase timing.
+  one 1gpu 1 X=0 --
+  one 1gpu-last-card 1 CUDA_VISIBLE_DEVICES=$((NGPUS - 1)) --
+  one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-nccl 2 X=0 --
+  one 2gpu-ce-zero1 2 X=0 -- --grad-transport copy-engine --zero-stage 1
+  one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
+  one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  ;;
+split)
+  # Layer 0's bucket cut in three (default) or whole (AISCALE_CUDA_SPLIT_LAST_BUCKET=0),
+  # alternated, with the phase timing of 1 GPU and of 2 beside them.
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one 1gpu 1 X=0 --
+  for i in 1 2; do
+    one 2gpu-ce-split 2 X=0 -- --grad-transport copy-engine
+    one 2gpu-ce-whole 2 AISCALE_CUDA_SPLIT_LAST_BUCKET=0 -- --grad-transport copy-engine
+  done
+  one timing-2gpu-ce-split 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  one timing-2gpu-ce-whole 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_SPLIT_LAST_BUCKET=0 -- --grad-transport copy-engine
+  one 2gpu-ce-zero1 2 X=0 -- --grad-transport copy-engine --zero-stage 1
+  one 2gpu-nccl 2 X=0 --
+  one 1gpu-again 1 X=0 --
+  ;;
+push)
+  # The tail after backward over the copy engines: d(res0) pushed beside the buckets
+  # (default) or all-gathered after them (AISCALE_CUDA_PUSH_DRES=0), and both with
+  # layer 0's bucket whole (the code before either change), alternated.
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one 1gpu 1 X=0 --
+  for i in 1 2; do
+    one 2gpu-ce-push 2 X=0 -- --grad-transport copy-engine
+    one 2gpu-ce-gather 2 AISCALE_CUDA_PUSH_DRES=0 -- --grad-transport copy-engine
+    one 2gpu-ce-gather-whole 2 AISCALE_CUDA_PUSH_DRES=0 AISCALE_CUDA_SPLIT_LAST_BUCKET=0 -- --grad-transport copy-engine
+  done
+  one timing-2gpu-ce-push 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  one 2gpu-ce-zero1-push 2 X=0 -- --grad-transport copy-engine --zero-stage 1
+  one 2gpu-ce-zero1-gather 2 AISCALE_CUDA_PUSH_DRES=0 -- --grad-transport copy-engine --zero-stage 1
+  one 1gpu-again 1 X=0 --
+  ;;
+priority)
+  # The copy-engine streams at the highest priority (default) or the default one
+  # (AISCALE_CE_PRIORITY=default), with d(res0) pushed; and the code before the tail
+  # changes (d(res0) all-gathered after the buckets, layer 0's bucket whole, default
+  # priority), alternated.
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one 1gpu 1 X=0 --
+  for i in 1 2; do
+    one 2gpu-ce-high 2 X=0 -- --grad-transport copy-engine
+    one 2gpu-ce-default 2 AISCALE_CE_PRIORITY=default -- --grad-transport copy-engine
+    one 2gpu-ce-before 2 AISCALE_CE_PRIORITY=default AISCALE_CUDA_PUSH_DRES=0 AISCALE_CUDA_SPLIT_LAST_BUCKET=0 -- --grad-transport copy-engine
+  done
+  one timing-2gpu-ce-high 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  one 2gpu-ce-zero1-high 2 X=0 -- --grad-transport copy-engine --zero-stage 1
+  one 1gpu-again 1 X=0 --
+  ;;
+nvlink)
+  # Control: GPU 0 trains alone (phase timing on) while GPU 1's copy engine moves data to
+  # and from GPU 0's memory over NVLink (no kernels or copies of GPU 0's own): in the
+  # exchange's pattern (14 MiB each way every 1.3 ms) and back to back; then beside an
+  # independent training on GPU 1. Does link activity alone slow a power-capped GPU?
+  nvcc -O2 -arch=sm_90 -o "$OUT/nvlink_load" bench/gpu/nvlink_load.cu || exit 1
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  "$OUT/nvlink_load" 40 $((14 << 20)) 1300 >> "$OUT/nvlink.log" 2>&1 & load=$!
+  one timing-1gpu-link-pattern 1 AISCALE_CUDA_TIMING=1 --
+  kill $load 2>/dev/null; wait $load 2>/dev/null
+  "$OUT/nvlink_load" 40 $((64 << 20)) 0 >> "$OUT/nvlink.log" 2>&1 & load=$!
+  one timing-1gpu-link-continuous 1 AISCALE_CUDA_TIMING=1 --
+  kill $load 2>/dev/null; wait $load 2>/dev/null
+  CUDA_VISIBLE_DEVICES=1 timeout 60 "$BIN" bench language --model gpt2-124m --batch 16 \
+    --seq 1024 --device cuda --precision bf16 --steps 1500 --warmup 5 > /dev/null 2>&1 & other=$!
+  one timing-1gpu-beside-gpu1-training 1 AISCALE_CUDA_TIMING=1 --
+  kill $other 2>/dev/null; wait $other 2>/dev/null
+  one timing-1gpu-again 1 AISCALE_CUDA_TIMING=1 --
+  rm -f "$OUT/nvlink_load"
+  ;;
 phases)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --
@@ -83,18 +167,12 @@ zero-ce)
   one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;
 power)
-  # SM clock and board power of both GPUs (nvidia-smi every 100 ms, $OUT/smi.csv) while one
-  # GPU trains alone and while two train together: does the exchange cost clock speed
-  # at the power cap? Averages per variant and GPU are printed at the end.
-  nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,clocks_throttle_reasons.active \
-    --format=csv,noheader,nounits -lms 100 > "$OUT/smi.csv" 2>/dev/null &
-  smi_pid=$!
+  # One GPU alone and two together: does the exchange cost clock speed at the power cap?
   one 1gpu 1 X=0 --
   one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
   one 2gpu-nccl 2 X=0 --
   one 1gpu-again 1 X=0 --
   one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
-  kill "$smi_pid" 2>/dev/null
   ;;
 flags)
   # Copy-engine flags raised by the front end (default) or by a one-thread kernel.
@@ -104,14 +182,20 @@ flags)
   one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   ;;
 esac
+kill "$smi_pid" 2>/dev/null
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-for line in open(os.path.join(out, "phases.jsonl")):
-    j = json.loads(line); r = j["result"]
+rows = [json.loads(line) for line in open(os.path.join(out, "phases.jsonl"))]
+# Efficiency tput(2) / (2 tput(1)) against the first untimed run on the first GPU alone.
+base = next((j["result"]["tokens_per_s_per_device"] for j in rows if j["result"] and
+             j["variant"] == "1gpu"), None)
+for j in rows:
+    r = j["result"]
     if not r: print("%-28s failed" % j["variant"]); continue
-    print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms" % (j["variant"], r["world_size"],
-          r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"]))
+    eff = ", efficiency %.3f" % (r["tokens_per_s_per_device"] / base) if base and r["world_size"] > 1 else ""
+    print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms%s" % (j["variant"], r["world_size"],
+          r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"], eff))
 PY
 grep -E "mean of|bucket \[" "$OUT/phases.err"
 [ -s "$OUT/smi.csv" ] && python3 - "$OUT" <<'PY'

@@ -56,6 +56,18 @@ class Communicator {
   virtual void reduce_scatter_sum_after(void* data, int64_t count, DType t, void* event);
   // In-place all-gather: rank r's `bytes` at data + r * bytes go to every rank.
   virtual void allgather_after(void* data, int64_t bytes, void* event);
+  // All-gather straight to a consumer, where the transport can (the copy engines): rank r
+  // pushes its `bytes` at data + r * bytes (ready at `event`) into every peer's buffer
+  // beside the communicator's queued work, and the stream `consumer` (a cudaStream_t)
+  // waits, without holding the host, until every peer's part has arrived here. Unlike
+  // allgather_after it does not ask whether the receivers are ready: the caller guarantees
+  // that no rank still uses its buffer from an earlier call (the uses are separated by a
+  // host-level collective, as a training step's are). wait() includes it. Returns false,
+  // doing nothing, where the transport has no such path: then use allgather_after.
+  virtual bool allgather_push(void* /*data*/, int64_t /*bytes*/, void* /*event*/,
+                              void* /*consumer*/) {
+    return false;
+  }
   // Records `event` (a cudaEvent_t) on the communicator's stream after the queued work.
   virtual void record(void* event);
   // Collectives queued between these two are launched together (one NCCL group: one

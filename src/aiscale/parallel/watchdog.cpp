@@ -50,6 +50,10 @@ class Watched final : public Communicator {
     Guard g(this, "all-gather");
     inner_->allgather_after(d, b, e);
   }
+  bool allgather_push(void* d, int64_t b, void* e, void* consumer) override {
+    Guard g(this, "all-gather");
+    return inner_->allgather_push(d, b, e, consumer);
+  }
   void record(void* e) override { inner_->record(e); }
   void group_begin() override { inner_->group_begin(); }
   void group_end() override {

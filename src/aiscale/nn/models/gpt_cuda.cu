@@ -21,9 +21,10 @@
 // whole layers (~options.bucket_mib) in the order backward completes them: the token and
 // position embeddings first (complete after the LM head's weight gradient, except for the
 // embedding backward, see below), then the top layers with the final LayerNorm, down to
-// layer 0. Each bucket is summed (all-reduce; ZeRO-1: reduce-scatter) on the
-// communicator's stream as soon as its event on the model stream fires, while backward
-// goes on. The embedding backward would complete the large tied-embedding bucket only at
+// layer 0, whose bucket is cut in three where its parameters complete (the MLP, the
+// attention, the first LayerNorm) to shorten what stays exposed. Each bucket is summed
+// (all-reduce; ZeRO-1: reduce-scatter) on the communicator's stream as soon as its event
+// on the model stream fires, while backward goes on. The embedding backward would complete the large tied-embedding bucket only at
 // the very end; instead every rank all-gathers the others' input gradient d(res0) and
 // tokens and runs the embedding backward over all ranks' positions, which adds exactly
 // the summed contribution. Non-final micro-steps of gradient accumulation communicate
@@ -48,6 +49,9 @@
 //     per gradient bucket, when it was ready and how long its collective took, and
 //     prints their means per rank at exit.
 //   AISCALE_CUDA_COMM_THREAD = 0 makes the collective calls on the model's thread;
+//   AISCALE_CUDA_SPLIT_LAST_BUCKET = 0 keeps layer 0's gradients in one bucket;
+//   AISCALE_CUDA_PUSH_DRES = 0 all-gathers d(res0) on the communicator's stream after the
+//     buckets also with the copy engines (which otherwise push it beside them);
 //   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
 #include <cuda_runtime.h>
@@ -378,6 +382,7 @@ class GptCuda final : public GptModel {
     if (comm_done_) cudaEventDestroy(comm_done_);
     if (dres_ready_) cudaEventDestroy(dres_ready_);
     if (update_done_) cudaEventDestroy(update_done_);
+    if (embed_done_) cudaEventDestroy(embed_done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -560,6 +565,7 @@ class GptCuda final : public GptModel {
       cuda::layernorm_backward(t_, dres_, g(lo + lay_.ln2_w), g(lo + lay_.ln2_b),
                                g(lo + lay_.proj_b), dln_, a.res_mid, pw(l, lay_.ln2_w),
                                a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
+      if (overlapped && l == 0) send_buckets_ready_after(kLayer0Mlp);
       // Attention projection: dres = d(res_mid).
       cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.proj_w), nullptr, dres_, a.atty, N, C,
                                    C, C, 1.0f, bias_scratch_, linear_, s);
@@ -575,6 +581,7 @@ class GptCuda final : public GptModel {
       cuda::linear_backward_weight(*gemm_, t_, g(lo + lay_.qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
                                    3 * C, 3 * C, 1.0f, bias_scratch_, linear_, s);
       cuda::add_inplace(g(lo + lay_.qkv_b), bias_tmp_, 3 * C, s);
+      if (overlapped && l == 0) send_buckets_ready_after(kLayer0Qkv);
       cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, lay_.qkv_w), N, C, 3 * C, 3 * C,
                                   1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
       cuda::layernorm_backward(t_, dres_, g(lo + lay_.ln1_w), g(lo + lay_.ln1_b),
@@ -594,13 +601,24 @@ class GptCuda final : public GptModel {
                                          cudaMemcpyDeviceToDevice, s));
       AISCALE_CUDA_CHECK(cudaEventRecord(dres_ready_, s));
       drain_comm_queue();  // the buckets' calls first; then this thread calls NCCL itself
-      comm_->allgather_after(dres_all_, N * C * int64_t(es_), dres_ready_);
-      comm_->record(comm_done_);
-      // Without ZeRO, wte and wpe lie wholly in the first bucket (reduced long ago), so the
-      // embedding backward needs only the buckets before this point; layer 0's bucket is
-      // summed beside it. (ZeRO-1's rounded boundaries can move wpe's tail into it.)
+      // The copy engines push every rank's part straight to the peers and this stream waits
+      // for their arrival, not for the buckets still being summed (the previous step's
+      // readers of dres_all_ finished before its host-level loss all-reduce). NCCL: an
+      // all-gather queued after those buckets.
+      const int64_t bytes = N * C * int64_t(es_);
+      const bool pushed = push_dres_ && comm_->allgather_push(dres_all_, bytes, dres_ready_, s);
+      if (!pushed) comm_->allgather_after(dres_all_, bytes, dres_ready_);
+      // The embedding backward adds to the summed wte and wpe. Without ZeRO they lie wholly
+      // in the first bucket (summed long ago: embed_done_); ZeRO-1's rounded boundaries can
+      // move wpe's tail into layer 0's bucket, so then (and after a queued all-gather) it
+      // follows everything queued so far. Without ZeRO, layer 0's bucket is summed beside it.
+      cudaEvent_t before_embedding = embed_done_;
+      if (zero_ || !pushed) {
+        comm_->record(comm_done_);
+        before_embedding = comm_done_;
+      }
       if (!zero_) send_buckets_ready_after(0);
-      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, comm_done_, 0));
+      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, before_embedding, 0));
       cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
                                d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
     } else {
@@ -784,10 +802,12 @@ class GptCuda final : public GptModel {
   enum class LogitsState { valid, gradient, consumed };
 
   // --- data parallelism (see the comment at the top) ---
-  static constexpr int64_t kAfterLmHead = -1, kAfterBackward = -2;
+  // Points of backward where buckets become ready, besides "after layer l" (l >= 0).
+  static constexpr int64_t kAfterLmHead = -1, kAfterBackward = -2, kLayer0Mlp = -3,
+                           kLayer0Qkv = -4;
   struct Bucket {
     int64_t begin = 0, end = 0;  // flat range of the gradient buffer
-    int64_t after = 0;           // ready after: layer l's backward, or kAfterLmHead/kAfterBackward
+    int64_t after = 0;           // ready after: layer l's backward, or one of the k* points
     int64_t part = 0;            // ZeRO-1: (end - begin) / world, this rank's part
     int64_t shard_offset = 0;    // ZeRO-1: where this bucket's part starts in the shard
     cudaEvent_t ready = nullptr;
@@ -809,9 +829,12 @@ class GptCuda final : public GptModel {
     dp_ = true;
     zero_ = options_.zero_stage == 1;
     overlap_ = options_.overlap;
+    split_last_bucket_ = env_flag("AISCALE_CUDA_SPLIT_LAST_BUCKET", true);
+    push_dres_ = env_flag("AISCALE_CUDA_PUSH_DRES", true);
     comm_t_ = options_.grad_comm;
     const int64_t q = zero_ ? world_ : 1;
     const auto down = [q](int64_t x) { return x / q * q; };
+    const auto up = [q](int64_t x) { return (x + q - 1) / q * q; };
     Ppad_ = (P_ + q - 1) / q * q;
     std::vector<Bucket> plan;
     if (!overlap_) {
@@ -822,7 +845,20 @@ class GptCuda final : public GptModel {
       int64_t end = Ppad_;
       for (int64_t l = L_ - 1; l >= 0; --l) {
         const int64_t begin = down(layer_off(l));
-        if (end - begin >= target || l == 0) {
+        if (l == 0 && split_last_bucket_) {
+          // Layer 0's bucket is the one whose sum stays exposed after backward: cut it
+          // where its parameters complete (the MLP and the attention projection's bias
+          // after the second LayerNorm's backward; the attention projection and QKV after
+          // QKV's weight gradient; the first LayerNorm at the end), so that only the last
+          // few values wait. ZeRO-1 rounds these cuts up: the values moved go to the
+          // later bucket, which is always complete by then.
+          const int64_t lo = layer_off(0);
+          const int64_t mlp = std::min(up(lo + lay_.proj_b), end);
+          const int64_t qkv = std::min(up(lo + lay_.qkv_w), mlp);
+          plan.push_back({mlp, end, kLayer0Mlp});
+          plan.push_back({qkv, mlp, kLayer0Qkv});
+          plan.push_back({begin, qkv, 0});
+        } else if (end - begin >= target || l == 0) {
           plan.push_back({begin, end, l});
           end = begin;
         }
@@ -839,7 +875,7 @@ class GptCuda final : public GptModel {
       buckets_.push_back(b);
     }
     if (zero_) S_ = Ppad_ / world_;
-    for (cudaEvent_t* e : {&tokens_ready_, &comm_done_, &dres_ready_, &update_done_})
+    for (cudaEvent_t* e : {&tokens_ready_, &comm_done_, &dres_ready_, &update_done_, &embed_done_})
       AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     // AISCALE_CUDA_COMM_THREAD=0 makes the calls on the model's thread (for measurements).
     comm_queue_ = std::make_unique<CommQueue>(device_, env_flag("AISCALE_CUDA_COMM_THREAD", true));
@@ -877,6 +913,7 @@ class GptCuda final : public GptModel {
           cuda::cast_to_f32(comm_t_, grads_ + from, comm_at(from), n, comm_stream());
         }
         if (bp->done) comm_->record(bp->done);
+        if (bp == &buckets_.front()) comm_->record(embed_done_);
       });
       b.timed = timing_ && phases_recorded_ >= 2;
       comm_pending_ = true;
@@ -1228,7 +1265,7 @@ class GptCuda final : public GptModel {
   std::unique_ptr<parallel::Communicator> copy_engine_;  // wraps options_.comm when used
   int64_t world_ = 1, rank_ = 0;
   int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length
-  bool dp_ = false, zero_ = false, overlap_ = true;
+  bool dp_ = false, zero_ = false, overlap_ = true, split_last_bucket_ = true, push_dres_ = true;
   bool sync_ = true;        // set_gradient_sync
   bool sync_step_ = false;  // the current forward/backward synchronises
   mutable bool comm_pending_ = false;
@@ -1243,7 +1280,7 @@ class GptCuda final : public GptModel {
   std::vector<Bucket> buckets_;
   std::unique_ptr<CommQueue> comm_queue_;
   cudaEvent_t tokens_ready_ = nullptr, comm_done_ = nullptr, dres_ready_ = nullptr,
-              update_done_ = nullptr;
+              update_done_ = nullptr, embed_done_ = nullptr;  // embed_done_: wte/wpe's bucket summed
   int32_t *tokens_all_ = nullptr, *h_tokens_all_ = nullptr;
   void* dres_all_ = nullptr;  // (world x N, C) of t: every rank's d(res0)
   void* gather_ = nullptr;    // (Ppad) of t: flat working copy (ZeRO-1)

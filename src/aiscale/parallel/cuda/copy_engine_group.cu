@@ -23,7 +23,8 @@ namespace {
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-constexpr int kPhases = 4;  // flags: 0 chunk staged, 1 sum delivered, 2 all-gather, 3 ready to receive
+// flags: 0 chunk staged, 1 sum delivered, 2 all-gather, 3 ready to receive, 4 pushed part
+constexpr int kPhases = 5;
 constexpr size_t kFlagBytes = 4096;   // flags region at the start of the group's buffer
 constexpr int64_t kChunkAlign = 64;   // elements; chunk boundaries (256 B in fp32)
 constexpr size_t kSlotAlign = 256;    // bytes
@@ -134,7 +135,7 @@ class CopyEngineGroup final : public Communicator {
   ~CopyEngineGroup() override {
     // Every peer write aimed at this rank belongs to a call whose end the stream waits
     // for; let it get there before unmapping.
-    if (issued_ar_ > 0 || issued_ag_ > 0) {
+    if (issued_ar_ > 0 || issued_ag_ > 0 || issued_push_ > 0) {
       try {
         wait_done("shut-down");
       } catch (const std::exception&) {
@@ -152,8 +153,19 @@ class CopyEngineGroup final : public Communicator {
                                                                 std::to_string(staging_bytes_ >> 20) + " MiB)");
     check(cudaMemset(group_, 0, kFlagBytes), "clearing the flags");
     ring_ = std::make_unique<StagingRing>(staging_bytes_);
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
+    // The streams get the device's highest priority: a sum kernel then takes SMs as the
+    // model's kernels free them instead of waiting behind the whole of the kernel running
+    // beside it (the last bucket's sum beside the embedding backward, docs/perf-notes.md).
+    // AISCALE_CE_PRIORITY=default keeps the default priority (for measurements).
+    int lowest = 0, highest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&lowest, &highest), "stream priorities");
+    const char* prio = std::getenv("AISCALE_CE_PRIORITY");
+    const int priority = prio && std::strcmp(prio, "default") == 0 ? 0 : highest;
+    check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority), "stream creation");
+    check(cudaStreamCreateWithPriority(&push_stream_, cudaStreamNonBlocking, priority),
+          "stream creation");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "event creation");
+    check(cudaEventCreateWithFlags(&push_done_, cudaEventDisableTiming), "event creation");
     cudaDriverEntryPointQueryResult q{};
     void* fn = nullptr;
     check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q),
@@ -179,10 +191,12 @@ class CopyEngineGroup final : public Communicator {
       peer_arena_[j] = peer_group_[j] = nullptr;
     }
     if (done_) cudaEventDestroy(done_);
+    if (push_done_) cudaEventDestroy(push_done_);
     if (stream_) cudaStreamDestroy(stream_);
+    if (push_stream_) cudaStreamDestroy(push_stream_);
     if (group_) cudaFree(group_);
-    done_ = nullptr;
-    stream_ = nullptr;
+    done_ = push_done_ = nullptr;
+    stream_ = push_stream_ = nullptr;
     group_ = nullptr;
   }
 
@@ -200,7 +214,7 @@ class CopyEngineGroup final : public Communicator {
   void* device_stream() override { return stream_; }
 
   void wait() override {
-    if (issued_ar_ > 0 || issued_ag_ > 0) wait_done("gradient exchange");
+    if (issued_ar_ > 0 || issued_ag_ > 0 || issued_push_ > 0) wait_done("gradient exchange");
     base_.wait();
   }
 
@@ -252,6 +266,29 @@ class CopyEngineGroup final : public Communicator {
       raise(j, 2, call);
     }
     wait_all(2, call);
+  }
+
+  // The copies go on a second stream, so they neither wait for the queued collectives
+  // nor hold them up; the consumer waits for the peers' flags (phase 4).
+  bool allgather_push(void* data, int64_t bytes, void* event, void* consumer) override {
+    if (bytes <= 0) return true;
+    char* base = static_cast<char*>(data);
+    check_inside(base, size_t(bytes) * size_t(world_), "all-gather");
+    if (broken_) after(nullptr);  // throws
+    if (event) check(cudaStreamWaitEvent(push_stream_, static_cast<cudaEvent_t>(event), 0), "stream wait");
+    const uint32_t call = ++issued_push_;
+    char* mine = base + int64_t(rank_) * bytes;
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      check(cudaMemcpyAsync(peer_address(j, mine), mine, size_t(bytes), cudaMemcpyDeviceToDevice,
+                            push_stream_),
+            "all-gather copy to rank " + std::to_string(j));
+      raise(j, 4, call, push_stream_);
+    }
+    check(cudaEventRecord(push_done_, push_stream_), "event record");
+    for (int k = 1; k < world_; ++k)
+      wait_flag(4, (rank_ + world_ - k) % world_, call, static_cast<cudaStream_t>(consumer));
+    return true;
   }
 
   // ZeRO-1: the values are W parts of `count`; rank r's part [r count, (r + 1) count)
@@ -362,22 +399,25 @@ class CopyEngineGroup final : public Communicator {
     return static_cast<char*>(peer_arena_[j]) + (mine - static_cast<const char*>(opt_.arena));
   }
 
-  // Sets flag (phase, rank_) on rank j to `value` after the work queued before it.
-  void raise(int j, int phase, uint32_t value) {
+  // Sets flag (phase, rank_) on rank j to `value` after the work queued before it on
+  // `stream` (default: the group's).
+  void raise(int j, int phase, uint32_t value, cudaStream_t stream = nullptr) {
+    if (!stream) stream = stream_;
     uint32_t* f = reinterpret_cast<uint32_t*>(peer_group_[j]) + phase * world_ + rank_;
     if (write_value_) {
-      const CUresult r = write_value_(reinterpret_cast<CUstream>(stream_),
+      const CUresult r = write_value_(reinterpret_cast<CUstream>(stream),
                                       reinterpret_cast<CUdeviceptr>(f), value, 0);
       if (r == CUDA_SUCCESS) return;
       write_value_ = nullptr;  // not into peer memory on this system: the kernel from now on
     }
-    raise_flag_kernel<<<1, 1, 0, stream_>>>(f, value);
+    raise_flag_kernel<<<1, 1, 0, stream>>>(f, value);
     check(cudaGetLastError(), "flag kernel launch");
   }
 
-  // The stream waits (no SM) until this rank's flag (phase, from) reaches `value`.
-  void wait_flag(int phase, int from, uint32_t value) {
-    const CUresult r = wait_value_(reinterpret_cast<CUstream>(stream_),
+  // `stream` (default: the group's) waits (no SM) until this rank's flag (phase, from)
+  // reaches `value`.
+  void wait_flag(int phase, int from, uint32_t value, cudaStream_t stream = nullptr) {
+    const CUresult r = wait_value_(reinterpret_cast<CUstream>(stream ? stream : stream_),
                                    reinterpret_cast<CUdeviceptr>(my_flag(phase, from)), value,
                                    CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS)
@@ -391,6 +431,7 @@ class CopyEngineGroup final : public Communicator {
   // and the group refuses further work.
   void wait_done(const char* what) {
     if (broken_) return;
+    if (issued_push_ > 0) check(cudaStreamWaitEvent(stream_, push_done_, 0), "stream wait");
     check(cudaEventRecord(done_, stream_), "event record");
     const auto start = std::chrono::steady_clock::now();
     for (int spins = 0;; ++spins) {
@@ -495,12 +536,12 @@ class CopyEngineGroup final : public Communicator {
   int device_ = 0;
   void* group_ = nullptr;
   size_t staging_bytes_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t done_ = nullptr;
+  cudaStream_t stream_ = nullptr, push_stream_ = nullptr;  // collectives; allgather_push's copies
+  cudaEvent_t done_ = nullptr, push_done_ = nullptr;
   WaitValueFn wait_value_ = nullptr;
   WriteValueFn write_value_ = nullptr;
   std::vector<void*> peer_arena_, peer_group_;
-  uint32_t issued_ar_ = 0, issued_ag_ = 0;
+  uint32_t issued_ar_ = 0, issued_ag_ = 0, issued_push_ = 0;
   bool broken_ = false;  // a wait timed out: the peers are gone
   std::unique_ptr<StagingRing> ring_;
 };

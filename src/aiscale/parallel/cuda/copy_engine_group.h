@@ -20,7 +20,9 @@
 // All-gather: each rank copies its part to every peer and raises a third flag; when the
 // call is ordered after an event, the ranks first exchange a fourth flag ("my stream has
 // passed the event: my buffer may be written"), since the copies land in the peers'
-// buffers at the sender's pace.
+// buffers at the sender's pace. allgather_push skips that exchange (the caller vouches
+// for the receivers' buffers): its copies go on a second stream, beside the queued sums,
+// each followed by a fifth flag, and the consumer's stream waits for the peers' flags.
 //
 // Staging is a ring on each rank; a rank reuses a region in a peer's ring only after that
 // peer has reported (second flag) the call that last used it. Every rank must make the

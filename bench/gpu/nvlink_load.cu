@@ -1,0 +1,65 @@
+// NVLink traffic without work on the receiving GPU's SMs or copy engines, for a control
+// experiment: does link activity alone slow a power-capped GPU training beside it?
+// GPU `initiator` pulls `bytes` from GPU `target`'s memory and pushes them back, with its
+// own copy engine, every `period_us` microseconds (0: back to back), for `seconds`.
+// The pattern of the copy-engine gradient exchange on 2 GPUs is about 14 MiB each way
+// every 1.3 ms. Measurement only (docs/perf-notes.md), run by bench/gpu/ddp_phases.sh
+// (SET=nvlink):
+//   nvcc -O2 -o nvlink_load bench/gpu/nvlink_load.cu
+//   ./nvlink_load SECONDS BYTES PERIOD_US [INITIATOR TARGET]
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#define CHECK(x)                                                                     \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s SECONDS BYTES PERIOD_US [INITIATOR TARGET]\n", argv[0]);
+    return 2;
+  }
+  const double seconds = std::atof(argv[1]);
+  const size_t bytes = std::strtoull(argv[2], nullptr, 10);
+  const long period_us = std::atol(argv[3]);
+  const int initiator = argc > 4 ? std::atoi(argv[4]) : 1;
+  const int target = argc > 5 ? std::atoi(argv[5]) : 0;
+  char* remote = nullptr;
+  CHECK(cudaSetDevice(target));
+  CHECK(cudaMalloc(&remote, bytes));
+  CHECK(cudaSetDevice(initiator));
+  CHECK(cudaDeviceEnablePeerAccess(target, 0));
+  char *a = nullptr, *b = nullptr;
+  CHECK(cudaMalloc(&a, bytes));
+  CHECK(cudaMalloc(&b, bytes));
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const auto start = std::chrono::steady_clock::now();
+  auto next = start;
+  long rounds = 0;
+  for (;;) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (t >= seconds) break;
+    CHECK(cudaMemcpyAsync(remote, a, bytes, cudaMemcpyDeviceToDevice, s));  // push
+    CHECK(cudaMemcpyAsync(b, remote, bytes, cudaMemcpyDeviceToDevice, s));  // pull
+    CHECK(cudaStreamSynchronize(s));
+    ++rounds;
+    if (period_us > 0) {
+      next += std::chrono::microseconds(period_us);
+      std::this_thread::sleep_until(next);
+    }
+  }
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("{\"rounds\": %ld, \"seconds\": %.2f, \"GBps_each_way\": %.1f}\n", rounds, t,
+              double(rounds) * double(bytes) / t / 1e9);
+  return 0;
+}
