@@ -101,8 +101,8 @@ priority)
   ;;
 nvlink)
   # Control: GPU 0 trains alone (phase timing on) while GPU 1's copy engine moves data to
-  # and from GPU 0's memory over NVLink (no kernels or copies of GPU 0's own): in the
-  # exchange's pattern (14 MiB each way every 1.3 ms) and back to back; then beside an
+  # and from GPU 0's memory over NVLink (no kernels or copies of GPU 0's own): 14 MiB each
+  # way every 1.3 ms (half the exchange's bytes) and back to back; then beside an
   # independent training on GPU 1. Does link activity alone slow a power-capped GPU?
   nvcc -O2 -arch=sm_90 -o "$OUT/nvlink_load" bench/gpu/nvlink_load.cu || exit 1
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
@@ -118,6 +118,19 @@ nvlink)
   kill $other 2>/dev/null; wait $other 2>/dev/null
   one timing-1gpu-again 1 AISCALE_CUDA_TIMING=1 --
   rm -f "$OUT/nvlink_load"
+  ;;
+bf16)
+  # Half the bytes over NVLink: the buckets summed in bf16 (--grad-comm bf16: a cast on
+  # the model's stream before each bucket, one back after) against fp32, over the copy
+  # engines, alternated; with ZeRO-1 too.
+  one 1gpu 1 X=0 --
+  for i in 1 2; do
+    one 2gpu-ce-fp32 2 X=0 -- --grad-transport copy-engine
+    one 2gpu-ce-bf16 2 X=0 -- --grad-transport copy-engine --grad-comm bf16
+  done
+  one 2gpu-ce-zero1-bf16 2 X=0 -- --grad-transport copy-engine --zero-stage 1 --grad-comm bf16
+  one timing-2gpu-ce-bf16 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine --grad-comm bf16
+  one 1gpu-again 1 X=0 --
   ;;
 phases)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --

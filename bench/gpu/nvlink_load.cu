@@ -2,8 +2,9 @@
 // experiment: does link activity alone slow a power-capped GPU training beside it?
 // GPU `initiator` pulls `bytes` from GPU `target`'s memory and pushes them back, with its
 // own copy engine, every `period_us` microseconds (0: back to back), for `seconds`.
-// The pattern of the copy-engine gradient exchange on 2 GPUs is about 14 MiB each way
-// every 1.3 ms. Measurement only (docs/perf-notes.md), run by bench/gpu/ddp_phases.sh
+// The copy-engine gradient exchange of GPT-2 124M on 2 GPUs moves about 28 MB each way per
+// 1.3 ms layer of backward (a bucket's chunk and then its sum); 14 MiB every 1.3 ms is
+// half of that, spread over the whole step. Measurement only (docs/perf-notes.md), run by bench/gpu/ddp_phases.sh
 // (SET=nvlink):
 //   nvcc -O2 -o nvlink_load bench/gpu/nvlink_load.cu
 //   ./nvlink_load SECONDS BYTES PERIOD_US [INITIATOR TARGET]
