@@ -132,6 +132,17 @@ bf16)
   one timing-2gpu-ce-bf16 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine --grad-comm bf16
   one 1gpu-again 1 X=0 --
   ;;
+bursts)
+  # Fewer, larger bursts over NVLink: buckets of ~2 and ~4 layers (56 and 110 MiB) against
+  # the default ~1 layer (25 MiB), over the copy engines, alternated.
+  one 1gpu 1 X=0 --
+  for i in 1 2; do
+    one 2gpu-ce-25mib 2 X=0 -- --grad-transport copy-engine
+    one 2gpu-ce-56mib 2 X=0 -- --grad-transport copy-engine --bucket-mib 56
+    one 2gpu-ce-110mib 2 X=0 -- --grad-transport copy-engine --bucket-mib 110
+  done
+  one 1gpu-again 1 X=0 --
+  ;;
 phases)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --

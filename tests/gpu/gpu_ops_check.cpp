@@ -41,7 +41,6 @@ namespace {
 double tol_for(DType t, double f32_tol = 2e-5) {
   return t == DType::f32 ? f32_tol : t == DType::bf16 ? 2e-2 : 5e-3;
 }
-const char* tname(DType t) { return t == DType::f32 ? "fp32" : t == DType::bf16 ? "bf16" : "fp16"; }
 
 struct Ctx {
   cu::Gemm* gemm = nullptr;
