@@ -24,10 +24,11 @@
 // layer 0, whose bucket is cut in three where its parameters complete (the MLP, the
 // attention, the first LayerNorm) to shorten what stays exposed. Each bucket is summed
 // (all-reduce; ZeRO-1: reduce-scatter) on the communicator's stream as soon as its event
-// on the model stream fires, while backward goes on. The embedding backward would complete the large tied-embedding bucket only at
-// the very end; instead every rank all-gathers the others' input gradient d(res0) and
-// tokens and runs the embedding backward over all ranks' positions, which adds exactly
-// the summed contribution. Non-final micro-steps of gradient accumulation communicate
+// on the model stream fires, while backward goes on. The embedding backward would
+// complete the large tied-embedding bucket only at the very end; instead every rank
+// all-gathers the others' input gradient d(res0) (the copy engines push it beside the last
+// buckets) and tokens and runs the embedding backward over all ranks' positions, which
+// adds exactly the summed contribution. Non-final micro-steps of gradient accumulation communicate
 // nothing. ZeRO-1: bucket boundaries are rounded down to multiples of the world size (the
 // few values moved across a boundary are the tail of the bias of a residual projection,
 // complete one layer earlier, or of wpe, which the gathered embedding backward writes
@@ -49,11 +50,12 @@
 //     per gradient bucket, when it was ready and how long its collective took, and
 //     prints their means per rank at exit.
 //   AISCALE_CUDA_COMM_THREAD = 0 makes the collective calls on the model's thread;
-//   AISCALE_CUDA_SPLIT_LAST_BUCKET = 0 keeps layer 0's gradients in one bucket;
-//   AISCALE_CUDA_PUSH_DRES = 0 all-gathers d(res0) on the communicator's stream after the
-//     buckets also with the copy engines (which otherwise push it beside them);
 //   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
+//   AISCALE_CUDA_SPLIT_LAST_BUCKET = 0 keeps layer 0's gradients in one bucket;
+//   AISCALE_CUDA_PUSH_DRES = 0 all-gathers d(res0) on the communicator's stream after the
+//     buckets also with the copy engines, which otherwise push it beside them (both within
+//     the run-to-run spread on 2x H200, 0.03-0.1 ms faster: perf-notes.md, session 5).
 #include <cuda_runtime.h>
 
 #include <chrono>
