@@ -67,6 +67,23 @@ TEST(PlanCli, AttentionOptionIsPrintedAndChecked) {
   EXPECT_NE(r.output.find("--attention applies to transformer models only"), std::string::npos) << r.output;
 }
 
+TEST(PlanCli, GradTransportOptionIsPrintedAndChecked) {
+  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --gpus 4 "
+                       "--grad-transport copy-engine --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["request"]["grad_transport"], "copy-engine");
+  EXPECT_EQ(j["ranked"][0]["layout"]["grad_transport"], "copy-engine");
+  EXPECT_GT(j["assumptions"]["copy_engine_slowdown"].get<double>(), 0.0);
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --gpus 8 "
+                  "--grad-transport copy-engine");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("works inside one node"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --grad-transport dma");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown gradient transport 'dma'"), std::string::npos) << r.output;
+}
+
 TEST(PlanCli, CpuPartitionGetsARankedLayoutInFp32) {
   auto r = run_aiscale("plan --model gpt2-124m --tokens 1e8 --system karolina/cpu");
   ASSERT_EQ(r.exit_code, 0) << r.output;

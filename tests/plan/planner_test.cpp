@@ -73,6 +73,85 @@ TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
   EXPECT_LT(s.mfu, 0.5);  // communication and the optimizer cost utilisation
 }
 
+TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
+  // Two GPUs of one node, 100 GB/s between them: the exchange hides behind backward, every
+  // kernel runs copy_engine_slowdown slower, the last bucket follows backward.
+  Partition part;
+  part.id = "toy";
+  part.name = "toy";
+  part.kind = "gpu";
+  part.nodes = 1;
+  part.gpus_per_node = 2;
+  MachineFigures m;
+  m.peak_flops = 100e12;
+  m.utilisation.value = 0.5;
+  m.intra_bytes_per_s.value = 100e9;
+  m.hbm_bytes_per_s.value = 1e12;
+  Assumptions a;
+  const Workload w = make_workload("gpt2-124m");
+  Layout l;
+  l.dp = 2;
+  l.transport = GradTransport::copy_engine;
+  const StepEstimate s = estimate_step(w, l, part, m, Precision::bf16, a);
+  const double grads = 124439808.0 * 4;
+  const int buckets = 19;
+  const double x = 2 * a.alpha_intra_s * buckets + grads / 100e9;  // 2(p-1)/p = 1
+  const double tail = 2 * a.alpha_intra_s + a.bucket_bytes / 100e9;
+  EXPECT_NEAR(s.dp_comm_s, x, 1e-12);
+  ASSERT_LT(x, 2.0 / 3.0 * s.compute_s);  // fits in backward
+  EXPECT_NEAR(s.dp_exposed_s, tail + a.copy_engine_slowdown * s.compute_s, 1e-12);
+  // NCCL's kernels inside a node hide nothing (comm_overlap_intra = 0): the whole exchange.
+  l.transport = GradTransport::nccl;
+  const StepEstimate n = estimate_step(w, l, part, m, Precision::bf16, a);
+  EXPECT_NEAR(n.dp_exposed_s, x, 1e-12);
+  EXPECT_LT(s.step_s, n.step_s);
+  // ZeRO-1: reduce-scatter beside backward, the new weights' all-gather after the update.
+  l.transport = GradTransport::copy_engine;
+  l.zero = 1;
+  const StepEstimate z = estimate_step(w, l, part, m, Precision::bf16, a);
+  const double ag = a.alpha_intra_s * buckets + 124439808.0 * 2 / 2 / 100e9;
+  EXPECT_NEAR(z.dp_exposed_s,
+              a.alpha_intra_s + a.bucket_bytes / 2 / 100e9 + a.copy_engine_slowdown * z.compute_s + ag,
+              1e-12);
+  // Not beyond one node.
+  part.nodes = 2;
+  part.gpus_per_node = 1;
+  l.zero = 0;
+  EXPECT_THROW(estimate_step(w, l, part, m, Precision::bf16, a), Error);
+}
+
+TEST(PlanPlanner, CopyEngineTransportIsPlannedInsideOneNodeOnly) {
+  PlanRequest r = gpt_request("gpt2-124m", 1e9);
+  r.grad_transport = GradTransport::copy_engine;
+  const Catalog& cat = catalog();
+  // Leonardo's booster has 4 GPUs per node: 4 plan, 8 are rejected with the reason.
+  r.gpus = 4;
+  PlanResult res = plan(r, cat.resolve("leonardo/booster"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.ranked.size(), 1u);
+  EXPECT_EQ(res.ranked[0].layout.transport, GradTransport::copy_engine);
+  EXPECT_NE(res.ranked[0].layout.describe().find("copy engines"), std::string::npos);
+  r.gpus = 8;
+  res = plan(r, cat.resolve("leonardo/booster"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.rejected.size(), 1u);
+  EXPECT_NE(res.rejected[0].reason.find("inside one node"), std::string::npos) << res.rejected[0].reason;
+  EXPECT_NE(res.rejected[0].reason.find("--grad-transport nccl"), std::string::npos);
+  // Searching GPU counts stops at one node.
+  r.gpus = 0;
+  res = plan(r, cat.resolve("leonardo/booster"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.ranked.size(), 1u);
+  EXPECT_LE(res.ranked[0].layout.gpus(), 4);
+  // A CPU partition (planned in fp32, as aiscale's CPU backend trains), and ZeRO-2, are
+  // refused with the fix named.
+  r.precision = Precision::fp32;
+  res = plan(r, cat.resolve("lumi/lumi-c"), cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.rejected.size(), 1u);
+  EXPECT_NE(res.rejected[0].reason.find("for GPU ranks"), std::string::npos) << res.rejected[0].reason;
+  r.pins.zero = 2;
+  EXPECT_THROW(check_request(r), Error);
+  EXPECT_THROW(parse_grad_transport("shm"), Error);
+  EXPECT_EQ(parse_grad_transport("copy-engine"), GradTransport::copy_engine);
+}
+
 TEST(PlanPlanner, PipelineBubbleIsPpMinusOneSlots) {
   const Catalog& cat = catalog();
   const Target t = cat.resolve("leonardo")[0];

@@ -42,6 +42,7 @@ struct PlanOptions {
   long max_nodes = 64;
   std::optional<int> tp, pp, zero, micro_batch;
   std::string recompute;
+  std::string grad_transport = "nccl";
   std::string rank = "days";
   std::optional<double> utilisation;
   bool json = false;
@@ -92,6 +93,9 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--zero", o.zero, "Fix the ZeRO stage (0 = DDP, 1, 2, 3)");
   app->add_option("--micro-batch", o.micro_batch, "Fix the micro-batch per GPU");
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
+  app->add_option("--grad-transport", o.grad_transport,
+                  "How data-parallel gradients travel inside a node: nccl (default) or "
+                  "copy-engine (aiscale's DMA transport: GPU partitions, one node, ZeRO 0 or 1)");
   app->add_option("--calibration", o.calibration,
                   "`aiscale bench` result file (JSON Lines) or directory to calibrate with "
                   "(repeatable)")
@@ -151,6 +155,7 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   r.pins.zero = o.zero;
   r.pins.micro_batch = o.micro_batch;
   if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
+  r.grad_transport = parse_grad_transport(o.grad_transport);
   if (o.rank != "days" && o.rank != "gpu-hours")
     fail("--rank must be 'days' or 'gpu-hours' (got '{}')", o.rank);
   r.rank_by_gpu_hours = o.rank == "gpu-hours";

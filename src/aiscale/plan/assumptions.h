@@ -46,6 +46,14 @@ struct Assumptions {
   // beside it as the all-reduce takes alone (docs/perf-notes.md, "Data parallelism on
   // several GPUs"), and PyTorch DDP lost more; so none of it hides.
   double comm_overlap_intra = 0.0;
+  // aiscale's copy-engine transport inside a node: the buckets move by DMA beside backward
+  // and hold no SMs, so the exchange hides behind backward as far as it fits; what it
+  // costs is every kernel of the step running this much slower (and the last bucket after
+  // backward). Measured on 2 and 4 NVLink H200s, GPT-2 124M: the step took 3.3-4.1% (2
+  // GPUs, five hosts) and 3.7% (4 GPUs) longer than one GPU's, of which ~0.5% is the tail;
+  // about half of the slowdown came with the NVLink traffic alone (docs/perf-notes.md,
+  // session 5). Other links and GPUs: unmeasured, assumed alike.
+  double copy_engine_slowdown = 0.032;
   // Bytes per parameter of the data-parallel gradient reduction: fp32 (aiscale, PyTorch
   // AMP with DDP and Megatron's default keep and reduce fp32 gradients in mixed precision).
   double grad_comm_bytes = 4;

@@ -22,18 +22,32 @@ std::string_view to_string(Recompute r) {
   return "?";
 }
 
+GradTransport parse_grad_transport(std::string_view t) {
+  if (t == "nccl") return GradTransport::nccl;
+  if (t == "copy-engine") return GradTransport::copy_engine;
+  fail("unknown gradient transport '{}': use nccl or copy-engine", t);
+}
+
+std::string_view to_string(GradTransport t) {
+  return t == GradTransport::copy_engine ? "copy-engine" : "nccl";
+}
+
 std::string Layout::shape() const { return fmt::format("{}×{}×{}", dp, tp, pp); }
 
 std::string Layout::describe() const {
-  return fmt::format("dp {} × tp {} × pp {}, {}, micro-batch {} × accumulation {}, recompute {}",
+  return fmt::format("dp {} × tp {} × pp {}, {}, micro-batch {} × accumulation {}, recompute {}{}",
                      dp, tp, pp, zero == 0 ? std::string("DDP") : fmt::format("ZeRO-{}", zero),
-                     micro_batch, grad_accum, to_string(recompute));
+                     micro_batch, grad_accum, to_string(recompute),
+                     transport == GradTransport::copy_engine ? ", copy engines" : "");
 }
 
 std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
   if (l.dp < 1 || l.tp < 1 || l.pp < 1)
     return fmt::format("data, tensor and pipeline sizes must be at least 1 (got {})", l.shape());
   if (l.zero < 0 || l.zero > 3) return fmt::format("ZeRO stage {} does not exist: use 0, 1, 2 or 3", l.zero);
+  if (l.transport == GradTransport::copy_engine && l.zero > 1)
+    return fmt::format("the copy-engine transport carries plain data parallelism and ZeRO-1, "
+                       "not ZeRO-{}: use --zero 0 or 1, or --grad-transport nccl", l.zero);
   if (l.micro_batch < 1 || l.grad_accum < 1)
     return fmt::format("micro-batch ({}) and gradient accumulation ({}) must be at least 1",
                        l.micro_batch, l.grad_accum);

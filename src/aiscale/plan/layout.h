@@ -14,6 +14,13 @@ enum class Recompute { none, selective, full };
 Recompute parse_recompute(std::string_view text);
 std::string_view to_string(Recompute r);
 
+// How the data-parallel gradients travel inside a node: NCCL's kernels (any framework;
+// aiscale's default) or aiscale's copy-engine transport (parallel.grad_transport =
+// "copy-engine": DMA copies over CUDA IPC, GPU ranks of one node, ZeRO 0 or 1).
+enum class GradTransport { nccl, copy_engine };
+GradTransport parse_grad_transport(std::string_view text);
+std::string_view to_string(GradTransport t);
+
 struct Layout {
   int dp = 1;           // data-parallel model copies
   int tp = 1;           // tensor-parallel ranks (Megatron, with sequence parallelism)
@@ -22,11 +29,14 @@ struct Layout {
   int micro_batch = 1;  // sequences (or images) per GPU per forward pass
   int grad_accum = 1;   // micro-batches per optimizer step (per pipeline: its micro-batch count)
   Recompute recompute = Recompute::none;
+  GradTransport transport = GradTransport::nccl;
 
   long gpus() const { return static_cast<long>(dp) * tp * pp; }
   long global_batch() const { return static_cast<long>(dp) * micro_batch * grad_accum; }
   std::string shape() const;     // "64×1×1"  (dp×tp×pp)
-  std::string describe() const;  // "dp 64 × tp 1 × pp 1, ZeRO-1, micro-batch 8 × accum 1, recompute none"
+  // "dp 64 × tp 1 × pp 1, ZeRO-1, micro-batch 8 × accum 1, recompute none" (", copy
+  // engines" with that transport)
+  std::string describe() const;
 };
 
 // Why this layout cannot run this workload, or nullopt when it can.

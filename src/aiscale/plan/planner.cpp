@@ -134,6 +134,7 @@ void check_request(const PlanRequest& r) {
   probe.zero = r.pins.zero.value_or(0);
   probe.micro_batch = r.pins.micro_batch.value_or(1);
   probe.recompute = r.pins.recompute.value_or(Recompute::none);
+  probe.transport = r.grad_transport;
   validate_layout(probe, w);
   if (r.gpus > 0 && r.gpus % (static_cast<long>(probe.tp) * probe.pp) != 0)
     fail("impossible layout: {} GPUs cannot be split into tensor size {} × pipeline size {}: use "
@@ -141,6 +142,19 @@ void check_request(const PlanRequest& r) {
   const long g = global_batch_of(r);
   if (g > 0 && r.pins.micro_batch && g % *r.pins.micro_batch != 0)
     fail("impossible layout: micro-batch {} does not divide the global batch of {}", *r.pins.micro_batch, g);
+}
+
+std::string transport_reason(const PlanRequest& r, const Partition& part, long gpus) {
+  if (r.grad_transport != GradTransport::copy_engine) return "";
+  if (part.is_cpu())
+    return "the copy-engine transport is for GPU ranks (CPU ranks sum their gradients over "
+           "MPI): use --grad-transport nccl";
+  const long per_node = part.gpus_per_node > 0 ? part.gpus_per_node : 1;
+  if (gpus > per_node)
+    return fmt::format("the copy-engine transport works inside one node: {} GPUs span {} nodes "
+                       "of {}; use at most {} GPUs, or --grad-transport nccl", gpus,
+                       gpus / per_node, per_node, per_node);
+  return "";
 }
 
 Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
@@ -165,6 +179,10 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
   if (gpus > per_node && gpus % per_node != 0) {
     out.reason = fmt::format("{} GPUs do not fill whole nodes of {}: use a multiple of {}", gpus,
                              per_node, per_node);
+    return out;
+  }
+  if (std::string why = transport_reason(r, part, gpus); !why.empty()) {
+    out.reason = why;
     return out;
   }
   const long gb = global_batch_of(r);
@@ -199,7 +217,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
           if (pinned_out(pins.recompute, rc)) continue;
           for (int mb : mbs) {
             if (pinned_out(pins.micro_batch, mb)) continue;
-            Layout l{dp, tp, pp, zero, mb, 1, rc};
+            Layout l{dp, tp, pp, zero, mb, 1, rc, r.grad_transport};
             if (gb > 0) {
               const long per_step = static_cast<long>(dp) * mb;
               if (gb % per_step != 0) continue;
@@ -374,6 +392,11 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
     Layout l = base->layout;
     l.dp = static_cast<int>(row.gpus / (static_cast<long>(l.tp) * l.pp));
+    if (std::string why = transport_reason(r, part, row.gpus); !why.empty()) {
+      row.note = why;
+      curve.weak.push_back(std::move(row));
+      continue;
+    }
     Candidate c;
     c.target = t;
     c.layout = l;

@@ -34,6 +34,9 @@ struct PlanRequest {
   // Attention kernel (transformers). nullopt: flash on GPU partitions (aiscale's CUDA
   // backend, PyTorch SDPA), materialized on CPU partitions (aiscale's CPU backend).
   std::optional<Attention> attention;
+  // How the data-parallel gradients travel: NCCL (any GPU count) or aiscale's copy engines
+  // (GPU partitions, one node, ZeRO 0 or 1; larger counts are rejected with the reason).
+  GradTransport grad_transport = GradTransport::nccl;
   bool rank_by_gpu_hours = false;
 };
 
@@ -74,6 +77,9 @@ struct Search {
 // The fastest layout that fits `gpus` GPUs of one partition (efficiency not yet set).
 Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
                    const Assumptions& a);
+
+// Why `gpus` GPUs of this partition cannot use the request's gradient transport, or "".
+std::string transport_reason(const PlanRequest& r, const Partition& part, long gpus);
 
 // Why a partition cannot be planned at all (a CPU partition without its CPU model,
 // sockets or RAM, an IPU partition), or "" when it can.

@@ -20,7 +20,8 @@ json figures(const MachineFigures& m) {
 json layout(const Layout& l) {
   return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero},
           {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum},
-          {"recompute", std::string(to_string(l.recompute))}, {"gpus", l.gpus()},
+          {"recompute", std::string(to_string(l.recompute))},
+          {"grad_transport", std::string(to_string(l.transport))}, {"gpus", l.gpus()},
           {"global_batch", l.global_batch()}};
 }
 
@@ -99,6 +100,7 @@ json assumptions(const Assumptions& a) {
           {"bucket_bytes", a.bucket_bytes},
           {"comm_overlap", a.comm_overlap},
           {"comm_overlap_intra", a.comm_overlap_intra},
+          {"copy_engine_slowdown", a.copy_engine_slowdown},
           {"grad_comm_bytes", a.grad_comm_bytes},
           {"dragonfly_global_factor", a.topology.dragonfly_global},
           {"dragonfly_plus_global_factor", a.topology.dragonfly_plus_global},
@@ -168,6 +170,7 @@ nlohmann::json plan_json(const PlanRequest& r, const PlanResult& res, const Cali
                        {"formula", res.compute.formula}, {"substituted", res.compute.substituted}}},
           {"request", {{"gpus", r.gpus}, {"global_batch", r.global_batch},
                        {"min_efficiency", r.min_efficiency}, {"max_gpus", r.max_gpus},
+                       {"grad_transport", std::string(to_string(r.grad_transport))},
                        {"rank_by", r.rank_by_gpu_hours ? "gpu_hours" : "days"}}},
           {"ranked", ranked}, {"rejected", rejected}, {"calibration", calibration(cal)},
           {"assumptions", assumptions(a)}};

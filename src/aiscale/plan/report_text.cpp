@@ -50,18 +50,24 @@ std::string figures_text(const MachineFigures& m, const std::string& label) {
   return out;
 }
 
-std::string assumptions_text(const Assumptions& a) {
+std::string assumptions_text(const Assumptions& a, GradTransport transport) {
+  std::string ce;
+  if (transport == GradTransport::copy_engine)
+    ce = fmt::format(" With the copy-engine transport the exchange hides behind backward, and "
+                     "every kernel of the step runs {:.1f}% slower (measured on NVLink H200s).",
+                     a.copy_engine_slowdown * 100);
   return fmt::format(
       "Model assumptions (not measurements; see docs/planner.md): ring latency {:.0f} µs inside a "
       "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
       "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps, "
       "inside a node behind {:.0f}% (measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
       "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%); workspace "
-      "{:.1f} GiB + {:.0f}% per GPU.\n",
+      "{:.1f} GiB + {:.0f}% per GPU.{}\n",
       a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.grad_comm_bytes,
       a.comm_overlap * 100, a.comm_overlap_intra * 100,
       a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
-      a.topology.default_group_nodes, a.memory.fixed_bytes / kGiB, a.memory.fragmentation * 100);
+      a.topology.default_group_nodes, a.memory.fixed_bytes / kGiB, a.memory.fragmentation * 100,
+      ce);
 }
 
 std::string calibration_text(const Calibration& cal) {
@@ -292,7 +298,7 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   }
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a);
+  out += assumptions_text(a, r.grad_transport);
   return out;
 }
 
@@ -340,7 +346,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += figures_text(c.figures, c.target.label());
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a);
+  out += assumptions_text(a, r.grad_transport);
   return out;
 }
 
