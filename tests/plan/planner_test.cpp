@@ -33,21 +33,32 @@ TEST(PlanPlanner, AccessRoutesByGpuHours) {
   EXPECT_EQ(access_route(100, false).name, "site allocation");
 }
 
-TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
-  // Two nodes of one GPU joined by one 80 Gb/s link: everything by hand.
+// A GPU partition for hand calculations: 100 TFLOP/s at 50%, 100 GB/s between the GPUs
+// of a node, one 80 Gb/s (10 GB/s) link per node, 1 TB/s of memory bandwidth.
+Partition toy_partition(int nodes, int gpus_per_node) {
   Partition part;
   part.id = "toy";
   part.name = "toy";
   part.kind = "gpu";
-  part.nodes = 2;
-  part.gpus_per_node = 1;
+  part.nodes = nodes;
+  part.gpus_per_node = gpus_per_node;
   part.network = {"toy", 1, 80.0, Topology::fat_tree, 0, 1};
+  return part;
+}
+MachineFigures toy_figures() {
   MachineFigures m;
   m.peak_flops = 100e12;
   m.utilisation.value = 0.5;
   m.intra_bytes_per_s.value = 100e9;
   m.node_bytes_per_s.value = 10e9;
   m.hbm_bytes_per_s.value = 1e12;
+  return m;
+}
+
+TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
+  // Two nodes of one GPU joined by one 80 Gb/s link: everything by hand.
+  const Partition part = toy_partition(2, 1);
+  const MachineFigures m = toy_figures();
   Assumptions a;
   const Workload w = make_workload("gpt2-124m");
   Layout l;
@@ -76,17 +87,8 @@ TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
 TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
   // Two GPUs of one node, 100 GB/s between them: the exchange hides behind backward, every
   // kernel runs copy_engine_slowdown slower, the last bucket follows backward.
-  Partition part;
-  part.id = "toy";
-  part.name = "toy";
-  part.kind = "gpu";
-  part.nodes = 1;
-  part.gpus_per_node = 2;
-  MachineFigures m;
-  m.peak_flops = 100e12;
-  m.utilisation.value = 0.5;
-  m.intra_bytes_per_s.value = 100e9;
-  m.hbm_bytes_per_s.value = 1e12;
+  const Partition part = toy_partition(1, 2);
+  const MachineFigures m = toy_figures();
   Assumptions a;
   const Workload w = make_workload("gpt2-124m");
   Layout l;
@@ -114,10 +116,8 @@ TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
               a.alpha_intra_s + a.bucket_bytes / 2 / 100e9 + a.copy_engine_slowdown * z.compute_s + ag,
               1e-12);
   // Not beyond one node.
-  part.nodes = 2;
-  part.gpus_per_node = 1;
   l.zero = 0;
-  EXPECT_THROW(estimate_step(w, l, part, m, Precision::bf16, a), Error);
+  EXPECT_THROW(estimate_step(w, l, toy_partition(2, 1), m, Precision::bf16, a), Error);
 }
 
 TEST(PlanPlanner, CopyEngineTransportIsPlannedInsideOneNodeOnly) {
