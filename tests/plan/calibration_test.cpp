@@ -125,6 +125,42 @@ TEST(PlanCalibration, RecomputationIsCountedAsWork) {
   EXPECT_EQ(cal.notes.size(), 1u);  // the unknown precision is reported, not fatal
 }
 
+TEST(PlanCalibration, CopyEngineSlowdownFromAMeasuredRun) {
+  // tests/plan/fixtures/h200x2_copy_engine.jsonl: aiscale's own bench lines of one call on
+  // 2x H200 (docs/benchmarks.md, session 5, call 6): 1 GPU 28.66 ms, 2 GPUs over the copy
+  // engines 29.74 ms with that 1-GPU rate as baseline.
+  const std::string fixtures = std::string(AISCALE_SOURCE_DIR) + "/tests/plan/fixtures/";
+  const Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems",
+                                   {fixtures + "gpuhost_2xh200.toml"});
+  const Calibration cal = load_calibration({fixtures + "h200x2_copy_engine.jsonl"}, cat);
+  ASSERT_EQ(cal.copy_engine.size(), 1u);
+  const CopyEngineSample& s = cal.copy_engine[0];
+  EXPECT_EQ(s.world_size, 2);
+  EXPECT_NEAR(s.baseline_s, 16 * 1024 / 571601.345670419, 1e-12);
+  const Workload w = make_workload("gpt2-124m");
+  const Assumptions a;
+  const MachineFigures m = machine_figures(cat.resolve("gpuhost").at(0), w, Precision::bf16, cal, cat, a);
+  ASSERT_TRUE(m.copy_engine_slowdown.measured) << m.copy_engine_slowdown.source;
+  // By hand: AdamW 124,439,808 x 28 B over 4.8 TB/s; the last 25 MiB bucket's ring
+  // all-reduce over 2 GPUs at the intra-node figure; the rest of the 2-GPU step's excess
+  // over the 1-GPU compute.
+  const double adamw = 124439808.0 * a.adamw_bytes_touched / 4.8e12;
+  const double tail = 2 * a.alpha_intra_s + a.bucket_bytes / m.intra_bytes_per_s.value;
+  const double expected = (s.step_s - s.baseline_s - tail) / (s.baseline_s - adamw);
+  EXPECT_NEAR(m.copy_engine_slowdown.value, expected, 1e-9);
+  EXPECT_GT(m.copy_engine_slowdown.value, 0.03);
+  EXPECT_LT(m.copy_engine_slowdown.value, 0.04);
+  // ZeRO-1 or accumulation, or no baseline: noted, not used for the slowdown.
+  const std::string file = write_temp(
+      R"({"benchmark":"language","model":"gpt2-124m","n_params":124439808,"seq":1024,"batch":16,"grad_accum":1,"world_size":2,"zero_stage":1,"grad_transport":"copy-engine","precision":"bf16","device":"NVIDIA H200","device_kind":"gpu","tokens_per_s_per_device":500000,"flops_per_token":859885056,"step_time_median_s":0.0328,"baseline_tokens_per_s":520000})"
+      "\n");
+  const Calibration zero = load_calibration({file}, cat);
+  fs::remove(file);
+  EXPECT_TRUE(zero.copy_engine.empty());
+  ASSERT_FALSE(zero.notes.empty());
+  EXPECT_NE(zero.notes.back().find("not used for it"), std::string::npos) << zero.notes.back();
+}
+
 TEST(PlanCalibration, BadFilesAreExplained) {
   const std::string bad = write_temp("{\"benchmark\":\"language\", oops\n");
   try {

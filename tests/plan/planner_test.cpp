@@ -52,6 +52,7 @@ MachineFigures toy_figures() {
   m.intra_bytes_per_s.value = 100e9;
   m.node_bytes_per_s.value = 10e9;
   m.hbm_bytes_per_s.value = 1e12;
+  m.copy_engine_slowdown.value = Assumptions{}.copy_engine_slowdown;
   return m;
 }
 
@@ -101,7 +102,7 @@ TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
   const double tail = 2 * a.alpha_intra_s + a.bucket_bytes / 100e9;
   EXPECT_NEAR(s.dp_comm_s, x, 1e-12);
   ASSERT_LT(x, 2.0 / 3.0 * s.compute_s);  // fits in backward
-  EXPECT_NEAR(s.dp_exposed_s, tail + a.copy_engine_slowdown * s.compute_s, 1e-12);
+  EXPECT_NEAR(s.dp_exposed_s, tail + m.copy_engine_slowdown.value * s.compute_s, 1e-12);
   // NCCL's kernels inside a node hide nothing (comm_overlap_intra = 0): the whole exchange.
   l.transport = GradTransport::nccl;
   const StepEstimate n = estimate_step(w, l, part, m, Precision::bf16, a);
@@ -113,7 +114,7 @@ TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
   const StepEstimate z = estimate_step(w, l, part, m, Precision::bf16, a);
   const double ag = a.alpha_intra_s * buckets + 124439808.0 * 2 / 2 / 100e9;
   EXPECT_NEAR(z.dp_exposed_s,
-              a.alpha_intra_s + a.bucket_bytes / 2 / 100e9 + a.copy_engine_slowdown * z.compute_s + ag,
+              a.alpha_intra_s + a.bucket_bytes / 2 / 100e9 + m.copy_engine_slowdown.value * z.compute_s + ag,
               1e-12);
   // Not beyond one node.
   l.zero = 0;

@@ -103,6 +103,20 @@ TEST(PlanValidation, TwoH200CopyEngineEfficiency) {
       << "predicted " << ce.step.step_s * 1e3 << " ms against " << one.step.step_s * 1e3;
 }
 
+TEST(PlanValidation, TwoH200CopyEngineStepFromOneCall) {
+  // Calibrated with one call's own 1-GPU and 2-GPU copy-engine lines
+  // (h200x2_copy_engine.jsonl, docs/benchmarks.md session 5 call 6): both in sample, so the
+  // model gives the measured 2-GPU step back (28.66 -> 29.74 ms).
+  const Host h;
+  const Calibration cal = load_calibration({kFixtures + "h200x2_copy_engine.jsonl"}, h.cat);
+  PlanRequest r = data_parallel(make_workload("gpt2-124m"), Precision::bf16, 1e9, 2, 16);
+  r.grad_transport = GradTransport::copy_engine;
+  const Candidate two = only_layout(r, "gpuhost", h.cat, cal);
+  ASSERT_TRUE(two.figures.copy_engine_slowdown.measured);
+  EXPECT_LT(std::fabs(error(two.step.step_s, 0.0297370085)), 0.002)
+      << "predicted " << two.step.step_s * 1e3 << " ms";
+}
+
 TEST(PlanValidation, TwoH200DatasheetStepTime) {
   // Without calibration the default utilisation (40%) is below the measured 46%: the
   // 2-GPU step is still within ±15%; the 1-GPU step is just outside (docs/planner.md).

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aiscale/core/error.h"
+#include "aiscale/plan/collectives.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -126,6 +127,26 @@ void read_cpu_language(const json& j, const std::string& where, const Catalog& c
   c.utilisation.push_back(std::move(s));
 }
 
+// A multi-GPU result over the copy engines that carries its 1-GPU baseline: the baseline
+// step is the same tokens per GPU at the baseline rate. ZeRO-1 (its all-gather) and
+// accumulation (fewer exchanges per step) would mix other costs in: noted, not used.
+void read_copy_engine(const json& j, const MfuSample& s, Calibration& c) {
+  const auto number = [&](const char* key) {
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+  };
+  const double base = number("baseline_tokens_per_s"), step = number("step_time_median_s");
+  const double tokens = number("batch") * number("seq") * std::max(1.0, number("grad_accum"));
+  if (number("zero_stage") != 0 || number("grad_accum") > 1 || !(base > 0) || !(step > 0) ||
+      !(tokens > 0)) {
+    c.notes.push_back(fmt::format("{}: copy-engine run without ZeRO and accumulation and with its "
+                                  "1-GPU baseline (--baseline-tokens-per-s) needed for the "
+                                  "copy-engine slowdown; not used for it", s.source));
+    return;
+  }
+  c.copy_engine.push_back({s.accelerator_id, s.device, s.n_params, s.world_size, step,
+                           tokens / base, s.source});
+}
+
 void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
   if (text(j, "device_kind") == "cpu") return read_cpu_language(j, where, cat, c);
   MfuSample s;
@@ -197,6 +218,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
          "device name is wrong", where, s.achieved_tflops, s.utilisation * 100, s.accelerator_id,
          to_string(s.precision));
   s.source = where;
+  if (s.world_size > 1 && text(j, "grad_transport") == "copy-engine") read_copy_engine(j, s, c);
   c.utilisation.push_back(std::move(s));
 }
 
@@ -324,6 +346,23 @@ const BusSample* Calibration::intra_node(std::string_view accel, std::string_vie
   return best;
 }
 
+const CopyEngineSample* Calibration::closest_copy_engine(std::string_view accel,
+                                                         int64_t n_params) const {
+  const CopyEngineSample* best = nullptr;
+  std::pair<double, int> best_key{0, 0};
+  for (const auto& s : copy_engine) {
+    if (s.accelerator_id != accel) continue;
+    const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(s.n_params, 1))) -
+                               std::log(static_cast<double>(std::max<int64_t>(n_params, 1))));
+    const std::pair<double, int> key{d, -s.world_size};
+    if (!best || key < best_key) {
+      best = &s;
+      best_key = key;
+    }
+  }
+  return best;
+}
+
 const BusSample* Calibration::inter_node(std::string_view system) const {
   const BusSample* best = nullptr;
   for (const auto& s : bandwidth)
@@ -399,6 +438,28 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   const double hbm = memory_bandwidth_tbs(cat, acc, &hbm_src);
   if (acc.cpu_node) hbm_src = acc.id + " DRAM channels × rate (datasheet)";
   m.hbm_bytes_per_s = {hbm * 1e12, false, hbm > 0 ? hbm_src : "unknown"};
+
+  m.copy_engine_slowdown = {a.copy_engine_slowdown, false,
+                            fmt::format("assumed {:.1f}%, as measured on NVLink H200s",
+                                        a.copy_engine_slowdown * 100)};
+  if (const CopyEngineSample* s = cal.closest_copy_engine(acc.id, w.params())) {
+    // step(n) = (step(1) - AdamW) (1 + slowdown) + last bucket + AdamW, with the model's
+    // own AdamW and last-bucket estimates for the measured model and GPU count.
+    const double adamw = hbm > 0 ? s->n_params * a.adamw_bytes_touched / (hbm * 1e12) : 0.0;
+    const double bucket = std::min(s->n_params * a.grad_comm_bytes, a.bucket_bytes);
+    const double tail = ring_allreduce_time(
+        bucket, s->world_size, {a.alpha_intra_s, m.intra_bytes_per_s.value});
+    const double compute = s->baseline_s - adamw;
+    if (compute > 0) {
+      const double slowdown = std::clamp((s->step_s - s->baseline_s - tail) / compute, 0.0, 0.5);
+      m.copy_engine_slowdown = {
+          slowdown, true,
+          fmt::format("{} GPUs over the copy engines, {} params: {:.2f} ms against {:.2f} ms on "
+                      "one, less the {:.2f} ms last bucket, over the {:.2f} ms without AdamW, at {}",
+                      s->world_size, s->n_params, s->step_s * 1e3, s->baseline_s * 1e3,
+                      tail * 1e3, compute * 1e3, s->source)};
+    }
+  }
   return m;
 }
 

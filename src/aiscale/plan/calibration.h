@@ -1,7 +1,9 @@
 // Calibration from measured runs: reads `aiscale bench` result files (JSON Lines) and
 // turns them into the figures the performance model uses — utilisation of the dense
-// peak (from "language" results) and ring bus bandwidth (from "allreduce" results) —
-// in place of the datasheet-based defaults. Every figure says where it came from.
+// peak (from "language" results), ring bus bandwidth (from "allreduce" results) and the
+// copy-engine transport's slowdown (from multi-GPU "language" results over the copy
+// engines that carry their 1-GPU baseline) — in place of the datasheet-based defaults.
+// Every figure says where it came from.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -43,13 +45,25 @@ struct BusSample {
   std::string source;
 };
 
+// A data-parallel step over aiscale's copy engines (ZeRO 0, no accumulation) and the
+// 1-GPU step it was measured against (`--baseline-tokens-per-s`).
+struct CopyEngineSample {
+  std::string accelerator_id, device;
+  int64_t n_params = 0;
+  int world_size = 0;
+  double step_s = 0;      // on world_size GPUs
+  double baseline_s = 0;  // the same batch per GPU on one GPU
+  std::string source;
+};
+
 struct Calibration {
   std::vector<MfuSample> utilisation;
   std::vector<BusSample> bandwidth;
+  std::vector<CopyEngineSample> copy_engine;
   std::vector<std::string> notes;  // lines read but not used, and why
   std::vector<std::string> files;
 
-  bool empty() const { return utilisation.empty() && bandwidth.empty(); }
+  bool empty() const { return utilisation.empty() && bandwidth.empty() && copy_engine.empty(); }
   // The measurement on this accelerator and precision whose model size is closest (in
   // log scale) to n_params; nullptr when there is none.
   const MfuSample* closest_utilisation(std::string_view accelerator_id, Precision p,
@@ -63,6 +77,9 @@ struct Calibration {
   const BusSample* intra_node(std::string_view accelerator_id, std::string_view system_id) const;
   // Largest-message multi-node all-reduce that names this system.
   const BusSample* inter_node(std::string_view system_id) const;
+  // The copy-engine run on this accelerator whose model size is closest (log scale), then
+  // with the most GPUs; nullptr when there is none.
+  const CopyEngineSample* closest_copy_engine(std::string_view accelerator_id, int64_t n_params) const;
 };
 
 // The catalogue accelerator whose device_names best (longest) match a driver-reported
@@ -83,6 +100,9 @@ struct MachineFigures {
   Figure intra_bytes_per_s;         // per GPU, one direction, achievable
   Figure node_bytes_per_s;          // per node, achievable injection bandwidth
   Figure hbm_bytes_per_s;           // for the optimizer step
+  // aiscale's copy-engine transport: how much slower every kernel of a step runs while it
+  // exchanges (Assumptions::copy_engine_slowdown, or from a measured copy-engine run).
+  Figure copy_engine_slowdown;
 };
 MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                const Calibration& cal, const Catalog& cat, const Assumptions& a);

@@ -139,7 +139,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     if (l.transport == GradTransport::copy_engine) {
       // aiscale's copy engines (one node, ZeRO 0 or 1): the buckets' exchange runs beside
       // the last micro-batch's backward without SMs and hides there while it fits; every
-      // kernel of that micro-batch runs copy_engine_slowdown slower (as measured, the
+      // kernel of that micro-batch runs the copy-engine slowdown slower (as measured, the
       // forward too); the last bucket, and ZeRO-1's all-gather of the new weights, follow.
       if (pl.nodes > 1)
         fail("the copy-engine transport works inside one node; this layout spans {} nodes: "
@@ -151,7 +151,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
                                 : hier_allreduce_time(last_bucket, dp, fabric);
       const double ag = zero1 ? hier_allgather_time(weight_bytes, dp, fabric, buckets) : 0.0;
       e.dp_comm_s = x + ag;
-      e.dp_exposed_s = std::max(tail, x - t_bwd) + a.copy_engine_slowdown * t_mb + ag;
+      e.dp_exposed_s = std::max(tail, x - t_bwd) + m.copy_engine_slowdown.value * t_mb + ag;
     } else switch (l.zero) {
       case 0: {  // one bucketed all-reduce, overlapped with the last micro-batch's backward
         const double t = hier_allreduce_time(grad_bytes, dp, fabric, buckets);

@@ -14,7 +14,8 @@ json figures(const MachineFigures& m) {
           {"utilisation", figure(m.utilisation)},
           {"intra_node_bytes_per_s", figure(m.intra_bytes_per_s)},
           {"node_network_bytes_per_s", figure(m.node_bytes_per_s)},
-          {"hbm_bytes_per_s", figure(m.hbm_bytes_per_s)}};
+          {"hbm_bytes_per_s", figure(m.hbm_bytes_per_s)},
+          {"copy_engine_slowdown", figure(m.copy_engine_slowdown)}};
 }
 
 json layout(const Layout& l) {

@@ -37,7 +37,7 @@ std::string figure_line(const char* what, const Figure& f, const std::string& va
                      f.source);
 }
 
-std::string figures_text(const MachineFigures& m, const std::string& label) {
+std::string figures_text(const MachineFigures& m, const std::string& label, GradTransport t) {
   std::string out = fmt::format("Figures for {} (measured ones replace datasheet guesses):\n", label);
   out += figure_line("utilisation of peak", m.utilisation,
                      fmt::format("{:.0f}% of {:.0f}", m.utilisation.value * 100, m.peak_flops / 1e12));
@@ -47,15 +47,19 @@ std::string figures_text(const MachineFigures& m, const std::string& label) {
                      fmt::format("{:.1f} GB/s", m.node_bytes_per_s.value / 1e9));
   out += figure_line("memory bandwidth", m.hbm_bytes_per_s,
                      fmt::format("{:.2f} TB/s", m.hbm_bytes_per_s.value / 1e12));
+  if (t == GradTransport::copy_engine)
+    out += figure_line("copy-engine slowdown", m.copy_engine_slowdown,
+                       fmt::format("{:.1f}%", m.copy_engine_slowdown.value * 100));
   return out;
 }
 
 std::string assumptions_text(const Assumptions& a, GradTransport transport) {
   std::string ce;
   if (transport == GradTransport::copy_engine)
-    ce = fmt::format(" With the copy-engine transport the exchange hides behind backward, and "
-                     "every kernel of the step runs {:.1f}% slower (measured on NVLink H200s).",
-                     a.copy_engine_slowdown * 100);
+    ce = fmt::format(" With the copy-engine transport the exchange hides behind backward while "
+                     "it fits, and every kernel of the step runs slower by the copy-engine "
+                     "slowdown ({:.1f}% where no copy-engine run calibrates it, as measured on "
+                     "NVLink H200s).", a.copy_engine_slowdown * 100);
   return fmt::format(
       "Model assumptions (not measurements; see docs/planner.md): ring latency {:.0f} µs inside a "
       "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
@@ -75,8 +79,11 @@ std::string calibration_text(const Calibration& cal) {
     return "Calibration: none given, so utilisation and bandwidths are datasheet-based guesses. "
            "Pass --calibration FILE.jsonl from `aiscale bench` runs to use measured figures.\n";
   std::string out = fmt::format("Calibration: {} file(s), {} utilisation and {} bandwidth "
-                                "measurement(s).\n", cal.files.size(), cal.utilisation.size(),
-                                cal.bandwidth.size());
+                                "measurement(s){}.\n", cal.files.size(), cal.utilisation.size(),
+                                cal.bandwidth.size(),
+                                cal.copy_engine.empty()
+                                    ? std::string()
+                                    : fmt::format(", {} copy-engine run(s)", cal.copy_engine.size()));
   for (const auto& n : cal.notes) out += "  note: " + n + "\n";
   return out;
 }
@@ -294,7 +301,7 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
     if (cpu && alone.size() > 9 && alone.compare(alone.size() - 9, 9, "GPU-hours") == 0)
       alone.replace(alone.size() - 9, 9, "node-hours");
     out += fmt::format("  compute alone: {}\n\n", alone);
-    out += figures_text(best.figures, best.target.label());
+    out += figures_text(best.figures, best.target.label(), r.grad_transport);
   }
   out += "\n";
   out += calibration_text(cal);
@@ -343,7 +350,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
                      "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
   out += rows_for(c.weak, false);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";
-  out += figures_text(c.figures, c.target.label());
+  out += figures_text(c.figures, c.target.label(), r.grad_transport);
   out += "\n";
   out += calibration_text(cal);
   out += assumptions_text(a, r.grad_transport);
