@@ -161,6 +161,35 @@ TEST(PlanCalibration, CopyEngineSlowdownFromAMeasuredRun) {
   EXPECT_NE(zero.notes.back().find("not used for it"), std::string::npos) << zero.notes.back();
 }
 
+TEST(PlanCalibration, OneGpuRunsComeBeforeMultiGpuRuns) {
+  // A 2-GPU step holds its communication, which the model prices on its own: a 1-GPU run
+  // of another size is preferred to it, and it stands in (saying so) only when alone.
+  // Synthetic lines: test inputs, not measurements.
+  const std::string two =
+      R"({"benchmark":"language","model":"gpt2-124m","n_params":124439808,"world_size":2,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","achieved_tflops_per_device":70.0})"
+      "\n";
+  const std::string one =
+      R"({"benchmark":"language","model":"gpt2-350m","n_params":354823168,"world_size":1,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","achieved_tflops_per_device":90.0})"
+      "\n";
+  const std::string both_file = write_temp(two + one), two_file = write_temp(two);
+  const Calibration both = load_calibration({both_file}, catalog());
+  const Calibration alone = load_calibration({two_file}, catalog());
+  fs::remove(both_file);
+  fs::remove(two_file);
+  const MfuSample* s = both.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 124439808);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->world_size, 1);
+  EXPECT_EQ(s->model, "gpt2-350m");
+  s = alone.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 124439808);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->world_size, 2);
+  const MachineFigures m = machine_figures(catalog().resolve("leonardo/booster").at(0),
+                                           make_workload("gpt2-124m"), Precision::bf16, alone,
+                                           catalog(), Assumptions{});
+  EXPECT_TRUE(m.utilisation.measured);
+  EXPECT_NE(m.utilisation.source.find("2-GPU run"), std::string::npos) << m.utilisation.source;
+}
+
 TEST(PlanCalibration, BadFilesAreExplained) {
   const std::string bad = write_temp("{\"benchmark\":\"language\", oops\n");
   try {

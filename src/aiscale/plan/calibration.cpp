@@ -277,13 +277,16 @@ const MfuSample* Calibration::closest_cpu_utilisation(std::string_view cpu_id, i
   const MfuSample* best = nullptr;
   std::pair<double, double> best_d{0, 0};
   auto logd = [](double a, double b) { return std::fabs(std::log(std::max(a, 1.0)) - std::log(std::max(b, 1.0))); };
-  for (const auto& s : utilisation) {
-    if (s.accelerator_id != key) continue;
-    const std::pair<double, double> d{logd(s.threads, cores), logd(double(s.n_params), double(n_params))};
-    if (!best || d < best_d) {
-      best = &s;
-      best_d = d;
+  for (const bool single : {true, false}) {  // one-rank runs first, as for GPUs
+    for (const auto& s : utilisation) {
+      if (s.accelerator_id != key || (s.world_size <= 1) != single) continue;
+      const std::pair<double, double> d{logd(s.threads, cores), logd(double(s.n_params), double(n_params))};
+      if (!best || d < best_d) {
+        best = &s;
+        best_d = d;
+      }
     }
+    if (best) break;
   }
   return best;
 }
@@ -320,17 +323,23 @@ Calibration load_calibration(const std::vector<std::string>& paths, const Catalo
 
 const MfuSample* Calibration::closest_utilisation(std::string_view accel, Precision p,
                                                   int64_t n_params) const {
+  // One-GPU runs first: a multi-GPU step also holds its communication, which the model
+  // prices on its own, so such a run stands in only where no 1-GPU run exists.
   const MfuSample* best = nullptr;
   double best_dist = 0;
-  for (const auto& s : utilisation) {
-    if (s.accelerator_id != accel || s.precision != p) continue;
-    const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(s.n_params, 1))) -
-                               std::log(static_cast<double>(std::max<int64_t>(n_params, 1))));
-    // Ties: the higher utilisation (a better-tuned run of the same size).
-    if (!best || d < best_dist - 1e-12 || (std::fabs(d - best_dist) <= 1e-12 && s.utilisation > best->utilisation)) {
-      best = &s;
-      best_dist = d;
+  for (const bool single : {true, false}) {
+    for (const auto& s : utilisation) {
+      if (s.accelerator_id != accel || s.precision != p || (s.world_size <= 1) != single) continue;
+      const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(s.n_params, 1))) -
+                                 std::log(static_cast<double>(std::max<int64_t>(n_params, 1))));
+      // Ties: the higher utilisation (a better-tuned run of the same size).
+      if (!best || d < best_dist - 1e-12 ||
+          (std::fabs(d - best_dist) <= 1e-12 && s.utilisation > best->utilisation)) {
+        best = &s;
+        best_dist = d;
+      }
     }
+    if (best) break;
   }
   return best;
 }
@@ -391,11 +400,16 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   if (w.is_transformer() && !acc.cpu_node)
     if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
       m.utilisation = {s->utilisation, true,
-                       fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}", s->model,
+                       fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}{}", s->model,
                                    s->device, s->n_params, s->achieved_tflops, s->source,
                                    s->optimizer_s > 0
                                        ? fmt::format(" (step without the {:.2f} ms AdamW estimate)",
                                                      s->optimizer_s * 1e3)
+                                       : std::string(),
+                                   s->world_size > 1
+                                       ? fmt::format("; a {}-GPU run, whose step also holds its "
+                                                     "communication (no 1-GPU run given)",
+                                                     s->world_size)
                                        : std::string())};
   if (w.is_transformer() && acc.cpu_node && p == Precision::fp32)
     if (const CpuModel* cpu = cat.find_cpu(part.cpu_model)) {

@@ -65,7 +65,8 @@ struct Calibration {
 
   bool empty() const { return utilisation.empty() && bandwidth.empty() && copy_engine.empty(); }
   // The measurement on this accelerator and precision whose model size is closest (in
-  // log scale) to n_params; nullptr when there is none.
+  // log scale) to n_params, among 1-GPU runs where there are any; nullptr when there is
+  // none.
   const MfuSample* closest_utilisation(std::string_view accelerator_id, Precision p,
                                        int64_t n_params) const;
   // CPU model `cpu_id`: the measurement whose thread count is closest (in log scale) to
