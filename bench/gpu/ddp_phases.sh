@@ -104,12 +104,13 @@ nvlink)
   # and from GPU 0's memory over NVLink (no kernels or copies of GPU 0's own): 14 MiB each
   # way every 1.3 ms (half the exchange's bytes) and back to back; then beside an
   # independent training on GPU 1. Does link activity alone slow a power-capped GPU?
-  nvcc -O2 -arch=sm_90 -o "$OUT/nvlink_load" bench/gpu/nvlink_load.cu || exit 1
+  LOAD=build/cuda/bench/gpu/aiscale_nvlink_load
+  [ -x "$LOAD" ] || { echo "build $LOAD first (bench/gpu/run_ddp_gpu2.sh build)"; exit 1; }
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
-  "$OUT/nvlink_load" 40 $((14 << 20)) 1300 >> "$OUT/nvlink.log" 2>&1 & load=$!
+  "$LOAD" 40 $((14 << 20)) 1300 >> "$OUT/nvlink.log" 2>&1 & load=$!
   one timing-1gpu-link-pattern 1 AISCALE_CUDA_TIMING=1 --
   kill $load 2>/dev/null; wait $load 2>/dev/null
-  "$OUT/nvlink_load" 40 $((64 << 20)) 0 >> "$OUT/nvlink.log" 2>&1 & load=$!
+  "$LOAD" 40 $((64 << 20)) 0 >> "$OUT/nvlink.log" 2>&1 & load=$!
   one timing-1gpu-link-continuous 1 AISCALE_CUDA_TIMING=1 --
   kill $load 2>/dev/null; wait $load 2>/dev/null
   CUDA_VISIBLE_DEVICES=1 timeout 60 "$BIN" bench language --model gpt2-124m --batch 16 \
@@ -117,7 +118,6 @@ nvlink)
   one timing-1gpu-beside-gpu1-training 1 AISCALE_CUDA_TIMING=1 --
   kill $other 2>/dev/null; wait $other 2>/dev/null
   one timing-1gpu-again 1 AISCALE_CUDA_TIMING=1 --
-  rm -f "$OUT/nvlink_load"
   ;;
 bf16)
   # Half the bytes over NVLink: the buckets summed in bf16 (--grad-comm bf16: a cast on

@@ -4,10 +4,9 @@
 // own copy engine, every `period_us` microseconds (0: back to back), for `seconds`.
 // The copy-engine gradient exchange of GPT-2 124M on 2 GPUs moves about 28 MB each way per
 // 1.3 ms layer of backward (a bucket's chunk and then its sum); 14 MiB every 1.3 ms is
-// half of that, spread over the whole step. Measurement only (docs/perf-notes.md), run by bench/gpu/ddp_phases.sh
-// (SET=nvlink):
-//   nvcc -O2 -o nvlink_load bench/gpu/nvlink_load.cu
-//   ./nvlink_load SECONDS BYTES PERIOD_US [INITIATOR TARGET]
+// half of that, spread over the whole step. Measurement only (docs/perf-notes.md), built
+// as aiscale_nvlink_load and run by bench/gpu/ddp_phases.sh (SET=nvlink):
+//   build/cuda/bench/gpu/aiscale_nvlink_load SECONDS BYTES PERIOD_US [INITIATOR TARGET]
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -15,16 +14,9 @@
 #include <cstdlib>
 #include <thread>
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "aiscale/ops/cuda/common.cuh"
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s SECONDS BYTES PERIOD_US [INITIATOR TARGET]\n", argv[0]);
     return 2;
@@ -35,24 +27,24 @@ int main(int argc, char** argv) {
   const int initiator = argc > 4 ? std::atoi(argv[4]) : 1;
   const int target = argc > 5 ? std::atoi(argv[5]) : 0;
   char* remote = nullptr;
-  CHECK(cudaSetDevice(target));
-  CHECK(cudaMalloc(&remote, bytes));
-  CHECK(cudaSetDevice(initiator));
-  CHECK(cudaDeviceEnablePeerAccess(target, 0));
+  AISCALE_CUDA_CHECK(cudaSetDevice(target));
+  AISCALE_CUDA_CHECK(cudaMalloc(&remote, bytes));
+  AISCALE_CUDA_CHECK(cudaSetDevice(initiator));
+  AISCALE_CUDA_CHECK(cudaDeviceEnablePeerAccess(target, 0));
   char *a = nullptr, *b = nullptr;
-  CHECK(cudaMalloc(&a, bytes));
-  CHECK(cudaMalloc(&b, bytes));
+  AISCALE_CUDA_CHECK(cudaMalloc(&a, bytes));
+  AISCALE_CUDA_CHECK(cudaMalloc(&b, bytes));
   cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const auto start = std::chrono::steady_clock::now();
   auto next = start;
   long rounds = 0;
   for (;;) {
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (t >= seconds) break;
-    CHECK(cudaMemcpyAsync(remote, a, bytes, cudaMemcpyDeviceToDevice, s));  // push
-    CHECK(cudaMemcpyAsync(b, remote, bytes, cudaMemcpyDeviceToDevice, s));  // pull
-    CHECK(cudaStreamSynchronize(s));
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(remote, a, bytes, cudaMemcpyDeviceToDevice, s));  // push
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(b, remote, bytes, cudaMemcpyDeviceToDevice, s));  // pull
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
     ++rounds;
     if (period_us > 0) {
       next += std::chrono::microseconds(period_us);
@@ -63,4 +55,13 @@ int main(int argc, char** argv) {
   std::printf("{\"rounds\": %ld, \"seconds\": %.2f, \"GBps_each_way\": %.1f}\n", rounds, t,
               double(rounds) * double(bytes) / t / 1e9);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -2,9 +2,8 @@
 // copy-engine gradient exchange uses them: one copy cut into k parts on k streams (k = 1,
 // 2, 4, 8), one direction and both at once, for the sizes of the exchange's messages (a
 // half bucket, the d(res0) all-gather, the embedding bucket). Prints one JSON line per
-// case. Measurement only (docs/perf-notes.md); built and run by bench/gpu/ddp_phases.sh
-// (SET=p2p):
-//   nvcc -O2 -o p2p_copy_bench bench/gpu/p2p_copy_bench.cu && ./p2p_copy_bench
+// case. Measurement only (docs/perf-notes.md), built as aiscale_p2p_copy_bench:
+//   build/cuda/bench/gpu/aiscale_p2p_copy_bench
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,14 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "aiscale/ops/cuda/common.cuh"
 
 struct Side {
   int dev;
@@ -30,9 +22,9 @@ struct Side {
   std::vector<cudaEvent_t> joins;
 };
 
-int main() {
+int run() {
   int n = 0;
-  CHECK(cudaGetDeviceCount(&n));
+  AISCALE_CUDA_CHECK(cudaGetDeviceCount(&n));
   if (n < 2) {
     std::fprintf(stderr, "needs 2 GPUs\n");
     return 77;
@@ -40,26 +32,26 @@ int main() {
   const size_t max_bytes = size_t(160) << 20;
   Side side[2];
   for (int d = 0; d < 2; ++d) {
-    CHECK(cudaSetDevice(d));
-    CHECK(cudaDeviceEnablePeerAccess(1 - d, 0));
+    AISCALE_CUDA_CHECK(cudaSetDevice(d));
+    AISCALE_CUDA_CHECK(cudaDeviceEnablePeerAccess(1 - d, 0));
     side[d].dev = d;
-    CHECK(cudaMalloc(&side[d].src, max_bytes));
-    CHECK(cudaMemset(side[d].src, 1, max_bytes));
+    AISCALE_CUDA_CHECK(cudaMalloc(&side[d].src, max_bytes));
+    AISCALE_CUDA_CHECK(cudaMemset(side[d].src, 1, max_bytes));
   }
   for (int d = 0; d < 2; ++d) {
-    CHECK(cudaSetDevice(1 - d));
-    CHECK(cudaMalloc(&side[d].dst_on_peer, max_bytes));
+    AISCALE_CUDA_CHECK(cudaSetDevice(1 - d));
+    AISCALE_CUDA_CHECK(cudaMalloc(&side[d].dst_on_peer, max_bytes));
   }
   for (int d = 0; d < 2; ++d) {
-    CHECK(cudaSetDevice(d));
+    AISCALE_CUDA_CHECK(cudaSetDevice(d));
     side[d].streams.resize(8);
     side[d].joins.resize(8);
     for (int k = 0; k < 8; ++k) {
-      CHECK(cudaStreamCreateWithFlags(&side[d].streams[k], cudaStreamNonBlocking));
-      CHECK(cudaEventCreateWithFlags(&side[d].joins[k], cudaEventDisableTiming));
+      AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&side[d].streams[k], cudaStreamNonBlocking));
+      AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&side[d].joins[k], cudaEventDisableTiming));
     }
-    CHECK(cudaEventCreate(&side[d].start));
-    CHECK(cudaEventCreateWithFlags(&side[d].fork, cudaEventDisableTiming));
+    AISCALE_CUDA_CHECK(cudaEventCreate(&side[d].start));
+    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&side[d].fork, cudaEventDisableTiming));
   }
   const size_t sizes[] = {size_t(4) << 20, size_t(14) << 20, size_t(25) << 20, size_t(78) << 20,
                           size_t(157) << 20};
@@ -73,33 +65,33 @@ int main() {
           cudaEvent_t stop[2];
           for (int d = 0; d <= both; ++d) {
             Side& s = side[d];
-            CHECK(cudaSetDevice(d));
-            CHECK(cudaEventCreate(&stop[d]));
+            AISCALE_CUDA_CHECK(cudaSetDevice(d));
+            AISCALE_CUDA_CHECK(cudaEventCreate(&stop[d]));
             cudaStream_t main = s.streams[0];
-            CHECK(cudaEventRecord(s.start, main));
-            CHECK(cudaEventRecord(s.fork, main));
+            AISCALE_CUDA_CHECK(cudaEventRecord(s.start, main));
+            AISCALE_CUDA_CHECK(cudaEventRecord(s.fork, main));
             const size_t part = (bytes / k + 255) / 256 * 256;
             for (int j = 0; j < k; ++j) {
               const size_t off = part * j;
               if (off >= bytes) break;
               const size_t len = std::min(part, bytes - off);
-              if (j > 0) CHECK(cudaStreamWaitEvent(s.streams[j], s.fork, 0));
-              CHECK(cudaMemcpyAsync(s.dst_on_peer + off, s.src + off, len, cudaMemcpyDeviceToDevice,
+              if (j > 0) AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s.streams[j], s.fork, 0));
+              AISCALE_CUDA_CHECK(cudaMemcpyAsync(s.dst_on_peer + off, s.src + off, len, cudaMemcpyDeviceToDevice,
                                     s.streams[j]));
               if (j > 0) {
-                CHECK(cudaEventRecord(s.joins[j], s.streams[j]));
-                CHECK(cudaStreamWaitEvent(main, s.joins[j], 0));
+                AISCALE_CUDA_CHECK(cudaEventRecord(s.joins[j], s.streams[j]));
+                AISCALE_CUDA_CHECK(cudaStreamWaitEvent(main, s.joins[j], 0));
               }
             }
-            CHECK(cudaEventRecord(stop[d], main));
+            AISCALE_CUDA_CHECK(cudaEventRecord(stop[d], main));
           }
           for (int d = 0; d <= both; ++d) {
-            CHECK(cudaSetDevice(d));
-            CHECK(cudaEventSynchronize(stop[d]));
+            AISCALE_CUDA_CHECK(cudaSetDevice(d));
+            AISCALE_CUDA_CHECK(cudaEventSynchronize(stop[d]));
             float t = 0;
-            CHECK(cudaEventElapsedTime(&t, side[d].start, stop[d]));
+            AISCALE_CUDA_CHECK(cudaEventElapsedTime(&t, side[d].start, stop[d]));
             if (rep >= 3) ms.push_back(t);
-            CHECK(cudaEventDestroy(stop[d]));
+            AISCALE_CUDA_CHECK(cudaEventDestroy(stop[d]));
           }
         }
         std::sort(ms.begin(), ms.end());
@@ -112,4 +104,13 @@ int main() {
     }
   }
   return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

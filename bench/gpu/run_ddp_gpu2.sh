@@ -48,7 +48,7 @@ if has peer; then
   peer_pid=$!
 fi
 
-if has build; then build_cuda aiscale aiscale_gpu2_tests aiscale_gpu_check; else use_devdeps; fi
+if has build; then build_cuda aiscale aiscale_gpu2_tests aiscale_gpu_check aiscale_nvlink_load aiscale_p2p_copy_bench; else use_devdeps; fi
 grep -E "aiscale: (CUDA|NCCL)" "$OUT/setup.log"
 
 if [ -n "$peer_pid" ]; then

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -70,6 +71,17 @@ double memory_bandwidth_tbs(const Catalog& cat, const Accelerator& acc, std::str
   return hbm;
 }
 
+// A number the result may leave out (or null): `fallback` then.
+double number_or(const json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// How far apart two positive sizes are, in log scale (values below 1 count as 1).
+double log_distance(double a, double b) {
+  return std::fabs(std::log(std::max(a, 1.0)) - std::log(std::max(b, 1.0)));
+}
+
 std::string text(const json& j, const char* key) {
   auto it = j.find(key);
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
@@ -115,7 +127,7 @@ void read_cpu_language(const json& j, const std::string& where, const Catalog& c
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
   s.threads = static_cast<int>(need_number(j, "threads", where));
-  if (j.contains("world_size") && j["world_size"].is_number()) s.world_size = j["world_size"].get<int>();
+  s.world_size = static_cast<int>(number_or(j, "world_size", 1));
   s.achieved_tflops = need_number(j, "achieved_tflops_per_device", where);
   const double peak = s.threads * cpu->ghz * 1e9 * cpu->fp32_flops_per_cycle;
   s.utilisation = peak > 0 ? s.achieved_tflops * 1e12 / peak : 0.0;
@@ -131,12 +143,11 @@ void read_cpu_language(const json& j, const std::string& where, const Catalog& c
 // step is the same tokens per GPU at the baseline rate. ZeRO-1 (its all-gather) and
 // accumulation (fewer exchanges per step) would mix other costs in: noted, not used.
 void read_copy_engine(const json& j, const MfuSample& s, Calibration& c) {
-  const auto number = [&](const char* key) {
-    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-  };
-  const double base = number("baseline_tokens_per_s"), step = number("step_time_median_s");
-  const double tokens = number("batch") * number("seq") * std::max(1.0, number("grad_accum"));
-  if (number("zero_stage") != 0 || number("grad_accum") > 1 || !(base > 0) || !(step > 0) ||
+  const double base = number_or(j, "baseline_tokens_per_s", 0);
+  const double step = number_or(j, "step_time_median_s", 0);
+  const double accum = number_or(j, "grad_accum", 1);
+  const double tokens = number_or(j, "batch", 0) * number_or(j, "seq", 0) * accum;
+  if (number_or(j, "zero_stage", 0) != 0 || accum > 1 || !(base > 0) || !(step > 0) ||
       !(tokens > 0)) {
     c.notes.push_back(fmt::format("{}: copy-engine run without ZeRO and accumulation and with its "
                                   "1-GPU baseline (--baseline-tokens-per-s) needed for the "
@@ -169,7 +180,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   s.host = text(j, "host");
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
-  if (j.contains("world_size") && j["world_size"].is_number()) s.world_size = j["world_size"].get<int>();
+  s.world_size = static_cast<int>(number_or(j, "world_size", 1));
   if (j.contains("achieved_tflops_per_device") && j["achieved_tflops_per_device"].is_number()) {
     s.achieved_tflops = j["achieved_tflops_per_device"].get<double>();
   } else {
@@ -194,11 +205,9 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   // covers forward and backward only, as the planner's compute term does; otherwise a
   // calibrated prediction counts the optimizer twice.
   const Accelerator* acc = cat.find_accelerator(s.accelerator_id);
-  if (j.contains("step_time_median_s") && j["step_time_median_s"].is_number()) {
-    const double step = j["step_time_median_s"].get<double>();
+  if (const double step = number_or(j, "step_time_median_s", 0); step > 0) {
     const double hbm = memory_bandwidth_tbs(cat, *acc, nullptr) * 1e12;
-    const bool sharded = s.world_size > 1 && j.contains("zero_stage") &&
-                         j["zero_stage"].is_number() && j["zero_stage"].get<int>() >= 1;
+    const bool sharded = s.world_size > 1 && number_or(j, "zero_stage", 0) >= 1;
     const double updated = static_cast<double>(s.n_params) / (sharded ? s.world_size : 1);
     const double optimizer = hbm > 0 ? updated * Assumptions{}.adamw_bytes_touched / hbm : 0.0;
     if (step > 0 && optimizer > 0 && optimizer < 0.5 * step) {
@@ -274,19 +283,17 @@ std::string match_cpu(const Catalog& cat, std::string_view device_name) {
 const MfuSample* Calibration::closest_cpu_utilisation(std::string_view cpu_id, int cores,
                                                       int64_t n_params) const {
   const std::string key = "cpu:" + std::string(cpu_id);
+  // One-rank runs first, as for GPUs.
   const MfuSample* best = nullptr;
-  std::pair<double, double> best_d{0, 0};
-  auto logd = [](double a, double b) { return std::fabs(std::log(std::max(a, 1.0)) - std::log(std::max(b, 1.0))); };
-  for (const bool single : {true, false}) {  // one-rank runs first, as for GPUs
-    for (const auto& s : utilisation) {
-      if (s.accelerator_id != key || (s.world_size <= 1) != single) continue;
-      const std::pair<double, double> d{logd(s.threads, cores), logd(double(s.n_params), double(n_params))};
-      if (!best || d < best_d) {
-        best = &s;
-        best_d = d;
-      }
+  std::tuple<bool, double, double> best_key{};
+  for (const auto& s : utilisation) {
+    if (s.accelerator_id != key) continue;
+    const std::tuple<bool, double, double> k{s.world_size > 1, log_distance(s.threads, cores),
+                                             log_distance(double(s.n_params), double(n_params))};
+    if (!best || k < best_key) {
+      best = &s;
+      best_key = k;
     }
-    if (best) break;
   }
   return best;
 }
@@ -326,20 +333,20 @@ const MfuSample* Calibration::closest_utilisation(std::string_view accel, Precis
   // One-GPU runs first: a multi-GPU step also holds its communication, which the model
   // prices on its own, so such a run stands in only where no 1-GPU run exists.
   const MfuSample* best = nullptr;
+  bool best_multi = false;
   double best_dist = 0;
-  for (const bool single : {true, false}) {
-    for (const auto& s : utilisation) {
-      if (s.accelerator_id != accel || s.precision != p || (s.world_size <= 1) != single) continue;
-      const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(s.n_params, 1))) -
-                                 std::log(static_cast<double>(std::max<int64_t>(n_params, 1))));
-      // Ties: the higher utilisation (a better-tuned run of the same size).
-      if (!best || d < best_dist - 1e-12 ||
-          (std::fabs(d - best_dist) <= 1e-12 && s.utilisation > best->utilisation)) {
-        best = &s;
-        best_dist = d;
-      }
+  for (const auto& s : utilisation) {
+    if (s.accelerator_id != accel || s.precision != p) continue;
+    const bool multi = s.world_size > 1;
+    const double d = log_distance(double(s.n_params), double(n_params));
+    // Ties: the higher utilisation (a better-tuned run of the same size).
+    const bool tie = best && multi == best_multi && std::fabs(d - best_dist) <= 1e-12;
+    if (!best || (tie ? s.utilisation > best->utilisation
+                      : std::make_pair(multi, d) < std::make_pair(best_multi, best_dist))) {
+      best = &s;
+      best_multi = multi;
+      best_dist = d;
     }
-    if (best) break;
   }
   return best;
 }
@@ -361,9 +368,8 @@ const CopyEngineSample* Calibration::closest_copy_engine(std::string_view accel,
   std::pair<double, int> best_key{0, 0};
   for (const auto& s : copy_engine) {
     if (s.accelerator_id != accel) continue;
-    const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(s.n_params, 1))) -
-                               std::log(static_cast<double>(std::max<int64_t>(n_params, 1))));
-    const std::pair<double, int> key{d, -s.world_size};
+    const std::pair<double, int> key{log_distance(double(s.n_params), double(n_params)),
+                                     -s.world_size};
     if (!best || key < best_key) {
       best = &s;
       best_key = key;

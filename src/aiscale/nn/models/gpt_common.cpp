@@ -63,12 +63,11 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
          "\"{}\": leave it at \"auto\" or run on cuda", o.attention, device);
   if (o.grad_transport != "nccl" && o.grad_transport != "copy-engine")
     fail("parallel.grad_transport = \"{}\": use nccl or copy-engine", o.grad_transport);
-  if (o.grad_transport == "copy-engine" && world > 1) {
-    if (device != "cuda" || !o.comm->device_stream())
-      fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
-           "one node; this run has train.device = \"{}\" and the {} communicator: use "
-           "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
-  }
+  if (o.grad_transport == "copy-engine" && world > 1 &&
+      (device != "cuda" || !o.comm->device_stream()))
+    fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
+         "one node; this run has train.device = \"{}\" and the {} communicator: use "
+         "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())
       fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "

@@ -70,6 +70,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -107,19 +108,18 @@ bool env_flag(const char* name, bool fallback) {
 
 // train.attention (or bench --attention) when it names kernels, else
 // AISCALE_CUDA_ATTENTION (which also knows the measurement variants), else automatic.
+// (make_gpt has checked the option's value; the variable's is checked here.)
 AttentionImpl choose_attention(const std::string& option) {
-  if (option == "cudnn") return AttentionImpl::cudnn;
-  if (option == "flash") return AttentionImpl::flash;
-  if (option == "simple") return AttentionImpl::simple;
-  const char* v = std::getenv("AISCALE_CUDA_ATTENTION");
-  if (!v || !*v || std::strcmp(v, "auto") == 0) return AttentionImpl::automatic;
-  if (std::strcmp(v, "flash") == 0) return AttentionImpl::flash;
-  if (std::strcmp(v, "cudnn") == 0) return AttentionImpl::cudnn;
-  if (std::strcmp(v, "simple") == 0) return AttentionImpl::simple;
-  if (std::strcmp(v, "flash_narrow") == 0) return AttentionImpl::flash_narrow;
-  if (std::strcmp(v, "flash_occ3") == 0) return AttentionImpl::flash_occ3;
-  if (std::strcmp(v, "flash_two_barrier") == 0) return AttentionImpl::flash_two_barrier;
-  throw Error(std::string("AISCALE_CUDA_ATTENTION = '") + v +
+  static constexpr std::pair<const char*, AttentionImpl> kNames[] = {
+      {"auto", AttentionImpl::automatic},       {"cudnn", AttentionImpl::cudnn},
+      {"flash", AttentionImpl::flash},          {"simple", AttentionImpl::simple},
+      {"flash_narrow", AttentionImpl::flash_narrow}, {"flash_occ3", AttentionImpl::flash_occ3},
+      {"flash_two_barrier", AttentionImpl::flash_two_barrier}};
+  const char* env = std::getenv("AISCALE_CUDA_ATTENTION");
+  const std::string name = option != "auto" ? option : env && *env ? env : "auto";
+  for (const auto& [n, impl] : kNames)
+    if (name == n) return impl;
+  throw Error("AISCALE_CUDA_ATTENTION = '" + name +
               "': use auto, cudnn, flash, flash_narrow, flash_occ3, flash_two_barrier or simple");
 }
 
@@ -905,7 +905,8 @@ class GptCuda final : public GptModel {
       const bool cast = comm_t_ != DType::f32;
       if (cast) cuda::cast_from_f32(comm_t_, comm_at(b.begin), grads_ + b.begin, b.end - b.begin, stream_);
       AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
-      comm_queue_->post([this, bp, cast] {
+      comm_queue_->post([this, bp] {  // two pointers: std::function stores them in place
+        const bool cast = comm_t_ != DType::f32;
         void* data = cast ? comm_at(bp->begin) : static_cast<void*>(grads_ + bp->begin);
         if (zero_) comm_->reduce_scatter_sum_after(data, bp->part, comm_t_, bp->ready);
         else comm_->allreduce_sum_after(data, bp->end - bp->begin, comm_t_, bp->ready);

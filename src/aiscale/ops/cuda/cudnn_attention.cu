@@ -5,6 +5,7 @@
 #include "aiscale/ops/cuda/cudnn_attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -83,13 +84,12 @@ class GraphBuilder {
     Desc d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const int64_t n = static_cast<int64_t>(dims.size());
     const int64_t align = 16;
-    const bool virt = is_virtual;
     d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor data type");
     d.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, n, dims.data(), "tensor dims");
     d.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, n, strides.data(), "tensor strides");
     d.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
     d.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
-    d.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "tensor virtual flag");
+    d.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, "tensor virtual flag");
     if (by_value) {
       const bool bv = true;
       d.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &bv, "tensor by-value flag");
@@ -195,15 +195,19 @@ enum Uid : int64_t {
   kVt = 15,
 };
 
+// A variant pack's pointers: the data pointers in uid order, then the workspace; the rest
+// null. The backward plan has the most: 14 + 1.
+using PackKey = std::array<void*, 16>;
+
 struct Plan {
   GraphBuilder builder;
   Desc graph;
   Desc plan;
   int64_t workspace = 0;
   int64_t engine = -1;
-  // Variant packs by their pointers (the workspace last): a model calls each plan with one
-  // set of buffers per layer, the same every step, so each pack is built once.
-  std::map<std::vector<void*>, Desc> packs;
+  // Variant packs by their pointers: a model calls each plan with one set of buffers per
+  // layer, the same every step, so each pack is built once (and a call allocates nothing).
+  std::map<PackKey, Desc> packs;
 };
 
 // Heuristics (mode A, then the fallback list); the first configuration that finalises.
@@ -258,23 +262,28 @@ void make_plan(Plan& p, cudnnHandle_t handle, const char* name) {
               "; use AISCALE_CUDA_ATTENTION=flash");
 }
 
-void execute(cudnnHandle_t handle, Plan& p, const std::vector<int64_t>& uids,
-             std::vector<void*> ptrs, void* workspace, cudaStream_t s, const char* name) {
+// Runs plan `p` with the data pointers `ptrs` for the tensors `uids` (same order).
+template <size_t N>
+void execute(cudnnHandle_t handle, Plan& p, const std::array<int64_t, N>& uids,
+             const std::array<void*, N>& ptrs, void* workspace, cudaStream_t s,
+             const char* name) {
+  static_assert(N < std::tuple_size_v<PackKey>, "PackKey holds the pointers and the workspace");
   constexpr size_t kMaxPacks = 256;  // bounds the cache for callers that vary their buffers
-  const size_t n = ptrs.size();
-  ptrs.push_back(workspace);
-  auto it = p.packs.find(ptrs);
+  PackKey key{};
+  std::copy(ptrs.begin(), ptrs.end(), key.begin());
+  key[N] = workspace;
+  auto it = p.packs.find(key);
   if (it == p.packs.end()) {
     Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()),
-             uids.data(), "variant pack uids");
-    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(n), ptrs.data(),
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(N), uids.data(),
+             "variant pack uids");
+    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(N), key.data(),
              "variant pack pointers");
     pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
              "variant pack workspace");
     pack.finalize("variant pack");
     if (p.packs.size() >= kMaxPacks) p.packs.clear();
-    it = p.packs.emplace(std::move(ptrs), std::move(pack)).first;
+    it = p.packs.emplace(key, std::move(pack)).first;
   }
   check(cudnnSetStream(handle, s), "setting the stream");
   check(cudnnBackendExecute(handle, p.plan.get(), it->second.get()), std::string("running ") + name);
@@ -446,9 +455,10 @@ void CudnnAttention::forward(void* out, float* stats, const void* qkv, void* wor
   Impl& m = *impl_;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   const int64_t cb = m.C * 2;  // bytes of one of Q, K, V in a row (bf16 / fp16)
-  execute(m.handle, m.fwd, {kQ, kKt, kV, kO, kStats, kScale, kNegInf},
-          {base, base + cb, base + 2 * cb, out, stats, &m.scale, &m.neg_inf}, workspace, s,
-          "the forward plan");
+  static constexpr std::array<int64_t, 7> kUids{kQ, kKt, kV, kO, kStats, kScale, kNegInf};
+  execute(m.handle, m.fwd, kUids,
+          std::array<void*, 7>{base, base + cb, base + 2 * cb, out, stats, &m.scale, &m.neg_inf},
+          workspace, s, "the forward plan");
 }
 
 void CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, const void* out,
@@ -458,12 +468,13 @@ void CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   auto* dbase = static_cast<char*>(dqkv);
   const int64_t cb = m.C * 2;
-  execute(m.handle, m.bwd,
-          {kQ, kKt, kVt, kO, kStats, kScale, kNegInf, kOne, kDO, kDQ, kDK, kDV, kSoftmaxSum,
-           kDQAccum},
-          {base, base + cb, base + 2 * cb, const_cast<void*>(out), const_cast<float*>(stats),
-           &m.scale, &m.neg_inf, &m.one, const_cast<void*>(dout), dbase, dbase + cb,
-           dbase + 2 * cb, softmax_sum, dq_accum},
+  static constexpr std::array<int64_t, 14> kUids{
+      kQ, kKt, kVt, kO, kStats, kScale, kNegInf, kOne, kDO, kDQ, kDK, kDV, kSoftmaxSum, kDQAccum};
+  execute(m.handle, m.bwd, kUids,
+          std::array<void*, 14>{base, base + cb, base + 2 * cb, const_cast<void*>(out),
+                                const_cast<float*>(stats), &m.scale, &m.neg_inf, &m.one,
+                                const_cast<void*>(dout), dbase, dbase + cb, dbase + 2 * cb,
+                                softmax_sum, dq_accum},
           workspace, s, "the backward plan");
 }
 

@@ -135,7 +135,7 @@ class CopyEngineGroup final : public Communicator {
   ~CopyEngineGroup() override {
     // Every peer write aimed at this rank belongs to a call whose end the stream waits
     // for; let it get there before unmapping.
-    if (issued_ar_ > 0 || issued_ag_ > 0 || issued_push_ > 0) {
+    if (issued()) {
       try {
         wait_done("shut-down");
       } catch (const std::exception&) {
@@ -214,7 +214,7 @@ class CopyEngineGroup final : public Communicator {
   void* device_stream() override { return stream_; }
 
   void wait() override {
-    if (issued_ar_ > 0 || issued_ag_ > 0 || issued_push_ > 0) wait_done("gradient exchange");
+    if (issued()) wait_done("gradient exchange");
     base_.wait();
   }
 
@@ -230,14 +230,7 @@ class CopyEngineGroup final : public Communicator {
     stage_and_sum(base, t, call, begin, "all-reduce");
     // (3) the sum into every peer's values.
     const int64_t b = begin(rank_), e = begin(rank_ + 1);
-    for (int k = 1; k < world_; ++k) {
-      const int j = (rank_ + k) % world_;
-      if (e > b)
-        check(cudaMemcpyAsync(peer_address(j, base + b * int64_t(es)), base + b * int64_t(es),
-                              size_t(e - b) * es, cudaMemcpyDeviceToDevice, stream_),
-              "copy of the sum to rank " + std::to_string(j));
-      raise(j, 1, call);
-    }
+    send_to_peers(base + b * int64_t(es), size_t(e - b) * es, 1, call, stream_, "copy of the sum");
     // Work queued on this stream later sees the whole sum (as after an NCCL call).
     wait_all(1, call);
   }
@@ -259,12 +252,7 @@ class CopyEngineGroup final : public Communicator {
       raise_all(3, call);
       wait_all(3, call);
     }
-    for (int k = 1; k < world_; ++k) {
-      const int j = (rank_ + k) % world_;
-      check(cudaMemcpyAsync(peer_address(j, mine), mine, size_t(bytes), cudaMemcpyDeviceToDevice, stream_),
-            "all-gather copy to rank " + std::to_string(j));
-      raise(j, 2, call);
-    }
+    send_to_peers(mine, size_t(bytes), 2, call, stream_, "all-gather copy");
     wait_all(2, call);
   }
 
@@ -274,20 +262,12 @@ class CopyEngineGroup final : public Communicator {
     if (bytes <= 0) return true;
     char* base = static_cast<char*>(data);
     check_inside(base, size_t(bytes) * size_t(world_), "all-gather");
-    if (broken_) after(nullptr);  // throws
-    if (event) check(cudaStreamWaitEvent(push_stream_, static_cast<cudaEvent_t>(event), 0), "stream wait");
+    after(event, push_stream_);
     const uint32_t call = ++issued_push_;
-    char* mine = base + int64_t(rank_) * bytes;
-    for (int k = 1; k < world_; ++k) {
-      const int j = (rank_ + k) % world_;
-      check(cudaMemcpyAsync(peer_address(j, mine), mine, size_t(bytes), cudaMemcpyDeviceToDevice,
-                            push_stream_),
-            "all-gather copy to rank " + std::to_string(j));
-      raise(j, 4, call, push_stream_);
-    }
+    send_to_peers(base + int64_t(rank_) * bytes, size_t(bytes), 4, call, push_stream_,
+                  "all-gather copy");
     check(cudaEventRecord(push_done_, push_stream_), "event record");
-    for (int k = 1; k < world_; ++k)
-      wait_flag(4, (rank_ + world_ - k) % world_, call, static_cast<cudaStream_t>(consumer));
+    wait_all(4, call, static_cast<cudaStream_t>(consumer));
     return true;
   }
 
@@ -354,12 +334,25 @@ class CopyEngineGroup final : public Communicator {
     if (e > b) sum_staged(base, b, e - b, t, taken.offset, slot);
   }
 
-  // Flag (phase, rank_) raised on every peer; the stream waiting for every peer's.
+  // Flag (phase, rank_) raised on every peer; `stream` (default: the group's) waiting for
+  // every peer's.
   void raise_all(int phase, uint32_t value) {
     for (int k = 1; k < world_; ++k) raise((rank_ + k) % world_, phase, value);
   }
-  void wait_all(int phase, uint32_t value) {
-    for (int k = 1; k < world_; ++k) wait_flag(phase, (rank_ + world_ - k) % world_, value);
+  void wait_all(int phase, uint32_t value, cudaStream_t stream = nullptr) {
+    for (int k = 1; k < world_; ++k) wait_flag(phase, (rank_ + world_ - k) % world_, value, stream);
+  }
+  // This rank's `bytes` at `mine` into the same place on every peer, each copy followed
+  // by flag (phase, rank_) = value there, on `stream`.
+  void send_to_peers(const char* mine, size_t bytes, int phase, uint32_t value,
+                     cudaStream_t stream, const char* what) {
+    for (int k = 1; k < world_; ++k) {
+      const int j = (rank_ + k) % world_;
+      if (bytes > 0)
+        check(cudaMemcpyAsync(peer_address(j, mine), mine, bytes, cudaMemcpyDeviceToDevice, stream),
+              std::string(what) + " to rank " + std::to_string(j));
+      raise(j, phase, value, stream);
+    }
   }
 
   // values [b, b + m) of `base` += the peers' staged copies of them (ring offset `off`,
@@ -377,12 +370,18 @@ class CopyEngineGroup final : public Communicator {
     check(cudaGetLastError(), "sum kernel launch");
   }
 
-  void after(void* event) {
+  // Refuses work once a wait has timed out; then `stream` (default: the group's) waits for
+  // `event`, if any.
+  void after(void* event, cudaStream_t stream = nullptr) {
     if (broken_)
       throw Error("rank " + std::to_string(rank_) + ": the copy-engine gradient exchange failed "
                   "earlier (a peer rank did not answer)");
-    if (event) check(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0), "stream wait");
+    if (event)
+      check(cudaStreamWaitEvent(stream ? stream : stream_, static_cast<cudaEvent_t>(event), 0),
+            "stream wait");
   }
+
+  bool issued() const { return issued_ar_ > 0 || issued_ag_ > 0 || issued_push_ > 0; }
 
   void check_inside(const char* p, size_t bytes, const char* what) const {
     const char* a = static_cast<const char*>(opt_.arena);
