@@ -143,6 +143,20 @@ bursts)
   done
   one 1gpu-again 1 X=0 --
   ;;
+norm)
+  # The gradient norm over the copy engines: added up by the buckets' sum kernels
+  # (default) or in a pass of its own after the exchange (AISCALE_CUDA_FUSED_NORM=0),
+  # alternated three times between two 1-GPU runs; then the phase timing of both.
+  one 1gpu 1 X=0 --
+  for i in 1 2 3; do
+    one 2gpu-ce-fused-norm 2 X=0 -- --grad-transport copy-engine
+    one 2gpu-ce-norm-pass 2 AISCALE_CUDA_FUSED_NORM=0 -- --grad-transport copy-engine
+  done
+  one 1gpu-again 1 X=0 --
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one timing-2gpu-ce-fused-norm 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  one timing-2gpu-ce-norm-pass 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_FUSED_NORM=0 -- --grad-transport copy-engine
+  ;;
 phases)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --

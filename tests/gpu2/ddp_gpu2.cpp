@@ -2,7 +2,8 @@
 // - 2 GPUs x batch B train like 1 GPU x batch 2B (bf16), with the gradient buckets
 //   overlapped with backward, also with gradient accumulation and small buckets, and with
 //   the gradients summed in bf16, and with the buckets moved by the copy engines (CUDA IPC)
-//   instead of NCCL's kernels;
+//   instead of NCCL's kernels; over the copy engines the gradient norm fused into the
+//   sums equals the norm's own pass;
 // - ZeRO-1 trains like plain data parallelism, and its sharded state survives checkpoints
 //   (written under ZeRO-1 and resumed without it, and the other way round);
 // - ranks started without MPI meet through a rendezvous file;
@@ -90,14 +91,15 @@ LossComparison compare_losses(const std::vector<nlohmann::json>& a, const std::v
 
 // `ranks` GPUs (B = 16 / ranks, or less with micro-steps) against 1 GPU x B = 16
 // (tolerances: see the test).
-void expect_like_one_gpu(const std::string& two_set, const char* what, int ranks = 2) {
+void expect_like_one_gpu(const std::string& two_set, const char* what, int ranks = 2,
+                         const std::string& env = "") {
   auto dir = temp_dir("gpu2-ddp");
   write_byte_shards(dir, 400000, 8000);
   const std::string cfg = gpu_config(dir, 50);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto two = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
-                         cfg + " --set run.name=two parallel.communicator=nccl " + two_set);
+                         cfg + " --set run.name=two parallel.communicator=nccl " + two_set, env);
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find(std::to_string(ranks) + " rank(s) [nccl]"), std::string::npos) << two.output;
   auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/two");
@@ -200,6 +202,59 @@ TEST(Gpu2, CopyEngineTransportMatchesOneGpu) {
   expect_like_one_gpu("train.batch_size=8 parallel.zero_stage=1 parallel.bucket_mib=0.3 "
                       "parallel.grad_transport=copy-engine",
                       "x8, ZeRO-1, copy-engine transport");
+  // Rank 1 a straggler: rank 0 pushes its d(res0) into rank 1's memory as soon as its own
+  // backward ends, while rank 1 has not yet started its backward (whose LM head reads the
+  // dlogits that rank 1's forward left in its logits buffer).
+  expect_like_one_gpu("train.batch_size=8 parallel.grad_transport=copy-engine",
+                      "x8, copy-engine transport, rank 1 waiting 5 ms before each backward", 2,
+                      "AISCALE_FAULT=slow@1:5");
+}
+
+// Over the copy engines the gradient norm comes out of the buckets' sum kernels (each
+// rank's share of the squares, gathered) plus a pass over the embeddings. Against the
+// norm's own pass over the whole buffer (AISCALE_CUDA_FUSED_NORM=0) on the same two GPUs,
+// with autotuning off so that both runs compute the same gradients, only the order of the
+// squares' additions differs: the norms agree to ~1e-8 relative at step 1 (1e-6 asked). A
+// bucket missed or counted twice, even layer 0's first LayerNorm alone, would show, and
+// squares left over from step 1 would show at step 2 or 3 (1e-5 asked: the clip scale of
+// step 1 may round differently, and bf16 training lets such a difference grow by orders
+// of magnitude within ten steps, measured on 2x H200, so later steps are not compared).
+void expect_fused_norm_like_its_pass(const std::string& set, const char* what) {
+  constexpr size_t kSteps = 3;
+  auto dir = temp_dir("gpu2-norm");
+  write_byte_shards(dir, 400000, 8000);
+  const std::string cfg = gpu_config(dir, int64_t(kSteps));
+  const std::string run = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
+                          " --set parallel.communicator=nccl parallel.grad_transport=copy-engine "
+                          "train.grad_clip=0.5 train.warmup_steps=1 " + set;
+  auto fused = run_aiscale(run + " run.name=fused", "env AISCALE_CUDA_AUTOTUNE=0");
+  ASSERT_EQ(fused.exit_code, 0) << fused.output;
+  auto pass = run_aiscale(run + " run.name=pass", "env AISCALE_CUDA_AUTOTUNE=0 AISCALE_CUDA_FUSED_NORM=0");
+  ASSERT_EQ(pass.exit_code, 0) << pass.output;
+  auto a = read_metrics(dir / "runs/fused"), b = read_metrics(dir / "runs/pass");
+  ASSERT_EQ(a.size(), kSteps);
+  ASSERT_EQ(b.size(), kSteps);
+  double worst = 0;
+  std::string series;
+  for (size_t i = 0; i < kSteps; ++i) {
+    const double x = a[i]["grad_norm"], y = b[i]["grad_norm"];
+    const double rel = std::abs(x - y) / y;
+    worst = std::max(worst, i == 0 ? 0.0 : rel);
+    EXPECT_LT(rel, i == 0 ? 1e-6 : 1e-5) << what << ", step " << i + 1 << ": " << x << " vs " << y;
+    char pair[64];
+    std::snprintf(pair, sizeof pair, " %.6f/%.6f", x, y);
+    series += pair;
+  }
+  std::printf("[gpu2] copy engines, %s: gradient norm fused vs own pass, step 1 %.9f vs %.9f, "
+              "steps 2-%zu relative difference max %.2e; fused/pass:%s\n", what,
+              double(a[0]["grad_norm"]), double(b[0]["grad_norm"]), kSteps, worst, series.c_str());
+}
+
+TEST(Gpu2, CopyEngineFusedNormMatchesItsOwnPass) {
+  expect_fused_norm_like_its_pass("parallel.bucket_mib=0.3", "buckets overlapped with backward");
+  expect_fused_norm_like_its_pass("parallel.overlap=false", "one bucket after backward");
+  expect_fused_norm_like_its_pass("train.batch_size=4 train.grad_accum=2 parallel.bucket_mib=0.25",
+                                  "2 micro-steps, 0.25 MiB buckets");
 }
 
 // ZeRO-1 against plain data parallelism on the same 2 GPUs. Both sum the same gradients
@@ -325,6 +380,30 @@ TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer(""); }
 
 TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
   expect_dead_rank_ends_the_peer("parallel.grad_transport=copy-engine");
+}
+
+// The copy engines' own timeout: rank 1 stalls (AISCALE_FAULT=slow@1:30000, 30 s before
+// its first backward) without dying, so rank 0 sees no NCCL error; its wait for rank 1's
+// gradient chunks must end after parallel.timeout_s with the copy-engine error, not hang.
+TEST(Gpu2, StalledPeerEndsTheCopyEngineExchange) {
+  auto dir = temp_dir("gpu2-stall");
+  write_byte_shards(dir);
+  const std::string cfg = gpu_config(dir, 20);
+  auto t = run_two_ranks_by_hand(
+      dir, "train -q -c " + cfg + " --set run.name=stall parallel.communicator=nccl "
+           "parallel.rendezvous=file:" + (dir / "rdv").string() +
+           " parallel.timeout_s=8 parallel.grad_transport=copy-engine",
+      "AISCALE_FAULT=slow@1:30000");
+  EXPECT_NE(t.rank[0].exit_code, 0) << t.rank[0].output;
+  EXPECT_NE(t.rank[0].exit_code, 124) << "rank 0 hung until `timeout` ended it:\n" << t.rank[0].output;
+  EXPECT_NE(t.rank[0].output.find("copy-engine"), std::string::npos) << t.rank[0].output;
+  EXPECT_NE(t.rank[0].output.find("did not complete within 8 s"), std::string::npos) << t.rank[0].output;
+  EXPECT_LT(t.seconds, 100.0) << t.rank[0].output << t.rank[1].output;
+  EXPECT_FALSE(fs::exists(dir / "runs/stall/summary.json"));
+  const size_t at = t.rank[0].output.rfind("error");
+  std::printf("[gpu2] stalled peer: rank 0 exited with code %d, rank 1 with %d, after %.1f s: %s\n",
+              t.rank[0].exit_code, t.rank[1].exit_code, t.seconds,
+              t.rank[0].output.substr(at == std::string::npos ? 0 : at).c_str());
 }
 
 // Four ranks (where 4 GPUs are visible; else the test exits 77, skipped): over NCCL, over

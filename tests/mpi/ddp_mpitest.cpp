@@ -73,6 +73,30 @@ TEST_F(Ddp, DeadRankEndsTheJobQuickly) {
   EXPECT_FALSE(fs::exists(dir_ / "runs/dead/summary.json"));
 }
 
+// A straggler (AISCALE_FAULT=slow@1:MS: rank 1 waits before every backward) changes
+// nothing but time: the same losses, bit for bit on the CPU, and the steps take at least
+// the injected wait. A malformed fault is refused, naming the forms it understands.
+TEST_F(Ddp, StragglerChangesNothingButTime) {
+  const std::string common = " --set train.steps=4 train.warmup_steps=2 train.eval_batches=1 train.batch_size=4";
+  auto even = run_aiscale("launch -n 2 --threads-per-rank 1 -- train -q -c " + config_ + common +
+                          " run.name=even");
+  ASSERT_EQ(even.exit_code, 0) << even.output;
+  auto start = std::chrono::steady_clock::now();
+  auto slow = run_aiscale("launch -n 2 --threads-per-rank 1 -- train -q -c " + config_ + common +
+                              " run.name=straggler",
+                          "AISCALE_FAULT=slow@1:250");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  EXPECT_GE(seconds, 4 * 0.25);
+  auto a = read_metrics(dir_ / "runs/even"), b = read_metrics(dir_ / "runs/straggler");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(double(a[i]["loss"]), double(b[i]["loss"])) << "step " << i + 1;
+  auto bad = run_aiscale("train -q -c " + config_ + common + " run.name=bad", "AISCALE_FAULT=slow@one");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("slow@RANK:MS"), std::string::npos) << bad.output;
+}
+
 TEST_F(Ddp, SigtermOnAllRanksCheckpointsAndResumes) {
   auto r = run_aiscale("launch -n 2 --threads-per-rank 1 -- train -q -c " + config_ +
                            " --set run.name=term train.steps=12",

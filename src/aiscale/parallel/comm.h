@@ -51,6 +51,15 @@ class Communicator {
   virtual void* device_stream() { return nullptr; }
   // In-place sum of n values of type t (f32 or bf16) at `data` (device memory).
   virtual void allreduce_sum_after(void* data, int64_t n, DType t, void* event);
+  // The same, also adding the sum of squares of this rank's share of the result into the
+  // device double at `sum_squares` (on the communicator's stream, ordered like the sum):
+  // each value of the result is summed on exactly one rank, so the ranks' shares add up to
+  // the sum of squares of the whole result (the gradient norm without a pass of its own).
+  // Only where fuses_sum_squares(): a transport whose sums are its own kernels (the copy
+  // engines); f32 values only.
+  virtual bool fuses_sum_squares() const { return false; }
+  virtual void allreduce_sum_squares_after(void* data, int64_t n, DType t, void* event,
+                                           double* sum_squares);
   // In-place reduce-scatter: `data` holds world() * count values of type t; afterwards
   // rank r's summed part is at [r * count, (r + 1) * count). The rest is left undefined.
   virtual void reduce_scatter_sum_after(void* data, int64_t count, DType t, void* event);
@@ -62,7 +71,8 @@ class Communicator {
   // waits, without holding the host, until every peer's part has arrived here. Unlike
   // allgather_after it does not ask whether the receivers are ready: the caller guarantees
   // that no rank still uses its buffer from an earlier call (the uses are separated by a
-  // host-level collective, as a training step's are). wait() includes it. Returns false,
+  // host-level collective, as a training step's are) and that the buffer shares its memory
+  // with nothing else a peer may be using at that time. wait() includes it. Returns false,
   // doing nothing, where the transport has no such path: then use allgather_after.
   virtual bool allgather_push(void* /*data*/, int64_t /*bytes*/, void* /*event*/,
                               void* /*consumer*/) {

@@ -29,6 +29,10 @@ std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
 void Communicator::allreduce_sum_after(void*, int64_t, DType, void*) {
   no_device_collectives(*this, "all-reduce");
 }
+void Communicator::allreduce_sum_squares_after(void*, int64_t, DType, void*, double*) {
+  fail("the {} communicator cannot add sums of squares to its all-reduce (fuses_sum_squares() "
+       "is false): use allreduce_sum_after and a pass of its own", backend());
+}
 void Communicator::reduce_scatter_sum_after(void*, int64_t, DType, void*) {
   no_device_collectives(*this, "reduce-scatter");
 }

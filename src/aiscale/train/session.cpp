@@ -1,5 +1,6 @@
 #include "aiscale/train/session.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -82,7 +84,8 @@ FaultPlan fault_plan_from_env() {
   if (std::sscanf(s.c_str(), "nan@%lld", &step) == 1) f.nan_step = step;
   else if (std::sscanf(s.c_str(), "kill@%lld:%d", &step, &rank) == 2) f.kill_step = step, f.kill_rank = rank;
   else if (std::sscanf(s.c_str(), "term@%lld", &step) == 1) f.term_step = step;
-  else fail("AISCALE_FAULT='{}' is not understood: use nan@STEP, kill@STEP:RANK or term@STEP", s);
+  else if (std::sscanf(s.c_str(), "slow@%d:%lf", &rank, &f.slow_ms) == 2 && f.slow_ms >= 0) f.slow_rank = rank;
+  else fail("AISCALE_FAULT='{}' is not understood: use nan@STEP, kill@STEP:RANK, term@STEP or slow@RANK:MS", s);
   return f;
 }
 
@@ -226,6 +229,10 @@ int run_training(const TrainRequest& req) {
       model->grad_buffer()[0] = std::numeric_limits<float>::quiet_NaN();
     }
   };
+  if (fault.slow_rank == rank)
+    trainer.before_backward = [&](int64_t) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(fault.slow_ms));
+    };
   bool stopped_by_signal = false;
   int64_t last_checkpoint = start_step;
   // Rank 0 writes; with sharded (ZeRO-1) state every rank takes part in gathering it.

@@ -20,9 +20,13 @@ int run_training(const TrainRequest& request);
 //   "nan@S"         the gradients of step S (1-based) become NaN on every rank
 //   "kill@S:R"      rank R kills itself with SIGKILL after step S
 //   "term@S"        every rank behaves as if SIGTERM arrived after step S
+//   "slow@R:MS"     rank R waits MS milliseconds on the host before every backward pass
+//                   (a straggler: the others run ahead as far as the collectives let them)
 struct FaultPlan {
   int64_t nan_step = -1, kill_step = -1, term_step = -1;
   int kill_rank = 0;
+  int slow_rank = -1;
+  double slow_ms = 0;
 };
 FaultPlan fault_plan_from_env();
 

@@ -43,6 +43,7 @@ StepStats Trainer::step(int64_t step_index) {
     model_.set_gradient_sync(micro + 1 == config_.grad_accum);
     train_.next_batch(inputs_.data(), targets_.data());
     loss_sum += model_.forward(inputs_.data(), targets_.data());
+    if (before_backward) before_backward(step_index);
     model_.backward(micro_weight);
   }
   const int world = comm_.world();

@@ -66,6 +66,8 @@ class Trainer {
   std::function<bool(const StepStats&)> after_step;
   // Called between gradient averaging and the update (fault injection in tests).
   std::function<void(int64_t step_index)> before_update;
+  // Called on the host before every backward pass (fault injection: a straggling rank).
+  std::function<void(int64_t step_index)> before_backward;
   // Show a progress line (rank 0 only).
   bool show_progress = true;
 

@@ -36,6 +36,10 @@
 // fp32 master weights and AdamW moments for those parts only, AdamW there, then an
 // all-gather of the new working copy. options.grad_comm = bf16: each bucket is rounded to
 // bf16 on the model's stream, summed in bf16 and widened to fp32 on NCCL's stream.
+// Over the copy engines (fp32, no ZeRO) the sum kernels also add up the squares of the
+// sums, so the gradient norm needs no pass over the buffer of its own: the ranks' shares
+// are all-gathered, and only the embeddings, which the embedding backward changes after
+// their sum, are squared again.
 //
 // Tuning switches for measurements (read once, at construction):
 //   AISCALE_CUDA_ATTENTION = auto | cudnn | flash | flash_narrow | flash_occ3 |
@@ -53,11 +57,14 @@
 //   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
 //   AISCALE_CUDA_SPLIT_LAST_BUCKET = 0 keeps layer 0's gradients in one bucket;
+//   AISCALE_CUDA_FUSED_NORM = 0 computes the gradient norm in a pass of its own also with
+//     the copy engines, whose sum kernels otherwise add up its squares as they go;
 //   AISCALE_CUDA_PUSH_DRES = 0 all-gathers d(res0) on the communicator's stream after the
 //     buckets also with the copy engines, which otherwise push it beside them (both within
 //     the run-to-run spread on 2x H200, 0.03-0.1 ms faster: perf-notes.md, session 5).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -314,6 +321,14 @@ class GptCuda final : public GptModel {
       copy_engine_ = parallel::make_copy_engine_group(*comm_, o);
       comm_ = copy_engine_.get();
     }
+    // The gradient norm out of the buckets' sums where the transport sums with its own
+    // kernels (the copy engines): without ZeRO, in fp32; AISCALE_CUDA_FUSED_NORM=0 keeps
+    // the norm's own pass over the buffer (for measurements).
+    fused_norm_ = dp_ && !zero_ && comm_t_ == DType::f32 && comm_->fuses_sum_squares() &&
+                  env_flag("AISCALE_CUDA_FUSED_NORM", true);
+    n_fused_buckets_ = 0;
+    for (const Bucket& b : buckets_) n_fused_buckets_ += fused_norm_bucket(b) ? 1 : 0;
+    if (n_fused_buckets_ == 0) fused_norm_ = false;
     gemm_ = std::make_unique<Gemm>(gemm_workspace_, Gemm::kWorkspaceBytes);
 
     // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
@@ -604,8 +619,9 @@ class GptCuda final : public GptModel {
       AISCALE_CUDA_CHECK(cudaEventRecord(dres_ready_, s));
       drain_comm_queue();  // the buckets' calls first; then this thread calls NCCL itself
       // The copy engines push every rank's part straight to the peers and this stream waits
-      // for their arrival, not for the buckets still being summed (the previous step's
-      // readers of dres_all_ finished before its host-level loss all-reduce). NCCL: an
+      // for their arrival, not for the buckets still being summed (dres_all_ is then a
+      // buffer of its own, whose readers of the previous step finished before its
+      // host-level loss all-reduce). NCCL: an
       // all-gather queued after those buckets.
       const int64_t bytes = N * C * int64_t(es_);
       const bool pushed = push_dres_ && comm_->allgather_push(dres_all_, bytes, dres_ready_, s);
@@ -640,9 +656,32 @@ class GptCuda final : public GptModel {
   void zero_grad() override {
     finish_comm();
     AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
+    if (fused_norm_) {
+      // This rank's share of the squares; the buckets' sums wait for events after this.
+      AISCALE_CUDA_CHECK(cudaMemsetAsync(sumsq_dev_ + rank_, 0, 8, stream_));
+      fused_posted_ = 0;
+    }
   }
 
   double grad_sum_squares() override {
+    // Every bucket of this step summed once since zero_grad, adding its squares: the
+    // ranks' shares, gathered, and the embeddings' own (they change after their sum).
+    if (fused_norm_ && fused_posted_ == n_fused_buckets_) {
+      drain_comm_queue();
+      comm_->allgather_after(sumsq_dev_, 8, nullptr);
+      comm_->record(comm_done_);
+      const int64_t parts = world_ + (overlap_ ? 1 : 0);
+      if (overlap_)
+        cuda::sum_squares(sumsq_dev_ + world_, grads_, buckets_.front().end, sumsq_scratch_, stream_);
+      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, size_t(parts) * 8,
+                                         cudaMemcpyDeviceToHost, stream_));
+      finish_comm();
+      AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      double total = 0.0;
+      for (int64_t k = 0; k < parts; ++k) total += h_sumsq_[k];
+      return total;
+    }
     if (comm_pending_) {
       // The norm kernels follow the last collective on the GPU (an event), not after the
       // host has seen the collectives end; the host's wait stays bounded (finish_comm).
@@ -909,6 +948,9 @@ class GptCuda final : public GptModel {
         const bool cast = comm_t_ != DType::f32;
         void* data = cast ? comm_at(bp->begin) : static_cast<void*>(grads_ + bp->begin);
         if (zero_) comm_->reduce_scatter_sum_after(data, bp->part, comm_t_, bp->ready);
+        else if (fused_norm_bucket(*bp))
+          comm_->allreduce_sum_squares_after(data, bp->end - bp->begin, comm_t_, bp->ready,
+                                             sumsq_dev_ + rank_);
         else comm_->allreduce_sum_after(data, bp->end - bp->begin, comm_t_, bp->ready);
         if (cast) {
           const int64_t from = zero_ ? bp->begin + rank_ * bp->part : bp->begin;
@@ -919,8 +961,16 @@ class GptCuda final : public GptModel {
         if (bp == &buckets_.front()) comm_->record(embed_done_);
       });
       b.timed = timing_ && phases_recorded_ >= 2;
+      if (fused_norm_bucket(b)) ++fused_posted_;
       comm_pending_ = true;
     }
+  }
+
+  // Adds its squares to this rank's share of the gradient norm as it is summed: every
+  // bucket where the norm is fused, except (overlapped) the embeddings', to which the
+  // embedding backward adds after their sum.
+  bool fused_norm_bucket(const Bucket& b) const {
+    return fused_norm_ && !(overlap_ && &b == &buckets_.front());
   }
 
   // The model thread's time in the communicator's calls (AISCALE_CUDA_TIMING).
@@ -1112,13 +1162,19 @@ class GptCuda final : public GptModel {
     const size_t o_bias_tmp = plan.add(size_t(4 * C) * 4);
     const size_t o_ln_scratch = plan.add(cuda::layernorm_backward_scratch_floats(N, C) * 4);
     const size_t o_sumsq_scratch = plan.add(cuda::sum_squares_scratch_doubles() * 8);
-    const size_t n_sumsq = std::max<size_t>(1, buckets_.size());
+    // Per bucket (ZeRO-1) or per rank and the embeddings (the fused norm).
+    const size_t n_sumsq = std::max<size_t>({1, buckets_.size(), size_t(world_) + 1});
     const size_t o_sumsq = plan.add(8 * n_sumsq);
     const size_t o_tokens = plan.add(size_t(2 * N) * 4);
     // Data parallelism: every rank's tokens and d(res0) (overlapped), the flat working copy
     // (ZeRO-1). The last two live in the logits buffer when it is large enough: d(res0) is
-    // gathered after the LM head's backward has read dlogits, the working copy between the
-    // update and the next forward.
+    // gathered after the LM head's backward has read dlogits (every rank's: NCCL's
+    // all-gather and the copy engines' handshake wait for each rank's end of backward), the
+    // working copy between the update and the next forward. Not so d(res0) pushed by the
+    // copy engines: a rank pushes its part into the peers' buffers as soon as its own
+    // backward ends, which may be before a slower peer's LM head has read its dlogits; it
+    // gets a buffer of its own (its readers, the embedding backwards, are done before the
+    // step's host-level loss all-reduce, which every rank passes before its next push).
     const bool gathered = dp_ && overlap_;
     const size_t logits_bytes = size_t(N * Vp_) * e;
     const size_t dres_all_bytes = gathered ? size_t(world_ * N * C) * e : 0;
@@ -1127,10 +1183,13 @@ class GptCuda final : public GptModel {
     // backward (after it has read dlogits) to the end of backward, beside d(res0).
     const size_t comm_buf_bytes =
         dp_ && comm_t_ != DType::f32 ? (size_t(Ppad_) * dtype_size(comm_t_) + 255) / 256 * 256 : 0;
-    const bool backward_bufs_in_logits = comm_buf_bytes + dres_all_bytes <= logits_bytes;
+    const bool dres_pushed = push_dres_ && options_.grad_transport == "copy-engine";
+    const bool dres_in_logits = dres_all_bytes && !dres_pushed && comm_buf_bytes + dres_all_bytes <= logits_bytes;
+    const bool comm_buf_in_logits =
+        comm_buf_bytes && comm_buf_bytes + (dres_in_logits ? dres_all_bytes : 0) <= logits_bytes;
     const size_t o_tokens_all = gathered ? plan.add(size_t(world_ * N) * 4) : 0;
-    const size_t o_comm_buf = comm_buf_bytes && !backward_bufs_in_logits ? plan.add(comm_buf_bytes) : 0;
-    const size_t o_dres_all = dres_all_bytes && !backward_bufs_in_logits ? plan.add(dres_all_bytes) : 0;
+    const size_t o_comm_buf = comm_buf_bytes && !comm_buf_in_logits ? plan.add(comm_buf_bytes) : 0;
+    const size_t o_dres_all = dres_all_bytes && !dres_in_logits ? plan.add(dres_all_bytes) : 0;
     const size_t o_gather = gather_bytes > logits_bytes ? plan.add(gather_bytes) : 0;
     const size_t o_buckets = plan.add(bucket_ints() * 4);
     const size_t o_logits_row = plan.add(size_t(Vp_) * 4);
@@ -1184,13 +1243,9 @@ class GptCuda final : public GptModel {
     sumsq_dev_ = reinterpret_cast<double*>(base + o_sumsq);
     d_tokens_ = reinterpret_cast<int32_t*>(base + o_tokens);
     if (gathered) tokens_all_ = reinterpret_cast<int32_t*>(base + o_tokens_all);
-    if (backward_bufs_in_logits) {
-      if (comm_buf_bytes) comm_buf_ = logits_;
-      if (dres_all_bytes) dres_all_ = static_cast<char*>(logits_) + comm_buf_bytes;
-    } else {
-      if (comm_buf_bytes) comm_buf_ = X(o_comm_buf);
-      if (dres_all_bytes) dres_all_ = X(o_dres_all);
-    }
+    if (comm_buf_bytes) comm_buf_ = comm_buf_in_logits ? logits_ : X(o_comm_buf);
+    if (dres_all_bytes)
+      dres_all_ = dres_in_logits ? static_cast<char*>(logits_) + comm_buf_bytes : X(o_dres_all);
     if (zero_) gather_ = o_gather ? X(o_gather) : logits_;
     d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
     logits_row_ = F(o_logits_row);
@@ -1269,6 +1324,10 @@ class GptCuda final : public GptModel {
   int64_t world_ = 1, rank_ = 0;
   int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length
   bool dp_ = false, zero_ = false, overlap_ = true, split_last_bucket_ = true, push_dres_ = true;
+  // The gradient norm from the buckets' sums (fused_norm_bucket): sumsq_dev_[r] holds rank
+  // r's share, sumsq_dev_[world] the embeddings'.
+  bool fused_norm_ = false;
+  int64_t n_fused_buckets_ = 0, fused_posted_ = 0;
   bool sync_ = true;        // set_gradient_sync
   bool sync_step_ = false;  // the current forward/backward synchronises
   mutable bool comm_pending_ = false;

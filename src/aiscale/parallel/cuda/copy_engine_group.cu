@@ -44,29 +44,76 @@ __global__ void raise_flag_kernel(uint32_t* flag, uint32_t value) {
   __threadfence_system();
 }
 
+// Where a sum kernel adds the sum of squares of the values it writes (all null: it does
+// not). Deterministic: each block leaves its partial in its slot, and the block that
+// finishes last adds the slots up in a fixed order into *out and clears the counter.
+struct SquareSums {
+  double* out = nullptr;
+  double* partials = nullptr;  // one per block
+  unsigned* counter = nullptr;
+};
+
+__device__ void add_squares(double v, const SquareSums& q) {
+  __shared__ double warp_sums[32];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double b = 0.0;
+    for (int w = 0; w < warps; ++w) b += warp_sums[w];
+    q.partials[blockIdx.x] = b;
+    __threadfence();
+    last = atomicAdd(q.counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  double t = 0.0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    t += reinterpret_cast<volatile const double*>(q.partials)[b];
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_down_sync(0xffffffffu, t, o);
+  __syncthreads();
+  if (lane == 0) warp_sums[warp] = t;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < warps; ++w) total += warp_sums[w];
+    *q.out += total;
+    *q.counter = 0;
+  }
+}
+
 // out[i] = sum over ranks (in rank order) of the chunk: `self` for rank `me`, the staged
 // copies at staging + s * slot_elems for the others. T = float or bf16 (summed in fp32).
 template <typename T>
 __global__ void sum_chunk_kernel(T* self, const T* staging, int64_t slot_elems, int world, int me,
-                                 int64_t n) {
+                                 int64_t n, SquareSums q) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  double squares = 0.0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float acc = 0.0f;
     for (int s = 0; s < world; ++s) {
       const T v = s == me ? self[i] : staging[int64_t(s) * slot_elems + i];
       acc += static_cast<float>(v);
     }
-    self[i] = static_cast<T>(acc);
+    const T out = static_cast<T>(acc);
+    self[i] = out;
+    const double d = static_cast<float>(out);
+    squares += d * d;
   }
+  if (q.out) add_squares(squares, q);
 }
 
 // The same sums with 16-byte loads and stores (self, staging and slot_elems aligned to
 // 16 bytes; n a multiple of the pack): per element the same rank order, so the same bits.
 template <typename T>
 __global__ void sum_chunk_vec_kernel(T* self, const T* staging, int64_t slot_elems, int world,
-                                     int me, int64_t n) {
+                                     int me, int64_t n, SquareSums q) {
   constexpr int V = 16 / sizeof(T);
   const int64_t packs = n / V, stride = int64_t(gridDim.x) * blockDim.x;
+  double squares = 0.0;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride) {
     float acc[V];
 #pragma unroll
@@ -81,29 +128,37 @@ __global__ void sum_chunk_vec_kernel(T* self, const T* staging, int64_t slot_ele
     uint4 out;
     T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
-    for (int k = 0; k < V; ++k) o[k] = static_cast<T>(acc[k]);
+    for (int k = 0; k < V; ++k) {
+      o[k] = static_cast<T>(acc[k]);
+      const double d = static_cast<float>(o[k]);
+      squares += d * d;
+    }
     reinterpret_cast<uint4*>(self)[p] = out;
   }
+  if (q.out) add_squares(squares, q);
 }
 
-// Sums m values of a chunk (self) with the staged copies, on stream s.
+constexpr int kSumThreads = 256, kMaxSumBlocks = 1056;
+
+// Sums m values of a chunk (self) with the staged copies, on stream s; adds the squares
+// of the sums into *q.out where q.out is set.
 template <typename T>
 void launch_sum(T* self, const T* staging, int64_t slot_elems, int world, int me, int64_t m,
-                cudaStream_t s) {
+                const SquareSums& q, cudaStream_t s) {
   constexpr int V = 16 / sizeof(T);
-  const int threads = 256;
+  const int threads = kSumThreads;
   const bool vec = reinterpret_cast<uintptr_t>(self) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(staging) % 16 == 0 && slot_elems % V == 0;
   const int64_t body = vec ? m / V * V : 0;
   if (body > 0) {
-    const int blocks = int(std::min<int64_t>((body / V + threads - 1) / threads, 1056));
-    sum_chunk_vec_kernel<T><<<blocks, threads, 0, s>>>(self, staging, slot_elems, world, me, body);
+    const int blocks = int(std::min<int64_t>((body / V + threads - 1) / threads, kMaxSumBlocks));
+    sum_chunk_vec_kernel<T><<<blocks, threads, 0, s>>>(self, staging, slot_elems, world, me, body, q);
   }
   if (m > body) {
     const int64_t rest = m - body;
-    const int blocks = int(std::min<int64_t>((rest + threads - 1) / threads, 1024));
+    const int blocks = int(std::min<int64_t>((rest + threads - 1) / threads, kMaxSumBlocks));
     sum_chunk_kernel<T><<<blocks, threads, 0, s>>>(self + body, staging + body, slot_elems, world,
-                                                   me, rest);
+                                                   me, rest, q);
   }
 }
 
@@ -153,6 +208,9 @@ class CopyEngineGroup final : public Communicator {
                                                                 std::to_string(staging_bytes_ >> 20) + " MiB)");
     check(cudaMemset(group_, 0, kFlagBytes), "clearing the flags");
     ring_ = std::make_unique<StagingRing>(staging_bytes_);
+    // The fused sums of squares: one partial per sum block, then the blocks' counter.
+    check(cudaMalloc(&squares_, kMaxSumBlocks * sizeof(double) + 256), "allocation of the sum-of-squares scratch");
+    check(cudaMemset(squares_, 0, kMaxSumBlocks * sizeof(double) + 256), "clearing the sum-of-squares scratch");
     // The streams get the device's highest priority: a sum kernel then takes SMs as the
     // model's kernels free them instead of waiting behind the whole of the kernel running
     // beside it (the last bucket's sum beside the embedding backward, docs/perf-notes.md).
@@ -195,9 +253,10 @@ class CopyEngineGroup final : public Communicator {
     if (stream_) cudaStreamDestroy(stream_);
     if (push_stream_) cudaStreamDestroy(push_stream_);
     if (group_) cudaFree(group_);
+    if (squares_) cudaFree(squares_);
     done_ = push_done_ = nullptr;
     stream_ = push_stream_ = nullptr;
-    group_ = nullptr;
+    group_ = squares_ = nullptr;
   }
 
  public:
@@ -219,20 +278,18 @@ class CopyEngineGroup final : public Communicator {
   }
 
   void allreduce_sum_after(void* data, int64_t n, DType t, void* event) override {
-    if (n <= 0) return;
-    char* base = static_cast<char*>(data);
-    const size_t es = begin_sum(base, n, t, event, "all-reduce");
-    const uint32_t call = ++issued_ar_;
-    // Chunk j: [begin(j), begin(j + 1)), boundaries on kChunkAlign elements.
-    auto begin = [&](int j) {
-      return j == world_ ? n : std::min(n, (n * j / world_) / kChunkAlign * kChunkAlign);
-    };
-    stage_and_sum(base, t, call, begin, "all-reduce");
-    // (3) the sum into every peer's values.
-    const int64_t b = begin(rank_), e = begin(rank_ + 1);
-    send_to_peers(base + b * int64_t(es), size_t(e - b) * es, 1, call, stream_, "copy of the sum");
-    // Work queued on this stream later sees the whole sum (as after an NCCL call).
-    wait_all(1, call);
+    allreduce(data, n, t, event, SquareSums{});
+  }
+
+  bool fuses_sum_squares() const override { return true; }
+  void allreduce_sum_squares_after(void* data, int64_t n, DType t, void* event,
+                                   double* sum_squares) override {
+    if (t != DType::f32) throw Error("copy-engine all-reduce: sums of squares only of f32 values");
+    SquareSums q;
+    q.out = sum_squares;
+    q.partials = static_cast<double*>(squares_);
+    q.counter = reinterpret_cast<unsigned*>(static_cast<char*>(squares_) + kMaxSumBlocks * sizeof(double));
+    allreduce(data, n, t, event, q);
   }
 
   void allgather_after(void* data, int64_t bytes, void* event) override {
@@ -280,7 +337,8 @@ class CopyEngineGroup final : public Communicator {
     char* base = static_cast<char*>(data);
     begin_sum(base, count * world_, t, event, "reduce-scatter");
     const uint32_t call = ++issued_ar_;
-    stage_and_sum(base, t, call, [&](int j) { return int64_t(j) * count; }, "reduce-scatter");
+    stage_and_sum(base, t, call, [&](int j) { return int64_t(j) * count; }, "reduce-scatter",
+                  SquareSums{});
     raise_all(1, call);
   }
 
@@ -289,6 +347,25 @@ class CopyEngineGroup final : public Communicator {
   }
 
  private:
+  // Steps (1)-(3) of the all-reduce (copy_engine_group.h); the squares of this rank's sums
+  // into *q.out where set.
+  void allreduce(void* data, int64_t n, DType t, void* event, const SquareSums& q) {
+    if (n <= 0) return;
+    char* base = static_cast<char*>(data);
+    const size_t es = begin_sum(base, n, t, event, "all-reduce");
+    const uint32_t call = ++issued_ar_;
+    // Chunk j: [begin(j), begin(j + 1)), boundaries on kChunkAlign elements.
+    auto begin = [&](int j) {
+      return j == world_ ? n : std::min(n, (n * j / world_) / kChunkAlign * kChunkAlign);
+    };
+    stage_and_sum(base, t, call, begin, "all-reduce", q);
+    // (3) the sum into every peer's values.
+    const int64_t b = begin(rank_), e = begin(rank_ + 1);
+    send_to_peers(base + b * int64_t(es), size_t(e - b) * es, 1, call, stream_, "copy of the sum");
+    // Work queued on this stream later sees the whole sum (as after an NCCL call).
+    wait_all(1, call);
+  }
+
   // Checks shared by the summing collectives (n values of t at base, ordered after event);
   // returns the element size.
   size_t begin_sum(char* base, int64_t n, DType t, void* event, const char* what) {
@@ -306,7 +383,7 @@ class CopyEngineGroup final : public Communicator {
   // order. A ring region is reused only after its peer has reported (phase 1) the call that
   // last used it.
   void stage_and_sum(char* base, DType t, uint32_t call, const std::function<int64_t(int)>& begin,
-                     const char* what) {
+                     const char* what, const SquareSums& q) {
     const size_t es = dtype_size(t);
     int64_t max_chunk = 0;
     for (int j = 0; j < world_; ++j) max_chunk = std::max(max_chunk, begin(j + 1) - begin(j));
@@ -331,7 +408,7 @@ class CopyEngineGroup final : public Communicator {
     }
     wait_all(0, call);
     const int64_t b = begin(rank_), e = begin(rank_ + 1);
-    if (e > b) sum_staged(base, b, e - b, t, taken.offset, slot);
+    if (e > b) sum_staged(base, b, e - b, t, taken.offset, slot, q);
   }
 
   // Flag (phase, rank_) raised on every peer; `stream` (default: the group's) waiting for
@@ -356,17 +433,18 @@ class CopyEngineGroup final : public Communicator {
   }
 
   // values [b, b + m) of `base` += the peers' staged copies of them (ring offset `off`,
-  // one `slot` per rank), in rank order.
-  void sum_staged(char* base, int64_t b, int64_t m, DType t, size_t off, size_t slot) {
+  // one `slot` per rank), in rank order; the squares of the sums into *q.out if set.
+  void sum_staged(char* base, int64_t b, int64_t m, DType t, size_t off, size_t slot,
+                  const SquareSums& q) {
     const size_t es = dtype_size(t);
     const int64_t slot_elems = int64_t(slot / es);
     if (t == DType::f32)
       launch_sum(reinterpret_cast<float*>(base) + b, reinterpret_cast<const float*>(my_staging() + off),
-                 slot_elems, world_, rank_, m, stream_);
+                 slot_elems, world_, rank_, m, q, stream_);
     else
       launch_sum(reinterpret_cast<cuda::bf16*>(base) + b,
                  reinterpret_cast<const cuda::bf16*>(my_staging() + off), slot_elems, world_, rank_,
-                 m, stream_);
+                 m, q, stream_);
     check(cudaGetLastError(), "sum kernel launch");
   }
 
@@ -534,6 +612,7 @@ class CopyEngineGroup final : public Communicator {
   CopyEngineGroupOptions opt_;
   int device_ = 0;
   void* group_ = nullptr;
+  void* squares_ = nullptr;  // the fused sums of squares' block partials and counter
   size_t staging_bytes_ = 0;
   cudaStream_t stream_ = nullptr, push_stream_ = nullptr;  // collectives; allgather_push's copies
   cudaEvent_t done_ = nullptr, push_done_ = nullptr;
