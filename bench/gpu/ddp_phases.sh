@@ -157,6 +157,18 @@ norm)
   one timing-2gpu-ce-fused-norm 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   one timing-2gpu-ce-norm-pass 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_FUSED_NORM=0 -- --grad-transport copy-engine
   ;;
+forward)
+  # Why the forward pass, during which nothing is exchanged, runs slower on 2 GPUs: the
+  # phase timing of 1 GPU, of 2 over NCCL and over the copy engines, each with the buckets
+  # overlapped with backward and reduced after it (--overlap 0: no traffic beside any
+  # kernel of the model), and of 1 GPU again.
+  one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
+  one timing-2gpu-ce 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
+  one timing-2gpu-ce-after-backward 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine --overlap 0
+  one timing-2gpu-nccl 2 AISCALE_CUDA_TIMING=1 --
+  one timing-2gpu-nccl-after-backward 2 AISCALE_CUDA_TIMING=1 -- --overlap 0
+  one timing-1gpu-again 1 AISCALE_CUDA_TIMING=1 --
+  ;;
 phases)
   one timing-1gpu 1 AISCALE_CUDA_TIMING=1 --
   one timing-2gpu 2 AISCALE_CUDA_TIMING=1 --
