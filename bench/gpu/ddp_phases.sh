@@ -157,18 +157,6 @@ norm)
   one timing-2gpu-ce-fused-norm 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine
   one timing-2gpu-ce-norm-pass 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_FUSED_NORM=0 -- --grad-transport copy-engine
   ;;
-embed)
-  # The embeddings' bucket (157 MB, the largest) sent right after the LM head's backward
-  # (default) or 2 or 4 layers into backward (AISCALE_CUDA_EMBED_BUCKET_LAYERS), when a
-  # peer that is behind has left its forward pass, over the copy engines, alternated.
-  one 1gpu 1 X=0 --
-  for i in 1 2; do
-    one 2gpu-ce-embed-at-lm-head 2 X=0 -- --grad-transport copy-engine
-    one 2gpu-ce-embed-after-2 2 AISCALE_CUDA_EMBED_BUCKET_LAYERS=2 -- --grad-transport copy-engine
-    one 2gpu-ce-embed-after-4 2 AISCALE_CUDA_EMBED_BUCKET_LAYERS=4 -- --grad-transport copy-engine
-  done
-  one timing-2gpu-ce-embed-after-2 2 AISCALE_CUDA_TIMING=1 AISCALE_CUDA_EMBED_BUCKET_LAYERS=2 -- --grad-transport copy-engine
-  ;;
 forward)
   # Why the forward pass, during which nothing is exchanged, runs slower on 2 GPUs: the
   # phase timing of 1 GPU, of 2 over NCCL and over the copy engines, each with the buckets

@@ -57,8 +57,6 @@
 //   AISCALE_CUDA_STREAM_PRIORITY = high gives the model's stream the highest priority
 //   (both measured without effect on 2x H200: docs/perf-notes.md).
 //   AISCALE_CUDA_SPLIT_LAST_BUCKET = 0 keeps layer 0's gradients in one bucket;
-//   AISCALE_CUDA_EMBED_BUCKET_LAYERS = k sends the embeddings' bucket k layers into
-//     backward instead of right after the LM head (measurement switch);
 //   AISCALE_CUDA_FUSED_NORM = 0 computes the gradient norm in a pass of its own also with
 //     the copy engines, whose sum kernels otherwise add up its squares as they go;
 //   AISCALE_CUDA_PUSH_DRES = 0 all-gathers d(res0) on the communicator's stream after the
@@ -883,12 +881,7 @@ class GptCuda final : public GptModel {
     if (!overlap_) {
       plan.push_back({0, Ppad_, kAfterBackward});
     } else {
-      // The embeddings' bucket (the largest) after the LM head's backward, or, for
-      // measurements, AISCALE_CUDA_EMBED_BUCKET_LAYERS = k layers of backward later (its
-      // copies then land in a peer's memory only once that peer is in its backward too).
-      const char* k_env = std::getenv("AISCALE_CUDA_EMBED_BUCKET_LAYERS");
-      const int64_t k = k_env && *k_env ? std::clamp<int64_t>(std::atoll(k_env), 0, L_) : 0;
-      plan.push_back({0, down(layer_off(0)), k == 0 ? kAfterLmHead : L_ - k});
+      plan.push_back({0, down(layer_off(0)), kAfterLmHead});
       const int64_t target = std::max<int64_t>(1, int64_t(options_.bucket_mib * 1048576.0 / 4.0));
       int64_t end = Ppad_;
       for (int64_t l = L_ - 1; l >= 0; --l) {
