@@ -247,7 +247,7 @@ for j in rows:
     print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms%s" % (j["variant"], r["world_size"],
           r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"], eff))
 PY
-grep -E "mean of|bucket \[" "$OUT/phases.err"
+grep -E "mean of|forward split|bucket \[" "$OUT/phases.err"
 [ -s "$OUT/smi.csv" ] && python3 - "$OUT" <<'PY'
 import datetime, os, sys
 out = sys.argv[1]

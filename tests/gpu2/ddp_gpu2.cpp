@@ -382,6 +382,43 @@ TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
   expect_dead_rank_ends_the_peer("parallel.grad_transport=copy-engine");
 }
 
+// AISCALE_CUDA_TIMING=1 on 2 ranks over the copy engines: every rank prints its phase
+// means and the forward phase split where its kernels end; the two parts add up to the
+// forward phase (the same events' intervals), the kernels take time, and the host's parts
+// of forward() are reported.
+TEST(Gpu2, PhaseTimingSplitsTheForward) {
+  auto dir = temp_dir("gpu2-timing");
+  write_byte_shards(dir);
+  const std::string cfg = gpu_config(dir, 8);
+  auto r = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
+                           " --set run.name=timed parallel.communicator=nccl "
+                           "parallel.grad_transport=copy-engine",
+                       "env AISCALE_CUDA_TIMING=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string tag = "[aiscale cuda] rank " + std::to_string(rank) + ": ";
+    const size_t m = r.output.find(tag + "mean of");
+    const size_t f = r.output.find(tag + "forward split");
+    ASSERT_NE(m, std::string::npos) << r.output;
+    ASSERT_NE(f, std::string::npos) << r.output;
+    long long steps = 0;
+    double forward = -1, kernels = -1, waiting = -1, launches = -1;
+    ASSERT_EQ(std::sscanf(r.output.c_str() + m + tag.size(), "mean of %lld steps (ms): forward %lf",
+                          &steps, &forward), 2) << r.output;
+    ASSERT_EQ(std::sscanf(r.output.c_str() + f + tag.size(),
+                          "forward split (ms): kernels up to the loss %lf, then the GPU waiting "
+                          "for backward's launch %lf; the host per forward with targets: "
+                          "launches %lf", &kernels, &waiting, &launches), 3) << r.output;
+    EXPECT_GT(steps, 0);
+    EXPECT_GT(kernels, 0.0);
+    EXPECT_GE(waiting, 0.0);
+    EXPECT_GT(launches, 0.0);
+    EXPECT_NEAR(kernels + waiting, forward, 0.01 + 1e-3 * forward) << r.output;
+    std::printf("[gpu2] phase timing, rank %d: forward %.3f ms = kernels %.3f + waiting for "
+                "backward's launch %.3f (%lld steps)\n", rank, forward, kernels, waiting, steps);
+  }
+}
+
 // The copy engines' own timeout: rank 1 stalls (AISCALE_FAULT=slow@1:30000, 30 s before
 // its first backward) without dying, so rank 0 sees no NCCL error; its wait for rank 1's
 // gradient chunks must end after parallel.timeout_s with the copy-engine error, not hang.

@@ -50,7 +50,8 @@
 //   AISCALE_CUDA_AUTOTUNE = 0 | 1 (time cuBLASLt's candidates in the warm-up step)
 //   AISCALE_CUDA_VERBOSE = 1 prints the chosen paths and GEMM plans to stderr.
 //   AISCALE_CUDA_TIMING = 1 times the phases of every training step on the model stream
-//     (CUDA events; adds a host wait per step), the host's time in collective calls and,
+//     (CUDA events; adds a host wait per step), the forward phase split where its kernels
+//     end and the host's time in the parts of forward(), the host's time in collective calls and,
 //     per gradient bucket, when it was ready and how long its collective took, and
 //     prints their means per rank at exit.
 //   AISCALE_CUDA_COMM_THREAD = 0 makes the collective calls on the model's thread;
@@ -291,8 +292,10 @@ class GptCuda final : public GptModel {
     }
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&loss_ready_, cudaEventDisableTiming));
     AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&buckets_sent_, cudaEventDisableTiming));
-    if (timing_)
+    if (timing_) {
       for (auto& e : phase_) AISCALE_CUDA_CHECK(cudaEventCreate(&e));
+      AISCALE_CUDA_CHECK(cudaEventCreate(&fwd_end_));
+    }
     // cuDNN's fused attention: asked for, or by default where this build has cuDNN and
     // its engines take the shape (else the own flash kernels, with a note).
     if (attention_impl_ == AttentionImpl::cudnn ||
@@ -363,6 +366,15 @@ class GptCuda final : public GptModel {
                    static_cast<long long>(rank_), static_cast<long long>(timed_steps_),
                    phase_ms_[0] * k, phase_ms_[1] * k, phase_ms_[2] * k, phase_ms_[3] * k,
                    phase_ms_[4] * k, host_comm_s_ * 1e3 * k, host_wait_s_ * 1e3 * k);
+      const double kh = host_fwd_n_ > 0 ? 1e3 / double(host_fwd_n_) : 0.0;
+      std::fprintf(stderr,
+                   "[aiscale cuda] rank %lld: forward split (ms): kernels up to the loss %.3f, "
+                   "then the GPU waiting for backward's launch %.3f; the host per forward "
+                   "with targets: launches %.3f, staging and token all-gather wait %.3f, token "
+                   "buckets %.3f, loss wait %.3f\n",
+                   static_cast<long long>(rank_), fwd_kernels_ms_ * k, before_bwd_ms_ * k,
+                   host_fwd_s_[0] * kh, host_fwd_s_[1] * kh, host_fwd_s_[2] * kh,
+                   host_fwd_s_[3] * kh);
       for (const Bucket& b : buckets_) {
         if (b.timed_steps == 0) continue;
         const double kb = 1.0 / double(b.timed_steps);
@@ -377,6 +389,7 @@ class GptCuda final : public GptModel {
     }
     for (auto& e : phase_)
       if (e) cudaEventDestroy(e);
+    if (fwd_end_) cudaEventDestroy(fwd_end_);
     if (comm_pending_) {  // never free memory a collective may still use
       try {
         comm_queue_->drain();
@@ -445,6 +458,15 @@ class GptCuda final : public GptModel {
     if (targets) check_tokens(targets, "target");
     finish_comm();  // a ZeRO-1 all-gather of the working copy (bounded wait)
     collect_phases();
+    // AISCALE_CUDA_TIMING: the host's time in the parts of a forward with targets.
+    const bool host_timed = timing_ && targets != nullptr;
+    auto lap_start = std::chrono::steady_clock::now();
+    auto lap = [&](int part) {
+      if (!host_timed) return;
+      const auto now = std::chrono::steady_clock::now();
+      host_fwd_s_[part] += std::chrono::duration<double>(now - lap_start).count();
+      lap_start = now;
+    };
     has_targets_ = targets != nullptr;
     // This forward/backward synchronises the gradients (and, overlapped, gathers every
     // rank's tokens for the embedding backward).
@@ -507,20 +529,30 @@ class GptCuda final : public GptModel {
     cuda::mean_reduce(loss_dev_, losses_, N, s);
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_loss_, loss_dev_, 4, cudaMemcpyDeviceToHost, s));
     AISCALE_CUDA_CHECK(cudaEventRecord(loss_ready_, s));
+    if (timing_ && phases_recorded_ == 1) {
+      AISCALE_CUDA_CHECK(cudaEventRecord(fwd_end_, s));
+      fwd_end_recorded_ = true;
+    }
+    lap(0);
     // While the GPU runs the forward pass: group token positions for embedding backward.
     AISCALE_CUDA_CHECK(cudaEventSynchronize(buckets_sent_));  // staging free again
     if (gather_tokens) {
       finish_comm();  // every rank's tokens are in h_tokens_all_
+      lap(1);
       num_unique_ = cuda::build_token_buckets(h_tokens_all_, world_ * N, V_, h_unique_, h_offsets_,
                                               h_positions_, bucket_counts_);
     } else {
+      lap(1);
       num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
                                               bucket_counts_);
     }
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_buckets_, h_buckets_, bucket_ints() * 4,
                                        cudaMemcpyHostToDevice, s));
     AISCALE_CUDA_CHECK(cudaEventRecord(buckets_sent_, s));
+    lap(2);
     AISCALE_CUDA_CHECK(cudaEventSynchronize(loss_ready_));
+    lap(3);
+    if (host_timed) ++host_fwd_n_;
     return *h_loss_;
   }
 
@@ -1013,6 +1045,15 @@ class GptCuda final : public GptModel {
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, phase_[i], phase_[i + 1]));
       phase_ms_[i] += ms;
     }
+    // The forward phase split where its kernels end (the loss read back).
+    if (fwd_end_recorded_) {
+      float kernels = 0, waiting = 0;
+      AISCALE_CUDA_CHECK(cudaEventElapsedTime(&kernels, phase_[0], fwd_end_));
+      AISCALE_CUDA_CHECK(cudaEventElapsedTime(&waiting, fwd_end_, phase_[1]));
+      fwd_kernels_ms_ += kernels;
+      before_bwd_ms_ += waiting;
+    }
+    fwd_end_recorded_ = false;
     // Per bucket: when it was ready (from the start of backward), and how long its
     // collective took from the later of its readiness and the previous collective's end.
     float prev_done = 0.0f;
@@ -1337,6 +1378,14 @@ class GptCuda final : public GptModel {
   int phases_recorded_ = 0;
   int64_t timed_steps_ = 0;
   double phase_ms_[5] = {};
+  // The forward phase split at the end of its kernels (fwd_end_), and the host's time in
+  // the parts of a forward with targets (launches, staging and token wait, token buckets,
+  // loss wait) over host_fwd_n_ such forwards.
+  cudaEvent_t fwd_end_ = nullptr;
+  bool fwd_end_recorded_ = false;
+  double fwd_kernels_ms_ = 0, before_bwd_ms_ = 0;
+  double host_fwd_s_[4] = {};
+  int64_t host_fwd_n_ = 0;
   mutable double host_comm_s_ = 0;
   mutable double host_wait_s_ = 0;
   std::vector<Bucket> buckets_;
