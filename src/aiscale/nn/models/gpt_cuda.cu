@@ -460,7 +460,7 @@ class GptCuda final : public GptModel {
     collect_phases();
     // AISCALE_CUDA_TIMING: the host's time in the parts of a forward with targets.
     const bool host_timed = timing_ && targets != nullptr;
-    auto lap_start = std::chrono::steady_clock::now();
+    auto lap_start = host_timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     auto lap = [&](int part) {
       if (!host_timed) return;
       const auto now = std::chrono::steady_clock::now();
@@ -696,41 +696,37 @@ class GptCuda final : public GptModel {
   }
 
   double grad_sum_squares() override {
-    // Every bucket of this step summed once since zero_grad, adding its squares: the
-    // ranks' shares, gathered, and the embeddings' own (they change after their sum).
+    // The squares land in sumsq_dev_[0, parts) and add up on the host.
+    size_t parts = 1;
     if (fused_norm_ && fused_posted_ == n_fused_buckets_) {
+      // Every bucket of this step summed once since zero_grad, adding its squares: the
+      // ranks' shares, gathered, and the embeddings' own (they change after their sum).
       drain_comm_queue();
       comm_->allgather_after(sumsq_dev_, 8, nullptr);
       comm_->record(comm_done_);
-      const int64_t parts = world_ + (overlap_ ? 1 : 0);
+      parts = size_t(world_) + (overlap_ ? 1 : 0);
       if (overlap_)
         cuda::sum_squares(sumsq_dev_ + world_, grads_, buckets_.front().end, sumsq_scratch_, stream_);
       AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
-      AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, size_t(parts) * 8,
-                                         cudaMemcpyDeviceToHost, stream_));
-      finish_comm();
-      AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      double total = 0.0;
-      for (int64_t k = 0; k < parts; ++k) total += h_sumsq_[k];
-      return total;
-    }
-    if (comm_pending_) {
-      // The norm kernels follow the last collective on the GPU (an event), not after the
-      // host has seen the collectives end; the host's wait stays bounded (finish_comm).
-      drain_comm_queue();
-      comm_->record(comm_done_);
-      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
-    }
-    // Without ZeRO every rank holds all the sums; with ZeRO-1 this rank's parts hold them
-    // and the squares of all parts add over ranks.
-    const size_t parts = zero_ ? buckets_.size() : 1;
-    if (!zero_) {
-      cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
     } else {
-      for (size_t k = 0; k < parts; ++k) {
-        const Bucket& b = buckets_[k];
-        cuda::sum_squares(sumsq_dev_ + k, grads_ + b.begin + rank_ * b.part, b.part,
-                          sumsq_scratch_, stream_);
+      if (comm_pending_) {
+        // The norm kernels follow the last collective on the GPU (an event), not after the
+        // host has seen the collectives end; the host's wait stays bounded (finish_comm).
+        drain_comm_queue();
+        comm_->record(comm_done_);
+        AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+      }
+      // Without ZeRO every rank holds all the sums; with ZeRO-1 this rank's parts hold them
+      // and the squares of all parts add over ranks.
+      if (!zero_) {
+        cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
+      } else {
+        parts = buckets_.size();
+        for (size_t k = 0; k < parts; ++k) {
+          const Bucket& b = buckets_[k];
+          cuda::sum_squares(sumsq_dev_ + k, grads_ + b.begin + rank_ * b.part, b.part,
+                            sumsq_scratch_, stream_);
+        }
       }
     }
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, parts * 8, cudaMemcpyDeviceToHost, stream_));

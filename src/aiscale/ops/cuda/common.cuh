@@ -115,7 +115,8 @@ __device__ __forceinline__ void store_pack_cs(T* p, const Pack<T>& x) {
 // ---------------------------------------------------------------------------------------
 // Reductions
 
-__device__ __forceinline__ float warp_sum(float x) {
+template <typename T>  // float or double
+__device__ __forceinline__ T warp_sum(T x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
@@ -128,13 +129,14 @@ __device__ __forceinline__ float warp_max(float x) {
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
 // result. `scratch` holds 32 floats of shared memory; callable repeatedly.
-__device__ __forceinline__ float block_sum(float x, float* scratch) {
+template <typename T>  // float or double
+__device__ __forceinline__ T block_sum(T x, T* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   x = warp_sum(x);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = x;
   __syncthreads();
-  x = lane < nwarps ? scratch[lane] : 0.0f;
+  x = lane < nwarps ? scratch[lane] : T(0);
   return warp_sum(x);
 }
 __device__ __forceinline__ float block_max(float x, float* scratch) {

@@ -53,17 +53,13 @@ struct SquareSums {
   unsigned* counter = nullptr;
 };
 
+// Every thread of every block calls it with its own sum (blockDim.x a multiple of 32).
 __device__ void add_squares(double v, const SquareSums& q) {
-  __shared__ double warp_sums[32];
+  __shared__ double scratch[32];
   __shared__ bool last;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
+  const double block = cuda::block_sum(v, scratch);
   if (threadIdx.x == 0) {
-    double b = 0.0;
-    for (int w = 0; w < warps; ++w) b += warp_sums[w];
-    q.partials[blockIdx.x] = b;
+    q.partials[blockIdx.x] = block;
     __threadfence();
     last = atomicAdd(q.counter, 1u) == gridDim.x - 1;
   }
@@ -73,14 +69,9 @@ __device__ void add_squares(double v, const SquareSums& q) {
   double t = 0.0;
   for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
     t += reinterpret_cast<volatile const double*>(q.partials)[b];
-  for (int o = 16; o > 0; o >>= 1) t += __shfl_down_sync(0xffffffffu, t, o);
-  __syncthreads();
-  if (lane == 0) warp_sums[warp] = t;
-  __syncthreads();
+  t = cuda::block_sum(t, scratch);
   if (threadIdx.x == 0) {
-    double total = 0.0;
-    for (int w = 0; w < warps; ++w) total += warp_sums[w];
-    *q.out += total;
+    *q.out += t;
     *q.counter = 0;
   }
 }
@@ -209,8 +200,10 @@ class CopyEngineGroup final : public Communicator {
     check(cudaMemset(group_, 0, kFlagBytes), "clearing the flags");
     ring_ = std::make_unique<StagingRing>(staging_bytes_);
     // The fused sums of squares: one partial per sum block, then the blocks' counter.
-    check(cudaMalloc(&squares_, kMaxSumBlocks * sizeof(double) + 256), "allocation of the sum-of-squares scratch");
-    check(cudaMemset(squares_, 0, kMaxSumBlocks * sizeof(double) + 256), "clearing the sum-of-squares scratch");
+    const size_t square_bytes = kMaxSumBlocks * sizeof(double) + sizeof(unsigned);
+    check(cudaMalloc(&squares_.partials, square_bytes), "allocation of the sum-of-squares scratch");
+    check(cudaMemset(squares_.partials, 0, square_bytes), "clearing the sum-of-squares scratch");
+    squares_.counter = reinterpret_cast<unsigned*>(squares_.partials + kMaxSumBlocks);
     // The streams get the device's highest priority: a sum kernel then takes SMs as the
     // model's kernels free them instead of waiting behind the whole of the kernel running
     // beside it (the last bucket's sum beside the embedding backward, docs/perf-notes.md).
@@ -253,10 +246,11 @@ class CopyEngineGroup final : public Communicator {
     if (stream_) cudaStreamDestroy(stream_);
     if (push_stream_) cudaStreamDestroy(push_stream_);
     if (group_) cudaFree(group_);
-    if (squares_) cudaFree(squares_);
+    if (squares_.partials) cudaFree(squares_.partials);
     done_ = push_done_ = nullptr;
     stream_ = push_stream_ = nullptr;
-    group_ = squares_ = nullptr;
+    group_ = nullptr;
+    squares_ = SquareSums{};
   }
 
  public:
@@ -285,10 +279,8 @@ class CopyEngineGroup final : public Communicator {
   void allreduce_sum_squares_after(void* data, int64_t n, DType t, void* event,
                                    double* sum_squares) override {
     if (t != DType::f32) throw Error("copy-engine all-reduce: sums of squares only of f32 values");
-    SquareSums q;
+    SquareSums q = squares_;
     q.out = sum_squares;
-    q.partials = static_cast<double*>(squares_);
-    q.counter = reinterpret_cast<unsigned*>(static_cast<char*>(squares_) + kMaxSumBlocks * sizeof(double));
     allreduce(data, n, t, event, q);
   }
 
@@ -612,7 +604,7 @@ class CopyEngineGroup final : public Communicator {
   CopyEngineGroupOptions opt_;
   int device_ = 0;
   void* group_ = nullptr;
-  void* squares_ = nullptr;  // the fused sums of squares' block partials and counter
+  SquareSums squares_;  // the fused sums of squares' block partials and counter (out unset)
   size_t staging_bytes_ = 0;
   cudaStream_t stream_ = nullptr, push_stream_ = nullptr;  // collectives; allgather_push's copies
   cudaEvent_t done_ = nullptr, push_done_ = nullptr;
