@@ -19,8 +19,20 @@ args=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --pre
       --steps ${STEPS:-20} --warmup 5)
 MPI=(mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_NVLS_ENABLE
      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+# The driver's clock-event counters (microseconds each GPU spent with its clocks held down
+# for a reason: power cap, thermal, power brake, ...), where nvidia-smi has them: read at
+# the start and end of every variant into $OUT/counters.csv, summed per variant at the end.
+COUNTERS=$(nvidia-smi --help-query-gpu 2>/dev/null | grep -oE '"clocks_event_reasons_counters\.[a-z_]+"' |
+           tr -d '"' | sort -u | paste -sd, -)
+counters() {  # variant, start|end
+  [ -n "$COUNTERS" ] || return 0
+  nvidia-smi --query-gpu=index,$COUNTERS --format=csv,noheader,nounits 2>/dev/null |
+    sed "s/^/$1,$2,/" >> "$OUT/counters.csv"
+}
+[ -n "$COUNTERS" ] && echo "variant,when,index,$COUNTERS" > "$OUT/counters.csv"
 one() {  # name, ranks, env assignments..., -- extra args...
   local name=$1 ranks=$2; shift 2
+  counters "$name" start
   local envs=() mpienv=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); mpienv+=(-x "$1"); shift; done
   shift
@@ -33,6 +45,7 @@ one() {  # name, ranks, env assignments..., -- extra args...
   fi
   echo "{\"variant\": \"$name\", \"result\": ${line:-null}}" >> "$OUT/phases.jsonl"
   echo "== $name end $(date +%s.%N)" >> "$OUT/phases.err"
+  counters "$name" end
 }
 # SM clock and board power of every GPU (nvidia-smi every 100 ms, $OUT/smi.csv), averaged
 # per variant at the end: a 2-GPU step that is power-capped shows a lower clock.
@@ -218,8 +231,12 @@ zero-ce)
   ;;
 power)
   # One GPU alone and two together: does the exchange cost clock speed at the power cap?
+  # The host's other GPU alone gives the cards' own difference; the buckets after backward
+  # send the same bytes as the overlapped exchange, beside no kernel of the model.
   one 1gpu 1 X=0 --
+  one 1gpu-other-gpu 1 CUDA_VISIBLE_DEVICES=1 --
   one 2gpu-ce 2 X=0 -- --grad-transport copy-engine
+  one 2gpu-ce-after-backward 2 X=0 -- --grad-transport copy-engine --overlap 0
   one 2gpu-nccl 2 X=0 --
   one 1gpu-again 1 X=0 --
   one 2gpu-ce-again 2 X=0 -- --grad-transport copy-engine
@@ -247,7 +264,38 @@ for j in rows:
     print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms%s" % (j["variant"], r["world_size"],
           r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"], eff))
 PY
-grep -E "mean of|forward split|bucket \[" "$OUT/phases.err"
+grep -E "mean of|median of|forward split|bucket \[" "$OUT/phases.err"
+[ -s "$OUT/counters.csv" ] && python3 - "$OUT" <<'PY'
+import csv, os, sys
+out = sys.argv[1]
+rows = list(csv.reader(open(os.path.join(out, "counters.csv"))))
+head, rows = rows[0], rows[1:]
+names = [h.split(".")[-1] for h in head[3:]]
+win = {}
+for line in open(os.path.join(out, "phases.err")):
+    p = line.split()
+    if len(p) == 4 and p[0] == "==" and p[2] in ("start", "end"):
+        win.setdefault(p[1], {})[p[2]] = float(p[3])
+at = {}
+for r in rows:
+    at[(r[0], r[1], r[2].strip())] = r[3:]
+def num(x):
+    try: return float(x)
+    except ValueError: return None
+# Per variant and GPU: the share of the variant's wall time each reason held the clocks
+# (counter difference over the run's duration, start-up included).
+print("clock-event counters: %% of each variant's wall time (start-up included); reasons: %s" % ", ".join(names))
+for (v, when, g), a in sorted(at.items()):
+    if when != "start" or (v, "end", g) not in at or v not in win: continue
+    b = at[(v, "end", g)]
+    wall = (win[v]["end"] - win[v]["start"]) * 1e6
+    cells = []
+    for n, x, y in zip(names, a, b):
+        x, y = num(x), num(y)
+        if x is None or y is None or y == x: continue
+        cells.append("%s %.1f%%" % (n, 100.0 * (y - x) / wall))
+    print("%-28s gpu %s: %s" % (v, g, ", ".join(cells) or "none"))
+PY
 [ -s "$OUT/smi.csv" ] && python3 - "$OUT" <<'PY'
 import datetime, os, sys
 out = sys.argv[1]

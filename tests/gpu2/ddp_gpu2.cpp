@@ -414,6 +414,19 @@ TEST(Gpu2, PhaseTimingSplitsTheForward) {
     EXPECT_GE(waiting, 0.0);
     EXPECT_GT(launches, 0.0);
     EXPECT_NEAR(kernels + waiting, forward, 0.01 + 1e-3 * forward) << r.output;
+    // The medians, over the same steps.
+    const size_t md = r.output.find(tag + "median of");
+    ASSERT_NE(md, std::string::npos) << r.output;
+    long long msteps = 0;
+    double mforward = -1, mkernels = -1, mwaiting = -1;
+    ASSERT_EQ(std::sscanf(r.output.c_str() + md + tag.size(),
+                          "median of %lld steps (ms): forward %lf (kernels up to the loss %lf, "
+                          "then waiting for backward's launch %lf)",
+                          &msteps, &mforward, &mkernels, &mwaiting), 4) << r.output;
+    EXPECT_EQ(msteps, steps);
+    EXPECT_GT(mkernels, 0.0);
+    EXPECT_GE(mwaiting, 0.0);
+    EXPECT_GE(mforward, mkernels - 1e-3) << r.output;
     std::printf("[gpu2] phase timing, rank %d: forward %.3f ms = kernels %.3f + waiting for "
                 "backward's launch %.3f (%lld steps)\n", rank, forward, kernels, waiting, steps);
   }

@@ -75,6 +75,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -341,6 +342,10 @@ class GptCuda final : public GptModel {
     warm_up();
     sync_ = true;
     phases_recorded_ = 0;
+    // The warm-up forward (GEMM autotuning, first launches) is not a training step.
+    std::fill(std::begin(host_fwd_s_), std::end(host_fwd_s_), 0.0);
+    for (auto& v : host_laps_) v.clear();
+    host_fwd_n_ = 0;
     if (verbose_) {
       std::fprintf(stderr,
                    "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
@@ -375,6 +380,24 @@ class GptCuda final : public GptModel {
                    static_cast<long long>(rank_), fwd_kernels_ms_ * k, before_bwd_ms_ * k,
                    host_fwd_s_[0] * kh, host_fwd_s_[1] * kh, host_fwd_s_[2] * kh,
                    host_fwd_s_[3] * kh);
+      // Medians: one slow step (the first synchronising step waits for the slowest rank's
+      // start-up) moves the means by a millisecond over 60 steps, not the medians.
+      std::vector<float> kernels, waiting;
+      for (const auto& kw : split_ms_) {
+        kernels.push_back(kw.first);
+        waiting.push_back(kw.second);
+      }
+      std::fprintf(stderr,
+                   "[aiscale cuda] rank %lld: median of %lld steps (ms): forward %.3f (kernels up "
+                   "to the loss %.3f, then waiting for backward's launch %.3f), backward to layer "
+                   "0 %.3f, embedding tail %.3f, gap before update %.3f, update %.3f; the host per "
+                   "forward: launches %.3f, staging and token all-gather wait %.3f, token buckets "
+                   "%.3f, loss wait %.3f\n",
+                   static_cast<long long>(rank_), static_cast<long long>(timed_steps_),
+                   median(step_ms_[0]), median(kernels), median(waiting), median(step_ms_[1]),
+                   median(step_ms_[2]), median(step_ms_[3]), median(step_ms_[4]),
+                   median(host_laps_[0]), median(host_laps_[1]), median(host_laps_[2]),
+                   median(host_laps_[3]));
       for (const Bucket& b : buckets_) {
         if (b.timed_steps == 0) continue;
         const double kb = 1.0 / double(b.timed_steps);
@@ -464,7 +487,9 @@ class GptCuda final : public GptModel {
     auto lap = [&](int part) {
       if (!host_timed) return;
       const auto now = std::chrono::steady_clock::now();
-      host_fwd_s_[part] += std::chrono::duration<double>(now - lap_start).count();
+      const double seconds = std::chrono::duration<double>(now - lap_start).count();
+      host_fwd_s_[part] += seconds;
+      host_laps_[part].push_back(float(seconds * 1e3));
       lap_start = now;
     };
     has_targets_ = targets != nullptr;
@@ -1040,6 +1065,7 @@ class GptCuda final : public GptModel {
       float ms = 0;
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, phase_[i], phase_[i + 1]));
       phase_ms_[i] += ms;
+      step_ms_[i].push_back(ms);
     }
     // The forward phase split where its kernels end (the loss read back).
     if (fwd_end_recorded_) {
@@ -1048,6 +1074,7 @@ class GptCuda final : public GptModel {
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&waiting, fwd_end_, phase_[1]));
       fwd_kernels_ms_ += kernels;
       before_bwd_ms_ += waiting;
+      split_ms_.push_back({kernels, waiting});
     }
     fwd_end_recorded_ = false;
     // Per bucket: when it was ready (from the start of backward), and how long its
@@ -1382,6 +1409,18 @@ class GptCuda final : public GptModel {
   double fwd_kernels_ms_ = 0, before_bwd_ms_ = 0;
   double host_fwd_s_[4] = {};
   int64_t host_fwd_n_ = 0;
+  // Per step, for the medians: the five phases, the forward split, the host's laps.
+  std::vector<float> step_ms_[5];
+  std::vector<std::pair<float, float>> split_ms_;
+  std::vector<float> host_laps_[4];
+  static double median(std::vector<float> v) {
+    if (v.empty()) return 0.0;
+    const size_t m = v.size() / 2;
+    std::nth_element(v.begin(), v.begin() + long(m), v.end());
+    double x = v[m];
+    if (v.size() % 2 == 0) x = 0.5 * (x + *std::max_element(v.begin(), v.begin() + long(m)));
+    return x;
+  }
   mutable double host_comm_s_ = 0;
   mutable double host_wait_s_ = 0;
   std::vector<Bucket> buckets_;
