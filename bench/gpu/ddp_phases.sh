@@ -261,8 +261,11 @@ for j in rows:
     r = j["result"]
     if not r: print("%-28s failed" % j["variant"]); continue
     eff = ", efficiency %.3f" % (r["tokens_per_s_per_device"] / base) if base and r["world_size"] > 1 else ""
-    print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms%s" % (j["variant"], r["world_size"],
-          r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"], eff))
+    g = r.get("gpu_power", {}).get("ranks") or []
+    pw = "; " + " ".join("%.0f/%.0f W %.0f MHz" % (x["mean_power_w"], x["power_limit_w"],
+                         x["mean_sm_clock_mhz"]) for x in g) if g else ""
+    print("%-28s %d GPU(s) %8.0f tok/s per GPU, step %.2f ms%s%s" % (j["variant"], r["world_size"],
+          r["tokens_per_s_per_device"], 1e3 * r["step_time_median_s"], eff, pw))
 PY
 grep -E "mean of|median of|forward split|bucket \[" "$OUT/phases.err"
 [ -s "$OUT/counters.csv" ] && python3 - "$OUT" <<'PY'

@@ -144,6 +144,11 @@ for world in sorted({w for (_, w, _) in ours}):
         m = ours.get(("mpi", world, n))
         print("%12d %10.1f %10s %10s %8s" % (n, j["busbw_GBps"], "%.1f" % pb if pb else "",
               "%.3f" % (j["busbw_GBps"] / pb) if pb else "", "%.1f" % m["busbw_GBps"] if m else ""))
+def power(j):  # the GPUs' mean board power / limit and SM clock over the timed steps (NVML)
+    g = j.get("gpu_power", {}).get("ranks")
+    if not g: return ""
+    return "; power " + " ".join("%.0f/%.0f W %.0f MHz" % (r["mean_power_w"], r["power_limit_w"],
+                                  r["mean_sm_clock_mhz"]) for r in g)
 print("\nGPT-2 124M, B=16 per GPU, T=1024, bf16: tokens/s per GPU")
 peer = {p["gpus"]: p for p in rows("peer_gpt2.jsonl")}
 for j in rows("language.jsonl"):
@@ -153,10 +158,11 @@ for j in rows("language.jsonl"):
           j["world_size"], j.get("communicator", ""), how, j["tokens_per_s_per_device"],
           1e3 * j["step_time_median_s"], j.get("optimizer_state_bytes", 0) / 2**30,
           j.get("model_memory_bytes", 0) / 2**30,
-          ", efficiency %.3f" % j["scaling_efficiency"] if "scaling_efficiency" in j else ""))
+          ", efficiency %.3f" % j["scaling_efficiency"] if "scaling_efficiency" in j else "")
+          + power(j))
 for j in rows("language_last_gpu.jsonl"):
-    print("aiscale 1 GPU, the host's last GPU alone: %.0f, step %.2f ms" % (j["tokens_per_s_per_device"],
-          1e3 * j["step_time_median_s"]))
+    print("aiscale 1 GPU, the host's last GPU alone: %.0f, step %.2f ms%s" % (j["tokens_per_s_per_device"],
+          1e3 * j["step_time_median_s"], power(j)))
 for g, p in sorted(peer.items()):
     print("pytorch %d GPU(s): %.0f per GPU, step %.2f ms%s" % (g, p["tokens_per_s_per_gpu"], 1e3 * p["median_step_s"],
           ", efficiency %.3f" % (p["tokens_per_s_per_gpu"] / peer[1]["tokens_per_s_per_gpu"]) if g > 1 and 1 in peer else ""))

@@ -17,6 +17,7 @@
 #include <cstdlib>
 
 #include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
 
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/checkpoint.h"
@@ -429,6 +430,46 @@ TEST(Gpu2, PhaseTimingSplitsTheForward) {
     EXPECT_GE(mforward, mkernels - 1e-3) << r.output;
     std::printf("[gpu2] phase timing, rank %d: forward %.3f ms = kernels %.3f + waiting for "
                 "backward's launch %.3f (%lld steps)\n", rank, forward, kernels, waiting, steps);
+  }
+}
+
+// `bench language` on GPUs reports each GPU's energy, power limit and SM clock over the
+// timed steps (NVML), on 1 GPU and on 2 ranks, with figures a GPU can have.
+TEST(Gpu2, BenchLanguageReportsGpuPower) {
+  auto dir = temp_dir("gpu2-power");
+  const std::string bench = "bench language --model gpt2-124m --batch 8 --seq 512 --device cuda "
+                            "--precision bf16 --steps 120 --warmup 3 --output ";
+  for (int ranks : {1, 2}) {
+    const fs::path out = dir / ("power" + std::to_string(ranks) + ".jsonl");
+    auto r = run_aiscale(ranks == 1 ? bench + out.string()
+                                    : "launch -n 2 --threads-per-rank 4 -- " + bench + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string text = read_bytes(out);
+    const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+    ASSERT_TRUE(j.contains("gpu_power")) << text;
+    const nlohmann::json& p = j["gpu_power"];
+    ASSERT_FALSE(p.contains("unavailable")) << p.dump();
+    EXPECT_EQ(p["ranks_measured"], ranks) << p.dump();
+    ASSERT_EQ(p["ranks"].size(), size_t(ranks));
+    for (const auto& g : p["ranks"]) {
+      const double watts = g["mean_power_w"], limit = g["power_limit_w"], seconds = g["seconds"];
+      const double mhz = g["mean_sm_clock_mhz"], lo = g["min_sm_clock_mhz"], hi = g["max_sm_clock_mhz"];
+      EXPECT_GT(seconds, 0.5) << g.dump();
+      EXPECT_GT(watts, 30.0) << g.dump();
+      EXPECT_LT(watts, 1.1 * limit) << g.dump();
+      EXPECT_GT(limit, 50.0) << g.dump();
+      EXPECT_NEAR(double(g["energy_j"]), watts * seconds, 1e-6 * watts * seconds + 1e-9);
+      EXPECT_GT(lo, 100.0) << g.dump();
+      EXPECT_LE(lo, mhz);
+      EXPECT_LE(mhz, hi);
+      EXPECT_LT(hi, 4000.0) << g.dump();
+    }
+    // tokens per joule: the tokens of the timed steps over every rank's energy.
+    double energy = 0;
+    for (const auto& g : p["ranks"]) energy += double(g["energy_j"]);
+    EXPECT_NEAR(double(p["tokens_per_joule"]), 8.0 * 512 * 120 * ranks / energy,
+                1e-6 * double(p["tokens_per_joule"]));
+    std::printf("[gpu2] bench power, %d rank(s): %s\n", ranks, p.dump().c_str());
   }
 }
 

@@ -3,16 +3,64 @@
 #include <cmath>
 
 #include "aiscale/bench/device_info.h"
+#include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/dtype.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/parallel/bootstrap.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/trainer.h"
 
 namespace aiscale::bench {
+
+namespace {
+// Every rank's power window (a collective: each rank calls it), as the "gpu_power" record:
+// per rank the mean board power against the enforced limit and the SM clock, and for the
+// job the energy per step and the tokens per joule over the timed steps.
+nlohmann::json gpu_power_json(const GpuPowerMeter& meter, const GpuPowerWindow& w,
+                              parallel::Communicator& comm, double tokens_per_device) {
+  constexpr int K = 7;
+  const int world = comm.world();
+  std::vector<double> all(size_t(world) * K, 0.0);
+  double* mine = all.data() + size_t(comm.rank()) * K;
+  if (meter.available()) {
+    const double v[K] = {1.0, w.energy_j, w.seconds, w.power_limit_w, w.mean_sm_clock_mhz,
+                         w.min_sm_clock_mhz, w.max_sm_clock_mhz};
+    std::copy(v, v + K, mine);
+  }
+  if (world > 1) comm.allreduce_sum(all.data(), int64_t(all.size()));
+  nlohmann::json j;
+  j["source"] = "NVML";
+  nlohmann::json ranks = nlohmann::json::array();
+  double energy = 0;
+  int measured = 0;
+  bool at_limit = false;
+  for (int r = 0; r < world; ++r) {
+    const double* x = all.data() + size_t(r) * K;
+    if (x[0] == 0.0) continue;
+    ++measured;
+    energy += x[1];
+    const double power = x[2] > 0 ? x[1] / x[2] : 0.0;
+    if (x[3] > 0 && power >= 0.95 * x[3]) at_limit = true;
+    ranks.push_back({{"rank", r}, {"energy_j", x[1]}, {"seconds", x[2]}, {"mean_power_w", power},
+                     {"power_limit_w", x[3]}, {"mean_sm_clock_mhz", x[4]},
+                     {"min_sm_clock_mhz", x[5]}, {"max_sm_clock_mhz", x[6]}});
+  }
+  if (measured == 0) {
+    j["unavailable"] = meter.available() ? "no rank measured its GPU" : meter.unavailable_reason();
+    return j;
+  }
+  j["ranks"] = ranks;
+  j["ranks_measured"] = measured;
+  // At the limit: a rank's mean board power within 5% of its enforced power limit.
+  j["at_power_limit"] = at_limit;
+  if (measured == world && energy > 0) j["tokens_per_joule"] = tokens_per_device * world / energy;
+  return j;
+}
+}  // namespace
 
 nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Communicator& comm) {
   o.model.validate();
@@ -51,15 +99,20 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
 
+  // The GPU's energy, power limit and SM clock over the timed steps (NVML), per rank.
+  std::unique_ptr<GpuPowerMeter> meter;
+  if (o.device == "cuda") meter = std::make_unique<GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
   std::vector<double> times;
   train::Progress progress("bench step", tc.steps, 10.0);
   for (int64_t i = 0; i < tc.steps; ++i) {
+    if (meter && i == o.warmup) meter->start();
     train::StepStats s = trainer.step(i);
     if (i >= o.warmup) times.push_back(s.step_time_s);
     if (comm.rank() == 0)
       progress.update(i + 1, fmt::format("{:.3f} s/step{}", s.step_time_s, i < o.warmup ? " (warm-up)" : ""));
   }
   if (comm.rank() == 0) progress.finish();
+  const GpuPowerWindow power = meter ? meter->stop() : GpuPowerWindow{};
   // Step time of the slowest rank decides throughput.
   double med = train::median(times), p90 = train::percentile(times, 0.9);
   double buf[1] = {med};
@@ -109,6 +162,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     j["peak_tflops_dense_bf16"] = peak;
     j["mfu"] = achieved_tflops / peak;
   }
+  if (meter) j["gpu_power"] = gpu_power_json(*meter, power, comm, tokens_per_step_device * o.steps);
   if (o.baseline_tokens_per_s > 0) {
     j["baseline_tokens_per_s"] = o.baseline_tokens_per_s;
     j["scaling_efficiency"] = tps_device / o.baseline_tokens_per_s;

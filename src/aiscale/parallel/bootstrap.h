@@ -25,6 +25,8 @@ void cuda_use_gpu(int device);
 bool cuda_is_device_pointer(const void* p);
 // "NVIDIA H100 80GB HBM3" for the current device; "" without CUDA.
 std::string cuda_current_gpu_name();
+// "0000:19:00.0", the current device's PCI bus id (for NVML); "" without CUDA.
+std::string cuda_current_gpu_pci_bus_id();
 // Picks this rank's GPU from its node-local rank (-1: unknown, then device 0) modulo the
 // visible GPUs and makes it current; returns the device index. Fails without a GPU.
 int cuda_select_local_gpu(int local_rank);

@@ -107,6 +107,14 @@ std::string cuda_current_gpu_name() {
   return p.name;
 }
 
+std::string cuda_current_gpu_pci_bus_id() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return "";
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, dev) != cudaSuccess) return "";
+  return id;
+}
+
 std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner) {
   return std::make_unique<HostStaged>(std::move(inner));
 }
@@ -117,6 +125,7 @@ bool cuda_is_device_pointer(const void*) { return false; }
 int cuda_visible_gpus() { return 0; }
 void cuda_use_gpu(int) { fail("this aiscale was built without CUDA: rebuild with the cuda preset"); }
 std::string cuda_current_gpu_name() { return ""; }
+std::string cuda_current_gpu_pci_bus_id() { return ""; }
 std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner) { return inner; }
 
 #endif

@@ -1,0 +1,148 @@
+#include "aiscale/bench/gpu_power.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::bench {
+
+namespace {
+// The few NVML entry points used, with NVML's C signatures (nvml.h is not needed: NVML's
+// ABI is stable, and the versioned names are the ones the library exports).
+using Ret = int;  // nvmlReturn_t; 0 is NVML_SUCCESS
+using Device = void*;
+constexpr int kClockSm = 1;  // NVML_CLOCK_SM
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+struct GpuPowerMeter::Nvml {
+  void* lib = nullptr;
+  Ret (*init)() = nullptr;
+  Ret (*by_pci)(const char*, Device*) = nullptr;
+  Ret (*energy)(Device, unsigned long long*) = nullptr;  // mJ since the driver loaded
+  Ret (*limit)(Device, unsigned*) = nullptr;             // mW
+  Ret (*clock)(Device, int, unsigned*) = nullptr;        // MHz
+  const char* (*error)(Ret) = nullptr;
+  std::string why;  // why NVML cannot be used ("" when it can)
+
+  std::string text(Ret r) const {
+    return error ? std::string(error(r)) : "NVML error " + std::to_string(r);
+  }
+
+  // Opened and initialised once per process, never closed (other threads may still ask).
+  static std::shared_ptr<Nvml> get() {
+    static std::mutex mu;
+    static std::shared_ptr<Nvml> instance;
+    std::lock_guard<std::mutex> lock(mu);
+    if (instance) return instance;
+    auto n = std::make_shared<Nvml>();
+    n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) {
+      n->why = "libnvidia-ml.so.1 (NVML, part of the NVIDIA driver) could not be opened";
+    } else {
+      auto sym = [&](const char* name) { return dlsym(n->lib, name); };
+      n->init = reinterpret_cast<Ret (*)()>(sym("nvmlInit_v2"));
+      n->by_pci = reinterpret_cast<Ret (*)(const char*, Device*)>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
+      n->energy = reinterpret_cast<Ret (*)(Device, unsigned long long*)>(sym("nvmlDeviceGetTotalEnergyConsumption"));
+      n->limit = reinterpret_cast<Ret (*)(Device, unsigned*)>(sym("nvmlDeviceGetEnforcedPowerLimit"));
+      n->clock = reinterpret_cast<Ret (*)(Device, int, unsigned*)>(sym("nvmlDeviceGetClockInfo"));
+      n->error = reinterpret_cast<const char* (*)(Ret)>(sym("nvmlErrorString"));
+      if (!n->init || !n->by_pci || !n->energy || !n->limit || !n->clock) {
+        n->why = "the NVML library lacks an entry point aiscale needs (driver too old?)";
+      } else if (const Ret r = n->init(); r != 0) {
+        n->why = "NVML did not initialise: " + n->text(r);
+      }
+    }
+    instance = n;
+    return instance;
+  }
+};
+
+GpuPowerMeter::GpuPowerMeter(const std::string& pci_bus_id) : nvml_(Nvml::get()) {
+  if (!nvml_->why.empty()) {
+    why_ = nvml_->why;
+    return;
+  }
+  if (pci_bus_id.empty()) {
+    why_ = "no GPU PCI bus id (not a CUDA run)";
+    return;
+  }
+  Device d = nullptr;
+  if (const Ret r = nvml_->by_pci(pci_bus_id.c_str(), &d); r != 0) {
+    why_ = "NVML does not know the GPU at PCI bus id " + pci_bus_id + ": " + nvml_->text(r);
+    return;
+  }
+  unsigned long long e = 0;
+  if (const Ret r = nvml_->energy(d, &e); r != 0) {
+    why_ = "NVML gives no energy counter for the GPU at " + pci_bus_id + ": " + nvml_->text(r);
+    return;
+  }
+  device_ = d;
+}
+
+GpuPowerMeter::~GpuPowerMeter() {
+  stop_ = true;
+  if (sampler_.joinable()) sampler_.join();
+}
+
+void GpuPowerMeter::sample_loop() {
+  while (!stop_) {
+    unsigned mhz = 0;
+    if (nvml_->clock(device_, kClockSm, &mhz) == 0 && mhz > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      const double c = mhz;
+      clock_min_ = clock_n_ == 0 ? c : std::min(clock_min_, c);
+      clock_max_ = clock_n_ == 0 ? c : std::max(clock_max_, c);
+      clock_sum_ += c;
+      ++clock_n_;
+    }
+    for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void GpuPowerMeter::start() {
+  if (!available()) return;
+  if (running_) fail("GpuPowerMeter::start: a window is already open");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    clock_sum_ = clock_min_ = clock_max_ = 0;
+    clock_n_ = 0;
+  }
+  if (nvml_->energy(device_, &energy0_mj_) != 0) energy0_mj_ = 0;
+  t0_ = now_s();
+  stop_ = false;
+  running_ = true;
+  sampler_ = std::thread([this] { sample_loop(); });
+}
+
+GpuPowerWindow GpuPowerMeter::stop() {
+  GpuPowerWindow w;
+  if (!available()) return w;
+  if (!running_) fail("GpuPowerMeter::stop without start");
+  unsigned long long e1 = 0;
+  const Ret er = nvml_->energy(device_, &e1);
+  w.seconds = now_s() - t0_;
+  stop_ = true;
+  sampler_.join();
+  running_ = false;
+  if (er == 0 && e1 >= energy0_mj_) w.energy_j = double(e1 - energy0_mj_) * 1e-3;
+  if (w.seconds > 0) w.mean_power_w = w.energy_j / w.seconds;
+  unsigned mw = 0;
+  if (nvml_->limit(device_, &mw) == 0) w.power_limit_w = mw * 1e-3;
+  std::lock_guard<std::mutex> lock(mu_);
+  w.clock_samples = clock_n_;
+  if (clock_n_ > 0) {
+    w.mean_sm_clock_mhz = clock_sum_ / clock_n_;
+    w.min_sm_clock_mhz = clock_min_;
+    w.max_sm_clock_mhz = clock_max_;
+  }
+  return w;
+}
+
+}  // namespace aiscale::bench

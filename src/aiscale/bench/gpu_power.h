@@ -1,0 +1,65 @@
+// A GPU's board energy, power limit and SM clock over a window of benchmark steps, read
+// through NVML. NVML comes with the NVIDIA driver (libnvidia-ml.so.1) and is opened at run
+// time, so aiscale builds and runs without it; where it is missing, or the GPU is not
+// found, the meter says why and measures nothing.
+//
+// Why a benchmark wants this: a GPU training at its power limit runs at whatever clock
+// the limit allows, so anything that draws power beside the model's kernels (NVLink
+// traffic, copy engines) slows every kernel of the step (docs/perf-notes.md, session 7).
+// The mean power against the limit and the mean SM clock tell a reader whether a scaling
+// efficiency was set by the power cap.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace aiscale::bench {
+
+struct GpuPowerWindow {
+  double seconds = 0;           // wall time of the window
+  double energy_j = 0;          // board energy over the window (the driver's counter)
+  double mean_power_w = 0;      // energy_j / seconds
+  double power_limit_w = 0;     // the enforced power limit at the end of the window
+  double mean_sm_clock_mhz = 0; // mean of the clock samples (every 50 ms)
+  double min_sm_clock_mhz = 0;
+  double max_sm_clock_mhz = 0;
+  int clock_samples = 0;
+};
+
+class GpuPowerMeter {
+ public:
+  // The GPU with this PCI bus id ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it).
+  explicit GpuPowerMeter(const std::string& pci_bus_id);
+  ~GpuPowerMeter();
+  GpuPowerMeter(const GpuPowerMeter&) = delete;
+  GpuPowerMeter& operator=(const GpuPowerMeter&) = delete;
+
+  bool available() const { return device_ != nullptr; }
+  // Why nothing is measured ("" when available).
+  const std::string& unavailable_reason() const { return why_; }
+
+  // Starts a window: reads the energy counter and starts sampling the SM clock on a
+  // thread of its own (the stepping thread makes no NVML call inside the window).
+  void start();
+  // Ends the window. Fails if start() was not called.
+  GpuPowerWindow stop();
+
+ private:
+  struct Nvml;
+  void sample_loop();
+  std::shared_ptr<Nvml> nvml_;
+  void* device_ = nullptr;  // nvmlDevice_t
+  std::string why_;
+  double t0_ = 0;
+  unsigned long long energy0_mj_ = 0;
+  bool running_ = false;
+  std::thread sampler_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  double clock_sum_ = 0, clock_min_ = 0, clock_max_ = 0;
+  int clock_n_ = 0;
+};
+
+}  // namespace aiscale::bench
