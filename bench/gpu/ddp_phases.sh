@@ -136,13 +136,15 @@ bf16)
   # Half the bytes over NVLink: the buckets summed in bf16 (--grad-comm bf16: a cast on
   # the model's stream before each bucket, one back after) against fp32, over the copy
   # engines, alternated; with ZeRO-1 too.
+  # The casts to bf16 on the communicator's stream (default since session 7) and, as
+  # before, on the model's stream (AISCALE_CUDA_CAST_ON_COMM=0).
   one 1gpu 1 X=0 --
   for i in 1 2; do
     one 2gpu-ce-fp32 2 X=0 -- --grad-transport copy-engine
     one 2gpu-ce-bf16 2 X=0 -- --grad-transport copy-engine --grad-comm bf16
+    one 2gpu-ce-bf16-cast-on-model 2 AISCALE_CUDA_CAST_ON_COMM=0 -- --grad-transport copy-engine --grad-comm bf16
   done
   one 2gpu-ce-zero1-bf16 2 X=0 -- --grad-transport copy-engine --zero-stage 1 --grad-comm bf16
-  one timing-2gpu-ce-bf16 2 AISCALE_CUDA_TIMING=1 -- --grad-transport copy-engine --grad-comm bf16
   one 1gpu-again 1 X=0 --
   ;;
 bursts)

@@ -60,6 +60,8 @@
 //   AISCALE_CUDA_SPLIT_LAST_BUCKET = 0 keeps layer 0's gradients in one bucket;
 //   AISCALE_CUDA_FUSED_NORM = 0 computes the gradient norm in a pass of its own also with
 //     the copy engines, whose sum kernels otherwise add up its squares as they go;
+//   AISCALE_CUDA_CAST_ON_COMM = 0 rounds the buckets to bf16 (parallel.grad_comm = bf16)
+//     on the model's stream instead of the communicator's;
 //   AISCALE_CUDA_PUSH_DRES = 0 all-gathers d(res0) on the communicator's stream after the
 //     buckets also with the copy engines, which otherwise push it beside them (both within
 //     the run-to-run spread on 2x H200, 0.03-0.1 ms faster: perf-notes.md, session 5).
@@ -429,6 +431,7 @@ class GptCuda final : public GptModel {
     if (buckets_sent_) cudaEventDestroy(buckets_sent_);
     for (auto& b : buckets_) {
       if (b.ready) cudaEventDestroy(b.ready);
+      if (b.cast) cudaEventDestroy(b.cast);
       if (b.done) cudaEventDestroy(b.done);
     }
     if (tokens_ready_) cudaEventDestroy(tokens_ready_);
@@ -905,6 +908,7 @@ class GptCuda final : public GptModel {
     int64_t part = 0;            // ZeRO-1: (end - begin) / world, this rank's part
     int64_t shard_offset = 0;    // ZeRO-1: where this bucket's part starts in the shard
     cudaEvent_t ready = nullptr;
+    cudaEvent_t cast = nullptr;  // bf16 communication: the bucket rounded, on the comm stream
     // AISCALE_CUDA_TIMING: end of the collective on NCCL's stream; sums over timed steps.
     cudaEvent_t done = nullptr;
     bool timed = false;
@@ -926,6 +930,7 @@ class GptCuda final : public GptModel {
     split_last_bucket_ = env_flag("AISCALE_CUDA_SPLIT_LAST_BUCKET", true);
     push_dres_ = env_flag("AISCALE_CUDA_PUSH_DRES", true);
     comm_t_ = options_.grad_comm;
+    cast_on_comm_ = env_flag("AISCALE_CUDA_CAST_ON_COMM", true);
     const int64_t q = zero_ ? world_ : 1;
     const auto down = [q](int64_t x) { return x / q * q; };
     const auto up = [q](int64_t x) { return (x + q - 1) / q * q; };
@@ -965,6 +970,7 @@ class GptCuda final : public GptModel {
       b.shard_offset = offset;
       offset += b.part;
       AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.ready, timing_ ? cudaEventDefault : cudaEventDisableTiming));
+      if (comm_t_ != DType::f32) AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&b.cast, cudaEventDisableTiming));
       if (timing_) AISCALE_CUDA_CHECK(cudaEventCreate(&b.done));
       buckets_.push_back(b);
     }
@@ -992,19 +998,30 @@ class GptCuda final : public GptModel {
     for (Bucket& b : buckets_) {
       if (b.after != point) continue;
       const Bucket* bp = &b;
-      // bf16 communication: rounded to bf16 on the model's stream, summed, widened back on
-      // the communicator's stream (for ZeRO-1 only this rank's part, the only one it reads).
+      // bf16 communication: rounded to bf16 on the communicator's stream, after the bucket
+      // is ready (beside backward's kernels, not in their way; AISCALE_CUDA_CAST_ON_COMM=0:
+      // on the model's stream, as before session 7), summed, widened back on the
+      // communicator's stream (for ZeRO-1 only this rank's part, the only one it reads).
       const bool cast = comm_t_ != DType::f32;
-      if (cast) cuda::cast_from_f32(comm_t_, comm_at(b.begin), grads_ + b.begin, b.end - b.begin, stream_);
+      if (cast && !cast_on_comm_)
+        cuda::cast_from_f32(comm_t_, comm_at(b.begin), grads_ + b.begin, b.end - b.begin, stream_);
       AISCALE_CUDA_CHECK(cudaEventRecord(b.ready, stream_));
       comm_queue_->post([this, bp] {  // two pointers: std::function stores them in place
         const bool cast = comm_t_ != DType::f32;
         void* data = cast ? comm_at(bp->begin) : static_cast<void*>(grads_ + bp->begin);
-        if (zero_) comm_->reduce_scatter_sum_after(data, bp->part, comm_t_, bp->ready);
+        cudaEvent_t after = bp->ready;
+        if (cast && cast_on_comm_) {
+          cudaStream_t cs = comm_stream();
+          AISCALE_CUDA_CHECK(cudaStreamWaitEvent(cs, bp->ready, 0));
+          cuda::cast_from_f32(comm_t_, data, grads_ + bp->begin, bp->end - bp->begin, cs);
+          AISCALE_CUDA_CHECK(cudaEventRecord(bp->cast, cs));
+          after = bp->cast;
+        }
+        if (zero_) comm_->reduce_scatter_sum_after(data, bp->part, comm_t_, after);
         else if (fused_norm_bucket(*bp))
-          comm_->allreduce_sum_squares_after(data, bp->end - bp->begin, comm_t_, bp->ready,
+          comm_->allreduce_sum_squares_after(data, bp->end - bp->begin, comm_t_, after,
                                              sumsq_dev_ + rank_);
-        else comm_->allreduce_sum_after(data, bp->end - bp->begin, comm_t_, bp->ready);
+        else comm_->allreduce_sum_after(data, bp->end - bp->begin, comm_t_, after);
         if (cast) {
           const int64_t from = zero_ ? bp->begin + rank_ * bp->part : bp->begin;
           const int64_t n = zero_ ? bp->part : bp->end - bp->begin;
@@ -1431,6 +1448,7 @@ class GptCuda final : public GptModel {
   void* dres_all_ = nullptr;  // (world x N, C) of t: every rank's d(res0)
   void* gather_ = nullptr;    // (Ppad) of t: flat working copy (ZeRO-1)
   DType comm_t_ = DType::f32;  // type the gradient buckets are summed in
+  bool cast_on_comm_ = true;   // AISCALE_CUDA_CAST_ON_COMM
   void* comm_buf_ = nullptr;   // (Ppad) of comm_t_ when that is not f32
 
   bool has_targets_ = false, forward_done_ = false;
