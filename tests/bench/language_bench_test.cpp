@@ -35,6 +35,17 @@ TEST(BenchLanguage, CpuRecordHasConsistentFields) {
   ASSERT_GT(tps, 0.0);
   ASSERT_GT(step, 0.0);
   EXPECT_GE(double(j["step_time_p90_s"]), step);
+  // Every timed step, and its spread, consistent with the median.
+  ASSERT_EQ(j["step_times_s"].size(), 3u) << text;
+  const double lo = j["step_time_min_s"], hi = j["step_time_max_s"], mean = j["step_time_mean_s"];
+  EXPECT_LE(lo, step);
+  EXPECT_LE(step, hi);
+  EXPECT_LE(lo, mean);
+  EXPECT_LE(mean, hi);
+  EXPECT_GE(double(j["step_time_stddev_s"]), 0.0);
+  double sum = 0;
+  for (double t : j["step_times_s"]) sum += t;
+  EXPECT_NEAR(sum / 3.0, mean, 1e-12 + 1e-9 * mean);
   // tokens/s from the median step: 2 x 32 tokens per step (within the spread of steps).
   EXPECT_NEAR(tps * step / 64.0, 1.0, 0.5);
   const double fpt = j["flops_per_token"], tflops = j["achieved_tflops_per_device"];

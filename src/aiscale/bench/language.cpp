@@ -1,5 +1,6 @@
 #include "aiscale/bench/language.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "aiscale/bench/device_info.h"
@@ -169,6 +170,24 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   }
   j["step_time_median_s"] = med;
   j["step_time_p90_s"] = p90;
+  // The distribution of this rank's timed steps (rank 0's in the record; the ranks step
+  // in lock-step): every step, for a CDF, and its spread.
+  {
+    double sum = 0, lo = times.front(), hi = times.front();
+    for (double t : times) {
+      sum += t;
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+    const double mean = sum / double(times.size());
+    double var = 0;
+    for (double t : times) var += (t - mean) * (t - mean);
+    j["step_time_min_s"] = lo;
+    j["step_time_max_s"] = hi;
+    j["step_time_mean_s"] = mean;
+    j["step_time_stddev_s"] = times.size() > 1 ? std::sqrt(var / double(times.size() - 1)) : 0.0;
+    j["step_times_s"] = times;
+  }
   j["peak_memory_bytes"] = o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
   j["model_memory_bytes"] = model->memory_bytes();
   j["optimizer_state_bytes"] = model->optimizer_state_bytes();
