@@ -108,7 +108,7 @@ void GpuPowerMeter::sample_loop() {
 
 void GpuPowerMeter::start() {
   if (!available()) return;
-  if (running_) fail("GpuPowerMeter::start: a window is already open");
+  if (sampler_.joinable()) fail("GpuPowerMeter::start: a window is already open");
   {
     std::lock_guard<std::mutex> lock(mu_);
     clock_sum_ = clock_min_ = clock_max_ = 0;
@@ -117,20 +117,18 @@ void GpuPowerMeter::start() {
   if (nvml_->energy(device_, &energy0_mj_) != 0) energy0_mj_ = 0;
   t0_ = now_s();
   stop_ = false;
-  running_ = true;
   sampler_ = std::thread([this] { sample_loop(); });
 }
 
 GpuPowerWindow GpuPowerMeter::stop() {
   GpuPowerWindow w;
   if (!available()) return w;
-  if (!running_) fail("GpuPowerMeter::stop without start");
+  if (!sampler_.joinable()) fail("GpuPowerMeter::stop without start");
   unsigned long long e1 = 0;
   const Ret er = nvml_->energy(device_, &e1);
   w.seconds = now_s() - t0_;
   stop_ = true;
   sampler_.join();
-  running_ = false;
   if (er == 0 && e1 >= energy0_mj_) w.energy_j = double(e1 - energy0_mj_) * 1e-3;
   if (w.seconds > 0) w.mean_power_w = w.energy_j / w.seconds;
   unsigned mw = 0;

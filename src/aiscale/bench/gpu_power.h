@@ -54,7 +54,6 @@ class GpuPowerMeter {
   std::string why_;
   double t0_ = 0;
   unsigned long long energy0_mj_ = 0;
-  bool running_ = false;
   std::thread sampler_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;

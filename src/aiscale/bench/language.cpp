@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "aiscale/bench/device_info.h"
 #include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/dtype.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/stats.h"
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/bootstrap.h"
@@ -115,7 +117,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (comm.rank() == 0) progress.finish();
   const GpuPowerWindow power = meter ? meter->stop() : GpuPowerWindow{};
   // Step time of the slowest rank decides throughput.
-  double med = train::median(times), p90 = train::percentile(times, 0.9);
+  double med = median(times), p90 = percentile(times, 0.9);
   double buf[1] = {med};
   comm.allreduce_sum(buf, 1);  // mean of medians across ranks (ranks are in lock-step)
   med = buf[0] / comm.world();
@@ -173,17 +175,12 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   // The distribution of this rank's timed steps (rank 0's in the record; the ranks step
   // in lock-step): every step, for a CDF, and its spread.
   {
-    double sum = 0, lo = times.front(), hi = times.front();
-    for (double t : times) {
-      sum += t;
-      lo = std::min(lo, t);
-      hi = std::max(hi, t);
-    }
-    const double mean = sum / double(times.size());
+    const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
+    const double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
     double var = 0;
     for (double t : times) var += (t - mean) * (t - mean);
-    j["step_time_min_s"] = lo;
-    j["step_time_max_s"] = hi;
+    j["step_time_min_s"] = *lo;
+    j["step_time_max_s"] = *hi;
     j["step_time_mean_s"] = mean;
     j["step_time_stddev_s"] = times.size() > 1 ? std::sqrt(var / double(times.size() - 1)) : 0.0;
     j["step_times_s"] = times;

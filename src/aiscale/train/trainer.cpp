@@ -7,23 +7,12 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
+#include "aiscale/core/stats.h"
 #include "aiscale/core/timer.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/schedule.h"
 
 namespace aiscale::train {
-
-double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  double pos = p * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(pos);
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  double frac = pos - static_cast<double>(lo);
-  return v[lo] * (1.0 - frac) + v[hi] * frac;
-}
 
 Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& train,
                  BatchSource* val, parallel::Communicator& comm, RunDirectory* run_dir)

@@ -81,7 +81,4 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
 };
 
-double median(std::vector<double> v);
-double percentile(std::vector<double> v, double p);
-
 }  // namespace aiscale::train

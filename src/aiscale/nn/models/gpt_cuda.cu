@@ -77,14 +77,15 @@
 #include <deque>
 #include <exception>
 #include <functional>
-#include <iterator>
 #include <limits>
+#include <numeric>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <thread>
 #include <vector>
 
+#include "aiscale/core/stats.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_cuda.cuh"
 #include "aiscale/ops/cuda/common.cuh"
@@ -345,9 +346,7 @@ class GptCuda final : public GptModel {
     sync_ = true;
     phases_recorded_ = 0;
     // The warm-up forward (GEMM autotuning, first launches) is not a training step.
-    std::fill(std::begin(host_fwd_s_), std::end(host_fwd_s_), 0.0);
     for (auto& v : host_laps_) v.clear();
-    host_fwd_n_ = 0;
     if (verbose_) {
       std::fprintf(stderr,
                    "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
@@ -364,39 +363,36 @@ class GptCuda final : public GptModel {
   }
 
   ~GptCuda() override {
-    if (timing_ && timed_steps_ > 0) {
-      const double k = 1.0 / double(timed_steps_);
+    const size_t timed_steps = step_ms_[0].size();
+    if (timing_ && timed_steps > 0) {
+      // Means over the timed steps (the forward split: over the same count).
+      const double k = 1.0 / double(timed_steps);
+      const auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+      const auto mean = [&](const std::vector<double>& v) { return v.empty() ? 0.0 : sum(v) / double(v.size()); };
       std::fprintf(stderr,
                    "[aiscale cuda] rank %lld: mean of %lld steps (ms): forward %.3f, backward to "
                    "layer 0 %.3f, embedding tail %.3f, gap before update %.3f, update %.3f; "
                    "host in collective calls %.3f, host waiting for collectives %.3f\n",
-                   static_cast<long long>(rank_), static_cast<long long>(timed_steps_),
-                   phase_ms_[0] * k, phase_ms_[1] * k, phase_ms_[2] * k, phase_ms_[3] * k,
-                   phase_ms_[4] * k, host_comm_s_ * 1e3 * k, host_wait_s_ * 1e3 * k);
-      const double kh = host_fwd_n_ > 0 ? 1e3 / double(host_fwd_n_) : 0.0;
+                   static_cast<long long>(rank_), static_cast<long long>(timed_steps),
+                   mean(step_ms_[0]), mean(step_ms_[1]), mean(step_ms_[2]), mean(step_ms_[3]),
+                   mean(step_ms_[4]), host_comm_s_ * 1e3 * k, host_wait_s_ * 1e3 * k);
       std::fprintf(stderr,
                    "[aiscale cuda] rank %lld: forward split (ms): kernels up to the loss %.3f, "
                    "then the GPU waiting for backward's launch %.3f; the host per forward "
                    "with targets: launches %.3f, staging and token all-gather wait %.3f, token "
                    "buckets %.3f, loss wait %.3f\n",
-                   static_cast<long long>(rank_), fwd_kernels_ms_ * k, before_bwd_ms_ * k,
-                   host_fwd_s_[0] * kh, host_fwd_s_[1] * kh, host_fwd_s_[2] * kh,
-                   host_fwd_s_[3] * kh);
+                   static_cast<long long>(rank_), sum(fwd_kernels_ms_) * k, sum(before_bwd_ms_) * k,
+                   mean(host_laps_[0]), mean(host_laps_[1]), mean(host_laps_[2]), mean(host_laps_[3]));
       // Medians: one slow step (the first synchronising step waits for the slowest rank's
       // start-up) moves the means by a millisecond over 60 steps, not the medians.
-      std::vector<float> kernels, waiting;
-      for (const auto& kw : split_ms_) {
-        kernels.push_back(kw.first);
-        waiting.push_back(kw.second);
-      }
       std::fprintf(stderr,
                    "[aiscale cuda] rank %lld: median of %lld steps (ms): forward %.3f (kernels up "
                    "to the loss %.3f, then waiting for backward's launch %.3f), backward to layer "
                    "0 %.3f, embedding tail %.3f, gap before update %.3f, update %.3f; the host per "
                    "forward: launches %.3f, staging and token all-gather wait %.3f, token buckets "
                    "%.3f, loss wait %.3f\n",
-                   static_cast<long long>(rank_), static_cast<long long>(timed_steps_),
-                   median(step_ms_[0]), median(kernels), median(waiting), median(step_ms_[1]),
+                   static_cast<long long>(rank_), static_cast<long long>(timed_steps),
+                   median(step_ms_[0]), median(fwd_kernels_ms_), median(before_bwd_ms_), median(step_ms_[1]),
                    median(step_ms_[2]), median(step_ms_[3]), median(step_ms_[4]),
                    median(host_laps_[0]), median(host_laps_[1]), median(host_laps_[2]),
                    median(host_laps_[3]));
@@ -490,9 +486,7 @@ class GptCuda final : public GptModel {
     auto lap = [&](int part) {
       if (!host_timed) return;
       const auto now = std::chrono::steady_clock::now();
-      const double seconds = std::chrono::duration<double>(now - lap_start).count();
-      host_fwd_s_[part] += seconds;
-      host_laps_[part].push_back(float(seconds * 1e3));
+      host_laps_[part].push_back(std::chrono::duration<double, std::milli>(now - lap_start).count());
       lap_start = now;
     };
     has_targets_ = targets != nullptr;
@@ -580,7 +574,6 @@ class GptCuda final : public GptModel {
     lap(2);
     AISCALE_CUDA_CHECK(cudaEventSynchronize(loss_ready_));
     lap(3);
-    if (host_timed) ++host_fwd_n_;
     return *h_loss_;
   }
 
@@ -1081,7 +1074,6 @@ class GptCuda final : public GptModel {
     for (int i = 0; i < 5; ++i) {
       float ms = 0;
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, phase_[i], phase_[i + 1]));
-      phase_ms_[i] += ms;
       step_ms_[i].push_back(ms);
     }
     // The forward phase split where its kernels end (the loss read back).
@@ -1089,9 +1081,8 @@ class GptCuda final : public GptModel {
       float kernels = 0, waiting = 0;
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&kernels, phase_[0], fwd_end_));
       AISCALE_CUDA_CHECK(cudaEventElapsedTime(&waiting, fwd_end_, phase_[1]));
-      fwd_kernels_ms_ += kernels;
-      before_bwd_ms_ += waiting;
-      split_ms_.push_back({kernels, waiting});
+      fwd_kernels_ms_.push_back(kernels);
+      before_bwd_ms_.push_back(waiting);
     }
     fwd_end_recorded_ = false;
     // Per bucket: when it was ready (from the start of backward), and how long its
@@ -1109,7 +1100,6 @@ class GptCuda final : public GptModel {
       ++b.timed_steps;
       prev_done = done;
     }
-    ++timed_steps_;
     phases_recorded_ = 0;
   }
 
@@ -1416,28 +1406,14 @@ class GptCuda final : public GptModel {
   bool timing_ = false;
   cudaEvent_t phase_[6] = {};
   int phases_recorded_ = 0;
-  int64_t timed_steps_ = 0;
-  double phase_ms_[5] = {};
-  // The forward phase split at the end of its kernels (fwd_end_), and the host's time in
-  // the parts of a forward with targets (launches, staging and token wait, token buckets,
-  // loss wait) over host_fwd_n_ such forwards.
+  // Per timed step (ms), for the means and medians printed at exit: the five phases; the
+  // forward split at the end of its kernels (fwd_end_); and per forward with targets the
+  // host's time in its parts (launches, staging and token wait, token buckets, loss wait).
+  std::vector<double> step_ms_[5];
   cudaEvent_t fwd_end_ = nullptr;
   bool fwd_end_recorded_ = false;
-  double fwd_kernels_ms_ = 0, before_bwd_ms_ = 0;
-  double host_fwd_s_[4] = {};
-  int64_t host_fwd_n_ = 0;
-  // Per step, for the medians: the five phases, the forward split, the host's laps.
-  std::vector<float> step_ms_[5];
-  std::vector<std::pair<float, float>> split_ms_;
-  std::vector<float> host_laps_[4];
-  static double median(std::vector<float> v) {
-    if (v.empty()) return 0.0;
-    const size_t m = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + long(m), v.end());
-    double x = v[m];
-    if (v.size() % 2 == 0) x = 0.5 * (x + *std::max_element(v.begin(), v.begin() + long(m)));
-    return x;
-  }
+  std::vector<double> fwd_kernels_ms_, before_bwd_ms_;
+  std::vector<double> host_laps_[4];
   mutable double host_comm_s_ = 0;
   mutable double host_wait_s_ = 0;
   std::vector<Bucket> buckets_;
