@@ -139,8 +139,9 @@ def main():
             "busbw_GBps": algbw * 2.0 * (world - 1) / world, "device": device_name,
             "host": host, "date": date, "torch_version": torch.__version__,
         }
-        if torch.cuda.is_available() and cuda:
-            record["nccl_version"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+        if cuda:  # a tuple since PyTorch 2.0, one integer before
+            v = torch.cuda.nccl.version()
+            record["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         if correct is not None:
             record["correct"] = correct
         line = json.dumps(record)

@@ -105,7 +105,8 @@ class Gpt(nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied with the token embedding
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+        # Under bf16 autocast cross_entropy runs in fp32 (autocast's list), as aiscale's loss.
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 def parse_args():
