@@ -136,8 +136,8 @@ bf16)
   # Half the bytes over NVLink: the buckets summed in bf16 (--grad-comm bf16: a cast on
   # the model's stream before each bucket, one back after) against fp32, over the copy
   # engines, alternated; with ZeRO-1 too.
-  # The casts to bf16 on the communicator's stream (default since session 7) and, as
-  # before, on the model's stream (AISCALE_CUDA_CAST_ON_COMM=0).
+  # The casts to bf16 on the communicator's stream (the default since commit d64e643) and,
+  # as before it, on the model's stream (AISCALE_CUDA_CAST_ON_COMM=0).
   one 1gpu 1 X=0 --
   for i in 1 2; do
     one 2gpu-ce-fp32 2 X=0 -- --grad-transport copy-engine

@@ -10,7 +10,7 @@ use_devdeps() {
 }
 
 # Configures the cuda preset for sm_90 and builds the given targets (niced: the PyTorch
-# peer may be compiling beside it). On failure prints the log's tail, stops the peer
+# comparison may be compiling beside it). On failure prints the log's tail, stops the peer
 # ($peer_pid, if set) and exits.
 build_cuda() {
   log "build"

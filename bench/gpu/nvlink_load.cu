@@ -4,8 +4,9 @@
 // own copy engine, every `period_us` microseconds (0: back to back), for `seconds`.
 // The copy-engine gradient exchange of GPT-2 124M on 2 GPUs moves about 28 MB each way per
 // 1.3 ms layer of backward (a bucket's chunk and then its sum); 14 MiB every 1.3 ms is
-// half of that, spread over the whole step. Measurement only (docs/perf-notes.md), built
-// as aiscale_nvlink_load and run by bench/gpu/ddp_phases.sh (SET=nvlink):
+// half of that, spread over the whole step. Measurement only
+// (docs/design/gradient-exchange.md), built as aiscale_nvlink_load and run by
+// bench/gpu/ddp_phases.sh (SET=nvlink):
 //   build/cuda/bench/gpu/aiscale_nvlink_load SECONDS BYTES PERIOD_US [INITIATOR TARGET]
 #include <cuda_runtime.h>
 

@@ -2,7 +2,7 @@
 // copy-engine gradient exchange uses them: one copy cut into k parts on k streams (k = 1,
 // 2, 4, 8), one direction and both at once, for the sizes of the exchange's messages (a
 // half bucket, the d(res0) all-gather, the embedding bucket). Prints one JSON line per
-// case. Measurement only (docs/perf-notes.md), built as aiscale_p2p_copy_bench:
+// case. Measurement only (docs/design/gradient-exchange.md), built as aiscale_p2p_copy_bench:
 //   build/cuda/bench/gpu/aiscale_p2p_copy_bench
 #include <cuda_runtime.h>
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# One call on a host of 2 or more GPUs for data parallelism over NCCL: build, the gpu2
-# tests, the all-reduce benchmark against the PyTorch peer (torch_allreduce.py), GPT-2 124M
-# on 1 GPU and on 2, 4, 8 (up to the GPUs present, or $SWEEP) against the peer
-# (torch_gpt2.py) on the same counts: plain data parallelism (buckets overlapped with
-# backward; over NCCL and over the copy engines), ZeRO-1, and on 2 GPUs the buckets
-# reduced after backward (--overlap 0); 1 GPU also on the host's last GPU alone.
+# One run on a host of 2 or more GPUs for data parallelism: build, the gpu2 tests, the
+# all-reduce benchmark against PyTorch (bench/compare/torch_allreduce.py), GPT-2 124M on 1
+# GPU and on 2, 4, 8 (up to the GPUs present, or $SWEEP) against PyTorch DDP
+# (bench/compare/torch_gpt2.py) on the same counts: plain data parallelism (buckets
+# overlapped with backward; over NCCL and over the copy engines), ZeRO-1, and on 2 GPUs the
+# buckets reduced after backward (--overlap 0); 1 GPU also on the host's last GPU alone.
 # Logs under $OUT, a short table last (setup.log, errors.log, *.jsonl, ctest.log). Run
-# from the repository root with .devdeps and .peers (copies of ../shared/peers/*.py):
+# from the repository root on a host with PyTorch and torchrun (and .devdeps, the Debian
+# packages the build needs, where the host lacks them):
 #   bash bench/gpu/run_ddp_gpu2.sh [stages...]   stages: build peer check allreduce language test mpi
-# The PyTorch peer compiles (torch.compile) on the CPU for a minute or more: it runs
-# while aiscale builds (the build niced), and always before anything of ours uses the GPUs.
+# The stage `peer` runs the PyTorch training comparison; it compiles (torch.compile) on the
+# CPU for a minute or more, so it runs while aiscale builds (the build niced), and always
+# before anything of ours uses the GPUs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -37,11 +39,12 @@ source bench/gpu/host_common.sh
 
 peer_pid=""
 if has peer; then
-  log "peer gpt2 start"
+  log "pytorch gpt2 start"
+  torch_gpt2=(bench/compare/torch_gpt2.py --model gpt2-124m --batch 16 --seq 1024 --steps 30 --warmup 10)
   (
-    timeout 300 python3 .peers/torch_gpt2.py --model 124M --batch 16 --seq 1024 >> "$OUT/peer_gpt2.jsonl" 2>> "$OUT/errors.log"
+    timeout 300 python3 "${torch_gpt2[@]}" >> "$OUT/peer_gpt2.jsonl" 2>> "$OUT/errors.log"
     for n in $SWEEP; do
-      timeout 300 torchrun --standalone --nproc_per_node="$n" .peers/torch_gpt2.py --model 124M --batch 16 --seq 1024 \
+      timeout 300 torchrun --standalone --nproc_per_node="$n" "${torch_gpt2[@]}" \
         >> "$OUT/peer_gpt2.jsonl" 2>> "$OUT/errors.log"
     done
   ) &
@@ -52,9 +55,9 @@ if has build; then build_cuda aiscale aiscale_gpu2_tests aiscale_gpu_check aisca
 grep -E "aiscale: (CUDA|NCCL)" "$OUT/setup.log"
 
 if [ -n "$peer_pid" ]; then
-  log "waiting for the peer"
+  log "waiting for pytorch"
   wait "$peer_pid"
-  log "peer gpt2 done"
+  log "pytorch gpt2 done"
 fi
 
 if has check; then
@@ -66,9 +69,9 @@ fi
 
 common=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --precision bf16)
 if has allreduce; then
-  log "allreduce: peer, then aiscale nccl"
+  log "allreduce: pytorch, then aiscale nccl"
   for n in ${ALLREDUCE_SWEEP:-2}; do
-    [ -f .peers/torch_allreduce.py ] && timeout 120 torchrun --standalone --nproc_per_node="$n" .peers/torch_allreduce.py \
+    timeout 120 torchrun --standalone --nproc_per_node="$n" bench/compare/torch_allreduce.py \
       >> "$OUT/peer_allreduce.jsonl" 2>> "$OUT/errors.log"
     timeout 150 "${MPI[@]}" -np "$n" "$BIN/aiscale" bench allreduce --backend nccl --nodes 1 \
       --output "$OUT/allreduce.jsonl" > /dev/null 2>> "$OUT/errors.log"
@@ -131,9 +134,9 @@ def rows(name):
                 try: r.append(json.loads(line))
                 except Exception: pass
     return r
-peer_ar = {}
+peer_ar = {}  # bench/compare/torch_allreduce.py: one line per size
 for p in rows("peer_allreduce.jsonl"):
-    for row in p["rows"]: peer_ar[(p["gpus"], row["mib"] * 2**20)] = row["busbw_gbs"]
+    peer_ar[(p["world_size"], p["bytes"])] = p["busbw_GBps"]
 ours = {(j["backend"], j.get("world_size", 2), j["bytes"]): j for j in rows("allreduce.jsonl")}
 for world in sorted({w for (_, w, _) in ours}):
     print("\nall-reduce, %d GPUs, fp32 in place: bus bandwidth GB/s" % world)
@@ -150,7 +153,7 @@ def power(j):  # the GPUs' mean board power / limit and SM clock over the timed 
     return "; power " + " ".join("%.0f/%.0f W %.0f MHz" % (r["mean_power_w"], r["power_limit_w"],
                                   r["mean_sm_clock_mhz"]) for r in g)
 print("\nGPT-2 124M, B=16 per GPU, T=1024, bf16: tokens/s per GPU")
-peer = {p["gpus"]: p for p in rows("peer_gpt2.jsonl")}
+peer = {p["world_size"]: p for p in rows("peer_gpt2.jsonl")}  # bench/compare/torch_gpt2.py
 for j in rows("language.jsonl"):
     how = "" if j["world_size"] == 1 else " zero %s, %s, %s," % (j.get("zero_stage", "?"), j.get("gradient_sync", "?"),
                                                                  j.get("grad_transport", "nccl"))
@@ -164,6 +167,8 @@ for j in rows("language_last_gpu.jsonl"):
     print("aiscale 1 GPU, the host's last GPU alone: %.0f, step %.2f ms%s" % (j["tokens_per_s_per_device"],
           1e3 * j["step_time_median_s"], power(j)))
 for g, p in sorted(peer.items()):
-    print("pytorch %d GPU(s): %.0f per GPU, step %.2f ms%s" % (g, p["tokens_per_s_per_gpu"], 1e3 * p["median_step_s"],
-          ", efficiency %.3f" % (p["tokens_per_s_per_gpu"] / peer[1]["tokens_per_s_per_gpu"]) if g > 1 and 1 in peer else ""))
+    print("pytorch %s %d GPU(s)%s: %.0f per GPU, step %.2f ms%s" % (
+          p["torch_version"], g, " compiled" if p["compiled"] else "", p["tokens_per_s_per_device"],
+          1e3 * p["step_time_median_s"], ", efficiency %.3f" % (p["tokens_per_s_per_device"] /
+          peer[1]["tokens_per_s_per_device"]) if g > 1 and 1 in peer else ""))
 EOF

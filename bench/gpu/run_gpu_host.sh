@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# One GPU-host call for the CUDA backend: build, correctness checks, per-op timings,
-# training-step benchmarks and the PyTorch peer on the same card, logs under $OUT and a
-# short table last. Run from the repository root with .devdeps and .peer carried:
+# One GPU-host run for the CUDA backend: build, correctness checks, per-op timings,
+# training-step benchmarks and the PyTorch comparison (bench/compare/torch_gpt2.py) on the
+# same card, logs under $OUT and a short table last. Run from the repository root on a host
+# with PyTorch (and .devdeps, the Debian packages the build needs, where the host lacks them):
 #   bash bench/gpu/run_gpu_host.sh [stages...]     stages: build check perf profile bench
 #                                                   cli peer (default: all but profile)
+# The stage `peer` runs the PyTorch comparison.
 # Extra benchmark variants: BENCH_VARIANTS="name:ENV=VAL,ENV=VAL name2:..." (each runs
 # the 124M bf16 benchmark with those environment variables).
 set -uo pipefail
@@ -22,14 +24,14 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.limit,dri
 
 peer_pid=""
 if has peer; then
-  # The peer compiles on the CPU for a minute or two: overlap that with our build, and
+  # torch.compile works on the CPU for a minute or two: overlap that with our build, and
   # wait for it before anything of ours touches the GPU.
-  log "peer start"
+  log "pytorch start"
   (
-    for spec in "124M 16" "350M 8"; do
+    for spec in "gpt2-124m 16" "gpt2-350m 8"; do
       set -- $spec
-      python3 .peer/torch_gpt2.py --model "$1" --batch "$2" --seq 1024 >> "$OUT/peer.jsonl" \
-        2>> "$OUT/bench.err"
+      python3 bench/compare/torch_gpt2.py --model "$1" --batch "$2" --seq 1024 --steps 30 \
+        --warmup 10 >> "$OUT/peer.jsonl" 2>> "$OUT/bench.err"
     done
   ) &
   peer_pid=$!
@@ -38,9 +40,9 @@ fi
 if has build; then build_cuda aiscale_gpu_check aiscale_gpt_bench aiscale; else use_devdeps; fi
 
 if [ -n "$peer_pid" ]; then
-  log "waiting for the peer"
+  log "waiting for pytorch"
   wait "$peer_pid"
-  log "peer done"
+  log "pytorch done"
 fi
 
 if has check; then
@@ -120,9 +122,12 @@ hdr = ("what", "model", "batch", "prec", "tokens/s", "TFLOP/s", "step ms", "fwd"
 fmt = "%-15s %-9s %5s %-4s %9s %7s %8s %6s %6s %5s %7s  %s"
 print(); print(fmt % hdr)
 peer = {}
-for p in rows(os.path.join(out, "peer.jsonl")):
-    peer[p["model"]] = p["tokens_per_s_per_gpu"]
-    print(fmt % ("pytorch", p["model"], p["batch"], "bf16", "%.0f" % p["tokens_per_s_per_gpu"], "%.1f" % p["tflops_per_gpu"], "%.2f" % (1e3 * p["median_step_s"]), "", "", "", "%.2f" % p["peak_mem_gib"], p["gpu"]))
+for p in rows(os.path.join(out, "peer.jsonl")):  # bench/compare/torch_gpt2.py records
+    key = {"gpt2-124m": "124M", "gpt2-350m": "350M"}.get(p["model"], p["model"])
+    peer[key] = p["tokens_per_s_per_device"]
+    print(fmt % ("pytorch", p["model"][5:], p["batch"], p["precision"], "%.0f" % p["tokens_per_s_per_device"],
+                 "%.1f" % p["achieved_tflops_per_device"], "%.2f" % (1e3 * p["step_time_median_s"]), "", "", "",
+                 "%.2f" % (p["peak_memory_bytes"] / 2**30), p["device"]))
 for b in rows(os.path.join(out, "bench.jsonl")):
     r = b.get("result")
     if not r:

@@ -1,4 +1,4 @@
-// `aiscale bench language` on the CPU: one JSON record with the fields docs/bench.md lists,
+// `aiscale bench language` on the CPU: one JSON record with the fields docs/guide/bench.md lists,
 // consistent with each other (tokens/s against the step time, FLOP/s against FLOPs per
 // token), also appended to --output.
 #include <gtest/gtest.h>

@@ -126,9 +126,9 @@ TEST(PlanCalibration, RecomputationIsCountedAsWork) {
 }
 
 TEST(PlanCalibration, CopyEngineSlowdownFromAMeasuredRun) {
-  // tests/plan/fixtures/h200x2_copy_engine.jsonl: aiscale's own bench lines of one call on
-  // 2x H200 (docs/benchmarks.md, session 5, call 6): 1 GPU 28.66 ms, 2 GPUs over the copy
-  // engines 29.74 ms with that 1-GPU rate as baseline.
+  // tests/plan/fixtures/h200x2_copy_engine.jsonl: aiscale's own bench lines of one run on
+  // 2x H200 (docs/results/multi-gpu.md, 2026-11-26 10:00 UTC, commit e5488fb): 1 GPU
+  // 28.66 ms, 2 GPUs over the copy engines 29.74 ms with that 1-GPU rate as baseline.
   const std::string fixtures = std::string(AISCALE_SOURCE_DIR) + "/tests/plan/fixtures/";
   const Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems",
                                    {fixtures + "gpuhost_2xh200.toml"});

@@ -1,5 +1,5 @@
 // The systems catalogue: every reference system present, figures as in
-// shared/reference/systems.md, user files adding and overriding, clear errors.
+// the sites' published figures, user files adding and overriding, clear errors.
 #include <filesystem>
 #include <fstream>
 #include <random>

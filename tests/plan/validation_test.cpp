@@ -1,7 +1,7 @@
 // The performance and memory models against aiscale's measured runs on 2× NVIDIA H200
-// (docs/benchmarks.md, 2026-11-26; fixtures copied from it in tests/plan/fixtures/).
+// (docs/results/, 2026-11-26; fixtures copied from them in tests/plan/fixtures/).
 // Calibration uses only the 1-GPU language result and the all-reduce bandwidth; the
-// 2-GPU step is out of sample. Target (issue 6): step time within ±15%.
+// 2-GPU step is out of sample. Target: step time within ±15%.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@ namespace {
 
 const std::string kFixtures = std::string(AISCALE_SOURCE_DIR) + "/tests/plan/fixtures/";
 
-// docs/benchmarks.md, "Multi-GPU data parallelism (NCCL)", GPT-2 124M, B = 16 per GPU,
-// T = 1024, bf16, run A: aiscale on 1 GPU 31.27 ms, on 2 GPUs (NCCL) 33.37 ms, efficiency
-// 0.937. docs/benchmarks.md, "GPU (CUDA backend)": aiscale's arena for that model and
-// batch, 8.50 GiB.
+// docs/results/multi-gpu.md, 2026-11-26 03:23 UTC, 2x H200, commit c7a7df5: GPT-2 124M,
+// B = 16 per GPU, T = 1024, bf16: aiscale on 1 GPU 31.27 ms, on 2 GPUs (NCCL) 33.37 ms,
+// efficiency 0.937. docs/results/one-gpu.md: aiscale's arena for that model and batch,
+// 8.50 GiB.
 constexpr double kMeasuredStep1 = 31.27e-3;
 constexpr double kMeasuredStep2 = 33.37e-3;
 constexpr double kMeasuredEfficiency2 = 0.937;
@@ -75,7 +75,7 @@ TEST(PlanValidation, TwoH200CalibratedStepTimeWithinFifteenPercent) {
   EXPECT_LT(std::fabs(error(one.step.step_s, kMeasuredStep1)), 0.005)
       << "predicted " << one.step.step_s * 1e3 << " ms";
   // Efficiency: the model reduces fp32 gradients and hides none of it inside a node (as
-  // measured, docs/perf-notes.md); it leaves out the ~0.4 ms embedding tail and the
+  // measured, docs/design/gradient-exchange.md); it leaves out the ~0.4 ms embedding tail and the
   // synchronisation, so it may read a little high, but within 3 points of the measurement.
   const double eff = one.step.step_s / two.step.step_s;
   EXPECT_LE(eff, 1.0);
@@ -83,8 +83,9 @@ TEST(PlanValidation, TwoH200CalibratedStepTimeWithinFifteenPercent) {
 }
 
 TEST(PlanValidation, TwoH200CopyEngineEfficiency) {
-  // aiscale's copy-engine transport on 2 H200s measured efficiency 0.934-0.968 in the calls
-  // of sessions 3-5, 0.951-0.968 in session 5 (docs/benchmarks.md). The planner's
+  // aiscale's copy-engine transport on 2 H200s measured efficiency 0.934-0.968 between
+  // 06:40 and 10:09 UTC on 2026-11-26, 0.951-0.968 from 09:36 (commits c02277b-e5488fb;
+  // docs/results/multi-gpu.md). The planner's
   // copy_engine_slowdown was read off these measurements, so this checks the arithmetic
   // around it (the tail, the optimizer, the calibrated compute), not an independent
   // prediction.
@@ -104,8 +105,9 @@ TEST(PlanValidation, TwoH200CopyEngineEfficiency) {
 }
 
 TEST(PlanValidation, TwoH200CopyEngineStepFromOneCall) {
-  // Calibrated with one call's own 1-GPU and 2-GPU copy-engine lines
-  // (h200x2_copy_engine.jsonl, docs/benchmarks.md session 5 call 6): both in sample, so the
+  // Calibrated with one run's own 1-GPU and 2-GPU copy-engine lines
+  // (h200x2_copy_engine.jsonl, docs/results/multi-gpu.md, 2026-11-26 10:00 UTC, commit
+  // e5488fb): both in sample, so the
   // model gives the measured 2-GPU step back (28.66 -> 29.74 ms).
   const Host h;
   const Calibration cal = load_calibration({kFixtures + "h200x2_copy_engine.jsonl"}, h.cat);
@@ -119,7 +121,7 @@ TEST(PlanValidation, TwoH200CopyEngineStepFromOneCall) {
 
 TEST(PlanValidation, TwoH200DatasheetStepTime) {
   // Without calibration the default utilisation (40%) is below the measured 46%: the
-  // 2-GPU step is still within ±15%; the 1-GPU step is just outside (docs/planner.md).
+  // 2-GPU step is still within ±15%; the 1-GPU step is just outside (docs/guide/planner.md).
   const Host h;
   const Candidate two = predict(h, 2, false);
   EXPECT_FALSE(two.figures.utilisation.measured);
@@ -144,7 +146,7 @@ TEST(PlanValidation, FlashAttentionMemoryAgainstTheMeasuredArena) {
   EXPECT_GT(materialized / kMeasuredArenaGiB, 2.5) << materialized << " GiB";
 }
 
-// CPU ranks: the 2-core development VM (docs/benchmarks.md's CPU machine), gpt-mini
+// CPU ranks: the 2-core development VM (docs/results/cpu.md, commit 78a6f70), gpt-mini
 // (L=4, H=4, C=256, V=50257, T=128), B = 8 per rank, fp32, measured 2026-11-26:
 // 1 rank x 1 thread 1.642 s per step (61.1 GFLOP/s), 2 ranks x 1 thread 1.994 s
 // (`aiscale launch -n 2 --threads-per-rank 1 -- bench language ... --threads 1`). The
@@ -176,7 +178,7 @@ TEST(PlanValidation, CpuRanksCalibratedStepTime) {
   EXPECT_LT(std::fabs(error(two.step.step_s, kMeasuredCpu2)), 0.15)
       << "predicted " << two.step.step_s << " s";
   // Datasheet-only (52% of the peak, from the 2-thread run) is far off for one-thread ranks,
-  // which reach 78%: what calibration is for (docs/planner.md).
+  // which reach 78%: what calibration is for (docs/guide/planner.md).
   EXPECT_GT(error(predict_cpu(1, false).step.step_s, kMeasuredCpu1), 0.3);
 }
 

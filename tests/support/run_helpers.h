@@ -1,4 +1,4 @@
-// Helpers for tests that run the aiscale binary on tiny models and token shards.
+// Functions for tests that run the aiscale binary on tiny models and token shards.
 #pragma once
 #include <sys/wait.h>
 

@@ -5,7 +5,7 @@
 //
 // Why a benchmark wants this: a GPU training at its power limit runs at whatever clock
 // the limit allows, so anything that draws power beside the model's kernels (NVLink
-// traffic, copy engines) slows every kernel of the step (docs/perf-notes.md, session 7).
+// traffic, copy engines) slows every kernel of the step (docs/design/gradient-exchange.md).
 // The mean power against the limit and the mean SM clock tell a reader whether a scaling
 // efficiency was set by the power cap.
 #pragma once

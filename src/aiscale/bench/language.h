@@ -35,7 +35,7 @@ struct LanguageBenchOptions {
   std::string grad_transport = "nccl";  // nccl | copy-engine
 };
 
-// Runs the benchmark and returns one JSON record (see docs/bench.md for the fields).
+// Runs the benchmark and returns one JSON record (see docs/guide/bench.md for the fields).
 nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Communicator& comm);
 
 }  // namespace aiscale::bench

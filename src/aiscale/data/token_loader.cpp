@@ -1,4 +1,4 @@
-// The distributed token loader; semantics in token_loader.h and docs/data.md.
+// The distributed token loader; semantics in token_loader.h and docs/guide/data.md.
 #include "aiscale/data/token_loader.h"
 
 #include <glob.h>

@@ -1,7 +1,7 @@
 // Distributed loader over token shards: serves (B, T) input and target batches to one
 // rank of a data-parallel job, deterministically and resumably.
 //
-// Sampling semantics (see docs/data.md):
+// Sampling semantics (see docs/guide/data.md):
 //  - The shards are concatenated (in the order given; each glob sorted) into one
 //    token stream of N tokens. Sample w is the window of T+1 tokens starting at w*T
 //    (stride T, so consecutive windows share one token); W = (N-1)/T windows exist.

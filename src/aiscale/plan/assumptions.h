@@ -27,7 +27,7 @@ struct Assumptions {
   // The worked estimate in reference/systems.md used 33% for its CNN example.
   double cnn_utilisation = 0.33;
   // CPU partitions (fp32): aiscale's measured CPU training step, 81.7 GFLOP/s on 2 cores
-  // of a Zen 3 EPYC at 2.45 GHz (docs/benchmarks.md, idle machine), over those cores'
+  // of a Zen 3 EPYC at 2.45 GHz (docs/results/cpu.md, idle machine), over those cores'
   // peak 2 × 2.45 GHz × 32 FLOP/cycle = 156.8 GFLOP/s: 52%.
   double cpu_utilisation = 0.52;
   // Achievable ring bus bandwidth as a fraction of the datasheet link rate.
@@ -43,16 +43,17 @@ struct Assumptions {
   // The same inside a node (NVLink/xGMI), where the collectives' kernels move the data with
   // SMs and HBM bandwidth that the compute kernels need. Measured, not assumed: on 2 and 4
   // NVLink H200s the backward pass ran as much slower with aiscale's bucketed all-reduce
-  // beside it as the all-reduce takes alone (docs/perf-notes.md, "Data parallelism on
-  // several GPUs"), and PyTorch DDP lost more; so none of it hides.
+  // beside it as the all-reduce takes alone (docs/design/gradient-exchange.md, "Overlap
+  // over NCCL hides nothing on NVLink"), and PyTorch DDP lost more; so none of it hides.
   double comm_overlap_intra = 0.0;
   // aiscale's copy-engine transport inside a node: the buckets move by DMA beside backward
   // and hold no SMs, so the exchange hides behind backward as far as it fits; what it
   // costs is every kernel of the step running this much slower (and the last bucket after
   // backward). Measured on 2 and 4 NVLink H200s, GPT-2 124M: the step took 3.3-4.1% (2
   // GPUs, five hosts) and 3.7% (4 GPUs) longer than one GPU's, of which ~0.5% is the tail;
-  // about half of the slowdown came with the NVLink traffic alone (docs/perf-notes.md,
-  // session 5). Other links and GPUs: unmeasured, assumed alike.
+  // about half of the slowdown came with the NVLink traffic alone
+  // (docs/design/gradient-exchange.md, "NVLink traffic alone"). Other links and GPUs:
+  // unmeasured, assumed alike.
   double copy_engine_slowdown = 0.032;
   // Bytes per parameter of the data-parallel gradient reduction: fp32 (aiscale, PyTorch
   // AMP with DDP and Megatron's default keep and reduce fp32 gradients in mixed precision).

@@ -61,7 +61,7 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
                      "slowdown ({:.1f}% where no copy-engine run calibrates it, as measured on "
                      "NVLink H200s).", a.copy_engine_slowdown * 100);
   return fmt::format(
-      "Model assumptions (not measurements; see docs/planner.md): ring latency {:.0f} µs inside a "
+      "Model assumptions (not measurements; see docs/guide/planner.md): ring latency {:.0f} µs inside a "
       "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
       "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps, "
       "inside a node behind {:.0f}% (measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
