@@ -70,9 +70,13 @@ TEST(CommConfig, ErrorsNameTheKeyAndTheFix) {
   EXPECT_NE(e.find("auto, mpi, nccl, none"), std::string::npos) << e;
   e = config_error("[parallel]\ngrad_reduce = \"mean\"\n");
   EXPECT_NE(e.find("average, sum"), std::string::npos) << e;
-  e = config_error("[parallel]\nrendezvous = \"tcp://node1:29500\"\n");
+  e = config_error("[parallel]\nrendezvous = \"gloo://node1:29500\"\n");
   EXPECT_NE(e.find("parallel.rendezvous"), std::string::npos) << e;
   EXPECT_NE(e.find("file:/shared/path"), std::string::npos) << e;
+  EXPECT_NE(e.find("tcp://host:port"), std::string::npos) << e;
+  e = config_error("[parallel]\nrendezvous = \"tcp://node1\"\n");
+  EXPECT_NE(e.find("names no host and port"), std::string::npos) << e;
+  EXPECT_EQ(config_error("[parallel]\nrendezvous = \"tcp://node1:29500\"\n"), "");
 }
 
 TEST(CommConfig, ZeroStageAndBuckets) {
