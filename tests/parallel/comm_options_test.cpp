@@ -70,9 +70,13 @@ TEST(CommConfig, ErrorsNameTheKeyAndTheFix) {
   EXPECT_NE(e.find("auto, mpi, nccl, none"), std::string::npos) << e;
   e = config_error("[parallel]\ngrad_reduce = \"mean\"\n");
   EXPECT_NE(e.find("average, sum"), std::string::npos) << e;
-  e = config_error("[parallel]\nrendezvous = \"tcp://node1:29500\"\n");
+  e = config_error("[parallel]\nrendezvous = \"gloo://node1:29500\"\n");
   EXPECT_NE(e.find("parallel.rendezvous"), std::string::npos) << e;
   EXPECT_NE(e.find("file:/shared/path"), std::string::npos) << e;
+  EXPECT_NE(e.find("tcp://host:port"), std::string::npos) << e;
+  e = config_error("[parallel]\nrendezvous = \"tcp://node1\"\n");
+  EXPECT_NE(e.find("names no host and port"), std::string::npos) << e;
+  EXPECT_EQ(config_error("[parallel]\nrendezvous = \"tcp://node1:29500\"\n"), "");
 }
 
 TEST(CommConfig, ZeroStageAndBuckets) {
@@ -218,4 +222,17 @@ TEST(AllreduceBench, CommandLineErrors) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.output.find("built without NCCL"), std::string::npos) << r.output;
   }
+}
+
+// A CPU run launched torchrun-style (RANK/WORLD_SIZE, no mpirun) says that CPU ranks need MPI.
+TEST(CommFactory, TorchrunStyleCpuRanksNeedMpi) {
+  auto dir = temp_dir("torchrun-cpu");
+  write_byte_shards(dir, 4000, 1000);
+  const std::string cfg = tiny_config(dir);
+  auto r = run_aiscale("train -q -c " + cfg + " --set train.steps=3",
+                       "env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS "
+                       "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("rank 1 of 2 through RANK/WORLD_SIZE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CPU ranks communicate through MPI"), std::string::npos) << r.output;
 }

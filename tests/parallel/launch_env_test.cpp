@@ -90,8 +90,20 @@ TEST(Rendezvous, Parse) {
   Rendezvous r = parse_rendezvous("file:/shared/rdv/job");
   EXPECT_EQ(r.kind, Rendezvous::Kind::file);
   EXPECT_EQ(r.path, "/shared/rdv/job");
-  std::string e = error_of([] { parse_rendezvous("tcp://host:29500"); });
+  r = parse_rendezvous("tcp://node01:29500");
+  EXPECT_EQ(r.kind, Rendezvous::Kind::tcp);
+  EXPECT_EQ(r.host, "node01");
+  EXPECT_EQ(r.port, 29500);
+  r = parse_rendezvous("tcp://[fe80::1]:29501");
+  EXPECT_EQ(r.host, "fe80::1");
+  EXPECT_EQ(r.port, 29501);
+  std::string e = error_of([] { parse_rendezvous("gloo://host:29500"); });
   EXPECT_NE(e.find("file:/shared/path"), std::string::npos) << e;
+  EXPECT_NE(e.find("tcp://host:port"), std::string::npos) << e;
+  for (const char* bad : {"tcp://node01", "tcp://node01:", "tcp://:29500", "tcp://node01:70000"}) {
+    e = error_of([&] { parse_rendezvous(bad); });
+    EXPECT_NE(e.find("names no host and port"), std::string::npos) << bad << ": " << e;
+  }
   e = error_of([] { parse_rendezvous("file:"); });
   EXPECT_NE(e.find("names no file"), std::string::npos) << e;
   e = error_of([] { parse_rendezvous("file:/shared/"); });
@@ -115,4 +127,80 @@ TEST(GpuSelection, LocalRankModuloVisibleGpus) {
   EXPECT_EQ(gpu_for_local_rank(-1, 8), 0);  // unknown local rank
   std::string e = error_of([] { gpu_for_local_rank(0, 0); });
   EXPECT_NE(e.find("sees no GPU"), std::string::npos) << e;
+}
+
+// torchrun and the Kubernetes operators: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT.
+TEST(LaunchEnv, TorchrunStyleEnvironment) {
+  FakeEnv env{{{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
+               {"MASTER_ADDR", "node01"}, {"MASTER_PORT", "29500"}}};
+  LaunchEnv e = launch_env_from(env.lookup());
+  EXPECT_EQ(e.source, "env");
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world, 8);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world, 4);
+  EXPECT_EQ(e.master_addr, "node01");
+  EXPECT_EQ(e.master_port, 29500);
+  EXPECT_FALSE(e.mpi_launcher());
+  Rendezvous r = tcp_rendezvous_from(e);
+  EXPECT_EQ(r.kind, Rendezvous::Kind::tcp);
+  EXPECT_EQ(r.host, "node01");
+  EXPECT_EQ(r.port, 29500);
+  // RANK alone (some shells and tools set it) is not a launch.
+  FakeEnv rank_only{{{"RANK", "3"}}};
+  EXPECT_EQ(launch_env_from(rank_only.lookup()).source, "");
+}
+
+// The innermost launcher wins: torchrun started by srun (one task per node) or by mpirun
+// leaves their variables, which describe torchrun's own process, not this worker.
+TEST(LaunchEnv, TorchrunInsideSlurmOrMpirunWins) {
+  FakeEnv env{{{"RANK", "6"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "2"},
+               {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+               {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}};
+  LaunchEnv e = launch_env_from(env.lookup());
+  EXPECT_EQ(e.source, "env");
+  EXPECT_EQ(e.rank, 6);
+  EXPECT_EQ(e.world, 8);
+  EXPECT_EQ(e.local_rank, 2);
+  // Without RANK/WORLD_SIZE the order is as before: OpenMPI over Slurm.
+  env.vars.erase("RANK");
+  e = launch_env_from(env.lookup());
+  EXPECT_EQ(e.source, "openmpi");
+  EXPECT_EQ(e.rank, 1);
+}
+
+TEST(LaunchEnv, TorchrunStyleMistakesAreNamed) {
+  FakeEnv no_master{{{"RANK", "1"}, {"WORLD_SIZE", "2"}}};
+  LaunchEnv e = launch_env_from(no_master.lookup());
+  std::string err = error_of([&] { tcp_rendezvous_from(e); });
+  EXPECT_NE(err.find("without MASTER_ADDR"), std::string::npos) << err;
+  EXPECT_NE(err.find("tcp://host:port"), std::string::npos) << err;
+  no_master.vars["MASTER_ADDR"] = "node01";
+  err = error_of([&] { tcp_rendezvous_from(launch_env_from(no_master.lookup())); });
+  EXPECT_NE(err.find("without MASTER_PORT"), std::string::npos) << err;
+  FakeEnv bad_port{{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}};
+  err = error_of([&] { launch_env_from(bad_port.lookup()); });
+  EXPECT_NE(err.find("MASTER_PORT=70000 is not a TCP port"), std::string::npos) << err;
+  FakeEnv outside{{{"RANK", "2"}, {"WORLD_SIZE", "2"}}};
+  err = error_of([&] { launch_env_from(outside.lookup()); });
+  EXPECT_NE(err.find("RANK=2 and WORLD_SIZE=2"), std::string::npos) << err;
+  FakeEnv local{{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}};
+  err = error_of([&] { launch_env_from(local.lookup()); });
+  EXPECT_NE(err.find("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2"), std::string::npos) << err;
+}
+
+// CPU ranks talk through MPI: a torchrun-style launch without an MPI launcher says so.
+TEST(LaunchEnv, CpuRanksWithoutMpiAreRefused) {
+  FakeEnv env{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "n"}, {"MASTER_PORT", "1"}}};
+  const LaunchEnv e = launch_env_from(env.lookup());
+  std::string err = error_of([&] { require_mpi_for_cpu_ranks(e, env.lookup()); });
+  EXPECT_NE(err.find("rank 0 of 2 through RANK/WORLD_SIZE"), std::string::npos) << err;
+  EXPECT_NE(err.find("CPU ranks communicate through MPI"), std::string::npos) << err;
+  EXPECT_NE(err.find("aiscale launch -n 2"), std::string::npos) << err;
+  // mpirun underneath: MPI is there, nothing to refuse.
+  env.vars["OMPI_COMM_WORLD_SIZE"] = "2";
+  EXPECT_EQ(error_of([&] { require_mpi_for_cpu_ranks(e, env.lookup()); }), "");
+  FakeEnv slurm{{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}};
+  EXPECT_EQ(error_of([&] { require_mpi_for_cpu_ranks(launch_env_from(slurm.lookup()), slurm.lookup()); }), "");
 }

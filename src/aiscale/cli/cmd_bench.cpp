@@ -56,7 +56,7 @@ void add_allreduce_command(CLI::App* bench) {
   ar->add_option("--system", args->o.system, "machine name for the records (default: $SLURM_CLUSTER_NAME)");
   ar->add_option("--nodes", args->o.nodes, "nodes for the records (default: $SLURM_JOB_NUM_NODES)");
   ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
-  ar->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi or file:/shared/path")->capture_default_str();
+  ar->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi, file:/shared/path or tcp://host:port")->capture_default_str();
   ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
       ->capture_default_str()->check(CLI::PositiveNumber);
   ar->add_option("--output,-o", args->output, "also append the JSON lines to this file");
@@ -112,7 +112,7 @@ void add_bench_command(CLI::App& app) {
   lang->add_option("--communicator", args->communicator,
                    "several ranks: auto (NCCL on GPUs, MPI on CPUs), nccl, mpi, none")
       ->capture_default_str()->check(CLI::IsMember({"auto", "nccl", "mpi", "none"}));
-  lang->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi or file:/shared/path")->capture_default_str();
+  lang->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi, file:/shared/path or tcp://host:port")->capture_default_str();
   lang->add_option("--zero-stage", args->o.zero_stage,
                    "several GPU ranks: 0 = plain data parallelism, 1 = ZeRO-1 (sharded optimizer state)")
       ->capture_default_str()->check(CLI::Range(0, 1));

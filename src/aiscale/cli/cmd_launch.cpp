@@ -15,7 +15,7 @@ void add_launch_command(CLI::App& app) {
       "launch",
       "Start N ranks of an aiscale command on this machine (through OpenMPI's mpirun), e.g.\n"
       "  aiscale launch -n 2 -- train --config configs/quickstart.toml\n"
-      "A rank that dies ends the others. On clusters use srun or mpirun directly (docs/launching.md).");
+      "A rank that dies ends the others. On clusters use srun or mpirun directly (docs/guide/launching.md).");
   cmd->add_option("-n,--ranks", l->ranks, "number of ranks")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads-per-rank", l->threads_per_rank,
                   "OpenMP/BLAS threads per rank (0 = cores / ranks)")->capture_default_str();

@@ -6,11 +6,15 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
+#include "aiscale/core/paths.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"aiscale — train AI models across GPUs and nodes, measure how well it scales, "
                "and choose the machine and layout.\nSee docs/ for the user guide."};
-  app.set_version_flag("--version", std::string("aiscale ") + AISCALE_VERSION);
+  // The version and where this binary finds its data (installed copy or source tree).
+  app.set_version_flag("--version", [] {
+    return std::string("aiscale ") + AISCALE_VERSION + "\n" + aiscale::data_paths_summary();
+  });
   app.require_subcommand(1);
   app.fallthrough(false);
   aiscale::cli::add_train_command(app);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "aiscale/core/error.h"
 
@@ -24,7 +25,10 @@ void fsync_directory(const std::string& dir) {
 
 void atomic_write_file(const std::string& path, std::string_view content) {
   namespace fs = std::filesystem;
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process and thread: two threads may write the same file at once (a
+  // rendezvous store's key); the last rename wins, neither sees a half-written file.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()) % 1000000);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) fail("cannot write '{}': {}", tmp, std::strerror(errno));
   const char* p = content.data();

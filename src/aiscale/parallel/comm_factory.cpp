@@ -1,5 +1,7 @@
 // Chooses and builds the communicator of a run from parallel.communicator, the device
 // and the launcher's environment.
+#include <cstdlib>
+
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/parallel/bootstrap.h"
@@ -11,9 +13,10 @@ namespace {
 
 // MPI ranks; a CUDA rank also takes its node's GPU and stages device buffers on the host.
 std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
+  const LaunchEnv env = launch_env();
+  require_mpi_for_cpu_ranks(env, [](const char* n) { return std::getenv(n); });
   auto comm = make_mpi_communicator();
   if (o.device != "cuda") return comm;
-  const LaunchEnv env = launch_env();
   int local = env.local_rank >= 0 && env.world == comm->world() ? env.local_rank : mpi_node_local_rank();
   cuda_select_local_gpu(local);
   return with_host_staging(std::move(comm));
@@ -40,6 +43,10 @@ void Communicator::allgather_after(void*, int64_t, void*) {
   no_device_collectives(*this, "all-gather");
 }
 void Communicator::record(void*) { no_device_collectives(*this, "event"); }
+std::unique_ptr<Communicator> Communicator::split(int, int) {
+  fail("the {} communicator cannot split into sub-groups (tensor, pipeline or data-parallel "
+       "groups): build the groups from its base communicator (MPI or NCCL) instead", backend());
+}
 
 std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
   if (o.device != "cpu" && o.device != "cuda")

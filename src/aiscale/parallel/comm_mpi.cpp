@@ -15,7 +15,13 @@
 namespace aiscale::parallel {
 
 int launched_world_size() {
-  // OpenMPI, MPICH/PMI, then Slurm: whichever launcher started us says how many ranks.
+  // torchrun-style (RANK with WORLD_SIZE), OpenMPI, MPICH/PMI, then Slurm: whichever
+  // launcher started us says how many ranks (the same order as launch_env).
+  if (const char* rank = std::getenv("RANK"); rank && *rank)
+    if (const char* v = std::getenv("WORLD_SIZE")) {
+      int n = std::atoi(v);
+      if (n > 0) return n;
+    }
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
     if (const char* v = std::getenv(var)) {
       int n = std::atoi(v);
@@ -39,6 +45,7 @@ void check(int rc, const char* what) {
 
 class MpiCommunicator final : public Communicator {
  public:
+  // MPI_COMM_WORLD (initialising MPI when nobody has).
   MpiCommunicator() {
     int initialized = 0;
     MPI_Initialized(&initialized);
@@ -59,9 +66,16 @@ class MpiCommunicator final : public Communicator {
            "`srun --mpi=pmix` (or pmi2; `srun --mpi=list` shows what the site has), or start "
            "the ranks with mpirun", launched, world_);
   }
+  // A sub-communicator made by split(): this object frees it.
+  explicit MpiCommunicator(MPI_Comm sub) : comm_(sub), frees_comm_(true) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_);
+  }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (frees_comm_ && !finalized) MPI_Comm_free(&comm_);
     if (owns_ && !finalized) MPI_Finalize();
   }
   int rank() const override { return rank_; }
@@ -75,38 +89,48 @@ class MpiCommunicator final : public Communicator {
     constexpr int64_t kBucketFloats = int64_t{25} << 18;  // 25 MiB of fp32
     if (n <= kBucketFloats) {
       check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                          MPI_COMM_WORLD), "all-reduce");
+                          comm_), "all-reduce");
       return;
     }
     requests_.clear();
     for (int64_t off = 0; off < n; off += kBucketFloats) {
       requests_.emplace_back();
       int count = static_cast<int>(std::min(kBucketFloats, n - off));
-      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, comm_,
                            &requests_.back()), "all-reduce (bucket)");
     }
     check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
           "all-reduce (wait)");
   }
   void allreduce_sum(double* data, int64_t n) override {
-    check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+    check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm_),
           "all-reduce");
   }
   void broadcast(float* data, int64_t n, int root) override {
     const int64_t chunk = int64_t{1} << 30;
     for (int64_t off = 0; off < n; off += chunk)
       check(MPI_Bcast(data + off, static_cast<int>(std::min(chunk, n - off)), MPI_FLOAT, root,
-                      MPI_COMM_WORLD), "broadcast");
+                      comm_), "broadcast");
   }
   void broadcast_bytes(void* data, int64_t bytes, int root) override {
-    check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_), "broadcast");
   }
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+  void barrier() override { check(MPI_Barrier(comm_), "barrier"); }
+  // Ends the whole job, not only this group: a rank that cannot go on stops them all.
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub),
+          "split into sub-groups");
+    if (sub == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiCommunicator>(sub);
+  }
 
  private:
+  MPI_Comm comm_ = MPI_COMM_WORLD;
+  bool frees_comm_ = false;  // a split's communicator, freed with this object
   int rank_ = 0, world_ = 1;
-  bool owns_ = false;
+  bool owns_ = false;        // initialised MPI, so finalises it
   std::vector<MPI_Request> requests_;  // one per gradient bucket in flight
 };
 

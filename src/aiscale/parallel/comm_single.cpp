@@ -15,6 +15,11 @@ class SingleProcess final : public Communicator {
   void broadcast_bytes(void*, int64_t, int) override {}
   void barrier() override {}
   void abort(int code) override { std::_Exit(code); }
+  // The only rank: a group of one with itself, or no group.
+  std::unique_ptr<Communicator> split(int color, int) override {
+    if (color < 0) return nullptr;
+    return std::make_unique<SingleProcess>();
+  }
 };
 }  // namespace
 

@@ -56,6 +56,10 @@ class HostStaged final : public Communicator {
   }
   void barrier() override { inner_->barrier(); }
   void abort(int code) override { inner_->abort(code); }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    auto sub = inner_->split(color, key);
+    return sub ? std::make_unique<HostStaged>(std::move(sub)) : nullptr;
+  }
 
  private:
   // Copies n floats (or `bytes`) of device memory into the host buffer, after all work

@@ -33,6 +33,7 @@ LaunchEnv launch_env_from(const EnvLookup& getenv) {
   };
   // PMIx alone gives no world size in a variable: srun --mpi=pmix sets SLURM_NTASKS beside it.
   const Scheme schemes[] = {
+      {"env", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
       {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
        "OMPI_COMM_WORLD_LOCAL_SIZE"},
       {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
@@ -52,6 +53,16 @@ LaunchEnv launch_env_from(const EnvLookup& getenv) {
     if (auto lr = int_var(getenv, s.local_rank)) e.local_rank = *lr;
     if (s.local_world)
       if (auto lw = int_var(getenv, s.local_world)) e.local_world = *lw;
+    if (e.local_rank >= 0 && e.local_world > 0 && e.local_rank >= e.local_world)
+      fail("{}={} and {}={} do not describe a rank of a node: the local rank must lie in "
+           "0..local size-1", s.local_rank, e.local_rank, s.local_world, e.local_world);
+    if (const char* addr = getenv("MASTER_ADDR"); addr && *addr) e.master_addr = addr;
+    if (auto port = int_var(getenv, "MASTER_PORT")) {
+      if (*port < 1 || *port > 65535)
+        fail("MASTER_PORT={} is not a TCP port: use a free port in 1..65535 on rank 0's host "
+             "(e.g. 29500)", *port);
+      e.master_port = *port;
+    }
     return e;
   }
   return e;
@@ -59,6 +70,52 @@ LaunchEnv launch_env_from(const EnvLookup& getenv) {
 
 LaunchEnv launch_env() {
   return launch_env_from([](const char* n) { return std::getenv(n); });
+}
+
+bool mpi_launched(const EnvLookup& getenv) {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (const char* v = getenv(var); v && *v) return true;
+  return false;
+}
+
+void require_mpi_for_cpu_ranks(const LaunchEnv& env, const EnvLookup& getenv) {
+  if (env.source != "env" || env.world <= 1 || mpi_launched(getenv)) return;
+  fail("this process was started as rank {} of {} through RANK/WORLD_SIZE (torchrun-style) "
+       "without MPI, but CPU ranks communicate through MPI: start them with `aiscale launch -n "
+       "{}`, mpirun or srun --mpi=pmix; the RANK/WORLD_SIZE launch serves GPU runs "
+       "(train.device = \"cuda\"), whose NCCL ranks meet through the TCP store at "
+       "MASTER_ADDR:MASTER_PORT", env.rank, env.world, env.world);
+}
+
+namespace {
+
+// "host:port" (an IPv6 host in brackets: "[::1]:29500").
+bool split_host_port(const std::string& text, std::string& host, int& port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return false;
+  host = text.substr(0, colon);
+  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string digits = text.substr(colon + 1);
+  char* end = nullptr;
+  long p = std::strtol(digits.c_str(), &end, 10);
+  if (*end != '\0' || p < 1 || p > 65535 || host.empty()) return false;
+  port = static_cast<int>(p);
+  return true;
+}
+
+}  // namespace
+
+Rendezvous tcp_rendezvous_from(const LaunchEnv& env) {
+  if (env.master_addr.empty() || env.master_port < 0)
+    fail("rank {} of {} was started with RANK/WORLD_SIZE but without {}: set MASTER_ADDR to rank "
+         "0's host and MASTER_PORT to a free port on it (torchrun and the Kubernetes operators "
+         "set both), or set parallel.rendezvous = \"tcp://host:port\"", env.rank, env.world,
+         env.master_addr.empty() ? "MASTER_ADDR" : "MASTER_PORT");
+  Rendezvous r;
+  r.kind = Rendezvous::Kind::tcp;
+  r.host = env.master_addr;
+  r.port = env.master_port;
+  return r;
 }
 
 Rendezvous parse_rendezvous(const std::string& text) {
@@ -76,8 +133,15 @@ Rendezvous parse_rendezvous(const std::string& text) {
            "path every rank can read (a filesystem all nodes share)", text);
     return r;
   }
-  fail("parallel.rendezvous = \"{}\" is not understood: use \"auto\", \"mpi\" or "
-       "\"file:/shared/path\"", text);
+  if (text.rfind("tcp://", 0) == 0) {
+    r.kind = Rendezvous::Kind::tcp;
+    if (!split_host_port(text.substr(6), r.host, r.port))
+      fail("parallel.rendezvous = \"{}\" names no host and port: write tcp://host:port, rank "
+           "0's host name or address and a free port on it (e.g. tcp://node01:29500)", text);
+    return r;
+  }
+  fail("parallel.rendezvous = \"{}\" is not understood: use \"auto\", \"mpi\", "
+       "\"file:/shared/path\" or \"tcp://host:port\"", text);
 }
 
 std::string rendezvous_file_for_job(const std::string& path, const EnvLookup& getenv) {

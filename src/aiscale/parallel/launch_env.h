@@ -1,6 +1,7 @@
 // Who am I in the job: rank, world size and node-local rank as the launcher announced
-// them in the environment (OpenMPI, MPICH/Hydra, PMIx, Slurm), and the parsing of
-// parallel.rendezvous. Pure functions of the environment, unit-tested without MPI.
+// them in the environment (torchrun-style RANK/WORLD_SIZE, OpenMPI, MPICH/Hydra, PMIx,
+// Slurm), and the parsing of parallel.rendezvous. Pure functions of the environment,
+// unit-tested without MPI.
 #pragma once
 #include <functional>
 #include <string>
@@ -12,14 +13,21 @@ struct LaunchEnv {
   int world = 1;
   int local_rank = -1;   // rank among this node's ranks; -1 when the launcher did not say
   int local_world = -1;  // ranks on this node; -1 when unknown
-  std::string source;    // "openmpi", "mpich", "pmix", "slurm" or "" (not launched)
+  std::string source;    // "env", "openmpi", "mpich", "pmix", "slurm" or "" (not launched)
+  // The rendezvous server of the torchrun convention (MASTER_ADDR, MASTER_PORT): rank 0's
+  // host and a free port on it; "" and -1 when unset.
+  std::string master_addr;
+  int master_port = -1;
   bool mpi_launcher() const { return source == "openmpi" || source == "mpich" || source == "pmix"; }
 };
 
 using EnvLookup = std::function<const char*(const char*)>;
 
-// Reads, in this order (the first launcher found wins, since mpirun inside a Slurm
-// allocation leaves the batch step's SLURM_* variables in place):
+// Reads, in this order (the first launcher found wins: the innermost launcher comes
+// first, since a process inherits the variables of the launchers that started its
+// launcher: torchrun or mpirun inside a Slurm allocation leave SLURM_* in place):
+//   env (torchrun, Kubernetes operators): RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE,
+//     with MASTER_ADDR/MASTER_PORT; RANK and WORLD_SIZE must both be set
 //   OpenMPI: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE
 //   MPICH/Hydra: PMI_RANK/PMI_SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS
 //   PMIx (srun --mpi=pmix): PMIX_RANK with SLURM_NTASKS/SLURM_LOCALID for the rest
@@ -28,13 +36,26 @@ using EnvLookup = std::function<const char*(const char*)>;
 LaunchEnv launch_env_from(const EnvLookup& getenv);
 LaunchEnv launch_env();  // from the process environment
 
-// parallel.rendezvous: "auto", "mpi" or "file:/path".
+// Whether an MPI launcher (mpirun, mpiexec, srun --mpi=...) started this process, whatever
+// launch_env chose: its rank variables are set.
+bool mpi_launched(const EnvLookup& getenv);
+// Fails, naming the fix, when the ranks were launched torchrun-style (RANK/WORLD_SIZE)
+// without an MPI launcher: CPU ranks communicate through MPI only.
+void require_mpi_for_cpu_ranks(const LaunchEnv& env, const EnvLookup& getenv);
+
+// parallel.rendezvous: "auto", "mpi", "file:/path" or "tcp://host:port".
 struct Rendezvous {
-  enum class Kind { automatic, mpi, file } kind = Kind::automatic;
+  enum class Kind { automatic, mpi, file, tcp } kind = Kind::automatic;
   std::string path;  // for file
+  std::string host;  // for tcp: rank 0's host (its store server listens on `port`)
+  int port = 0;
 };
 // Throws Error naming the value and the allowed forms.
 Rendezvous parse_rendezvous(const std::string& text);
+
+// The TCP store address of a torchrun-style launch (MASTER_ADDR, MASTER_PORT). Throws
+// Error naming the missing variable and the fix when either is unset.
+Rendezvous tcp_rendezvous_from(const LaunchEnv& env);
 
 // The rendezvous file of this job step: the configured path, with ".<SLURM_JOB_ID>.<SLURM_STEP_ID>"
 // appended when Slurm gives them, so that jobs sharing one configured path (and a file

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +10,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/parallel/store.h"
 
 namespace aiscale::parallel {
 namespace {
@@ -66,50 +66,86 @@ double wall_clock_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void rendezvous_publish(const std::string& path, std::string_view blob, int world) {
+namespace {
+
+// The path forms: a file store on the path's folder, the file name as key.
+struct FileKey {
+  std::string folder, key;
+};
+FileKey file_key(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(path).parent_path();
-  if (!dir.empty() && !fs::is_directory(dir))
-    fail("rendezvous file '{}': the folder '{}' does not exist: create it on a filesystem every "
-         "node shares", path, dir.string());
-  atomic_write_file(path, fmt::format("{}\nworld {}\ntime {:.3f}\nblob {}\n", kMagic, world,
-                                      wall_clock_s(), to_hex(blob)));
+  const fs::path p(path);
+  return {p.parent_path().empty() ? "." : p.parent_path().string(), p.filename().string()};
 }
 
-std::string rendezvous_wait(const std::string& path, int world, int rank, const RendezvousWait& w) {
+std::string describe(Store& store, const std::string& key, bool is_file, const std::string& path) {
+  return is_file ? "rendezvous file '" + path + "'" : "rendezvous key '" + key + "' in the " + store.where();
+}
+
+void publish(Store& store, const std::string& key, std::string_view blob, int world) {
+  store.set(key, fmt::format("{}\nworld {}\ntime {:.3f}\nblob {}\n", kMagic, world, wall_clock_s(),
+                             to_hex(blob)));
+}
+
+std::string wait_for(Store& store, const std::string& key, int world, int rank,
+                     const RendezvousWait& w, const std::string& what, const char* shared_hint) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   double poll = w.poll_s;
   std::string seen_stale;
   for (;;) {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
+    if (auto text = store.try_get(key)) {
       Parsed p;
-      if (!parse(ss.str(), p))
-        fail("rendezvous file '{}' is not an aiscale rendezvous file: point parallel.rendezvous "
-             "at a path of its own (file:/shared/folder/job-name)", path);
+      if (!parse(*text, p))
+        fail("{} is not an aiscale rendezvous file: point parallel.rendezvous at a path of its "
+             "own (file:/shared/folder/job-name)", what);
       const bool stale = w.not_before > 0 && p.time < w.not_before - w.max_clock_skew_s;
       if (!stale) {
         if (p.world != world)
-          fail("rendezvous file '{}' was written by a job of {} ranks, this one has {}: two jobs "
-               "share the path; give each job its own (e.g. file:/shared/rdv-$SLURM_JOB_ID)",
-               path, p.world, world);
+          fail("{} was written by a job of {} ranks, this one has {}: two jobs share the path; "
+               "give each job its own (e.g. file:/shared/rdv-$SLURM_JOB_ID)", what, p.world, world);
         return p.blob;
       }
-      seen_stale = fmt::format(" (a file from an earlier run is there, {:.0f} s old: rank 0 has "
+      seen_stale = fmt::format(" (a value from an earlier run is there, {:.0f} s old: rank 0 has "
                                "not replaced it)", wall_clock_s() - p.time);
     }
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
     if (waited >= w.timeout_s)
-      fail("rank {}: waited {:.0f} s for rank 0 to write the rendezvous file '{}'{}: check that "
-           "rank 0 started, that the path is on a filesystem every node shares, and that all "
-           "ranks were given the same parallel.rendezvous (raise parallel.timeout_s if rank 0 "
-           "starts late)", rank, waited, path, seen_stale);
+      fail("rank {}: waited {:.0f} s for rank 0 to write the {}{}: check that rank 0 started, {}, "
+           "and that all ranks were given the same parallel.rendezvous (raise parallel.timeout_s "
+           "if rank 0 starts late)", rank, waited, what, seen_stale, shared_hint);
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(poll, w.timeout_s - waited)));
     poll = std::min(poll * 2, 1.0);
   }
+}
+
+}  // namespace
+
+void rendezvous_publish(Store& store, const std::string& key, std::string_view blob, int world) {
+  publish(store, key, blob, world);
+}
+
+void rendezvous_publish(const std::string& path, std::string_view blob, int world) {
+  namespace fs = std::filesystem;
+  const FileKey fk = file_key(path);
+  if (!fs::is_directory(fk.folder))
+    fail("rendezvous file '{}': the folder '{}' does not exist: create it on a filesystem every "
+         "node shares", path, fk.folder);
+  auto store = make_file_store(fk.folder, 0);
+  publish(*store, fk.key, blob, world);
+}
+
+std::string rendezvous_wait(Store& store, const std::string& key, int world, int rank,
+                            const RendezvousWait& w) {
+  return wait_for(store, key, world, rank, w, describe(store, key, false, ""),
+                  "that this rank can reach the store");
+}
+
+std::string rendezvous_wait(const std::string& path, int world, int rank, const RendezvousWait& w) {
+  const FileKey fk = file_key(path);
+  auto store = make_file_store(fk.folder, w.timeout_s);
+  return wait_for(*store, fk.key, world, rank, w, describe(*store, fk.key, true, path),
+                  "that the path is on a filesystem every node shares");
 }
 
 }  // namespace aiscale::parallel

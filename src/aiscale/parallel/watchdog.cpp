@@ -55,6 +55,15 @@ class Watched final : public Communicator {
     return inner_->allgather_push(d, b, e, consumer);
   }
   void record(void* e) override { inner_->record(e); }
+  // The group is watched like its parent, by a watchdog of its own.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    std::unique_ptr<Communicator> sub;
+    {
+      Guard g(this, "split into sub-groups");
+      sub = inner_->split(color, key);
+    }
+    return sub ? std::make_unique<Watched>(std::move(sub), timeout_s_) : nullptr;
+  }
   void group_begin() override { inner_->group_begin(); }
   void group_end() override {
     Guard g(this, "collective group");

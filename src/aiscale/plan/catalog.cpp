@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/paths.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -409,10 +410,7 @@ std::vector<Target> Catalog::resolve(std::string_view name) const {
        "with --systems FILE)", name, known);
 }
 
-std::string default_catalog_dir() {
-  if (const char* env = std::getenv("AISCALE_SYSTEMS_DIR"); env && *env) return env;
-  return std::string(AISCALE_SOURCE_DIR) + "/data/systems";
-}
+std::string default_catalog_dir() { return resolve_data_path(kSystemsCatalog).path.string(); }
 
 Catalog load_catalog(const std::string& dir, const std::vector<std::string>& extra) {
   Catalog cat;

@@ -116,8 +116,8 @@ struct Catalog {
   std::vector<Target> gpu_targets() const;
 };
 
-// Where the built-in catalogue lives: $AISCALE_SYSTEMS_DIR, else
-// AISCALE_SOURCE_DIR/data/systems.
+// Where the built-in catalogue lives: $AISCALE_SYSTEMS_DIR, else the installed copy
+// (<prefix>/share/aiscale/data/systems), else the source tree's data/systems (core/paths.h).
 std::string default_catalog_dir();
 
 // Reads every *.toml in `dir` (sorted by name), then each of `extra` (a file, or a

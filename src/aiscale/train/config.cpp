@@ -188,8 +188,10 @@ const std::vector<Key>& schema() {
                            "CPUs", {"auto", "mpi", "nccl", "none"}));
     k.push_back(string_key("parallel.rendezvous", &TrainConfig::rendezvous,
                            "how NCCL ranks meet: auto (MPI when launched by mpirun or srun "
-                           "--mpi=pmix), mpi, or file:/shared/path (rank 0 writes the NCCL id "
-                           "there; ranks from SLURM_PROCID/SLURM_NTASKS)"));
+                           "--mpi=pmix; the TCP store at MASTER_ADDR:MASTER_PORT when launched "
+                           "with RANK/WORLD_SIZE), mpi, file:/shared/path (rank 0 writes the NCCL "
+                           "id there; ranks from the launcher) or tcp://host:port (rank 0 serves "
+                           "a TCP store there)"));
     k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
                            "average: gradients are averaged over ranks (DDP); sum: summed, "
                            "world-size times larger (see docs/launching.md for the learning rate)",

@@ -1,8 +1,10 @@
 // NCCL communicator: one process per GPU, collectives on device memory.
 //
 // Set-up: the NCCL unique id (rank 0's bootstrap address) reaches the other ranks
-// through MPI (mpirun, srun --mpi=pmix) or a rendezvous file (parallel.rendezvous =
-// "file:/shared/path"); each rank takes the GPU of its node-local rank.
+// through MPI (mpirun, srun --mpi=pmix), a rendezvous file (parallel.rendezvous =
+// "file:/shared/path") or a TCP store (torchrun-style MASTER_ADDR:MASTER_PORT, or
+// parallel.rendezvous = "tcp://host:port"); each rank takes the GPU of its node-local
+// rank. split() makes sub-group communicators with ncclCommSplit.
 //
 // Failure: the communicator is non-blocking (ncclConfig_t::blocking = 0), so no NCCL
 // call can hang the host: the set-up and every collective are polled
@@ -25,6 +27,7 @@
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/launch_env.h"
 #include "aiscale/parallel/rendezvous.h"
+#include "aiscale/parallel/store.h"
 
 #ifdef AISCALE_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -53,23 +56,47 @@ class NcclCommunicator final : public Communicator {
   // Host pointers are staged through this device buffer in chunks.
   static constexpr size_t kScratchBytes = size_t{4} << 20;
 
-  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, int rank, int world,
-                   const ncclUniqueId& id, double timeout_s)
-      : bootstrap_(std::move(bootstrap)), rank_(rank), world_(world), timeout_s_(timeout_s) {
+  // Creates the stream and the staging buffer; init_rank or adopt then gives it its
+  // NCCL communicator.
+  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, double timeout_s)
+      : bootstrap_(std::move(bootstrap)), timeout_s_(timeout_s) {
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
     cuda_check(cudaMalloc(&scratch_, kScratchBytes), "allocation of the NCCL staging buffer");
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking
-    // communicator's calls cannot be bounded by parallel.timeout_s).
-    const char* blocking = std::getenv("AISCALE_NCCL_BLOCKING");
-    config.blocking = blocking && std::strcmp(blocking, "1") == 0 ? 1 : 0;
-    config.commName = "aiscale";
+  }
+
+  // The job's communicator: every rank calls this with rank 0's unique id.
+  void init_rank(int rank, int world, const ncclUniqueId& id) {
+    rank_ = rank;
+    world_ = world;
+    ncclConfig_t config = make_config("aiscale");
     ncclResult_t r = ncclCommInitRankConfig(&comm_, world, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
       comm_ = nullptr;
       die(fmt::format("rank {}: NCCL initialisation failed: {}", rank_, ncclGetErrorString(r)));
     }
     settle("initialisation (connecting to the other ranks)");
+  }
+
+  // Sub-groups by ncclCommSplit: collective over this communicator's ranks; the new
+  // communicator shares nothing with this one but the GPU (own stream, own buffer).
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    if (!comm_) die(fmt::format("rank {}: the NCCL communicator was aborted earlier", rank_));
+    finish_pending();
+    // The group's few host values keep going through MPI where this communicator's do.
+    std::unique_ptr<Communicator> sub_bootstrap;
+    if (bootstrap_ && bootstrap_->world() == world_) sub_bootstrap = bootstrap_->split(color, key);
+    std::unique_ptr<NcclCommunicator> sub;
+    if (color >= 0) sub = std::make_unique<NcclCommunicator>(std::move(sub_bootstrap), timeout_s_);
+    ncclConfig_t config = make_config("aiscale-group");
+    ncclComm_t made = nullptr;
+    ncclResult_t r = ncclCommSplit(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &made, &config);
+    if (r != ncclSuccess && r != ncclInProgress) fail_nccl(r, "split into sub-groups");
+    if (r == ncclInProgress) settle("split into sub-groups");
+    if (!sub) return nullptr;
+    if (!made)
+      die(fmt::format("rank {}: NCCL made no communicator for group {} of the split", rank_, color));
+    sub->adopt(made);
+    return sub;
   }
 
   ~NcclCommunicator() override {
@@ -173,6 +200,25 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking
+  // communicator's calls cannot be bounded by parallel.timeout_s).
+  static ncclConfig_t make_config(const char* name) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    const char* blocking = std::getenv("AISCALE_NCCL_BLOCKING");
+    config.blocking = blocking && std::strcmp(blocking, "1") == 0 ? 1 : 0;
+    config.commName = name;
+    return config;
+  }
+
+  // Takes a communicator made by ncclCommSplit once it has settled.
+  void adopt(ncclComm_t comm) {
+    comm_ = comm;
+    settle("set-up of a sub-group");
+    ncclResult_t r = ncclCommUserRank(comm_, &rank_);
+    if (r == ncclSuccess) r = ncclCommCount(comm_, &world_);
+    if (r != ncclSuccess) fail_nccl(r, "query of a sub-group's rank");
+  }
+
   // A few host values (a step's loss, a norm, a stop flag) go through the MPI bootstrap
   // when there is one: no GPU work (the staged path costs two copies and an NCCL kernel
   // that must find an SM beside the model's kernels). The session's watchdog bounds these
@@ -351,32 +397,36 @@ class NcclCommunicator final : public Communicator {
 bool nccl_compiled() { return true; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& o) {
-  const Rendezvous rv = parse_rendezvous(o.rendezvous);
+  Rendezvous rv = parse_rendezvous(o.rendezvous);
   const LaunchEnv env = launch_env();
   std::unique_ptr<Communicator> mpi;
   int rank = 0, world = 1, local = -1;
   std::string how;
   const bool use_mpi = rv.kind == Rendezvous::Kind::mpi ||
                        (rv.kind == Rendezvous::Kind::automatic && env.mpi_launcher());
+  // torchrun-style launchers give RANK/WORLD_SIZE and the store's MASTER_ADDR:MASTER_PORT.
+  if (rv.kind == Rendezvous::Kind::automatic && env.source == "env" && env.world > 1)
+    rv = tcp_rendezvous_from(env);
   if (use_mpi) {
     mpi = make_mpi_communicator();
     rank = mpi->rank();
     world = mpi->world();
     local = env.local_rank >= 0 && env.world == world ? env.local_rank : mpi_node_local_rank();
     how = "MPI";
-  } else if (rv.kind == Rendezvous::Kind::file) {
+  } else if (rv.kind == Rendezvous::Kind::file || rv.kind == Rendezvous::Kind::tcp) {
     rank = env.rank;
     world = env.world;
     local = env.local_rank;
     if (world > 1 && local < 0) {
-      log::warn("rank {}: the launcher ({}) gives no node-local rank (SLURM_LOCALID, "
+      log::warn("rank {}: the launcher ({}) gives no node-local rank (LOCAL_RANK, SLURM_LOCALID, "
                 "OMPI_COMM_WORLD_LOCAL_RANK): taking GPU rank % GPUs", rank, env.source);
       local = rank;
     }
   } else if (env.world > 1) {
     fail("this process was started by {} as rank {} of {} without MPI, so the NCCL ranks cannot "
          "find each other: set parallel.rendezvous = \"file:/shared/path\" (a folder every node "
-         "can read), or launch with mpirun or srun --mpi=pmix", env.source, env.rank, env.world);
+         "can read) or \"tcp://host:port\" (rank 0's host), or launch with mpirun or srun "
+         "--mpi=pmix", env.source, env.rank, env.world);
   }
   const int device = cuda_select_local_gpu(local);
 
@@ -387,30 +437,40 @@ std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& o) {
       fail("NCCL could not create its unique id: {} ({}); check the network interfaces "
            "(NCCL_SOCKET_IFNAME)", ncclGetErrorString(r), ncclGetLastError(nullptr));
   }
+  const std::string_view id_bytes(id.internal, sizeof id.internal);
+  auto take_id = [&](const std::string& blob, const std::string& where) {
+    if (blob.size() != sizeof id.internal)
+      fail("the NCCL id from {} holds {} bytes, not {}: was it written by another aiscale "
+           "version?", where, blob.size(), sizeof id.internal);
+    std::memcpy(id.internal, blob.data(), blob.size());
+  };
+  RendezvousWait wait;
+  wait.timeout_s = o.timeout_s;
+  wait.not_before = wall_clock_s();
   std::string rdv_path;
+  std::unique_ptr<Store> store;  // the TCP store; rank 0's serves it until every rank joined
   if (mpi) {
     mpi->broadcast_bytes(&id, sizeof id, 0);
   } else if (rv.kind == Rendezvous::Kind::file && world > 1) {
     rdv_path = rendezvous_file_for_job(rv.path, [](const char* n) { return std::getenv(n); });
     how = "file " + rdv_path;
-    if (rank == 0) {
-      rendezvous_publish(rdv_path, std::string_view(id.internal, sizeof id.internal), world);
-    } else {
-      RendezvousWait w;
-      w.timeout_s = o.timeout_s;
-      w.not_before = wall_clock_s();
-      std::string blob = rendezvous_wait(rdv_path, world, rank, w);
-      if (blob.size() != sizeof id.internal)
-        fail("rendezvous file '{}' holds {} bytes, not an NCCL id of {}: was it written by another "
-             "aiscale version?", rdv_path, blob.size(), sizeof id.internal);
-      std::memcpy(id.internal, blob.data(), blob.size());
-    }
+    if (rank == 0) rendezvous_publish(rdv_path, id_bytes, world);
+    else take_id(rendezvous_wait(rdv_path, world, rank, wait), rdv_path);
+  } else if (rv.kind == Rendezvous::Kind::tcp && world > 1) {
+    store = make_tcp_store(rv.host, rv.port, rank == 0, o.timeout_s);
+    how = store->where();
+    const std::string key = "aiscale/nccl_unique_id";
+    wait.not_before = 0;  // a fresh store per job: nothing stale to skip, whatever the clocks
+    if (rank == 0) rendezvous_publish(*store, key, id_bytes, world);
+    else take_id(rendezvous_wait(*store, key, world, rank, wait), store->where());
   } else {
     how = "none (one rank)";
   }
-  auto comm = std::make_unique<NcclCommunicator>(std::move(mpi), rank, world, id, o.timeout_s);
+  auto comm = std::make_unique<NcclCommunicator>(std::move(mpi), o.timeout_s);
+  comm->init_rank(rank, world, id);
+  store.reset();  // every rank has joined, so every rank has read the id
   if (!rdv_path.empty() && rank == 0) {
-    std::error_code ec;  // every rank has joined, so every rank has read it
+    std::error_code ec;
     std::filesystem::remove(rdv_path, ec);
   }
   if (rank == 0)
