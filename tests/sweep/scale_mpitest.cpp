@@ -24,9 +24,11 @@ TEST(ScaleStudyMpi, StrongTrainingStudyOverEpochs) {
                                         "[workload]\ntype = \"train\"\nconfig = \"" << cfg << "\"\n"
                                         "global_batch = 8\n[measure]\nepoch = 2\nepochs = 3\n";
   const std::string out = (dir / "study").string();
-  auto r = run_aiscale("scale " + (dir / "strong.toml").string() + " -o " + out);
+  // Rank 1 waits 20 ms before every backward pass: a straggler.
+  auto r = run_aiscale("scale " + (dir / "strong.toml").string() + " -o " + out, "AISCALE_FAULT=slow@1:20");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[2/2] n2-fp32-r1: finished"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("straggler: rank 1"), std::string::npos) << r.output;
   auto index = read_json(dir / "study/study.json");
   for (const auto& p : index["points"]) EXPECT_EQ(p["state"], "finished") << p.dump();
   auto cmd = read_json(dir / "study/points/n2-fp32-r1/command.json");
@@ -60,6 +62,10 @@ TEST(ScaleStudyMpi, StrongTrainingStudyOverEpochs) {
   EXPECT_EQ(a["cdf"][0]["step_times_s"].size(), 9u);
   EXPECT_EQ(a["loss_curves"][1]["loss"].size(), 33u);
   EXPECT_TRUE(a["failed_points"].empty());
+  EXPECT_TRUE(pts[0]["stragglers"].empty());
+  ASSERT_EQ(pts[1]["stragglers"].size(), 1u) << pts[1].dump();
+  EXPECT_EQ(pts[1]["stragglers"][0]["rank"], 1);
+  EXPECT_GT(pts[1]["stragglers"][0]["slower_by"].get<double>(), 0.05);
 
   // Again: nothing is run.
   r = run_aiscale("scale " + (dir / "strong.toml").string() + " -o " + out);

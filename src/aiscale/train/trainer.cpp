@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
+#include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/core/stats.h"
 #include "aiscale/core/timer.h"
+#include "aiscale/parallel/bootstrap.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/schedule.h"
 
@@ -133,6 +136,12 @@ TrainResult Trainer::run(int64_t start_step) {
                    start_step > 0 ? start_step : -1, start_epoch);
   // The epoch in progress: its wall time runs from its first step's start to the end of
   // its last step and of any validation pass after it.
+  // On GPUs: board power and SM clock after the warm-up steps (a sampler thread of its
+  // own; the stepping thread makes no NVML call), as steps.jsonl's gpu_power event.
+  std::unique_ptr<bench::GpuPowerMeter> meter;
+  if (config_.device == "cuda" && step_log.enabled())
+    meter = std::make_unique<bench::GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
+  bool meter_started = false;
   EpochRecord epoch;
   epoch.epoch = start_epoch;
   Timer epoch_wall;
@@ -148,6 +157,10 @@ TrainResult Trainer::run(int64_t start_step) {
       epoch.first_step = i + 1;
       epoch_wall = Timer();
       epoch_open = true;
+    }
+    if (meter && !meter_started && (i - start_step == record_warmup_steps || config_.steps - i == 1)) {
+      meter->start();
+      meter_started = true;
     }
     StepStats s = step(i);
     step_log.add(step_record(s, i - start_step < record_warmup_steps));
@@ -201,6 +214,17 @@ TrainResult Trainer::run(int64_t start_step) {
                                                       : double(process_peak_rss_bytes());
   step_log.add_rank_event("memory", {{"peak_memory_bytes", peak_memory},
                                      {"model_memory_bytes", double(model_.memory_bytes())}});
+  if (meter) {  // every GPU rank adds the event (a collective), measured or not
+    const bench::GpuPowerWindow p = meter_started ? meter->stop() : bench::GpuPowerWindow{};
+    step_log.add_rank_event("gpu_power", {{"measured", meter->available() && meter_started ? 1.0 : 0.0},
+                                          {"seconds", p.seconds},
+                                          {"energy_j", p.energy_j},
+                                          {"mean_power_w", p.mean_power_w},
+                                          {"power_limit_w", p.power_limit_w},
+                                          {"mean_sm_clock_mhz", p.mean_sm_clock_mhz},
+                                          {"min_sm_clock_mhz", p.min_sm_clock_mhz},
+                                          {"max_sm_clock_mhz", p.max_sm_clock_mhz}});
+  }
   step_log.finish();
   r.wall_s = wall.seconds();
   r.step_time_median_s = median(step_times);
