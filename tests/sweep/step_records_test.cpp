@@ -45,6 +45,28 @@ TEST(StepRecords, TrainWritesStepsAndEpochs) {
   EXPECT_GT(rec.events[0]["peak_memory_bytes"].get<double>(), 0);
 }
 
+TEST(StepRecords, AResumedRunKeepsEachStepOnce) {
+  auto dir = testsupport::temp_dir("step-records-resume");
+  testsupport::write_byte_shards(dir, 1000, 2000);
+  const std::string cfg = testsupport::tiny_config(dir);
+  auto r = testsupport::run_aiscale("train --config " + cfg + " --quiet --set train.steps=9 --set run.name=r",
+                                    "AISCALE_FAULT=term@5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(read_step_records((dir / "runs/r/steps.jsonl").string()).steps.size(), 5u);
+  r = testsupport::run_aiscale("train --resume " + (dir / "runs/r").string() + " --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  RunRecords rec = read_step_records((dir / "runs/r/steps.jsonl").string());
+  ASSERT_EQ(rec.steps.size(), 9u);
+  for (size_t i = 0; i < rec.steps.size(); ++i) EXPECT_EQ(rec.steps[i].step, int64_t(i) + 1);
+  EXPECT_TRUE(rec.steps[5].warmup);  // the resumed run's first step
+  // Epoch 0 (steps 1-7) was cut by the stop: the first run recorded it incomplete, the
+  // resumed run its part from step 6; epoch 1 follows.
+  ASSERT_EQ(rec.epochs.size(), 2u);
+  EXPECT_EQ(rec.epochs[0].first_step, 6);
+  EXPECT_TRUE(rec.epochs[0].complete);
+  EXPECT_EQ(rec.epochs[1].epoch, 1);
+}
+
 TEST(StepRecords, BenchRunDirectory) {
   auto dir = testsupport::temp_dir("bench-run-dir");
   const std::string run = (dir / "b").string();
