@@ -15,6 +15,7 @@
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/sources.h"
+#include "aiscale/train/step_log.h"
 #include "aiscale/train/trainer.h"
 
 namespace aiscale::bench {
@@ -106,16 +107,32 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   std::unique_ptr<GpuPowerMeter> meter;
   if (o.device == "cuda") meter = std::make_unique<GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
   std::vector<double> times;
+  train::StepLog step_log(o.steps_dir.empty() ? std::string() : o.steps_dir + "/steps.jsonl", comm);
   train::Progress progress("bench step", tc.steps, 10.0);
   for (int64_t i = 0; i < tc.steps; ++i) {
     if (meter && i == o.warmup) meter->start();
     train::StepStats s = trainer.step(i);
+    step_log.add(trainer.step_record(s, /*warmup=*/i < o.warmup));
     if (i >= o.warmup) times.push_back(s.step_time_s);
     if (comm.rank() == 0)
       progress.update(i + 1, fmt::format("{:.3f} s/step{}", s.step_time_s, i < o.warmup ? " (warm-up)" : ""));
   }
   if (comm.rank() == 0) progress.finish();
   const GpuPowerWindow power = meter ? meter->stop() : GpuPowerWindow{};
+  // The per-rank events of steps.jsonl: memory, and on GPUs power and SM clock.
+  step_log.add_rank_event(
+      "memory", {{"peak_memory_bytes", double(o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes())},
+                 {"model_memory_bytes", double(model->memory_bytes())}});
+  if (meter)  // every GPU rank adds it (a collective), measured or not
+    step_log.add_rank_event("gpu_power", {{"measured", meter->available() ? 1.0 : 0.0},
+                                          {"seconds", power.seconds},
+                                          {"energy_j", power.energy_j},
+                                          {"mean_power_w", power.mean_power_w},
+                                          {"power_limit_w", power.power_limit_w},
+                                          {"mean_sm_clock_mhz", power.mean_sm_clock_mhz},
+                                          {"min_sm_clock_mhz", power.min_sm_clock_mhz},
+                                          {"max_sm_clock_mhz", power.max_sm_clock_mhz}});
+  step_log.finish();
   // Step time of the slowest rank decides throughput.
   double med = median(times), p90 = percentile(times, 0.9);
   double buf[1] = {med};

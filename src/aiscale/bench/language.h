@@ -33,6 +33,9 @@ struct LanguageBenchOptions {
   double bucket_mib = 25;
   std::string grad_comm = "fp32";  // fp32 | bf16
   std::string grad_transport = "nccl";  // nccl | copy-engine
+  // When set: every rank's per-step records go to this folder's steps.jsonl (rank 0
+  // writes; the folder must exist). See docs/guide/scaling.md#per-step-records.
+  std::string steps_dir;
 };
 
 // Runs the benchmark and returns one JSON record (see docs/guide/bench.md for the fields).

@@ -1,5 +1,6 @@
 // aiscale bench: benchmarks that print one JSON line per result.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -7,6 +8,7 @@
 #include "aiscale/bench/language.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
 #include "aiscale/parallel/comm.h"
 
 namespace aiscale::cli {
@@ -19,12 +21,24 @@ void append_json_line(const std::string& path, const nlohmann::json& j) {
   out << j.dump() << "\n";
 }
 
+// A benchmark's run directory: created if missing; one holding a result is refused.
+void prepare_bench_run_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(dir) / "bench.jsonl"))
+    fail("--run-dir '{}' already holds a benchmark result (bench.jsonl): choose another folder "
+         "or remove it", dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("--run-dir '{}': cannot create it: {}", dir, ec.message());
+}
+
 struct LanguageArgs {
   bench::LanguageBenchOptions o;
   int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab = 0, block = 0;
   std::string output;
   std::string communicator = "auto";
   std::string rendezvous = "auto";
+  std::string run_dir;
 };
 
 struct AllreduceArgs {
@@ -109,6 +123,9 @@ void add_bench_command(CLI::App& app) {
                    "own flash kernels), cudnn, flash, simple")
       ->capture_default_str()->check(CLI::IsMember({"auto", "cudnn", "flash", "simple"}));
   lang->add_option("--output,-o", args->output, "also append the JSON line to this file");
+  lang->add_option("--run-dir", args->run_dir,
+                   "write a run directory: DIR/bench.jsonl (the record) and DIR/steps.jsonl (every "
+                   "rank's per-step records; docs/guide/scaling.md); DIR must not hold a result yet");
   lang->add_option("--communicator", args->communicator,
                    "several ranks: auto (NCCL on GPUs, MPI on CPUs), nccl, mpi, none")
       ->capture_default_str()->check(CLI::IsMember({"auto", "nccl", "mpi", "none"}));
@@ -145,11 +162,18 @@ void add_bench_command(CLI::App& app) {
     co.device = o.device;
     co.rendezvous = args->rendezvous;
     auto comm = parallel::make_communicator(co);
+    if (!args->run_dir.empty()) {
+      o.steps_dir = args->run_dir;
+      if (comm->rank() == 0) prepare_bench_run_dir(args->run_dir);
+    }
     nlohmann::json j = bench::run_language_bench(o, *comm);
     if (comm->rank() == 0) {
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
       append_json_line(args->output, j);
+      // Written last: its presence marks a finished benchmark run.
+      if (!args->run_dir.empty())
+        atomic_write_file((std::filesystem::path(args->run_dir) / "bench.jsonl").string(), j.dump() + "\n");
     }
   });
 

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
+#include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/core/stats.h"
 #include "aiscale/core/timer.h"
+#include "aiscale/parallel/bootstrap.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/schedule.h"
 
@@ -25,12 +28,20 @@ Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& tr
 StepStats Trainer::step(int64_t step_index) {
   Timer timer;
   model_.zero_grad();
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, data_wait = 0.0, sync = 0.0;
   const float micro_weight = 1.0f / static_cast<float>(config_.grad_accum);
+  const int64_t epoch = train_.position().epoch;
+  bool first_in_epoch = false, last_in_epoch = false;
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     // Only the last micro-step's backward synchronises the gradients over the ranks.
     model_.set_gradient_sync(micro + 1 == config_.grad_accum);
+    const DataPosition before = train_.position();
+    const double t0 = timer.seconds();
     train_.next_batch(inputs_.data(), targets_.data());
+    data_wait += timer.seconds() - t0;
+    // A source moves to the next epoch right after serving an epoch's last batch.
+    if (before.index == 0) first_in_epoch = true;
+    if (train_.position().epoch != before.epoch) last_in_epoch = true;
     loss_sum += model_.forward(inputs_.data(), targets_.data());
     if (before_backward) before_backward(step_index);
     model_.backward(micro_weight);
@@ -38,7 +49,11 @@ StepStats Trainer::step(int64_t step_index) {
   const int world = comm_.world();
   // A data-parallel GPU model (NCCL) has reduced its gradient buckets during backward.
   // Otherwise the whole buffer is summed here; on a GPU model it is a device buffer.
-  if (world > 1 && !model_.data_parallel()) comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
+  if (world > 1 && !model_.data_parallel()) {
+    const double t0 = timer.seconds();
+    comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
+    sync += timer.seconds() - t0;
+  }
   if (before_update) before_update(step_index);
   // Gradients are now summed over ranks. parallel.grad_reduce = "average" (DDP) takes
   // their mean, sum / world, by folding 1/world into the norm and the update's scale;
@@ -64,11 +79,36 @@ StepStats Trainer::step(int64_t step_index) {
   if (std::isfinite(grad_norm) && std::isfinite(local_loss)) model_.update(hp);
   // The mean loss over ranks, while the GPU runs the update.
   double stats[1] = {local_loss};
-  if (world > 1) comm_.allreduce_sum(stats, 1);
+  if (world > 1) {
+    const double t0 = timer.seconds();
+    comm_.allreduce_sum(stats, 1);
+    sync += timer.seconds() - t0;
+  }
   s.loss = stats[0] / world;
   s.step_time_s = timer.seconds();
+  s.data_wait_s = data_wait;
+  s.sync_s = sync;
+  s.epoch = epoch;
+  s.first_in_epoch = first_in_epoch;
+  s.last_in_epoch = last_in_epoch;
   s.tokens_per_s = static_cast<double>(config_.tokens_per_step(world)) / s.step_time_s;
   return s;
+}
+
+StepRecord Trainer::step_record(const StepStats& s, bool warmup) const {
+  StepRecord r;
+  r.step = s.step;
+  r.epoch = s.epoch;
+  r.step_time_s = s.step_time_s;
+  r.data_wait_s = s.data_wait_s;
+  r.sync_s = s.sync_s;
+  r.loss = s.loss;
+  r.samples = config_.batch_size * config_.grad_accum;
+  r.tokens = r.samples * config_.seq_len;
+  r.first_in_epoch = s.first_in_epoch;
+  r.last_in_epoch = s.last_in_epoch;
+  r.warmup = warmup;
+  return r;
 }
 
 double Trainer::evaluate() {
@@ -90,8 +130,42 @@ TrainResult Trainer::run(int64_t start_step) {
   const bool lead = comm_.rank() == 0;
   Progress progress("step", config_.steps, 10.0);
   std::vector<double> step_times, rates;
+  // steps.jsonl: every rank's step records, gathered to rank 0 (see step_log.h).
+  const int64_t start_epoch = train_.position().epoch;
+  StepLog step_log(run_dir_ ? run_dir_->path() + "/steps.jsonl" : std::string(), comm_,
+                   start_step > 0 ? start_step : -1, start_epoch);
+  // The epoch in progress: its wall time runs from its first step's start to the end of
+  // its last step and of any validation pass after it.
+  // On GPUs: board power and SM clock after the warm-up steps (a sampler thread of its
+  // own; the stepping thread makes no NVML call), as steps.jsonl's gpu_power event.
+  std::unique_ptr<bench::GpuPowerMeter> meter;
+  if (config_.device == "cuda" && step_log.enabled())
+    meter = std::make_unique<bench::GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
+  bool meter_started = false;
+  EpochRecord epoch;
+  epoch.epoch = start_epoch;
+  Timer epoch_wall;
+  bool epoch_open = false;
   for (int64_t i = start_step; i < config_.steps; ++i) {
+    if (epoch_open && epoch.complete) {  // closed by the previous step
+      step_log.add_epoch(epoch);
+      epoch_open = false;
+    }
+    if (!epoch_open) {
+      epoch = EpochRecord{};
+      epoch.epoch = train_.position().epoch;
+      epoch.first_step = i + 1;
+      epoch_wall = Timer();
+      epoch_open = true;
+    }
+    if (meter && !meter_started && (i - start_step == record_warmup_steps || config_.steps - i == 1)) {
+      meter->start();
+      meter_started = true;
+    }
     StepStats s = step(i);
+    step_log.add(step_record(s, i - start_step < record_warmup_steps));
+    epoch.train_s += s.step_time_s;
+    epoch.last_step = s.step;
     if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
       log::warn("step {}: non-finite loss {} or gradient norm {}; update skipped", s.step, s.loss,
                 s.grad_norm);
@@ -108,8 +182,14 @@ TrainResult Trainer::run(int64_t start_step) {
                           {"tokens_per_s", s.tokens_per_s}, {"step_time_s", s.step_time_s}};
     bool eval_now = config_.eval_every > 0 && s.step % config_.eval_every == 0 && s.step < config_.steps;
     if (eval_now) {
+      Timer val_timer;
       double vl = evaluate();
+      epoch.val_s += val_timer.seconds();
       if (vl >= 0) rec["val_loss"] = vl;
+    }
+    if (s.last_in_epoch) {
+      epoch.complete = true;
+      epoch.wall_s = epoch_wall.seconds();
     }
     if (run_dir_ && (s.step % config_.log_every == 0 || s.step == config_.steps))
       run_dir_->append_metrics(rec);
@@ -120,7 +200,32 @@ TrainResult Trainer::run(int64_t start_step) {
     if (after_step && !after_step(s)) break;
   }
   if (lead && show_progress) progress.finish();
+  Timer val_timer;
   r.val_loss = evaluate();
+  // The final validation pass belongs to the epoch of the last step.
+  if (epoch_open) {
+    const double val_s = val_timer.seconds();
+    epoch.val_s += val_s;
+    epoch.wall_s = epoch.complete ? epoch.wall_s + val_s : epoch_wall.seconds();
+    step_log.add_epoch(epoch);
+  }
+  // GPU: the memory the model holds on the device; CPU: the process's peak resident set.
+  const double peak_memory = config_.device == "cuda" ? double(model_.memory_bytes())
+                                                      : double(process_peak_rss_bytes());
+  step_log.add_rank_event("memory", {{"peak_memory_bytes", peak_memory},
+                                     {"model_memory_bytes", double(model_.memory_bytes())}});
+  if (meter) {  // every GPU rank adds the event (a collective), measured or not
+    const bench::GpuPowerWindow p = meter_started ? meter->stop() : bench::GpuPowerWindow{};
+    step_log.add_rank_event("gpu_power", {{"measured", meter->available() && meter_started ? 1.0 : 0.0},
+                                          {"seconds", p.seconds},
+                                          {"energy_j", p.energy_j},
+                                          {"mean_power_w", p.mean_power_w},
+                                          {"power_limit_w", p.power_limit_w},
+                                          {"mean_sm_clock_mhz", p.mean_sm_clock_mhz},
+                                          {"min_sm_clock_mhz", p.min_sm_clock_mhz},
+                                          {"max_sm_clock_mhz", p.max_sm_clock_mhz}});
+  }
+  step_log.finish();
   r.wall_s = wall.seconds();
   r.step_time_median_s = median(step_times);
   r.step_time_p90_s = percentile(step_times, 0.9);

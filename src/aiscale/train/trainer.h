@@ -12,6 +12,7 @@
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/run_dir.h"
+#include "aiscale/train/step_log.h"
 
 namespace aiscale::train {
 
@@ -41,6 +42,10 @@ struct StepStats {
   double grad_norm = 0;  // before clipping
   double step_time_s = 0;
   double tokens_per_s = 0;
+  double data_wait_s = 0;  // this rank's time in next_batch
+  double sync_s = 0;       // this rank's time in the trainer's all-reduces
+  int64_t epoch = 0;       // of the step's first batch
+  bool first_in_epoch = false, last_in_epoch = false;  // holds an epoch's first/last batch
 };
 
 struct TrainResult {
@@ -70,6 +75,10 @@ class Trainer {
   std::function<void(int64_t step_index)> before_backward;
   // Show a progress line (rank 0 only).
   bool show_progress = true;
+  // Steps flagged as warm-up in steps.jsonl (from the run's first step).
+  int64_t record_warmup_steps = 1;
+  // The per-step record of a step's statistics (for steps.jsonl).
+  StepRecord step_record(const StepStats& s, bool warmup) const;
 
  private:
   const TrainConfig& config_;

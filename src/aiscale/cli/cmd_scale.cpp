@@ -1,0 +1,118 @@
+// aiscale scale: run a scaling study (the work is in sweep/) and analyse it.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "aiscale/cli/commands.h"
+#include "aiscale/core/error.h"
+#include "aiscale/sweep/analysis.h"
+#include "aiscale/sweep/study.h"
+#include "aiscale/sweep/study_dir.h"
+
+namespace aiscale::cli {
+namespace {
+
+struct ScaleArgs {
+  std::string study;
+  std::string output;
+  std::string analyze;
+  std::string mpirun = "mpirun";
+  bool dry_run = false;
+  std::vector<std::string> argv;
+};
+
+std::string fmt_opt(const nlohmann::json& v, const char* f) {
+  return v.is_number() ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("-");
+}
+
+void print_summary(const nlohmann::json& a) {
+  const bool weak = a["study"].value("kind", "") == "weak";
+  for (const auto& s : a["series"]) {
+    std::printf("%s (%s scaling, %s per device):\n", s.value("label", "").c_str(),
+                a["study"].value("kind", "").c_str(), a["study"].value("unit", "").c_str());
+    std::printf("  %5s %7s %14s %12s %9s %10s%s\n", "n", "repeats", "per device", "step (s)",
+                "speedup", "efficiency", weak ? "  epoch  train" : "");
+    for (const auto& p : s["points"]) {
+      std::string extra;
+      if (weak && p["weak_efficiency"].is_object())
+        extra = fmt::format("  {:>5} {:>6}", fmt_opt(p["weak_efficiency"]["epoch"], "{:.3f}"),
+                            fmt_opt(p["weak_efficiency"]["train"], "{:.3f}"));
+      std::printf("  %5d %7d %14.1f %12.4f %9.3f %10.3f%s\n", p.value("n", 0), p.value("repeats", 0),
+                  p["throughput_per_device"].value("median", 0.0), p.value("step_time_median_s", 0.0),
+                  p.value("speedup", 0.0), p.value("efficiency", 0.0), extra.c_str());
+      for (const auto& st : p["stragglers"])
+        std::printf("        straggler: rank %d (repeat %d) %.1f%% slower than the median rank\n",
+                    st.value("rank", 0), st.value("repeat", 0), 100 * st.value("slower_by", 0.0));
+    }
+    if (s["amdahl"].is_object())
+      std::printf("  Amdahl fit: serial fraction %.4f, residual %.2g s (%.1f%% of the mean time)\n",
+                  s["amdahl"].value("serial_fraction", 0.0), s["amdahl"].value("residual_rms", 0.0),
+                  100 * s["amdahl"].value("residual_rms_relative", 0.0));
+  }
+  for (const auto& f : a["failed_points"]) {
+    const std::string reason = f.value("reason", "");
+    std::printf("failed: %s: %s\n", f.value("id", "").c_str(), reason.substr(0, reason.find('\n')).c_str());
+  }
+}
+
+}  // namespace
+
+void add_scale_command(CLI::App& app) {
+  auto args = std::make_shared<ScaleArgs>();
+  auto* cmd = app.add_subcommand(
+      "scale",
+      "Run a scaling study described in TOML (a train config or a bench suite over rank counts, "
+      "strong or weak, precisions, repeats): one job per point through mpirun into STUDY_DIR "
+      "(study.json, points/<id>/{command.json,run/,log.txt}, analysis.json), then the statistics "
+      "(speedup, efficiencies, throughput, TFLOP/s, MFU, step-time CDFs, Amdahl fit, stragglers). "
+      "Running it again skips finished points. See docs/guide/scaling.md.");
+  cmd->add_option("study", args->study, "study description (TOML; see configs/studies/)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--output,-o", args->output, "study directory (created, or reopened for the same study)");
+  cmd->add_option("--analyze", args->analyze,
+                  "only analyse: a study directory (point states re-read from its files, e.g. after "
+                  "Slurm jobs; writes analysis.json and prints a summary) or a comparison JSON-lines "
+                  "file (prints its analysis JSON)");
+  cmd->add_option("--mpirun", args->mpirun, "mpirun to start each point's ranks with")->capture_default_str();
+  cmd->add_flag("--dry-run", args->dry_run, "write the study directory and the points' commands, run nothing");
+  cmd->callback([args] {
+    if (!args->analyze.empty()) {
+      if (std::filesystem::is_directory(args->analyze)) {
+        sweep::refresh_point_states(args->analyze);
+        auto a = sweep::analyze_study(args->analyze);
+        print_summary(a);
+        std::printf("analysis: %s/analysis.json\n", args->analyze.c_str());
+      } else {
+        std::printf("%s\n", sweep::analyze_jsonl(args->analyze).dump(2).c_str());
+      }
+      return;
+    }
+    if (args->study.empty()) throw CLI::RequiredError("STUDY.toml (or --analyze DIR)");
+    if (args->output.empty()) throw CLI::RequiredError("--output STUDY_DIR");
+    const sweep::Study study = sweep::load_study(args->study);
+    const std::string command = fmt::format("aiscale scale {} -o {}", args->study, args->output);
+    auto index = sweep::open_study_dir(study, args->output, command);
+    std::printf("study '%s' (%s scaling, %zu points) in %s\n", study.name.c_str(), study.kind.c_str(),
+                index["points"].size(), args->output.c_str());
+    std::fflush(stdout);
+    if (args->dry_run) {
+      for (const auto& p : index["points"]) std::printf("  %s: %s\n", p.value("id", "").c_str(), p.value("state", "").c_str());
+      return;
+    }
+    sweep::RunStudyOptions o;
+    o.executor.mpirun = args->mpirun;
+    o.progress = [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    };
+    const auto result = sweep::run_study_locally(args->output, o);
+    auto a = sweep::analyze_study(args->output);
+    print_summary(a);
+    std::printf("%d point(s) finished, %d failed, %d skipped (finished before); analysis: %s/analysis.json\n",
+                result.finished, result.failed, result.skipped, args->output.c_str());
+  });
+}
+
+}  // namespace aiscale::cli

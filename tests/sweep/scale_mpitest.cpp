@@ -1,0 +1,115 @@
+// `aiscale scale` end to end on the CPU: a strong study of a training (1 and 2 ranks, the
+// 2nd of 3 epochs measured) and a weak study of the language benchmark, each point run
+// through mpirun; the analysis fields are checked, and a second run skips finished points.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "aiscale/sweep/statistics.h"
+#include "../support/run_helpers.h"
+
+namespace {
+namespace fs = std::filesystem;
+using aiscale::testsupport::run_aiscale;
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(aiscale::testsupport::read_bytes(p)); }
+
+TEST(ScaleStudyMpi, StrongTrainingStudyOverEpochs) {
+  auto dir = aiscale::testsupport::temp_dir("scale-strong");
+  // 3000 tokens: 93 windows of 32; a global batch of 8: 11 steps per epoch.
+  aiscale::testsupport::write_byte_shards(dir, 3000, 2000);
+  const std::string cfg = aiscale::testsupport::tiny_config(dir);
+  std::ofstream(dir / "strong.toml") << "name = \"tiny-strong\"\nkind = \"strong\"\ncounts = [1, 2]\n"
+                                        "threads_per_rank = 1\n"
+                                        "[workload]\ntype = \"train\"\nconfig = \"" << cfg << "\"\n"
+                                        "global_batch = 8\n[measure]\nepoch = 2\nepochs = 3\n";
+  const std::string out = (dir / "study").string();
+  // Rank 1 waits 20 ms before every backward pass: a straggler.
+  auto r = run_aiscale("scale " + (dir / "strong.toml").string() + " -o " + out, "AISCALE_FAULT=slow@1:20");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[2/2] n2-fp32-r1: finished"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("straggler: rank 1"), std::string::npos) << r.output;
+  auto index = read_json(dir / "study/study.json");
+  for (const auto& p : index["points"]) EXPECT_EQ(p["state"], "finished") << p.dump();
+  auto cmd = read_json(dir / "study/points/n2-fp32-r1/command.json");
+  EXPECT_EQ(cmd["ranks"], 2);
+
+  // Every rank's steps, 3 epochs of 11 steps, the epoch records.
+  auto rec = aiscale::sweep::read_step_records(out + "/points/n2-fp32-r1/run/steps.jsonl");
+  EXPECT_EQ(rec.world, 2);
+  EXPECT_EQ(rec.steps.size(), 2u * 33u);
+  ASSERT_EQ(rec.epochs.size(), 3u);
+  EXPECT_TRUE(rec.epochs[1].complete);
+  EXPECT_EQ(rec.epochs[1].first_step, 12);
+  EXPECT_EQ(rec.epochs[1].last_step, 22);
+  EXPECT_GT(rec.epochs[1].val_s, 0);  // one validation pass per epoch
+
+  auto a = read_json(dir / "study/analysis.json");
+  EXPECT_EQ(a["study"]["kind"], "strong");
+  ASSERT_EQ(a["series"].size(), 1u);
+  const auto& pts = a["series"][0]["points"];
+  ASSERT_EQ(pts.size(), 2u);
+  const double t1 = pts[0]["step_time_median_s"], t2 = pts[1]["step_time_median_s"];
+  EXPECT_DOUBLE_EQ(pts[0]["speedup"].get<double>(), 1.0);
+  EXPECT_NEAR(pts[1]["speedup"].get<double>(), t1 / t2, 1e-12);
+  EXPECT_NEAR(pts[1]["efficiency"].get<double>(), t1 / t2 / 2, 1e-12);
+  // Strong: each of 2 ranks processes half the global batch per step.
+  EXPECT_NEAR(pts[1]["throughput_per_device"]["median"].get<double>(), 4 * 32 / t2, 1e-6);
+  EXPECT_GT(pts[0]["tflops_per_device"]["median"].get<double>(), 0);
+  EXPECT_TRUE(a["series"][0]["amdahl"].is_object());
+  // The measured epoch's 11 steps less its first and last batch.
+  ASSERT_EQ(a["cdf"].size(), 2u);
+  EXPECT_EQ(a["cdf"][0]["step_times_s"].size(), 9u);
+  EXPECT_EQ(a["loss_curves"][1]["loss"].size(), 33u);
+  EXPECT_TRUE(a["failed_points"].empty());
+  EXPECT_TRUE(pts[0]["stragglers"].empty());
+  ASSERT_EQ(pts[1]["stragglers"].size(), 1u) << pts[1].dump();
+  EXPECT_EQ(pts[1]["stragglers"][0]["rank"], 1);
+  EXPECT_GT(pts[1]["stragglers"][0]["slower_by"].get<double>(), 0.05);
+
+  // Again: nothing is run.
+  r = run_aiscale("scale " + (dir / "strong.toml").string() + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 point(s) finished, 0 failed, 2 skipped"), std::string::npos) << r.output;
+}
+
+TEST(ScaleStudyMpi, WeakBenchStudyAndAFailedPoint) {
+  auto dir = aiscale::testsupport::temp_dir("scale-weak");
+  std::ofstream(dir / "weak.toml") << "name = \"tiny-weak\"\nkind = \"weak\"\ncounts = [1, 2]\n"
+                                      "threads_per_rank = 1\n"
+                                      "[workload]\ntype = \"bench\"\nsuite = \"language\"\n"
+                                      "options = [\"--model\", \"gpt-tiny\", \"--seq\", \"16\"]\n"
+                                      "batch = 2\n[measure]\nsteps = [2, 6]\n";
+  const std::string out = (dir / "study").string();
+  auto r = run_aiscale("scale " + (dir / "weak.toml").string() + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto a = read_json(dir / "study/analysis.json");
+  EXPECT_EQ(a["study"]["kind"], "weak");
+  const auto& pts = a["series"][0]["points"];
+  ASSERT_EQ(pts.size(), 2u);
+  const double d1 = pts[0]["throughput_per_device"]["median"], d2 = pts[1]["throughput_per_device"]["median"];
+  EXPECT_NEAR(pts[1]["efficiency"].get<double>(), d2 / d1, 1e-12);
+  EXPECT_NEAR(pts[1]["weak_efficiency"]["median_batch"].get<double>(), d2 / d1, 1e-12);
+  EXPECT_TRUE(pts[1]["weak_efficiency"]["epoch"].is_null());  // synthetic tokens: no epochs
+  EXPECT_NEAR(pts[1]["speedup"].get<double>(), 2 * d2 / d1, 1e-12);
+  EXPECT_EQ(a["cdf"][1]["step_times_s"].size(), 5u);  // steps 2..6
+
+  // A point whose job fails (here its launcher, for one rank) is recorded with its reason
+  // and the study goes on.
+  fs::remove_all(dir / "study/points/n1-fp32-r1/run");
+  fs::remove(dir / "study/points/n1-fp32-r1/exit_code");
+  std::ofstream(dir / "mpirun.sh") << "#!/bin/sh\nif [ \"$2\" = 1 ]; then echo simulated launch failure >&2; "
+                                      "exit 3; fi\nexec mpirun \"$@\"\n";
+  fs::permissions(dir / "mpirun.sh", fs::perms::owner_all);
+  r = run_aiscale("scale " + (dir / "weak.toml").string() + " -o " + out + " --mpirun " + (dir / "mpirun.sh").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 point(s) finished, 1 failed, 1 skipped"), std::string::npos) << r.output;
+  auto index = read_json(dir / "study/study.json");
+  EXPECT_EQ(index["points"][0]["state"], "failed");
+  const std::string reason = index["points"][0]["reason"];
+  EXPECT_NE(reason.find("exit code 3"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("simulated launch failure"), std::string::npos) << reason;
+  EXPECT_EQ(read_json(dir / "study/analysis.json")["failed_points"][0]["id"], "n1-fp32-r1");
+}
+
+}  // namespace
