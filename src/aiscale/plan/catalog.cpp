@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::plan {
@@ -410,7 +411,7 @@ std::vector<Target> Catalog::resolve(std::string_view name) const {
 }
 
 std::string default_catalog_dir() {
-  if (const char* env = std::getenv("AISCALE_SYSTEMS_DIR"); env && *env) return env;
+  if (env::is_set("AISCALE_SYSTEMS_DIR")) return env::get("AISCALE_SYSTEMS_DIR");
   return std::string(AISCALE_SOURCE_DIR) + "/data/systems";
 }
 
