@@ -26,7 +26,7 @@ const Variable kVariables[] = {
     // --- diagnostics: print or time, change no result ---
     {"AISCALE_CUDA_VERBOSE", "0 | 1", "0", Kind::diagnostic,
      "the CUDA model prints its chosen kernel paths, GEMM plans and gradient buckets to "
-     "stderr (nn/models/gpt_cuda.cu, parallel/data_parallel/reducer.cu)"},
+     "stderr (read in nn/models/gpt_factory_nocuda.cpp, parallel/data_parallel/reducer.cu)"},
     {"AISCALE_CUDA_TIMING", "0 | 1", "0", Kind::diagnostic,
      "times the phases of every training step and every gradient bucket's collective with "
      "CUDA events (adds a host wait per step) and prints means and medians per rank at exit "
@@ -36,25 +36,25 @@ const Variable kVariables[] = {
      "auto | cudnn | flash | flash_narrow | flash_occ3 | flash_two_barrier | simple", "auto",
      Kind::measurement,
      "the GPU attention kernels when train.attention is auto, including variants that "
-     "exist only for measurement (nn/models/gpt_cuda.cu, ops/cuda/attention.cu)"},
+     "exist only for measurement (read in nn/models/gpt_factory_nocuda.cpp, ops/cuda/attention.cu)"},
     {"AISCALE_CUDA_FUSED_GELU", "0 | 1", "1", Kind::measurement,
      "0: GELU after the FC GEMM by a kernel of its own instead of in its epilogue "
-     "(nn/models/gpt_cuda.cu)"},
+     "(read in nn/models/gpt_factory_nocuda.cpp)"},
     {"AISCALE_CUDA_FUSED_BGRAD", "0 | 1", "1", Kind::measurement,
      "0: the QKV bias gradient by a reduction of its own instead of the weight-gradient "
-     "GEMM's epilogue (nn/models/gpt_cuda.cu; docs/benchmarks.md's nobgrad variant)"},
+     "GEMM's epilogue (read in nn/models/gpt_factory_nocuda.cpp; docs/benchmarks.md's nobgrad variant)"},
     {"AISCALE_CUDA_FUSED_XENT", "0 | 1", "1", Kind::measurement,
      "0: the softmax cross-entropy's backward in backward instead of fused into the "
-     "forward's loss kernel (nn/models/gpt_cuda.cu)"},
+     "forward's loss kernel (read in nn/models/gpt_factory_nocuda.cpp)"},
     {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
      "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
-     "padded ones (nn/models/gpt_cuda.cu)"},
+     "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
     {"AISCALE_CUDA_AUTOTUNE", "0 | 1", "1", Kind::measurement,
      "0: cuBLASLt's first heuristic instead of timing its candidates in the warm-up step "
-     "(nn/models/gpt_cuda.cu; the gpu2 tests turn it off for reproducible GEMMs)"},
+     "(read in nn/models/gpt_factory_nocuda.cpp; the gpu2 tests turn it off for reproducible GEMMs)"},
     {"AISCALE_CUDA_FUSED_NORM", "0 | 1", "1", Kind::measurement,
      "0: the gradient norm in a pass of its own also over the copy engines, whose sum "
-     "kernels otherwise add up its squares (parallel/data_parallel/reducer.cu; test "
+     "kernels otherwise add up its squares (the data-parallel reducer, read in nn/models/gpt_factory_nocuda.cpp; test "
      "Gpu2.CopyEngineFusedNormMatchesItsOwnPass)"},
 };
 

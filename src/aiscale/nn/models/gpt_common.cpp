@@ -73,7 +73,7 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
            "with parallel.communicator = \"nccl\" (or auto), or parallel.zero_stage = 0",
            device, o.comm->backend());
     // Shard boundaries fall on multiples of the world size, each inside the bias of a
-    // residual projection (n_embd values): see gpt_cuda.cu.
+    // residual projection (n_embd values): see gpt_gradient_order in gpt_layout.h.
     if (world > c.n_embd + 1)
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);

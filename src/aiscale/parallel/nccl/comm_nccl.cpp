@@ -59,10 +59,9 @@ class NcclCommunicator final : public Communicator {
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation");
     cuda_check(cudaMalloc(&scratch_, kScratchBytes), "allocation of the NCCL staging buffer");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking
-    // communicator's calls cannot be bounded by parallel.timeout_s).
-    const char* blocking = std::getenv("AISCALE_NCCL_BLOCKING");
-    config.blocking = blocking && std::strcmp(blocking, "1") == 0 ? 1 : 0;
+    // Non-blocking: a blocking communicator's calls could not be bounded by
+    // parallel.timeout_s (and measured no faster, docs/benchmarks.md).
+    config.blocking = 0;
     config.commName = "aiscale";
     ncclResult_t r = ncclCommInitRankConfig(&comm_, world, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
