@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/paths.h"
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/paths.h"
 

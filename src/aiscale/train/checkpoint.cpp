@@ -10,6 +10,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
+#include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/train/safetensors.h"
 
 namespace aiscale::train {
@@ -21,12 +22,11 @@ constexpr uint32_t kOptimizerVersion = 1;
 
 std::vector<SafeTensor> to_hf_tensors(const nn::GptConfig& c, const std::vector<float>& flat) {
   std::vector<SafeTensor> out;
-  size_t offset = 0;
-  for (const auto& p : nn::gpt_param_infos(c)) {
+  for (const auto& p : nn::GptLayout(c).tensors()) {
     SafeTensor t;
     t.name = p.name;
     const int64_t n = p.shape.numel();
-    const float* src = flat.data() + offset;
+    const float* src = flat.data() + p.offset;
     if (p.transposed_in_hf) {  // ours (out, in) -> HF Conv1D (in, out)
       const int64_t rows = p.shape[0], cols = p.shape[1];
       t.shape = {cols, rows};
@@ -37,7 +37,6 @@ std::vector<SafeTensor> to_hf_tensors(const nn::GptConfig& c, const std::vector<
       for (int i = 0; i < p.shape.ndim; ++i) t.shape.push_back(p.shape[i]);
       t.data.assign(src, src + n);
     }
-    offset += static_cast<size_t>(n);
     out.push_back(std::move(t));
   }
   return out;
@@ -45,9 +44,9 @@ std::vector<SafeTensor> to_hf_tensors(const nn::GptConfig& c, const std::vector<
 
 std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string, SafeTensor>& tensors,
                                    const std::string& source) {
-  std::vector<float> flat(static_cast<size_t>(c.num_params()));
-  size_t offset = 0;
-  for (const auto& p : nn::gpt_param_infos(c)) {
+  const nn::GptLayout layout(c);
+  std::vector<float> flat(static_cast<size_t>(layout.size()));
+  for (const auto& p : layout.tensors()) {
     auto it = tensors.find(p.name);
     if (it == tensors.end()) it = tensors.find("transformer." + p.name);
     if (it == tensors.end())
@@ -57,7 +56,7 @@ std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string,
     if (static_cast<int64_t>(t.data.size()) != n)
       fail("'{}': tensor '{}' has {} values, the model expects {} (shape {})", source, p.name,
            t.data.size(), n, p.shape.str());
-    float* dst = flat.data() + offset;
+    float* dst = flat.data() + p.offset;
     if (p.transposed_in_hf) {
       const int64_t rows = p.shape[0], cols = p.shape[1];
       for (int64_t r = 0; r < rows; ++r)
@@ -65,7 +64,6 @@ std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string,
     } else {
       std::copy(t.data.begin(), t.data.end(), dst);
     }
-    offset += static_cast<size_t>(n);
   }
   return flat;
 }

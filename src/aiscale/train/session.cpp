@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
@@ -76,9 +77,8 @@ CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const BatchS
 
 FaultPlan fault_plan_from_env() {
   FaultPlan f;
-  const char* env = std::getenv("AISCALE_FAULT");
-  if (!env || !*env) return f;
-  std::string s(env);
+  const std::string s = env::get("AISCALE_FAULT");
+  if (s.empty()) return f;
   long long step = 0;
   int rank = 0;
   if (std::sscanf(s.c_str(), "nan@%lld", &step) == 1) f.nan_step = step;

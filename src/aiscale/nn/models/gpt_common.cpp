@@ -4,6 +4,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/rng.h"
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/parallel/comm.h"
 
 namespace aiscale::nn {
@@ -12,10 +13,9 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
   std::vector<float> out(static_cast<size_t>(c.num_params()));
   Rng rng(seed);
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
-  size_t offset = 0;
-  for (const auto& p : gpt_param_infos(c)) {
+  for (const auto& p : GptLayout(c).tensors()) {
     const int64_t n = p.shape.numel();
-    float* dst = out.data() + offset;
+    float* dst = out.data() + p.offset;
     const bool is_bias = p.name.ends_with(".bias");
     const bool is_ln_weight = !p.is_matrix && !is_bias;  // ln_*.weight
     // GPT-2 scales the projections that write into the residual stream.
@@ -26,7 +26,6 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
       else if (p.name == "wpe.weight") dst[i] = 0.01f * rng.normal();
       else dst[i] = (residual_proj ? residual_std : 0.02f) * rng.normal();
     }
-    offset += static_cast<size_t>(n);
   }
   return out;
 }
@@ -34,9 +33,8 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
 std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
   std::vector<uint8_t> mask;
   mask.reserve(static_cast<size_t>(c.num_params()));
-  for (const auto& p : gpt_param_infos(c)) {
-    bool embedding = p.name == "wte.weight" || p.name == "wpe.weight";
-    uint8_t decay = p.is_matrix && (decay_embeddings || !embedding) ? 1 : 0;
+  for (const auto& p : GptLayout(c).tensors()) {
+    const uint8_t decay = GptLayout::decays(p, decay_embeddings) ? 1 : 0;
     mask.insert(mask.end(), static_cast<size_t>(p.shape.numel()), decay);
   }
   return mask;
@@ -75,7 +73,7 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
            "with parallel.communicator = \"nccl\" (or auto), or parallel.zero_stage = 0",
            device, o.comm->backend());
     // Shard boundaries fall on multiples of the world size, each inside the bias of a
-    // residual projection (n_embd values): see gpt_cuda.cu.
+    // residual projection (n_embd values): see gpt_gradient_order in gpt_layout.h.
     if (world > c.n_embd + 1)
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);

@@ -58,31 +58,6 @@ std::vector<std::string> gpt_preset_names() {
   return out;
 }
 
-std::vector<GptParamInfo> gpt_param_infos(const GptConfig& c) {
-  const int64_t C = c.n_embd;
-  std::vector<GptParamInfo> v;
-  v.push_back({"wte.weight", Shape{c.vocab_size, C}, true, false});
-  v.push_back({"wpe.weight", Shape{c.block_size, C}, true, false});
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    std::string p = fmt::format("h.{}.", l);
-    v.push_back({p + "ln_1.weight", Shape{C}, false, false});
-    v.push_back({p + "ln_1.bias", Shape{C}, false, false});
-    v.push_back({p + "attn.c_attn.weight", Shape{3 * C, C}, true, true});
-    v.push_back({p + "attn.c_attn.bias", Shape{3 * C}, false, false});
-    v.push_back({p + "attn.c_proj.weight", Shape{C, C}, true, true});
-    v.push_back({p + "attn.c_proj.bias", Shape{C}, false, false});
-    v.push_back({p + "ln_2.weight", Shape{C}, false, false});
-    v.push_back({p + "ln_2.bias", Shape{C}, false, false});
-    v.push_back({p + "mlp.c_fc.weight", Shape{4 * C, C}, true, true});
-    v.push_back({p + "mlp.c_fc.bias", Shape{4 * C}, false, false});
-    v.push_back({p + "mlp.c_proj.weight", Shape{C, 4 * C}, true, true});
-    v.push_back({p + "mlp.c_proj.bias", Shape{C}, false, false});
-  }
-  v.push_back({"ln_f.weight", Shape{C}, false, false});
-  v.push_back({"ln_f.bias", Shape{C}, false, false});
-  return v;
-}
-
 double gpt_train_flops_per_token(const GptConfig& c, int64_t seq_len) {
   return 6.0 * static_cast<double>(c.num_params()) +
          12.0 * static_cast<double>(c.n_layer) * static_cast<double>(c.n_embd) *

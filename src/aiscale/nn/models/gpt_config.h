@@ -37,12 +37,13 @@ struct GptParamInfo {
   Shape shape;
   bool is_matrix;          // 2D weight: gets weight decay by default
   bool transposed_in_hf;   // stored (out, in) here, (in, out) in HF
+  int64_t offset = 0;      // start in the flat parameter buffer
+  int64_t layer = -1;      // transformer block, -1 for the embeddings and ln_f
+  bool is_embedding() const { return name == "wte.weight" || name == "wpe.weight"; }
 };
 
 // All parameters in the order they are laid out in the flat parameter buffer:
-// wte, wpe, then per layer ln_1.{weight,bias}, attn.c_attn.{weight,bias},
-// attn.c_proj.{weight,bias}, ln_2.{weight,bias}, mlp.c_fc.{weight,bias},
-// mlp.c_proj.{weight,bias}; then ln_f.{weight,bias}. The LM head is tied to wte.
+// GptLayout(c).tensors() (gpt_layout.h says the order).
 std::vector<GptParamInfo> gpt_param_infos(const GptConfig& c);
 
 // Model FLOPs per token for one training step (forward + backward), the formula used by

@@ -10,6 +10,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/tensor.h"
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_layout.h"
 
 namespace aiscale::nn {
 namespace {
@@ -26,25 +27,21 @@ struct ParamViews {
 };
 
 ParamViews make_param_views(const GptConfig& c, float* base) {
+  const GptLayout layout(c);
   ParamViews v;
-  std::vector<float*> ptrs;
-  size_t offset = 0;
-  for (const auto& p : gpt_param_infos(c)) {
-    ptrs.push_back(base + offset);
-    offset += static_cast<size_t>(p.shape.numel());
-  }
-  size_t i = 0;
-  v.wte = ptrs[i++];
-  v.wpe = ptrs[i++];
+  v.wte = base;
+  v.wpe = base + layout.wpe();
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerParams lp;
-    float** fields[] = {&lp.ln1_w, &lp.ln1_b, &lp.qkv_w, &lp.qkv_b, &lp.attproj_w, &lp.attproj_b,
-                        &lp.ln2_w, &lp.ln2_b, &lp.fc_w, &lp.fc_b, &lp.fcproj_w, &lp.fcproj_b};
-    for (float** f : fields) *f = ptrs[i++];
+    float** fields[kGptBlockParams] = {&lp.ln1_w, &lp.ln1_b, &lp.qkv_w, &lp.qkv_b,
+                                       &lp.attproj_w, &lp.attproj_b, &lp.ln2_w, &lp.ln2_b,
+                                       &lp.fc_w, &lp.fc_b, &lp.fcproj_w, &lp.fcproj_b};
+    for (int j = 0; j < kGptBlockParams; ++j)
+      *fields[j] = base + layout.at(l, static_cast<GptBlockParam>(j));
     v.layers.push_back(lp);
   }
-  v.lnf_w = ptrs[i++];
-  v.lnf_b = ptrs[i++];
+  v.lnf_w = base + layout.lnf_w();
+  v.lnf_b = base + layout.lnf_b();
   return v;
 }
 
@@ -210,14 +207,11 @@ class GptCpu final : public GptModel {
     float* g = static_cast<float*>(grads_.data());
     float* m = static_cast<float*>(m_.data());
     float* v = static_cast<float*>(v_.data());
-    size_t offset = 0;
-    for (const auto& info : gpt_param_infos(config_)) {
-      const int64_t n = info.shape.numel();
-      const bool embedding = info.name == "wte.weight" || info.name == "wpe.weight";
+    for (const auto& info : GptLayout(config_).tensors()) {
       ops::AdamWParams h = hp;
-      if (!info.is_matrix || (embedding && !options_.decay_embeddings)) h.weight_decay = 0.0f;
-      ops_.adamw_update(p + offset, g + offset, m + offset, v + offset, n, h);
-      offset += static_cast<size_t>(n);
+      if (!GptLayout::decays(info, options_.decay_embeddings)) h.weight_decay = 0.0f;
+      const int64_t o = info.offset;
+      ops_.adamw_update(p + o, g + o, m + o, v + o, info.shape.numel(), h);
     }
   }
 

@@ -1,18 +1,35 @@
 // The CUDA GPT model's constructor, callable from host code (no CUDA types here).
 // make_gpt_cuda (gpt_factory_nocuda.cpp) validates the configuration, draws the
-// initial parameters with gpt_init_params and calls this.
+// initial parameters with gpt_init_params, reads the measurement switches and calls this.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "aiscale/nn/models/gpt.h"
 
 namespace aiscale::nn::detail {
 
-// Builds the model on the current CUDA device from initial parameters in gpt_param_infos
+// The CUDA model's measurement switches and diagnostics, read from the environment by
+// host code (core/env.cpp lists each variable with what it is for).
+struct GptCudaSwitches {
+  std::string attention = "auto";  // AISCALE_CUDA_ATTENTION, used when train.attention is auto
+  bool fused_gelu = true;          // AISCALE_CUDA_FUSED_GELU
+  bool fused_bgrad = true;         // AISCALE_CUDA_FUSED_BGRAD
+  bool fused_xent = true;          // AISCALE_CUDA_FUSED_XENT
+  bool lm_head_pad = true;         // AISCALE_CUDA_LMHEAD_PAD
+  bool autotune = true;            // AISCALE_CUDA_AUTOTUNE
+  bool fused_norm = true;          // AISCALE_CUDA_FUSED_NORM (the data-parallel reducer's)
+  bool verbose = false;            // AISCALE_CUDA_VERBOSE
+  bool timing = false;             // AISCALE_CUDA_TIMING
+};
+GptCudaSwitches gpt_cuda_switches_from_env();
+
+// Builds the model on the current CUDA device from initial parameters in the layout's
 // order (num_params values).
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
-                                          const std::vector<float>& init_params);
+                                          const std::vector<float>& init_params,
+                                          const GptCudaSwitches& switches);
 
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
 int cuda_device_count_checked();

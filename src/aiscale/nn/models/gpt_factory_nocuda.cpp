@@ -3,6 +3,7 @@
 // CPU model so that both start from the same values for a seed) and hand over to
 // gpt_cuda.cu. Keeping this in a .cpp keeps host-only code (fmt, the RNG) out of nvcc and
 // makes aiscale_lib the only library that calls into aiscale_cuda.
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt.h"
 
@@ -40,8 +41,27 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions&
   if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
     fail("head size n_embd / n_head = {} is not supported by the CUDA attention kernels: "
          "choose 16, 32, 64 or 128 (GPT-2 uses 64)", hs);
-  return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed));
+  return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed),
+                                 detail::gpt_cuda_switches_from_env());
 }
+
+namespace detail {
+
+GptCudaSwitches gpt_cuda_switches_from_env() {
+  GptCudaSwitches s;
+  s.attention = env::get("AISCALE_CUDA_ATTENTION");
+  s.fused_gelu = env::flag("AISCALE_CUDA_FUSED_GELU");
+  s.fused_bgrad = env::flag("AISCALE_CUDA_FUSED_BGRAD");
+  s.fused_xent = env::flag("AISCALE_CUDA_FUSED_XENT");
+  s.lm_head_pad = env::flag("AISCALE_CUDA_LMHEAD_PAD");
+  s.autotune = env::flag("AISCALE_CUDA_AUTOTUNE");
+  s.fused_norm = env::flag("AISCALE_CUDA_FUSED_NORM");
+  s.verbose = env::flag("AISCALE_CUDA_VERBOSE");
+  s.timing = env::flag("AISCALE_CUDA_TIMING");
+  return s;
+}
+
+}  // namespace detail
 
 bool cuda_available() { return detail::cuda_device_count_checked() > 0; }
 

@@ -207,13 +207,10 @@ class CopyEngineGroup final : public Communicator {
     // The streams get the device's highest priority: a sum kernel then takes SMs as the
     // model's kernels free them instead of waiting behind the whole of the kernel running
     // beside it (the last bucket's sum beside the embedding backward, docs/perf-notes.md).
-    // AISCALE_CE_PRIORITY=default keeps the default priority (for measurements).
     int lowest = 0, highest = 0;
     check(cudaDeviceGetStreamPriorityRange(&lowest, &highest), "stream priorities");
-    const char* prio = std::getenv("AISCALE_CE_PRIORITY");
-    const int priority = prio && std::strcmp(prio, "default") == 0 ? 0 : highest;
-    check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority), "stream creation");
-    check(cudaStreamCreateWithPriority(&push_stream_, cudaStreamNonBlocking, priority),
+    check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest), "stream creation");
+    check(cudaStreamCreateWithPriority(&push_stream_, cudaStreamNonBlocking, highest),
           "stream creation");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "event creation");
     check(cudaEventCreateWithFlags(&push_done_, cudaEventDisableTiming), "event creation");
@@ -229,10 +226,8 @@ class CopyEngineGroup final : public Communicator {
             cudaSuccess && fn && q == cudaDriverEntryPointSuccess)
       write_value_ = reinterpret_cast<WriteValueFn>(fn);
     // Flags are raised by the GPU's front end (cuStreamWriteValue32, which fences the copies
-    // before it), needing no SM, unless AISCALE_CE_FLAGS=kernel (a one-thread kernel, which
-    // must wait for a free SM slot) or the driver refuses a write into peer memory.
-    const char* flags = std::getenv("AISCALE_CE_FLAGS");
-    if (flags && std::strcmp(flags, "kernel") == 0) write_value_ = nullptr;
+    // before it), needing no SM, unless the driver refuses a write into peer memory (then a
+    // one-thread kernel, which must wait for a free SM slot).
   }
 
   void release() {

@@ -204,8 +204,9 @@ class NcclCommunicator final : public Communicator {
   // communicator's calls cannot be bounded by parallel.timeout_s).
   static ncclConfig_t make_config(const char* name) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    const char* blocking = std::getenv("AISCALE_NCCL_BLOCKING");
-    config.blocking = blocking && std::strcmp(blocking, "1") == 0 ? 1 : 0;
+    // Non-blocking: a blocking communicator's calls could not be bounded by
+    // parallel.timeout_s (and measured no faster: docs/design/gradient-exchange.md).
+    config.blocking = 0;
     config.commName = name;
     return config;
   }

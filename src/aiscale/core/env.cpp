@@ -1,0 +1,102 @@
+#include "aiscale/core/env.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::env {
+namespace {
+
+// One entry per variable. Add new ones at the end of their group; keep `purpose` to what
+// the variable is for and the file that reads it.
+const Variable kVariables[] = {
+    // --- user knobs ---
+    {"AISCALE_GPT2_VOCAB_DIR", "a directory", "", Kind::user,
+     "where the GPT-2 vocabulary (vocab.json, merges.txt) lies, instead of the npm copy "
+     "beside the sources (data/tokenizer.cpp; aiscale launch passes it to the ranks)"},
+    {"AISCALE_SYSTEMS_DIR", "a directory", "", Kind::user,
+     "the system catalogue the planner reads, instead of the one beside the binary "
+     "(plan/catalog.cpp)"},
+    // --- test: fault injection ---
+    {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | term@STEP | slow@RANK:MS", "", Kind::test,
+     "makes a training run fail on purpose, for the tests of failure handling "
+     "(train/session.cpp; aiscale launch passes it to the ranks)"},
+    // --- diagnostics: print or time, change no result ---
+    {"AISCALE_CUDA_VERBOSE", "0 | 1", "0", Kind::diagnostic,
+     "the CUDA model prints its chosen kernel paths, GEMM plans and gradient buckets to "
+     "stderr (read in nn/models/gpt_factory_nocuda.cpp, parallel/data_parallel/reducer.cu)"},
+    {"AISCALE_CUDA_TIMING", "0 | 1", "0", Kind::diagnostic,
+     "times the phases of every training step and every gradient bucket's collective with "
+     "CUDA events (adds a host wait per step) and prints means and medians per rank at exit "
+     "(profile/step_timer.cu)"},
+    // --- measurement switches: an alternative path kept for a measurement or a test ---
+    {"AISCALE_CUDA_ATTENTION",
+     "auto | cudnn | flash | flash_narrow | flash_occ3 | flash_two_barrier | simple", "auto",
+     Kind::measurement,
+     "the GPU attention kernels when train.attention is auto, including variants that "
+     "exist only for measurement (read in nn/models/gpt_factory_nocuda.cpp, ops/cuda/attention.cu)"},
+    {"AISCALE_CUDA_FUSED_GELU", "0 | 1", "1", Kind::measurement,
+     "0: GELU after the FC GEMM by a kernel of its own instead of in its epilogue "
+     "(read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_CUDA_FUSED_BGRAD", "0 | 1", "1", Kind::measurement,
+     "0: the QKV bias gradient by a reduction of its own instead of the weight-gradient "
+     "GEMM's epilogue (read in nn/models/gpt_factory_nocuda.cpp; docs/benchmarks.md's nobgrad variant)"},
+    {"AISCALE_CUDA_FUSED_XENT", "0 | 1", "1", Kind::measurement,
+     "0: the softmax cross-entropy's backward in backward instead of fused into the "
+     "forward's loss kernel (read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
+     "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
+     "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_CUDA_AUTOTUNE", "0 | 1", "1", Kind::measurement,
+     "0: cuBLASLt's first heuristic instead of timing its candidates in the warm-up step "
+     "(read in nn/models/gpt_factory_nocuda.cpp; the gpu2 tests turn it off for reproducible GEMMs)"},
+    {"AISCALE_CUDA_FUSED_NORM", "0 | 1", "1", Kind::measurement,
+     "0: the gradient norm in a pass of its own also over the copy engines, whose sum "
+     "kernels otherwise add up its squares (the data-parallel reducer, read in nn/models/gpt_factory_nocuda.cpp; test "
+     "Gpu2.CopyEngineFusedNormMatchesItsOwnPass)"},
+};
+
+}  // namespace
+
+const Variable* variables(size_t* count) {
+  *count = std::size(kVariables);
+  return kVariables;
+}
+
+const Variable& variable(const char* name) {
+  for (const Variable& v : kVariables)
+    if (std::strcmp(v.name, name) == 0) return v;
+  throw Error(std::string("environment variable ") + name +
+              " is read but not registered in core/env.cpp: add it to the table there");
+}
+
+std::string get(const char* name) {
+  const Variable& v = variable(name);
+  const char* value = std::getenv(name);
+  return value && *value ? std::string(value) : std::string(v.fallback);
+}
+
+bool is_set(const char* name) {
+  (void)variable(name);
+  const char* value = std::getenv(name);
+  return value && *value;
+}
+
+bool flag(const char* name) {
+  const std::string value = get(name);
+  return value != "0" && value != "false" && value != "off" && !value.empty();
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::user: return "user";
+    case Kind::measurement: return "measurement";
+    case Kind::diagnostic: return "diagnostic";
+    case Kind::test: return "test";
+  }
+  return "?";
+}
+
+}  // namespace aiscale::env

@@ -1,0 +1,90 @@
+// The CUDA GPT model's device memory: one cudaMalloc holding parameters, gradients,
+// AdamW state, activations, scratch and the data-parallel reducer's buffers, and one
+// pinned host staging area. Sized once at construction (allocate), so that a step
+// allocates nothing. The model (gpt_cuda.cu) derives from this and uses the pointers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace aiscale::nn::detail {
+
+// What allocate() sizes for.
+struct GptCudaSizes {
+  int64_t B = 0, T = 0, C = 0, NH = 0, L = 0, V = 0, Vp = 0, N = 0;  // Vp: padded vocabulary
+  size_t es = 4;           // bytes per value of the run's dtype
+  bool recompute = false;  // one shared buffer for ln1, ln2, GELU output of every layer
+  int64_t S = 0;           // master weights and moments (ZeRO-1: this rank's shard)
+  int64_t Ppad = 0;        // gradients (rounded up to the ZeRO-1 world size)
+  int64_t Pw = 0;          // working copy (with the padded vocabulary rows)
+  size_t cudnn_workspace_bytes = 0;
+  // Data parallelism.
+  int64_t world = 1;
+  bool gathered = false;       // every rank's tokens and d(res0) (overlapped)
+  bool gathers_pushed = false; // d(res0) pushed by the copy engines: a buffer of its own
+  bool zero = false;           // ZeRO-1: the flat working copy to gather into
+  size_t buckets = 0;          // the reducer's buckets (a sum of squares each, ZeRO-1)
+  size_t comm_buffer_bytes = 0;  // the reducer's bf16 bucket copies
+};
+
+class GptCudaMemory {
+ protected:
+  GptCudaMemory() = default;
+  ~GptCudaMemory();
+  GptCudaMemory(const GptCudaMemory&) = delete;
+  GptCudaMemory& operator=(const GptCudaMemory&) = delete;
+
+  // Throws Error (GPU out of memory, naming the size) when the allocation fails.
+  void allocate(const GptCudaSizes& z);
+  // Frees the device allocation (after everything that may still use it is done).
+  void release();
+
+  // Token positions grouped by id for the embedding backward: of this rank, or of every
+  // rank when gathered.
+  int64_t bucket_capacity() const { return bucket_capacity_; }
+  size_t bucket_ints() const { return size_t(3 * bucket_capacity_ + 1); }
+
+  struct Acts {
+    void *ln1, *qkv, *atty, *res_mid, *ln2, *fc_pre, *fc_gelu;  // (N, C), (N, 3C), ... of t
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;          // (N)
+    float* lse;                                                // (B, NH, T)
+  };
+
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  void* gemm_workspace_ = nullptr;
+  float *master_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
+  void* work_ = nullptr;
+  std::vector<void*> residuals_;  // L + 1 buffers (N, C): embedding output, block outputs
+  std::vector<Acts> acts_;
+  void* lnf_ = nullptr;
+  float *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  void* logits_ = nullptr;  // (N, Vp): logits, or dlogits after a fused forward
+  float *losses_ = nullptr, *loss_dev_ = nullptr;
+  void *dres_ = nullptr, *dln_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dfc_ = nullptr;
+  void* cudnn_workspace_ = nullptr;
+  float *dq_accum_ = nullptr, *delta_ = nullptr, *bias_scratch_ = nullptr, *bias_tmp_ = nullptr;
+  float *ln_scratch_ = nullptr, *logits_row_ = nullptr;
+  double *sumsq_scratch_ = nullptr, *sumsq_dev_ = nullptr;
+  int32_t *d_tokens_ = nullptr, *d_buckets_ = nullptr;
+
+  void* host_staging_ = nullptr;
+  int32_t *h_tokens_ = nullptr, *h_buckets_ = nullptr, *h_unique_ = nullptr,
+          *h_offsets_ = nullptr, *h_positions_ = nullptr;
+  float* h_loss_ = nullptr;
+  double* h_sumsq_ = nullptr;
+  std::vector<int32_t> bucket_counts_;
+  // Buffers this model holds for the reducer's cooperation (allocate()).
+  int32_t *tokens_all_ = nullptr, *h_tokens_all_ = nullptr;  // every rank's tokens
+  void* dres_all_ = nullptr;  // (world x N, C) of t: every rank's d(res0)
+  void* gather_ = nullptr;    // (Ppad) of t: flat working copy (ZeRO-1)
+  void* comm_buf_ = nullptr;  // the reducer's bf16 copies of the buckets
+
+
+ private:
+  int64_t bucket_capacity_ = 0;
+};
+
+}  // namespace aiscale::nn::detail

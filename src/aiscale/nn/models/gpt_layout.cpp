@@ -1,0 +1,76 @@
+#include "aiscale/nn/models/gpt_layout.h"
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::nn {
+
+GptLayout::GptLayout(const GptConfig& c) : config_(c) {
+  const int64_t C = c.n_embd;
+  int64_t offset = 0;
+  const auto add = [&](std::string name, Shape shape, bool matrix, bool transposed, int64_t layer) {
+    GptParamInfo p{std::move(name), shape, matrix, transposed, offset, layer};
+    offset += shape.numel();
+    tensors_.push_back(std::move(p));
+  };
+  add("wte.weight", Shape{c.vocab_size, C}, true, false, -1);
+  add("wpe.weight", Shape{c.block_size, C}, true, false, -1);
+  // One block's tensors: name, shape, matrix (decays; transposed in HF).
+  struct Block {
+    const char* name;
+    Shape shape;
+    bool matrix;
+  };
+  const Block block[kGptBlockParams] = {
+      {"ln_1.weight", Shape{C}, false},           {"ln_1.bias", Shape{C}, false},
+      {"attn.c_attn.weight", Shape{3 * C, C}, true}, {"attn.c_attn.bias", Shape{3 * C}, false},
+      {"attn.c_proj.weight", Shape{C, C}, true},  {"attn.c_proj.bias", Shape{C}, false},
+      {"ln_2.weight", Shape{C}, false},           {"ln_2.bias", Shape{C}, false},
+      {"mlp.c_fc.weight", Shape{4 * C, C}, true}, {"mlp.c_fc.bias", Shape{4 * C}, false},
+      {"mlp.c_proj.weight", Shape{C, 4 * C}, true}, {"mlp.c_proj.bias", Shape{C}, false},
+  };
+  int64_t in_block = 0;
+  for (int j = 0; j < kGptBlockParams; ++j) {
+    block_offset_[j] = in_block;
+    block_numel_[j] = block[j].shape.numel();
+    in_block += block_numel_[j];
+  }
+  block_size_ = in_block;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (const Block& b : block)
+      add(fmt::format("h.{}.{}", l, b.name), b.shape, b.matrix, b.matrix, l);
+  add("ln_f.weight", Shape{C}, false, false, -1);
+  add("ln_f.bias", Shape{C}, false, false, -1);
+  size_ = offset;
+  AISCALE_CHECK(size_ == c.num_params(), "GPT layout disagrees with GptConfig::num_params");
+}
+
+bool GptLayout::decays(const GptParamInfo& p, bool decay_embeddings) {
+  return p.is_matrix && (decay_embeddings || !p.is_embedding());
+}
+
+std::vector<GptParamInfo> gpt_param_infos(const GptConfig& c) { return GptLayout(c).tensors(); }
+
+}  // namespace aiscale::nn
+
+namespace aiscale::nn {
+
+GradientOrder gpt_gradient_order(const GptLayout& layout) {
+  const int64_t L = layout.config().n_layer;
+  GradientOrder order;
+  order.push_back({0, layout.embeddings_end(), kGptAfterLmHead, true, false});
+  for (int64_t l = L - 1; l >= 1; --l) {
+    const int64_t end = l == L - 1 ? layout.size() : layout.layer_end(l);
+    order.push_back({layout.layer_begin(l), end, static_cast<int>(l), false, false});
+  }
+  const int64_t end0 = L == 1 ? layout.size() : layout.layer_end(0);
+  const int64_t mlp = layout.at(0, GptBlockParam::proj_b);
+  const int64_t qkv = layout.at(0, GptBlockParam::qkv_w);
+  order.push_back({mlp, end0, kGptLayer0Mlp, true, true});
+  order.push_back({qkv, mlp, kGptLayer0Qkv, true, true});
+  order.push_back({layout.layer_begin(0), qkv, 0, true, false});
+  return order;
+}
+
+}  // namespace aiscale::nn
