@@ -3,7 +3,6 @@
 // second time (mostly from L2) to write dlogits in place: two passes over a (N, Vp) matrix
 // instead of the five of softmax, loss, and softmax backward done apart.
 #include <cfloat>
-#include <cstdlib>
 #include <type_traits>
 
 #include "aiscale/ops/cuda/common.cuh"
@@ -228,23 +227,14 @@ void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, 
           dscale, write_grad);
     };
     // The register-resident kernel holds one row per 512 threads at 128 registers: one
-    // block per SM, and it measured 1.9 ms against the two-pass kernel's 1.1 (H200, run 2):
+    // block per SM, and it measured 1.9 ms against the two-pass kernel's 1.1 (H200, 2026-11-26):
     // only for small vocabularies, where it fits in a few registers.
     if (need <= 1) launch_reg(std::integral_constant<int, 1>{});
     else if (need <= 2) launch_reg(std::integral_constant<int, 2>{});
-    else {
-      // Optionally cap the blocks per SM with unused shared memory (AISCALE_CUDA_XENT_SMEM_KB)
-      // so that the rows in flight fit in L2 and the second pass reads them from there.
-      const char* kb = std::getenv("AISCALE_CUDA_XENT_SMEM_KB");
-      const size_t smem = kb ? size_t(std::atoi(kb)) * 1024 : 0;
-      auto kernel = softmax_xent_kernel<X>;
-      if (smem > 48 * 1024)
-        AISCALE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                static_cast<int>(smem)));
-      kernel<<<static_cast<unsigned>(N), kXentThreads, smem, s>>>(
+    else
+      softmax_xent_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
           losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
           dscale, write_grad);
-    }
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
