@@ -9,8 +9,8 @@
 // tests/ops (the test_ops program) runs every op on every backend against the reference.
 //
 // Adding an op: a new enumerator below, its name in op.cpp, a row in every backend's
-// coverage table (reference and cpu in op.cpp, cuda in ops/cuda/coverage.cpp) and a
-// harness case in tests/ops. The first three are compile-time checks (static_assert on
+// coverage table (the host backends share one in op.cpp; cuda: ops/cuda/coverage.cpp)
+// and a harness case in tests/ops. The first three are compile-time checks (static_assert on
 // the count and order of each table); the last is `test_ops coverage` (ctest ops.coverage).
 //
 // Host-only header without fmt, so that .cu files may include it.
