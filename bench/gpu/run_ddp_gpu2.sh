@@ -51,7 +51,7 @@ if has peer; then
   peer_pid=$!
 fi
 
-if has build; then build_cuda aiscale aiscale_gpu2_tests aiscale_gpu_check aiscale_nvlink_load aiscale_p2p_copy_bench; else use_devdeps; fi
+if has build; then build_cuda aiscale aiscale_gpu2_tests test_ops aiscale_nvlink_load aiscale_p2p_copy_bench; else use_devdeps; fi
 grep -E "aiscale: (CUDA|NCCL)" "$OUT/setup.log"
 
 if [ -n "$peer_pid" ]; then
@@ -62,9 +62,9 @@ fi
 
 if has check; then
   log "gpu checks (one GPU: every op against the CPU reference)"
-  timeout 200 "$BIN/tests/gpu/aiscale_gpu_check" > "$OUT/check.log" 2>&1
+  timeout 200 "$BIN/tests/ops/test_ops" test --backend cuda > "$OUT/check.log" 2>&1
   echo "check exit code $?" >> "$OUT/check.log"
-  grep -E "FAIL|ERROR|GPU checks|check exit" "$OUT/check.log" | tail -8
+  grep -E "FAIL|ERROR|cuda checks|check exit" "$OUT/check.log" | tail -8
 fi
 
 common=(bench language --model gpt2-124m --batch 16 --seq 1024 --device cuda --precision bf16)

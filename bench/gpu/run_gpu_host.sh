@@ -37,7 +37,7 @@ if has peer; then
   peer_pid=$!
 fi
 
-if has build; then build_cuda aiscale_gpu_check aiscale_gpt_bench aiscale; else use_devdeps; fi
+if has build; then build_cuda test_ops aiscale_attention_variants aiscale_gpt_bench aiscale; else use_devdeps; fi
 
 if [ -n "$peer_pid" ]; then
   log "waiting for pytorch"
@@ -47,9 +47,11 @@ fi
 
 if has check; then
   log "checks"
-  timeout 300 "$BIN/tests/gpu/aiscale_gpu_check" > "$OUT/check.log" 2>&1
+  timeout 300 "$BIN/tests/ops/test_ops" test --backend cuda > "$OUT/check.log" 2>&1
   echo "check exit code $?" >> "$OUT/check.log"
-  grep -E "FAIL|ERROR|GPU checks" "$OUT/check.log" | tail -25
+  timeout 120 "$BIN/bench/dev/aiscale_attention_variants" check >> "$OUT/check.log" 2>&1
+  echo "workbench check exit code $?" >> "$OUT/check.log"
+  grep -E "FAIL|ERROR|cuda checks|workbench checks|exit code" "$OUT/check.log" | tail -25
 fi
 
 if has profile; then
@@ -60,13 +62,13 @@ if has profile; then
     --kernel-name regex:'flash_forward_wide|flash_backward_kernel|layernorm_backward|gelu_backward_partial' \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    "$BIN/tests/gpu/aiscale_gpu_check" --profile > "$OUT/ncu.txt" 2>&1
+    "$BIN/tests/ops/test_ops" perf --backend cuda --profile > "$OUT/ncu.txt" 2>&1
   echo "ncu exit code $?" >> "$OUT/ncu.txt"
 fi
 
 if has perf; then
   log "perf"
-  timeout 120 "$BIN/tests/gpu/aiscale_gpu_check" --perf > "$OUT/perf.log" 2>&1
+  timeout 120 "$BIN/tests/ops/test_ops" perf --backend cuda > "$OUT/perf.log" 2>&1
   echo "perf exit code $?" >> "$OUT/perf.log"
 fi
 

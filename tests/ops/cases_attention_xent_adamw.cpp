@@ -225,7 +225,7 @@ void adamw_fast_vs_reference(const Backend& fast, const Backend& ref, Outcome& o
 OpFamily attention_family() {
   OpFamily f;
   f.name = "attention";
-  f.ops = {"attention_forward", "attention_backward"};
+  f.ops = {Op::attention_forward, Op::attention_backward};
   f.tolerances = {
       .forward = 2e-5, .backward = 5e-5, .fd = 1e-3, .fd_step = 1e-2f, .fd_samples = 64};
   f.test_cases = [] {
@@ -245,7 +245,7 @@ OpFamily attention_family() {
 OpFamily softmax_xent_family() {
   OpFamily f;
   f.name = "softmax_xent";
-  f.ops = {"softmax_xent_forward", "softmax_xent_backward"};
+  f.ops = {Op::softmax_xent_forward, Op::softmax_xent_backward};
   // fd_step 5e-2: the loss of a row is a float near log(V), so a smaller step drowns
   // the difference in its rounding; the curvature is small enough for this step. For
   // the same reason V stays small in grad mode: at V = 50257 the gradients (~1/V) are
@@ -266,7 +266,7 @@ OpFamily softmax_xent_family() {
 OpFamily adamw_family() {
   OpFamily f;
   f.name = "adamw";
-  f.ops = {"adamw_update"};
+  f.ops = {Op::adamw_update};
   f.tolerance_note = "checked against a hand-computed update, not gradients";
   f.custom_test = [](const Backend& fast, const Backend& ref, Outcome& outcome) {
     adamw_fast_vs_reference(fast, ref, outcome);
@@ -281,7 +281,7 @@ OpFamily adamw_family() {
 OpFamily helpers_family() {
   OpFamily f;
   f.name = "helpers";
-  f.ops = {"sum_squares", "backend_by_name"};
+  f.ops = {Op::sum_squares};
   f.tolerance_note = "sum_squares vs a long-double sum, bit-identical for 1 and 3 threads";
   f.custom_test = [](const Backend&, const Backend&, Outcome& outcome) {
     for (int64_t n : {0, 1, 7, 4097, 100003, 3000017}) {

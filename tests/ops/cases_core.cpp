@@ -218,7 +218,7 @@ class ResidualCase : public DiffCase {
 OpFamily matmul_family() {
   OpFamily f;
   f.name = "matmul";
-  f.ops = {"matmul_forward", "matmul_backward"};
+  f.ops = {Op::matmul_forward, Op::matmul_backward};
   f.tolerances = {
       .forward = 2e-5, .backward = 2e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 48};
   f.test_cases = [] {
@@ -236,7 +236,7 @@ OpFamily matmul_family() {
 OpFamily embedding_family() {
   OpFamily f;
   f.name = "embedding";
-  f.ops = {"embedding_forward", "embedding_backward"};
+  f.ops = {Op::embedding_forward, Op::embedding_backward};
   // backward: float sums over repeated tokens, in different orders
   f.tolerances = {
       .forward = 0.0, .backward = 1e-5, .fd = 2e-4, .fd_step = 1e-2f, .fd_samples = 48};
@@ -255,7 +255,7 @@ OpFamily embedding_family() {
 OpFamily layernorm_family() {
   OpFamily f;
   f.name = "layernorm";
-  f.ops = {"layernorm_forward", "layernorm_backward"};
+  f.ops = {Op::layernorm_forward, Op::layernorm_backward};
   f.tolerances = {
       .forward = 2e-5, .backward = 2e-5, .fd = 2e-3, .fd_step = 1e-2f, .fd_samples = 48};
   f.test_cases = [] {
@@ -271,7 +271,7 @@ OpFamily layernorm_family() {
 OpFamily gelu_family() {
   OpFamily f;
   f.name = "gelu";
-  f.ops = {"gelu_forward", "gelu_backward"};
+  f.ops = {Op::gelu_forward, Op::gelu_backward};
   f.tolerances = {
       .forward = 1e-5, .backward = 1e-5, .fd = 5e-4, .fd_step = 1e-2f, .fd_samples = 64};
   f.test_cases = [] { return make_cases<GeluCase, int64_t>({{1}, {7}, {1000}, {100003}}); };
@@ -282,7 +282,7 @@ OpFamily gelu_family() {
 OpFamily residual_family() {
   OpFamily f;
   f.name = "residual";
-  f.ops = {"residual_forward", "residual_backward"};
+  f.ops = {Op::residual_forward, Op::residual_backward};
   f.tolerances = {
       .forward = 0.0, .backward = 1e-6, .fd = 2e-4, .fd_step = 1e-2f, .fd_samples = 32};
   f.tolerance_note = "forward must be exact";

@@ -1,4 +1,5 @@
 // test_ops harness: one "case" is one op family (forward + backward) at one shape.
+// Host backends here; the CUDA backend's cases in cuda/ (cuda_harness.h).
 // The generic drivers in modes.cpp run every case the same way:
 //   test: fast backend vs reference on random inputs, outputs poisoned with NaN first,
 //         gradient conventions (accumulate vs overwrite) checked on pre-filled buffers;
@@ -32,6 +33,7 @@ double max_error(const Floats& got, const Floats& want);
 // Collects the checks of one op: the worst error seen against its tolerance, and
 // every failure message.
 struct Outcome {
+  bool verbose = false;  // print every check as it is made
   int checks = 0;
   double worst_ratio = 0.0;  // max of error / tolerance over all checks
   std::string worst_what;
@@ -101,8 +103,8 @@ CaseList make_cases(std::initializer_list<std::tuple<Args...>> shapes) {
 }
 
 struct OpFamily {
-  std::string name;              // "matmul"; --op accepts it or any of `ops`
-  std::vector<std::string> ops;  // {"matmul_forward", "matmul_backward"}
+  std::string name;     // "matmul"; --op accepts it or any of `ops`
+  std::vector<Op> ops;  // {Op::matmul_forward, Op::matmul_backward}
   Tolerances tolerances;
   std::function<CaseList()> test_cases;  // typical and odd shapes
   std::function<CaseList()> grad_cases;  // small shapes, for finite differences
@@ -128,8 +130,12 @@ OpFamily helpers_family();
 bool selects(const OpFamily& family, const std::string& name);
 
 // Modes; each returns the process exit status.
-int run_test_mode(const std::string& op);
+int run_test_mode(const std::string& op, bool verbose);
 int run_grad_mode(const std::string& op);
 int run_perf_mode(const std::string& op, const std::string& backend, double min_seconds);
+// Every op of the vocabulary against every backend's coverage table and the harness's
+// families: prints the table; fails where a backend implements an op that no family checks
+// or a host-table op has no entry.
+int run_coverage_mode();
 
 }  // namespace aiscale::ops::testing

@@ -59,6 +59,10 @@ double max_error(const Floats& got, const Floats& want) {
 
 void Outcome::check(const std::string& what, double err, double tol) {
   ++checks;
+  if (verbose) {
+    std::printf("  %-70s err %.3e  tol %.0e  %s\n", what.c_str(), err, tol,
+                err <= tol ? "ok" : "FAIL");
+  }
   const double inf = std::numeric_limits<double>::infinity();
   const double ratio = tol > 0.0 ? err / tol : (err == 0.0 ? 0.0 : inf);
   if (checks == 1 || !(ratio <= worst_ratio)) {  // also takes NaN
@@ -77,7 +81,8 @@ void Outcome::fail(const std::string& message) {
 
 bool selects(const OpFamily& family, const std::string& name) {
   if (name.empty() || name == family.name) return true;
-  return std::find(family.ops.begin(), family.ops.end(), name) != family.ops.end();
+  return std::any_of(family.ops.begin(), family.ops.end(),
+                     [&](Op op) { return op_name(op) == name; });
 }
 
 namespace {
@@ -273,7 +278,7 @@ void print_summary(const OpFamily& f, const char* mode, const Outcome& o, int ca
 
 }  // namespace
 
-int run_test_mode(const std::string& op) {
+int run_test_mode(const std::string& op, bool verbose) {
   const Backend& fast = cpu_backend();
   const Backend& ref = reference_backend();
   int failed = 0, selected = 0;
@@ -282,6 +287,7 @@ int run_test_mode(const std::string& op) {
     ++selected;
     Timer timer;
     Outcome outcome;
+    outcome.verbose = verbose;
     int cases = 0;
     if (f.custom_test) {
       f.custom_test(fast, ref, outcome);

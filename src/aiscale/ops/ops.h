@@ -1,6 +1,8 @@
-// Every op of the GPT path, declared once. A backend is a table of these functions;
-// `reference` is the plain definition of each op, `cpu` the fast path (OpenBLAS GEMM,
-// OpenMP), checked against the reference by tests/ops (modes `test` and `grad`).
+// The host backends' calling convention for the ops of the vocabulary (op.h): a backend
+// is a table of these functions; `reference` is the plain definition of each op, `cpu`
+// the fast path (OpenBLAS GEMM, OpenMP), checked against the reference by tests/ops
+// (test_ops, modes `test`, `grad` and `perf`). The CUDA backend implements the same ops
+// with device pointers, dtypes and streams (ops/cuda/cuda_ops.cuh).
 //
 // Layout conventions (row-major, fp32 on the host):
 //   N = rows (B*T tokens), C = channels, OC = output channels, V = vocabulary,
@@ -11,6 +13,8 @@
 #pragma once
 #include <cstdint>
 #include <string_view>
+
+#include "aiscale/ops/op.h"
 
 namespace aiscale::ops {
 
@@ -81,11 +85,23 @@ struct Backend {
                        const AdamWParams& hp);
 };
 
-// Number of op entries (function pointers) in Backend: adding an op without updating
-// every table and the ops test fails to compile.
-inline constexpr int kOpCount = 15;
-static_assert(sizeof(Backend) == sizeof(const char*) + kOpCount * sizeof(void (*)()),
-              "Backend changed: update kOpCount, every backend table and tests/ops");
+// The ops of the vocabulary that the host table holds (one function pointer each, in the
+// order of Op). The others are either free functions shared by the host backends
+// (sum_squares) or fused steps that only the CUDA backend has as ops of their own (on the
+// host they are part of another op: bias_grad of matmul_backward, ...).
+constexpr bool in_host_table(Op op) {
+  return static_cast<int>(op) <= static_cast<int>(Op::adamw_update);
+}
+constexpr int host_table_op_count() {
+  int n = 0;
+  for (int i = 0; i < kOpCount; ++i) n += in_host_table(static_cast<Op>(i)) ? 1 : 0;
+  return n;
+}
+static_assert(sizeof(Backend) == sizeof(const char*) + host_table_op_count() * sizeof(void (*)()),
+              "Backend changed: update Op (op.h), in_host_table, every table and tests/ops");
+
+// The table's entry for op, or null where op is not in the host table.
+const void* host_entry(const Backend& backend, Op op);
 
 const Backend& reference_backend();
 const Backend& cpu_backend();

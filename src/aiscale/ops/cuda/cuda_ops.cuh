@@ -6,7 +6,9 @@
 // Layouts follow ops.h (row-major; N = B*T rows, C channels, OC output channels, V
 // vocabulary, NH heads). Backward conventions as in ops.h: parameter gradients
 // accumulate (+=), activation gradients overwrite unless `accumulate` says otherwise.
-// Each function is checked against the CPU reference by tests/gpu/gpu_ops_check.cpp.
+// These are the CUDA backend's entries for the ops of the vocabulary (ops/op.h); which op
+// and dtype each covers is its coverage table (coverage.cpp), and every one is checked
+// against the CPU reference by tests/ops (`test_ops test --backend cuda`).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -174,15 +176,18 @@ void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float
 size_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
 
 // ---------------------------------------------------------------------------------------
-// Causal multi-head attention (attention.cu). qkv (B, T, 3C) with Q, K, V concatenated
+// Causal multi-head attention (attention/). qkv (B, T, 3C) with Q, K, V concatenated
 // along the channels; out (B, T, C); lse (B, NH, T) fp32 log-sum-exp of the scaled scores
 // in base 2 (what backward needs to rebuild the probabilities).
 
-// flash: the tensor-core kernels (forward with 32 query rows per warp, backward with one
-// barrier per query tile). Variants kept for measurements: flash_narrow (forward with
-// 16-row warps), flash_occ3 (forward capped for 3 blocks per SM), flash_two_barrier
-// (backward computing dQ between two barriers). simple: CUDA cores. cudnn: cuDNN's fused
-// engines, through the stateful CudnnAttention (cudnn_attention.h), not these functions.
+// The choices of train.attention / --attention: automatic (cuDNN where this build has it
+// and it takes the shape, else flash), cudnn (cuDNN's fused engines, through the stateful
+// CudnnAttention of cudnn_attention.h, not these functions), flash (the tensor-core
+// kernels: forward with 32 query rows per warp, backward with one barrier per query tile),
+// simple (CUDA cores). flash_narrow, flash_occ3 and flash_two_barrier name variants that
+// lost their measurements and now live in the kernel workbench (bench/dev); passed to the
+// functions below they fail with a message saying so. (The names stay until the model's
+// choice table stops naming them.)
 enum class AttentionImpl : uint8_t {
   automatic,
   cudnn,
@@ -192,6 +197,8 @@ enum class AttentionImpl : uint8_t {
   flash_two_barrier,
   simple
 };
+// "auto", "cudnn", "flash", "simple", ... (the names of train.attention).
+const char* attention_impl_name(AttentionImpl impl);
 // Whether the tensor-core flash kernels cover this case (bf16 / fp16, head size 64).
 bool attention_flash_supported(DType t, int64_t head_size);
 // Whether any kernel covers it (simple kernels: head sizes 16, 32, 64, 128).

@@ -1,5 +1,6 @@
-// Helpers for the GPU checks: device buffers that convert from / to fp32 host vectors,
-// random inputs, relative errors, and a result table.
+// Device-side helpers of the op harness's CUDA cases (tests/ops/cuda) and of the kernel
+// workbench (bench/dev): device buffers that convert from / to fp32 host vectors, random
+// inputs rounded to a dtype, relative errors and a CUDA-event timer.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -7,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -14,7 +17,7 @@
 
 #include "aiscale/core/dtype.h"
 
-namespace aiscale::gpu_check {
+namespace aiscale::dev {
 
 inline void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -32,23 +35,23 @@ inline void round_all(DType t, std::vector<float>& v) {
 }
 
 // A device buffer of n values of dtype t (or raw bytes for ints / fp32 state).
-class DevBuf {
+class Buffer {
  public:
-  DevBuf() = default;
-  DevBuf(DType t, size_t n) : t_(t), n_(n) {
+  Buffer() = default;
+  Buffer(DType t, size_t n) : t_(t), n_(n) {
     check_cuda(cudaMalloc(&p_, n * dtype_size(t) + 16), "cudaMalloc");
     poison();
   }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  DevBuf(DevBuf&& o) noexcept { *this = std::move(o); }
-  DevBuf& operator=(DevBuf&& o) noexcept {
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
     std::swap(p_, o.p_);
     std::swap(t_, o.t_);
     std::swap(n_, o.n_);
     return *this;
   }
-  ~DevBuf() {
+  ~Buffer() {
     if (p_) cudaFree(p_);
   }
   void* get() const { return p_; }
@@ -110,21 +113,28 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) 
   return std::sqrt(num / den);
 }
 
-struct Results {
-  int passed = 0, failed = 0;
-  void record(const std::string& name, DType t, double err, double tol) {
-    const bool ok = err <= tol;
-    std::printf("%-44s %-5s rel_err %.3e  tol %.0e  %s\n", name.c_str(),
-                std::string(t == DType::f32 ? "fp32" : t == DType::bf16 ? "bf16" : "fp16").c_str(),
-                err, tol, ok ? "ok" : "FAIL");
-    std::fflush(stdout);
-    (ok ? passed : failed)++;
+// Median of `reps` timed runs of f (after 3 untimed ones), in milliseconds, by CUDA events
+// on the default stream.
+inline double median_ms(const std::function<void()>& f, int reps = 20) {
+  cudaEvent_t e0, e1;
+  check_cuda(cudaEventCreate(&e0), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&e1), "cudaEventCreate");
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> ts;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(e0);
+    f();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    ts.push_back(ms);
   }
-  void check(const std::string& name, bool ok) {
-    std::printf("%-44s %s\n", name.c_str(), ok ? "ok" : "FAIL");
-    std::fflush(stdout);
-    (ok ? passed : failed)++;
-  }
-};
+  check_cuda(cudaGetLastError(), "timed op");
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
 
-}  // namespace aiscale::gpu_check
+}  // namespace aiscale::dev

@@ -1,0 +1,171 @@
+// The op vocabulary's names, the host backends' coverage tables and supports().
+#include "aiscale/ops/op.h"
+
+#include <array>
+
+#include "aiscale/ops/ops.h"
+
+// A switch over Op without a case for every op is an error in this file: adding an op
+// must add its host-table entry below.
+#pragma GCC diagnostic error "-Wswitch"
+
+namespace aiscale::ops {
+namespace {
+
+constexpr std::array<std::string_view, kOpCount> kOpNames = {
+    "matmul_forward",       "matmul_backward",       "embedding_forward",  "embedding_backward",
+    "layernorm_forward",    "layernorm_backward",    "gelu_forward",       "gelu_backward",
+    "attention_forward",    "attention_backward",    "residual_forward",   "residual_backward",
+    "softmax_xent_forward", "softmax_xent_backward", "adamw_update",       "sum_squares",
+    "bias_grad",            "gelu_backward_bias",    "add_inplace",        "cast",
+    "mean_reduce",          "logits_row",
+};
+constexpr bool all_named() {
+  for (std::string_view n : kOpNames) {
+    if (n.empty()) return false;
+  }
+  return true;
+}
+static_assert(all_named(), "an Op has no name: add it to kOpNames in enum order");
+
+constexpr std::array<std::string_view, kBackendCount> kBackendNames = {"reference", "cpu",
+                                                                       "cuda"};
+
+// The entry names the ops::Backend field (fp32 only).
+#define AISCALE_HOST_ROW(op) {Op::op, kF32, "Backend::" #op}
+#define AISCALE_HOST_ABSENT(op, why) {Op::op, kNoDTypes, why}
+
+// Both host backends: the fast cpu backend covers exactly what the reference covers (it
+// is checked against it op by op). Give cpu a table of its own the day they differ.
+constexpr OpCoverage kHostCoverage[] = {
+    AISCALE_HOST_ROW(matmul_forward),
+    AISCALE_HOST_ROW(matmul_backward),
+    AISCALE_HOST_ROW(embedding_forward),
+    AISCALE_HOST_ROW(embedding_backward),
+    AISCALE_HOST_ROW(layernorm_forward),
+    AISCALE_HOST_ROW(layernorm_backward),
+    AISCALE_HOST_ROW(gelu_forward),
+    AISCALE_HOST_ROW(gelu_backward),
+    AISCALE_HOST_ROW(attention_forward),
+    AISCALE_HOST_ROW(attention_backward),
+    AISCALE_HOST_ROW(residual_forward),
+    AISCALE_HOST_ROW(residual_backward),
+    AISCALE_HOST_ROW(softmax_xent_forward),
+    AISCALE_HOST_ROW(softmax_xent_backward),
+    AISCALE_HOST_ROW(adamw_update),
+    {Op::sum_squares, kF32, "ops::sum_squares (shared by both host backends)"},
+    AISCALE_HOST_ABSENT(bias_grad, "part of matmul_backward (dbias)"),
+    AISCALE_HOST_ABSENT(gelu_backward_bias, "gelu_backward, then matmul_backward's dbias"),
+    AISCALE_HOST_ABSENT(add_inplace, "the host ops accumulate where ops.h says so"),
+    AISCALE_HOST_ABSENT(cast, "the host backends compute in fp32 only"),
+    AISCALE_HOST_ABSENT(mean_reduce, "the CPU model averages the losses itself"),
+    AISCALE_HOST_ABSENT(logits_row, "matmul_forward over one row"),
+};
+static_assert(covers_every_op_in_order(kHostCoverage, int(std::size(kHostCoverage))),
+              "host coverage: one row per Op, in enum order");
+
+
+#undef AISCALE_HOST_ROW
+#undef AISCALE_HOST_ABSENT
+
+// Shape limits that hold for the host backends' ops (beyond sizes being positive).
+Support host_shape_support(Op op, const OpShape& s) {
+  if ((op == Op::attention_forward || op == Op::attention_backward) &&
+      (s.NH <= 0 || s.C % s.NH != 0)) {
+    return Support::no("attention needs C a multiple of NH");
+  }
+  return Support::yes();
+}
+
+}  // namespace
+
+std::string_view op_name(Op op) {
+  const int i = static_cast<int>(op);
+  return i >= 0 && i < kOpCount ? kOpNames[size_t(i)] : std::string_view("?");
+}
+
+std::optional<Op> op_by_name(std::string_view name) {
+  for (int i = 0; i < kOpCount; ++i) {
+    if (kOpNames[size_t(i)] == name) return static_cast<Op>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view backend_name(BackendId b) {
+  const int i = static_cast<int>(b);
+  return i >= 0 && i < kBackendCount ? kBackendNames[size_t(i)] : std::string_view("?");
+}
+
+std::optional<BackendId> backend_id_by_name(std::string_view name) {
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (kBackendNames[size_t(i)] == name) return static_cast<BackendId>(i);
+  }
+  return std::nullopt;
+}
+
+bool backend_compiled(BackendId b) {
+#if AISCALE_HAVE_CUDA
+  constexpr bool cuda = true;
+#else
+  constexpr bool cuda = false;
+#endif
+  return b == BackendId::cuda ? cuda : b != BackendId::count;
+}
+
+const OpCoverage* coverage_table(BackendId b) {
+  switch (b) {
+    case BackendId::reference:
+    case BackendId::cpu: return kHostCoverage;
+    case BackendId::cuda: return cuda_coverage_table();
+    case BackendId::count: break;
+  }
+  return nullptr;
+}
+
+const OpCoverage& coverage(BackendId b, Op op) {
+  return coverage_table(b)[static_cast<int>(op)];
+}
+
+Support supports(BackendId b, Op op, DType t, const OpShape& shape) {
+  if (b == BackendId::count || op == Op::count) return Support::no("not a backend or op");
+  if (!backend_compiled(b)) {
+    return Support::no(std::string(backend_name(b)) + " is not in this build");
+  }
+  if (b == BackendId::cuda) return cuda_supports(op, t, shape);
+  const OpCoverage& row = coverage(b, op);
+  if (row.dtypes.empty()) return Support::no(row.entry);
+  if (!row.dtypes.has(t)) return Support::no("the host backends compute in fp32 only");
+  return host_shape_support(op, shape);
+}
+
+const void* host_entry(const Backend& be, Op op) {
+  switch (op) {
+    case Op::matmul_forward: return reinterpret_cast<const void*>(be.matmul_forward);
+    case Op::matmul_backward: return reinterpret_cast<const void*>(be.matmul_backward);
+    case Op::embedding_forward: return reinterpret_cast<const void*>(be.embedding_forward);
+    case Op::embedding_backward: return reinterpret_cast<const void*>(be.embedding_backward);
+    case Op::layernorm_forward: return reinterpret_cast<const void*>(be.layernorm_forward);
+    case Op::layernorm_backward: return reinterpret_cast<const void*>(be.layernorm_backward);
+    case Op::gelu_forward: return reinterpret_cast<const void*>(be.gelu_forward);
+    case Op::gelu_backward: return reinterpret_cast<const void*>(be.gelu_backward);
+    case Op::attention_forward: return reinterpret_cast<const void*>(be.attention_forward);
+    case Op::attention_backward: return reinterpret_cast<const void*>(be.attention_backward);
+    case Op::residual_forward: return reinterpret_cast<const void*>(be.residual_forward);
+    case Op::residual_backward: return reinterpret_cast<const void*>(be.residual_backward);
+    case Op::softmax_xent_forward: return reinterpret_cast<const void*>(be.softmax_xent_forward);
+    case Op::softmax_xent_backward:
+      return reinterpret_cast<const void*>(be.softmax_xent_backward);
+    case Op::adamw_update: return reinterpret_cast<const void*>(be.adamw_update);
+    case Op::sum_squares:
+    case Op::bias_grad:
+    case Op::gelu_backward_bias:
+    case Op::add_inplace:
+    case Op::cast:
+    case Op::mean_reduce:
+    case Op::logits_row:
+    case Op::count: return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace aiscale::ops
