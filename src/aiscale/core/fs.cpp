@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
 
 namespace aiscale {
 
@@ -54,6 +55,7 @@ void atomic_write_file(const std::string& path, std::string_view content) {
 }
 
 std::string read_file(const std::string& path) {
+  validate::regular_file(path, "file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': no such file or no permission", path);
   std::stringstream ss;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
 
 namespace aiscale::data {
 
@@ -147,6 +148,7 @@ void write_token_shard(const std::filesystem::path& path, std::span<const int32_
 // ---------------------------------------------------------------- reader
 
 ShardHeader read_shard_header(const std::filesystem::path& path) {
+  validate::regular_file(path.string(), "token shard");  // a FIFO would block the open
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr)
     fail("cannot open token shard {}: {}; check the path, or create shards with "
@@ -164,6 +166,7 @@ ShardHeader read_shard_header(const std::filesystem::path& path) {
 }
 
 MappedTokenShard::MappedTokenShard(std::filesystem::path path) : path_(std::move(path)) {
+  validate::regular_file(path_.string(), "token shard");  // a FIFO would block the open
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     fail("cannot open token shard {}: {}; check the path, or create shards with "
