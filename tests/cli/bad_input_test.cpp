@@ -46,4 +46,15 @@ TEST(BadInput, SpecialFilesAreRefusedNotWaitedOn) {
   fs::remove_all(dir);
 }
 
+TEST(BadInput, BadEnvironmentIsNamed) {
+  fs::path dir = temp_dir("env");
+  write_byte_shards(dir, 4000, 400);
+  const std::string cfg = tiny_config(dir);
+  auto r = run_aiscale("train -q -c " + cfg, "OMP_NUM_THREADS=lots");
+  expect_refused(r, "OMP_NUM_THREADS");
+  r = run_aiscale("train -q -c " + cfg + " --set run.name=f", "AISCALE_FAULT=slow@0:nan");
+  expect_refused(r, "AISCALE_FAULT");
+  fs::remove_all(dir);
+}
+
 }  // namespace

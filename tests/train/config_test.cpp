@@ -136,3 +136,12 @@ TEST(TrainConfig, AbsurdCountsAreRefusedWithTheirKey) {
   EXPECT_NE(e.find("train.steps"), std::string::npos) << e;
   EXPECT_NE(e.find("2^40"), std::string::npos) << e;
 }
+
+TEST(TrainConfig, DivergenceKeys) {
+  auto c = parse_train_config("", "t.toml", {});
+  EXPECT_EQ(c.divergence_factor, 5.0);
+  EXPECT_EQ(c.divergence_window, 20);
+  std::string e = error_of("[train]\ndivergence_factor = 0.5\n");
+  EXPECT_NE(e.find("train.divergence_factor"), std::string::npos) << e;
+  EXPECT_EQ(error_of("[train]\ndivergence_factor = 0\n"), "");
+}

@@ -195,6 +195,13 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.max_nonfinite_steps", &TrainConfig::max_nonfinite_steps,
                         "updates skipped for a NaN/Inf loss or gradient before the run stops", 0,
                         int64_t{1} << 40));
+    k.push_back(real_key("train.divergence_factor", &TrainConfig::divergence_factor,
+                         "stop the run (exit 3) when a step's loss exceeds this many times the "
+                         "mean of the train.divergence_window steps before; 0 turns it off",
+                         0.0, 1e6));
+    k.push_back(int_key("train.divergence_window", &TrainConfig::divergence_window,
+                        "steps whose mean loss is the running level divergence is judged by", 1,
+                        100000));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
                            "aiscale launch), then NCCL on GPUs (train.device = cuda) and MPI on "
@@ -325,6 +332,9 @@ void validate(const TrainConfig& c, const std::string& source) {
          "model.block_size", source, c.seq_len, c.model.block_size);
   if (c.warmup_steps > c.steps)
     fail("{}: train.warmup_steps = {} exceeds train.steps = {}", source, c.warmup_steps, c.steps);
+  if (c.divergence_factor > 0 && c.divergence_factor <= 1.0)
+    fail("{}: train.divergence_factor = {} would stop a healthy run: use a factor above 1 (the "
+         "default is 5), or 0 to turn the check off", source, c.divergence_factor);
   if (c.min_lr_ratio > 1.0)
     fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
   if (c.beta1 >= 1.0 || c.beta2 >= 1.0)
