@@ -49,7 +49,7 @@ void add_allreduce_command(CLI::App* bench) {
   ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str()
       ->check(integer_in(1, int64_t{1} << 40));
   ar->add_option("--step-factor", args->o.step_factor, "size multiplier between messages (2 or 4 ...)")
-      ->capture_default_str()->check(integer_in(2, 1024));
+      ->capture_default_str();
   ar->add_option("--iters", args->o.iters, "timed all-reduces per size")->capture_default_str()
       ->check(positive_number());
   ar->add_option("--warmup", args->o.warmup, "untimed all-reduces per size first")->capture_default_str()

@@ -218,7 +218,7 @@ const std::vector<Key>& schema() {
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
-                        "weights and AdamW moments sharded over the GPU ranks (NCCL)", 0, 1));
+                        "weights and AdamW moments sharded over the GPU ranks (NCCL)", 0, 3));
     k.push_back(bool_key("parallel.overlap", &TrainConfig::overlap,
                          "GPU ranks (NCCL): reduce gradient buckets during backward; false "
                          "reduces them all after backward"));
