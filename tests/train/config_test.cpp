@@ -108,3 +108,40 @@ TEST(Schedule, WarmupThenCosineToMin) {
   EXPECT_NEAR(aiscale::train::learning_rate(c, 109), 0.1, 1e-12);
   EXPECT_NEAR(aiscale::train::learning_rate(c, 10 + 99 / 2.0), 0.55, 0.02);
 }
+
+// Non-finite numbers pass every `<` test: each is refused with its key named.
+TEST(TrainConfig, NonFiniteNumbersAreRefused) {
+  std::string e = error_of("[train]\nlr = nan\n");
+  EXPECT_NE(e.find("train.lr"), std::string::npos) << e;
+  EXPECT_NE(e.find("not a finite number"), std::string::npos) << e;
+  e = error_of("[parallel]\ntimeout_s = inf\n");
+  EXPECT_NE(e.find("parallel.timeout_s"), std::string::npos) << e;
+  e = error_of("", {"train.grad_clip=nan"});
+  EXPECT_NE(e.find("--set train.grad_clip=nan"), std::string::npos) << e;
+  e = error_of("", {"train.beta1=-inf"});
+  EXPECT_NE(e.find("train.beta1"), std::string::npos) << e;
+}
+
+// Counts that reach OpenMP, loop bounds or the allocator are bounded in the schema.
+TEST(TrainConfig, AbsurdCountsAreRefusedWithTheirKey) {
+  std::string e = error_of("[train]\nthreads = 100000\n");
+  EXPECT_NE(e.find("train.threads"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most 1024"), std::string::npos) << e;
+  e = error_of("[model]\npreset = \"gpt-tiny\"\nn_embd = 4000000\n");
+  EXPECT_NE(e.find("model.n_embd"), std::string::npos) << e;
+  e = error_of("[model]\npreset = \"gpt-tiny\"\nblock_size = 1048576\n[train]\nbatch_size = 1048576\n"
+               "seq_len = 1048576\n");
+  EXPECT_NE(e.find("train.batch_size x train.seq_len"), std::string::npos) << e;
+  e = error_of("[train]\nsteps = 9223372036854775807\n");
+  EXPECT_NE(e.find("train.steps"), std::string::npos) << e;
+  EXPECT_NE(e.find("2^40"), std::string::npos) << e;
+}
+
+TEST(TrainConfig, DivergenceKeys) {
+  auto c = parse_train_config("", "t.toml", {});
+  EXPECT_EQ(c.divergence_factor, 5.0);
+  EXPECT_EQ(c.divergence_window, 20);
+  std::string e = error_of("[train]\ndivergence_factor = 0.5\n");
+  EXPECT_NE(e.find("train.divergence_factor"), std::string::npos) << e;
+  EXPECT_EQ(error_of("[train]\ndivergence_factor = 0\n"), "");
+}

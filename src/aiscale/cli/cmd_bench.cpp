@@ -7,6 +7,7 @@
 #include "aiscale/bench/allreduce.h"
 #include "aiscale/bench/language.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/parallel/comm.h"
@@ -57,22 +58,24 @@ void add_allreduce_command(CLI::App* bench) {
       "aiscale launch, mpirun or srun)");
   ar->add_option("--backend", args->o.backend, "nccl (GPU buffers) or mpi (host buffers)")
       ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi"}));
-  ar->add_option("--min-bytes", args->o.min_bytes, "smallest message")->capture_default_str();
-  ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str();
+  ar->add_option("--min-bytes", args->o.min_bytes, "smallest message")->capture_default_str()
+      ->check(integer_in(1, int64_t{1} << 40));
+  ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str()
+      ->check(integer_in(1, int64_t{1} << 40));
   ar->add_option("--step-factor", args->o.step_factor, "size multiplier between messages (2 or 4 ...)")
       ->capture_default_str();
   ar->add_option("--iters", args->o.iters, "timed all-reduces per size")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   ar->add_option("--warmup", args->o.warmup, "untimed all-reduces per size first")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0));
   ar->add_option("--repeats", args->o.repeats, "timed loops of --iters per size (the median counts)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive_number());
   ar->add_option("--system", args->o.system, "machine name for the records (default: $SLURM_CLUSTER_NAME)");
   ar->add_option("--nodes", args->o.nodes, "nodes for the records (default: $SLURM_JOB_NUM_NODES)");
   ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
   ar->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi, file:/shared/path or tcp://host:port")->capture_default_str();
   ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(number_in(0.001, 2592000));
   ar->add_option("--output,-o", args->output, "also append the JSON lines to this file");
   ar->callback([args] {
     bench::allreduce_bench_sizes(args->o);  // a bad range fails before any set-up
@@ -104,19 +107,19 @@ void add_bench_command(CLI::App& app) {
   lang->add_option("--model", args->o.model_name,
                    "model preset: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-mini, gpt-tiny")
       ->capture_default_str();
-  lang->add_option("--layers", args->n_layer, "override the preset's layer count L");
-  lang->add_option("--heads", args->n_head, "override the preset's head count");
-  lang->add_option("--width", args->n_embd, "override the preset's width C");
-  lang->add_option("--vocab", args->vocab, "override the preset's vocabulary size V");
-  lang->add_option("--context", args->block, "override the preset's maximum context");
-  lang->add_option("--batch,-b", args->o.batch, "micro-batch per rank")->capture_default_str()->check(CLI::PositiveNumber);
-  lang->add_option("--seq,-t", args->o.seq, "sequence length T")->capture_default_str()->check(CLI::PositiveNumber);
-  lang->add_option("--grad-accum", args->o.grad_accum, "micro-steps per step")->capture_default_str()->check(CLI::PositiveNumber);
-  lang->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
-  lang->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  lang->add_option("--layers", args->n_layer, "override the preset's layer count L")->check(integer_in(1, 1024));
+  lang->add_option("--heads", args->n_head, "override the preset's head count")->check(integer_in(1, 1024));
+  lang->add_option("--width", args->n_embd, "override the preset's width C")->check(integer_in(1, 65536));
+  lang->add_option("--vocab", args->vocab, "override the preset's vocabulary size V")->check(integer_in(2, int64_t{1} << 24));
+  lang->add_option("--context", args->block, "override the preset's maximum context")->check(integer_in(1, int64_t{1} << 20));
+  lang->add_option("--batch,-b", args->o.batch, "micro-batch per rank")->capture_default_str()->check(positive_number());
+  lang->add_option("--seq,-t", args->o.seq, "sequence length T")->capture_default_str()->check(positive_number());
+  lang->add_option("--grad-accum", args->o.grad_accum, "micro-steps per step")->capture_default_str()->check(positive_number());
+  lang->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()->check(positive_number());
+  lang->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()->check(number_in(0));
   lang->add_option("--device", args->o.device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   lang->add_option("--precision", args->o.precision, "fp32, bf16 or fp16 (GPU)")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  lang->add_option("--threads", args->o.threads, "CPU threads (0 = all cores)")->capture_default_str();
+  lang->add_option("--threads", args->o.threads, "CPU threads (0 = all cores)")->capture_default_str()->check(thread_count());
   lang->add_flag("--recompute", args->o.recompute, "recompute LayerNorm/GELU in backward");
   lang->add_option("--attention", args->o.attention,
                    "GPU attention kernels: auto (cuDNN's fused engines where built in, else the "
@@ -132,12 +135,12 @@ void add_bench_command(CLI::App& app) {
   lang->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi, file:/shared/path or tcp://host:port")->capture_default_str();
   lang->add_option("--zero-stage", args->o.zero_stage,
                    "several GPU ranks: 0 = plain data parallelism, 1 = ZeRO-1 (sharded optimizer state)")
-      ->capture_default_str()->check(CLI::Range(0, 1));
+      ->capture_default_str()->check(integer_in(0, 1));
   lang->add_option("--overlap", args->o.overlap,
                    "several GPU ranks: reduce gradient buckets during backward (1) or after it (0)")
       ->capture_default_str();
   lang->add_option("--bucket-mib", args->o.bucket_mib, "several GPU ranks: gradient bucket size")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(number_in(0.001, 1048576));
   lang->add_option("--grad-comm", args->o.grad_comm,
                    "several GPU ranks: type the gradients are summed in (bf16 halves the bytes)")
       ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16"}));
@@ -147,7 +150,8 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"nccl", "copy-engine"}));
   lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
                    "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
-                   "tokens/s per device / this");
+                   "tokens/s per device / this")
+      ->check(number_in(0));
   lang->callback([args] {
     bench::LanguageBenchOptions o = args->o;
     o.model = nn::gpt_preset(o.model_name);

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/data/token_shard.h"
 #include "aiscale/data/tokenize_corpus.h"
@@ -193,15 +194,15 @@ void add_data_command(CLI::App& app) {
                        "Share of documents, spread evenly, that go to the validation split "
                        "(0 writes no val shard)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999999));
+      ->check(number_in(0.0, 0.999999));
   tokenize->add_option("--shard-tokens", targs->shard_tokens, "Tokens per shard at most")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
+      ->check(integer_in(1, INT32_MAX));
   tokenize->add_option("--threads", targs->threads,
                        "Encoding threads (0: OMP_NUM_THREADS or all cores); output is the same "
                        "for any count")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(thread_count());
   tokenize->callback([targs] { run_tokenize(*targs); });
 
   auto iargs = std::make_shared<InspectArgs>();
@@ -209,7 +210,8 @@ void add_data_command(CLI::App& app) {
       "inspect", "Print a shard's header, token statistics and its first tokens decoded");
   inspect->add_option("shard", iargs->shard, "The shard file (*.bin)")->required();
   inspect->add_option("--tokens,-n", iargs->tokens, "How many leading tokens to print and decode")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, int64_t{1} << 32));
   inspect->add_option("--tokenizer", iargs->tokenizer,
                       "Tokenizer to decode with: gpt2, byte, or none (ids only)")
       ->capture_default_str()

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/launch/local.h"
 
 namespace aiscale::cli {
@@ -16,7 +17,7 @@ void add_launch_command(CLI::App& app) {
       "Start N ranks of an aiscale command on this machine (through OpenMPI's mpirun), e.g.\n"
       "  aiscale launch -n 2 -- train --config configs/quickstart.toml\n"
       "A rank that dies ends the others. On clusters use srun or mpirun directly (docs/guide/launching.md).");
-  cmd->add_option("-n,--ranks", l->ranks, "number of ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--ranks", l->ranks, "number of ranks")->capture_default_str()->check(integer_in(1, 65536));
   cmd->add_option("--threads-per-rank", l->threads_per_rank,
                   "OpenMP/BLAS threads per rank (0 = cores / ranks)")->capture_default_str();
   cmd->add_option("--mpirun", l->mpirun, "mpirun executable")->capture_default_str();

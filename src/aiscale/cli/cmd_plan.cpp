@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/plan/report.h"
@@ -63,15 +64,20 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--model", o.model,
                   "gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-857m, gpt2-2.7b, gpt2-6.6b, "
                   "gpt3-175b, resnet50, resnet18, ... or custom (with --n-layer/--n-head/--n-embd)");
-  app->add_option("--n-layer", o.n_layer, "Transformer layers (custom size, or override a preset)");
-  app->add_option("--n-head", o.n_head, "Attention heads");
-  app->add_option("--n-embd", o.n_embd, "Model width");
-  app->add_option("--seq", o.seq, "Context length (tokens per sequence)");
-  app->add_option("--vocab", o.vocab, "Vocabulary size");
-  app->add_option("--image-size", o.image_size, "Image side for ResNets (default 224)");
-  app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9");
-  app->add_option("--images", o.images, "Images per epoch for CNNs (default: ImageNet-1k, 1,281,167)");
-  app->add_option("--epochs", o.epochs, "Epochs for CNNs (default 90)");
+  app->add_option("--n-layer", o.n_layer, "Transformer layers (custom size, or override a preset)")
+      ->check(integer_in(1, 1 << 16));
+  app->add_option("--n-head", o.n_head, "Attention heads")->check(integer_in(1, 1 << 16));
+  app->add_option("--n-embd", o.n_embd, "Model width")->check(integer_in(1, 1 << 20));
+  app->add_option("--seq", o.seq, "Context length (tokens per sequence)")
+      ->check(integer_in(1, int64_t{1} << 24));
+  app->add_option("--vocab", o.vocab, "Vocabulary size")->check(integer_in(2, int64_t{1} << 24));
+  app->add_option("--image-size", o.image_size, "Image side for ResNets (default 224)")
+      ->check(integer_in(8, 1 << 16));
+  app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9")
+      ->check(number_in(0, 1e18));
+  app->add_option("--images", o.images, "Images per epoch for CNNs (default: ImageNet-1k, 1,281,167)")
+      ->check(number_in(1, 1e15));
+  app->add_option("--epochs", o.epochs, "Epochs for CNNs (default 90)")->check(number_in(0.001, 1e6));
   app->add_option("--precision", o.precision,
                   "fp32, tf32, bf16, fp16 or fp8 (default: bf16; fp32 when only CPU partitions "
                   "are planned)");
@@ -87,11 +93,12 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
                   "lumi/lumi-c (repeatable; default: every GPU partition)")
       ->allow_extra_args(false);
   app->add_option("--global-batch", o.global_batch,
-                  "Sequences (or images) per optimizer step; default: the model's (GPT-2: 512)");
-  app->add_option("--tp", o.tp, "Fix the tensor-parallel size");
-  app->add_option("--pp", o.pp, "Fix the pipeline-parallel size");
-  app->add_option("--zero", o.zero, "Fix the ZeRO stage (0 = DDP, 1, 2, 3)");
-  app->add_option("--micro-batch", o.micro_batch, "Fix the micro-batch per GPU");
+                  "Sequences (or images) per optimizer step; default: the model's (GPT-2: 512)")
+      ->check(integer_in(0, int64_t{1} << 30));
+  app->add_option("--tp", o.tp, "Fix the tensor-parallel size")->check(integer_in(1, 1 << 16));
+  app->add_option("--pp", o.pp, "Fix the pipeline-parallel size")->check(integer_in(1, 1 << 16));
+  app->add_option("--zero", o.zero, "Fix the ZeRO stage (0 = DDP, 1, 2, 3)")->check(integer_in(0, 3));
+  app->add_option("--micro-batch", o.micro_batch, "Fix the micro-batch per GPU")->check(integer_in(1, 1 << 20));
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
   app->add_option("--grad-transport", o.grad_transport,
                   "How data-parallel gradients travel inside a node: nccl (default) or "
@@ -102,7 +109,8 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
       ->allow_extra_args(false);
   app->add_option("--utilisation", o.utilisation,
                   "Assumed fraction of the dense peak where nothing is measured (default 0.40 "
-                  "for transformers, 0.33 for CNNs)");
+                  "for transformers, 0.33 for CNNs)")
+      ->check(number_in(0.000001, 1));
 }
 
 Catalog open_catalog(const PlanOptions& o) {
@@ -226,10 +234,13 @@ void add_plan_command(CLI::App& app) {
   add_catalog_options(plan, *o);
   add_workload_options(plan, *o);
   add_layout_options(plan, *o);
-  plan->add_option("--gpus", o->gpus, "Plan for exactly this many GPUs");
-  plan->add_option("--max-gpus", o->max_gpus, "Consider at most this many GPUs per system");
+  plan->add_option("--gpus", o->gpus, "Plan for exactly this many GPUs")
+      ->check(integer_in(0, 1 << 24));
+  plan->add_option("--max-gpus", o->max_gpus, "Consider at most this many GPUs per system")
+      ->check(integer_in(0, 1 << 24));
   plan->add_option("--min-efficiency", o->min_efficiency,
-                   "Lowest scaling efficiency to accept when choosing the GPU count (default 0.8)");
+                   "Lowest scaling efficiency to accept when choosing the GPU count (default 0.8)")
+      ->check(number_in(0, 1));
   plan->add_option("--rank", o->rank, "Rank by 'days' (default) or 'gpu-hours'");
 
   CLI::App* systems = plan->add_subcommand("systems", "List the systems and accelerators catalogue");
@@ -240,7 +251,8 @@ void add_plan_command(CLI::App& app) {
   add_catalog_options(scaling, *o);
   add_workload_options(scaling, *o);
   add_layout_options(scaling, *o);
-  scaling->add_option("--max-nodes", o->max_nodes, "Largest node count (default 64)");
+  scaling->add_option("--max-nodes", o->max_nodes, "Largest node count (default 64)")
+      ->check(integer_in(1, 1 << 20));
 
   plan->require_subcommand(0, 1);
   plan->callback([o, systems, scaling] {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/data/tokenizer.h"
 #include "aiscale/nn/models/gpt.h"
@@ -87,10 +88,10 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--run,-r", a->run_dir, "run directory: its newest complete checkpoint is used");
   cmd->add_option("--checkpoint", a->checkpoint, "a checkpoint folder (runs/X/checkpoints/step_N)");
   cmd->add_option("--prompt,-p", a->prompt, "text to continue")->capture_default_str();
-  cmd->add_option("--tokens,-n", a->o.max_new_tokens, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", a->o.temperature, "sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a->o.top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--samples", a->samples, "how many continuations")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--tokens,-n", a->o.max_new_tokens, "tokens to generate")->capture_default_str()->check(integer_in(1));
+  cmd->add_option("--temperature", a->o.temperature, "sampling temperature; 0 = greedy")->capture_default_str()->check(number_in(0));
+  cmd->add_option("--top-k", a->o.top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str()->check(integer_in(0));
+  cmd->add_option("--samples", a->samples, "how many continuations")->capture_default_str()->check(integer_in(1));
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")->check(CLI::IsMember({"gpt2", "byte"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/session.h"
 
@@ -15,12 +16,20 @@ void add_train_command(CLI::App& app) {
       "Train a GPT model from a TOML config. Writes a run directory (config.toml, metrics.jsonl, "
       "checkpoints/, summary.json). Runs on N ranks when started by mpirun, srun or "
       "`aiscale launch -n N -- train ...`. SIGTERM/SIGINT finish the step, write a checkpoint "
-      "and exit cleanly.");
+      "and exit cleanly. Exit status: 0 finished or stopped by a signal, 1 an error (the message "
+      "names the input), 3 the run diverged (see train.divergence_factor).");
   cmd->add_option("--config,-c", req->config_path, "TOML run configuration (see configs/)")
                      ->check(CLI::ExistingFile);
   cmd->add_option("--resume", req->resume_dir,
-                                 "continue RUN_DIR from its newest complete checkpoint (its "
-                                 "config.toml is used unless --config is given)");
+                  "continue RUN_DIR from its newest complete checkpoint (its config.toml is "
+                  "used unless --config is given)");
+  cmd->add_option("--checkpoint", req->checkpoint_step,
+                  "with --resume: continue from this step's checkpoint instead of the newest "
+                  "(newer ones are set aside as step_N.superseded)")
+      ->check(integer_in(0, int64_t{1} << 40));
+  cmd->add_flag("--resume-fallback", req->resume_fallback,
+                "with --resume: if the newest checkpoint is corrupt, set it aside "
+                "(step_N.corrupt) and continue from the newest good one");
   cmd->add_option("--set,-s", req->overrides,
                   "override a config key: --set train.steps=50 (repeatable)")
       ->take_all();

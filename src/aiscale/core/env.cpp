@@ -42,7 +42,7 @@ const Variable kVariables[] = {
      "(read in nn/models/gpt_factory_nocuda.cpp)"},
     {"AISCALE_CUDA_FUSED_BGRAD", "0 | 1", "1", Kind::measurement,
      "0: the QKV bias gradient by a reduction of its own instead of the weight-gradient "
-     "GEMM's epilogue (read in nn/models/gpt_factory_nocuda.cpp; docs/benchmarks.md's nobgrad variant)"},
+     "GEMM's epilogue (read in nn/models/gpt_factory_nocuda.cpp; docs/results/one-gpu.md's nobgrad variant)"},
     {"AISCALE_CUDA_FUSED_XENT", "0 | 1", "1", Kind::measurement,
      "0: the softmax cross-entropy's backward in backward instead of fused into the "
      "forward's loss kernel (read in nn/models/gpt_factory_nocuda.cpp)"},

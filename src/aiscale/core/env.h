@@ -7,7 +7,7 @@
 // Kinds:
 // - user: a documented option of the product (e.g. where to find the GPT-2 vocabulary);
 // - measurement: keeps an alternative code path reachable for a measurement or a test
-//   that compares it with the default (docs/perf-notes.md says which). A switch whose
+//   that compares it with the default (docs/design/ says which). A switch whose
 //   measurement has concluded leaves the product together with the path it selected;
 // - diagnostic: prints or times, changes no result;
 // - test: fault injection for the tests of failure handling.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
 
 namespace aiscale {
 
@@ -58,6 +59,7 @@ void atomic_write_file(const std::string& path, std::string_view content) {
 }
 
 std::string read_file(const std::string& path) {
+  validate::regular_file(path, "file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': no such file or no permission", path);
   std::stringstream ss;

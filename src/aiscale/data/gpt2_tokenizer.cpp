@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
 #include "aiscale/data/gpt2_pretokenize.h"
 #include "aiscale/data/tokenizer.h"
 #include "aiscale/data/unicode_class.h"
@@ -53,6 +54,7 @@ bool mapped_to_bytes(std::string_view mapped, std::string& bytes) {
 }
 
 std::string read_vocab_file(const std::filesystem::path& path) {
+  if (std::filesystem::exists(path)) validate::regular_file(path.string(), "GPT-2 vocabulary file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail("GPT-2 vocabulary file {} not found or unreadable: run `bash scripts/setup.sh` (it "

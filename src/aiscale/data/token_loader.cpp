@@ -103,6 +103,10 @@ TokenLoader::TokenLoader(TokenLoaderConfig config) : config_(std::move(config)) 
   if (config_.shards.empty())
     fail("token loader: no shards given; pass shard paths or a pattern such as "
          "data/name_train_*.bin");
+  // A `data tokenize` killed while switching its shard set in is completed first, so the
+  // pattern matches one whole set.
+  for (const auto& pattern : config_.shards)
+    finish_shard_switches(std::filesystem::path(pattern).parent_path());
   paths_ = expand_shard_patterns(config_.shards);
   shard_starts_.push_back(0);
   for (const auto& path : paths_) {

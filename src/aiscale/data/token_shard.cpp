@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/validate.h"
 
 namespace aiscale::data {
 
@@ -102,6 +104,18 @@ void TokenShardWriter::append(std::span<const int32_t> tokens) {
 }
 
 void TokenShardWriter::finish() {
+  finish_aside();
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const std::string why = errno_text();
+    std::error_code ignored;
+    std::filesystem::remove(temp_path_, ignored);
+    fail("could not move token shard into place at {}: {}", path_.string(), why);
+  }
+  // Make the rename itself durable.
+  fsync_directory(path_.parent_path().string());
+}
+
+void TokenShardWriter::finish_aside() {
   AISCALE_CHECK(file_ != nullptr, "finish called twice on {}", path_.string());
   if (token_count_ > INT32_MAX)
     fail("token shard {} would hold {} tokens, more than the format's int32 count allows; "
@@ -117,19 +131,75 @@ void TokenShardWriter::finish() {
     fail("flushing token shard {} to disk failed: {}", temp_path_.string(), errno_text());
   const int close_status = std::fclose(file_);
   file_ = nullptr;
-  if (close_status != 0 || std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (close_status != 0) {
     const std::string why = errno_text();
     std::error_code ignored;
     std::filesystem::remove(temp_path_, ignored);
-    fail("could not move token shard into place at {}: {}", path_.string(), why);
+    fail("closing token shard {} failed: {}", temp_path_.string(), why);
   }
-  // Make the rename itself durable.
-  std::filesystem::path dir = path_.parent_path();
-  if (dir.empty()) dir = ".";
-  if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY); dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
+}
+
+namespace {
+
+// Carries out a journal: renames whose source is gone were done before a kill.
+void apply_shard_switch(const std::filesystem::path& journal) {
+  const std::string text = read_file(journal.string());
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const auto tab = line.find('\t');
+    if (line.size() < 3 || tab != 1)
+      fail("shard switch journal {} is corrupt (line '{}'); remove it and run `aiscale data "
+           "tokenize` again", journal.string(), line);
+    std::error_code ec;
+    if (line[0] == 'R') {
+      const auto tab2 = line.find('\t', 2);
+      if (tab2 == std::string::npos) fail("shard switch journal {} is corrupt", journal.string());
+      const std::filesystem::path from = line.substr(2, tab2 - 2), to = line.substr(tab2 + 1);
+      if (std::filesystem::exists(from, ec)) {
+        std::filesystem::rename(from, to, ec);
+        if (ec) fail("cannot switch token shard {} into place: {}", to.string(), ec.message());
+      }
+    } else if (line[0] == 'D') {
+      std::filesystem::remove(line.substr(2), ec);
+    }
   }
+  fsync_directory(journal.parent_path().string());
+  std::error_code ec;
+  std::filesystem::remove(journal, ec);
+  fsync_directory(journal.parent_path().string());
+}
+
+}  // namespace
+
+void commit_shard_set(const std::filesystem::path& journal, const std::vector<ShardRename>& renames,
+                      const std::vector<std::filesystem::path>& removals) {
+  std::string text;
+  for (const auto& r : renames) text += "R\t" + r.from.string() + "\t" + r.to.string() + "\n";
+  for (const auto& p : removals) text += "D\t" + p.string() + "\n";
+  atomic_write_file(journal.string(), text);  // from here on the new set is decided
+  apply_shard_switch(journal);
+}
+
+int finish_shard_switches(const std::filesystem::path& dir) {
+  int done = 0;
+  std::error_code ec;
+  std::vector<std::filesystem::path> journals;
+  for (const auto& e : std::filesystem::directory_iterator(dir.empty() ? "." : dir, ec))
+    if (e.path().filename().string().ends_with(".shard-switch")) journals.push_back(e.path());
+  for (const auto& j : journals) {
+    try {
+      apply_shard_switch(j);
+    } catch (const Error&) {
+      if (!std::filesystem::exists(j)) continue;  // another process (rank) finished it
+      throw;
+    }
+    ++done;
+  }
+  return done;
 }
 
 void write_token_shard(const std::filesystem::path& path, std::span<const uint16_t> tokens) {
@@ -147,6 +217,7 @@ void write_token_shard(const std::filesystem::path& path, std::span<const int32_
 // ---------------------------------------------------------------- reader
 
 ShardHeader read_shard_header(const std::filesystem::path& path) {
+  validate::regular_file(path.string(), "token shard");  // a FIFO would block the open
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr)
     fail("cannot open token shard {}: {}; check the path, or create shards with "
@@ -164,6 +235,7 @@ ShardHeader read_shard_header(const std::filesystem::path& path) {
 }
 
 MappedTokenShard::MappedTokenShard(std::filesystem::path path) : path_(std::move(path)) {
+  validate::regular_file(path_.string(), "token shard");  // a FIFO would block the open
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     fail("cannot open token shard {}: {}; check the path, or create shards with "

@@ -31,6 +31,10 @@ class TokenShardWriter {
   void append(std::span<const int32_t> tokens);
   // Writes the header, flushes, fsyncs, renames into place and fsyncs the directory.
   void finish();
+  // Like finish() but leaves the complete shard at temp_path(): a shard set is switched in
+  // as a whole by commit_shard_set().
+  void finish_aside();
+  const std::filesystem::path& temp_path() const { return temp_path_; }
 
   int64_t token_count() const { return token_count_; }
   const std::filesystem::path& path() const { return path_; }
@@ -46,6 +50,19 @@ class TokenShardWriter {
 
 void write_token_shard(const std::filesystem::path& path, std::span<const uint16_t> tokens);
 void write_token_shard(const std::filesystem::path& path, std::span<const int32_t> tokens);
+
+// Switching a set of shards in as a whole: a journal `journal` (written atomically) lists
+// the renames (complete shard aside -> its name) and the removals (stale shards of the old
+// set); they are carried out and the journal removed. A kill in between leaves the journal,
+// and finish_shard_switches() (run by `data tokenize` and by every loader before it lists
+// shards) completes it, so readers see the old set or the new one, never a mix.
+struct ShardRename {
+  std::filesystem::path from, to;
+};
+void commit_shard_set(const std::filesystem::path& journal, const std::vector<ShardRename>& renames,
+                      const std::vector<std::filesystem::path>& removals);
+// Completes every interrupted switch (files *.shard-switch) in `dir`; returns how many.
+int finish_shard_switches(const std::filesystem::path& dir);
 
 // Header of a shard, as read from disk.
 struct ShardHeader {

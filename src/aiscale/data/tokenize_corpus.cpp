@@ -58,12 +58,14 @@ class ShardSink {
   }
 
   const std::vector<std::filesystem::path>& shards() const { return written_; }
+  const std::vector<ShardRename>& renames() const { return renames_; }
   int64_t tokens() const { return tokens_; }
 
  private:
   void close() {
-    writer_->finish();
+    writer_->finish_aside();  // switched in with the whole set
     written_.push_back(writer_->path());
+    renames_.push_back({writer_->temp_path(), writer_->path()});
     writer_.reset();
   }
 
@@ -71,6 +73,7 @@ class ShardSink {
   int64_t shard_tokens_;
   std::unique_ptr<TokenShardWriter> writer_;
   std::vector<std::filesystem::path> written_;
+  std::vector<ShardRename> renames_;
   int64_t tokens_ = 0;
 };
 
@@ -212,6 +215,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
 
   const std::filesystem::path out_dir = std::filesystem::path(options.output_prefix).parent_path();
   if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
+  finish_shard_switches(out_dir);  // an earlier run killed while switching its set in
 
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
   std::vector<std::unique_ptr<Tokenizer>> encoders;
@@ -269,7 +273,11 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
   const auto stale_val = stale_shards(options.output_prefix, "val", val.shards().size());
   summary.removed_stale_shards.insert(summary.removed_stale_shards.end(), stale_val.begin(),
                                       stale_val.end());
-  for (const auto& path : summary.removed_stale_shards) std::filesystem::remove(path);
+  // The new set replaces the old one as a whole (see commit_shard_set): a kill before the
+  // journal leaves the old set, one after it the new set once the switch is completed.
+  std::vector<ShardRename> renames = train.renames();
+  renames.insert(renames.end(), val.renames().begin(), val.renames().end());
+  commit_shard_set(options.output_prefix + ".shard-switch", renames, summary.removed_stale_shards);
 
   summary.bytes = state.bytes_total;
   summary.documents = state.documents;

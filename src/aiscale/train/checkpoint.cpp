@@ -5,12 +5,14 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/safetensors.h"
 
 namespace aiscale::train {
@@ -53,9 +55,12 @@ std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string,
       fail("'{}' has no tensor '{}': it is not a GPT-2 checkpoint of this shape", source, p.name);
     const SafeTensor& t = it->second;
     const int64_t n = p.shape.numel();
-    if (static_cast<int64_t>(t.data.size()) != n)
-      fail("'{}': tensor '{}' has {} values, the model expects {} (shape {})", source, p.name,
-           t.data.size(), n, p.shape.str());
+    std::vector<int64_t> want;
+    for (int i = 0; i < p.shape.ndim; ++i) want.push_back(p.shape[i]);
+    if (p.transposed_in_hf) std::swap(want[0], want[1]);
+    if (static_cast<int64_t>(t.data.size()) != n || t.shape != want)
+      fail("'{}': tensor '{}' has shape [{}], the model expects [{}]: the checkpoint is of another "
+           "model shape or corrupt", source, p.name, fmt::join(t.shape, ", "), fmt::join(want, ", "));
     float* dst = flat.data() + p.offset;
     if (p.transposed_in_hf) {
       const int64_t rows = p.shape[0], cols = p.shape[1];
@@ -104,23 +109,45 @@ std::string optimizer_bytes(const CheckpointState& s) {
 
 bool is_complete(const fs::path& dir) { return fs::exists(dir / "COMPLETE"); }
 
-// Folders step_N with a COMPLETE marker, oldest first (names sort by step).
-std::vector<fs::path> complete_checkpoints(const std::string& checkpoints_dir) {
-  std::vector<fs::path> complete;
-  std::error_code ec;
-  if (!fs::is_directory(checkpoints_dir, ec)) return complete;
-  for (const auto& e : fs::directory_iterator(checkpoints_dir)) {
-    std::string name = e.path().filename().string();
-    if (e.is_directory() && name.starts_with("step_") && !name.ends_with(".tmp") && is_complete(e.path()))
-      complete.push_back(e.path());
-  }
-  std::sort(complete.begin(), complete.end());
-  return complete;
+// step_ and eight or more digits, nothing else (not .tmp, .deleting, .corrupt ...).
+bool is_checkpoint_name(const std::string& name) {
+  if (!name.starts_with("step_") || name.size() < 13) return false;
+  return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+// Folders step_N with a COMPLETE marker, oldest first (names sort by step).
+std::vector<std::string> complete_checkpoints(const std::string& checkpoints_dir) {
+  std::vector<std::string> complete;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return complete;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (is_checkpoint_name(name) && e.is_directory(ec) && is_complete(e.path()))
+      complete.push_back(e.path().string());
+  }
+  std::sort(complete.begin(), complete.end());
+  return complete;
+}
+
+std::string set_checkpoint_aside(const std::string& dir, const std::string& suffix) {
+  fs::path from = fs::path(dir).lexically_normal();
+  if (from.filename().empty()) from = from.parent_path();
+  fs::path to = from;
+  to += "." + suffix;
+  for (int i = 2; fs::exists(to); ++i) {
+    to = from;
+    to += fmt::format(".{}{}", suffix, i);
+  }
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) fail("cannot rename checkpoint '{}' to '{}': {}", from.string(), to.string(), ec.message());
+  fsync_directory(from.parent_path().string());
+  return to.string();
+}
 
 void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
   const fs::path final_dir = fs::path(checkpoints_dir) / checkpoint_name(s.step);
@@ -151,45 +178,51 @@ void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState&
   fsync_directory(checkpoints_dir);
   atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", s.step));
 
-  // Keep the newest keep_last complete checkpoints.
-  std::vector<fs::path> complete = complete_checkpoints(checkpoints_dir);
+  // Keep the newest keep_last complete checkpoints. Renamed first (atomic: from then on it
+  // is no checkpoint), then deleted; leftovers of a kill during a deletion go too.
+  std::vector<std::string> complete = complete_checkpoints(checkpoints_dir);
   while (static_cast<int64_t>(complete.size()) > keep_last) {
-    fs::remove_all(complete.front(), ec);
+    fs::path doomed = complete.front();
+    doomed += ".deleting";
+    fs::rename(complete.front(), doomed, ec);
+    if (!ec) fsync_directory(checkpoints_dir);
     complete.erase(complete.begin());
   }
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec))
+    if (e.path().filename().string().ends_with(".deleting")) fs::remove_all(e.path(), ec);
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {
-  std::vector<fs::path> complete = complete_checkpoints(checkpoints_dir);
+  std::vector<std::string> complete = complete_checkpoints(checkpoints_dir);
   if (complete.empty()) return std::nullopt;
-  return complete.back().string();
+  return complete.back();
 }
 
-CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer) {
+nn::GptConfig read_checkpoint_model(const std::string& dir) {
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  try {
+    return checkpoint_model_from_json(nlohmann::json::parse(read_file(config_path)), config_path);
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}' is corrupt: {}; resume from another checkpoint", config_path, e.what());
+  }
+}
+
+CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
+                                const nn::GptConfig* expected) {
   const fs::path d(dir);
   if (!is_complete(d))
     fail("'{}' is not a complete checkpoint (no COMPLETE marker): it was interrupted while being "
          "written; use an earlier one", dir);
   CheckpointState s;
-  nlohmann::json state;
+  // The small metadata first, validated, and compared with the run's model before the
+  // weights are read or any buffer is sized from a count in the files.
+  s.model = read_checkpoint_model(dir);
+  if (expected) check_checkpoint_model(s.model, *expected, dir);
+  const std::string state_path = (d / "state.json").string();
   try {
-    state = nlohmann::json::parse(read_file((d / "state.json").string()));
-    s.step = state.at("step");
-    s.data.epoch = state.at("data_epoch");
-    s.data.index = state.at("data_index");
-    s.seed = state.at("seed");
-    s.world_size = state.at("world_size");
-    s.nonfinite_steps = state.value("nonfinite_steps", 0);
-    s.config_toml = state.at("config_toml");
+    checkpoint_state_from_json(nlohmann::json::parse(read_file(state_path)), s, state_path);
   } catch (const nlohmann::json::exception& e) {
-    fail("'{}/state.json' is corrupt: {}", dir, e.what());
-  }
-  nlohmann::json hf;
-  try {
-    hf = nlohmann::json::parse(read_file((d / "config.json").string()));
-    s.model = {hf.at("n_layer"), hf.at("n_head"), hf.at("n_embd"), hf.at("n_positions"), hf.at("vocab_size")};
-  } catch (const nlohmann::json::exception& e) {
-    fail("'{}/config.json' is corrupt: {}", dir, e.what());
+    fail("'{}' is corrupt: {}; resume from another checkpoint", state_path, e.what());
   }
   std::string weights_path = (d / "model.safetensors").string();
   auto tensors = safetensors_parse(read_file(weights_path), weights_path);

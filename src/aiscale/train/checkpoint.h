@@ -10,7 +10,9 @@
 //   COMPLETE           written last: only checkpoints with it are ever loaded
 // Writing: files go into step_N.tmp/, each fsynced; the folder is renamed to step_N and
 // fsynced; then COMPLETE is written atomically. Older complete checkpoints beyond
-// keep_last are removed after that.
+// keep_last are removed after that: each is first renamed to step_N.deleting (one atomic
+// step, after which it is no checkpoint any more), then deleted, so a kill during the
+// removal never leaves a half-deleted folder that still looks complete.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -40,8 +42,19 @@ std::string checkpoint_name(int64_t step);  // "step_00000010"
 void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last);
 // Newest folder with a COMPLETE marker, if any.
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
+// Every complete checkpoint folder (step_NNNNNNNN with COMPLETE), oldest first.
+std::vector<std::string> complete_checkpoints(const std::string& checkpoints_dir);
 // Reads a checkpoint folder; with_optimizer=false skips optimizer.bin (for sampling).
-CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer);
+// Its metadata is validated first (checkpoint_check.h); with `expected`, a checkpoint of
+// another model shape is refused, naming both, before the weights are read.
+CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
+                                const nn::GptConfig* expected = nullptr);
+// Only the model of a checkpoint (its config.json, validated): cheap, to compare shapes
+// before anything else is read.
+nn::GptConfig read_checkpoint_model(const std::string& dir);
+// Renames a checkpoint folder to <name>.<suffix> (e.g. "corrupt", "superseded"): no
+// longer a step_N folder, it is never loaded or pruned, and the user can inspect it.
+std::string set_checkpoint_aside(const std::string& dir, const std::string& suffix);
 
 // Writes checkpoints on a background thread: save() copies nothing (it takes the
 // snapshot by value) and returns at once; a new save waits for the previous write.

@@ -1,14 +1,17 @@
 #include "aiscale/train/config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
 #include "aiscale/parallel/launch_env.h"
 
 namespace aiscale::train {
@@ -22,6 +25,7 @@ struct Key {
   std::string doc;
   std::vector<std::string> choices;  // for strings with a fixed set
   int64_t min_int = 0;               // for integers
+  int64_t max_int = 0;
   std::function<void(TrainConfig&, const toml::node&)> set;
   std::function<std::string(const TrainConfig&)> get;  // TOML literal
 };
@@ -49,40 +53,45 @@ std::string node_text(const toml::node& n) {
 }
 
 // Helpers that build schema entries bound to a member.
+// Integers are bounded on both sides: a count that reaches OpenMP, an allocator or a
+// loop bound must be refused here, with the key named, rather than crash there.
 template <typename T>
-Key int_key(std::string name, T TrainConfig::*member, std::string doc, int64_t min = 0) {
-  Key k{std::move(name), Kind::integer, std::move(doc), {}, min, nullptr, nullptr};
+Key int_key(std::string name, T TrainConfig::*member, std::string doc, int64_t min, int64_t max) {
+  Key k{std::move(name), Kind::integer, std::move(doc), {}, min, max, nullptr, nullptr};
   std::string key_name = k.name;
-  k.set = [member, min, key_name](TrainConfig& c, const toml::node& n) {
+  k.set = [member, min, max, key_name](TrainConfig& c, const toml::node& n) {
     auto v = n.value_exact<int64_t>();
     if (!v) fail("config key '{}' = {} must be an integer", key_name, node_text(n));
-    if (*v < min) fail("config key '{}' = {} is too small: it must be at least {}", key_name, *v, min);
+    validate::in_range(*v, min, max, fmt::format("config key '{}'", key_name));
     c.*member = static_cast<T>(*v);
   };
   k.get = [member](const TrainConfig& c) { return std::to_string(c.*member); };
   return k;
 }
 
-Key model_int_key(std::string name, int64_t nn::GptConfig::*member, std::string doc) {
-  Key k{std::move(name), Kind::integer, std::move(doc), {}, 1, nullptr, nullptr};
+Key model_int_key(std::string name, int64_t nn::GptConfig::*member, std::string doc, int64_t max) {
+  Key k{std::move(name), Kind::integer, std::move(doc), {}, 1, max, nullptr, nullptr};
   std::string key_name = k.name;
-  k.set = [member, key_name](TrainConfig& c, const toml::node& n) {
+  k.set = [member, max, key_name](TrainConfig& c, const toml::node& n) {
     auto v = n.value_exact<int64_t>();
     if (!v) fail("config key '{}' = {} must be an integer", key_name, node_text(n));
-    if (*v < 1) fail("config key '{}' = {} is too small: it must be at least 1", key_name, *v);
+    validate::in_range(*v, int64_t{1}, max, fmt::format("config key '{}'", key_name));
     c.model.*member = *v;
   };
   k.get = [member](const TrainConfig& c) { return std::to_string(c.model.*member); };
   return k;
 }
 
-Key real_key(std::string name, double TrainConfig::*member, std::string doc, double min = 0.0) {
-  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, nullptr, nullptr};
+// Reals must be finite (TOML allows nan and inf, and NaN passes every `<` test) and in
+// [min, max].
+Key real_key(std::string name, double TrainConfig::*member, std::string doc, double min = 0.0,
+             double max = std::numeric_limits<double>::max()) {
+  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr};
   std::string key_name = k.name;
-  k.set = [member, min, key_name](TrainConfig& c, const toml::node& n) {
+  k.set = [member, min, max, key_name](TrainConfig& c, const toml::node& n) {
     auto v = n.value<double>();  // accepts integers too
     if (!v || !n.is_number()) fail("config key '{}' = {} must be a number", key_name, node_text(n));
-    if (*v < min) fail("config key '{}' = {} is too small: it must be at least {}", key_name, *v, min);
+    validate::in_range(*v, min, max, fmt::format("config key '{}'", key_name));
     c.*member = *v;
   };
   k.get = [member](const TrainConfig& c) { return fmt::format("{}", c.*member); };
@@ -91,7 +100,7 @@ Key real_key(std::string name, double TrainConfig::*member, std::string doc, dou
 
 Key string_key(std::string name, std::string TrainConfig::*member, std::string doc,
                std::vector<std::string> choices = {}) {
-  Key k{std::move(name), Kind::string, std::move(doc), std::move(choices), 0, nullptr, nullptr};
+  Key k{std::move(name), Kind::string, std::move(doc), std::move(choices), 0, 0, nullptr, nullptr};
   std::string key_name = k.name;
   auto allowed = k.choices;
   k.set = [member, key_name, allowed](TrainConfig& c, const toml::node& n) {
@@ -107,7 +116,7 @@ Key string_key(std::string name, std::string TrainConfig::*member, std::string d
 }
 
 Key bool_key(std::string name, bool TrainConfig::*member, std::string doc) {
-  Key k{std::move(name), Kind::boolean, std::move(doc), {}, 0, nullptr, nullptr};
+  Key k{std::move(name), Kind::boolean, std::move(doc), {}, 0, 0, nullptr, nullptr};
   std::string key_name = k.name;
   k.set = [member, key_name](TrainConfig& c, const toml::node& n) {
     auto v = n.value_exact<bool>();
@@ -124,7 +133,7 @@ const std::vector<Key>& schema() {
     Key preset{"model.preset", Kind::string,
                "named architecture (gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-mini, "
                "gpt-tiny); the other model keys override its fields",
-               nn::gpt_preset_names(), 0, nullptr, nullptr};
+               nn::gpt_preset_names(), 0, 0, nullptr, nullptr};
     preset.set = [](TrainConfig& c, const toml::node& n) {
       auto v = n.value_exact<std::string>();
       if (!v) fail("config key 'model.preset' = {} must be a string", node_text(n));
@@ -133,12 +142,12 @@ const std::vector<Key>& schema() {
     };
     preset.get = [](const TrainConfig& c) { return quote(c.model_preset); };
     k.push_back(preset);
-    k.push_back(model_int_key("model.n_layer", &nn::GptConfig::n_layer, "transformer blocks"));
-    k.push_back(model_int_key("model.n_head", &nn::GptConfig::n_head, "attention heads"));
-    k.push_back(model_int_key("model.n_embd", &nn::GptConfig::n_embd, "width C (divisible by n_head)"));
-    k.push_back(model_int_key("model.block_size", &nn::GptConfig::block_size, "maximum context length"));
+    k.push_back(model_int_key("model.n_layer", &nn::GptConfig::n_layer, "transformer blocks", 1024));
+    k.push_back(model_int_key("model.n_head", &nn::GptConfig::n_head, "attention heads", 1024));
+    k.push_back(model_int_key("model.n_embd", &nn::GptConfig::n_embd, "width C (divisible by n_head)", 65536));
+    k.push_back(model_int_key("model.block_size", &nn::GptConfig::block_size, "maximum context length", int64_t{1} << 20));
     k.push_back(model_int_key("model.vocab_size", &nn::GptConfig::vocab_size,
-                              "vocabulary size (50257 for GPT-2 BPE, 256 for bytes)"));
+                              "vocabulary size (50257 for GPT-2 BPE, 256 for bytes)", int64_t{1} << 24));
     k.push_back(string_key("data.train", &TrainConfig::train_data,
                            "token shards to train on: a path or glob (llm.c format)"));
     k.push_back(string_key("data.val", &TrainConfig::val_data,
@@ -148,25 +157,27 @@ const std::vector<Key>& schema() {
     k.push_back(string_key("train.device", &TrainConfig::device, "where to train", {"cpu", "cuda"}));
     k.push_back(string_key("train.precision", &TrainConfig::precision,
                            "activation/matmul precision (CPU: fp32 only)", {"fp32", "bf16", "fp16"}));
-    k.push_back(int_key("train.batch_size", &TrainConfig::batch_size, "micro-batch B per rank", 1));
-    k.push_back(int_key("train.seq_len", &TrainConfig::seq_len, "sequence length T (<= model.block_size)", 1));
+    k.push_back(int_key("train.batch_size", &TrainConfig::batch_size, "micro-batch B per rank", 1, int64_t{1} << 20));
+    k.push_back(int_key("train.seq_len", &TrainConfig::seq_len, "sequence length T (<= model.block_size)", 1,
+                        int64_t{1} << 20));
     k.push_back(int_key("train.grad_accum", &TrainConfig::grad_accum,
-                        "micro-steps accumulated per optimizer step", 1));
-    k.push_back(int_key("train.steps", &TrainConfig::steps, "optimizer steps", 1));
-    k.push_back(int_key("train.seed", &TrainConfig::seed, "seed for initialisation and shuffling"));
-    k.push_back(real_key("train.lr", &TrainConfig::lr, "peak learning rate"));
+                        "micro-steps accumulated per optimizer step", 1, int64_t{1} << 20));
+    k.push_back(int_key("train.steps", &TrainConfig::steps, "optimizer steps", 1, int64_t{1} << 40));
+    k.push_back(int_key("train.seed", &TrainConfig::seed, "seed for initialisation and shuffling", 0,
+                        std::numeric_limits<int64_t>::max()));
+    k.push_back(real_key("train.lr", &TrainConfig::lr, "peak learning rate", 0.0, 1e3));
     k.push_back(real_key("train.min_lr_ratio", &TrainConfig::min_lr_ratio,
                          "final learning rate as a fraction of train.lr"));
-    k.push_back(int_key("train.warmup_steps", &TrainConfig::warmup_steps, "linear warm-up steps"));
+    k.push_back(int_key("train.warmup_steps", &TrainConfig::warmup_steps, "linear warm-up steps", 0, int64_t{1} << 40));
     k.push_back(string_key("train.schedule", &TrainConfig::schedule, "decay after warm-up",
                            {"cosine", "linear", "constant"}));
     k.push_back(real_key("train.weight_decay", &TrainConfig::weight_decay,
                          "decoupled AdamW weight decay on 2D weight matrices"));
     k.push_back(bool_key("train.decay_embeddings", &TrainConfig::decay_embeddings,
                          "apply weight decay to the embeddings too"));
-    k.push_back(real_key("train.beta1", &TrainConfig::beta1, "AdamW beta1"));
-    k.push_back(real_key("train.beta2", &TrainConfig::beta2, "AdamW beta2"));
-    k.push_back(real_key("train.eps", &TrainConfig::eps, "AdamW epsilon"));
+    k.push_back(real_key("train.beta1", &TrainConfig::beta1, "AdamW beta1", 0.0, 0.999999));
+    k.push_back(real_key("train.beta2", &TrainConfig::beta2, "AdamW beta2", 0.0, 0.999999));
+    k.push_back(real_key("train.eps", &TrainConfig::eps, "AdamW epsilon", 0.0, 1.0));
     k.push_back(real_key("train.grad_clip", &TrainConfig::grad_clip,
                          "clip the global gradient norm to this; 0 disables"));
     k.push_back(bool_key("train.recompute", &TrainConfig::recompute,
@@ -175,13 +186,22 @@ const std::vector<Key>& schema() {
                            "GPU attention kernels: auto (cuDNN's fused engines where built in, "
                            "else the own flash kernels), cudnn, flash (own), simple (CUDA cores)",
                            {"auto", "cudnn", "flash", "simple"}));
-    k.push_back(int_key("train.threads", &TrainConfig::threads, "CPU threads; 0 = all cores"));
+    k.push_back(int_key("train.threads", &TrainConfig::threads, "CPU threads; 0 = all cores", 0,
+                        validate::kMaxThreads));
     k.push_back(int_key("train.eval_every", &TrainConfig::eval_every,
-                        "steps between validation passes; 0 = only at the end"));
-    k.push_back(int_key("train.eval_batches", &TrainConfig::eval_batches, "batches per validation pass", 1));
-    k.push_back(int_key("train.log_every", &TrainConfig::log_every, "steps between metrics lines", 1));
+                        "steps between validation passes; 0 = only at the end", 0, int64_t{1} << 40));
+    k.push_back(int_key("train.eval_batches", &TrainConfig::eval_batches, "batches per validation pass", 1, int64_t{1} << 30));
+    k.push_back(int_key("train.log_every", &TrainConfig::log_every, "steps between metrics lines", 1, int64_t{1} << 40));
     k.push_back(int_key("train.max_nonfinite_steps", &TrainConfig::max_nonfinite_steps,
-                        "updates skipped for a NaN/Inf loss or gradient before the run stops"));
+                        "updates skipped for a NaN/Inf loss or gradient before the run stops", 0,
+                        int64_t{1} << 40));
+    k.push_back(real_key("train.divergence_factor", &TrainConfig::divergence_factor,
+                         "stop the run (exit 3) when a step's loss exceeds this many times the "
+                         "mean of the train.divergence_window steps before; 0 turns it off",
+                         0.0, 1e6));
+    k.push_back(int_key("train.divergence_window", &TrainConfig::divergence_window,
+                        "steps whose mean loss is the running level divergence is judged by", 1,
+                        100000));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
                            "aiscale launch), then NCCL on GPUs (train.device = cuda) and MPI on "
@@ -194,18 +214,18 @@ const std::vector<Key>& schema() {
                            "a TCP store there)"));
     k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
                            "average: gradients are averaged over ranks (DDP); sum: summed, "
-                           "world-size times larger (see docs/launching.md for the learning rate)",
+                           "world-size times larger (see docs/guide/launching.md for the learning rate)",
                            {"average", "sum"}));
     k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
-                         "a collective stalled this long ends the rank (dead peer)", 1.0));
+                         "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
-                        "weights and AdamW moments sharded over the GPU ranks (NCCL)"));
+                        "weights and AdamW moments sharded over the GPU ranks (NCCL)", 0, 3));
     k.push_back(bool_key("parallel.overlap", &TrainConfig::overlap,
                          "GPU ranks (NCCL): reduce gradient buckets during backward; false "
                          "reduces them all after backward"));
     k.push_back(real_key("parallel.bucket_mib", &TrainConfig::bucket_mib,
-                         "GPU ranks (NCCL): gradient bucket size in MiB", 0.001));
+                         "GPU ranks (NCCL): gradient bucket size in MiB", 0.001, 1048576.0));
     k.push_back(string_key("parallel.grad_comm", &TrainConfig::grad_comm,
                            "GPU ranks (NCCL): type the gradients are summed in; bf16 halves the "
                            "bytes (rounded before the sum, fp32 again after it)",
@@ -219,9 +239,9 @@ const std::vector<Key>& schema() {
     k.push_back(string_key("run.name", &TrainConfig::run_name,
                            "run directory name; empty = <preset>-<date>-<time>"));
     k.push_back(int_key("run.checkpoint_every", &TrainConfig::checkpoint_every,
-                        "steps between checkpoints; 0 = only at the end"));
+                        "steps between checkpoints; 0 = only at the end", 0, int64_t{1} << 40));
     k.push_back(int_key("run.keep_checkpoints", &TrainConfig::keep_checkpoints,
-                        "checkpoints kept (oldest removed)", 1));
+                        "checkpoints kept (oldest removed)", 1, 1000000));
     return k;
   }();
   return keys;
@@ -291,11 +311,32 @@ void validate(const TrainConfig& c, const std::string& source) {
   } catch (const Error& e) {
     fail("{}: {}", source, e.what());
   }
+  // Sizes derived from several keys: refused here rather than overflowing a count or
+  // reaching the allocator (parameters, gradients and two AdamW moments: 16 bytes each;
+  // the logits of one micro-batch: B x T x V floats).
+  try {
+    validate::buffer_bytes(static_cast<uint64_t>(c.model.num_params()), 16,
+                           fmt::format("the model's parameters and optimizer state ({} "
+                                       "parameters from the model.* keys)", c.model.num_params()));
+    const int64_t tokens = validate::checked_product(c.batch_size, c.seq_len,
+                                                     "train.batch_size x train.seq_len");
+    validate::checked_product(tokens, c.grad_accum, "train.batch_size x train.seq_len x train.grad_accum");
+    validate::buffer_bytes(static_cast<uint64_t>(validate::checked_product(
+                               tokens, c.model.vocab_size, "train.batch_size x train.seq_len x "
+                               "model.vocab_size")), 4,
+                           "the logits of one micro-batch (train.batch_size x train.seq_len x "
+                           "model.vocab_size)");
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
   if (c.seq_len > c.model.block_size)
     fail("{}: train.seq_len = {} exceeds model.block_size = {}: lower train.seq_len or raise "
          "model.block_size", source, c.seq_len, c.model.block_size);
   if (c.warmup_steps > c.steps)
     fail("{}: train.warmup_steps = {} exceeds train.steps = {}", source, c.warmup_steps, c.steps);
+  if (c.divergence_factor > 0 && c.divergence_factor <= 1.0)
+    fail("{}: train.divergence_factor = {} would stop a healthy run: use a factor above 1 (the "
+         "default is 5), or 0 to turn the check off", source, c.divergence_factor);
   if (c.min_lr_ratio > 1.0)
     fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
   if (c.beta1 >= 1.0 || c.beta2 >= 1.0)
@@ -370,6 +411,9 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (!std::filesystem::exists(path))
+    fail("cannot read config file '{}': no such file; check the path (examples are in configs/)", path);
+  validate::regular_file(path, "config file");
   std::ifstream in(path);
   if (!in) fail("cannot read config file '{}': check the path (examples are in configs/)", path);
   std::stringstream ss;

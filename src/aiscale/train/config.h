@@ -43,6 +43,8 @@ struct TrainConfig {
   int64_t eval_batches = 8;
   int64_t log_every = 1;
   int64_t max_nonfinite_steps = 10;  // skipped updates (NaN/Inf) before the run stops
+  double divergence_factor = 5.0;    // stop when a loss exceeds this x its running level; 0: off
+  int64_t divergence_window = 20;    // steps in the running level (their mean loss)
 
   // [parallel]
   std::string communicator = "auto";  // auto | mpi | nccl | none

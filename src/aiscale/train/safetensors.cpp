@@ -41,6 +41,8 @@ std::map<std::string, SafeTensor> safetensors_parse(const std::string& bytes, co
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' has a corrupt safetensors header: {}", source, e.what());
   }
+  if (!header.is_object())
+    fail("'{}' has a corrupt safetensors header: it is not a JSON object", source);
   const size_t data_start = 8 + n, data_size = bytes.size() - data_start;
   std::map<std::string, SafeTensor> out;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -48,22 +50,40 @@ std::map<std::string, SafeTensor> safetensors_parse(const std::string& bytes, co
     const auto& e = it.value();
     SafeTensor t;
     t.name = it.key();
-    std::string dtype = e.at("dtype").get<std::string>();
-    t.shape = e.at("shape").get<std::vector<int64_t>>();
-    auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
-    int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
+    std::string dtype;
+    std::vector<uint64_t> off;
+    try {  // a header of the wrong types is corrupt, not a library error
+      dtype = e.at("dtype").get<std::string>();
+      for (const auto& d : e.at("shape")) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
+          fail("'{}' is corrupt: tensor '{}' has the impossible dimension {}", source, t.name, d.dump());
+        t.shape.push_back(d.get<int64_t>());
+      }
+      for (const auto& o : e.at("data_offsets")) {
+        if (!o.is_number_unsigned() && !(o.is_number_integer() && o.get<int64_t>() >= 0))
+          fail("'{}' is corrupt: tensor '{}' has the offset {}", source, t.name, o.dump());
+        off.push_back(o.get<uint64_t>());
+      }
+    } catch (const nlohmann::json::exception& ex) {
+      fail("'{}' has a corrupt safetensors header at tensor '{}': {}", source, t.name, ex.what());
+    }
     size_t elem = dtype == "F32" ? 4 : (dtype == "BF16" || dtype == "F16") ? 2 : 0;
     if (elem == 0) fail("'{}': tensor '{}' has dtype {}, aiscale reads F32, BF16 and F16", source, t.name, dtype);
-    if (off.size() != 2 || off[1] < off[0] || off[1] > data_size ||
-        off[1] - off[0] != static_cast<uint64_t>(numel) * elem)
+    // The element count is bounded by the bytes present before anything is allocated: a
+    // shape whose product overflows or exceeds the file is corrupt.
+    uint64_t numel = 1;
+    for (int64_t d : t.shape)
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) || numel > data_size)
+        numel = UINT64_MAX;
+    if (off.size() != 2 || off[1] < off[0] || off[1] > data_size || numel > data_size / elem ||
+        off[1] - off[0] != numel * elem)
       fail("'{}' is truncated or corrupt: tensor '{}' lies outside the file", source, t.name);
     const char* p = bytes.data() + data_start + off[0];
     t.data.resize(static_cast<size_t>(numel));
     if (elem == 4) {
       std::memcpy(t.data.data(), p, static_cast<size_t>(numel) * 4);
     } else {
-      for (int64_t i = 0; i < numel; ++i) {
+      for (uint64_t i = 0; i < numel; ++i) {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, 2);
         t.data[i] = dtype == "BF16" ? bf16_to_f32(h) : f16_to_f32(h);

@@ -1,6 +1,8 @@
 #include "aiscale/train/session.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -17,13 +19,17 @@
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/validate.h"
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/watchdog.h"
 #include "aiscale/train/checkpoint.h"
+#include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
+#include "aiscale/train/divergence.h"
 #include "aiscale/train/progress.h"
+#include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/trainer.h"
@@ -54,12 +60,12 @@ void truncate_metrics(const std::string& run_dir, int64_t step) {
   atomic_write_file(path, kept);
 }
 
-CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const BatchSource& data,
+CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPosition& data,
                          int64_t step, int world, int64_t nonfinite) {
   CheckpointState s;
   s.model = c.model;
   s.step = step;
-  s.data = data.position();
+  s.data = data;
   s.seed = c.seed;
   s.world_size = world;
   s.nonfinite_steps = nonfinite;
@@ -73,6 +79,95 @@ CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const BatchS
   return s;
 }
 
+std::string available_steps(const std::vector<std::string>& complete) {
+  std::string out;
+  for (const auto& d : complete) {
+    const std::string name = fs::path(d).filename().string();
+    out += (out.empty() ? "" : ", ") + std::to_string(std::stoll(name.substr(5)));
+  }
+  return out.empty() ? "none" : out;
+}
+
+// The checkpoint a resumed run continues from: the one named by --checkpoint, else the
+// newest complete one; a corrupt newest one is reported and, with --resume-fallback,
+// passed over for the newest good one (the corrupt folders are returned to be set aside).
+struct ResumePoint {
+  CheckpointState state;
+  std::string dir;
+  std::vector<std::string> corrupt;
+};
+
+ResumePoint choose_resume_point(const TrainRequest& req, const nn::GptConfig& model) {
+  const std::string root = (fs::path(req.resume_dir) / "checkpoints").string();
+  const std::vector<std::string> complete = complete_checkpoints(root);
+  ResumePoint p;
+  if (req.checkpoint_step >= 0) {
+    p.dir = (fs::path(root) / checkpoint_name(req.checkpoint_step)).string();
+    if (std::find(complete.begin(), complete.end(), p.dir) == complete.end())
+      fail("--checkpoint {}: run '{}' has no complete checkpoint of step {}; complete ones: {}",
+           req.checkpoint_step, req.resume_dir, req.checkpoint_step, available_steps(complete));
+    p.state = read_checkpoint(p.dir, /*with_optimizer=*/true, &model);
+    return p;
+  }
+  if (complete.empty())
+    fail("--resume '{}': the run has no complete checkpoint yet; start it again without --resume "
+         "(or set run.checkpoint_every)", req.resume_dir);
+  auto pass_over = [&](const std::string& dir, const Error& e) {
+    if (!req.resume_fallback)
+      fail("the newest checkpoint cannot be used: {}. Resume from the newest good one with "
+           "--resume-fallback, or choose one with --checkpoint STEP (complete: {})", e.what(),
+           available_steps(complete));
+    log::warn("checkpoint '{}' is corrupt, passed over (--resume-fallback): {}", dir, e.what());
+    p.corrupt.push_back(dir);
+  };
+  for (auto it = complete.rbegin(); it != complete.rend(); ++it) {
+    nn::GptConfig found;
+    try {
+      found = read_checkpoint_model(*it);
+    } catch (const Error& e) {
+      pass_over(*it, e);
+      continue;
+    }
+    // Another model shape is the config's fault, not the checkpoint's: never passed over.
+    check_checkpoint_model(found, model, *it);
+    try {
+      p.state = read_checkpoint(*it, /*with_optimizer=*/true, &model);
+      p.dir = *it;
+      return p;
+    } catch (const Error& e) {
+      pass_over(*it, e);
+    }
+  }
+  fail("--resume '{}': none of its checkpoints ({}) can be read; start the run again",
+       req.resume_dir, available_steps(complete));
+}
+
+// What every rank must agree on before step 1.
+RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
+                            const parallel::Communicator& comm, int64_t start_step) {
+  RankFingerprint f;
+  std::string toml = to_toml(c);
+  std::string section;
+  for (size_t start = 0; start < toml.size();) {
+    size_t end = toml.find('\n', start);
+    if (end == std::string::npos) end = toml.size();
+    std::string line = toml.substr(start, end - start);
+    start = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    f.lines.push_back(section + "." + line);
+  }
+  f.lines.push_back("data.train (as read) = " + train.describe());
+  if (val) f.lines.push_back("data.val (as read) = " + val->describe());
+  f.lines.push_back(fmt::format("world.size = {}", comm.world()));
+  f.lines.push_back("world.backend = " + comm.backend());
+  f.lines.push_back(fmt::format("resume.step = {}", start_step));
+  return f;
+}
+
 }  // namespace
 
 FaultPlan fault_plan_from_env() {
@@ -84,24 +179,24 @@ FaultPlan fault_plan_from_env() {
   if (std::sscanf(s.c_str(), "nan@%lld", &step) == 1) f.nan_step = step;
   else if (std::sscanf(s.c_str(), "kill@%lld:%d", &step, &rank) == 2) f.kill_step = step, f.kill_rank = rank;
   else if (std::sscanf(s.c_str(), "term@%lld", &step) == 1) f.term_step = step;
-  else if (std::sscanf(s.c_str(), "slow@%d:%lf", &rank, &f.slow_ms) == 2 && f.slow_ms >= 0) f.slow_rank = rank;
-  else fail("AISCALE_FAULT='{}' is not understood: use nan@STEP, kill@STEP:RANK, term@STEP or slow@RANK:MS", s);
+  else if (std::sscanf(s.c_str(), "slow@%d:%lf", &rank, &f.slow_ms) == 2 && std::isfinite(f.slow_ms) &&
+           f.slow_ms >= 0 && f.slow_ms <= 3.6e6) f.slow_rank = rank;
+  else if (std::sscanf(s.c_str(), "blowup@%lld", &step) == 1) f.blowup_step = step;
+  else fail("environment variable AISCALE_FAULT='{}' is not understood: use nan@STEP, "
+            "kill@STEP:RANK, term@STEP, slow@RANK:MS (0 to 3600000) or blowup@STEP", s);
   return f;
 }
 
 int run_training(const TrainRequest& req) {
   std::vector<std::string> overrides = req.overrides;
   std::string config_path = req.config_path;
-  std::optional<CheckpointState> resume;
+  if (req.resume_dir.empty() && (req.checkpoint_step >= 0 || req.resume_fallback))
+    fail("--checkpoint and --resume-fallback choose where a resumed run continues: give the run "
+         "directory with --resume RUN_DIR");
   if (!req.resume_dir.empty()) {
     if (!fs::is_directory(req.resume_dir))
       fail("--resume '{}': no such run directory", req.resume_dir);
     if (config_path.empty()) config_path = (fs::path(req.resume_dir) / "config.toml").string();
-    auto latest = latest_checkpoint((fs::path(req.resume_dir) / "checkpoints").string());
-    if (!latest)
-      fail("--resume '{}': the run has no complete checkpoint yet; start it again without --resume "
-           "(or set run.checkpoint_every)", req.resume_dir);
-    resume = read_checkpoint(*latest, /*with_optimizer=*/true);
     // The run directory stays where it is.
     fs::path rd = fs::absolute(req.resume_dir).lexically_normal();
     if (rd.filename().empty()) rd = rd.parent_path();
@@ -111,6 +206,10 @@ int run_training(const TrainRequest& req) {
   if (config_path.empty()) fail("no config: pass --config FILE (or --resume RUN_DIR)");
   TrainConfig c = load_train_config(config_path, overrides);
   const FaultPlan fault = fault_plan_from_env();
+  validate::omp_num_threads_env();
+  // Validated against the config's model before any buffer is sized from it.
+  std::optional<ResumePoint> resume;
+  if (!req.resume_dir.empty()) resume = choose_resume_point(req, c.model);
 
   // Before the model: a GPU rank's communicator also selects the rank's GPU.
   parallel::CommOptions co;
@@ -136,9 +235,30 @@ int run_training(const TrainRequest& req) {
   auto train_src = make_shard_source(c.train_data, c.batch_size, c.seq_len, rank, world, c.seed,
                                      /*shuffle=*/true, c.model.vocab_size);
   std::unique_ptr<BatchSource> val_src;
-  if (!c.val_data.empty())
+  if (!c.val_data.empty()) {
     val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, rank, world, c.seed,
                                 /*shuffle=*/false, c.model.vocab_size);
+    // The batches every evaluation reads, checked now (token ids against the vocabulary)
+    // rather than after training, when a failure would come too late.
+    std::vector<int32_t> in(static_cast<size_t>(c.batch_size * c.seq_len)), out(in.size());
+    for (int64_t i = 0; i < c.eval_batches; ++i) val_src->next_batch(in.data(), out.data());
+    val_src->rewind();
+  }
+
+  if (resume) {
+    const auto& r = resume->state;
+    if (r.world_size != world)
+      fail("checkpoint '{}' was written by {} rank(s), this job has {}: resume with the same "
+           "number of ranks (the data order depends on it)", resume->dir, r.world_size, world);
+    if (r.step >= c.steps)
+      fail("run '{}' already reached step {} of train.steps = {}: raise it with --set "
+           "train.steps=N to train further", req.resume_dir, r.step, c.steps);
+  }
+  // Every rank must run the same configuration on the same data: checked before the model
+  // is built, so a disagreement costs nothing and never reaches a collective of another size.
+  const int64_t resume_step = resume ? resume->state.step : 0;
+  const RankFingerprint fp = fingerprint(c, *train_src, val_src.get(), *comm, resume_step);
+  check_ranks_agree(*comm, fp);
 
   nn::GptRunOptions ro;
   ro.batch = c.batch_size;
@@ -159,23 +279,22 @@ int run_training(const TrainRequest& req) {
 
   int64_t start_step = 0, nonfinite = 0;
   if (resume) {
-    const auto& r = *resume;
-    if (r.model.num_params() != c.model.num_params() || r.model.n_layer != c.model.n_layer ||
-        r.model.n_embd != c.model.n_embd)
-      fail("checkpoint in '{}' is of another model shape than the config: resume with the run's "
-           "own config.toml", req.resume_dir);
-    if (r.world_size != world)
-      fail("checkpoint in '{}' was written by {} rank(s), this job has {}: resume with the same "
-           "number of ranks (the data order depends on it)", req.resume_dir, r.world_size, world);
-    if (r.step >= c.steps)
-      fail("run '{}' already reached step {} of train.steps = {}: raise it with --set "
-           "train.steps=N to train further", req.resume_dir, r.step, c.steps);
+    const auto& r = resume->state;
     model->set_params(r.params.data());
     model->set_optimizer_state(r.m.data(), r.v.data());
     train_src->restore(r.data);
     start_step = r.step;
     nonfinite = r.nonfinite_steps;
-    if (rank == 0) truncate_metrics(req.resume_dir, r.step);
+    if (rank == 0) {
+      truncate_metrics(req.resume_dir, r.step);
+      // Checkpoints that are no longer on this run's path are set aside, never loaded
+      // again: corrupt ones passed over, and newer ones when resuming from an older step.
+      for (const auto& d : resume->corrupt)
+        log::warn("set aside as {}", set_checkpoint_aside(d, "corrupt"));
+      for (const auto& d : complete_checkpoints(fs::path(resume->dir).parent_path().string()))
+        if (d > resume->dir) log::info("newer checkpoint set aside as {}", set_checkpoint_aside(d, "superseded"));
+    }
+    resume->state = {};  // the weights live in the model now
   } else if (world > 1) {
     // DDP semantics: every rank starts from rank 0's weights.
     if (c.device == "cuda") {
@@ -210,7 +329,9 @@ int run_training(const TrainRequest& req) {
               c.model.n_embd, c.model.vocab_size, model->device_name(), threads, world,
               comm->backend(), c.batch_size * c.grad_accum * world, c.seq_len,
               c.tokens_per_step(world), train_src->describe(),
-              resume ? fmt::format("; resuming at step {}", start_step) : "");
+              resume ? fmt::format("; resuming at step {} from {}", start_step, resume->dir) : "");
+  if (world > 1 && rank == 0)
+    log::debug("ranks agree on configuration {:016x}", fp.hash());
 
   g_stop_signal = 0;
   std::signal(SIGTERM, on_stop_signal);
@@ -219,6 +340,12 @@ int run_training(const TrainRequest& req) {
   Trainer trainer(c, *model, *train_src, val_src.get(), *comm, &run_dir);
   trainer.show_progress = !req.quiet;
   trainer.before_update = [&](int64_t step_index) {
+    if (step_index + 1 == fault.blowup_step) {
+      std::vector<float> params(static_cast<size_t>(model->num_params()));
+      model->get_params(params.data());
+      for (float& w : params) w *= 30.0f;
+      model->set_params(params.data());
+    }
     if (step_index + 1 != fault.nan_step) return;
     if (c.device == "cuda") {  // device memory: poison through the host copy
       std::vector<float> grads(static_cast<size_t>(model->num_params()));
@@ -234,20 +361,38 @@ int run_training(const TrainRequest& req) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(fault.slow_ms));
     };
   bool stopped_by_signal = false;
-  int64_t last_checkpoint = start_step;
+  std::string diverged;  // why the run was stopped as diverged
+  int64_t last_checkpoint = start_step, last_step = start_step;
+  DataPosition position_after_last_step = train_src->position();
   // Rank 0 writes; with sharded (ZeRO-1) state every rank takes part in gathering it.
   auto save_checkpoint = [&](int64_t step) {
-    if (rank == 0) checkpointer->save(snapshot(c, *model, *train_src, step, world, nonfinite));
-    else if (model->collective_state()) snapshot(c, *model, *train_src, step, world, nonfinite);
+    if (rank == 0)
+      checkpointer->save(snapshot(c, *model, position_after_last_step, step, world, nonfinite));
+    else if (model->collective_state())
+      snapshot(c, *model, position_after_last_step, step, world, nonfinite);
+    last_checkpoint = step;
   };
+  DivergenceDetector divergence(c.divergence_factor, c.divergence_window);
   trainer.after_step = [&](const StepStats& s) {
+    // The loss is the mean over ranks and the norm that of the summed gradients: every
+    // rank decides alike, without a collective.
+    bool stop_diverged = false;
     if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) {
       ++nonfinite;
-      if (nonfinite > c.max_nonfinite_steps)
-        fail("{} steps had a NaN/Inf loss or gradient (last at step {}), more than "
-             "train.max_nonfinite_steps = {}: lower train.lr, check the data, or raise the limit",
-             nonfinite, s.step, c.max_nonfinite_steps);
+      // The update was skipped: the model still holds the state after the last good step.
+      if (nonfinite > c.max_nonfinite_steps) {
+        diverged = fmt::format("{} steps had a NaN/Inf loss or gradient (last at step {}), more "
+                               "than train.max_nonfinite_steps = {}", nonfinite, s.step,
+                               c.max_nonfinite_steps);
+        stop_diverged = true;
+      }
+    } else if (auto why = divergence.observe(s.step, s.loss)) {
+      diverged = *why;
+      stop_diverged = true;
     }
+    last_step = s.step;
+    position_after_last_step = train_src->position();
+    if (stop_diverged) return false;
     if (s.step == fault.kill_step && rank == fault.kill_rank) std::raise(SIGKILL);
     if (s.step == fault.term_step) g_stop_signal = SIGTERM;
     // Ranks must agree on stopping, or the others would wait in the next all-reduce.
@@ -257,19 +402,57 @@ int run_training(const TrainRequest& req) {
       stopped_by_signal = true;
       return false;
     }
-    if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.step < c.steps) {
+    // The final checkpoint too is written here, before the trainer's final evaluation:
+    // a failure there must not lose the trained state.
+    if ((c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0) || s.step == c.steps)
       save_checkpoint(s.step);
-      last_checkpoint = s.step;
-    }
     return true;
   };
-  TrainResult r = trainer.run(start_step);
+  TrainResult r;
+  std::string late_error;  // a failure after the last step (final evaluation)
+  try {
+    r = trainer.run(start_step);
+  } catch (const std::exception& e) {
+    // Keep what was trained: the state after the last completed step is whole (the failed
+    // step stopped before its update). Sharded state would need the other ranks, and a
+    // rank that is not 0 writes nothing.
+    const bool finished = last_step == c.steps && diverged.empty();
+    if (!finished) {
+      if (rank == 0 && !model->collective_state() && last_step > last_checkpoint) {
+        try {
+          save_checkpoint(last_step);
+          checkpointer->wait();
+          log::error("training failed after step {}; its checkpoint is written: resume with "
+                     "aiscale train --resume {}", last_step, run_dir.path());
+        } catch (const std::exception& again) {
+          log::error("training failed after step {} and its checkpoint could not be written: {}",
+                     last_step, again.what());
+        }
+      }
+      throw;
+    }
+    late_error = e.what();
+    r.steps = last_step;
+  }
 
-  // Final checkpoint (also on a signal), written before the summary marks the run done.
-  if (r.steps != last_checkpoint) save_checkpoint(r.steps);
+  const bool diverged_stop = !diverged.empty();
+  if (diverged_stop && std::isfinite(r.final_loss) && nonfinite <= c.max_nonfinite_steps) {
+    // The loss ran away: the weights in memory produced it and are not saved over the
+    // last good checkpoint; one is written only when none exists, so nothing is lost.
+    if (last_checkpoint == 0) save_checkpoint(r.steps);
+  } else if (r.steps != last_checkpoint) {
+    // Also on a signal, and after NaN/Inf steps (their updates were skipped: the model
+    // holds the last good state). Written before the summary marks the run done.
+    save_checkpoint(r.steps);
+  }
   if (rank == 0) checkpointer->wait();
+  const std::string status = diverged_stop       ? "diverged"
+                             : stopped_by_signal ? "interrupted"
+                                                 : "finished";
+  std::optional<std::string> newest;
+  if (rank == 0) newest = latest_checkpoint(ckpt_dir);
   nlohmann::json summary = {
-      {"status", stopped_by_signal ? "interrupted" : "finished"},
+      {"status", status},
       {"steps", r.steps},
       {"first_loss", r.first_loss},
       {"final_loss", r.final_loss},
@@ -282,9 +465,13 @@ int run_training(const TrainRequest& req) {
       {"device", model->device_name()},
       {"world_size", world},
       {"nonfinite_steps", nonfinite},
-      {"checkpoint", (fs::path(ckpt_dir) / checkpoint_name(r.steps)).string()},
+      {"checkpoint", newest ? *newest : (fs::path(ckpt_dir) / checkpoint_name(r.steps)).string()},
       {"finished", utc_iso8601()}};
+  if (!std::isfinite(r.first_loss)) summary["first_loss"] = nullptr;
+  if (!std::isfinite(r.final_loss)) summary["final_loss"] = nullptr;
   if (r.val_loss >= 0) summary["val_loss"] = r.val_loss;
+  if (diverged_stop) summary["diverged"] = diverged;
+  if (!late_error.empty()) summary["final_evaluation_error"] = late_error;
   run_dir.write_summary(summary);
   if (rank == 0) {
     if (stopped_by_signal)
@@ -298,7 +485,16 @@ int run_training(const TrainRequest& req) {
                 format_count(r.tokens_per_s_median).c_str());
     std::printf("run directory: %s\n", run_dir.path().c_str());
     std::fflush(stdout);
+    if (diverged_stop)
+      log::error("training diverged and was stopped: {}. The last good state is checkpoint {}; "
+                 "lower train.lr (or raise train.divergence_factor, 0 turns the check off) and "
+                 "resume with aiscale train --resume {} --checkpoint STEP",
+                 diverged, newest ? *newest : "(none)", run_dir.path());
   }
+  if (diverged_stop) return kExitDiverged;
+  if (!late_error.empty())
+    fail("training finished and its checkpoint and summary are written, but the final "
+         "evaluation failed: {}", late_error);
   return 0;
 }
 

@@ -10,10 +10,17 @@ struct TrainRequest {
   std::string config_path;             // TOML config (optional with resume_dir)
   std::vector<std::string> overrides;  // "section.key=value"
   std::string resume_dir;              // continue this run directory from its newest checkpoint
+  int64_t checkpoint_step = -1;        // with resume_dir: resume from this step's checkpoint
+  bool resume_fallback = false;        // a corrupt newest checkpoint: use the newest good one
   bool quiet = false;
 };
 
-// Returns the process exit code (0: finished or stopped cleanly by a signal).
+// Exit code of a run stopped because it diverged (loss far above its running level, or
+// more than train.max_nonfinite_steps NaN/Inf steps).
+inline constexpr int kExitDiverged = 3;
+
+// Returns the process exit code (0: finished or stopped cleanly by a signal;
+// kExitDiverged: stopped by divergence detection, with its checkpoint written).
 int run_training(const TrainRequest& request);
 
 // Fault injection for tests, from the environment variable AISCALE_FAULT:
@@ -22,8 +29,10 @@ int run_training(const TrainRequest& request);
 //   "term@S"        every rank behaves as if SIGTERM arrived after step S
 //   "slow@R:MS"     rank R waits MS milliseconds on the host before every backward pass
 //                   (a straggler: the others run ahead as far as the collectives let them)
+//   "blowup@S"      every weight is multiplied by 30 before the update of step S (the loss
+//                   jumps far above its running level: divergence detection)
 struct FaultPlan {
-  int64_t nan_step = -1, kill_step = -1, term_step = -1;
+  int64_t nan_step = -1, kill_step = -1, term_step = -1, blowup_step = -1;
   int kill_rank = 0;
   int slow_rank = -1;
   double slow_ms = 0;

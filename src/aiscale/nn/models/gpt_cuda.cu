@@ -6,7 +6,7 @@
 // and AdamW moments. Memory: one cudaMalloc at construction holds everything, including
 // the cuBLASLt workspace and the data-parallel reducer's buffers; a step allocates nothing.
 //
-// Fusions (each with a plain fallback, see docs/perf-notes.md):
+// Fusions (each with a plain fallback, see docs/design/gpu-training-step.md):
 // - bias, residual add, GELU (+ its pre-activation for backward) in the GEMM epilogues;
 //   dGELU and the bias gradient of the MLP's first layer in a backward GEMM's epilogue;
 // - the bias gradients of the two projections that write into the residual stream come

@@ -206,7 +206,7 @@ class CopyEngineGroup final : public Communicator {
     squares_.counter = reinterpret_cast<unsigned*>(squares_.partials + kMaxSumBlocks);
     // The streams get the device's highest priority: a sum kernel then takes SMs as the
     // model's kernels free them instead of waiting behind the whole of the kernel running
-    // beside it (the last bucket's sum beside the embedding backward, docs/perf-notes.md).
+    // beside it (the last bucket's sum beside the embedding backward, docs/design/gradient-exchange.md).
     int lowest = 0, highest = 0;
     check(cudaDeviceGetStreamPriorityRange(&lowest, &highest), "stream priorities");
     check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest), "stream creation");

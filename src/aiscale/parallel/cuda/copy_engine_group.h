@@ -3,7 +3,7 @@
 // that run beside the backward pass.
 //
 // Why: on NVLink H200s NCCL's all-reduce kernels, run beside backward, slowed it by about
-// their own duration (docs/perf-notes.md): their CTAs hold SMs while they wait for the
+// their own duration (docs/design/gradient-exchange.md): their CTAs hold SMs while they wait for the
 // peer's CTAs. Here the bytes move by cudaMemcpyAsync between IPC-mapped buffers (copy
 // engines, no SMs), the flags and the waits for the peers are stream memory operations
 // (cuStreamWriteValue32 into the peer's memory, cuStreamWaitValue32 on one's own: the

@@ -1,0 +1,89 @@
+#include "aiscale/train/checkpoint_check.h"
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
+#include "aiscale/train/checkpoint.h"
+
+namespace aiscale::train {
+namespace {
+
+// An integer field in [lo, hi]; a float, string, missing key or out-of-range value is named.
+int64_t int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                  const std::string& source) {
+  if (!j.is_object() || !j.contains(key))
+    fail("'{}' is corrupt: it has no \"{}\"; resume from another checkpoint", source, key);
+  const auto& v = j.at(key);
+  if (!v.is_number_integer())
+    fail("'{}' is corrupt: \"{}\" = {} is not an integer; resume from another checkpoint", source,
+         key, v.dump());
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail("'{}' is corrupt: \"{}\" = {} is out of range", source, key, v.dump());
+  return validate::in_range(v.get<int64_t>(), lo, hi, fmt::format("'{}': \"{}\"", source, key),
+                            "the file is corrupt or edited; resume from another checkpoint");
+}
+
+}  // namespace
+
+nn::GptConfig checkpoint_model_from_json(const nlohmann::json& hf, const std::string& source) {
+  if (!hf.is_object()) fail("'{}' is corrupt: not a JSON object", source);
+  nn::GptConfig c;
+  // The same bounds as the model.* config keys.
+  c.n_layer = int_field(hf, "n_layer", 1, 1024, source);
+  c.n_head = int_field(hf, "n_head", 1, 1024, source);
+  c.n_embd = int_field(hf, "n_embd", 1, 65536, source);
+  c.block_size = int_field(hf, "n_positions", 1, int64_t{1} << 20, source);
+  c.vocab_size = int_field(hf, "vocab_size", 2, int64_t{1} << 24, source);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail("'{}' describes an impossible model: {}", source, e.what());
+  }
+  validate::buffer_bytes(static_cast<uint64_t>(c.num_params()), 16,
+                         fmt::format("'{}' ({})", source, model_shape_text(c)));
+  return c;
+}
+
+void checkpoint_state_from_json(const nlohmann::json& state, CheckpointState& s,
+                                const std::string& source) {
+  if (!state.is_object()) fail("'{}' is corrupt: not a JSON object", source);
+  constexpr int64_t kMaxCount = int64_t{1} << 40;
+  s.step = int_field(state, "step", 0, kMaxCount, source);
+  s.data.epoch = int_field(state, "data_epoch", 0, kMaxCount, source);
+  s.data.index = int_field(state, "data_index", 0, kMaxCount, source);
+  const auto& seed = state.contains("seed") ? state.at("seed") : nlohmann::json();
+  if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<int64_t>() < 0))
+    fail("'{}' is corrupt: \"seed\" must be a non-negative integer", source);
+  s.seed = seed.get<uint64_t>();
+  s.world_size = static_cast<int>(int_field(state, "world_size", 1, 1 << 20, source));
+  s.nonfinite_steps = state.contains("nonfinite_steps")
+                          ? int_field(state, "nonfinite_steps", 0, kMaxCount, source)
+                          : 0;
+  if (!state.contains("config_toml") || !state.at("config_toml").is_string())
+    fail("'{}' is corrupt: \"config_toml\" must be a string", source);
+  s.config_toml = state.at("config_toml").get<std::string>();
+  const int64_t n = int_field(state, "n_params", 1, int64_t{1} << 40, source);
+  if (n != s.model.num_params())
+    fail("'{}' says the checkpoint holds {} parameters, but its config.json describes a model "
+         "of {} ({}): the checkpoint is corrupt or mixed from two runs; resume from another",
+         source, n, s.model.num_params(), model_shape_text(s.model));
+}
+
+std::string model_shape_text(const nn::GptConfig& c) {
+  return fmt::format("n_layer={} n_head={} n_embd={} block_size={} vocab_size={}", c.n_layer,
+                     c.n_head, c.n_embd, c.block_size, c.vocab_size);
+}
+
+void check_checkpoint_model(const nn::GptConfig& found, const nn::GptConfig& expected,
+                            const std::string& where) {
+  if (found.n_layer == expected.n_layer && found.n_head == expected.n_head &&
+      found.n_embd == expected.n_embd && found.block_size == expected.block_size &&
+      found.vocab_size == expected.vocab_size)
+    return;
+  fail("checkpoint '{}' is of another model than the config: the checkpoint has {}, the config "
+       "{}; resume with the run's own config.toml, or set the model.* keys to the checkpoint's",
+       where, model_shape_text(found), model_shape_text(expected));
+}
+
+}  // namespace aiscale::train

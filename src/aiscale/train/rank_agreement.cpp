@@ -1,0 +1,79 @@
+#include "aiscale/train/rank_agreement.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::train {
+namespace {
+
+std::map<std::string, std::string> as_map(const RankFingerprint& f) {
+  std::map<std::string, std::string> m;
+  for (const auto& line : f.lines) {
+    const auto eq = line.find(" = ");
+    if (eq == std::string::npos) m[line] = "";
+    else m[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string RankFingerprint::text() const {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+uint64_t RankFingerprint::hash() const {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text()) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::vector<std::string> fingerprint_differences(const RankFingerprint& reference,
+                                                 const RankFingerprint& mine) {
+  const auto a = as_map(reference), b = as_map(mine);
+  std::vector<std::string> out;
+  for (const auto& [key, value] : a) {
+    auto it = b.find(key);
+    if (it == b.end()) out.push_back(fmt::format("{}: rank 0 has {}, this rank none", key, value));
+    else if (it->second != value)
+      out.push_back(fmt::format("{}: rank 0 has {}, this rank {}", key, value, it->second));
+  }
+  for (const auto& [key, value] : b)
+    if (!a.count(key)) out.push_back(fmt::format("{}: rank 0 has none, this rank {}", key, value));
+  return out;
+}
+
+void check_ranks_agree(parallel::Communicator& comm, const RankFingerprint& mine) {
+  if (comm.world() < 2) return;
+  std::string text = mine.text();
+  int64_t size = static_cast<int64_t>(text.size());
+  comm.broadcast_bytes(&size, sizeof size, 0);
+  std::string reference(static_cast<size_t>(size), '\0');
+  if (comm.rank() == 0) reference = text;
+  comm.broadcast_bytes(reference.data(), size, 0);
+  RankFingerprint ref;
+  for (size_t start = 0; start < reference.size();) {
+    size_t end = reference.find('\n', start);
+    if (end == std::string::npos) end = reference.size();
+    ref.lines.push_back(reference.substr(start, end - start));
+    start = end + 1;
+  }
+  const auto diffs = fingerprint_differences(ref, mine);
+  double disagreeing = diffs.empty() ? 0.0 : 1.0;
+  comm.allreduce_sum(&disagreeing, 1);
+  if (disagreeing == 0) return;
+  if (!diffs.empty())
+    fail("rank {} was started with another configuration than rank 0: {}; start every rank "
+         "with the same --config, --set values and data", comm.rank(), fmt::join(diffs, "; "));
+  fail("{} rank(s) were started with another configuration than rank 0 (their messages name "
+       "the keys); start every rank with the same --config, --set values and data",
+       static_cast<int>(disagreeing));
+}
+
+}  // namespace aiscale::train
