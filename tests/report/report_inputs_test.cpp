@@ -66,7 +66,8 @@ TEST(ReportInputs, TrainRunDirectoryIsAOnePointStudy) {
   ASSERT_EQ(a["loss_curves"].size(), 2u);
   EXPECT_EQ(a["loss_curves"][0]["loss"].size(), 6u);
   EXPECT_EQ(a["loss_curves"][1]["label"], "aiscale fp32 validation");
-  EXPECT_EQ(a["loss_curves"][1]["step"], json({4}));
+  EXPECT_EQ(a["loss_curves"][1]["step"], json({4, 6}));  // the last from summary.json
+  EXPECT_EQ(a["loss_curves"][1]["loss"], json({8.1, 6.9}));
   EXPECT_EQ(a["study"]["command"], "aiscale launch -n 2 -- train --config " + fixture("run_two_ranks") + "/config.toml");
 }
 

@@ -76,8 +76,9 @@ void run_report(const ReportArgs& a) {
   const fs::path parent = fs::path(a.output).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   atomic_write_file(a.output, content);
-  std::printf("report (%s): %zu %s, %zu series, %zu points%s -> %s (%s)\n", format.c_str(), studies.size(),
-              studies.size() == 1 ? "study" : "studies", series, points, detail.c_str(), a.output.c_str(),
+  std::printf("report (%s): %zu %s, %zu series, %zu %s%s -> %s (%s)\n", format.c_str(), studies.size(),
+              studies.size() == 1 ? "study" : "studies", series, points, points == 1 ? "point" : "points",
+              detail.c_str(), a.output.c_str(),
               content.size() >= 1024 * 1024 ? fmt::format("{:.1f} MiB", content.size() / 1048576.0).c_str()
                                              : fmt::format("{:.0f} KiB", content.size() / 1024.0).c_str());
   std::fflush(stdout);

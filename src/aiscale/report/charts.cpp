@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kWidth = 460, kHeight = 280;
+constexpr int kWidth = 420, kHeight = 260;
 constexpr size_t kMaxCdfPoints = 400, kMaxLossPoints = 1500;
 
 std::string label_of(const json& record) { return record["label"].get<std::string>(); }
@@ -21,7 +21,8 @@ std::string label_of(const json& record) { return record["label"].get<std::strin
 // The x encoding of a rank count: log2 with a tick at each measured n, or ordinal when
 // only one n is present (a log scale of one value has no extent).
 json n_axis(const std::set<double>& ns) {
-  if (ns.size() < 2) return {{"field", "n"}, {"type", "ordinal"}, {"title", "ranks n"}};
+  if (ns.size() < 2)
+    return {{"field", "n"}, {"type", "ordinal"}, {"title", "ranks n"}, {"axis", {{"labelAngle", 0}}}};
   return {{"field", "n"}, {"type", "quantitative"}, {"title", "ranks n"},
           {"scale", {{"type", "log"}, {"base", 2}}},
           {"axis", {{"values", json(std::vector<double>(ns.begin(), ns.end()))}, {"format", "d"}}}};
@@ -29,7 +30,7 @@ json n_axis(const std::set<double>& ns) {
 
 json base_spec(json values) {
   return {{"width", kWidth}, {"height", kHeight}, {"data", {{"values", std::move(values)}}},
-          {"config", {{"legend", {{"orient", "bottom"}, {"columns", 2}, {"labelLimit", 480}}}}}};
+          {"config", {{"legend", {{"orient", "bottom"}, {"columns", 2}, {"labelLimit", 230}}}}}};
 }
 
 json color(const char* field, const char* title) {
@@ -171,7 +172,7 @@ std::optional<Chart> throughput_chart(const std::vector<json>& studies) {
   if (rows.empty()) return std::nullopt;
   const std::string title = units.size() == 1 ? "throughput per device (" + *units.begin() + ")"
                                               : "throughput per device";
-  json x = {{"field", "n"}, {"type", "ordinal"}, {"title", "ranks n"}};
+  json x = {{"field", "n"}, {"type", "ordinal"}, {"title", "ranks n"}, {"axis", {{"labelAngle", 0}}}};
   json spec = base_spec(rows);
   spec["layer"] = json::array(
       {{{"mark", "bar"},
@@ -185,8 +186,9 @@ std::optional<Chart> throughput_chart(const std::vector<json>& studies) {
         {"encoding", {{"x", x}, {"xOffset", {{"field", "series"}}},
                       {"y", {{"field", "min"}, {"type", "quantitative"}}}, {"y2", {{"field", "max"}}}}}}});
   return Chart{"throughput", "Throughput per device by precision and source",
-               "Median per-device throughput over the repeats for each series (aiscale or a "
-               "reference such as PyTorch, per precision); the black bar spans min to max.",
+               "Median per-device throughput for each series (aiscale or a reference such as "
+               "PyTorch, per precision); the black bar spans min to max over the repeats (over "
+               "the logged steps for a single train run).",
                spec};
 }
 

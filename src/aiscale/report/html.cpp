@@ -1,7 +1,7 @@
 // HTML page assembly.
 #include "aiscale/report/html.h"
 
-#include <cctype>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -17,7 +17,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.
 h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
 .subtitle { color: #555; margin-top: 0; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
-figure.chart-figure { margin: 0; padding: 0.6rem 0.8rem; border: 1px solid #e3e3e3; border-radius: 6px; max-width: 620px; }
+figure.chart-figure { margin: 0; padding: 0.6rem 0.8rem; border: 1px solid #e3e3e3; border-radius: 6px; flex: 0 0 540px; overflow-x: auto; }
 figure.chart-figure h3 { margin: 0 0 0.4rem 0; font-size: 1.05rem; }
 figcaption { color: #555; font-size: 0.85rem; margin-top: 0.4rem; }
 .table-wrap { overflow-x: auto; }
@@ -82,9 +82,10 @@ const char* kChartRunner = R"(
 })();
 )";
 
+// Figures are right-aligned: a cell whose first word is a number ("370,000 (…) tokens/s").
 bool looks_numeric(const std::string& cell) {
-  return !cell.empty() && (std::isdigit(static_cast<unsigned char>(cell[0])) ||
-                           (cell[0] == '-' && cell.size() > 1 && std::isdigit(static_cast<unsigned char>(cell[1]))));
+  static const std::regex number("^-?[0-9][0-9,]*(\\.[0-9]+)?(e[+-]?[0-9]+)?( .*)?$");
+  return std::regex_match(cell, number);
 }
 
 void append_table(std::string& out, const Table& t) {

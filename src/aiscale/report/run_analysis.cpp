@@ -177,6 +177,13 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
       val_curve["loss"].push_back(m["val_loss"]);
     }
   }
+  // The validation pass after the last step is in summary.json only.
+  if (summary.contains("val_loss") && summary["val_loss"].is_number() && summary.contains("steps") &&
+      summary["steps"].is_number() &&
+      (val_curve["step"].empty() || val_curve["step"].back() != summary["steps"])) {
+    val_curve["step"].push_back(summary["steps"]);
+    val_curve["loss"].push_back(summary["val_loss"]);
+  }
   json curves = json::array({train_curve});
   if (!val_curve["step"].empty()) curves.push_back(val_curve);
 
