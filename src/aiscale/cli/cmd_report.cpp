@@ -90,11 +90,8 @@ void add_report_command(CLI::App& app) {
   auto a = std::make_shared<ReportArgs>();
   auto* cmd = app.add_subcommand(
       "report",
-      "Draw scaling studies or a train run: one self-contained HTML page that works offline "
-      "(Vega-Lite charts: efficiency, speedup, step-time CDF, throughput per device, loss, power "
-      "and clock; tables: figures per point, environment, failed points), or Markdown tables, "
-      "or CSV with one row per series point. Several inputs are drawn side by side. "
-      "See docs/report.md");
+      "Draw scaling studies or a train run as one offline HTML page (Vega-Lite charts, tables), "
+      "Markdown or CSV");
   cmd->add_option("inputs", a->inputs,
                   "a study directory (study.json), a folder holding analysis.json, an analysis JSON "
                   "file (format aiscale-study-analysis) or a train run directory (metrics.jsonl)")
@@ -106,8 +103,16 @@ void add_report_command(CLI::App& app) {
                   "html (default), md or csv; without it, a .md or .csv output name chooses")
       ->check(CLI::IsMember({"html", "md", "csv"}));
   cmd->footer(
-      "The HTML inlines vega, vega-lite and vega-embed read from $AISCALE_VEGA_DIR, else "
-      "third_party_npm/node_modules in the source tree (scripts/setup.sh installs them).");
+      "HTML: one self-contained file that works offline. Charts: efficiency against n (weak "
+      "scaling: full epoch, training part, median batch), speedup against ideal, per-batch "
+      "step-time CDF per n, throughput per device by precision and source, loss curves, power "
+      "and SM clock per n (when measured). Tables: figures per point, environment (device, "
+      "software, date, command), Amdahl fit, failed points. Several inputs are drawn side by "
+      "side, their labels prefixed with the study name.\n"
+      "md: the tables in Markdown. csv: one row per series point.\n"
+      "The page inlines vega, vega-lite and vega-embed read from $AISCALE_VEGA_DIR, else "
+      "third_party_npm/node_modules in the source tree (scripts/setup.sh installs them).\n"
+      "See docs/report.md.");
   cmd->callback([a] { run_report(*a); });
 }
 
