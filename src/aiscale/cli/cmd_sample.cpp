@@ -61,8 +61,13 @@ void run_sample(const SampleArgs& a) {
     // (a multi-byte character may span several tokens).
     std::vector<int32_t> generated;
     size_t printed = 0;
-    train::generate(*model, ids, o, rng, [&](int32_t id) {
-      if (id == tok->eot()) return;
+    std::vector<int32_t> all_ids = train::generate(*model, ids, o, rng, [&](int32_t id) {
+      if (id == tok->eot()) {  // a document ends; with --min-tokens the next one follows
+        std::printf("\n");
+        generated.clear();
+        printed = 0;
+        return;
+      }
       generated.push_back(id);
       std::string text = tok->decode(generated);
       if (text.size() > printed) {
@@ -74,7 +79,7 @@ void run_sample(const SampleArgs& a) {
     std::printf("\n%s", i + 1 < a.samples ? "---\n" : "");
     if (a.print_ids) {
       std::printf("ids: [");
-      for (size_t k = 0; k < generated.size(); ++k) std::printf("%s%d", k ? ", " : "", generated[k]);
+      for (size_t k = 0; k < all_ids.size(); ++k) std::printf("%s%d", k ? ", " : "", all_ids[k]);
       std::printf("]\n");
     }
   }
@@ -89,13 +94,17 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint, "a checkpoint folder (runs/X/checkpoints/step_N)");
   cmd->add_option("--prompt,-p", a->prompt, "text to continue")->capture_default_str();
   cmd->add_option("--tokens,-n", a->o.max_new_tokens, "tokens to generate")->capture_default_str()->check(integer_in(1));
+  cmd->add_option("--min-tokens", a->o.min_new_tokens,
+                  "generate at least this many tokens: an end-of-text token before then starts a new "
+                  "line instead of ending the sample (default 0: stop at the first end-of-text)")
+      ->capture_default_str()->check(integer_in(0));
   cmd->add_option("--temperature", a->o.temperature, "sampling temperature; 0 = greedy")->capture_default_str()->check(number_in(0));
   cmd->add_option("--top-k", a->o.top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str()->check(integer_in(0));
   cmd->add_option("--samples", a->samples, "how many continuations")->capture_default_str()->check(integer_in(1));
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")->check(CLI::IsMember({"gpt2", "byte"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
-  cmd->add_flag("--print-ids", a->print_ids, "also print the generated token ids (\"ids: [...]\")");
+  cmd->add_flag("--print-ids", a->print_ids, "also print every generated token id, end-of-text included (\"ids: [...]\")");
   cmd->callback([a] { run_sample(*a); });
 }
 

@@ -12,4 +12,5 @@ void add_launch_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_scale_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 }  // namespace aiscale::cli

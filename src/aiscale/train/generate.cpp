@@ -53,7 +53,7 @@ std::vector<int32_t> generate(nn::GptModel& model, std::vector<int32_t> tokens,
     tokens.push_back(next);
     out.push_back(next);
     if (on_token) on_token(next);
-    if (next == o.stop_token) break;
+    if (next == o.stop_token && static_cast<int64_t>(out.size()) >= o.min_new_tokens) break;
   }
   return out;
 }

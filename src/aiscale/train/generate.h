@@ -13,7 +13,9 @@ struct SampleOptions {
   int64_t max_new_tokens = 64;
   float temperature = 1.0f;  // 0: greedy
   int64_t top_k = 0;         // 0: the whole vocabulary
-  int32_t stop_token = -1;   // stop after generating this token (e.g. end-of-text)
+  int32_t stop_token = -1;   // stop after generating this token (e.g. end-of-text)...
+  int64_t min_new_tokens = 0;  // ...once at least this many tokens were generated: a model
+                               // trained on short documents emits end-of-text early
 };
 
 // `model` must have batch 1; its sequence length is the context window used. Each new
