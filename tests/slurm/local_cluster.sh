@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on localhost for the tests: a private munged, slurmctld and
+# A one-node Slurm cluster on this machine (loopback only) for the tests: a private munged, slurmctld and
 # slurmd, all configured, logging and keeping state under one scratch folder, so that
 # nothing of the machine's own /etc/slurm or munge is used or changed. Needs root (slurmd
 # runs jobs as their submitter) and Debian's slurm-wlm and munge (scripts/setup.sh).
@@ -38,7 +38,8 @@ stop_all() {
   # Jobs first, so that slurmd does not leave their processes behind.
   [ -f "$dir/slurm.conf" ] && [ -f "$dir/run/slurmctld.pid" ] &&
     SLURM_CONF="$dir/slurm.conf" timeout 10 scancel --full --quiet --partition="$(cat "$dir/partition" 2>/dev/null || echo debug)" 2>/dev/null
-  stop_pidfile "$dir/run/slurmd.pid" slurmd
+  local f
+  for f in "$dir"/run/slurmd-*.pid; do stop_pidfile "$f" slurmd; done
   stop_pidfile "$dir/run/slurmctld.pid" slurmctld
   stop_pidfile "$dir/run/munged.pid" munged
 }
@@ -60,36 +61,40 @@ start() {
       die "'$tool' not found: install Debian's slurm-wlm and munge (bash scripts/setup.sh)"
   done
   mkdir -p "$dir"/{run,log,state,spool,munge} || die "cannot create $dir"
-  chmod 700 "$dir/munge"
+  chmod 711 "$dir/munge"  # others reach the socket, not the key (0600)
   echo "$partition" >"$dir/partition"
 
   # munge: a fresh key and socket of our own.
   rm -f "$dir/munge/munge.key"
   mungekey --create --keyfile="$dir/munge/munge.key" >/dev/null 2>&1 ||
     die "mungekey could not create $dir/munge/munge.key"
-  munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+  munged --force --num-threads=10 --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
     --seed-file="$dir/munge/munged.seed" 2>>"$dir/log/munged.log" ||
     { log_tails "$dir"; stop_all "$dir"; die "munged did not start (log above)"; }
 
-  local cpus mem_mib
+  local cpus mem_mib host
   cpus=$(nproc)
+  # The node is this machine under its own short name (slurmd finds itself by it), reached
+  # on loopback. ("localhost" as a node name only works while it is the only node.)
+  host=$(hostname -s)
   mem_mib=$(awk '/MemTotal/ {printf "%d", $2 / 1024 - 1024}' /proc/meminfo)
   [ "$mem_mib" -gt 512 ] || mem_mib=512
   cat >"$dir/slurm.conf" <<CONF
-# One node, localhost, written by tests/slurm/local_cluster.sh
+# One node (this machine, on loopback), written by tests/slurm/local_cluster.sh
 ClusterName=aiscaletest
-SlurmctldHost=localhost
+MailProg=/bin/true
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
 SlurmctldPort=${AISCALE_TEST_SLURMCTLD_PORT:-16817}
 SlurmdPort=${AISCALE_TEST_SLURMD_PORT:-16818}
 # No cgroups in containers and CI: track processes by parent id, bind nothing.
@@ -106,19 +111,43 @@ MpiDefault=none
 SchedulerParameters=sched_interval=2
 MinJobAge=600
 KillWait=5
-NodeName=localhost CPUs=$cpus RealMemory=$mem_mib State=UNKNOWN
-PartitionName=$partition Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mib State=UNKNOWN
+PartitionName=$partition Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+# A partition shaped like a GPU site's (4 nodes of 64 cores and 4 GPUs each), for
+# \`sbatch --test-only\` of generated site scripts: four more slurmd of this machine, each
+# on its own port, declaring what the site's nodes have (config_overrides: the hardware
+# is not checked; the GPUs have no devices). Nothing is meant to run there.
+GresTypes=gpu
+SlurmdParameters=config_overrides
+NodeName=gpusite1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 1)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 2)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 3)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite4 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 4)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+PartitionName=gpusite Nodes=gpusite[1-4] MaxTime=INFINITE State=UP
 CONF
+  # The gpusite nodes' 4 "GPUs" are character devices that are not GPUs: the scheduler only
+  # needs four files per node to count.
+  echo "NodeName=gpusite[1-4] Name=gpu File=/dev/null,/dev/zero,/dev/full,/dev/urandom" >"$dir/gres.conf"
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld 2>>"$dir/log/slurmctld.log" ||
     { log_tails "$dir"; stop_all "$dir"; die "slurmctld did not start (log above)"; }
-  slurmd 2>>"$dir/log/slurmd.log" ||
-    { log_tails "$dir"; stop_all "$dir"; die "slurmd did not start (log above)"; }
+  local node
+  for node in "$host" gpusite1 gpusite2 gpusite3 gpusite4; do
+    mkdir -p "$dir/spool/$node"
+    slurmd -N "$node" 2>>"$dir/log/slurmd-$node.log" ||
+      { log_tails "$dir"; stop_all "$dir"; die "slurmd of node $node did not start (log above)"; }
+  done
 
   local state=""
   for _ in $(seq 1 60); do
     state=$(sinfo --noheader --partition="$partition" --format=%t 2>/dev/null | head -n 1)
-    case "$state" in idle | mix | alloc) echo "SLURM_CONF=$SLURM_CONF"; return 0 ;; esac
+    case "$state" in idle | mix | alloc)
+      # the GPU-site partition too (its jobs are only ever tested, but its nodes must be up)
+      if [ "$(sinfo --noheader --partition=gpusite --format=%t 2>/dev/null | head -n 1)" = idle ]; then
+        echo "SLURM_CONF=$SLURM_CONF"
+        return 0
+      fi ;;
+    esac
     sleep 0.5
   done
   log_tails "$dir"

@@ -11,4 +11,5 @@ void add_sample_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_slurm_command(CLI::App& app);
 }  // namespace aiscale::cli

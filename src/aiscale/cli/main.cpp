@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   aiscale::cli::add_launch_command(app);
   aiscale::cli::add_data_command(app);
   aiscale::cli::add_plan_command(app);
+  aiscale::cli::add_slurm_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -109,8 +109,6 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
   }
   // GPUs follow the ranks of a node (a 2-rank point on a 4-GPU node asks for 2).
   if (j.gpus_per_node > 0 && r.gpus_per_node < 0) j.gpus_per_node = std::min(j.gpus_per_node, j.tasks_per_node);
-  if (part && part->is_gpu() && j.tasks_per_node > preset_gpus && r.tasks_per_node <= 0)
-    j.tasks_per_node = preset_gpus;
   j.cpus_per_task = r.cpus_per_task > 0 ? r.cpus_per_task
                     : preset->cores_per_gpu > 0 && j.gpus_per_node > 0 ? preset->cores_per_gpu : 1;
   j.gpu_request = !r.gpu_request.empty() ? r.gpu_request : preset->gpu_request;
@@ -171,52 +169,43 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
 namespace {
 
 void sbatch_line(std::string& out, const std::string& option, const std::string& why = "") {
-  if (!why.empty()) out += "# " + why + "
-";
-  out += "#SBATCH " + option + "
-";
+  if (!why.empty()) out += "# " + why + "\n";
+  out += "#SBATCH " + option + "\n";
 }
 
 std::string joined_argv(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : argv) out += " " + shell_quote(a);
+  for (const auto& a : argv) {
+    out += ' ';
+    out += shell_quote(a);
+  }
   return out;
 }
 
 }  // namespace
 
 std::string render_sbatch(const JobScript& j) {
-  std::string o = "#!/bin/bash
-";
+  std::string o = "#!/bin/bash\n";
   const bool array = !j.array_tasks.empty();
   const std::string what = array ? fmt::format("{} study points (job array)", j.array_tasks.size())
                            : !j.point_id.empty() ? "study point " + j.point_id
                                                  : "aiscale" + joined_argv(j.argv);
-  o += fmt::format("# {}
-", what);
-  o += fmt::format("# {} node(s) x {} rank(s) per node = {} rank(s){}{}
-", j.nodes, j.tasks_per_node,
+  o += fmt::format("# {}\n", what);
+  o += fmt::format("# {} node(s) x {} rank(s) per node = {} rank(s){}{}\n", j.nodes, j.tasks_per_node,
                    j.ntasks, j.gpus_per_node > 0 ? fmt::format(", {} GPU(s) per node", j.gpus_per_node) : "",
                    j.label.empty() ? "" : ", on " + j.label);
-  o += "# Written by `aiscale slurm script` (docs/slurm.md). Edit it freely and submit with
-";
+  o += "# Written by `aiscale slurm script` (docs/slurm.md). Edit it freely and submit with\n";
   o += "#   sbatch THIS_FILE";
-  o += j.pass_script_args ? " [more aiscale arguments, e.g. --set train.steps=100]
-" : "
-";
-  if (!j.source.empty()) o += "# Site conventions (data/systems): " + j.source + "
-";
-  o += "
-";
+  o += j.pass_script_args ? " [more aiscale arguments, e.g. --set train.steps=100]\n" : "\n";
+  if (!j.source.empty()) o += "# Site conventions (data/systems): " + j.source + "\n";
+  o += "\n";
 
   sbatch_line(o, "--job-name=" + j.job_name);
   if (!j.partition.empty()) sbatch_line(o, "--partition=" + j.partition);
   if (!j.account.empty()) sbatch_line(o, "--account=" + j.account);
   else if (j.account_required)
-    o += "# This site charges every job to a project: put yours here and remove one '#'.
-"
-         "##SBATCH --account=YOUR_PROJECT
-";
+    o += "# This site charges every job to a project: put yours here and remove one '#'.\n"
+         "##SBATCH --account=YOUR_PROJECT\n";
   if (!j.qos.empty()) sbatch_line(o, "--qos=" + j.qos);
   sbatch_line(o, fmt::format("--nodes={}", j.nodes));
   sbatch_line(o, fmt::format("--ntasks-per-node={}", j.tasks_per_node),
@@ -226,32 +215,29 @@ std::string render_sbatch(const JobScript& j) {
   if (j.gpus_per_node > 0 && j.gpu_request == "gres")
     sbatch_line(o, fmt::format("--gres={}:{}", j.gres_name, j.gpus_per_node),
                 "GPUs as a generic resource, the form this site documents; every rank sees the "
-                "node's GPUs
-# and takes the one of its node-local rank (SLURM_LOCALID).");
+                "node's GPUs\n# and takes the one of its node-local rank (SLURM_LOCALID).");
   else if (j.gpus_per_node > 0 && j.gpu_request == "gpus-per-node")
     sbatch_line(o, fmt::format("--gpus-per-node={}", j.gpus_per_node),
                 "GPUs per node; every rank sees the node's GPUs and takes the one of its "
-                "node-local rank
-# (SLURM_LOCALID).");
+                "node-local rank\n# (SLURM_LOCALID).");
   sbatch_line(o, fmt::format("--cpus-per-task={}", j.cpus_per_task),
               j.gpus_per_node > 0 ? "Cores per rank: the node's cores shared among its GPUs (the "
-                                    "rank's OpenMP threads and data loading)."
+                                    "rank's OpenMP threads\n# and data loading)."
                                   : "Cores per rank: its OpenMP threads.");
   if (j.exclusive)
     sbatch_line(o, "--exclusive", "Whole nodes: no other job shares their memory bandwidth or "
-                                  "network links (measurements stay comparable).");
+                                  "network links, so\n# measurements stay comparable.");
   sbatch_line(o, "--time=" + j.time, fmt::format("Wall-time limit ({} s).", j.time_s));
   if (j.signal_lead_s > 0)
     sbatch_line(o, fmt::format("--signal=TERM@{}", j.signal_lead_s),
                 fmt::format("SIGTERM to every rank {} s before the limit: aiscale train finishes "
-                            "its step, writes a
-# checkpoint and exits (continue with aiscale "
+                            "its step, writes a\n# checkpoint and exits (continue with aiscale "
                             "train --resume RUN_DIR).", j.signal_lead_s));
   if (array) {
     std::string spec = fmt::format("0-{}", j.array_tasks.size() - 1);
     if (j.array_parallel > 0) spec += fmt::format("%{}", j.array_parallel);
-    sbatch_line(o, "--array=" + spec, fmt::format(
-        "One array task per point, at most {} at a time (%N).", j.array_parallel));
+    sbatch_line(o, "--array=" + spec,
+                fmt::format("One array task per point, at most {} at a time (%N).", j.array_parallel));
   }
   if (!j.log.empty())
     sbatch_line(o, "--output=" + j.log, "Everything the job prints goes to the point's log.");
@@ -259,108 +245,68 @@ std::string render_sbatch(const JobScript& j) {
     sbatch_line(o, "--output=" + j.output);
   if (!j.chdir.empty()) sbatch_line(o, "--chdir=" + j.chdir);
 
-  o += "
-set -uo pipefail
-";
+  o += "\nset -uo pipefail\n";
   if (array) {
-    o += "
-# --- the point of this array task -------------------------------------------
-";
-    o += "case "${SLURM_ARRAY_TASK_ID:?not an array job}" in
-";
+    o += "\n# --- the point of this array task -------------------------------------------\n";
+    o += "case \"${SLURM_ARRAY_TASK_ID:?not an array job}\" in\n";
     for (size_t i = 0; i < j.array_tasks.size(); ++i) {
       const auto& t = j.array_tasks[i];
-      o += fmt::format("  {}) point={} log={}
-     args=({}) ;;
-", i, shell_quote(t.point_id),
+      o += fmt::format("  {}) point={} log={}\n     args=({}) ;;\n", i, shell_quote(t.point_id),
                        shell_quote(t.log), joined_argv(t.argv).substr(1));
     }
-    o += "  *) echo "no point for array task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;
-esac
-";
-    o += "exec >"$log" 2>&1
-";
+    o += "  *) echo \"no point for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\nesac\n";
+    o += "exec >\"$log\" 2>&1\n";
   }
 
-  o += "
-# --- environment ------------------------------------------------------------
-";
-  for (const auto& line : j.prelude) o += line + "
-";
+  o += "\n# --- environment ------------------------------------------------------------\n";
+  for (const auto& line : j.prelude) o += line + "\n";
   for (const auto& e : j.env) {
     auto eq = e.find('=');
-    o += "export " + e.substr(0, eq) + "=" + shell_quote(e.substr(eq + 1)) + "
-";
+    o += "export " + e.substr(0, eq) + "=" + shell_quote(e.substr(eq + 1)) + "\n";
   }
-  o += "# One OpenMP/BLAS thread per core of the rank.
-";
-  o += "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1} OPENBLAS_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
-";
-  o += "# Since Slurm 22.05 srun does not take --cpus-per-task from sbatch; this passes it on.
-";
-  o += "export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
-";
-  o += "AISCALE=${AISCALE:-" + shell_quote(j.aiscale) + "}
-";
+  o += "# One OpenMP/BLAS thread per core of the rank.\n";
+  o += "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1} OPENBLAS_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n";
+  o += "# Since Slurm 22.05 srun does not take --cpus-per-task from sbatch; this passes it on.\n";
+  o += "export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}\n";
+  o += "AISCALE=${AISCALE:-" + shell_quote(j.aiscale) + "}\n";
 
-  o += "
-# --- launch -----------------------------------------------------------------
-";
+  o += "\n# --- launch -----------------------------------------------------------------\n";
   std::string cmd;
   if (j.launcher == "srun") {
-    o += "# srun starts the ranks; each reads its rank, the world size and its node-local rank from
-"
-         "# SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID (PMIX_RANK under PMIx) and meets the others
-"
-         "# through MPI, bootstrapped by srun's --mpi plugin (AISCALE_SRUN_MPI overrides it).
-"
-         "# --kill-on-bad-exit: one failing rank ends the step. --distribution=block: neighbouring
-"
+    o += "# srun starts the ranks; each reads its rank, the world size and its node-local rank from\n"
+         "# SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID (PMIX_RANK under PMIx) and meets the others\n"
+         "# through MPI, bootstrapped by srun's --mpi plugin (AISCALE_SRUN_MPI overrides it).\n"
+         "# --kill-on-bad-exit: one failing rank ends the step. --distribution=block: neighbouring\n"
          "# ranks share a node.";
-    if (!j.cpu_bind.empty()) o += " --cpu-bind: each rank on its own cores.";
-    o += "
-";
-    cmd = "srun --kill-on-bad-exit=1 --mpi="${AISCALE_SRUN_MPI:-" + j.srun_mpi +
-          "}" --distribution=block:block \
-  --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}"";
+    if (!j.cpu_bind.empty()) o += " --cpu-bind: each rank on cores of its own.";
+    o += "\n";
+    cmd = "srun --kill-on-bad-exit=1 --mpi=\"${AISCALE_SRUN_MPI:-" + j.srun_mpi +
+          "}\" --distribution=block:block \\\n  --cpus-per-task=\"${SLURM_CPUS_PER_TASK:-1}\"";
     if (!j.cpu_bind.empty()) cmd += " --cpu-bind=" + shell_quote(j.cpu_bind);
     if (!j.gpu_bind.empty()) cmd += " --gpu-bind=" + shell_quote(j.gpu_bind);
-    cmd += " \
-  ";
+    cmd += " \\\n  ";
   } else {
-    o += "# mpirun inside the allocation starts the ranks (OpenMPI finds the nodes from Slurm);
-"
-         "# each reads its rank from OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK. Neighbouring ranks share
-"
-         "# a node (ppr: processes per node).
-";
-    o += "if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-";
-    cmd = fmt::format("mpirun -np "${{SLURM_NTASKS:-{}}}" --map-by ppr:{}:node --bind-to none \
-"
+    o += "# mpirun inside the allocation starts the ranks (OpenMPI finds the nodes from Slurm);\n"
+         "# each reads its rank from OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK. Neighbouring ranks share\n"
+         "# a node (ppr: processes per node).\n";
+    o += "if [ \"$(id -u)\" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi\n";
+    cmd = fmt::format("mpirun -np \"${{SLURM_NTASKS:-{}}}\" --map-by ppr:{}:node --bind-to none \\\n"
                       "  -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x PATH -x LD_LIBRARY_PATH",
                       j.ntasks, j.tasks_per_node);
     for (const auto& e : j.env) cmd += " -x " + e.substr(0, e.find('='));
-    cmd += " \
-  ";
+    cmd += " \\\n  ";
   }
   if (!j.container.empty()) cmd += j.container_exec + " " + shell_quote(j.container) + " ";
-  cmd += ""$AISCALE"";
-  cmd += array ? " "${args[@]}"" : joined_argv(j.argv);
-  if (j.pass_script_args) cmd += " "$@"";
+  cmd += "\"$AISCALE\"";
+  cmd += array ? " \"${args[@]}\"" : joined_argv(j.argv);
+  if (j.pass_script_args) cmd += " \"$@\"";
   if (!j.log.empty() || array)
-    o += "echo "aiscale-slurm: job ${SLURM_JOB_ID:-?} on $(hostname) starts $(date -u +%FT%TZ)"
-";
-  o += cmd + "
-";
-  o += "status=$?
-";
-  o += "# The last line says how the ranks ended (read by `aiscale slurm status`).
-";
-  o += "echo "aiscale-slurm: exit status $status"
-";
-  o += "exit $status
-";
+    o += "echo \"aiscale-slurm: job ${SLURM_JOB_ID:-?} on $(hostname) starts $(date -u +%FT%TZ)\"\n";
+  o += cmd + "\n";
+  o += "status=$?\n";
+  o += "# The last line says how the ranks ended (read by `aiscale slurm status`).\n";
+  o += "echo \"aiscale-slurm: exit status $status\"\n";
+  o += "exit $status\n";
   return o;
 }
 
