@@ -6,6 +6,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
   libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
+  slurm-wlm munge
   fortunes-min fortunes)
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
