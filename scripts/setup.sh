@@ -7,6 +7,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
   fortunes-min fortunes
+  slurm-wlm munge  # a one-node Slurm for the tests of aiscale slurm (tests/slurm)
   chromium)  # headless browser: the HTML report's check (tests/report)
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/slurm_options.h"
 #include "aiscale/core/error.h"
+#include "aiscale/orchestrate/study_submit.h"
 #include "aiscale/sweep/analysis.h"
 #include "aiscale/sweep/study.h"
 #include "aiscale/sweep/study_dir.h"
@@ -19,6 +21,9 @@ struct ScaleArgs {
   std::string output;
   std::string analyze;
   std::string mpirun = "mpirun";
+  std::string scheduler = "local";
+  JobOptions slurm;
+  orchestrate::SubmitOptions submit;
   bool dry_run = false;
   std::vector<std::string> argv;
 };
@@ -64,7 +69,8 @@ void add_scale_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "scale",
       "Run a scaling study described in TOML (a train config or a bench suite over rank counts, "
-      "strong or weak, precisions, repeats): one job per point through mpirun into STUDY_DIR "
+      "strong or weak, precisions, repeats): one job per point, through mpirun here or as Slurm "
+      "jobs (--scheduler slurm), into STUDY_DIR "
       "(study.json, points/<id>/{command.json,run/,log.txt}, analysis.json), then the statistics "
       "(speedup, efficiencies, throughput, TFLOP/s, MFU, step-time CDFs, Amdahl fit, stragglers). "
       "Running it again skips finished points. See docs/guide/scaling.md.");
@@ -77,6 +83,18 @@ void add_scale_command(CLI::App& app) {
                   "file (prints its analysis JSON)");
   cmd->add_option("--mpirun", args->mpirun, "mpirun to start each point's ranks with")->capture_default_str();
   cmd->add_flag("--dry-run", args->dry_run, "write the study directory and the points' commands, run nothing");
+  cmd->add_option("--scheduler", args->scheduler,
+                  "local: run the points one after another here, through mpirun; slurm: submit "
+                  "them as Slurm jobs (a dependency chain, or job arrays with --mode array), then "
+                  "follow them with `aiscale slurm status|collect STUDY_DIR` (docs/guide/slurm.md)")
+      ->capture_default_str()->check(CLI::IsMember({"local", "slurm"}));
+  auto* slurm = cmd->add_option_group("Slurm", "with --scheduler slurm: the jobs' resources and site preset");
+  args->slurm.req.aiscale.clear();  // default: this binary's absolute path
+  add_job_options(slurm, args->slurm, true);
+  slurm->add_option("--mode", args->submit.mode, "chain (one job per point, one after another) or array")
+      ->capture_default_str()->check(CLI::IsMember({"chain", "array"}));
+  slurm->add_option("--array-parallel", args->submit.array_parallel,
+                    "with --mode array: tasks of an array that may run at once")->capture_default_str();
   cmd->callback([args] {
     if (!args->analyze.empty()) {
       if (std::filesystem::is_directory(args->analyze)) {
@@ -97,6 +115,23 @@ void add_scale_command(CLI::App& app) {
     std::printf("study '%s' (%s scaling, %zu points) in %s\n", study.name.c_str(), study.kind.c_str(),
                 index["points"].size(), args->output.c_str());
     std::fflush(stdout);
+    if (args->scheduler == "slurm") {
+      // The points' commands are in place; Slurm runs them (study_submit.h). A refused
+      // sbatch leaves the study as it was.
+      auto catalog = prepare_job_options(args->slurm);
+      args->submit.job = args->slurm.req;
+      args->submit.dry_run = args->dry_run;
+      const auto r = orchestrate::submit_study(args->output, args->submit, catalog.get());
+      for (const auto& [id, why] : r.skipped) std::printf("  %s: not submitted: %s\n", id.c_str(), why.c_str());
+      for (const auto& [id, job] : r.submitted)
+        std::printf("  %s: %s\n", id.c_str(), args->dry_run ? "script written (dry run)" : ("job " + job).c_str());
+      if (args->dry_run)
+        for (const auto& script : r.scripts) std::printf("wrote %s\n", script.c_str());
+      std::printf("%zu point(s) submitted; follow them with: aiscale slurm status %s --wait; then "
+                  "aiscale slurm collect %s and aiscale report %s -o report.html\n",
+                  r.submitted.size(), args->output.c_str(), args->output.c_str(), args->output.c_str());
+      return;
+    }
     if (args->dry_run) {
       for (const auto& p : index["points"]) std::printf("  %s: %s\n", p.value("id", "").c_str(), p.value("state", "").c_str());
       return;

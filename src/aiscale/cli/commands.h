@@ -13,4 +13,5 @@ void add_data_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_scale_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_slurm_command(CLI::App& app);
 }  // namespace aiscale::cli

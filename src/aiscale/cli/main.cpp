@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   aiscale::cli::add_plan_command(app);
   aiscale::cli::add_scale_command(app);
   aiscale::cli::add_report_command(app);
+  aiscale::cli::add_slurm_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/paths.h"
+#include "aiscale/orchestrate/time_limit.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -46,7 +47,15 @@ const std::vector<Field> kPartitionFields = {
     {"accelerator", Kind::string}, {"cpu", Kind::string},       {"ram_gib", Kind::number},
     {"local_ssd", Kind::string},   {"interface", Kind::string}, {"launched", Kind::string},
     {"notes", Kind::string},       {"intra_node", Kind::table}, {"network", Kind::table},
-    {"cpu_model", Kind::string},   {"sockets", Kind::integer},  {"cpu_ghz", Kind::number}};
+    {"cpu_model", Kind::string},   {"sockets", Kind::integer},  {"cpu_ghz", Kind::number},
+    {"slurm", Kind::table}};
+const std::vector<Field> kSlurmFields = {
+    {"partition", Kind::string},     {"qos", Kind::string},        {"gpu_request", Kind::string},
+    {"gres_name", Kind::string},     {"cores_per_gpu", Kind::integer}, {"cpu_bind", Kind::string},
+    {"gpu_bind", Kind::string},      {"exclusive", Kind::boolean}, {"max_time", Kind::string},
+    {"srun_mpi", Kind::string},      {"account_required", Kind::boolean},
+    {"prelude", Kind::strings},      {"env", Kind::strings},       {"container_exec", Kind::string},
+    {"launcher", Kind::string},      {"source", Kind::string}};
 const std::vector<Field> kIntraFields = {{"link", Kind::string},
                                          {"gbytes_per_s", Kind::number},
                                          {"assumed", Kind::boolean},
@@ -151,6 +160,7 @@ void validate_file(const toml::table& root, const std::string& file) {
           check_fields(p, kPartitionFields, pw);
           if (auto* i = p["intra_node"].as_table()) check_fields(*i, kIntraFields, pw + " intra_node");
           if (auto* net = p["network"].as_table()) check_fields(*net, kNetworkFields, pw + " network");
+          if (auto* sl = p["slurm"].as_table()) check_fields(*sl, kSlurmFields, pw + " slurm");
         }
     }
 }
@@ -258,6 +268,39 @@ Accelerator cpu_node(const CpuModel& c, const Partition& p) {
   return a;
 }
 
+SlurmPreset to_slurm(const toml::table& t, const std::string& where) {
+  SlurmPreset s;
+  s.partition = get<std::string>(t, "partition", "");
+  s.qos = get<std::string>(t, "qos", "");
+  s.gpu_request = get<std::string>(t, "gpu_request", s.gpu_request);
+  s.gres_name = get<std::string>(t, "gres_name", s.gres_name);
+  s.cores_per_gpu = static_cast<int>(get<int64_t>(t, "cores_per_gpu", 0));
+  s.cpu_bind = get<std::string>(t, "cpu_bind", "");
+  s.gpu_bind = get<std::string>(t, "gpu_bind", "");
+  s.exclusive = get<bool>(t, "exclusive", true);
+  s.max_time = get<std::string>(t, "max_time", "");
+  s.srun_mpi = get<std::string>(t, "srun_mpi", s.srun_mpi);
+  s.launcher = get<std::string>(t, "launcher", s.launcher);
+  s.account_required = get<bool>(t, "account_required", false);
+  s.prelude = get_strings(t, "prelude");
+  s.env = get_strings(t, "env");
+  s.container_exec = get<std::string>(t, "container_exec", "");
+  s.source = get<std::string>(t, "source", "");
+  if (s.gpu_request != "gpus-per-node" && s.gpu_request != "gres" && s.gpu_request != "none")
+    fail("{} slurm: gpu_request = \"{}\" is unknown: use \"gpus-per-node\", \"gres\" or \"none\"",
+         where, s.gpu_request);
+  if (s.launcher != "srun" && s.launcher != "mpirun")
+    fail("{} slurm: launcher = \"{}\" is unknown: use \"srun\" or \"mpirun\"", where, s.launcher);
+  if (s.cores_per_gpu < 0) fail("{} slurm: cores_per_gpu = {} must be 0 or more", where, s.cores_per_gpu);
+  if (!s.max_time.empty()) orchestrate::parse_slurm_time(s.max_time, where + " slurm max_time");
+  for (const auto& e : s.env)
+    if (e.find('=') == std::string::npos || e.front() == '=')
+      fail("{} slurm: env entry '{}' is not NAME=value", where, e);
+  if (s.srun_mpi.empty() || s.srun_mpi.find_first_of(" \t'\"") != std::string::npos)
+    fail("{} slurm: srun_mpi = \"{}\" must be one word (pmix, pmi2, cray_shasta, none)", where, s.srun_mpi);
+  return s;
+}
+
 Partition to_partition(const toml::table& t, const std::string& where) {
   Partition p;
   p.id = get<std::string>(t, "id", "");
@@ -288,6 +331,10 @@ Partition to_partition(const toml::table& t, const std::string& where) {
     p.network.topology = parse_topology(get<std::string>(*n, "topology", ""));
     p.network.group_nodes = static_cast<int>(get<int64_t>(*n, "group_nodes", 0));
     p.network.shared_by_nodes = static_cast<int>(get<int64_t>(*n, "shared_by_nodes", 1));
+  }
+  if (auto* sl = t["slurm"].as_table()) {
+    p.has_slurm = true;
+    p.slurm = to_slurm(*sl, fmt::format("{} partition '{}'", where, p.id));
   }
   if (p.kind != "gpu" && p.kind != "cpu" && p.kind != "ipu")
     fail("{} partition '{}': kind = \"{}\" is unknown: use \"gpu\", \"cpu\" or \"ipu\"", where,

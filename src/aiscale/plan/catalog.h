@@ -53,6 +53,27 @@ struct CpuModel {
   std::string source;
 };
 
+// How a partition is used through Slurm ([system.partition.slurm] in the catalogue): what
+// `aiscale slurm script` writes for it. Each site's documented convention, see docs/guide/slurm.md.
+struct SlurmPreset {
+  std::string partition;        // Slurm partition name; "" where the QOS selects the nodes
+  std::string qos;              // QOS to request by default; "" none
+  std::string gpu_request = "gpus-per-node";  // "gpus-per-node" | "gres" | "none"
+  std::string gres_name = "gpu";              // --gres=<gres_name>:<GPUs per node>
+  int cores_per_gpu = 0;        // --cpus-per-task of a rank that drives one GPU; 0: unknown
+  std::string cpu_bind;         // srun --cpu-bind ("cores", "mask_cpu:..."); "": Slurm's default
+  std::string gpu_bind;         // srun --gpu-bind ("closest"); "": none
+  bool exclusive = true;        // whole nodes (--exclusive)
+  std::string max_time;         // the partition's wall-time limit ("2-00:00:00"); "": unknown
+  std::string srun_mpi = "pmix";  // srun --mpi plugin
+  std::string launcher = "srun";  // "srun" (one task per rank) or "mpirun" (inside the job)
+  bool account_required = false;  // sbatch refuses jobs without --account
+  std::vector<std::string> prelude;  // shell lines before the launch (module loads, ...)
+  std::vector<std::string> env;      // NAME=value exported before the launch
+  std::string container_exec;   // how a container runs a command ("apptainer exec --nv")
+  std::string source;           // where the site documents these conventions
+};
+
 struct Partition {
   std::string id;              // "booster"
   std::string name;            // "Leonardo Booster"
@@ -73,6 +94,8 @@ struct Partition {
   std::string cpu_model;
   int sockets = 0;
   double cpu_ghz = 0;          // 0: the model's base clock
+  bool has_slurm = false;      // [system.partition.slurm] present
+  SlurmPreset slurm;
 
   bool is_gpu() const { return kind == "gpu"; }
   bool is_cpu() const { return kind == "cpu"; }

@@ -1,0 +1,150 @@
+// `aiscale slurm`: sbatch scripts for aiscale commands, with the site presets of the
+// systems catalogue, and scaling studies run as Slurm jobs (submit, status, collect).
+//   aiscale slurm script --system leonardo --nodes 4 -- train --config my.toml
+//   aiscale slurm submit STUDY [--mode chain|array]
+//   aiscale slurm status STUDY [--wait --timeout 3600]
+//   aiscale slurm collect STUDY
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "aiscale/cli/commands.h"
+#include "aiscale/cli/slurm_options.h"
+#include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/orchestrate/study_status.h"
+#include "aiscale/orchestrate/study_submit.h"
+#include "aiscale/plan/catalog.h"
+#include "aiscale/sweep/study_dir.h"
+
+namespace aiscale::cli {
+namespace {
+
+namespace orch = aiscale::orchestrate;
+
+void add_script(CLI::App* slurm) {
+  auto o = std::make_shared<JobOptions>();
+  o->req.aiscale.clear();
+  auto out = std::make_shared<std::string>();
+  auto* c = slurm->add_subcommand(
+      "script",
+      "Write the sbatch script of an aiscale command (after --), commented, with the site's "
+      "conventions, e.g.\n  aiscale slurm script --system leonardo --nodes 4 -- train --config my.toml\n"
+      "Arguments given to sbatch after the script's name are added to the command.");
+  add_job_options(c, *o, false);
+  c->add_option("-o,--out", *out, "Write the script to this file (default: standard output)");
+  c->add_option("command", o->req.argv, "The aiscale command and its arguments, after --")->required();
+  c->callback([o, out] {
+    auto cat = prepare_job_options(*o);
+    orch::JobScript job = orch::resolve_job(o->req, cat.get());
+    const std::string text = orch::render_sbatch(job);
+    if (job.account_required && job.account.empty())
+      fmt::print(stderr, "slurm script: {} charges every job to a project: give --account "
+                 "(the script has a commented line for it)\n", job.label);
+    if (out->empty()) {
+      fmt::print("{}", text);
+    } else {
+      atomic_write_file(*out, text);
+      std::filesystem::permissions(*out, std::filesystem::perms::owner_exec,
+                                   std::filesystem::perm_options::add);
+      fmt::print(stderr, "slurm script: wrote {} (submit: sbatch {})\n", *out, *out);
+    }
+  });
+}
+
+void add_submit(CLI::App* slurm) {
+  auto o = std::make_shared<JobOptions>();
+  o->req.aiscale.clear();
+  auto so = std::make_shared<orch::SubmitOptions>();
+  auto dir = std::make_shared<std::string>();
+  auto* c = slurm->add_subcommand(
+      "submit",
+      "Submit the points of a study (STUDY/points/<id>/command.json) as Slurm jobs: one job per "
+      "point, each after the previous (afterany), or job arrays (--mode array). Points that are "
+      "finished, queued or running are left alone; job ids go to STUDY/slurm.json. If sbatch "
+      "refuses a job, the jobs submitted before it are cancelled and the study is unchanged.");
+  c->add_option("study", *dir, "Study directory")->required();
+  add_job_options(c, *o, true);
+  c->add_option("--mode", so->mode, "chain (one job per point, one after another) or array")
+      ->capture_default_str();
+  c->add_option("--array-parallel", so->array_parallel,
+                "With --mode array: tasks of an array that may run at once")->capture_default_str();
+  c->add_flag("--dry-run", so->dry_run, "Write the scripts to STUDY/slurm/dry-run/ and submit nothing");
+  c->callback([o, so, dir] {
+    auto cat = prepare_job_options(*o);
+    so->job = o->req;
+    auto r = orch::submit_study(*dir, *so, cat.get());
+    for (const auto& [id, why] : r.skipped) fmt::print("{}: not submitted: {}\n", id, why);
+    for (const auto& [id, job] : r.submitted)
+      fmt::print("{}: {}\n", id, so->dry_run ? "script written (dry run)" : "job " + job);
+    if (so->dry_run)
+      for (const auto& s : r.scripts) fmt::print("wrote {}\n", s);
+    if (r.submitted.empty()) fmt::print("nothing to submit: every point is finished, queued or running\n");
+  });
+}
+
+void add_status(CLI::App* slurm) {
+  auto dir = std::make_shared<std::string>();
+  auto wait = std::make_shared<bool>(false);
+  auto wo = std::make_shared<orch::WaitOptions>();
+  auto* c = slurm->add_subcommand(
+      "status",
+      "The Slurm state of every point of a study (squeue, scontrol show job; sacct where "
+      "accounting is kept). Jobs that died (TIMEOUT, NODE_FAIL, CANCELLED, OUT_OF_MEMORY, "
+      "FAILED) are shown with the tail of their log. With --wait, polls with growing pauses "
+      "until no point is queued or running, and exits 1 if any died or the timeout passed.");
+  c->add_option("study", *dir, "Study directory")->required();
+  c->add_flag("--wait", *wait, "Wait until no point is queued or running");
+  c->add_option("--timeout", wo->timeout_s, "With --wait: give up after this many seconds")->capture_default_str();
+  c->add_option("--poll-max", wo->max_poll_s, "With --wait: longest pause between polls, seconds")->capture_default_str();
+  c->callback([dir, wait, wo] {
+    std::vector<orch::PointStatus> st;
+    if (*wait) {
+      st = orch::wait_for_study(*dir, *wo, [](const std::vector<orch::PointStatus>& s) {
+        int active = 0;
+        for (const auto& p : s) active += p.active;
+        fmt::print(stderr, "slurm status: {} of {} point(s) queued or running\n", active, s.size());
+      });
+    } else {
+      st = orch::poll_study(*dir);
+    }
+    fmt::print("{}", orch::format_status(st));
+    int died = 0;
+    for (const auto& p : st) died += p.died;
+    if (*wait && died > 0) fail("{} point(s) of {} died (above): fix the cause and submit again "
+                                "(aiscale slurm submit {} resubmits only those)", died, *dir, *dir);
+  });
+}
+
+void add_collect(CLI::App* slurm) {
+  auto dir = std::make_shared<std::string>();
+  auto* c = slurm->add_subcommand(
+      "collect",
+      "Record the Slurm state of every point's job in STUDY/slurm.json (one poll, no waiting), "
+      "then the points' states from their files, and print the table.");
+  c->add_option("study", *dir, "Study directory")->required();
+  c->callback([dir] {
+    // study.json's point states from the point folders (exit_code, results), as the
+    // local runner leaves them.
+    auto st = orch::collect_study(*dir, [](const std::string& d) { sweep::refresh_point_states(d); });
+    fmt::print("{}", orch::format_status(st));
+    fmt::print("analyse and report: aiscale scale --analyze {} && aiscale report {} -o report.html\n",
+               *dir, *dir);
+  });
+}
+
+}  // namespace
+
+void add_slurm_command(CLI::App& app) {
+  auto* slurm = app.add_subcommand(
+      "slurm", "Slurm: sbatch scripts with site presets, and scaling studies as Slurm jobs "
+               "(docs/guide/slurm.md)");
+  slurm->require_subcommand(1);
+  add_script(slurm);
+  add_submit(slurm);
+  add_status(slurm);
+  add_collect(slurm);
+}
+
+}  // namespace aiscale::cli

@@ -1,0 +1,166 @@
+// aiscale against a real Slurm: tests/slurm/local_cluster.sh starts munged, slurmctld and
+// slurmd (Debian's packages) on this machine with a configuration in a temporary folder;
+// a study of 1 and 2 CPU ranks is submitted by `aiscale scale --scheduler slurm` as a
+// chain, waited for, collected, analysed and reported; a site script is checked with sbatch --test-only; the daemons are stopped by
+// their PIDs at the end, also when a test fails. Needs root. If the daemons cannot start,
+// every test fails with the reason.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "../support/run_helpers.h"
+
+using namespace aiscale::testsupport;
+
+namespace {
+
+struct Cluster {
+  fs::path dir;
+  std::string env;    // "SLURM_CONF=... " for every command
+  std::string error;  // why it did not start
+};
+
+Cluster& cluster() {
+  static Cluster c;
+  return c;
+}
+
+class SlurmCluster : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    Cluster& c = cluster();
+    c.dir = temp_dir("slurm-cluster");
+    // Ports of their own, so that a cluster of another test run does not answer.
+    const int port = 20000 + static_cast<int>(::getpid() % 4000) * 8;
+    const std::string ports = "AISCALE_TEST_SLURMCTLD_PORT=" + std::to_string(port) +
+                              " AISCALE_TEST_SLURMD_PORT=" + std::to_string(port + 1);
+    auto r = run_command("env " + ports + " bash " + AISCALE_SLURM_CLUSTER_SCRIPT + " start " +
+                         c.dir.string() + " debug");
+    if (r.exit_code != 0) {
+      c.error = "the test cluster did not start (tests/slurm/local_cluster.sh): " + r.output;
+      return;
+    }
+    c.env = "env SLURM_CONF=" + (c.dir / "slurm.conf").string() + " ";
+  }
+  static void TearDownTestSuite() {
+    run_command(std::string("bash ") + AISCALE_SLURM_CLUSTER_SCRIPT + " stop " + cluster().dir.string());
+  }
+  void SetUp() override { ASSERT_TRUE(cluster().error.empty()) << cluster().error; }
+};
+
+RunOutput aiscale_in_cluster(const std::string& args) {
+  return run_command(cluster().env + std::string(AISCALE_BINARY) + " " + args);
+}
+
+}  // namespace
+
+TEST_F(SlurmCluster, CpuStudyOfOneAndTwoRanksRunsAsAChain) {
+  // A weak-scaling study of the language benchmark on 1 and 2 CPU ranks, submitted by
+  // `aiscale scale --scheduler slurm`, waited for, collected, analysed and reported.
+  const fs::path dir = cluster().dir / "work";
+  fs::create_directories(dir);
+  std::ofstream(dir / "weak.toml") << "name = \"slurm-weak\"\nkind = \"weak\"\ncounts = [1, 2]\n"
+                                      "threads_per_rank = 1\n"
+                                      "[workload]\ntype = \"bench\"\nsuite = \"language\"\n"
+                                      "options = [\"--model\", \"gpt-tiny\", \"--seq\", \"16\"]\n"
+                                      "batch = 2\n[measure]\nsteps = [2, 6]\n";
+  const fs::path study = dir / "study";
+  const std::string submit = "scale " + (dir / "weak.toml").string() + " -o " + study.string() +
+                             " --scheduler slurm --partition debug --tasks-per-node 2 --time 5";
+  // CPU ranks all on the one node; srun starts them, MPI meets through PMIx.
+  auto r = aiscale_in_cluster(submit + " --signal-lead 30");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("n1-fp32-r1: job "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("n2-fp32-r1: job "), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::exists(study / "slurm.json"));
+
+  // Submitting again while they are queued or running submits nothing.
+  r = aiscale_in_cluster(submit);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("n1-fp32-r1: not submitted: job"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("n2-fp32-r1: job"), std::string::npos) << r.output;
+
+  r = aiscale_in_cluster("slurm status " + study.string() + " --wait --timeout 240 --poll-max 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("COMPLETED"), std::string::npos) << r.output;
+  for (int n : {1, 2}) {
+    const fs::path p = study / "points" / ("n" + std::to_string(n) + "-fp32-r1");
+    const std::string log = read_bytes(p / "log.txt");
+    // The benchmark's record: n ranks, meeting through MPI (PMIx) when there are two.
+    EXPECT_NE(log.find("\"world_size\":" + std::to_string(n)), std::string::npos) << log;
+    if (n == 2) {
+      EXPECT_NE(log.find("\"communicator\":\"mpi\""), std::string::npos) << log;
+    }
+    EXPECT_NE(log.find("aiscale-slurm: exit status 0"), std::string::npos) << log;
+    EXPECT_EQ(read_bytes(p / "exit_code"), "0\n") << log;
+    ASSERT_TRUE(fs::is_directory(p / "run")) << log;
+  }
+
+  r = aiscale_in_cluster("slurm collect " + study.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rec = nlohmann::json::parse(read_bytes(study / "slurm.json"));
+  for (const char* id : {"n1-fp32-r1", "n2-fp32-r1"}) {
+    EXPECT_EQ(rec["points"][id].back()["state"], "COMPLETED") << rec.dump(2);
+    EXPECT_EQ(rec["points"][id].back()["exit_code"], "0:0") << rec.dump(2);
+  }
+  const auto index = nlohmann::json::parse(read_bytes(study / "study.json"));
+  for (const auto& p : index["points"]) EXPECT_EQ(p["state"], "finished") << index.dump(2);
+
+  // Analysed from the points' files, then reported.
+  r = aiscale_in_cluster("scale --analyze " + study.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = nlohmann::json::parse(read_bytes(study / "analysis.json"));
+  ASSERT_EQ(a["series"][0]["points"].size(), 2u) << a.dump(2);
+  EXPECT_GT(a["series"][0]["points"][1]["throughput_per_device"]["median"].get<double>(), 0.0);
+  r = aiscale_in_cluster("report " + study.string() + " -o " + (dir / "report.html").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(fs::file_size(dir / "report.html"), 100000u) << r.output;  // the charting code is inlined
+
+  // Everything finished: nothing to submit.
+  r = aiscale_in_cluster(submit);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 point(s) submitted"), std::string::npos) << r.output;
+}
+
+TEST_F(SlurmCluster, AFailingPointIsReportedWithItsLogAndNotWaitedFor) {
+  const fs::path study = cluster().dir / "failing";
+  fs::create_directories(study / "points/bad");
+  std::ofstream(study / "points/bad/command.json")
+      << "{\"ranks\": 1, \"argv\": [\"train\", \"--config\", \"/nonexistent/config.toml\"]}";
+  auto r = aiscale_in_cluster("slurm submit " + study.string() + " --partition debug --time 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = aiscale_in_cluster("slurm status " + study.string() + " --wait --timeout 120 --poll-max 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("bad (job "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("died: FAILED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/config.toml"), std::string::npos) << r.output;  // log tail
+}
+
+TEST_F(SlurmCluster, SbatchRefusingAJobLeavesTheStudyAsItWas) {
+  const fs::path study = cluster().dir / "refused";
+  fs::create_directories(study / "points/p");
+  std::ofstream(study / "points/p/command.json") << "{\"ranks\": 1, \"argv\": [\"train\"]}";
+  auto r = aiscale_in_cluster("slurm submit " + study.string() + " --partition nosuchpartition");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("sbatch refused the job of point p"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("invalid partition"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(study / "slurm.json"));
+}
+
+TEST_F(SlurmCluster, LeonardoScriptOnFourNodesPassesSbatchTestOnly) {
+  const fs::path script = cluster().dir / "leonardo.sbatch";
+  auto r = aiscale_in_cluster("slurm script --system leonardo --nodes 4 --partition gpusite --account test "
+                              "--time 02:00:00 -o " + script.string() + " -- train --config my.toml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(cluster().env + "sbatch --test-only " + script.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output << read_bytes(script);
+  EXPECT_NE(r.output.find("on nodes gpusite[1-4]"), std::string::npos) << r.output;
+  // Five nodes do not exist there: sbatch's refusal is what the user sees.
+  r = aiscale_in_cluster("slurm script --system leonardo --nodes 5 --partition gpusite -o " +
+                         script.string() + " -- train --config my.toml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(cluster().env + "sbatch --test-only " + script.string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+}

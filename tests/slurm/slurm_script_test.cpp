@@ -1,0 +1,176 @@
+// aiscale slurm script: time limits, site presets and the errors for bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "../support/error_of.h"
+#include "../support/run_helpers.h"
+#include "aiscale/core/error.h"
+#include "aiscale/orchestrate/slurm_script.h"
+#include "aiscale/orchestrate/time_limit.h"
+#include "aiscale/plan/catalog.h"
+
+using namespace aiscale;
+using namespace aiscale::orchestrate;
+using namespace aiscale::testsupport;
+
+namespace {
+
+const plan::Catalog& catalog() {
+  static plan::Catalog cat = plan::load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems");
+  return cat;
+}
+
+std::string message_of(const ScriptRequest& r) {
+  try {
+    resolve_job(r, &catalog());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ScriptRequest train_on(const std::string& system) {
+  ScriptRequest r;
+  r.system = system;
+  r.argv = {"train", "--config", "my.toml"};
+  return r;
+}
+
+}  // namespace
+
+TEST(SlurmTime, AcceptsSlurmsFormsAndRefusesOthers) {
+  EXPECT_EQ(parse_slurm_time("90"), 90 * 60);
+  EXPECT_EQ(parse_slurm_time("10:30"), 630);
+  EXPECT_EQ(parse_slurm_time("02:00:00"), 7200);
+  EXPECT_EQ(parse_slurm_time("1-12"), 36 * 3600);
+  EXPECT_EQ(parse_slurm_time("1-00:30"), 86400 + 1800);
+  EXPECT_EQ(parse_slurm_time("2-01:02:03"), 2 * 86400 + 3723);
+  EXPECT_EQ(format_slurm_time(2 * 86400 + 3723), "2-01:02:03");
+  EXPECT_EQ(format_slurm_time(7200), "02:00:00");
+  for (const char* bad : {"", "2h", "1:2:3:4", "01:60:00", "1-24:00:00", "0", "1-", "-5", "00:00:00"}) {
+    std::string msg;
+    try {
+      parse_slurm_time(bad);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("--time '" + std::string(bad) + "'"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("D-HH:MM:SS"), std::string::npos) << msg;
+  }
+}
+
+TEST(SlurmScript, LeonardoUsesGresEightCoresPerGpuAndItsAdvisories) {
+  ScriptRequest r = train_on("leonardo");
+  r.nodes = 4;
+  r.account = "proj";
+  JobScript j = resolve_job(r, &catalog());
+  EXPECT_EQ(j.label, "leonardo/booster");
+  EXPECT_EQ(j.ntasks, 16);
+  std::string s = render_sbatch(j);
+  for (const char* line : {"#SBATCH --partition=boost_usr_prod\n", "#SBATCH --account=proj\n",
+                           "#SBATCH --nodes=4\n", "#SBATCH --ntasks-per-node=4\n", "#SBATCH --gres=gpu:4\n",
+                           "#SBATCH --cpus-per-task=8\n", "#SBATCH --exclusive\n",
+                           "#SBATCH --signal=TERM@120\n", "export NCCL_PXN_DISABLE=1\n",
+                           "module load cuda nccl openmpi\n", "mpirun -np \"${SLURM_NTASKS:-16}\" --map-by ppr:4:node"})
+    EXPECT_NE(s.find(line), std::string::npos) << line << "\n" << s;
+}
+
+TEST(SlurmScript, LumiBindsEachGcdsCoresAndMareNostrumSelectsByQos) {
+  std::string lumi = render_sbatch(resolve_job(train_on("lumi"), &catalog()));
+  EXPECT_NE(lumi.find("#SBATCH --partition=standard-g\n"), std::string::npos) << lumi;
+  EXPECT_NE(lumi.find("#SBATCH --gpus-per-node=8\n"), std::string::npos) << lumi;
+  EXPECT_NE(lumi.find("#SBATCH --cpus-per-task=7\n"), std::string::npos) << lumi;
+  EXPECT_NE(lumi.find("--cpu-bind=mask_cpu:0xfe000000000000,"), std::string::npos) << lumi;
+  EXPECT_NE(lumi.find("##SBATCH --account=YOUR_PROJECT"), std::string::npos) << lumi;
+  EXPECT_NE(lumi.find("--mpi=\"${AISCALE_SRUN_MPI:-cray_shasta}\""), std::string::npos) << lumi;
+  std::string mn5 = render_sbatch(resolve_job(train_on("marenostrum5"), &catalog()));
+  EXPECT_EQ(mn5.find("--partition"), std::string::npos) << mn5;
+  EXPECT_NE(mn5.find("#SBATCH --qos=acc_ehpc\n"), std::string::npos) << mn5;
+  EXPECT_NE(mn5.find("#SBATCH --cpus-per-task=20\n"), std::string::npos) << mn5;
+  for (const char* sys : {"karolina", "meluxina", "vega", "jupiter"})
+    EXPECT_NO_THROW(render_sbatch(resolve_job(train_on(sys), &catalog()))) << sys;
+}
+
+TEST(SlurmScript, AStudyPointTakesTheNodesItsRanksNeed) {
+  ScriptRequest r = train_on("leonardo/booster");
+  r.ranks = 2;
+  JobScript j = resolve_job(r, &catalog());
+  EXPECT_EQ(j.nodes, 1);
+  EXPECT_EQ(j.tasks_per_node, 2);
+  EXPECT_EQ(j.gpus_per_node, 2);
+  r.ranks = 6;
+  j = resolve_job(r, &catalog());
+  EXPECT_EQ(j.nodes, 2);
+  EXPECT_EQ(j.ntasks, 6);
+  EXPECT_NE(render_sbatch(j).find("#SBATCH --ntasks=6\n"), std::string::npos);
+}
+
+TEST(SlurmScript, BadInputNamesTheInputAndTheFix) {
+  EXPECT_NE(message_of(train_on("nosuchsystem")).find("unknown system 'nosuchsystem'"), std::string::npos);
+  std::string m = message_of(train_on("leonardo/nosuch"));
+  EXPECT_NE(m.find("no partition 'nosuch'"), std::string::npos) << m;
+  EXPECT_NE(m.find("leonardo/booster"), std::string::npos) << m;
+  m = message_of(train_on("leonardo/dcgp"));
+  EXPECT_NE(m.find("no Slurm preset"), std::string::npos) << m;
+  ScriptRequest r = train_on("leonardo");
+  r.gpus_per_node = 8;
+  m = message_of(r);
+  EXPECT_NE(m.find("--gpus-per-node 8"), std::string::npos) << m;
+  EXPECT_NE(m.find("4 GPUs per node"), std::string::npos) << m;
+  r = train_on("leonardo");
+  r.time = "2 hours";
+  EXPECT_NE(message_of(r).find("--time '2 hours'"), std::string::npos);
+  r.time = "2-00:00:00";
+  m = message_of(r);
+  EXPECT_NE(m.find("longer than leonardo/booster's limit of 1-00:00:00"), std::string::npos) << m;
+  r.time = "01:00";
+  m = message_of(r);
+  EXPECT_NE(m.find("--signal-lead 120 s is not shorter"), std::string::npos) << m;
+  r = train_on("leonardo");
+  r.argv.clear();
+  EXPECT_NE(message_of(r).find("nothing to run"), std::string::npos);
+}
+
+TEST(SlurmScript, CatalogueRefusesUnknownOrBadSlurmKeys) {
+  auto dir = temp_dir("slurm-catalog");
+  auto write = [&](const std::string& table) {
+    std::ofstream(dir / "x.toml") << "[[system]]\nid = \"lumi\"\n  [[system.partition]]\n  id = \"lumi-g\"\n"
+                                     "  [system.partition.slurm]\n" << table;
+  };
+  auto load_error = [&] {
+    try {
+      plan::load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems", {(dir / "x.toml").string()});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  write("partiton = \"x\"\n");
+  std::string m = load_error();
+  EXPECT_NE(m.find("unknown key 'partiton'"), std::string::npos) << m;
+  EXPECT_NE(m.find("slurm"), std::string::npos) << m;
+  write("max_time = \"forever\"\n");
+  EXPECT_NE(load_error().find("max_time 'forever'"), std::string::npos);
+  write("gpu_request = \"gpus\"\n");
+  EXPECT_NE(load_error().find("gpu_request = \"gpus\" is unknown"), std::string::npos);
+  write("partition = \"small-g\"\n");  // a user file overrides one key of the preset
+  EXPECT_EQ(load_error(), "");
+}
+
+TEST(SlurmScript, CliWritesAScriptOrSaysWhatIsWrong) {
+  auto dir = temp_dir("slurm-cli");
+  auto r = run_aiscale("slurm script --system vega --nodes 2 -o " + (dir / "job.sbatch").string() +
+                       " -- bench language --model gpt2-124m");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string s = read_bytes(dir / "job.sbatch");
+  EXPECT_NE(s.find("#SBATCH --partition=gpu\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("#SBATCH --gres=gpu:4\n"), std::string::npos) << s;
+  EXPECT_NE(s.find(" bench language --model gpt2-124m \"$@\""), std::string::npos) << s;
+  r = run_aiscale("slurm script --system vega --gpus-per-node 6 -- train --config x.toml");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("vega/gpu has 4 GPUs per node"), std::string::npos) << r.output;
+  r = run_aiscale("slurm script --time 1:2:3:4 -- train --config x.toml");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--time '1:2:3:4'"), std::string::npos) << r.output;
+}
