@@ -280,7 +280,7 @@ OpFamily adamw_family() {
 // lookup by name. Test mode only (nothing to differentiate).
 OpFamily helpers_family() {
   OpFamily f;
-  f.name = "helpers";
+  f.name = "reductions";
   f.ops = {Op::sum_squares};
   f.tolerance_note = "sum_squares vs a long-double sum, bit-identical for 1 and 3 threads";
   f.custom_test = [](const Backend&, const Backend&, Outcome& outcome) {

@@ -1,5 +1,5 @@
 // The `test` and `grad` modes of test_ops: generic drivers over DiffCase, plus the
-// small tensor helpers they share.
+// small tensor functions they share.
 #include <omp.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 namespace aiscale::ops::testing {
 
 // ---------------------------------------------------------------------------------------
-// helpers
+// shared functions
 
 void fill_normal(Floats& x, Rng& rng, float scale) {
   for (float& v : x) v = scale * rng.normal();

@@ -225,7 +225,7 @@ std::vector<PerfItem> perf_items(const Backend& be) {
                        be.adamw_update(s->params.data(), s->grads.data(), s->m.data(),
                                        s->v.data(), kParams, hp);
                      }});
-    items.push_back({"helpers", "sum_squares", shape, 0.0, 4.0 * kParams, 1, [s] {
+    items.push_back({"reductions", "sum_squares", shape, 0.0, 4.0 * kParams, 1, [s] {
                        volatile double sink = sum_squares(s->grads.data(), kParams);
                        (void)sink;
                      }});

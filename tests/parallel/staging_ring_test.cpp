@@ -23,14 +23,14 @@ TEST(StagingRing, WrapsAndWaitsForTheLatestCallItOverwrites) {
   r.take(400, 2);                // [400, 800)
   auto c = r.take(300, 3);       // does not fit before 1000: wraps to [0, 300)
   EXPECT_EQ(c.offset, 0u);
-  EXPECT_EQ(c.reuse_wait, 1u);   // overlaps call 1 only
-  auto d = r.take(300, 4);       // [300, 600): the tail of call 1 and the head of call 2
+  EXPECT_EQ(c.reuse_wait, 1u);   // overlaps take 1 only
+  auto d = r.take(300, 4);       // [300, 600): the tail of take 1 and the head of take 2
   EXPECT_EQ(d.offset, 300u);
   EXPECT_EQ(d.reuse_wait, 2u);   // the latest of them
-  auto e = r.take(400, 5);       // [600, 1000): the rest of call 2
+  auto e = r.take(400, 5);       // [600, 1000): the rest of take 2
   EXPECT_EQ(e.offset, 600u);
   EXPECT_EQ(e.reuse_wait, 2u);
-  auto f = r.take(1000, 6);      // everything: calls 3, 4, 5 were there
+  auto f = r.take(1000, 6);      // everything: takes 3, 4, 5 were there
   EXPECT_EQ(f.offset, 0u);
   EXPECT_EQ(f.reuse_wait, 5u);
   EXPECT_EQ(r.live_regions(), 1u);  // wholly overwritten regions are forgotten

@@ -1,4 +1,4 @@
-// Backend lookup by name, and the helpers shared by every backend's callers.
+// Backend lookup by name, and the functions shared by every backend's callers.
 #include <string>
 
 #include "aiscale/core/error.h"

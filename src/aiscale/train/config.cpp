@@ -52,7 +52,7 @@ std::string node_text(const toml::node& n) {
   return os.str();
 }
 
-// Helpers that build schema entries bound to a member.
+// Functions that build schema entries bound to a member.
 // Integers are bounded on both sides: a count that reaches OpenMP, an allocator or a
 // loop bound must be refused here, with the key named, rather than crash there.
 template <typename T>

@@ -1,4 +1,4 @@
-// Device-side helpers of the op harness's CUDA cases (tests/ops/cuda) and of the kernel
+// Device-side functions of the op harness's CUDA cases (tests/ops/cuda) and of the kernel
 // workbench (bench/dev): device buffers that convert from / to fp32 host vectors, random
 // inputs rounded to a dtype, relative errors and a CUDA-event timer.
 #pragma once

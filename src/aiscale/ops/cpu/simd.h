@@ -1,4 +1,4 @@
-// Helpers shared by the fast CPU ops: instruction-set clones for hot loops, a
+// Functions shared by the fast CPU ops: instruction-set clones for hot loops, a
 // vectorisable exp, and splitting work over OpenMP threads.
 //
 // The default build targets baseline x86-64 (SSE2). Hot row kernels are marked

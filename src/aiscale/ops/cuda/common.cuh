@@ -1,4 +1,4 @@
-// Shared device helpers for the CUDA ops: error checks, the three element types
+// Shared device functions for the CUDA ops: error checks, the three element types
 // (fp32, bf16, fp16) behind one set of conversions, 16-byte vector packs and warp / block
 // reductions. Included by .cu files only.
 #pragma once

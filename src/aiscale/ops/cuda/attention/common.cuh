@@ -1,6 +1,6 @@
 // Causal multi-head attention, the pieces shared by the forward and backward kernels:
-// PTX helpers (cp.async, ldmatrix, mma.sync), the swizzled shared-memory tiles of the
-// flash kernels and the launch helpers. Included by the .cu files of this folder (and by
+// PTX wrappers (cp.async, ldmatrix, mma.sync), the swizzled shared-memory tiles of the
+// flash kernels and the launch wrappers. Included by the .cu files of this folder (and by
 // the kernel workbench, bench/dev, which builds its variants on the same pieces); every
 // definition sits in an anonymous namespace, one copy per translation unit.
 //
@@ -35,7 +35,7 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 
 // ---------------------------------------------------------------------------------------
-// PTX helpers
+// PTX wrappers
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -140,7 +140,7 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, int64_t row_st
 }
 
 // ---------------------------------------------------------------------------------------
-// launch helpers
+// launch wrappers
 
 template <typename K>
 void set_smem(K kernel, size_t bytes) {
