@@ -19,6 +19,12 @@ const Variable kVariables[] = {
     {"AISCALE_SYSTEMS_DIR", "a directory", "", Kind::user,
      "the system catalogue the planner reads, instead of the one beside the binary "
      "(plan/catalog.cpp)"},
+    {"AISCALE_CONFIGS_DIR", "a directory", "", Kind::user,
+     "the example configs, instead of the copy beside the binary (core/paths.cpp; shown by "
+     "aiscale --version)"},
+    {"AISCALE_VEGA_DIR", "a directory", "", Kind::user,
+     "a node_modules folder holding vega, vega-lite and vega-embed for the HTML report, "
+     "instead of the copy beside the binary (report/vega_assets.cpp through core/paths.cpp)"},
     // --- test: fault injection ---
     {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | term@STEP | slow@RANK:MS", "", Kind::test,
      "makes a training run fail on purpose, for the tests of failure handling "

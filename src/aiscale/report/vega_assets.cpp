@@ -8,15 +8,13 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/paths.h"
 
 namespace aiscale::report {
 
 namespace fs = std::filesystem;
 
-fs::path default_vega_dir() {
-  if (const char* env = std::getenv("AISCALE_VEGA_DIR"); env != nullptr && *env != '\0') return env;
-  return fs::path(AISCALE_SOURCE_DIR) / "third_party_npm" / "node_modules";
-}
+fs::path default_vega_dir() { return resolve_data_path(kChartLibraries).path; }
 
 std::vector<JsLibrary> load_vega_libraries(const fs::path& node_modules) {
   const std::pair<const char*, const char*> builds[] = {
