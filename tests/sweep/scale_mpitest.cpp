@@ -1,11 +1,13 @@
 // `aiscale scale` end to end on the CPU: a strong study of a training (1 and 2 ranks, the
 // 2nd of 3 epochs measured) and a weak study of the language benchmark, each point run
-// through mpirun; the analysis fields are checked, and a second run skips finished points.
+// through mpirun; the analysis fields are checked, the strong study's HTML report is opened in
+// headless Chromium, and a second run skips finished points.
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "aiscale/sweep/statistics.h"
+#include "../support/chromium.h"
 #include "../support/run_helpers.h"
 
 namespace {
@@ -66,6 +68,17 @@ TEST(ScaleStudyMpi, StrongTrainingStudyOverEpochs) {
   ASSERT_EQ(pts[1]["stragglers"].size(), 1u) << pts[1].dump();
   EXPECT_EQ(pts[1]["stragglers"][0]["rank"], 1);
   EXPECT_GT(pts[1]["stragglers"][0]["slower_by"].get<double>(), 0.05);
+
+  // Its report, opened in headless Chromium: every chart drawn, no script or console error.
+  r = run_aiscale("report " + out + " -o " + (dir / "report.html").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto view = aiscale::testsupport::open_in_chromium(dir / "report.html", dir);
+  EXPECT_EQ(view.status.count("done") ? view.status.at("done") : "", "true") << view.log;
+  ASSERT_TRUE(view.status.count("charts") && view.status.count("rendered")) << view.log;
+  EXPECT_EQ(view.status.at("rendered"), view.status.at("charts")) << view.status.at("text");
+  EXPECT_EQ(view.status.at("errors"), "0") << view.status.at("text");
+  for (const char* id : {"efficiency", "speedup", "cdf", "throughput", "loss"})
+    EXPECT_TRUE(aiscale::testsupport::chart_drawn(view.dom, id)) << id << " has no <svg> or <canvas>";
 
   // Again: nothing is run.
   r = run_aiscale("scale " + (dir / "strong.toml").string() + " -o " + out);
