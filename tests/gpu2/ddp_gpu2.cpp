@@ -463,6 +463,9 @@ TEST(Gpu2, BenchLanguageReportsGpuPower) {
       EXPECT_LE(lo, mhz);
       EXPECT_LE(mhz, hi);
       EXPECT_LT(hi, 4000.0) << g.dump();
+      // A training step keeps the GPU busy most of the time (NVML's utilisation, percent).
+      EXPECT_GT(double(g["mean_gpu_utilization_pct"]), 50.0) << g.dump();
+      EXPECT_LE(double(g["mean_gpu_utilization_pct"]), 100.0) << g.dump();
     }
     // tokens per joule: the tokens of the timed steps over every rank's energy.
     double energy = 0;

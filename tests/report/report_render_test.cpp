@@ -159,7 +159,7 @@ TEST(ReportTables, PointsEnvironmentAndFailedPoints) {
   EXPECT_EQ(points.rows[2][2], "4");
   EXPECT_EQ(points.rows[2][4], "370,000 (365,000–372,000) tokens/s");
   EXPECT_EQ(points.rows[2][10], "0.925");
-  EXPECT_EQ(points.rows[2][15], "rank 3 (+12 %)");
+  EXPECT_EQ(points.rows[2][16], "rank 3 (+12 %)");
   EXPECT_EQ(points.rows[5][6], "—");  // PyTorch: no TFLOP/s
   const Table& env = table_named(tables, "environment");
   EXPECT_EQ(env.rows[0][3], "NVIDIA H100 80GB HBM3");
@@ -187,7 +187,7 @@ TEST(ReportText, CsvHasOneRowPerSeriesPoint) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')).substr(0, 60),
             "study,kind,series,source,precision,unit,n,repeats,throughput");
   EXPECT_NE(csv.find("gpt2-124m-strong,strong,gpt2-124m-strong: PyTorch DDP bf16,pytorch,bf16,tokens/s,4,3,"
-                     "280000,277000,281000,1120000,1108000,1124000,,,,,,,0.05851,3.5,0.875,,,,,,,\n"),
+                     "280000,277000,281000,1120000,1108000,1124000,,,,,,,0.05851,3.5,0.875,,,,,,,,\n"),
             std::string::npos) << csv;
   EXPECT_NE(csv.find(",0.86,0.88,0.9,"), std::string::npos);
   EXPECT_EQ(csv_field("a,\"b\"", true), "\"a,\"\"b\"\"\"");

@@ -28,6 +28,12 @@ struct GpuPowerMeter::Nvml {
   Ret (*energy)(Device, unsigned long long*) = nullptr;  // mJ since the driver loaded
   Ret (*limit)(Device, unsigned*) = nullptr;             // mW
   Ret (*clock)(Device, int, unsigned*) = nullptr;        // MHz
+  // nvmlUtilization_t: percent of the last sample period with a kernel running, and with
+  // device memory being read or written. Optional (null when the driver lacks it).
+  struct Utilization {
+    unsigned gpu, memory;
+  };
+  Ret (*utilization)(Device, Utilization*) = nullptr;
   const char* (*error)(Ret) = nullptr;
   std::string why;  // why NVML cannot be used ("" when it can)
 
@@ -53,6 +59,7 @@ struct GpuPowerMeter::Nvml {
       n->limit = reinterpret_cast<Ret (*)(Device, unsigned*)>(sym("nvmlDeviceGetEnforcedPowerLimit"));
       n->clock = reinterpret_cast<Ret (*)(Device, int, unsigned*)>(sym("nvmlDeviceGetClockInfo"));
       n->error = reinterpret_cast<const char* (*)(Ret)>(sym("nvmlErrorString"));
+      n->utilization = reinterpret_cast<Ret (*)(Device, Utilization*)>(sym("nvmlDeviceGetUtilizationRates"));
       if (!n->init || !n->by_pci || !n->energy || !n->limit || !n->clock) {
         n->why = "the NVML library lacks an entry point aiscale needs (driver too old?)";
       } else if (const Ret r = n->init(); r != 0) {
@@ -102,6 +109,12 @@ void GpuPowerMeter::sample_loop() {
       clock_sum_ += c;
       ++clock_n_;
     }
+    Nvml::Utilization u{};
+    if (nvml_->utilization && nvml_->utilization(device_, &u) == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      util_sum_ += u.gpu;
+      ++util_n_;
+    }
     for (int i = 0; i < 10 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -113,6 +126,8 @@ void GpuPowerMeter::start() {
     std::lock_guard<std::mutex> lock(mu_);
     clock_sum_ = clock_min_ = clock_max_ = 0;
     clock_n_ = 0;
+    util_sum_ = 0;
+    util_n_ = 0;
   }
   if (nvml_->energy(device_, &energy0_mj_) != 0) energy0_mj_ = 0;
   t0_ = now_s();
@@ -140,7 +155,21 @@ GpuPowerWindow GpuPowerMeter::stop() {
     w.min_sm_clock_mhz = clock_min_;
     w.max_sm_clock_mhz = clock_max_;
   }
+  w.utilization_samples = util_n_;
+  if (util_n_ > 0) w.mean_gpu_utilization_pct = util_sum_ / util_n_;
   return w;
+}
+
+std::vector<std::pair<std::string, double>> gpu_power_event_fields(const GpuPowerWindow& w, bool measured) {
+  return {{"measured", measured ? 1.0 : 0.0},
+          {"seconds", w.seconds},
+          {"energy_j", w.energy_j},
+          {"mean_power_w", w.mean_power_w},
+          {"power_limit_w", w.power_limit_w},
+          {"mean_sm_clock_mhz", w.mean_sm_clock_mhz},
+          {"min_sm_clock_mhz", w.min_sm_clock_mhz},
+          {"max_sm_clock_mhz", w.max_sm_clock_mhz},
+          {"mean_gpu_utilization_pct", w.mean_gpu_utilization_pct}};
 }
 
 }  // namespace aiscale::bench

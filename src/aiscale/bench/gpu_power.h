@@ -13,6 +13,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 #include <thread>
 
 namespace aiscale::bench {
@@ -26,7 +28,13 @@ struct GpuPowerWindow {
   double min_sm_clock_mhz = 0;
   double max_sm_clock_mhz = 0;
   int clock_samples = 0;
+  double mean_gpu_utilization_pct = 0;  // NVML's "GPU utilisation": share of time a kernel ran
+  int utilization_samples = 0;
 };
+
+// The fields of a rank's "gpu_power" step-record event (steps.jsonl) for a window; all
+// zero, with measured = 0, where nothing was measured.
+std::vector<std::pair<std::string, double>> gpu_power_event_fields(const GpuPowerWindow& w, bool measured);
 
 class GpuPowerMeter {
  public:
@@ -59,6 +67,8 @@ class GpuPowerMeter {
   std::mutex mu_;
   double clock_sum_ = 0, clock_min_ = 0, clock_max_ = 0;
   int clock_n_ = 0;
+  double util_sum_ = 0;
+  int util_n_ = 0;
 };
 
 }  // namespace aiscale::bench

@@ -26,13 +26,13 @@ namespace {
 // job the energy per step and the tokens per joule over the timed steps.
 nlohmann::json gpu_power_json(const GpuPowerMeter& meter, const GpuPowerWindow& w,
                               parallel::Communicator& comm, double tokens_per_device) {
-  constexpr int K = 7;
+  constexpr int K = 8;
   const int world = comm.world();
   std::vector<double> all(size_t(world) * K, 0.0);
   double* mine = all.data() + size_t(comm.rank()) * K;
   if (meter.available()) {
     const double v[K] = {1.0, w.energy_j, w.seconds, w.power_limit_w, w.mean_sm_clock_mhz,
-                         w.min_sm_clock_mhz, w.max_sm_clock_mhz};
+                         w.min_sm_clock_mhz, w.max_sm_clock_mhz, w.mean_gpu_utilization_pct};
     std::copy(v, v + K, mine);
   }
   if (world > 1) comm.allreduce_sum(all.data(), int64_t(all.size()));
@@ -51,7 +51,8 @@ nlohmann::json gpu_power_json(const GpuPowerMeter& meter, const GpuPowerWindow& 
     if (x[3] > 0 && power >= 0.95 * x[3]) at_limit = true;
     ranks.push_back({{"rank", r}, {"energy_j", x[1]}, {"seconds", x[2]}, {"mean_power_w", power},
                      {"power_limit_w", x[3]}, {"mean_sm_clock_mhz", x[4]},
-                     {"min_sm_clock_mhz", x[5]}, {"max_sm_clock_mhz", x[6]}});
+                     {"min_sm_clock_mhz", x[5]}, {"max_sm_clock_mhz", x[6]},
+                     {"mean_gpu_utilization_pct", x[7]}});
   }
   if (measured == 0) {
     j["unavailable"] = meter.available() ? "no rank measured its GPU" : meter.unavailable_reason();
@@ -124,14 +125,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
       "memory", {{"peak_memory_bytes", double(o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes())},
                  {"model_memory_bytes", double(model->memory_bytes())}});
   if (meter)  // every GPU rank adds it (a collective), measured or not
-    step_log.add_rank_event("gpu_power", {{"measured", meter->available() ? 1.0 : 0.0},
-                                          {"seconds", power.seconds},
-                                          {"energy_j", power.energy_j},
-                                          {"mean_power_w", power.mean_power_w},
-                                          {"power_limit_w", power.power_limit_w},
-                                          {"mean_sm_clock_mhz", power.mean_sm_clock_mhz},
-                                          {"min_sm_clock_mhz", power.min_sm_clock_mhz},
-                                          {"max_sm_clock_mhz", power.max_sm_clock_mhz}});
+    step_log.add_rank_event("gpu_power", gpu_power_event_fields(power, meter->available()));
   step_log.finish();
   // Step time of the slowest rank decides throughput.
   double med = median(times), p90 = percentile(times, 0.9);

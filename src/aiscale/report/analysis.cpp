@@ -98,7 +98,7 @@ void check_point(const Checker& c, json& p, const std::string& path) {
   c.spread(p, "throughput_per_device", path, false);
   for (const char* key : {"throughput_total", "tflops_per_device", "mfu"}) c.spread(p, key, path, true);
   for (const char* key : {"step_time_median_s", "speedup", "efficiency", "peak_memory_bytes",
-                          "power_w", "sm_clock_mhz"})
+                          "power_w", "sm_clock_mhz", "gpu_utilization_pct"})
     c.nullable_number(p, key, path);
   if (!p.contains("weak_efficiency")) p["weak_efficiency"] = nullptr;
   if (json& w = p["weak_efficiency"]; !w.is_null()) {

@@ -154,6 +154,7 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
                 {"peak_memory_bytes", nullptr},
                 {"power_w", nullptr},
                 {"sm_clock_mhz", nullptr},
+                {"gpu_utilization_pct", nullptr},
                 {"stragglers", json::array()}};
   json series = {{"label", label}, {"source", "aiscale"}, {"precision", cfg.precision},
                  {"points", json::array({point})}, {"amdahl", nullptr}};

@@ -48,7 +48,7 @@ Table points_table(const std::vector<json>& studies) {
           {"study", "series", "n", "repeats", "throughput per device", "throughput total",
            "TFLOP/s per device", "MFU", "step time median (s)", "speedup", "efficiency",
            "weak efficiency (epoch / train / median batch)", "peak memory", "power (W)",
-           "SM clock (MHz)", "stragglers"},
+           "SM clock (MHz)", "GPU busy (%)", "stragglers"},
           {}};
   for (const json& d : studies) {
     const std::string unit = d["study"]["unit"].get<std::string>();
@@ -62,7 +62,8 @@ Table points_table(const std::vector<json>& studies) {
                           format_figure(p["step_time_median_s"]), format_figure(p["speedup"]),
                           format_figure(p["efficiency"]), format_weak(p["weak_efficiency"]),
                           format_bytes(p["peak_memory_bytes"]), format_figure(p["power_w"]),
-                          format_figure(p["sm_clock_mhz"]), format_stragglers(p["stragglers"])});
+                          format_figure(p["sm_clock_mhz"]), format_figure(p["gpu_utilization_pct"]),
+                          format_stragglers(p["stragglers"])});
   }
   return t;
 }

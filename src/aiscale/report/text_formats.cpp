@@ -78,7 +78,7 @@ std::string render_csv(const std::vector<json>& studies) {
   const char* spreads[] = {"throughput_per_device", "throughput_total", "tflops_per_device", "mfu"};
   const char* figures[] = {"step_time_median_s", "speedup", "efficiency"};
   const char* weak[] = {"epoch", "train", "median_batch"};
-  const char* resources[] = {"peak_memory_bytes", "power_w", "sm_clock_mhz"};
+  const char* resources[] = {"peak_memory_bytes", "power_w", "sm_clock_mhz", "gpu_utilization_pct"};
   std::string out = "study,kind,series,source,precision,unit,n,repeats";
   for (const char* s : spreads) out += fmt::format(",{0}_median,{0}_min,{0}_max", s);
   for (const char* f : figures) out += std::string(",") + f;

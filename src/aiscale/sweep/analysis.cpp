@@ -31,7 +31,7 @@ struct PointResult {
   double per_device = 0;             // tokens/s per device
   std::optional<double> tflops, mfu;
   std::optional<double> epoch_per_device, train_per_device;  // samples/s per device
-  std::optional<double> peak_memory, power_w, sm_clock_mhz;
+  std::optional<double> peak_memory, power_w, sm_clock_mhz, gpu_utilization_pct;
   std::vector<double> step_times;    // measured, for the CDF
   std::vector<Straggler> stragglers;
   std::vector<int64_t> loss_steps;
@@ -78,6 +78,7 @@ PointResult measure_point(const fs::path& pd, const nlohmann::json& p, const Win
   r.peak_memory = max_event(rec, "memory", "peak_memory_bytes");
   r.power_w = mean_event(rec, "gpu_power", "mean_power_w");
   r.sm_clock_mhz = mean_event(rec, "gpu_power", "mean_sm_clock_mhz");
+  r.gpu_utilization_pct = mean_event(rec, "gpu_power", "mean_gpu_utilization_pct");
   const int first_rank = rec.steps.empty() ? 0 : rec.steps.front().rank;
   for (const auto& s : rec.steps)
     if (s.rank == first_rank) {
@@ -171,6 +172,8 @@ nlohmann::json make_series(const std::string& label, const std::string& source, 
     pt["power_w"] = power ? nlohmann::json(power->median) : nlohmann::json();
     auto clock = spread_opt(reps, &PointResult::sm_clock_mhz);
     pt["sm_clock_mhz"] = clock ? nlohmann::json(clock->median) : nlohmann::json();
+    auto util = spread_opt(reps, &PointResult::gpu_utilization_pct);
+    pt["gpu_utilization_pct"] = util ? nlohmann::json(util->median) : nlohmann::json();
     nlohmann::json stragglers = nlohmann::json::array();
     std::vector<double> pooled;
     for (const auto* r : reps) {

@@ -216,14 +216,7 @@ TrainResult Trainer::run(int64_t start_step) {
                                      {"model_memory_bytes", double(model_.memory_bytes())}});
   if (meter) {  // every GPU rank adds the event (a collective), measured or not
     const bench::GpuPowerWindow p = meter_started ? meter->stop() : bench::GpuPowerWindow{};
-    step_log.add_rank_event("gpu_power", {{"measured", meter->available() && meter_started ? 1.0 : 0.0},
-                                          {"seconds", p.seconds},
-                                          {"energy_j", p.energy_j},
-                                          {"mean_power_w", p.mean_power_w},
-                                          {"power_limit_w", p.power_limit_w},
-                                          {"mean_sm_clock_mhz", p.mean_sm_clock_mhz},
-                                          {"min_sm_clock_mhz", p.min_sm_clock_mhz},
-                                          {"max_sm_clock_mhz", p.max_sm_clock_mhz}});
+    step_log.add_rank_event("gpu_power", bench::gpu_power_event_fields(p, meter->available() && meter_started));
   }
   step_log.finish();
   r.wall_s = wall.seconds();
