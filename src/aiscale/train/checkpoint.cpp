@@ -263,26 +263,25 @@ AsyncCheckpointer::~AsyncCheckpointer() {
   if (!error_.empty()) log::error("{}", error_);
 }
 
-void AsyncCheckpointer::save(CheckpointState snapshot) {
-  std::unique_lock<std::mutex> lock(mutex_);
+void AsyncCheckpointer::settle(std::unique_lock<std::mutex>& lock) {
   cv_.wait(lock, [this] { return !pending_ && !busy_; });
   if (!error_.empty()) {
     std::string e = error_;
     error_.clear();
     fail("{}", e);
   }
+}
+
+void AsyncCheckpointer::save(CheckpointState snapshot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  settle(lock);
   pending_ = std::move(snapshot);
   cv_.notify_all();
 }
 
 void AsyncCheckpointer::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return !pending_ && !busy_; });
-  if (!error_.empty()) {
-    std::string e = error_;
-    error_.clear();
-    fail("{}", e);
-  }
+  settle(lock);
 }
 
 void AsyncCheckpointer::loop() {

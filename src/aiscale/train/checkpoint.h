@@ -67,6 +67,9 @@ class AsyncCheckpointer {
 
  private:
   void loop();
+  // With the lock held: waits until no write is pending or running, then rethrows the last
+  // write's error, if any, as Error.
+  void settle(std::unique_lock<std::mutex>& lock);
   std::string dir_;
   int64_t keep_last_;
   std::mutex mutex_;
