@@ -17,6 +17,7 @@
 #include <cstdlib>
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "aiscale/parallel/comm.h"
@@ -376,6 +377,44 @@ void expect_dead_rank_ends_the_peer(const std::string& extra) {
 }
 
 }  // namespace
+
+// Communicator::split on NCCL (ncclCommSplit): groups of both ranks, singletons, a group
+// only rank 0 joins, a split of a split (tests/gpu2/nccl_split_ranks.cpp checks the sums).
+TEST(Gpu2, NcclSplitIntoGroups) {
+  auto r = run_command("mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_NVLS_ENABLE " +
+                       std::string(AISCALE_GPU2_SPLIT_RANKS));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nccl split checks passed on rank 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nccl split checks passed on rank 1"), std::string::npos) << r.output;
+}
+
+// Two ranks started torchrun-style, without MPI: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
+// and MASTER_PORT; NCCL's id travels through aiscale's TCP store on rank 0, and the
+// all-reduce benchmark checks one all-reduce per size against the exact sum.
+TEST(Gpu2, TorchrunStyleLaunchMeetsThroughTheTcpStore) {
+  auto dir = temp_dir("gpu2-torchrun");
+  const int port = 29500 + static_cast<int>(::getpid() % 2000);
+  std::string cmd = "{ ";
+  for (int r = 0; r < 2; ++r) {
+    const std::string base = (dir / ("rank" + std::to_string(r))).string();
+    cmd += "(env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE RANK=" + std::to_string(r) +
+           " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) + " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+           std::to_string(port) + " timeout 120 " + AISCALE_BINARY +
+           " bench allreduce --backend nccl --max-bytes 4194304 --iters 5 > " + base + ".log 2>&1; echo $? > " +
+           base + ".rc) & ";
+  }
+  cmd += "wait; }";
+  run_command(cmd);
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = read_bytes(dir / ("rank" + std::to_string(r) + ".log"));
+    EXPECT_EQ(std::atoi(read_bytes(dir / ("rank" + std::to_string(r) + ".rc")).c_str()), 0) << log;
+    if (r == 0) {
+      EXPECT_NE(log.find("\"world_size\":2"), std::string::npos) << log;
+      EXPECT_EQ(log.find("\"correct\":false"), std::string::npos) << log;
+    }
+  }
+  fs::remove_all(dir);
+}
 
 TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer(""); }
 
