@@ -88,14 +88,21 @@ class NcclCommunicator final : public Communicator {
     std::unique_ptr<NcclCommunicator> sub;
     if (color >= 0) sub = std::make_unique<NcclCommunicator>(std::move(sub_bootstrap), timeout_s_);
     ncclConfig_t config = make_config("aiscale-group");
-    ncclComm_t made = nullptr;
-    ncclResult_t r = ncclCommSplit(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &made, &config);
+    // A non-blocking split writes the new handle only when the split has completed, after
+    // ncclCommSplit returned: into memory that outlives this call (the new communicator's
+    // own member, or this one's for a rank in no group).
+    ncclComm_t* slot = sub ? &sub->comm_ : &split_slot_;
+    *slot = nullptr;
+    ncclResult_t r = ncclCommSplit(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, slot, &config);
     if (r != ncclSuccess && r != ncclInProgress) fail_nccl(r, "split into sub-groups");
     if (r == ncclInProgress) settle("split into sub-groups");
     if (!sub) return nullptr;
-    if (!made)
-      die(fmt::format("rank {}: NCCL made no communicator for group {} of the split", rank_, color));
-    sub->adopt(made);
+    const auto start = Clock::now();
+    for (int spins = 0; __atomic_load_n(slot, __ATOMIC_ACQUIRE) == nullptr; ++spins) {
+      check_deadline(start, "split into sub-groups (waiting for the new communicator)");
+      backoff(spins);
+    }
+    sub->adopt(__atomic_load_n(slot, __ATOMIC_ACQUIRE));
     return sub;
   }
 
@@ -387,6 +394,7 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0, world_ = 1;
   double timeout_s_ = 300;
   ncclComm_t comm_ = nullptr;
+  ncclComm_t split_slot_ = nullptr;  // where a split writes "no communicator" for a rank in no group
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;
   bool pending_ = false;
