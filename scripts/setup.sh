@@ -8,7 +8,8 @@ pkgs=(build-essential cmake ninja-build pkg-config
   openmpi-bin libopenmpi-dev
   fortunes-min fortunes
   slurm-wlm munge  # a one-node Slurm for the tests of aiscale slurm (tests/slurm)
-  chromium)  # headless browser: the HTML report's check (tests/report)
+  chromium  # headless browser: the HTML report's check (tests/report)
+  clang libclang-rt-14-dev libomp-14-dev)  # the asan preset and the libFuzzer targets (tests/fuzz)
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
 [ -n "${AISCALE_SETUP_EXTRA:-}" ] && pkgs+=(${AISCALE_SETUP_EXTRA})

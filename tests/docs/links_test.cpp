@@ -99,8 +99,9 @@ std::vector<std::string> broken_links(const fs::path& root, const std::set<std::
         const fs::path resolved =
             path_part.empty() ? page : (page.parent_path() / path_part).lexically_normal();
         const std::string from_root = resolved.lexically_relative(root).generic_string();
+        const std::string line_number = std::to_string(n);  // clang 14: no binding captures
         auto report = [&](const std::string& why) {
-          broken.push_back(where + ":" + std::to_string(n) + ": " + target + ": " + why);
+          broken.push_back(where + ":" + line_number + ": " + target + ": " + why);
         };
         if (!fs::exists(resolved)) {
           if (!pending.count(from_root)) report("no such file or folder (" + from_root + ")");

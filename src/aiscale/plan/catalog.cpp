@@ -113,8 +113,9 @@ std::string line_of(const toml::node& n) {
 void check_fields(const toml::table& t, const std::vector<Field>& fields,
                   const std::string& where) {
   for (auto&& [key, node] : t) {
+    const std::string_view name = key.str();  // clang 14 cannot capture a structured binding
     auto it = std::find_if(fields.begin(), fields.end(),
-                           [&](const Field& f) { return key.str() == f.key; });
+                           [&](const Field& f) { return name == f.key; });
     if (it == fields.end()) {
       std::string known;
       for (const auto& f : fields) known += std::string(known.empty() ? "" : ", ") + f.key;
@@ -189,7 +190,8 @@ void merge_into(toml::table& dst, const toml::table& src) {
     } else if (existing && existing->is_array_of_tables() && node.is_array_of_tables()) {
       merge_by_id(*existing->as_array(), *node.as_array());
     } else {
-      node.visit([&](auto&& v) { dst.insert_or_assign(key.str(), v); });
+      const std::string_view name = key.str();  // clang 14 cannot capture a structured binding
+      node.visit([&](auto&& v) { dst.insert_or_assign(name, v); });
     }
   }
 }

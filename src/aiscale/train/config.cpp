@@ -98,6 +98,32 @@ Key real_key(std::string name, double TrainConfig::*member, std::string doc, dou
   return k;
 }
 
+// Strings name files, globs and runs: they must be UTF-8 text (TOML's own rule, which a
+// --set bare word would otherwise bypass) without control characters (a NUL would cut a
+// path short; written back, an invalid byte would read as another character).
+void check_text(const std::string& key_name, const std::string& v) {
+  for (size_t i = 0; i < v.size();) {
+    const auto b = static_cast<unsigned char>(v[i]);
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    char32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+    bool ok = len > 0 && i + len <= v.size();
+    for (size_t j = 1; ok && j < len; ++j) {
+      const auto c = static_cast<unsigned char>(v[i + j]);
+      ok = (c >> 6) == 0x2;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    static constexpr char32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMinOfLength[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok)
+      fail("config key '{}': the value is not valid UTF-8 text (byte {} of it): write it as "
+           "UTF-8", key_name, i + 1);
+    if (cp < 0x20 || cp == 0x7F)
+      fail("config key '{}': the value holds the control character U+{:04X}: remove it",
+           key_name, static_cast<uint32_t>(cp));
+    i += len;
+  }
+}
+
 Key string_key(std::string name, std::string TrainConfig::*member, std::string doc,
                std::vector<std::string> choices = {}) {
   Key k{std::move(name), Kind::string, std::move(doc), std::move(choices), 0, 0, nullptr, nullptr};
@@ -106,6 +132,7 @@ Key string_key(std::string name, std::string TrainConfig::*member, std::string d
   k.set = [member, key_name, allowed](TrainConfig& c, const toml::node& n) {
     auto v = n.value_exact<std::string>();
     if (!v) fail("config key '{}' = {} must be a string (in quotes)", key_name, node_text(n));
+    check_text(key_name, *v);
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
       fail("config key '{}' = \"{}\" is not allowed: choose one of {}", key_name, *v,
            fmt::format("{}", fmt::join(allowed, ", ")));

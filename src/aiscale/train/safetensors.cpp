@@ -11,7 +11,8 @@ namespace aiscale::train {
 
 std::string safetensors_serialize(const std::vector<SafeTensor>& tensors,
                                   const std::map<std::string, std::string>& metadata) {
-  nlohmann::ordered_json header;
+  // An object even without tensors: a null header ("null") is not a safetensors file.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
