@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "aiscale/bench/gpu_power.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale {
 namespace {

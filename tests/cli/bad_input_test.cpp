@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale::testsupport;
 

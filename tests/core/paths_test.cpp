@@ -7,7 +7,7 @@
 #include <map>
 
 #include "aiscale/core/paths.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;

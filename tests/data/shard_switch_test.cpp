@@ -9,7 +9,7 @@
 
 #include "aiscale/data/token_loader.h"
 #include "aiscale/data/token_shard.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;

@@ -6,7 +6,7 @@
 
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/safetensors.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale::testsupport;
 

@@ -8,7 +8,7 @@
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/config.h"
 #include "../support/error_of.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;

@@ -10,7 +10,7 @@
 #include "aiscale/core/fs.h"
 #include "aiscale/parallel/rendezvous.h"
 #include "../support/error_of.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::parallel;

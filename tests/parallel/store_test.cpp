@@ -11,7 +11,7 @@
 #include "aiscale/parallel/rendezvous.h"
 #include "aiscale/parallel/store.h"
 #include "../support/error_of.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale::parallel;
 using aiscale::testsupport::error_of;

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale {
 namespace {

@@ -13,7 +13,7 @@
 #include "aiscale/report/html.h"
 #include "aiscale/report/inputs.h"
 #include "../support/chromium.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale::report {
 namespace {

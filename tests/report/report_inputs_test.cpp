@@ -9,7 +9,7 @@
 
 #include "aiscale/report/inputs.h"
 #include "../support/error_of.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale::report {
 namespace {

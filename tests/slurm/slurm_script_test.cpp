@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "../support/error_of.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 #include "aiscale/core/error.h"
 #include "aiscale/orchestrate/slurm_script.h"
 #include "aiscale/orchestrate/time_limit.h"

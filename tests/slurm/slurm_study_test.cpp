@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 #include "aiscale/core/error.h"
 #include "aiscale/orchestrate/study_files.h"
 #include "aiscale/orchestrate/study_status.h"

@@ -10,7 +10,7 @@
 #include <regex>
 #include <string>
 
-#include "run_helpers.h"
+#include "run_support.h"
 
 namespace aiscale::testsupport {
 

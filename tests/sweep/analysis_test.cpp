@@ -7,7 +7,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/sweep/analysis.h"
 #include "aiscale/sweep/study_dir.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale::sweep {
 namespace {

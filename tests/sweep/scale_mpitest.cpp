@@ -8,7 +8,7 @@
 
 #include "aiscale/sweep/statistics.h"
 #include "../support/chromium.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace {
 namespace fs = std::filesystem;

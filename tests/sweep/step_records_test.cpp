@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "aiscale/sweep/statistics.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale::sweep {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/sweep/study.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale::sweep {
 namespace {

@@ -4,7 +4,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/safetensors.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;

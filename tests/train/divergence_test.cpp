@@ -7,7 +7,7 @@
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/divergence.h"
 #include "aiscale/train/session.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;
