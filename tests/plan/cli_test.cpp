@@ -79,9 +79,10 @@ TEST(PlanCli, GradTransportOptionIsPrintedAndChecked) {
                   "--grad-transport copy-engine");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("works inside one node"), std::string::npos) << r.output;
+  // Checked as the option shared with train and bench (its choices are the config key's).
   r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --grad-transport dma");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("unknown gradient transport 'dma'"), std::string::npos) << r.output;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--grad-transport: dma not in {nccl,copy-engine}"), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, CpuPartitionGetsARankedLayoutInFp32) {

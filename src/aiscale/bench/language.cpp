@@ -68,45 +68,38 @@ nlohmann::json gpu_power_json(const GpuPowerMeter& meter, const GpuPowerWindow& 
 }  // namespace
 
 nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Communicator& comm) {
-  o.model.validate();
-  if (o.seq > o.model.block_size)
-    fail("--seq {} exceeds the model's context {}: lower --seq", o.seq, o.model.block_size);
+  o.run.model.validate();
+  if (o.run.seq_len > o.run.model.block_size)
+    fail("--seq-len {} exceeds the model's context {}: lower --seq-len", o.run.seq_len, o.run.model.block_size);
   if (o.steps < 1) fail("--steps must be at least 1");
-  train::TrainConfig tc;
-  tc.model = o.model;
-  tc.model_preset = o.model_name;
-  tc.device = o.device;
-  tc.precision = o.precision;
-  tc.batch_size = o.batch;
-  tc.seq_len = o.seq;
-  tc.grad_accum = o.grad_accum;
+  train::TrainConfig tc = o.run;
   tc.steps = o.warmup + o.steps;
   tc.warmup_steps = 0;
   tc.schedule = "constant";
   tc.lr = 1e-4;
   tc.seed = o.seed;
-  int threads = train::set_cpu_threads(o.threads);
+  int threads = train::set_cpu_threads(o.run.threads);
 
   nn::GptRunOptions ro;
-  ro.batch = o.batch;
-  ro.seq = o.seq;
-  ro.precision = parse_dtype(o.precision);
-  ro.recompute = o.recompute;
+  ro.batch = o.run.batch_size;
+  ro.seq = o.run.seq_len;
+  ro.precision = parse_dtype(o.run.precision);
+  ro.recompute = o.run.recompute;
   ro.seed = o.seed;
   ro.comm = comm.world() > 1 ? &comm : nullptr;
-  ro.zero_stage = o.zero_stage;
-  ro.overlap = o.overlap;
-  ro.bucket_mib = o.bucket_mib;
-  ro.grad_comm = parse_dtype(o.grad_comm);
-  ro.grad_transport = o.grad_transport;
-  ro.attention = o.attention;
-  auto model = nn::make_gpt(o.device, o.model, ro);
-  train::SyntheticSource source(o.batch, o.seq, o.model.vocab_size, o.seed + 1000 * comm.rank());
+  ro.zero_stage = o.run.zero_stage;
+  ro.overlap = o.run.overlap;
+  ro.bucket_mib = o.run.bucket_mib;
+  ro.grad_comm = parse_dtype(o.run.grad_comm);
+  ro.grad_transport = o.run.grad_transport;
+  ro.attention = o.run.attention;
+  auto model = nn::make_gpt(o.run.device, o.run.model, ro);
+  train::SyntheticSource source(o.run.batch_size, o.run.seq_len, o.run.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
 
   // The GPU's energy, power limit and SM clock over the timed steps (NVML), per rank.
   std::unique_ptr<GpuPowerMeter> meter;
-  if (o.device == "cuda") meter = std::make_unique<GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
+  if (o.run.device == "cuda") meter = std::make_unique<GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
   std::vector<double> times;
   train::StepLog step_log(o.steps_dir.empty() ? std::string() : o.steps_dir + "/steps.jsonl", comm);
   train::Progress progress("bench step", tc.steps, 10.0);
@@ -122,7 +115,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   const GpuPowerWindow power = meter ? meter->stop() : GpuPowerWindow{};
   // The per-rank events of steps.jsonl: memory, and on GPUs power and SM clock.
   step_log.add_rank_event(
-      "memory", {{"peak_memory_bytes", double(o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes())},
+      "memory", {{"peak_memory_bytes", double(o.run.device == "cuda" ? model->memory_bytes() : peak_rss_bytes())},
                  {"model_memory_bytes", double(model->memory_bytes())}});
   if (meter)  // every GPU rank adds it (a collective), measured or not
     step_log.add_rank_event("gpu_power", gpu_power_event_fields(power, meter->available()));
@@ -133,35 +126,35 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   comm.allreduce_sum(buf, 1);  // mean of medians across ranks (ranks are in lock-step)
   med = buf[0] / comm.world();
 
-  const double tokens_per_step_device = static_cast<double>(o.batch * o.seq * o.grad_accum);
-  const double flops_per_token = nn::gpt_train_flops_per_token(o.model, o.seq);
+  const double tokens_per_step_device = static_cast<double>(o.run.batch_size * o.run.seq_len * o.run.grad_accum);
+  const double flops_per_token = nn::gpt_train_flops_per_token(o.run.model, o.run.seq_len);
   const double tps_device = tokens_per_step_device / med;
   const double achieved_tflops = tps_device * flops_per_token / 1e12;
   nlohmann::json j;
   j["benchmark"] = "language";
-  j["model"] = o.model_name;
-  j["n_params"] = o.model.num_params();
-  j["n_layer"] = o.model.n_layer;
-  j["n_head"] = o.model.n_head;
-  j["n_embd"] = o.model.n_embd;
-  j["vocab_size"] = o.model.vocab_size;
-  j["seq"] = o.seq;
-  j["batch"] = o.batch;
-  j["grad_accum"] = o.grad_accum;
+  j["model"] = o.run.model_preset;
+  j["n_params"] = o.run.model.num_params();
+  j["n_layer"] = o.run.model.n_layer;
+  j["n_head"] = o.run.model.n_head;
+  j["n_embd"] = o.run.model.n_embd;
+  j["vocab_size"] = o.run.model.vocab_size;
+  j["seq"] = o.run.seq_len;
+  j["batch"] = o.run.batch_size;
+  j["grad_accum"] = o.run.grad_accum;
   j["world_size"] = comm.world();
   j["communicator"] = comm.backend();
   if (comm.world() > 1) {
-    j["zero_stage"] = o.zero_stage;
-    j["grad_comm"] = o.grad_comm;
-    j["grad_transport"] = o.grad_transport;
+    j["zero_stage"] = o.run.zero_stage;
+    j["grad_comm"] = o.run.grad_comm;
+    j["grad_transport"] = o.run.grad_transport;
     j["gradient_sync"] = model->data_parallel()
-                             ? (o.overlap ? "buckets overlapped with backward" : "after backward")
+                             ? (o.run.overlap ? "buckets overlapped with backward" : "after backward")
                              : "trainer all-reduce after backward";
   }
-  j["precision"] = o.precision;
-  j["recompute"] = o.recompute;
-  j["device_kind"] = o.device == "cuda" ? "gpu" : "cpu";
-  j["device"] = o.device == "cuda" ? model->device_name() : cpu_model_name();
+  j["precision"] = o.run.precision;
+  j["recompute"] = o.run.recompute;
+  j["device_kind"] = o.run.device == "cuda" ? "gpu" : "cpu";
+  j["device"] = o.run.device == "cuda" ? model->device_name() : cpu_model_name();
   j["attention"] = model->attention_kernels();
   j["threads"] = threads;
   j["steps_timed"] = o.steps;
@@ -171,7 +164,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["flop_formula"] = "6*N + 12*L*C*T per token (N = all parameters incl. embeddings)";
   j["achieved_tflops_per_device"] = achieved_tflops;
   j["achieved_gflops_per_device"] = achieved_tflops * 1e3;
-  double peak = o.device == "cuda" ? gpu_dense_bf16_peak_tflops(model->device_name()) : 0.0;
+  double peak = o.run.device == "cuda" ? gpu_dense_bf16_peak_tflops(model->device_name()) : 0.0;
   if (peak > 0) {
     j["peak_tflops_dense_bf16"] = peak;
     j["mfu"] = achieved_tflops / peak;
@@ -196,7 +189,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     j["step_time_stddev_s"] = times.size() > 1 ? std::sqrt(var / double(times.size() - 1)) : 0.0;
     j["step_times_s"] = times;
   }
-  j["peak_memory_bytes"] = o.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
+  j["peak_memory_bytes"] = o.run.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
   j["model_memory_bytes"] = model->memory_bytes();
   j["optimizer_state_bytes"] = model->optimizer_state_bytes();
   j["host"] = host_name();

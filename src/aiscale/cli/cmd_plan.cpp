@@ -12,6 +12,7 @@
 
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
+#include "aiscale/cli/run_options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/plan/report.h"
@@ -27,7 +28,7 @@ struct PlanOptions {
   std::vector<std::string> calibration;
   // workload
   std::string model;
-  std::optional<int64_t> n_layer, n_head, n_embd, seq, vocab;
+  RunOptions run;  // model shape, micro-batch, ZeRO stage, gradient transport (cli/run_options.h)
   std::optional<int> image_size;
   double tokens = 0;
   double images = static_cast<double>(kImageNetTrainImages);
@@ -41,9 +42,8 @@ struct PlanOptions {
   double min_efficiency = 0.8;
   long max_gpus = 0;
   long max_nodes = 64;
-  std::optional<int> tp, pp, zero, micro_batch;
+  std::optional<int> tp, pp;
   std::string recompute;
-  std::string grad_transport = "nccl";
   std::string rank = "days";
   std::optional<double> utilisation;
   bool json = false;
@@ -64,13 +64,9 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--model", o.model,
                   "gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-857m, gpt2-2.7b, gpt2-6.6b, "
                   "gpt3-175b, resnet50, resnet18, ... or custom (with --n-layer/--n-head/--n-embd)");
-  app->add_option("--n-layer", o.n_layer, "Transformer layers (custom size, or override a preset)")
-      ->check(integer_in(1, 1 << 16));
-  app->add_option("--n-head", o.n_head, "Attention heads")->check(integer_in(1, 1 << 16));
-  app->add_option("--n-embd", o.n_embd, "Model width")->check(integer_in(1, 1 << 20));
-  app->add_option("--seq", o.seq, "Context length (tokens per sequence)")
-      ->check(integer_in(1, int64_t{1} << 24));
-  app->add_option("--vocab", o.vocab, "Vocabulary size")->check(integer_in(2, int64_t{1} << 24));
+  add_run_options(app, o.run,
+                  {"model.n_layer", "model.n_head", "model.n_embd", "train.seq_len", "model.vocab_size"},
+                  "Model (custom size, or override a preset; the train config's keys)");
   app->add_option("--image-size", o.image_size, "Image side for ResNets (default 224)")
       ->check(integer_in(8, 1 << 16));
   app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9")
@@ -97,12 +93,9 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
       ->check(integer_in(0, int64_t{1} << 30));
   app->add_option("--tp", o.tp, "Fix the tensor-parallel size")->check(integer_in(1, 1 << 16));
   app->add_option("--pp", o.pp, "Fix the pipeline-parallel size")->check(integer_in(1, 1 << 16));
-  app->add_option("--zero", o.zero, "Fix the ZeRO stage (0 = DDP, 1, 2, 3)")->check(integer_in(0, 3));
-  app->add_option("--micro-batch", o.micro_batch, "Fix the micro-batch per GPU")->check(integer_in(1, 1 << 20));
+  add_run_options(app, o.run, {"train.batch_size", "parallel.zero_stage", "parallel.grad_transport"},
+                  "Fixed choices (the train config's keys; default: the planner chooses)");
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
-  app->add_option("--grad-transport", o.grad_transport,
-                  "How data-parallel gradients travel inside a node: nccl (default) or "
-                  "copy-engine (aiscale's DMA transport: GPU partitions, one node, ZeRO 0 or 1)");
   app->add_option("--calibration", o.calibration,
                   "`aiscale bench` result file (JSON Lines) or directory to calibrate with "
                   "(repeatable)")
@@ -133,11 +126,11 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
          "the options");
   PlanRequest r;
   ModelOverrides mo;
-  mo.n_layer = o.n_layer;
-  mo.n_head = o.n_head;
-  mo.n_embd = o.n_embd;
-  mo.seq_len = o.seq;
-  mo.vocab_size = o.vocab;
+  mo.n_layer = o.run.integer("model.n_layer");
+  mo.n_head = o.run.integer("model.n_head");
+  mo.n_embd = o.run.integer("model.n_embd");
+  mo.seq_len = o.run.integer("train.seq_len");
+  mo.vocab_size = o.run.integer("model.vocab_size");
   mo.image_size = o.image_size;
   r.workload = make_workload(o.model, mo);
   r.tokens = o.tokens;
@@ -160,10 +153,10 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   r.max_gpus = o.max_gpus;
   r.pins.tp = o.tp;
   r.pins.pp = o.pp;
-  r.pins.zero = o.zero;
-  r.pins.micro_batch = o.micro_batch;
+  if (const auto zero = o.run.integer("parallel.zero_stage")) r.pins.zero = static_cast<int>(*zero);
+  if (const auto mb = o.run.integer("train.batch_size")) r.pins.micro_batch = static_cast<int>(*mb);
   if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
-  r.grad_transport = parse_grad_transport(o.grad_transport);
+  r.grad_transport = parse_grad_transport(o.run.text("parallel.grad_transport").value_or("nccl"));
   if (o.rank != "days" && o.rank != "gpu-hours")
     fail("--rank must be 'days' or 'gpu-hours' (got '{}')", o.rank);
   r.rank_by_gpu_hours = o.rank == "gpu-hours";

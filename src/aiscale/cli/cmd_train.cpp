@@ -4,6 +4,7 @@
 
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
+#include "aiscale/cli/run_options.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/session.h"
 
@@ -11,6 +12,7 @@ namespace aiscale::cli {
 
 void add_train_command(CLI::App& app) {
   auto req = std::make_shared<train::TrainRequest>();
+  auto run = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand(
       "train",
       "Train a GPT model from a TOML config. Writes a run directory (config.toml, metrics.jsonl, "
@@ -34,10 +36,15 @@ void add_train_command(CLI::App& app) {
                   "override a config key: --set train.steps=50 (repeatable)")
       ->take_all();
   cmd->add_flag("--quiet,-q", req->quiet, "no progress line");
+  // The options shared with `bench language` and `plan`, each setting its config key (as a
+  // --set before the --set options would).
+  add_run_options(cmd, *run, run_option_keys(), "Run settings (each sets its config key)");
   cmd->footer("Config keys (section.key, type, meaning):\n" + train::config_reference());
-  cmd->callback([req] {
+  cmd->callback([req, run] {
     if (req->config_path.empty() && req->resume_dir.empty())
       throw CLI::RequiredError("--config (or --resume RUN_DIR)");
+    const std::vector<std::string> from_options = run->overrides();
+    req->overrides.insert(req->overrides.begin(), from_options.begin(), from_options.end());
     int code = train::run_training(*req);
     if (code != 0) std::exit(code);
   });

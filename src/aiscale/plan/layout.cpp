@@ -47,7 +47,7 @@ std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
   if (l.zero < 0 || l.zero > 3) return fmt::format("ZeRO stage {} does not exist: use 0, 1, 2 or 3", l.zero);
   if (l.transport == GradTransport::copy_engine && l.zero > 1)
     return fmt::format("the copy-engine transport carries plain data parallelism and ZeRO-1, "
-                       "not ZeRO-{}: use --zero 0 or 1, or --grad-transport nccl", l.zero);
+                       "not ZeRO-{}: use --zero-stage 0 or 1, or --grad-transport nccl", l.zero);
   if (l.micro_batch < 1 || l.grad_accum < 1)
     return fmt::format("micro-batch ({}) and gradient accumulation ({}) must be at least 1",
                        l.micro_batch, l.grad_accum);
@@ -66,7 +66,7 @@ std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
     return fmt::format("pipeline size {} exceeds the {} layers of {}", l.pp, w.gpt.n_layer, w.name);
   if (l.pp > 1 && l.zero >= 2)
     return fmt::format("ZeRO-{} with pipeline parallelism (pp {}) is not supported (DeepSpeed "
-                       "allows ZeRO-1 with pipelines): use --zero 1 or --pp 1", l.zero, l.pp);
+                       "allows ZeRO-1 with pipelines): use --zero-stage 1 or --pp 1", l.zero, l.pp);
   if (l.zero == 3 && l.tp > 1)
     return fmt::format("ZeRO-3 is modelled as FSDP without tensor parallelism: use --tp 1 or a "
                        "lower ZeRO stage");

@@ -79,7 +79,7 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
   for (int d : kResnetDepths) {
     if (name != fmt::format("resnet{}", d)) continue;
     if (o.n_layer || o.n_head || o.n_embd || o.seq_len || o.vocab_size)
-      fail("model '{}' is a CNN: --n-layer, --n-head, --n-embd, --seq and --vocab apply to GPT "
+      fail("model '{}' is a CNN: --n-layer, --n-head, --n-embd, --seq-len and --vocab-size apply to GPT "
            "models only", name);
     w.kind = WorkloadKind::cnn;
     w.optimizer = Optimizer::sgd_momentum;
@@ -102,7 +102,7 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
   if (name == "custom") {
     if (!o.n_layer || !o.n_head || !o.n_embd)
       fail("model 'custom' needs its shape: give --n-layer, --n-head and --n-embd (and "
-           "optionally --seq, --vocab)");
+           "optionally --seq-len, --vocab-size)");
     w.gpt = nn::GptConfig{};
     w.default_global_batch = 512;
     w.origin = "custom size";

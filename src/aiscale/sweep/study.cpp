@@ -105,7 +105,8 @@ const std::vector<std::pair<std::string, std::string>>& study_owned_train_keys()
 
 const std::vector<std::pair<std::string, std::string>>& study_owned_bench_options() {
   static const std::vector<std::pair<std::string, std::string>> keys = {
-      {"--batch", "workload.batch or workload.global_batch"}, {"-b", "workload.batch"},
+      {"--batch-size", "workload.batch or workload.global_batch"},
+      {"--batch", "workload.batch"}, {"-b", "workload.batch"}, {"--micro-batch", "workload.batch"},
       {"--grad-accum", "workload.grad_accum"}, {"--precision", "precisions"},
       {"--device", "device"}, {"--steps", "[measure] steps"}, {"--warmup", "[measure] steps"},
       {"--run-dir", "the study directory"}, {"--output", "the study directory"},
@@ -342,7 +343,7 @@ std::vector<std::string> point_argv(const Study& s, const PointSpec& p, const st
   } else {
     a = {"bench", s.workload.suite};
     a.insert(a.end(), s.workload.options.begin(), s.workload.options.end());
-    a.insert(a.end(), {"--batch", std::to_string(p.batch), "--grad-accum", std::to_string(p.grad_accum),
+    a.insert(a.end(), {"--batch-size", std::to_string(p.batch), "--grad-accum", std::to_string(p.grad_accum),
                        "--precision", p.precision, "--device", s.device,
                        "--warmup", std::to_string(s.measure.first_step - 1),
                        "--steps", std::to_string(s.measure.last_step - s.measure.first_step + 1),

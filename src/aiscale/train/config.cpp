@@ -462,6 +462,14 @@ std::string to_toml(const TrainConfig& c) {
   return out;
 }
 
+std::optional<ConfigKeyInfo> config_key_info(const std::string& key) {
+  const Key* k = find_key(key);
+  if (!k) return std::nullopt;
+  static constexpr const char* kTypes[] = {"integer", "number", "string", "boolean"};
+  return ConfigKeyInfo{k->name, kTypes[static_cast<int>(k->kind)], k->doc, k->choices,
+                       k->min_int, k->max_int};
+}
+
 std::string config_reference() {
   std::string out;
   for (const auto& k : schema()) {

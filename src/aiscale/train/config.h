@@ -3,6 +3,7 @@
 // message naming it, the value and what is allowed.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,15 @@ TrainConfig parse_train_config(const std::string& toml_text, const std::string& 
 std::string to_toml(const TrainConfig& c);
 // Documentation of every key (for `aiscale train --help-config` and docs).
 std::string config_reference();
+
+// What the schema says about one key, for the command-line options named after the keys
+// (cli/run_options.h): its type ("integer", "number", "string", "boolean"), its meaning,
+// its choices (strings with a fixed set) and its integer range. Empty for an unknown key.
+struct ConfigKeyInfo {
+  std::string name, type, doc;
+  std::vector<std::string> choices;
+  int64_t min_int = 0, max_int = 0;
+};
+std::optional<ConfigKeyInfo> config_key_info(const std::string& key);
 
 }  // namespace aiscale::train
