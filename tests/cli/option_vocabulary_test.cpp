@@ -10,7 +10,7 @@
 
 #include "aiscale/cli/run_options.h"
 #include "aiscale/train/config.h"
-#include "../support/run_helpers.h"
+#include "../support/run_support.h"
 
 namespace aiscale {
 namespace {
