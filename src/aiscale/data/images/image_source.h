@@ -1,0 +1,64 @@
+// A stream of labelled image batches for one rank of a data-parallel job: what the vision
+// trainer and `aiscale bench loader` read, whatever stores and decodes the images (an
+// LMDB of encoded records, data/images/lmdb_source.h; an in-memory set in tests).
+//
+// Sampling semantics match the token loader's (docs/guide/data.md): an epoch visits the
+// N records in a permutation derived from (seed, epoch) only, so every rank computes the
+// same one; global batch k is positions [k*G, (k+1)*G), G = world_size * batch_size, and
+// rank r takes positions k*G + r*B ... k*G + r*B + B - 1. The N mod G records left at the
+// end of an order are skipped in that epoch. With a repeat factor k the order runs over
+// k*N positions (each record k times, shuffled together), so an epoch of a reduced set
+// keeps the full set's length.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aiscale::data {
+
+enum class ImageLayout { nchw, nhwc };
+
+// One rank's share of a global batch: pixels normalised ((x/255 - mean[c]) / std[c]),
+// fp32, in `layout` order, and one label per image in [0, num_classes).
+struct ImageBatch {
+  int64_t n = 0, channels = 0, height = 0, width = 0;
+  ImageLayout layout = ImageLayout::nchw;
+  std::vector<float> pixels;     // n * channels * height * width
+  std::vector<int32_t> labels;   // n
+};
+
+// What a source has done so far on this rank (for progress lines and summaries).
+struct ImageSourceStats {
+  int64_t images = 0;          // decoded and served
+  int64_t skipped_corrupt = 0; // records that failed to decode and were skipped
+  double decode_seconds = 0;   // summed over worker threads
+  double wait_seconds = 0;     // time next_batch() waited for the workers
+};
+
+class ImageSource {
+ public:
+  struct Position {
+    int64_t epoch = 0;
+    int64_t index = 0;  // global batches served in this epoch
+    bool operator==(const Position&) const = default;
+  };
+
+  virtual ~ImageSource() = default;
+  virtual int64_t num_classes() const = 0;
+  // Shape of every served image (after crop/resize).
+  virtual int64_t channels() const = 0;
+  virtual int64_t height() const = 0;
+  virtual int64_t width() const = 0;
+  virtual int64_t batch_size() const = 0;           // B: images per rank per batch
+  virtual int64_t records() const = 0;              // N: records in the store
+  virtual int64_t batches_per_epoch() const = 0;    // global batches per epoch
+  // Fills `out` with this rank's share of the next global batch; moves to the next epoch
+  // (re-shuffled) after its last batch.
+  virtual void next_batch(ImageBatch& out) = 0;
+  virtual Position position() const = 0;
+  // Throws aiscale::Error when `position` is outside this source's epochs.
+  virtual void restore(Position position) = 0;
+  virtual ImageSourceStats stats() const = 0;
+};
+
+}  // namespace aiscale::data
