@@ -62,3 +62,28 @@ class ImageSource {
 };
 
 }  // namespace aiscale::data
+
+namespace aiscale::data {
+
+// How to open the images written by `aiscale data pack-images` for one rank.
+struct ImageSourceConfig {
+  std::string path;            // the LMDB directory
+  int64_t batch_size = 0;      // B per rank
+  int rank = 0;
+  int world_size = 1;
+  uint64_t seed = 0;
+  bool train = true;           // true: shuffled order, random-resized-crop + flip;
+                               // false: stored order, centre crop (validation)
+  int64_t height = 0;          // served size; 0: the stored images' size
+  int64_t width = 0;
+  ImageLayout layout = ImageLayout::nchw;
+  int threads = 0;             // decoding workers; 0: the cores this rank may use
+  int prefetch_batches = 2;    // batches decoded ahead of the consumer
+  int64_t repeat = 1;          // k: each record k times per epoch
+  std::string stage = "none";  // "none", "ram" (copy into memory), or "local:DIR" (copy there first)
+  bool skip_corrupt = true;    // false: a record that fails to decode is an error
+  std::vector<float> mean;     // per channel, in [0,1] units; empty: the set's stored mean
+  std::vector<float> std;      // per channel; empty: the set's stored standard deviation
+};
+
+}  // namespace aiscale::data
