@@ -56,7 +56,12 @@ train::TrainConfig bench_config(const RunOptions& run) {
 // Every run setting but train.steps (the benchmark's --steps counts timed steps).
 std::vector<std::string> bench_run_keys() {
   std::vector<std::string> keys = run_option_keys();
-  keys.erase(std::remove(keys.begin(), keys.end(), "train.steps"), keys.end());
+  // The benchmark measures data parallelism (with ZeRO-1 on GPUs); model-parallel layouts
+  // run through aiscale train.
+  for (const char* k : {"train.steps", "parallel.tensor_parallel", "parallel.pipeline_parallel",
+                        "parallel.pipeline_schedule", "parallel.microbatches",
+                        "parallel.sequence_parallel"})
+    keys.erase(std::remove(keys.begin(), keys.end(), k), keys.end());
   return keys;
 }
 

@@ -13,6 +13,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/parallel/launch_env.h"
+#include "aiscale/train/parallel_layout.h"
 
 namespace aiscale::train {
 namespace {
@@ -247,7 +248,30 @@ const std::vector<Key>& schema() {
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
-                        "weights and AdamW moments sharded over the GPU ranks (NCCL)", 0, 3));
+                        "weights and AdamW moments sharded over the GPU ranks (NCCL); 2: ZeRO-2, "
+                        "also the gradients reduce-scattered and kept as shards (CPU ranks); 3: "
+                        "ZeRO-3, also the parameters sharded, gathered block by block (CPU "
+                        "ranks)", 0, 3));
+    k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
+                        "ranks that split each layer's matrices, attention heads and vocabulary "
+                        "(divides model.n_head, model.n_embd and model.vocab_size; CPU ranks); "
+                        "data-parallel ranks = world / (tensor_parallel x pipeline_parallel)",
+                        1, 1024));
+    k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
+                        "pipeline stages the layers are split into (at most model.n_layer)", 1,
+                        1024));
+    k.push_back(string_key("parallel.pipeline_schedule", &TrainConfig::pipeline_schedule,
+                           "order of the micro-batches' forward and backward passes in a pipeline: "
+                           "gpipe (all forwards, then all backwards) or 1f1b (one forward, one "
+                           "backward; parallel.microbatches >= pipeline_parallel)",
+                           {"gpipe", "1f1b"}));
+    k.push_back(int_key("parallel.microbatches", &TrainConfig::microbatches,
+                        "micro-batches each batch of train.batch_size rows is split into for the "
+                        "pipeline (divides train.batch_size)", 1, int64_t{1} << 20));
+    k.push_back(bool_key("parallel.sequence_parallel", &TrainConfig::sequence_parallel,
+                         "split the LayerNorm and residual regions over the tensor-parallel "
+                         "ranks by token (all-gather / reduce-scatter around them); needs "
+                         "parallel.tensor_parallel > 1"));
     k.push_back(bool_key("parallel.overlap", &TrainConfig::overlap,
                          "GPU ranks (NCCL): reduce gradient buckets during backward; false "
                          "reduces them all after backward"));
@@ -376,8 +400,11 @@ void validate(const TrainConfig& c, const std::string& source) {
   } catch (const Error& e) {
     fail("{}: {}", source, e.what());
   }
-  if (c.zero_stage > 1)
-    fail("{}: parallel.zero_stage = {}: aiscale implements 0 and 1 (ZeRO-1)", source, c.zero_stage);
+  try {
+    check_parallel_config(c);
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
   if (c.grad_comm == "bf16" && c.device != "cuda")
     fail("{}: parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.grad_comm = \"fp32\"", source);

@@ -52,7 +52,15 @@ struct TrainConfig {
   std::string rendezvous = "auto";    // auto | mpi | file:/shared/path (how NCCL ranks meet)
   std::string grad_reduce = "average";  // average | sum (of the gradients over ranks)
   double timeout_s = 300;             // a collective stalled this long ends the rank
-  int64_t zero_stage = 0;             // 0: every rank holds the optimizer state; 1: ZeRO-1
+  int64_t zero_stage = 0;             // 0: every rank holds the optimizer state; 1: ZeRO-1;
+                                      // 2: also sharded gradients; 3: also sharded parameters
+  // The layout of the ranks: dp = world / (tensor_parallel x pipeline_parallel)
+  // (train/parallel_layout.h checks it).
+  int64_t tensor_parallel = 1;        // ranks that split every layer's matrices
+  int64_t pipeline_parallel = 1;      // stages the layers are split into
+  std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b
+  int64_t microbatches = 1;           // micro-batches per batch in a pipeline
+  bool sequence_parallel = false;     // LayerNorm/residual regions split over the tensor ranks
   bool overlap = true;                // GPU: gradient buckets reduced during backward
   double bucket_mib = 25;             // GPU: gradient bucket size
   std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)

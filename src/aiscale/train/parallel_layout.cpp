@@ -1,0 +1,83 @@
+#include "aiscale/train/parallel_layout.h"
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::train {
+
+void check_parallel_config(const TrainConfig& c) {
+  const int64_t tp = c.tensor_parallel, pp = c.pipeline_parallel;
+  const nn::GptConfig& m = c.model;
+  if (tp > 1) {
+    if (m.n_head % tp != 0)
+      fail("parallel.tensor_parallel = {} does not divide model.n_head = {}: each tensor rank "
+           "holds whole attention heads; choose a tensor_parallel that divides {}", tp, m.n_head,
+           m.n_head);
+    if (m.n_embd % tp != 0)
+      fail("parallel.tensor_parallel = {} does not divide model.n_embd = {}: choose a "
+           "tensor_parallel that divides the width", tp, m.n_embd);
+    if (m.vocab_size % tp != 0)
+      fail("parallel.tensor_parallel = {} does not divide model.vocab_size = {}: each tensor "
+           "rank holds an equal slice of the vocabulary; pad the vocabulary to a multiple of {} "
+           "(e.g. model.vocab_size = {}) or choose another tensor_parallel", tp, m.vocab_size,
+           tp, (m.vocab_size + tp - 1) / tp * tp);
+  }
+  if (pp > m.n_layer)
+    fail("parallel.pipeline_parallel = {} is more than model.n_layer = {}: every stage needs at "
+         "least one layer; use at most {} stages", pp, m.n_layer, m.n_layer);
+  if (c.batch_size % c.microbatches != 0)
+    fail("parallel.microbatches = {} does not divide train.batch_size = {}: each micro-batch "
+         "holds batch_size / microbatches rows", c.microbatches, c.batch_size);
+  if (pp > 1 && c.pipeline_schedule == "1f1b" && c.microbatches < pp)
+    fail("parallel.pipeline_schedule = \"1f1b\" needs parallel.microbatches >= "
+         "parallel.pipeline_parallel (got {} < {}): raise microbatches to at least {} or use "
+         "the gpipe schedule", c.microbatches, pp, pp);
+  if (pp == 1 && c.microbatches > 1)
+    fail("parallel.microbatches = {} splits the batch for a pipeline, but "
+         "parallel.pipeline_parallel = 1: set parallel.pipeline_parallel > 1, or use "
+         "train.grad_accum to accumulate micro-batches", c.microbatches);
+  if (c.sequence_parallel) {
+    if (tp == 1)
+      fail("parallel.sequence_parallel = true splits the LayerNorm regions over the tensor "
+           "ranks, but parallel.tensor_parallel = 1: raise tensor_parallel or turn "
+           "sequence_parallel off");
+    const int64_t rows = c.batch_size / c.microbatches * c.seq_len;
+    if (rows % tp != 0)
+      fail("parallel.sequence_parallel = true splits the {} tokens of a micro-batch "
+           "(train.batch_size / parallel.microbatches x train.seq_len) over "
+           "parallel.tensor_parallel = {} ranks, which does not divide them: change the batch "
+           "or the sequence length", rows, tp);
+  }
+  if (c.zero_stage == 3 && pp > 1)
+    fail("parallel.zero_stage = 3 gathers every layer's parameters for each micro-batch, which "
+         "a pipeline would repeat per micro-batch: combine pipeline_parallel > 1 with "
+         "parallel.zero_stage 0 or 2");
+  const bool sharded = tp > 1 || pp > 1 || c.zero_stage >= 2 || c.sequence_parallel;
+  if (sharded && c.device != "cpu")
+    fail("tensor_parallel = {}, pipeline_parallel = {}, zero_stage = {}{} run on CPU ranks (MPI) "
+         "in this version; GPU ranks train with data parallelism and ZeRO-1: set train.device = "
+         "\"cpu\", or parallel.tensor_parallel = 1, parallel.pipeline_parallel = 1, "
+         "parallel.zero_stage <= 1", tp, pp, c.zero_stage,
+         c.sequence_parallel ? " with sequence_parallel" : "");
+}
+
+ParallelLayout parallel_layout(const TrainConfig& c, int world) {
+  const int64_t model_ranks = c.tensor_parallel * c.pipeline_parallel;
+  if (world % model_ranks != 0)
+    fail("the job has {} rank(s), which parallel.tensor_parallel x parallel.pipeline_parallel = "
+         "{} x {} = {} does not divide: launch a multiple of {} ranks (data-parallel copies x "
+         "{}), or change the layout", world, c.tensor_parallel, c.pipeline_parallel, model_ranks,
+         model_ranks, model_ranks);
+  ParallelLayout l;
+  l.tp = static_cast<int>(c.tensor_parallel);
+  l.pp = static_cast<int>(c.pipeline_parallel);
+  l.dp = static_cast<int>(world / model_ranks);
+  return l;
+}
+
+std::string describe(const ParallelLayout& l) {
+  return fmt::format("dp {} x tp {} x pp {}", l.dp, l.tp, l.pp);
+}
+
+}  // namespace aiscale::train

@@ -1,0 +1,31 @@
+// The parallel layout of a training run: how many ranks split each layer (tensor
+// parallelism), the layers (pipeline parallelism) and the batch (data parallelism, with
+// ZeRO on that axis), checked against the model and the job before any memory is taken.
+#pragma once
+#include <string>
+
+
+#include "aiscale/train/config.h"
+
+namespace aiscale::train {
+
+struct ParallelLayout {
+  int dp = 1, tp = 1, pp = 1;
+  int world() const { return dp * tp * pp; }
+};
+
+// What the config alone decides (no rank count): tensor_parallel divides the heads, the
+// width and the vocabulary; pipeline_parallel is at most the layers; micro-batches divide
+// the batch and are enough for 1F1B; sequence parallelism has tensor ranks and tokens to
+// split; ZeRO-2/3 only with options they work with; and which combinations this build
+// runs. Throws Error naming the keys and the fix.
+void check_parallel_config(const TrainConfig& c);
+
+// The layout of a job of `world` ranks: dp = world / (tp x pp). Throws Error when tp x pp
+// does not divide the rank count.
+ParallelLayout parallel_layout(const TrainConfig& c, int world);
+
+// "dp 2 x tp 2 x pp 1".
+std::string describe(const ParallelLayout& l);
+
+}  // namespace aiscale::train

@@ -1,0 +1,88 @@
+// The parallel layout keys: every impossible layout is refused with a message naming the
+// keys and the fix, before anything is allocated.
+#include <gtest/gtest.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/train/config.h"
+#include "aiscale/train/parallel_layout.h"
+
+using aiscale::Error;
+using aiscale::train::parallel_layout;
+using aiscale::train::parse_train_config;
+using aiscale::train::TrainConfig;
+
+namespace {
+
+// gpt-tiny: 2 layers, 2 heads, width 64, vocabulary 256.
+const char* kTiny = "[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\nbatch_size = 4\n";
+
+std::string error_of(std::vector<std::string> overrides) {
+  try {
+    parse_train_config(kTiny, "layout.toml", overrides);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(std::vector<std::string> overrides, std::initializer_list<const char*> parts) {
+  const std::string e = error_of(overrides);
+  ASSERT_FALSE(e.empty()) << "accepted: " << overrides[0];
+  for (const char* p : parts) EXPECT_NE(e.find(p), std::string::npos) << e;
+}
+
+}  // namespace
+
+TEST(ParallelLayout, ValidLayoutsParse) {
+  auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "parallel.zero_stage=3"});
+  EXPECT_EQ(c.tensor_parallel, 2);
+  EXPECT_EQ(c.zero_stage, 3);
+  auto l = parallel_layout(c, 8);
+  EXPECT_EQ(l.dp, 4);
+  EXPECT_EQ(l.tp, 2);
+  EXPECT_EQ(l.pp, 1);
+  EXPECT_EQ(aiscale::train::describe(l), "dp 4 x tp 2 x pp 1");
+}
+
+TEST(ParallelLayout, TensorParallelMustDivideHeadsAndVocabulary) {
+  expect_error({"parallel.tensor_parallel=4"}, {"model.n_head = 2", "parallel.tensor_parallel = 4"});
+  expect_error({"model.vocab_size=255", "parallel.tensor_parallel=2"},
+               {"model.vocab_size = 255", "pad the vocabulary", "model.vocab_size = 256"});
+}
+
+TEST(ParallelLayout, PipelineAndMicrobatches) {
+  expect_error({"parallel.pipeline_parallel=3"}, {"model.n_layer = 2", "at most 2 stages"});
+  expect_error({"parallel.pipeline_parallel=2", "parallel.microbatches=3"},
+               {"does not divide train.batch_size = 4"});
+  expect_error({"parallel.pipeline_parallel=2", "parallel.microbatches=1"},
+               {"1f1b", "microbatches >= parallel.pipeline_parallel", "gpipe"});
+  expect_error({"parallel.microbatches=2"}, {"parallel.pipeline_parallel = 1", "train.grad_accum"});
+  expect_error({"parallel.pipeline_schedule=zigzag"}, {"gpipe, 1f1b"});
+}
+
+TEST(ParallelLayout, SequenceParallelNeedsTensorRanks) {
+  expect_error({"parallel.sequence_parallel=true"}, {"parallel.tensor_parallel = 1"});
+  expect_error({"parallel.tensor_parallel=2", "parallel.sequence_parallel=true", "train.batch_size=1",
+                "train.seq_len=3"},
+               {"3 tokens", "does not divide"});
+}
+
+TEST(ParallelLayout, ZeroStageCombinations) {
+  expect_error({"parallel.zero_stage=3", "parallel.pipeline_parallel=2", "parallel.microbatches=2"},
+               {"parallel.zero_stage = 3", "pipeline_parallel > 1"});
+  expect_error({"parallel.zero_stage=4"}, {"parallel.zero_stage"});
+  expect_error({"parallel.zero_stage=2", "train.device=cuda"}, {"CPU ranks", "train.device"});
+  expect_error({"parallel.tensor_parallel=2", "train.device=cuda"}, {"CPU ranks"});
+}
+
+TEST(ParallelLayout, RankCountMustBeAMultipleOfTheModelRanks) {
+  auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2"});
+  try {
+    parallel_layout(c, 3);
+    FAIL() << "3 ranks accepted for tp = 2";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("3 rank(s)"), std::string::npos) << m;
+    EXPECT_NE(m.find("multiple of 2"), std::string::npos) << m;
+  }
+}
