@@ -32,6 +32,20 @@ class Communicator {
   virtual void barrier() = 0;
   // Ends every rank at once (a rank that cannot go on must not leave the others waiting).
   virtual void abort(int code) = 0;
+  // --- Host collectives of the model-parallel layers (tensor parallelism, ZeRO-2/3) ---
+  // All-gather: `in` holds this rank's `count` floats; `out` (world() * count) gets rank
+  // r's at [r * count, (r + 1) * count). `in` and `out` must not overlap.
+  virtual void allgather(const float* in, float* out, int64_t count);
+  // Reduce-scatter: `in` holds world() * count floats; `out` (count) gets the sum over the
+  // ranks of their part [rank() * count, (rank() + 1) * count). No overlap.
+  virtual void reduce_scatter_sum(const float* in, float* out, int64_t count);
+  // Point-to-point (pipeline stages): send n floats to rank `peer` of this communicator
+  // (returns without waiting for the receiver: the message is buffered; wait() completes
+  // the sends in flight), and the blocking receive. Messages between two ranks arrive in
+  // order.
+  virtual void send(const float* data, int64_t n, int peer);
+  virtual void recv(float* data, int64_t n, int peer);
+
   // Queued variant for benchmarks and overlap: starts an in-place sum and may return
   // before it completes; wait() completes everything queued. Unlike allreduce_sum it
   // does not wait for other streams' work: `data` must be ready when called (written

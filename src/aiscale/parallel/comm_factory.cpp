@@ -1,6 +1,8 @@
 // Chooses and builds the communicator of a run from parallel.communicator, the device
 // and the launcher's environment.
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
@@ -41,6 +43,26 @@ void Communicator::reduce_scatter_sum_after(void*, int64_t, DType, void*) {
 }
 void Communicator::allgather_after(void*, int64_t, void*) {
   no_device_collectives(*this, "all-gather");
+}
+// The defaults build the host collectives from an all-reduce (correct on any
+// communicator, one transfer of the whole buffer); MPI has its own.
+void Communicator::allgather(const float* in, float* out, int64_t count) {
+  std::fill(out, out + world() * count, 0.0f);
+  std::copy(in, in + count, out + rank() * count);
+  allreduce_sum(out, world() * count);
+}
+void Communicator::reduce_scatter_sum(const float* in, float* out, int64_t count) {
+  std::vector<float> all(in, in + world() * count);
+  allreduce_sum(all.data(), world() * count);
+  std::copy(all.begin() + rank() * count, all.begin() + (rank() + 1) * count, out);
+}
+void Communicator::send(const float*, int64_t, int peer) {
+  fail("the {} communicator has no point-to-point send (to rank {}): pipeline stages need "
+       "MPI ranks", backend(), peer);
+}
+void Communicator::recv(float*, int64_t, int peer) {
+  fail("the {} communicator has no point-to-point receive (from rank {}): pipeline stages "
+       "need MPI ranks", backend(), peer);
 }
 void Communicator::record(void*) { no_device_collectives(*this, "event"); }
 std::unique_ptr<Communicator> Communicator::split(int, int) {

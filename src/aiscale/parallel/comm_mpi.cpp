@@ -2,6 +2,7 @@
 #include "aiscale/parallel/comm.h"
 
 #include <cstdlib>
+#include <deque>
 #include <vector>
 
 #include "aiscale/core/error.h"
@@ -75,6 +76,7 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (!finalized) reap_sends(true);
     if (frees_comm_ && !finalized) MPI_Comm_free(&comm_);
     if (owns_ && !finalized) MPI_Finalize();
   }
@@ -115,6 +117,29 @@ class MpiCommunicator final : public Communicator {
   void broadcast_bytes(void* data, int64_t bytes, int root) override {
     check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_), "broadcast");
   }
+  void allgather(const float* in, float* out, int64_t count) override {
+    check(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count),
+                        MPI_FLOAT, comm_), "all-gather");
+  }
+  void reduce_scatter_sum(const float* in, float* out, int64_t count) override {
+    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_),
+          "reduce-scatter");
+  }
+  // Sends never wait for the receiver: the message is copied and posted (MPI_Isend), so
+  // that two stages sending to each other at once cannot block each other. Completed
+  // sends are reaped on the next call; wait() and the destructor complete the rest.
+  void send(const float* data, int64_t n, int peer) override {
+    reap_sends(false);
+    pending_.push_back({std::vector<float>(data, data + n), MPI_REQUEST_NULL});
+    Pending& p = pending_.back();
+    check(MPI_Isend(p.data.data(), static_cast<int>(n), MPI_FLOAT, peer, kStageTag, comm_,
+                    &p.request), "send");
+  }
+  void wait() override { reap_sends(true); }
+  void recv(float* data, int64_t n, int peer) override {
+    check(MPI_Recv(data, static_cast<int>(n), MPI_FLOAT, peer, kStageTag, comm_,
+                   MPI_STATUS_IGNORE), "receive");
+  }
   void barrier() override { check(MPI_Barrier(comm_), "barrier"); }
   // Ends the whole job, not only this group: a rank that cannot go on stops them all.
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
@@ -127,6 +152,21 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  void reap_sends(bool all) {
+    while (!pending_.empty()) {
+      int done = 0;
+      if (all) check(MPI_Wait(&pending_.front().request, MPI_STATUS_IGNORE), "send (wait)");
+      else check(MPI_Test(&pending_.front().request, &done, MPI_STATUS_IGNORE), "send (test)");
+      if (!all && !done) return;
+      pending_.pop_front();
+    }
+  }
+  struct Pending {
+    std::vector<float> data;
+    MPI_Request request;
+  };
+  std::deque<Pending> pending_;  // point-to-point sends in flight, oldest first
+  static constexpr int kStageTag = 17;  // tag of the point-to-point messages
   MPI_Comm comm_ = MPI_COMM_WORLD;
   bool frees_comm_ = false;  // a split's communicator, freed with this object
   int rank_ = 0, world_ = 1;
