@@ -1,0 +1,44 @@
+// Pipeline schedules as explicit tables: for each stage, the order in which it runs the
+// forward and backward passes of the micro-batches. Pure (no communication), so that a
+// schedule is checked on its own: every micro-batch passes forward then backward once per
+// stage, the stages' orders are free of deadlock over blocking point-to-point sends, and
+// the idle time (the bubble) is what the schedule promises.
+//
+// GPipe: all forwards, then all backwards (every micro-batch's activations held at once).
+// 1F1B (PipeDream-flush, Megatron's default): stage s runs pp - s - 1 forwards to fill the
+// pipeline, then alternates one forward and one backward, then drains the backwards; a
+// stage holds at most pp - s micro-batches' activations. Both have the same bubble,
+// (pp - 1) / (microbatches + pp - 1) of the time with equal stage times.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace aiscale::parallel::pipeline {
+
+enum class PassKind { forward, backward };
+
+struct Pass {
+  PassKind kind;
+  int microbatch;
+  bool operator==(const Pass&) const = default;
+};
+
+using StageSchedule = std::vector<Pass>;
+
+StageSchedule gpipe_schedule(int stages, int stage, int microbatches);
+StageSchedule one_f_one_b_schedule(int stages, int stage, int microbatches);
+// By name: "gpipe" or "1f1b".
+StageSchedule schedule_by_name(const std::string& name, int stages, int stage, int microbatches);
+
+// The most micro-batches whose activations a stage holds at once (forward run, backward
+// not yet).
+int max_in_flight(const StageSchedule& s);
+
+// Runs every stage's table with unit-time passes (a backward takes `backward_cost` units)
+// where a forward of micro-batch m on stage s waits for stage s - 1's forward of m and a
+// backward for stage s + 1's backward of m, each stage in its table's order. Returns the
+// fraction of the stages' time spent idle before the last pass ends (the bubble), or a
+// negative number when the tables deadlock.
+double simulated_bubble(const std::vector<StageSchedule>& stages, double backward_cost = 2.0);
+
+}  // namespace aiscale::parallel::pipeline
