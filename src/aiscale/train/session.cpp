@@ -23,11 +23,13 @@
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/process_groups.h"
 #include "aiscale/parallel/watchdog.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/divergence.h"
+#include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
@@ -227,16 +229,31 @@ int run_training(const TrainRequest& req) {
   }
   const int rank = comm->rank(), world = comm->world();
   log::set_rank(rank, world);
+  // The layout is checked before anything is allocated; the ranks of one data-parallel
+  // coordinate (a tensor group, a pipeline) read the same batches.
+  const ParallelLayout layout = parallel_layout(c, world);
+  std::unique_ptr<parallel::ProcessGroups> groups;
+  int data_rank = rank;
+  if (layout.tp > 1 || layout.pp > 1 || c.zero_stage >= 2) {
+    parallel::GridOptions go;
+    go.world = world;
+    go.dp = layout.dp;
+    go.tp = layout.tp;
+    go.pp = layout.pp;
+    groups = std::make_unique<parallel::ProcessGroups>(*comm, parallel::ProcessGrid(go));
+    data_rank = groups->coord().dp;
+  }
+  const int data_world = layout.dp;
   const int threads = set_cpu_threads(c.threads);
   if (c.train_data.empty())
     fail("{}: data.train is not set: tokenize text with `aiscale data tokenize` and point "
          "data.train at the shards (see configs/quickstart.toml)", config_path);
 
-  auto train_src = make_shard_source(c.train_data, c.batch_size, c.seq_len, rank, world, c.seed,
+  auto train_src = make_shard_source(c.train_data, c.batch_size, c.seq_len, data_rank, data_world, c.seed,
                                      /*shuffle=*/true, c.model.vocab_size);
   std::unique_ptr<BatchSource> val_src;
   if (!c.val_data.empty()) {
-    val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, rank, world, c.seed,
+    val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, data_rank, data_world, c.seed,
                                 /*shuffle=*/false, c.model.vocab_size);
     // The batches every evaluation reads, checked now (token ids against the vocabulary)
     // rather than after training, when a failure would come too late.
@@ -247,9 +264,12 @@ int run_training(const TrainRequest& req) {
 
   if (resume) {
     const auto& r = resume->state;
-    if (r.world_size != world)
-      fail("checkpoint '{}' was written by {} rank(s), this job has {}: resume with the same "
-           "number of ranks (the data order depends on it)", resume->dir, r.world_size, world);
+    // The data order depends on the data-parallel ranks only: a checkpoint moves between
+    // tensor-parallel layouts (it holds the whole tensors).
+    if (r.world_size != data_world)
+      fail("checkpoint '{}' was written by {} data-parallel rank(s), this job has {} ({}): "
+           "resume with the same number of ranks (the data order depends on it)", resume->dir,
+           r.world_size, data_world, describe(layout));
     if (r.step >= c.steps)
       fail("run '{}' already reached step {} of train.steps = {}: raise it with --set "
            "train.steps=N to train further", req.resume_dir, r.step, c.steps);
@@ -268,6 +288,10 @@ int run_training(const TrainRequest& req) {
   ro.decay_embeddings = c.decay_embeddings;
   ro.seed = c.seed;
   ro.comm = world > 1 ? comm.get() : nullptr;
+  ro.groups = groups.get();
+  ro.sequence_parallel = c.sequence_parallel;
+  ro.microbatches = static_cast<int>(c.microbatches);
+  ro.pipeline_schedule = c.pipeline_schedule;
   ro.zero_stage = static_cast<int>(c.zero_stage);
   ro.overlap = c.overlap;
   ro.bucket_mib = c.bucket_mib;
@@ -295,8 +319,9 @@ int run_training(const TrainRequest& req) {
         if (d > resume->dir) log::info("newer checkpoint set aside as {}", set_checkpoint_aside(d, "superseded"));
     }
     resume->state = {};  // the weights live in the model now
-  } else if (world > 1) {
-    // DDP semantics: every rank starts from rank 0's weights.
+  } else if (world > 1 && !model->collective_state()) {
+    // DDP semantics: every rank starts from rank 0's weights. (A model that holds slices
+    // or shards builds them from the seed's whole initialisation, the same on every rank.)
     if (c.device == "cuda") {
       // The GPU model keeps a working (bf16/fp16) copy beside its fp32 master weights:
       // set_params refreshes both. Once per run, through host memory.
@@ -324,11 +349,12 @@ int run_training(const TrainRequest& req) {
 
   if (rank == 0)
     log::info("aiscale train: {} ({:.2f}M parameters: L={} H={} C={} V={}) on {} ({} threads), "
-              "{} rank(s) [{}]; global batch {} x {} tokens = {} tokens/step; data: {}{}",
+              "{} rank(s) [{}]{}; global batch {} x {} tokens = {} tokens/step; data: {}{}",
               c.model_preset, model->num_params() / 1e6, c.model.n_layer, c.model.n_head,
               c.model.n_embd, c.model.vocab_size, model->device_name(), threads, world,
-              comm->backend(), c.batch_size * c.grad_accum * world, c.seq_len,
-              c.tokens_per_step(world), train_src->describe(),
+              comm->backend(), groups ? " " + describe(layout) : std::string(),
+              c.batch_size * c.grad_accum * data_world, c.seq_len,
+              c.tokens_per_step(data_world), train_src->describe(),
               resume ? fmt::format("; resuming at step {} from {}", start_step, resume->dir) : "");
   if (world > 1 && rank == 0)
     log::debug("ranks agree on configuration {:016x}", fp.hash());
@@ -367,9 +393,9 @@ int run_training(const TrainRequest& req) {
   // Rank 0 writes; with sharded (ZeRO-1) state every rank takes part in gathering it.
   auto save_checkpoint = [&](int64_t step) {
     if (rank == 0)
-      checkpointer->save(snapshot(c, *model, position_after_last_step, step, world, nonfinite));
+      checkpointer->save(snapshot(c, *model, position_after_last_step, step, data_world, nonfinite));
     else if (model->collective_state())
-      snapshot(c, *model, position_after_last_step, step, world, nonfinite);
+      snapshot(c, *model, position_after_last_step, step, data_world, nonfinite);
     last_checkpoint = step;
   };
   DivergenceDetector divergence(c.divergence_factor, c.divergence_window);
@@ -460,16 +486,19 @@ int run_training(const TrainRequest& req) {
       {"step_time_median_s", r.step_time_median_s},
       {"step_time_p90_s", r.step_time_p90_s},
       {"wall_s", r.wall_s},
-      {"tokens_trained", static_cast<double>(c.tokens_per_step(world)) * r.steps},
+      {"tokens_trained", static_cast<double>(c.tokens_per_step(data_world)) * r.steps},
       {"n_params", model->num_params()},
       {"device", model->device_name()},
       {"world_size", world},
+      {"layout", {{"dp", layout.dp}, {"tp", layout.tp}, {"pp", layout.pp},
+                  {"zero_stage", c.zero_stage}, {"sequence_parallel", c.sequence_parallel}}},
       {"nonfinite_steps", nonfinite},
       {"checkpoint", newest ? *newest : (fs::path(ckpt_dir) / checkpoint_name(r.steps)).string()},
       {"finished", utc_iso8601()}};
   if (!std::isfinite(r.first_loss)) summary["first_loss"] = nullptr;
   if (!std::isfinite(r.final_loss)) summary["final_loss"] = nullptr;
   if (r.val_loss >= 0) summary["val_loss"] = r.val_loss;
+  if (r.pipeline_bubble_median >= 0) summary["pipeline_bubble_median"] = r.pipeline_bubble_median;
   if (diverged_stop) summary["diverged"] = diverged;
   if (!late_error.empty()) summary["final_evaluation_error"] = late_error;
   run_dir.write_summary(summary);

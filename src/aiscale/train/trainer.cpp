@@ -28,7 +28,7 @@ Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& tr
 StepStats Trainer::step(int64_t step_index) {
   Timer timer;
   model_.zero_grad();
-  double loss_sum = 0.0, data_wait = 0.0, sync = 0.0;
+  double loss_sum = 0.0, data_wait = 0.0, sync = 0.0, pipeline_wait = 0.0;
   const float micro_weight = 1.0f / static_cast<float>(config_.grad_accum);
   const int64_t epoch = train_.position().epoch;
   bool first_in_epoch = false, last_in_epoch = false;
@@ -42,12 +42,21 @@ StepStats Trainer::step(int64_t step_index) {
     // A source moves to the next epoch right after serving an epoch's last batch.
     if (before.index == 0) first_in_epoch = true;
     if (train_.position().epoch != before.epoch) last_in_epoch = true;
+    if (model_.pipelined()) {  // the schedule interleaves the micro-batches' passes
+      if (before_backward) before_backward(step_index);
+      loss_sum += model_.forward_backward(inputs_.data(), targets_.data(), micro_weight);
+      pipeline_wait += model_.pipeline_wait_s();
+      continue;
+    }
     loss_sum += model_.forward(inputs_.data(), targets_.data());
     if (before_backward) before_backward(step_index);
     model_.backward(micro_weight);
   }
   const int world = comm_.world();
-  // A data-parallel GPU model (NCCL) has reduced its gradient buckets during backward.
+  // Ranks that read distinct batches (the others of a tensor group or pipeline share them).
+  const int data_world = world / static_cast<int>(config_.tensor_parallel * config_.pipeline_parallel);
+  // A data-parallel GPU model (NCCL) has reduced its gradient buckets during backward, a
+  // CPU model holding tensor slices or ZeRO-2/3 shards its gradients over its data group.
   // Otherwise the whole buffer is summed here; on a GPU model it is a device buffer.
   if (world > 1 && !model_.data_parallel()) {
     const double t0 = timer.seconds();
@@ -58,7 +67,7 @@ StepStats Trainer::step(int64_t step_index) {
   // Gradients are now summed over ranks. parallel.grad_reduce = "average" (DDP) takes
   // their mean, sum / world, by folding 1/world into the norm and the update's scale;
   // "sum" keeps the sum.
-  const double reduce_divisor = config_.grad_reduce == "sum" ? 1.0 : static_cast<double>(world);
+  const double reduce_divisor = config_.grad_reduce == "sum" ? 1.0 : static_cast<double>(data_world);
   double grad_norm = std::sqrt(model_.grad_sum_squares()) / reduce_divisor;
   const double local_loss = loss_sum / static_cast<double>(config_.grad_accum);
   StepStats s;
@@ -84,14 +93,15 @@ StepStats Trainer::step(int64_t step_index) {
     comm_.allreduce_sum(stats, 1);
     sync += timer.seconds() - t0;
   }
-  s.loss = stats[0] / world;
+  s.loss = stats[0] / world;  // the ranks of a tensor group hold the same loss
   s.step_time_s = timer.seconds();
   s.data_wait_s = data_wait;
   s.sync_s = sync;
+  s.pipeline_wait_s = pipeline_wait;
   s.epoch = epoch;
   s.first_in_epoch = first_in_epoch;
   s.last_in_epoch = last_in_epoch;
-  s.tokens_per_s = static_cast<double>(config_.tokens_per_step(world)) / s.step_time_s;
+  s.tokens_per_s = static_cast<double>(config_.tokens_per_step(data_world)) / s.step_time_s;
   return s;
 }
 
@@ -129,7 +139,7 @@ TrainResult Trainer::run(int64_t start_step) {
   Timer wall;
   const bool lead = comm_.rank() == 0;
   Progress progress("step", config_.steps, 10.0);
-  std::vector<double> step_times, rates;
+  std::vector<double> step_times, rates, bubbles;
   // steps.jsonl: every rank's step records, gathered to rank 0 (see step_log.h).
   const int64_t start_epoch = train_.position().epoch;
   StepLog step_log(run_dir_ ? run_dir_->path() + "/steps.jsonl" : std::string(), comm_,
@@ -180,6 +190,12 @@ TrainResult Trainer::run(int64_t start_step) {
     nlohmann::json rec = {{"step", s.step},           {"loss", s.loss},
                           {"lr", s.lr},               {"grad_norm", s.grad_norm},
                           {"tokens_per_s", s.tokens_per_s}, {"step_time_s", s.step_time_s}};
+    if (model_.pipelined()) {
+      // The pipeline bubble as this rank saw it: its time waiting for other stages.
+      rec["pipeline_wait_s"] = s.pipeline_wait_s;
+      rec["pipeline_bubble"] = s.pipeline_wait_s / s.step_time_s;
+      if (i > start_step || config_.steps - start_step == 1) bubbles.push_back(rec["pipeline_bubble"]);
+    }
     bool eval_now = config_.eval_every > 0 && s.step % config_.eval_every == 0 && s.step < config_.steps;
     if (eval_now) {
       Timer val_timer;
@@ -223,6 +239,7 @@ TrainResult Trainer::run(int64_t start_step) {
   r.step_time_median_s = median(step_times);
   r.step_time_p90_s = percentile(step_times, 0.9);
   r.tokens_per_s_median = median(rates);
+  if (!bubbles.empty()) r.pipeline_bubble_median = median(bubbles);
   return r;
 }
 

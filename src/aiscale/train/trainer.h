@@ -44,6 +44,7 @@ struct StepStats {
   double tokens_per_s = 0;
   double data_wait_s = 0;  // this rank's time in next_batch
   double sync_s = 0;       // this rank's time in the trainer's all-reduces
+  double pipeline_wait_s = 0;  // this rank's time waiting for other pipeline stages
   int64_t epoch = 0;       // of the step's first batch
   bool first_in_epoch = false, last_in_epoch = false;  // holds an epoch's first/last batch
 };
@@ -53,6 +54,7 @@ struct TrainResult {
   double first_loss = 0, final_loss = 0;
   double val_loss = -1;  // < 0: no validation data
   double tokens_per_s_median = 0;
+  double pipeline_bubble_median = -1;  // rank 0's pipeline wait / step time; < 0: no pipeline
   double step_time_median_s = 0, step_time_p90_s = 0;
   double wall_s = 0;
   std::vector<double> losses;

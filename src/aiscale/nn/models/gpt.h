@@ -13,6 +13,7 @@
 
 namespace aiscale::parallel {
 class Communicator;
+class ProcessGroups;
 }
 
 namespace aiscale::nn {
@@ -31,9 +32,22 @@ struct GptRunOptions {
   // summed on the communicator's stream as soon as backward has produced them, overlapped
   // with the rest of backward (see data_parallel()). Other models leave it to the trainer.
   parallel::Communicator* comm = nullptr;  // not owned; must outlive the model
+  // The CPU model's model-parallel layout (not owned; must outlive the model): its tensor
+  // group splits every layer (tensor parallelism), its data group carries ZeRO-2/3. With a
+  // tensor group of more than one rank or zero_stage >= 2 the model synchronises its
+  // gradients over the data group itself (data_parallel() is true). Null: one tensor rank.
+  parallel::ProcessGroups* groups = nullptr;
+  bool sequence_parallel = false;  // LayerNorm regions split over the tensor ranks by token
+  // Pipeline parallelism (the groups' pipeline group): each batch split into
+  // `microbatches`, run through the stages in the order of `pipeline_schedule` (gpipe |
+  // 1f1b: parallel/pipeline/schedule.h).
+  int microbatches = 1;
+  std::string pipeline_schedule = "1f1b";
   // 1: ZeRO-1: reduce-scatter instead of all-reduce, fp32 master weights and AdamW moments
   // sharded over the ranks (1/world each), AdamW on the local shard, then an all-gather of
-  // the working copy. Needs a data-parallel GPU model.
+  // the working copy. Needs a data-parallel GPU model. 2 (CPU model with groups): also the
+  // gradients reduce-scattered into shards; 3: also the parameters sharded, each block's
+  // gathered before it computes (optim/zero_shards.h).
   int zero_stage = 0;
   bool overlap = true;      // false: one bucket after the whole backward (for measurements)
   double bucket_mib = 25;
@@ -71,6 +85,19 @@ class GptModel {
   // Backward of the last forward; parameter gradients ACCUMULATE (gradient
   // accumulation), scaled by loss_scale / ... : d(mean loss) * grad_multiplier.
   virtual void backward(float grad_multiplier = 1.0f) = 0;
+  // One micro-step of training: forward and backward of a batch, returning the loss. A
+  // pipeline-parallel model runs its schedule of micro-batches here (its forward and
+  // backward cannot be separated); the others do forward then backward.
+  virtual float forward_backward(const int32_t* inputs, const int32_t* targets,
+                                 float grad_multiplier) {
+    const float loss = forward(inputs, targets);
+    backward(grad_multiplier);
+    return loss;
+  }
+  virtual bool pipelined() const { return false; }
+  // Seconds the last forward_backward spent waiting for other pipeline stages (the bubble
+  // as this rank saw it).
+  virtual double pipeline_wait_s() const { return 0.0; }
   // True when this model synchronises gradients over the ranks of options().comm itself
   // (the trainer then must not all-reduce grad_buffer()): after the backward of a
   // synchronising micro-step, grad_sum_squares(), update(), get_grads() see gradients

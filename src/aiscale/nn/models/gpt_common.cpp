@@ -42,9 +42,12 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
 
 std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c,
                                    const GptRunOptions& o) {
-  if (o.zero_stage != 0 && o.zero_stage != 1)
-    fail("parallel.zero_stage = {}: aiscale implements stage 0 (plain data parallelism) and 1 "
-         "(sharded optimizer state)", o.zero_stage);
+  if (o.zero_stage < 0 || o.zero_stage > 3)
+    fail("parallel.zero_stage = {}: aiscale implements stages 0 to 3", o.zero_stage);
+  if (o.zero_stage >= 2 && device != "cpu")
+    fail("parallel.zero_stage = {} (ZeRO-{}) is implemented for CPU ranks; GPU ranks run stages "
+         "0 and 1: set parallel.zero_stage <= 1 or train.device = \"cpu\"", o.zero_stage,
+         o.zero_stage);
   if (o.bucket_mib <= 0) fail("parallel.bucket_mib = {} must be positive", o.bucket_mib);
   const int world = o.comm ? o.comm->world() : 1;
   if (o.grad_comm != DType::f32 && o.grad_comm != DType::bf16)

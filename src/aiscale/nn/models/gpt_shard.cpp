@@ -1,0 +1,109 @@
+#include "aiscale/nn/models/gpt_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::nn {
+namespace {
+
+// How each block tensor is split (in GptBlockParam order).
+struct Split {
+  ShardKind kind;
+  int parts;
+};
+constexpr Split kBlockSplit[kGptBlockParams] = {
+    {ShardKind::replicated, 1}, {ShardKind::replicated, 1},  // ln_1
+    {ShardKind::rows, 3},       {ShardKind::rows, 3},        // QKV: whole heads of Q, K, V
+    {ShardKind::columns, 1},    {ShardKind::replicated, 1},  // attention projection
+    {ShardKind::replicated, 1}, {ShardKind::replicated, 1},  // ln_2
+    {ShardKind::rows, 1},       {ShardKind::rows, 1},        // MLP up
+    {ShardKind::columns, 1},    {ShardKind::replicated, 1},  // MLP down
+};
+
+}  // namespace
+
+GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank)
+    : config_(c), tp_(tp), rank_(rank) {
+  AISCALE_CHECK(tp >= 1 && rank >= 0 && rank < tp && c.n_head % tp == 0 &&
+                    c.n_embd % tp == 0 && c.vocab_size % tp == 0,
+                "tensor-parallel layout {} of {} does not fit the model", rank, tp);
+  const GptLayout full(c);
+  int64_t offset = 0;
+  for (const GptParamInfo& p : full.tensors()) {
+    ShardedTensor t;
+    t.full = p;
+    if (p.name == "wte.weight") {
+      t.kind = ShardKind::rows;
+    } else if (p.layer >= 0) {
+      for (int j = 0; j < kGptBlockParams; ++j)
+        if (p.offset == full.at(p.layer, static_cast<GptBlockParam>(j))) {
+          t.kind = kBlockSplit[j].kind;
+          t.parts = kBlockSplit[j].parts;
+        }
+    }
+    if (tp == 1) t.kind = ShardKind::replicated;
+    t.numel = t.kind == ShardKind::replicated ? p.shape.numel() : p.shape.numel() / tp;
+    t.offset = offset;
+    offset += t.numel;
+    tensors_.push_back(t);
+  }
+  size_ = offset;
+  wpe_ = tensors_[1].offset;
+  layers_begin_ = tensors_[2].offset;
+  if (c.n_layer > 0) {
+    for (int j = 0; j < kGptBlockParams; ++j)
+      block_offset_[j] = tensors_[2 + j].offset - layers_begin_;
+    layer_size_ = tensors_[2 + kGptBlockParams].offset - layers_begin_;
+  }
+}
+
+int64_t GptShardLayout::unit_begin(int u) const {
+  if (u == 0) return 0;
+  return layer_begin(u - 1);  // u = n_layer + 1: the final norm
+}
+
+void GptShardLayout::runs(const ShardedTensor& t,
+                          const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  const int64_t total = t.full.shape.numel();
+  if (t.kind == ShardKind::replicated) {
+    fn(t.full.offset, t.offset, total);
+    return;
+  }
+  const int64_t rows = t.full.shape.ndim >= 2 ? t.full.shape[0] : total;
+  const int64_t cols = total / rows;
+  if (t.kind == ShardKind::rows) {
+    const int64_t block_rows = rows / t.parts, slice_rows = block_rows / tp_;
+    for (int p = 0; p < t.parts; ++p)
+      fn(t.full.offset + (p * block_rows + rank_ * slice_rows) * cols,
+         t.offset + p * slice_rows * cols, slice_rows * cols);
+    return;
+  }
+  const int64_t slice_cols = cols / tp_;
+  for (int64_t r = 0; r < rows; ++r)
+    fn(t.full.offset + r * cols + rank_ * slice_cols, t.offset + r * slice_cols, slice_cols);
+}
+
+void GptShardLayout::extract(const float* full, float* local) const {
+  for (const auto& t : tensors_)
+    runs(t, [&](int64_t f, int64_t l, int64_t n) { std::memcpy(local + l, full + f, size_t(n) * 4); });
+}
+
+void GptShardLayout::place(const float* local, float* full, bool replicated) const {
+  for (const auto& t : tensors_) {
+    if (t.kind == ShardKind::replicated && !replicated) continue;
+    runs(t, [&](int64_t f, int64_t l, int64_t n) { std::memcpy(full + f, local + l, size_t(n) * 4); });
+  }
+}
+
+void GptShardLayout::for_each_in(
+    int64_t begin, int64_t end,
+    const std::function<void(int64_t, int64_t, const ShardedTensor&)>& fn) const {
+  for (const auto& t : tensors_) {
+    const int64_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+    if (lo < hi) fn(lo, hi, t);
+  }
+}
+
+}  // namespace aiscale::nn

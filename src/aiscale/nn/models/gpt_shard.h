@@ -1,0 +1,75 @@
+// The parameters one tensor-parallel rank holds: the GPT layout (gpt_layout.h) with each
+// matrix cut to this rank's slice. Column-parallel layers (the attention's QKV projection,
+// the MLP's first layer) keep a slice of their output rows (the QKV weight a slice of each
+// of Q, K and V, so a rank holds whole heads), row-parallel layers (the attention and MLP
+// output projections) a slice of their input columns, the token embedding (tied LM head) a
+// slice of the vocabulary; LayerNorms, the position embedding and the row-parallel biases
+// are whole on every rank (replicated). With one rank it is the GPT layout itself.
+//
+// Local flat order is the GPT layout's order. The local buffer splits into units for
+// ZeRO: the embeddings, each layer, the final LayerNorm.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "aiscale/nn/models/gpt_layout.h"
+
+namespace aiscale::nn {
+
+enum class ShardKind { replicated, rows, columns };
+
+struct ShardedTensor {
+  GptParamInfo full;  // name, full shape, offset in the full flat buffer, layer
+  ShardKind kind = ShardKind::replicated;
+  int parts = 1;           // rows: the slice is taken of each of `parts` equal row blocks
+  int64_t offset = 0;      // in this rank's flat buffer
+  int64_t numel = 0;       // values this rank holds
+};
+
+class GptShardLayout {
+ public:
+  GptShardLayout(const GptConfig& c, int tp, int rank);
+
+  const GptConfig& config() const { return config_; }
+  int tp() const { return tp_; }
+  int rank() const { return rank_; }
+  const std::vector<ShardedTensor>& tensors() const { return tensors_; }
+  int64_t size() const { return size_; }  // values this rank holds
+
+  int64_t wpe() const { return wpe_; }
+  int64_t layers_begin() const { return layers_begin_; }
+  int64_t layer_size() const { return layer_size_; }
+  int64_t layer_begin(int64_t l) const { return layers_begin_ + l * layer_size_; }
+  int64_t in_layer(GptBlockParam p) const { return block_offset_[static_cast<int>(p)]; }
+  int64_t at(int64_t l, GptBlockParam p) const { return layer_begin(l) + in_layer(p); }
+  int64_t lnf_w() const { return layer_begin(config_.n_layer); }
+  int64_t lnf_b() const { return lnf_w() + config_.n_embd; }
+
+  // ZeRO units [begin, end): 0 the embeddings, 1 + l layer l, n_layer + 1 the final norm.
+  int units() const { return static_cast<int>(config_.n_layer) + 2; }
+  int64_t unit_begin(int u) const;
+  int64_t unit_end(int u) const { return u + 1 == units() ? size_ : unit_begin(u + 1); }
+
+  // This rank's values of a full flat buffer (GptLayout order) -> its local buffer.
+  void extract(const float* full, float* local) const;
+  // Writes this rank's values into a full flat buffer (other values untouched); the
+  // replicated tensors only when `replicated` (one rank writes them when gathering).
+  void place(const float* local, float* full, bool replicated) const;
+  // Calls fn(begin, end, tensor) for each piece of a tensor inside [begin, end) of the
+  // local buffer, in order.
+  void for_each_in(int64_t begin, int64_t end,
+                   const std::function<void(int64_t, int64_t, const ShardedTensor&)>& fn) const;
+
+ private:
+  // Runs of contiguous values: fn(full_offset, local_offset, count).
+  void runs(const ShardedTensor& t, const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
+
+  GptConfig config_;
+  int tp_ = 1, rank_ = 0;
+  std::vector<ShardedTensor> tensors_;
+  int64_t size_ = 0, wpe_ = 0, layers_begin_ = 0, layer_size_ = 0;
+  int64_t block_offset_[kGptBlockParams] = {};
+};
+
+}  // namespace aiscale::nn

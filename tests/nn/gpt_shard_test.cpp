@@ -1,0 +1,68 @@
+// The tensor-parallel slices of the GPT parameters: the ranks' slices together hold every
+// value once (replicated tensors on every rank), and one rank's layout is the plain one.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
+
+using namespace aiscale::nn;
+
+namespace {
+GptConfig tiny() { return GptConfig{2, 2, 64, 32, 256}; }
+}  // namespace
+
+TEST(GptShardLayout, OneRankIsThePlainLayout) {
+  const GptConfig c = tiny();
+  const GptLayout full(c);
+  const GptShardLayout one(c, 1, 0);
+  EXPECT_EQ(one.size(), full.size());
+  EXPECT_EQ(one.wpe(), full.wpe());
+  EXPECT_EQ(one.layer_size(), full.layer_size());
+  for (int j = 0; j < kGptBlockParams; ++j)
+    EXPECT_EQ(one.at(1, GptBlockParam(j)), full.at(1, GptBlockParam(j)));
+  EXPECT_EQ(one.lnf_w(), full.lnf_w());
+}
+
+TEST(GptShardLayout, SlicesCoverEveryValueOnce) {
+  const GptConfig c = tiny();
+  const int64_t n = GptLayout(c).size();
+  std::vector<float> full(static_cast<size_t>(n));
+  std::iota(full.begin(), full.end(), 1.0f);
+  for (int tp : {2}) {
+    std::vector<float> rebuilt(full.size(), 0.0f), counts(full.size(), 0.0f);
+    int64_t total = 0;
+    for (int r = 0; r < tp; ++r) {
+      const GptShardLayout l(c, tp, r);
+      total += l.size();
+      std::vector<float> local(static_cast<size_t>(l.size()));
+      l.extract(full.data(), local.data());
+      std::vector<float> mine(full.size(), 0.0f);
+      l.place(local.data(), mine.data(), r == 0);
+      for (size_t i = 0; i < full.size(); ++i) {
+        rebuilt[i] += mine[i];
+        counts[i] += mine[i] != 0.0f;
+      }
+      // A rank holds whole heads: its QKV rows are a slice of each of Q, K and V.
+      const auto& qkv = l.tensors()[2 + int(GptBlockParam::qkv_w)];
+      EXPECT_EQ(qkv.kind, ShardKind::rows);
+      EXPECT_EQ(qkv.numel, 3 * 64 * 64 / tp);
+      EXPECT_EQ(local[qkv.offset], full[qkv.full.offset + r * (64 / tp) * 64]);
+      EXPECT_EQ(local[qkv.offset + (64 / tp) * 64], full[qkv.full.offset + (64 + r * 32) * 64]);
+    }
+    EXPECT_EQ(rebuilt, full);
+    for (float k : counts) EXPECT_EQ(k, 1.0f);
+    EXPECT_LT(total, tp * n);  // the matrices are split, not copied
+  }
+}
+
+TEST(GptShardLayout, UnitsAreTheBlocks) {
+  const GptShardLayout l(tiny(), 2, 1);
+  EXPECT_EQ(l.units(), 4);
+  EXPECT_EQ(l.unit_begin(0), 0);
+  EXPECT_EQ(l.unit_end(0), l.layer_begin(0));
+  EXPECT_EQ(l.unit_end(1) - l.unit_begin(1), l.layer_size());
+  EXPECT_EQ(l.unit_begin(3), l.lnf_w());
+  EXPECT_EQ(l.unit_end(3), l.size());
+}
