@@ -1,6 +1,10 @@
 #include "aiscale/train/parallel_layout.h"
 
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "aiscale/core/error.h"
 
@@ -53,13 +57,17 @@ void check_parallel_config(const TrainConfig& c) {
     fail("parallel.zero_stage = 3 gathers every layer's parameters for each micro-batch, which "
          "a pipeline would repeat per micro-batch: combine pipeline_parallel > 1 with "
          "parallel.zero_stage 0 or 2");
-  const bool sharded = tp > 1 || pp > 1 || c.zero_stage >= 2 || c.sequence_parallel;
-  if (sharded && c.device != "cpu")
-    fail("tensor_parallel = {}, pipeline_parallel = {}, zero_stage = {}{} run on CPU ranks (MPI) "
-         "in this version; GPU ranks train with data parallelism and ZeRO-1: set train.device = "
-         "\"cpu\", or parallel.tensor_parallel = 1, parallel.pipeline_parallel = 1, "
-         "parallel.zero_stage <= 1", tp, pp, c.zero_stage,
-         c.sequence_parallel ? " with sequence_parallel" : "");
+  if (c.device != "cpu") {
+    std::vector<std::string> asked;
+    if (tp > 1) asked.push_back(fmt::format("parallel.tensor_parallel = {}", tp));
+    if (pp > 1) asked.push_back(fmt::format("parallel.pipeline_parallel = {}", pp));
+    if (c.zero_stage >= 2) asked.push_back(fmt::format("parallel.zero_stage = {}", c.zero_stage));
+    if (c.sequence_parallel) asked.push_back("parallel.sequence_parallel = true");
+    if (!asked.empty())
+      fail("{} run on CPU ranks (MPI) in this version; GPU ranks run data parallelism with "
+           "ZeRO stages 0 and 1: set train.device = \"cpu\", or leave tensor_parallel and "
+           "pipeline_parallel at 1 and zero_stage at most 1", fmt::join(asked, ", "));
+  }
 }
 
 ParallelLayout parallel_layout(const TrainConfig& c, int world) {
