@@ -18,6 +18,10 @@ ZeroShards::ZeroShards(std::vector<int64_t> unit_bounds, parallel::Communicator*
   }
   send_.assign(static_cast<size_t>(widest), 0.0f);
   recv_.assign(static_cast<size_t>(widest), 0.0f);
+  if (world_ > 1) {
+    prefetch_send_.assign(static_cast<size_t>(widest / world_ + 1), 0.0f);
+    prefetch_recv_.assign(static_cast<size_t>(widest), 0.0f);
+  }
 }
 
 int64_t ZeroShards::owned_begin(int u) const {
@@ -27,7 +31,25 @@ int64_t ZeroShards::owned_end(int u) const {
   return std::min(unit_end(u), unit_begin(u) + (rank_ + 1) * shard(u));
 }
 
+void ZeroShards::prefetch(int u, const float* mine) {
+  if (world_ == 1 || prefetched_ >= 0) return;
+  const int64_t s = shard(u), owned = owned_end(u) - owned_begin(u);
+  std::fill(prefetch_send_.begin(), prefetch_send_.begin() + s, 0.0f);
+  std::copy(mine, mine + owned, prefetch_send_.begin());
+  dp_->allgather_async(prefetch_send_.data(), prefetch_recv_.data(), s);
+  prefetched_ = u;
+}
+
 void ZeroShards::gather(int u, const float* mine, float* dst) {
+  if (prefetched_ >= 0) {
+    dp_->wait();
+    const int done = prefetched_;
+    prefetched_ = -1;
+    if (done == u) {
+      std::copy(prefetch_recv_.begin(), prefetch_recv_.begin() + unit_size(u), dst);
+      return;
+    }
+  }
   const int64_t s = shard(u), owned = owned_end(u) - owned_begin(u);
   std::fill(send_.begin(), send_.begin() + s, 0.0f);
   std::copy(mine, mine + owned, send_.begin());

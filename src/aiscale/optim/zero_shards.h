@@ -37,6 +37,10 @@ class ZeroShards {
   // dst (unit_size(u) values) = unit u gathered from every rank's shard; `mine` holds this
   // rank's owned values (owned_end - owned_begin of them; may lie inside dst).
   void gather(int u, const float* mine, float* dst);
+  // Starts the gather of unit u (non-blocking where the communicator can), so that it
+  // travels while the caller computes; the next gather(u, ...) completes it. One unit at a
+  // time; `mine` may change after the call.
+  void prefetch(int u, const float* mine);
   // Adds this rank's part of the sum over the ranks of `unit` (unit_size(u) values) into
   // `mine` (shard(u) values).
   void reduce_scatter_add(int u, const float* unit, float* mine);
@@ -46,6 +50,8 @@ class ZeroShards {
   parallel::Communicator* dp_;
   int world_ = 1, rank_ = 0;
   std::vector<float> send_, recv_;  // one unit padded to world x shard
+  std::vector<float> prefetch_send_, prefetch_recv_;
+  int prefetched_ = -1;  // the unit whose gather is in flight
 };
 
 }  // namespace aiscale::optim

@@ -39,6 +39,12 @@ class Communicator {
   // Reduce-scatter: `in` holds world() * count floats; `out` (count) gets the sum over the
   // ranks of their part [rank() * count, (rank() + 1) * count). No overlap.
   virtual void reduce_scatter_sum(const float* in, float* out, int64_t count);
+  // The all-gather started and left to complete: `in` and `out` must stay untouched until
+  // wait() returns (ZeRO-3 gathers the next block while the current one computes). The
+  // default runs it at once.
+  virtual void allgather_async(const float* in, float* out, int64_t count) {
+    allgather(in, out, count);
+  }
   // Point-to-point (pipeline stages): send n floats to rank `peer` of this communicator
   // (returns without waiting for the receiver: the message is buffered; wait() completes
   // the sends in flight), and the blocking receive. Messages between two ranks arrive in

@@ -121,6 +121,11 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Allgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count),
                         MPI_FLOAT, comm_), "all-gather");
   }
+  void allgather_async(const float* in, float* out, int64_t count) override {
+    gathers_.emplace_back();
+    check(MPI_Iallgather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count),
+                         MPI_FLOAT, comm_, &gathers_.back()), "all-gather (start)");
+  }
   void reduce_scatter_sum(const float* in, float* out, int64_t count) override {
     check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_),
           "reduce-scatter");
@@ -135,7 +140,13 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Isend(p.data.data(), static_cast<int>(n), MPI_FLOAT, peer, kStageTag, comm_,
                     &p.request), "send");
   }
-  void wait() override { reap_sends(true); }
+  void wait() override {
+    reap_sends(true);
+    if (gathers_.empty()) return;
+    check(MPI_Waitall(static_cast<int>(gathers_.size()), gathers_.data(), MPI_STATUSES_IGNORE),
+          "all-gather (wait)");
+    gathers_.clear();
+  }
   void recv(float* data, int64_t n, int peer) override {
     check(MPI_Recv(data, static_cast<int>(n), MPI_FLOAT, peer, kStageTag, comm_,
                    MPI_STATUS_IGNORE), "receive");
@@ -166,6 +177,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
   };
   std::deque<Pending> pending_;  // point-to-point sends in flight, oldest first
+  std::vector<MPI_Request> gathers_;  // all-gathers started by allgather_async
   static constexpr int kStageTag = 17;  // tag of the point-to-point messages
   MPI_Comm comm_ = MPI_COMM_WORLD;
   bool frees_comm_ = false;  // a split's communicator, freed with this object

@@ -33,6 +33,7 @@ class Watched final : public Communicator {
   void broadcast_bytes(void* d, int64_t b, int root) override { Guard g(this, "broadcast"); inner_->broadcast_bytes(d, b, root); }
   void barrier() override { Guard g(this, "barrier"); inner_->barrier(); }
   void allgather(const float* in, float* out, int64_t n) override { Guard g(this, "all-gather"); inner_->allgather(in, out, n); }
+  void allgather_async(const float* in, float* out, int64_t n) override { Guard g(this, "all-gather"); inner_->allgather_async(in, out, n); }
   void reduce_scatter_sum(const float* in, float* out, int64_t n) override { Guard g(this, "reduce-scatter"); inner_->reduce_scatter_sum(in, out, n); }
   void send(const float* d, int64_t n, int peer) override { Guard g(this, "send"); inner_->send(d, n, peer); }
   void recv(float* d, int64_t n, int peer) override { Guard g(this, "receive"); inner_->recv(d, n, peer); }

@@ -227,17 +227,24 @@ class GptCpu final : public GptModel {
     const int32_t* tokens = inputs_.data() + m * rows;
     if (place_.first()) {
       float* emb = state_.unit_params(0, true);
+      state_.prefetch_params(place_.end_layer > place_.first_layer ? 1 + int(place_.first_layer) : -1);
       b.embedding_forward(tokens, emb, emb + state_.layout().wpe());
     } else {
       receive(b.stage_input(), boundary, place_.stage - 1);
     }
-    for (int64_t l = place_.first_layer; l < place_.end_layer; ++l)
-      b.layer_forward(l, layer_views(state_.layout(), state_.unit_params(1 + int(l), true)));
+    // With ZeRO-3 the next block's parameters travel while this one computes.
+    const int U = units();
+    const int after_layers = place_.last() ? U - 1 : -1;
+    for (int64_t l = place_.first_layer; l < place_.end_layer; ++l) {
+      float* w = state_.unit_params(1 + int(l), true);
+      state_.prefetch_params(l + 1 < place_.end_layer ? 2 + int(l) : after_layers);
+      b.layer_forward(l, layer_views(state_.layout(), w));
+    }
     if (!place_.last()) {
       place_.pipeline->send(b.stage_output(), boundary, place_.stage + 1);
       return 0.0f;
     }
-    float* lnf = state_.unit_params(units() - 1, true);
+    float* lnf = state_.unit_params(U - 1, true);
     // The tied LM head: the embeddings' buffer still holds them (no other block uses it).
     return b.head_forward(lnf, lnf + config_.n_embd, state_.unit_params(0, false),
                           has_targets_ ? targets_.data() + m * rows : nullptr);
@@ -249,6 +256,7 @@ class GptCpu final : public GptModel {
     const int U = units();
     float* g_emb = nullptr;
     if (place_.last()) {
+      state_.prefetch_params(place_.end_layer > place_.first_layer ? int(place_.end_layer) : -1);
       float* lnf = state_.unit_params(U - 1, false);
       float* g_lnf = state_.unit_grads(U - 1, true);
       g_emb = state_.unit_grads(0, true);
@@ -261,8 +269,9 @@ class GptCpu final : public GptModel {
     }
     for (int64_t l = place_.end_layer - 1; l >= place_.first_layer; --l) {
       float* g = state_.unit_grads(1 + int(l), true);
-      b.layer_backward(l, layer_views(state_.layout(), state_.unit_params(1 + int(l), true)),
-                       layer_views(state_.layout(), g));
+      float* w = state_.unit_params(1 + int(l), true);
+      state_.prefetch_params(l > place_.first_layer ? int(l) : -1);  // layer l - 1's
+      b.layer_backward(l, layer_views(state_.layout(), w), layer_views(state_.layout(), g));
       state_.unit_done(1 + int(l), g);
     }
     if (!place_.first()) {

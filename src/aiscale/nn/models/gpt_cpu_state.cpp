@@ -76,6 +76,12 @@ float* GptCpuState::unit_params(int u, bool gather) {
   return dst;
 }
 
+void GptCpuState::prefetch_params(int u) {
+  if (place_.zero_stage != 3 || u < 0 || !holds(u)) return;
+  const int k = held_index_[u];
+  shards_->prefetch(k, f32(params_) + shards_->shard_offset(k));
+}
+
 float* GptCpuState::unit_grads(int u, bool fresh) {
   if (!shards_) return f32(grads_) + offset_[u];
   const int U = layout_.units();

@@ -44,6 +44,9 @@ class GptCpuState {
   // A block's parameters: in the flat buffer, or (ZeRO-3) its gather buffer, filled from
   // the shards when `gather`.
   float* unit_params(int u, bool gather);
+  // ZeRO-3: starts gathering block u's parameters while the current block computes (the
+  // next unit_params(u, true) completes it); otherwise, or for u < 0, nothing.
+  void prefetch_params(int u);
   // A block's gradients: in the flat buffer, or (ZeRO-2/3) a buffer of its own, zeroed
   // when `fresh`, whose sum over the ranks unit_done adds into the shards.
   float* unit_grads(int u, bool fresh);
