@@ -73,10 +73,10 @@ void check_parallel_config(const TrainConfig& c) {
 ParallelLayout parallel_layout(const TrainConfig& c, int world) {
   const int64_t model_ranks = c.tensor_parallel * c.pipeline_parallel;
   if (world % model_ranks != 0)
-    fail("the job has {} rank(s), which parallel.tensor_parallel x parallel.pipeline_parallel = "
-         "{} x {} = {} does not divide: launch a multiple of {} ranks (data-parallel copies x "
-         "{}), or change the layout", world, c.tensor_parallel, c.pipeline_parallel, model_ranks,
-         model_ranks, model_ranks);
+    fail("the job has {} rank(s), not a multiple of parallel.tensor_parallel x "
+         "parallel.pipeline_parallel = {} x {} = {}: launch a multiple of {} ranks "
+         "(data-parallel copies x {}), or change the layout", world, c.tensor_parallel,
+         c.pipeline_parallel, model_ranks, model_ranks, model_ranks);
   ParallelLayout l;
   l.tp = static_cast<int>(c.tensor_parallel);
   l.pp = static_cast<int>(c.pipeline_parallel);
