@@ -147,6 +147,16 @@ TEST_F(ModelParallel, TensorTimesPipelineMatchesOneRank) {
   expect_like_one("tp2pp2");
 }
 
+// 2 data-parallel pipelines of 2 stages, ZeRO-2 over them, and gradient accumulation: 2
+// micro-steps of 2 rows (each in 2 micro-batches) on 2 copies are the one rank's 8 rows.
+TEST_F(ModelParallel, DataTimesPipelineWithZeroTwoAndAccumulation) {
+  auto r = train("", 4, "train.batch_size=2 train.grad_accum=2 parallel.pipeline_parallel=2 "
+                        "parallel.microbatches=2 parallel.zero_stage=2 run.name=dp2pp2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dp 2 x tp 1 x pp 2"), std::string::npos) << r.output;
+  expect_like_one("dp2pp2");
+}
+
 // Saved at tp = 2, resumed at tp = 1, and the other way: the same losses as the run that
 // never stopped.
 TEST_F(ModelParallel, CheckpointsMoveBetweenTensorParallelSizes) {
