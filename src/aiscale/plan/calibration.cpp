@@ -181,6 +181,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
   s.world_size = static_cast<int>(number_or(j, "world_size", 1));
+  s.gemm_elements = number_or(j, "batch", 0) * number_or(j, "seq", 0) * number_or(j, "n_embd", 0);
   if (j.contains("achieved_tflops_per_device") && j["achieved_tflops_per_device"].is_number()) {
     s.achieved_tflops = j["achieved_tflops_per_device"].get<double>();
   } else {
@@ -387,12 +388,20 @@ const BusSample* Calibration::inter_node(std::string_view system) const {
   return best;
 }
 
+double utilisation_at(const MachineFigures& m, double elements, const Assumptions& a) {
+  if (m.cpu_or_cnn || !(elements > 0) || !(a.gemm_half_elements > 0)) return m.utilisation.value;
+  auto curve = [&](double x) { return x / (x + a.gemm_half_elements); };
+  const double ref = m.utilisation_at_elements > 0 ? curve(m.utilisation_at_elements) : 1.0;
+  return m.utilisation.value * curve(elements) / ref;
+}
+
 MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                const Calibration& cal, const Catalog& cat, const Assumptions& a) {
   const Partition& part = *t.partition;
   const Accelerator& acc = part.accelerator;
   MachineFigures m;
   m.peak_flops = acc.peak_flops(p);
+  m.cpu_or_cnn = acc.cpu_node || !w.is_transformer();
 
   const double default_u = acc.cpu_node ? a.cpu_utilisation
                            : w.is_transformer() ? a.transformer_utilisation : a.cnn_utilisation;
@@ -404,7 +413,8 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                        : fmt::format("assumed {:.0f}% of the dense {} datasheet peak",
                                      default_u * 100, to_string(p))};
   if (w.is_transformer() && !acc.cpu_node)
-    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
+    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params())) {
+      m.utilisation_at_elements = s->gemm_elements;
       m.utilisation = {s->utilisation, true,
                        fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}{}", s->model,
                                    s->device, s->n_params, s->achieved_tflops, s->source,
@@ -417,6 +427,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                                      "communication (no 1-GPU run given)",
                                                      s->world_size)
                                        : std::string())};
+    }
   if (w.is_transformer() && acc.cpu_node && p == Precision::fp32)
     if (const CpuModel* cpu = cat.find_cpu(part.cpu_model)) {
       const int cores = part.sockets * cpu->cores;

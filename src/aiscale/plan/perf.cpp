@@ -61,7 +61,13 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   fabric.intra = {a.alpha_intra_s, m.intra_bytes_per_s.value};
   fabric.inter_per_gpu = {a.alpha_inter_s, m.node_bytes_per_s.value * e.topology_factor / pl.g};
 
-  const double rate = m.peak_flops * m.utilisation.value;  // hardware FLOP/s per GPU
+  // Hardware FLOP/s per GPU: the utilisation at this rank's GEMM size (one layer's
+  // activation elements on this GPU; calibration.h utilisation_at).
+  const double elements = w.is_transformer()
+                              ? static_cast<double>(l.micro_batch) * w.seq_len * w.gpt.n_embd / l.tp
+                              : 0.0;
+  e.utilisation = utilisation_at(m, elements, a);
+  const double rate = m.peak_flops * e.utilisation;
   const double act = activation_bytes(p);
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double ga = l.grad_accum;

@@ -29,6 +29,7 @@ struct StepEstimate {
   double tokens_per_s = 0;
   double model_flops_per_step = 0;
   double mfu = 0;              // model FLOPs / (step × GPUs × peak)
+  double utilisation = 0;      // of the peak, at this layout's per-GPU GEMM size
   double topology_factor = 1;
 };
 
