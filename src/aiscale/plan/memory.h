@@ -32,6 +32,9 @@ struct MemoryBreakdown {
   double workspace = 0;      // fixed + fragmentation margin (MemoryAssumptions)
   double total = 0;
   std::string stage;         // pipeline stage that needs the most: "first", "last" or "all"
+  // What the training program allocates for the model (aiscale: its arena), without the
+  // stated workspace margin: what a measured arena or peak is compared with.
+  double allocated() const { return total - workspace; }
 };
 
 // Whose activations are counted: the generic formulation (Korthikanti et al.: dropout

@@ -100,8 +100,11 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   const double t_bwd = (bwd_flops + recompute_flops) / rate;
   const double t_mb = t_fwd + t_bwd;
   // Compute windows that can hide communication (Assumptions::comm_overlap).
-  const double hide_fwd = a.comm_overlap * t_fwd;
-  const double hide_bwd = a.comm_overlap * t_bwd;
+  // aiscale's CPU ranks sum their gradients over MPI after backward (nothing overlaps; the
+  // bench records "trainer all-reduce after backward"), so on CPU partitions nothing hides.
+  const double overlap = part.is_cpu() ? 0.0 : a.comm_overlap;
+  const double hide_fwd = overlap * t_fwd;
+  const double hide_bwd = overlap * t_bwd;
 
   // ---- tensor parallel: 2 all-reduces forward, 2 backward per layer (+2 if the forward
   // is recomputed), of the layer's activations (b·s·h); sequence parallelism replaces each
