@@ -39,6 +39,9 @@ std::string figures_text(const MachineFigures& m, const std::string& label, Grad
   std::string out = fmt::format("Figures for {} (measured ones replace datasheet guesses):\n", label);
   out += figure_line("utilisation of peak", m.utilisation,
                      fmt::format("{:.0f}% of {:.0f}", m.utilisation.value * 100, m.peak_flops / 1e12));
+  if (!m.cpu_or_cnn)
+    out += figure_line("GEMM half-rate size", m.gemm_half_elements,
+                       fmt::format("{:.3g} elem.", m.gemm_half_elements.value));
   out += figure_line("intra-node bandwidth", m.intra_bytes_per_s,
                      fmt::format("{:.0f} GB/s", m.intra_bytes_per_s.value / 1e9));
   out += figure_line("node network bandwidth", m.node_bytes_per_s,
