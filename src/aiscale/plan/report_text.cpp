@@ -428,6 +428,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
                      to_string(p.network.topology), to_string(r.precision));
   out += fmt::format("Base layout (fewest nodes that fit): {}\n\n", c.base.describe());
   const char* unit = w.is_transformer() ? "tokens/s" : "images/s";
+  std::string not_runnable;  // what `aiscale train` lacks for a row marked *
   auto rows_for = [&](const std::vector<ScalingRow>& rows_in, bool strong) {
     std::vector<std::vector<std::string>> rows = {
         {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "global batch", "step", unit,
@@ -441,7 +442,9 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
       const Candidate& x = *row.run;
       const double tput = w.is_transformer() ? x.step.tokens_per_s : x.step.samples_per_s;
       const double comm = x.step.dp_exposed_s + x.step.tp_comm_s + x.step.pp_comm_s;
-      rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus), x.layout.shape(),
+      if (!x.runs()) not_runnable = x.engine_gap;
+      rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus),
+                      x.layout.shape() + (x.runs() ? "" : " *"),
                       fmt::format("{}×{}", x.layout.micro_batch, x.layout.grad_accum),
                       std::to_string(x.layout.global_batch()), duration(x.step.step_s), compact(tput),
                       compact(tput / static_cast<double>(row.gpus)), fmt::format("{:.2f}", row.speedup),
@@ -458,12 +461,14 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
                      "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
   out += rows_for(c.weak, false);
+  if (!not_runnable.empty())
+    out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";
   out += figures_text(c.figures, c.target.label(), r.grad_transport);
   out += "\n";
   out += calibration_text(cal);
   out += assumptions_text(a, r.grad_transport);
-  return out;
+  return wrap_lines(out, 119);
 }
 
 }  // namespace aiscale::plan
