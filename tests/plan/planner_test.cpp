@@ -76,7 +76,8 @@ TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
   EXPECT_NEAR(s.dp_exposed_s, t_ar - a.comm_overlap * t_bwd, 1e-12);
   const double t_opt = 124439808.0 * a.adamw_bytes_touched / 1e12;
   EXPECT_NEAR(s.optimizer_s, t_opt, 1e-12);
-  EXPECT_NEAR(s.step_s, s.compute_s + s.dp_exposed_s + t_opt, 1e-12);
+  EXPECT_DOUBLE_EQ(s.sync_s, a.dp_step_sync_s);  // data parallelism over NCCL on GPUs
+  EXPECT_NEAR(s.step_s, s.compute_s + s.dp_exposed_s + t_opt + a.dp_step_sync_s, 1e-12);
   EXPECT_NEAR(s.tokens_per_s, 2 * 1024 / s.step_s, 1e-6);
   EXPECT_LT(s.mfu, 0.5);  // communication and the optimizer cost utilisation
 }

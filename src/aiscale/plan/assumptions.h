@@ -46,6 +46,11 @@ struct Assumptions {
   // steps on one host; at scale, assumed). A short job does not gain from many nodes.
   double startup_fixed_s = 60;
   double startup_per_node_s = 0.5;
+  // Fixed cost per step of data parallelism over NCCL on GPUs: the embedding gradients'
+  // bucket after backward and the ranks waiting for each other. Measured on 2 H200s: the
+  // embedding tail 0.25-0.51 ms against 0.07 ms on one GPU, forward +0.1-0.3 ms
+  // (docs/design/gradient-exchange.md, phase timings of 2da53e8 and 1614044).
+  double dp_step_sync_s = 0.3e-3;
   // Achievable ring bus bandwidth as a fraction of the datasheet link rate.
   double intra_efficiency = 0.75;
   double inter_efficiency = 0.85;

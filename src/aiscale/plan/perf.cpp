@@ -214,7 +214,11 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;
   }
 
-  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s;
+  // The embedding tail and rank skew every data-parallel GPU step pays over NCCL (the
+  // copy-engine model's tail and its calibrated slowdown hold it already).
+  if (l.dp > 1 && !part.is_cpu() && l.transport == GradTransport::nccl) e.sync_s = a.dp_step_sync_s;
+  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s +
+             e.sync_s;
   e.samples_per_s = e.samples_per_step / e.step_s;
   e.tokens_per_s = e.tokens_per_step / e.step_s;
   e.mfu = e.model_flops_per_step / (e.step_s * static_cast<double>(l.gpus()) * m.peak_flops);

@@ -37,7 +37,8 @@ json memory(const MemoryBreakdown& m, double capacity) {
 json step(const StepEstimate& s) {
   return {{"nodes", s.nodes}, {"compute_s", s.compute_s}, {"tp_comm_s", s.tp_comm_s},
           {"bubble_s", s.bubble_s}, {"pp_comm_s", s.pp_comm_s}, {"dp_comm_s", s.dp_comm_s},
-          {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"step_s", s.step_s},
+          {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"sync_s", s.sync_s},
+          {"step_s", s.step_s},
           {"samples_per_step", s.samples_per_step}, {"tokens_per_step", s.tokens_per_step},
           {"samples_per_s", s.samples_per_s}, {"tokens_per_s", s.tokens_per_s},
           {"model_flops_per_step", s.model_flops_per_step}, {"mfu", s.mfu},
@@ -118,6 +119,7 @@ json assumptions(const Assumptions& a) {
           {"workspace_fragmentation", a.memory.fragmentation},
           {"gemm_half_elements", a.gemm_half_elements},
           {"startup_fixed_s", a.startup_fixed_s},
+          {"dp_step_sync_s", a.dp_step_sync_s},
           {"startup_per_node_s", a.startup_per_node_s}};
 }
 

@@ -109,9 +109,10 @@ std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, cons
 std::string step_detail(const StepEstimate& s) {
   return fmt::format(
       "  step time: compute {} + tensor-parallel comm {} + pipeline bubble {} + pipeline sends "
-      "{} + exposed data-parallel comm {} (of {}) + optimizer {} = {}; MFU {:.0f}%\n",
+      "{} + exposed data-parallel comm {} (of {}) + synchronisation {} + optimizer {} = {}; MFU {:.0f}%\n",
       duration(s.compute_s), duration(s.tp_comm_s), duration(s.bubble_s), duration(s.pp_comm_s),
-      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.optimizer_s), duration(s.step_s),
+      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.sync_s), duration(s.optimizer_s),
+      duration(s.step_s),
       s.mfu * 100);
 }
 
