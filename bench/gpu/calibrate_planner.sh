@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The planner's calibration sweep on one GPU of this host: `aiscale bench language` over
-# micro-batch (1, 2, 4, 8, 16) and width (GPT-2 124M, 350M and 774M), bf16, T = 1024, one
-# GPU, and the 2-GPU NCCL all-reduce for the intra-node bandwidth. It writes the JSON Lines
+# micro-batch (1, 2, 4, 8, 16) for GPT-2 124M, 350M and 774M, over width (512 ... 2048 at 12
+# layers, heads of 64, micro-batch 8), bf16, T = 1024, and GPT-2 124M in fp32 at micro-batch
+# 4 and 16; then the 2-GPU NCCL all-reduce for the intra-node bandwidth. It writes the JSON Lines
 # the planner reads (`aiscale plan --calibration FILE`), named for the card, into $OUT and,
 # with COMMIT_FIXTURE=1, as tests/plan/fixtures/calibration_sweep_<card>.jsonl, which
 # PlanGemmCurve.RecordedSweepPointsWithinTenPercent then checks (every point, GPT-2 350M at
@@ -10,7 +11,8 @@
 # From the repository root, with .devdeps carried:
 #   bash bench/gpu/calibrate_planner.sh [stages...]   stages: build sweep allreduce (default: all)
 # Environment: MODELS (default "gpt2-124m gpt2-350m gpt2-774m"), BATCHES ("1 2 4 8 16"),
-#   STEPS (30), WARMUP (10), OUT (/tmp/aiscale-calibration-out), COMMIT_FIXTURE (0).
+#   WIDTHS ("512 1024 1280 1600 2048"), STEPS (30), WARMUP (10),
+#   OUT (/tmp/aiscale-calibration-out), COMMIT_FIXTURE (0).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
@@ -22,6 +24,7 @@ source bench/gpu/host_common.sh
 BIN=build/cuda/aiscale
 MODELS=${MODELS:-"gpt2-124m gpt2-350m gpt2-774m"}
 BATCHES=${BATCHES:-"1 2 4 8 16"}
+WIDTHS=${WIDTHS:-"512 1024 1280 1600 2048"}
 STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-10}
 NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -45,6 +48,19 @@ if has sweep; then
         log "sweep: $model at micro-batch $b did not run (see sweep.log; out of memory is expected for the largest)"
       fi
     done
+  done
+  for c in $WIDTHS; do
+    log "sweep: 12 layers of width $c, micro-batch 8"
+    CUDA_VISIBLE_DEVICES=0 timeout 600 "$BIN" bench language --device cuda --model gpt2-124m \
+      --n-embd "$c" --n-head $((c / 64)) --batch-size 8 --seq-len 1024 --precision bf16 \
+      --steps "$STEPS" --warmup "$WARMUP" --output "$RESULT.tmp" >> "$OUT/sweep.log" 2>&1 ||
+      log "sweep: width $c did not run (see sweep.log)"
+  done
+  for b in 4 16; do
+    log "sweep: gpt2-124m in fp32, micro-batch $b"
+    CUDA_VISIBLE_DEVICES=0 timeout 600 "$BIN" bench language --device cuda --model gpt2-124m \
+      --batch-size "$b" --seq-len 1024 --precision fp32 --steps 10 --warmup 3 \
+      --output "$RESULT.tmp" >> "$OUT/sweep.log" 2>&1 || log "sweep: fp32 at $b did not run"
   done
 fi
 

@@ -2,6 +2,7 @@
 // micro-batch and width (bench/gpu/calibrate_planner.sh writes it), and the sweep's own
 // points predicted from the fit.
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -102,6 +103,12 @@ TEST(PlanGemmCurve, RecordedSweepPointsWithinTenPercent) {
       const double e = res.ranked[0].step.step_s / measured - 1.0;
       EXPECT_LT(std::fabs(e), 0.10) << file << ": " << j.value("model", "") << " batch " << r.global_batch
                                     << " predicted " << res.ranked[0].step.step_s << " s, measured " << measured;
+      // The table of docs/guide/planner.md ("Utilisation").
+      std::printf("| %lld × %lld (width %lld) | %s | %lld | %.2f ms | %.2f ms | %+.1f%% |\n",
+                  static_cast<long long>(*mo.n_layer), static_cast<long long>(*mo.n_head),
+                  static_cast<long long>(*mo.n_embd), j["precision"].get<std::string>().c_str(),
+                  static_cast<long long>(r.global_batch), res.ranked[0].step.step_s * 1e3,
+                  measured * 1e3, e * 100);
       ++checked;
     }
     EXPECT_GE(checked, 5) << file;
