@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -112,6 +113,51 @@ TEST(PlanGemmCurve, RecordedSweepPointsWithinTenPercent) {
       ++checked;
     }
     EXPECT_GE(checked, 5) << file;
+  }
+}
+
+}  // namespace
+}  // namespace aiscale::plan
+
+namespace aiscale::plan {
+namespace {
+
+// Out of sample: the curve fitted to the H100 sweep without GPT-2 350M predicts 350M at
+// micro-batch 1, 4 and 16 within ±10 %.
+TEST(PlanGemmCurve, Gpt2MediumPredictedFromTheOtherWidths) {
+  const std::string sweep = kFixtures + "calibration_sweep_h100.jsonl";
+  if (!std::filesystem::exists(sweep)) GTEST_SKIP() << "no H100 sweep recorded";
+  const std::string held_out = ::testing::TempDir() + "/sweep_without_350m.jsonl";
+  std::map<long, double> measured;  // micro-batch -> step
+  {
+    std::ifstream in(sweep);
+    std::ofstream out(held_out);
+    std::string text;
+    while (std::getline(in, text)) {
+      const auto j = nlohmann::json::parse(text);
+      if (j.value("model", "") == "gpt2-350m") {
+        measured[j["batch"].get<long>()] = j["step_time_median_s"].get<double>();
+        continue;
+      }
+      out << text << "\n";
+    }
+  }
+  ASSERT_EQ(measured.size(), 5u);
+  const Calibration cal = load_calibration({held_out}, catalog());
+  for (long b : {1L, 4L, 16L}) {
+    PlanRequest r;
+    r.workload = make_workload("gpt2-350m");
+    r.tokens = 1e9;
+    r.gpus = 1;
+    r.global_batch = b;
+    r.pins.micro_batch = static_cast<int>(b);
+    const PlanResult res = plan(r, catalog().resolve("gpuhost-h100"), catalog(), cal, Assumptions{});
+    ASSERT_EQ(res.ranked.size(), 1u);
+    ASSERT_TRUE(res.ranked[0].figures.gemm_half_elements.measured);
+    const double e = res.ranked[0].step.step_s / measured[b] - 1.0;
+    std::printf("| gpt2-350m, micro-batch %ld, fitted without 350M | %.2f ms | %.2f ms | %+.1f%% |\n", b,
+                res.ranked[0].step.step_s * 1e3, measured[b] * 1e3, e * 100);
+    EXPECT_LT(std::fabs(e), 0.10) << "micro-batch " << b;
   }
 }
 
