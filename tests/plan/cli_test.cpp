@@ -9,7 +9,7 @@ namespace {
 using testsupport::run_aiscale;
 
 TEST(PlanCli, RankedPlanPrintsFormulaTableAndRoute) {
-  const auto r = run_aiscale("plan --model gpt2-1558m --tokens 10e9 --system leonardo");
+  const auto r = run_aiscale("plan --model gpt2-1558m --tokens 10e9 --system leonardo --explain");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("N = 1,557,611,200"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("6·N·D + 12·L·d·T·D"), std::string::npos) << r.output;
@@ -50,10 +50,19 @@ TEST(PlanCli, MistakesExitOneWithAnExplanation) {
 }
 
 TEST(PlanCli, AttentionOptionIsPrintedAndChecked) {
-  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system jupiter");
+  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system jupiter --explain");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("flash on GPU partitions"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("(flash attention: no score matrices)"), std::string::npos) << r.output;
+  std::string flat;  // the output with wrapped lines joined
+  for (size_t i = 0; i < r.output.size(); ++i) {
+    if (r.output[i] == '\n') {
+      while (i + 1 < r.output.size() && r.output[i + 1] == ' ') ++i;
+      flat += ' ';
+    } else {
+      flat += r.output[i];
+    }
+  }
+  EXPECT_NE(flat.find("(flash attention: no score matrices)"), std::string::npos) << r.output;
   r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system jupiter --attention materialized --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
@@ -86,7 +95,7 @@ TEST(PlanCli, GradTransportOptionIsPrintedAndChecked) {
 }
 
 TEST(PlanCli, CpuPartitionGetsARankedLayoutInFp32) {
-  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e8 --system karolina/cpu");
+  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e8 --system karolina/cpu --explain");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("precision      fp32"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("karolina/cpu ²"), std::string::npos) << r.output;
@@ -95,11 +104,71 @@ TEST(PlanCli, CpuPartitionGetsARankedLayoutInFp32) {
   // bf16 asked for explicitly: explained, not a crash.
   r = run_aiscale("plan --model gpt2-124m --tokens 1e8 --system karolina/cpu --precision bf16");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("Not feasible"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Not planned"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--precision fp32"), std::string::npos) << r.output;
   r = run_aiscale("plan systems");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("EPYC-7763"), std::string::npos) << r.output;
+}
+
+// The default output: a compact table under 120 columns, with everything else wrapped.
+TEST(PlanCli, DefaultOutputIsCompact) {
+  for (const char* cmd : {"plan --model gpt2-350m --tokens 10e9",
+                          "plan --model gpt2-350m --tokens 10e9 --include-unsupported",
+                          "plan --model resnet50", "plan --model gpt2-124m --tokens 2e9 --explain"}) {
+    const auto r = run_aiscale(cmd);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+    size_t start = 0;
+    while (start < r.output.size()) {
+      size_t end = r.output.find('\n', start);
+      if (end == std::string::npos) end = r.output.size();
+      const std::string line = r.output.substr(start, end - start);
+      size_t cols = 0;
+      for (unsigned char c : line) cols += (c & 0xC0) != 0x80;
+      // A URL cannot be broken; every other line fits.
+      if (line.find("http") == std::string::npos) {
+        EXPECT_LT(cols, 120u) << cmd << ": " << line;
+      }
+      start = end + 1;
+    }
+  }
+}
+
+TEST(PlanCli, ResNetSaysNothingRunsAndIncludeUnsupportedMarksRows) {
+  auto r = run_aiscale("plan --model resnet50 --system leonardo");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("CNN training not implemented"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--include-unsupported"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model resnet50 --system leonardo --include-unsupported");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("runs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not run in `aiscale train` yet"), std::string::npos) << r.output;
+}
+
+TEST(PlanCli, RankObjectivesAndDeadline) {
+  auto r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --system leonardo --rank smallest "
+                       "--deadline 12h --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["ranked"].size(), 1u);
+  EXPECT_LE(j["ranked"][0]["seconds"].get<double>(), 12 * 3600.0);
+  const long smallest = j["ranked"][0]["layout"]["gpus"].get<long>();
+  r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --system leonardo --rank time --json");
+  j = nlohmann::json::parse(r.output);
+  EXPECT_GT(j["ranked"][0]["layout"]["gpus"].get<long>(), smallest);
+  // Impossible deadline: the reason names the fastest the partition can do.
+  r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --system leonardo --rank smallest --deadline 1min");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cannot finish within the deadline"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --rank smallest");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("needs --deadline"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --deadline soon");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--deadline = 'soon' is not a duration"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --rank fastest");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--rank must be time, gpu-hours or smallest"), std::string::npos) << r.output;
 }
 
 }  // namespace

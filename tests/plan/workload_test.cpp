@@ -20,10 +20,17 @@ TEST(PlanWorkload, Gpt2PresetsHaveTheirKnownParameterCounts) {
 
 TEST(PlanWorkload, LargerPresetsMatchHandCounts) {
   // V·C + T·C + L·(12C² + 13C) + 2C, worked by hand for each shape.
-  // gpt2-6.6b: 50257·4096 + 1024·4096 + 32·(12·4096² + 13·4096) + 2·4096
-  EXPECT_EQ(make_workload("gpt2-6.6b").params(), 205852672LL + 4194304LL + 6444154880LL + 8192LL);
-  EXPECT_EQ(make_workload("gpt2-6.6b").params(), 6654210048LL);
-  EXPECT_EQ(make_workload("gpt2-2.7b").params(), 2648931840LL);
+  // gpt2-6.6b: 50257·2560 + 1024·2560 + 84·(12·2560² + 13·2560) + 2·2560
+  EXPECT_EQ(make_workload("gpt2-6.6b").params(), 128657920LL + 2621440LL + 6608824320LL + 5120LL);
+  EXPECT_EQ(make_workload("gpt2-6.6b").params(), 6740108800LL);
+  EXPECT_EQ(make_workload("gpt2-6.6b").gpt.n_layer, 84);
+  EXPECT_EQ(make_workload("gpt2-6.6b").gpt.n_head, 40);
+  // gpt2-2.7b: 60 layers × 1920, 30 heads.
+  EXPECT_EQ(make_workload("gpt2-2.7b").params(), 2754168960LL);
+  EXPECT_EQ(make_workload("gpt2-2.7b").gpt.n_head, 30);
+  // The engine trains the same shapes (`aiscale train` with model.preset = ...).
+  for (const char* name : {"gpt-857m", "gpt2-2.7b", "gpt2-6.6b", "gpt3-175b"})
+    EXPECT_EQ(make_workload(name).gpt.num_params(), nn::gpt_preset(name).num_params()) << name;
   EXPECT_EQ(make_workload("gpt-857m").params(), 857866240LL);
   // GPT-3 175B: 96 layers, width 12288, context 2048.
   const Workload g3 = make_workload("gpt3-175b");

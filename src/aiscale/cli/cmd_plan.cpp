@@ -16,6 +16,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/plan/report.h"
+#include "aiscale/plan/units.h"
 
 namespace aiscale::cli {
 namespace {
@@ -39,12 +40,17 @@ struct PlanOptions {
   std::vector<std::string> systems;
   long gpus = 0;
   long global_batch = 0;
-  double min_efficiency = 0.8;
+  double min_efficiency = 0.7;
+  std::string min_duration = "1h";
+  std::string deadline;
+  std::string applicant = "experienced";
+  bool include_unsupported = false;
+  bool explain = false;
   long max_gpus = 0;
   long max_nodes = 64;
   std::optional<int> tp, pp;
   std::string recompute;
-  std::string rank = "days";
+  std::string rank = "time";
   std::optional<double> utilisation;
   bool json = false;
 };
@@ -58,6 +64,12 @@ void add_catalog_options(CLI::App* app, PlanOptions& o) {
                   "accelerators (repeatable)")
       ->allow_extra_args(false);
   app->add_flag("--json", o.json, "Print JSON instead of tables");
+}
+
+void add_plan_choice_options(CLI::App* app, PlanOptions& o) {
+  app->add_flag("--include-unsupported", o.include_unsupported,
+                "Also plan layouts `aiscale train` cannot run yet (tensor/pipeline parallelism, "
+                "ZeRO-2/3, CNNs...), marked as such; by default only runnable layouts are ranked");
 }
 
 void add_workload_options(CLI::App* app, PlanOptions& o) {
@@ -101,7 +113,7 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
                   "(repeatable)")
       ->allow_extra_args(false);
   app->add_option("--utilisation", o.utilisation,
-                  "Assumed fraction of the dense peak where nothing is measured (default 0.40 "
+                  "Assumed fraction of the dense peak where nothing is measured, for large GEMMs (default 0.45 "
                   "for transformers, 0.33 for CNNs)")
       ->check(number_in(0.000001, 1));
 }
@@ -157,9 +169,11 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (const auto mb = o.run.integer("train.batch_size")) r.pins.micro_batch = static_cast<int>(*mb);
   if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
   r.grad_transport = parse_grad_transport(o.run.text("parallel.grad_transport").value_or("nccl"));
-  if (o.rank != "days" && o.rank != "gpu-hours")
-    fail("--rank must be 'days' or 'gpu-hours' (got '{}')", o.rank);
-  r.rank_by_gpu_hours = o.rank == "gpu-hours";
+  r.objective = parse_objective(o.rank);
+  if (!o.deadline.empty()) r.deadline_s = parse_duration(o.deadline, "--deadline");
+  r.min_duration_s = parse_duration(o.min_duration, "--min-duration");
+  r.applicant = parse_applicant(o.applicant);
+  r.include_unsupported = o.include_unsupported;
   return r;
 }
 
@@ -195,7 +209,7 @@ void run_plan(const PlanOptions& o) {
   const Calibration cal = load_calibration(o.calibration, cat);
   const PlanResult res = aiscale::plan::plan(r, targets, cat, cal, a);
   if (o.json) fmt::print("{}\n", plan_json(r, res, cal, a).dump(2));
-  else fmt::print("{}", plan_text(r, res, cal, a));
+  else fmt::print("{}", plan_text(r, res, cal, a, o.explain));
 }
 
 void run_scaling(const PlanOptions& o) {
@@ -232,9 +246,26 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--max-gpus", o->max_gpus, "Consider at most this many GPUs per system")
       ->check(integer_in(0, 1 << 24));
   plan->add_option("--min-efficiency", o->min_efficiency,
-                   "Lowest scaling efficiency to accept when choosing the GPU count (default 0.8)")
+                   "Never more GPUs than the job uses at this scaling efficiency, against the "
+                   "fewest GPUs it fits on, start-up included (default 0.7)")
       ->check(number_in(0, 1));
-  plan->add_option("--rank", o->rank, "Rank by 'days' (default) or 'gpu-hours'");
+  plan->add_option("--rank", o->rank,
+                   "Objective: 'time' to finish (default; the most GPUs at --min-efficiency), "
+                   "'gpu-hours' (the fewest), or 'smallest' (the fewest GPUs that finish within "
+                   "--deadline)");
+  plan->add_option("--deadline", o->deadline,
+                   "The run must finish within this, e.g. 36h, 3d, 2w (with --rank smallest: "
+                   "required)");
+  plan->add_option("--min-duration", o->min_duration,
+                   "With --rank time, stop adding GPUs once the run takes at most this (default "
+                   "1h: a 2 GPU-hour job stays on one node)");
+  plan->add_option("--applicant", o->applicant,
+                   "Who applies for the access call: 'experienced' (familiar with HPC; default) or "
+                   "'new' (a new user, SME or start-up: Fast Lane is not for them)");
+  plan->add_flag("--explain", o->explain,
+                 "Print the workload, the best plan's breakdowns, the figures with their sources, "
+                 "calibration and assumptions below the table");
+  add_plan_choice_options(plan, *o);
 
   CLI::App* systems = plan->add_subcommand("systems", "List the systems and accelerators catalogue");
   add_catalog_options(systems, *o);
@@ -244,6 +275,7 @@ void add_plan_command(CLI::App& app) {
   add_catalog_options(scaling, *o);
   add_workload_options(scaling, *o);
   add_layout_options(scaling, *o);
+  add_plan_choice_options(scaling, *o);
   scaling->add_option("--max-nodes", o->max_nodes, "Largest node count (default 64)")
       ->check(integer_in(1, 1 << 20));
 

@@ -22,14 +22,35 @@ struct TopologyAssumptions {
 };
 
 struct Assumptions {
-  // Fraction of the dense datasheet peak the math kernels sustain (hardware FLOPs).
-  double transformer_utilisation = 0.40;
+  // Fraction of the dense datasheet peak the math kernels sustain (hardware FLOPs) at
+  // large per-GPU GEMMs (gemm_half_elements scales it down for small ones). PyTorch 2.11
+  // compiled reached 42% of the H200's bf16 peak on GPT-2 124M at 16 × 1024 tokens
+  // (docs/results/one-gpu.md, 2026-11-26), 0.42 / 0.92 = 45% on the curve; aiscale 46-50%.
+  double transformer_utilisation = 0.45;
   // The worked estimate in reference/systems.md used 33% for its CNN example.
   double cnn_utilisation = 0.33;
   // CPU partitions (fp32): aiscale's measured CPU training step, 81.7 GFLOP/s on 2 cores
   // of a Zen 3 EPYC at 2.45 GHz (docs/results/cpu.md, idle machine), over those cores'
   // peak 2 × 2.45 GHz × 32 FLOP/cycle = 156.8 GFLOP/s: 52%.
   double cpu_utilisation = 0.52;
+  // Utilisation against the per-GPU work (GPU partitions, transformers): the GEMMs of a
+  // layer reach the full utilisation (assumed, or measured at a calibration run's shape)
+  // as x / (x + gemm_half_elements), x = micro-batch × sequence × width / tensor size, the
+  // elements of one layer's activation on one GPU (the output of its smallest GEMMs).
+  // Assumed: half the rate where one wave of 128 × 128 output tiles half-fills an H100's
+  // 132 SMs; replaced by a fit when a micro-batch sweep is calibrated
+  // (bench/gpu/calibrate_planner.sh; docs/guide/planner.md, "Utilisation").
+  double gemm_half_elements = 132.0 * 128 * 128 / 2;
+  // Job start-up charged once per run: launch, CUDA/NCCL initialisation, cuBLASLt
+  // autotuning, first batches (aiscale's bench measures 3-5 s of start-up and 10 warm-up
+  // steps on one host; at scale, assumed). A short job does not gain from many nodes.
+  double startup_fixed_s = 60;
+  double startup_per_node_s = 0.5;
+  // Fixed cost per step of data parallelism over NCCL on GPUs: the embedding gradients'
+  // bucket after backward and the ranks waiting for each other. Measured on 2 H200s: the
+  // embedding tail 0.25-0.51 ms against 0.07 ms on one GPU, forward +0.1-0.3 ms
+  // (docs/design/gradient-exchange.md, phase timings of 2da53e8 and 1614044).
+  double dp_step_sync_s = 0.3e-3;
   // Achievable ring bus bandwidth as a fraction of the datasheet link rate.
   double intra_efficiency = 0.75;
   double inter_efficiency = 0.85;

@@ -181,6 +181,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
   s.world_size = static_cast<int>(number_or(j, "world_size", 1));
+  s.gemm_elements = number_or(j, "batch", 0) * number_or(j, "seq", 0) * number_or(j, "n_embd", 0);
   if (j.contains("achieved_tflops_per_device") && j["achieved_tflops_per_device"].is_number()) {
     s.achieved_tflops = j["achieved_tflops_per_device"].get<double>();
   } else {
@@ -387,12 +388,50 @@ const BusSample* Calibration::inter_node(std::string_view system) const {
   return best;
 }
 
+std::optional<GemmCurve> fit_gemm_curve(const Calibration& cal, std::string_view accelerator_id,
+                                        Precision p) {
+  std::vector<const MfuSample*> pts;
+  for (const auto& s : cal.utilisation)
+    if (s.accelerator_id == accelerator_id && s.precision == p && s.world_size == 1 &&
+        s.gemm_elements > 0 && s.utilisation > 0)
+      pts.push_back(&s);
+  if (pts.size() < 2) return std::nullopt;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  double lo = pts.front()->gemm_elements, hi = lo;
+  for (const MfuSample* s : pts) {
+    const double x = 1.0 / s->gemm_elements, y = 1.0 / s->utilisation;
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+    lo = std::min(lo, s->gemm_elements), hi = std::max(hi, s->gemm_elements);
+  }
+  const double n = static_cast<double>(pts.size());
+  const double den = n * sxx - sx * sx;
+  if (hi <= lo * 1.01 || !(std::fabs(den) > 0)) return std::nullopt;  // one shape only
+  const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
+  if (!(intercept > 0) || !(slope > 0)) return std::nullopt;
+  GemmCurve c;
+  c.u_max = std::min(1.0, 1.0 / intercept);
+  c.half_elements = slope / intercept;
+  c.samples = static_cast<int>(pts.size());
+  c.sources = fmt::format("{} 1-GPU runs from {} to {} elements per layer activation, first at {}",
+                          pts.size(), lo, hi, pts.front()->source);
+  return c;
+}
+
+double utilisation_at(const MachineFigures& m, double elements, const Assumptions& a) {
+  const double h = m.gemm_half_elements.value > 0 ? m.gemm_half_elements.value : a.gemm_half_elements;
+  if (m.cpu_or_cnn || !(elements > 0) || !(h > 0)) return m.utilisation.value;
+  auto curve = [&](double x) { return x / (x + h); };
+  const double ref = m.utilisation_at_elements > 0 ? curve(m.utilisation_at_elements) : 1.0;
+  return m.utilisation.value * curve(elements) / ref;
+}
+
 MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                const Calibration& cal, const Catalog& cat, const Assumptions& a) {
   const Partition& part = *t.partition;
   const Accelerator& acc = part.accelerator;
   MachineFigures m;
   m.peak_flops = acc.peak_flops(p);
+  m.cpu_or_cnn = acc.cpu_node || !w.is_transformer();
 
   const double default_u = acc.cpu_node ? a.cpu_utilisation
                            : w.is_transformer() ? a.transformer_utilisation : a.cnn_utilisation;
@@ -403,8 +442,20 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                      "on 2 EPYC cores", default_u * 100, to_string(p))
                        : fmt::format("assumed {:.0f}% of the dense {} datasheet peak",
                                      default_u * 100, to_string(p))};
+  m.gemm_half_elements = {a.gemm_half_elements, false,
+                          "assumed: half a wave of 128 × 128 output tiles on 132 SMs"};
   if (w.is_transformer() && !acc.cpu_node)
-    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params()))
+    if (const auto fit = fit_gemm_curve(cal, acc.id, p)) {
+      // A measured sweep over micro-batch and width: the curve itself is measured.
+      m.utilisation = {fit->u_max, true,
+                       fmt::format("fitted to {}: {:.1f}% at large GEMMs", fit->sources, fit->u_max * 100)};
+      m.utilisation_at_elements = 0;
+      m.gemm_half_elements = {fit->half_elements, true,
+                              fmt::format("fitted to {}", fit->sources)};
+    }
+  if (w.is_transformer() && !acc.cpu_node && !m.gemm_half_elements.measured)
+    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params())) {
+      m.utilisation_at_elements = s->gemm_elements;
       m.utilisation = {s->utilisation, true,
                        fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}{}", s->model,
                                    s->device, s->n_params, s->achieved_tflops, s->source,
@@ -417,6 +468,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                                      "communication (no 1-GPU run given)",
                                                      s->world_size)
                                        : std::string())};
+    }
   if (w.is_transformer() && acc.cpu_node && p == Precision::fp32)
     if (const CpuModel* cpu = cat.find_cpu(part.cpu_model)) {
       const int cores = part.sockets * cpu->cores;

@@ -6,6 +6,7 @@
 // Every figure says where it came from.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@ struct MfuSample {
                                 // the step without the planner's AdamW estimate (optimizer_s)
   double optimizer_s = 0;       // that estimate, taken out of the measured step (0: none)
   double utilisation = 0;       // achieved / dense peak of that precision
+  double gemm_elements = 0;     // batch × seq × n_embd of the run (0: not in the result)
   std::string source;           // "file:line"
 };
 
@@ -98,6 +100,14 @@ Calibration load_calibration(const std::vector<std::string>& paths, const Catalo
 struct MachineFigures {
   double peak_flops = 0;            // dense, this precision
   Figure utilisation;               // of peak_flops
+  // x of the shape the utilisation holds at (Assumptions::gemm_half_elements): a measured
+  // run's batch × seq × width; 0 for the datasheet figure, which holds for large GEMMs.
+  double utilisation_at_elements = 0;
+  // Where the GEMMs run at half the utilisation (elements of one layer's activation per
+  // GPU): Assumptions::gemm_half_elements, or fitted to a measured micro-batch/width sweep
+  // (fit_gemm_curve); 0: the assumption.
+  Figure gemm_half_elements;
+  bool cpu_or_cnn = false;          // no GEMM-size curve (utilisation_at)
   Figure intra_bytes_per_s;         // per GPU, one direction, achievable
   Figure node_bytes_per_s;          // per node, achievable injection bandwidth
   Figure hbm_bytes_per_s;           // for the optimizer step
@@ -107,5 +117,22 @@ struct MachineFigures {
 };
 MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                const Calibration& cal, const Catalog& cat, const Assumptions& a);
+
+// The GEMM-size curve u(x) = u_max · x / (x + h) fitted to 1-GPU measurements of one
+// accelerator and precision at two or more shapes x (batch × seq × width), by least
+// squares on 1/u = 1/u_max + (h/u_max) / x. nullopt when fewer than two shapes or the fit
+// is not a rising, saturating curve.
+struct GemmCurve {
+  double u_max = 0, half_elements = 0;
+  int samples = 0;
+  std::string sources;
+};
+std::optional<GemmCurve> fit_gemm_curve(const Calibration& cal, std::string_view accelerator_id,
+                                        Precision p);
+
+// The utilisation of one GPU whose layers' activations hold `elements` elements (micro-batch
+// × sequence × width / tensor size): m.utilisation scaled by the GEMM-size curve of
+// Assumptions::gemm_half_elements from the shape it holds at. CPU nodes and CNNs: unscaled.
+double utilisation_at(const MachineFigures& m, double elements, const Assumptions& a);
 
 }  // namespace aiscale::plan

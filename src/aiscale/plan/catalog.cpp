@@ -36,7 +36,14 @@ struct Field {
 };
 
 const std::vector<Field> kTopFields = {
-    {"system", Kind::tables}, {"accelerator", Kind::tables}, {"cpu", Kind::tables}};
+    {"system", Kind::tables}, {"accelerator", Kind::tables}, {"cpu", Kind::tables},
+    {"access", Kind::tables}};
+const std::vector<Field> kAccessFields = {
+    {"id", Kind::string},          {"name", Kind::string},        {"programme", Kind::string},
+    {"audience", Kind::string},    {"purpose", Kind::string},     {"new_users", Kind::boolean},
+    {"experienced", Kind::boolean}, {"max_gpu_hours", Kind::number}, {"min_gpu_hours", Kind::number},
+    {"max_months", Kind::number},  {"period", Kind::string},      {"turnaround", Kind::string},
+    {"url", Kind::string},         {"seen", Kind::string},        {"notes", Kind::string}};
 const std::vector<Field> kSystemFields = {
     {"id", Kind::string},         {"name", Kind::string},    {"aliases", Kind::strings},
     {"site", Kind::string},       {"eurohpc", Kind::boolean}, {"status", Kind::string},
@@ -141,6 +148,19 @@ void validate_file(const toml::table& root, const std::string& file) {
       check_fields(a, kAcceleratorFields, where);
       if (auto* p = a["peak_tflops"].as_table()) check_fields(*p, kPeakFields, where + " peak_tflops");
     }
+  if (auto* calls = root["access"].as_array())
+    for (auto& n : *calls) {
+      const auto& c = *n.as_table();
+      std::string where = fmt::format("{}: access '{}'", file, id_of(c, file, "access"));
+      check_fields(c, kAccessFields, where);
+      for (const char* key : {"name", "programme", "url", "seen"})
+        if (!c[key].is_string())
+          fail("{}: no {}: every access call names itself, its programme, the URL its figures "
+               "come from and the date they were seen", where, key);
+      const auto programme = c["programme"].value_or(std::string());
+      if (programme != "EuroHPC AI Factories" && programme != "EuroHPC JU")
+        fail("{}: programme = \"{}\": use \"EuroHPC AI Factories\" or \"EuroHPC JU\"", where, programme);
+    }
   if (auto* cpus = root["cpu"].as_array())
     for (auto& n : *cpus) {
       const auto& c = *n.as_table();
@@ -231,6 +251,26 @@ Accelerator to_accelerator(const toml::table& t) {
   if (a.memory_gib <= 0)
     fail("accelerator '{}' has no memory_gib: add its memory capacity in GiB", a.id);
   return a;
+}
+
+AccessCall to_access(const toml::table& t) {
+  AccessCall c;
+  c.id = get<std::string>(t, "id", "");
+  c.name = get<std::string>(t, "name", c.id);
+  c.programme = get<std::string>(t, "programme", "");
+  c.audience = get<std::string>(t, "audience", "not published");
+  c.purpose = get<std::string>(t, "purpose", "training");
+  c.new_users = get<bool>(t, "new_users", true);
+  c.experienced = get<bool>(t, "experienced", true);
+  if (t.contains("max_gpu_hours")) c.max_gpu_hours = get<double>(t, "max_gpu_hours", 0.0);
+  c.min_gpu_hours = get<double>(t, "min_gpu_hours", 0.0);
+  if (t.contains("max_months")) c.max_months = get<double>(t, "max_months", 0.0);
+  c.period = get<std::string>(t, "period", "");
+  c.turnaround = get<std::string>(t, "turnaround", "");
+  c.url = get<std::string>(t, "url", "");
+  c.seen = get<std::string>(t, "seen", "");
+  c.notes = get<std::string>(t, "notes", "");
+  return c;
 }
 
 CpuModel to_cpu(const toml::table& t) {
@@ -471,7 +511,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
   for (const auto& e : extra)
     for (auto& f : toml_files_in(e)) files.push_back(f);
 
-  toml::array accelerators, cpus, systems;
+  toml::array accelerators, cpus, systems, access;
   std::map<std::string, std::vector<std::string>> system_files;
   for (const auto& file : files) {
     toml::table root;
@@ -485,6 +525,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
     validate_file(root, name);
     if (auto* a = root["accelerator"].as_array()) merge_by_id(accelerators, *a);
     if (auto* c = root["cpu"].as_array()) merge_by_id(cpus, *c);
+    if (auto* c = root["access"].as_array()) merge_by_id(access, *c);
     if (auto* s = root["system"].as_array()) {
       merge_by_id(systems, *s);
       for (auto& n : *s) system_files[*(*n.as_table())["id"].value<std::string>()].push_back(name);
@@ -494,6 +535,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
 
   for (auto& n : accelerators) cat.accelerators.push_back(to_accelerator(*n.as_table()));
   for (auto& n : cpus) cat.cpus.push_back(to_cpu(*n.as_table()));
+  for (auto& n : access) cat.access.push_back(to_access(*n.as_table()));
   for (auto& a : cat.accelerators)
     if (!a.bandwidth_as.empty() && !cat.find_accelerator(a.bandwidth_as))
       fail("accelerator '{}': bandwidth_as = \"{}\" is not an accelerator in the catalogue",

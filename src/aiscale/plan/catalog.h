@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "aiscale/plan/access.h"
 #include "aiscale/plan/accelerator.h"
 
 namespace aiscale::plan {
@@ -123,6 +124,7 @@ struct Target {
 };
 
 struct Catalog {
+  std::vector<AccessCall> access;  // [[access]]: EuroHPC access calls (access.toml)
   std::vector<Accelerator> accelerators;
   std::vector<CpuModel> cpus;
   std::vector<System> systems;

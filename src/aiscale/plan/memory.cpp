@@ -1,6 +1,7 @@
 #include "aiscale/plan/memory.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "aiscale/core/error.h"
 
@@ -52,7 +53,8 @@ double transformer_layer_activation_bytes(double s, double b, double h, double a
 namespace {
 
 // Activation bytes of one pipeline stage (first or last) for a transformer.
-double transformer_activations(const Workload& w, const Layout& l, Precision p, bool last) {
+double transformer_activations(const Workload& w, const Layout& l, Precision p, bool last,
+                               Accounting acc) {
   const auto& g = w.gpt;
   const double s = static_cast<double>(w.seq_len), b = l.micro_batch;
   const double h = static_cast<double>(g.n_embd), a = static_cast<double>(g.n_head);
@@ -62,20 +64,29 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
   // 1F1B: the first stage holds min(pp, accumulation) micro-batches in flight, the last one.
   const double in_flight = last ? 1.0 : std::min<double>(l.pp, l.grad_accum);
   const double elem = activation_bytes(p);
+  const bool aiscale = acc == Accounting::aiscale;
+  // Korthikanti's 34·s·b·h holds two 1-byte dropout masks (attention output, MLP output):
+  // aiscale trains without dropout, so it keeps 32·s·b·h.
+  const double masks =
+      aiscale && l.recompute != Recompute::full ? 2.0 * s * b * h / l.tp * scale : 0.0;
   double bytes = layers_here * in_flight *
-                 transformer_layer_activation_bytes(s, b, h, a, l.tp, l.recompute, w.attention, elem);
+                 (transformer_layer_activation_bytes(s, b, h, a, l.tp, l.recompute, w.attention, elem) - masks);
   if (l.recompute == Recompute::full)  // one layer rematerialised during its backward
     bytes += transformer_layer_activation_bytes(s, b, h, a, l.tp, Recompute::none, w.attention, elem);
   const bool first = !last || l.pp == 1;
   const bool has_output = last || l.pp == 1;
   double other = 0;
-  if (first) other += s * b * h * in_flight / l.tp;  // embedding dropout mask
-  if (has_output) other += 4.0 * s * b * h / l.tp + 4.0 * s * b * v / l.tp;  // final LN + logits
-  return bytes + other * scale;
+  if (first && !aiscale) other += s * b * h * in_flight / l.tp;  // embedding dropout mask
+  if (has_output) other += 4.0 * s * b * h / l.tp;                 // final LayerNorm
+  double logits = 0;
+  if (has_output)
+    logits = aiscale ? elem * s * b * std::ceil(v / 128.0) * 128.0 / l.tp  // padded, in place
+                     : 4.0 * s * b * v / l.tp * scale;                     // fp32 for the loss
+  return bytes + other * scale + logits;
 }
 
 MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
-                             const MemoryAssumptions& a, bool last) {
+                             const MemoryAssumptions& a, bool last, Accounting acc) {
   MemoryBreakdown m;
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double psi = params_per_gpu(w, l.tp, l.pp, last);
@@ -85,7 +96,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
   m.gradients = sb.gradients * psi / (l.zero >= 2 ? nd : 1.0);
   m.optimizer = sb.optimizer * psi / (l.zero >= 1 ? nd : 1.0);
   if (w.is_transformer()) {
-    m.activations = transformer_activations(w, l, p, last);
+    m.activations = transformer_activations(w, l, p, last, acc);
     if (l.zero == 3) {  // two layers' full parameters gathered ahead of use
       const double c = static_cast<double>(w.gpt.n_embd);
       m.buffers = 2.0 * (12.0 * c * c + 13.0 * c) * sb.weights;
@@ -103,11 +114,11 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
 }  // namespace
 
 MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
-                               const MemoryAssumptions& a) {
+                               const MemoryAssumptions& a, Accounting acc) {
   validate_layout(l, w);
-  MemoryBreakdown first = stage_memory(w, l, p, a, false);
+  MemoryBreakdown first = stage_memory(w, l, p, a, false, acc);
   if (l.pp == 1) return first;
-  MemoryBreakdown last = stage_memory(w, l, p, a, true);
+  MemoryBreakdown last = stage_memory(w, l, p, a, true, acc);
   return last.total > first.total ? last : first;
 }
 

@@ -32,10 +32,21 @@ struct MemoryBreakdown {
   double workspace = 0;      // fixed + fragmentation margin (MemoryAssumptions)
   double total = 0;
   std::string stage;         // pipeline stage that needs the most: "first", "last" or "all"
+  // What the training program allocates for the model (aiscale: its arena), without the
+  // stated workspace margin: what a measured arena or peak is compared with.
+  double allocated() const { return total - workspace; }
 };
 
+// Whose activations are counted: the generic formulation (Korthikanti et al.: dropout
+// masks, fp32 logits for the loss; PyTorch/Megatron-style training) or aiscale's own
+// engine (no dropout, so no masks; logits in the activation precision over the vocabulary
+// padded to a multiple of 128, their gradient written in place). The planner counts a
+// layout `aiscale train` runs the aiscale way, any other the generic way.
+enum class Accounting { generic, aiscale };
+
 MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
-                               const MemoryAssumptions& a = {});
+                               const MemoryAssumptions& a = {},
+                               Accounting acc = Accounting::generic);
 
 // Parameters held by one GPU of the first (or last) pipeline stage with tensor size tp:
 // layer matrices and their split biases divided by tp, LayerNorms and output-projection

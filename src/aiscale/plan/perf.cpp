@@ -61,7 +61,13 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   fabric.intra = {a.alpha_intra_s, m.intra_bytes_per_s.value};
   fabric.inter_per_gpu = {a.alpha_inter_s, m.node_bytes_per_s.value * e.topology_factor / pl.g};
 
-  const double rate = m.peak_flops * m.utilisation.value;  // hardware FLOP/s per GPU
+  // Hardware FLOP/s per GPU: the utilisation at this rank's GEMM size (one layer's
+  // activation elements on this GPU; calibration.h utilisation_at).
+  const double elements = w.is_transformer()
+                              ? static_cast<double>(l.micro_batch) * w.seq_len * w.gpt.n_embd / l.tp
+                              : 0.0;
+  e.utilisation = utilisation_at(m, elements, a);
+  const double rate = m.peak_flops * e.utilisation;
   const double act = activation_bytes(p);
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double ga = l.grad_accum;
@@ -93,9 +99,10 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   const double t_fwd = fwd_flops / rate;
   const double t_bwd = (bwd_flops + recompute_flops) / rate;
   const double t_mb = t_fwd + t_bwd;
-  // Compute windows that can hide communication (Assumptions::comm_overlap).
-  const double hide_fwd = a.comm_overlap * t_fwd;
-  const double hide_bwd = a.comm_overlap * t_bwd;
+  // Share of the compute windows that hides communication across nodes
+  // (Assumptions::comm_overlap). aiscale's CPU ranks sum their gradients over MPI after
+  // backward (the bench records "trainer all-reduce after backward"): nothing hides there.
+  const double overlap = part.is_cpu() ? 0.0 : a.comm_overlap;
 
   // ---- tensor parallel: 2 all-reduces forward, 2 backward per layer (+2 if the forward
   // is recomputed), of the layer's activations (b·s·h); sequence parallelism replaces each
@@ -131,11 +138,14 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     // What backward can hide of a collective of total time t: the part inside a node
     // (comm_overlap_intra of the compute) and the part across nodes (comm_overlap).
     const GroupShape in_node{dp.per_node, 1};
-    auto exposed_after_bwd = [&](double t, double t_in_node) {
+    // Every ZeRO stage alike: inside a node comm_overlap_intra of the window hides (none
+    // on NVLink, as measured), across nodes `overlap`.
+    auto exposed_after = [&](double t, double t_in_node, double window) {
       const double across = std::max(0.0, t - t_in_node);
-      return std::max(0.0, t_in_node - a.comm_overlap_intra * t_bwd) +
-             std::max(0.0, across - hide_bwd);
+      return std::max(0.0, t_in_node - a.comm_overlap_intra * window) +
+             std::max(0.0, across - overlap * window);
     };
+    auto exposed_after_bwd = [&](double t, double t_in_node) { return exposed_after(t, t_in_node, t_bwd); };
     if (l.transport == GradTransport::copy_engine) {
       // aiscale's copy engines (one node, ZeRO 0 or 1): the buckets' exchange runs beside
       // the last micro-batch's backward without SMs and hides there while it fits; every
@@ -171,23 +181,26 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
       }
       case 2: {  // gradients reduce-scattered every micro-batch, weights gathered once
         const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
+        const double rs_in = hier_reduce_scatter_time(grad_bytes, in_node, fabric, buckets);
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
         e.dp_comm_s = ga * rs + ag;
-        e.dp_exposed_s =
-            ga * std::max(rs - hide_bwd, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+        e.dp_exposed_s = ga * std::max(exposed_after_bwd(rs, rs_in),
+                                       hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
         break;
       }
       case 3: {  // per micro-batch: gather weights for forward and again for backward,
                  // reduce-scatter gradients; prefetching hides what compute covers
         const int layers = w.is_transformer() ? static_cast<int>(w.gpt.n_layer) : buckets;
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, layers);
+        const double ag_in = hier_allgather_time(weight_bytes, in_node, fabric, layers);
         const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
+        const double rs_in = hier_reduce_scatter_time(grad_bytes, in_node, fabric, buckets);
         // Neither the first layer's gather nor the last bucket's reduce-scatter can overlap.
         const double first_layer = hier_allgather_time(weight_bytes / layers, dp, fabric);
         const double last_rs = hier_reduce_scatter_time(last_bucket, dp, fabric);
         e.dp_comm_s = ga * (2.0 * ag + rs);
-        e.dp_exposed_s =
-            ga * (std::max(ag - hide_fwd, first_layer) + std::max(ag + rs - hide_bwd, last_rs));
+        e.dp_exposed_s = ga * (std::max(exposed_after(ag, ag_in, t_fwd), first_layer) +
+                               std::max(exposed_after(ag + rs, ag_in + rs_in, t_bwd), last_rs));
         break;
       }
     }
@@ -201,7 +214,11 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;
   }
 
-  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s;
+  // The embedding tail and rank skew every data-parallel GPU step pays over NCCL (the
+  // copy-engine model's tail and its calibrated slowdown hold it already).
+  if (l.dp > 1 && !part.is_cpu() && l.transport == GradTransport::nccl) e.sync_s = a.dp_step_sync_s;
+  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s +
+             e.sync_s;
   e.samples_per_s = e.samples_per_step / e.step_s;
   e.tokens_per_s = e.tokens_per_step / e.step_s;
   e.mfu = e.model_flops_per_step / (e.step_s * static_cast<double>(l.gpus()) * m.peak_flops);

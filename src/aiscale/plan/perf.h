@@ -22,6 +22,7 @@ struct StepEstimate {
   double dp_comm_s = 0;        // data-parallel collectives, total
   double dp_exposed_s = 0;     // the part not hidden behind backward/forward
   double optimizer_s = 0;      // memory-bound optimizer update
+  double sync_s = 0;           // fixed per-step data-parallel synchronisation (GPU, NCCL)
   double step_s = 0;
   double samples_per_step = 0; // sequences or images
   double tokens_per_step = 0;  // transformers
@@ -29,6 +30,7 @@ struct StepEstimate {
   double tokens_per_s = 0;
   double model_flops_per_step = 0;
   double mfu = 0;              // model FLOPs / (step × GPUs × peak)
+  double utilisation = 0;      // of the peak, at this layout's per-GPU GEMM size
   double topology_factor = 1;
 };
 

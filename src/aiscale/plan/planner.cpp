@@ -48,23 +48,61 @@ bool better(const Candidate& x, const Candidate& y) {
   return tx < ty;
 }
 
-void finish(Candidate& c, const PlanRequest& r) {
+void finish(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat) {
   const Workload& w = r.workload;
   c.steps = w.is_transformer() ? r.tokens / c.step.tokens_per_step
                                : r.images * r.epochs / c.step.samples_per_step;
-  const double seconds = c.steps * c.step.step_s;
+  c.startup_s = a.startup_fixed_s + a.startup_per_node_s * c.step.nodes;
+  const double seconds = c.steps * c.step.step_s + c.startup_s;
   c.days = seconds / 86400.0;
   c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
-  c.route = access_route(c.gpu_hours, c.target.system->eurohpc, c.target.partition->is_cpu());
+  c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
+                         c.target.partition->is_cpu(), r.applicant);
 }
 
-void set_efficiency(Candidate& c, const Candidate& base, bool weak) {
+// Scaling against the fewest GPUs that fit, over the whole run (start-up included).
+void set_scaling(Candidate& c, const Candidate& base, bool weak) {
   const double n = static_cast<double>(c.layout.gpus());
   const double n0 = static_cast<double>(base.layout.gpus());
   c.base_gpus = base.layout.gpus();
   c.weak = weak;
-  if (weak) c.efficiency = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
-  else c.efficiency = (base.step.step_s * n0) / (c.step.step_s * n);
+  if (weak) c.scaling = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
+  else c.scaling = (base.days * n0) / (c.days * n);
+}
+
+// Per-step scaling of a curve's row against its first row (speedup × n0 / n).
+void step_efficiency(Candidate& c, const Candidate& base, bool weak) {
+  const double n = static_cast<double>(c.layout.gpus());
+  const double n0 = static_cast<double>(base.layout.gpus());
+  c.base_gpus = base.layout.gpus();
+  c.weak = weak;
+  c.efficiency = c.scaling = weak ? (c.step.samples_per_s / n) / (base.step.samples_per_s / n0)
+                                  : (base.step.step_s * n0) / (c.step.step_s * n);
+}
+
+// The one baseline of the efficiency column: one GPU of this partition running this
+// step's samples at its best micro-batch, without communication or a memory limit.
+void set_efficiency(Candidate& c, const PlanRequest& r, const Assumptions& a) {
+  const Partition& part = *c.target.partition;
+  const Workload w = workload_on(r, part);
+  const long samples = static_cast<long>(std::llround(c.step.samples_per_step));
+  double best = std::numeric_limits<double>::infinity();
+  for (int mb = 1; mb <= (w.is_transformer() ? 64 : 256); mb *= 2) {
+    if (samples % mb != 0) continue;
+    Layout one{1, 1, 1, 0, mb, static_cast<int>(samples / mb), Recompute::none, GradTransport::nccl};
+    if (layout_problem(one, w)) continue;
+    const StepEstimate e = estimate_step(w, one, part, c.figures, r.precision, a);
+    best = std::min(best, e.compute_s + e.optimizer_s);
+  }
+  if (!std::isfinite(best)) best = c.step.compute_s * c.layout.gpus();  // no divisor: this layout's own
+  c.ideal_step_s = best;
+  c.efficiency = best / (c.step.step_s * static_cast<double>(c.layout.gpus()));
+  c.efficiency_note.clear();
+  if (c.efficiency > 1.0)
+    c.efficiency_note = c.layout.zero >= 1
+                            ? "above 1: ZeRO shards the optimizer update over the GPUs, which saves "
+                              "more than the communication costs"
+                            : "above 1: the per-GPU GEMMs are larger than one GPU's best micro-batch";
 }
 
 // 1, 2, 4, ... GPUs inside one node, then whole nodes doubling, up to `upto`;
@@ -158,7 +196,7 @@ std::string transport_reason(const PlanRequest& r, const Partition& part, long g
 }
 
 Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
-                   const Assumptions& a) {
+                   const Assumptions& a, bool unsupported_too) {
   const Partition& part = *t.partition;
   const Workload w = workload_on(r, part);
   const Precision prec = r.precision;
@@ -185,6 +223,12 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
     out.reason = why;
     return out;
   }
+  if (!unsupported_too)
+    if (std::string why = engine_gap_for_workload(w, prec, part.is_cpu()); !why.empty()) {
+      out.reason = fmt::format("`aiscale train` cannot run this today: {}; --include-unsupported "
+                               "plans it anyway, marked", why);
+      return out;
+    }
   const long gb = global_batch_of(r);
   const double capacity = part.accelerator.memory_bytes();
   const auto& pins = r.pins;
@@ -202,6 +246,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
                          : std::vector<Recompute>{Recompute::none};
 
   bool any_layout = false;
+  std::string engine_gap_seen;  // the first layout skipped because aiscale train lacks it
   double least = std::numeric_limits<double>::infinity();
   Layout least_layout;
   for (int tp : tps) {
@@ -224,8 +269,14 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
               l.grad_accum = static_cast<int>(gb / per_step);
             }
             if (layout_problem(l, w)) continue;
+            std::string gap = engine_gap(w, l, prec, part.is_cpu());
+            if (!gap.empty() && !unsupported_too) {
+              if (engine_gap_seen.empty()) engine_gap_seen = gap;
+              continue;
+            }
             any_layout = true;
-            MemoryBreakdown mem = memory_per_gpu(w, l, prec, a.memory);
+            MemoryBreakdown mem = memory_per_gpu(w, l, prec, a.memory,
+                                                 gap.empty() ? Accounting::aiscale : Accounting::generic);
             if (mem.total > capacity) {
               if (mem.total < least) {
                 least = mem.total;
@@ -240,6 +291,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
             c.figures = m;
             c.attention = w.attention;
             c.step = estimate_step(w, l, part, m, prec, a);
+            c.engine_gap = std::move(gap);
             if (!out.best || better(c, *out.best)) out.best = std::move(c);
           }
         }
@@ -247,7 +299,11 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
     }
   }
   if (out.best) return out;
-  if (!any_layout) {
+  if (!any_layout && !engine_gap_seen.empty()) {
+    out.reason = fmt::format("no layout of {} GPU{} that `aiscale train` runs today ({}); "
+                             "--include-unsupported plans it anyway, marked", gpus,
+                             gpus == 1 ? "" : "s", engine_gap_seen);
+  } else if (!any_layout) {
     const bool pinned = pins.tp || pins.pp || pins.zero || pins.micro_batch || pins.recompute;
     if (gb > 0 && !pinned)
       out.reason = fmt::format("the global batch of {} {} cannot be split evenly over {} GPUs: "
@@ -265,12 +321,132 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
   return out;
 }
 
+namespace {
+
+// The candidates of one partition over the GPU counts searched, each finished (time,
+// GPU-hours, route) with its scaling against the first; stops once scaling stayed below
+// --min-efficiency twice (it only falls from there).
+struct Sweep {
+  std::vector<Candidate> runs;
+  std::string reason;  // why nothing fits, when runs is empty
+};
+
+Sweep sweep(const PlanRequest& r, const Target& t, const MachineFigures& m, const Catalog& cat,
+            const Assumptions& a, bool unsupported_too) {
+  const Partition& part = *t.partition;
+  const bool weak = global_batch_of(r) == 0;
+  long cap = part.max_gpus();
+  if (r.max_gpus > 0) cap = std::min(cap, r.max_gpus);
+  Sweep out;
+  std::string memory_reason;
+  int below = 0;
+  for (long n : gpu_counts(part, r.gpus > 0 ? r.gpus : cap, r.gpus)) {
+    if (r.gpus > 0 && n != r.gpus) continue;
+    Search s = best_layout(r, t, n, m, a, unsupported_too);
+    if (!s.best) {
+      // Memory is the telling reason where a count has layouts but none fits; later counts
+      // often fail only on how the batch splits.
+      if (s.reason.rfind("does not fit in memory", 0) == 0) memory_reason = s.reason;
+      out.reason = memory_reason.empty() ? s.reason : memory_reason;
+      if (!out.runs.empty()) break;  // it fitted before: more GPUs only fail on the batch size
+      continue;
+    }
+    Candidate c = std::move(*s.best);
+    finish(c, r, a, cat);
+    set_scaling(c, out.runs.empty() ? c : out.runs.front(), weak);
+    set_efficiency(c, r, a);
+    out.runs.push_back(std::move(c));
+    below = out.runs.back().scaling < r.min_efficiency ? below + 1 : 0;
+    if (below >= 2) break;
+  }
+  return out;
+}
+
+std::string hours_text(double s) { return duration(s); }
+
+// The GPU count the objective picks among a partition's candidates, or a reason.
+std::optional<Candidate> choose(const PlanRequest& r, const Sweep& sw, std::string& why) {
+  std::vector<const Candidate*> ok;  // the base, and every count at --min-efficiency
+  for (const auto& c : sw.runs)
+    if (&c == &sw.runs.front() || c.scaling >= r.min_efficiency) ok.push_back(&c);
+  if (ok.empty()) return std::nullopt;
+  auto seconds = [](const Candidate* c) { return c->days * 86400.0; };
+  if (r.deadline_s) {
+    std::vector<const Candidate*> in_time;
+    for (const Candidate* c : ok)
+      if (seconds(c) <= *r.deadline_s) in_time.push_back(c);
+    if (in_time.empty()) {
+      const Candidate* fastest = *std::min_element(ok.begin(), ok.end(), [&](auto* x, auto* y) {
+        return seconds(x) < seconds(y);
+      });
+      why = fmt::format("cannot finish within the deadline of {} at {:.0f}% efficiency or more: "
+                        "the fastest is {} on {} GPUs", hours_text(*r.deadline_s),
+                        r.min_efficiency * 100, hours_text(seconds(fastest)), fastest->layout.gpus());
+      return std::nullopt;
+    }
+    ok = in_time;
+  }
+  switch (r.objective) {
+    case Objective::smallest:
+      return *ok.front();
+    case Objective::gpu_hours: {
+      const Candidate* best = ok.front();
+      for (const Candidate* c : ok)
+        if (c->gpu_hours < best->gpu_hours * 0.99) best = c;
+      return *best;
+    }
+    case Objective::time: {
+      // More GPUs only while the run is still longer than --min-duration (a deadline
+      // shorter than that is already met by the filter above).
+      const Candidate* best = ok.front();
+      for (size_t i = 1; i < ok.size(); ++i) {
+        if (seconds(best) <= r.min_duration_s) break;
+        best = ok[i];
+      }
+      return *best;
+    }
+  }
+  return *ok.front();
+}
+
+bool ranks_before(const PlanRequest& r, const Candidate& x, const Candidate& y) {
+  if (x.runs() != y.runs()) return x.runs();
+  switch (r.objective) {
+    case Objective::gpu_hours: return x.gpu_hours < y.gpu_hours;
+    case Objective::smallest:
+      if (x.layout.gpus() != y.layout.gpus()) return x.layout.gpus() < y.layout.gpus();
+      return x.days < y.days;
+    case Objective::time: break;
+  }
+  return x.days < y.days;
+}
+
+}  // namespace
+
+Objective parse_objective(std::string_view text) {
+  if (text == "time" || text == "days") return Objective::time;
+  if (text == "gpu-hours") return Objective::gpu_hours;
+  if (text == "smallest") return Objective::smallest;
+  fail("--rank must be time, gpu-hours or smallest (got '{}')", text);
+}
+
+std::string_view to_string(Objective o) {
+  switch (o) {
+    case Objective::time: return "time";
+    case Objective::gpu_hours: return "gpu-hours";
+    case Objective::smallest: return "smallest";
+  }
+  return "?";
+}
+
 PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const Catalog& cat,
                 const Calibration& cal, const Assumptions& a) {
   check_request(r);
+  if (r.objective == Objective::smallest && !r.deadline_s)
+    fail("--rank smallest needs --deadline (e.g. --deadline 3d): the smallest allocation that "
+         "finishes in time");
   PlanResult res;
   res.compute = training_flops(r.workload, r.tokens, r.images, r.epochs);
-  const bool weak = global_batch_of(r) == 0;
   for (const Target& t : targets) {
     const Partition& part = *t.partition;
     if (!part.plannable()) {
@@ -282,40 +458,27 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
       res.rejected.push_back({t, part.accelerator.unsupported_reason(r.precision)});
       continue;
     }
-    long cap = part.max_gpus();
-    if (r.max_gpus > 0) cap = std::min(cap, r.max_gpus);
     if (r.gpus > 0 && r.gpus > part.max_gpus()) {
       res.rejected.push_back({t, size_reason(part, r.gpus)});
       continue;
     }
-    std::optional<Candidate> base, chosen;
-    std::string last_reason;
-    int below = 0;
-    for (long n : gpu_counts(part, r.gpus > 0 ? r.gpus : cap, r.gpus)) {
-      Search s = best_layout(r, t, n, m, a);
-      if (!s.best) {
-        last_reason = s.reason;
-        if (base) break;  // it fitted before: more GPUs only fail on the batch size
-        continue;
-      }
-      Candidate c = std::move(*s.best);
-      if (!base) base = c;
-      set_efficiency(c, *base, weak);
-      finish(c, r);
-      if (r.gpus > 0) {
-        if (n == r.gpus) chosen = c;
-        continue;
-      }
-      if (!chosen || c.efficiency >= r.min_efficiency) chosen = c;
-      below = c.efficiency < r.min_efficiency ? below + 1 : 0;
-      if (below >= 2) break;  // efficiency only falls from here
+    const Sweep runnable = sweep(r, t, m, cat, a, false);
+    std::string why = runnable.reason;
+    if (runnable.runs.empty() && why.rfind("does not fit in memory", 0) == 0)
+      why += fmt::format(" ({}; --include-unsupported plans layouts it cannot run yet, marked)",
+                         engine_support_summary(part.is_cpu()));
+    std::optional<Candidate> chosen = choose(r, runnable, why);
+    if (chosen) res.ranked.push_back(*chosen);
+    else res.rejected.push_back({t, why});
+    if (r.include_unsupported) {
+      const Sweep any = sweep(r, t, m, cat, a, true);
+      std::string why_any;
+      std::optional<Candidate> other = choose(r, any, why_any);
+      if (other && !other->runs()) res.ranked.push_back(std::move(*other));
     }
-    if (chosen) res.ranked.push_back(std::move(*chosen));
-    else res.rejected.push_back({t, last_reason});
   }
-  std::stable_sort(res.ranked.begin(), res.ranked.end(), [&](const Candidate& x, const Candidate& y) {
-    return r.rank_by_gpu_hours ? x.gpu_hours < y.gpu_hours : x.days < y.days;
-  });
+  std::stable_sort(res.ranked.begin(), res.ranked.end(),
+                   [&](const Candidate& x, const Candidate& y) { return ranks_before(r, x, y); });
   return res;
 }
 
@@ -346,7 +509,7 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
   size_t first = 0;
   std::string why;
   for (; first < nodes.size(); ++first) {
-    Search s = best_layout(base_req, t, nodes[first] * g, curve.figures, a);
+    Search s = best_layout(base_req, t, nodes[first] * g, curve.figures, a, r.include_unsupported);
     if (s.best) {
       base = std::move(s.best);
       break;
@@ -371,12 +534,12 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
   std::optional<Candidate> strong0;
   for (size_t i = first; i < nodes.size(); ++i) {
     ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
-    Search s = best_layout(strong, t, row.gpus, curve.figures, a);
+    Search s = best_layout(strong, t, row.gpus, curve.figures, a, r.include_unsupported);
     if (s.best) {
       Candidate c = std::move(*s.best);
       if (!strong0) strong0 = c;
-      set_efficiency(c, *strong0, false);
-      finish(c, r);
+      step_efficiency(c, *strong0, false);
+      finish(c, r, a, cat);
       row.speedup = strong0->step.step_s / c.step.step_s;
       row.efficiency = c.efficiency;
       row.run = std::move(c);
@@ -403,14 +566,16 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     c.figures = curve.figures;
     const Workload w = workload_on(r, part);
     c.attention = w.attention;
-    c.memory = memory_per_gpu(w, l, r.precision, a.memory);
+    c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
+    c.memory = memory_per_gpu(w, l, r.precision, a.memory,
+                              c.runs() ? Accounting::aiscale : Accounting::generic);
     if (c.memory.total > part.accelerator.memory_bytes()) {
       row.note = "does not fit in memory";
     } else {
       c.step = estimate_step(w, l, part, curve.figures, r.precision, a);
       if (!weak0) weak0 = c;
-      set_efficiency(c, *weak0, true);
-      finish(c, r);
+      step_efficiency(c, *weak0, true);
+      finish(c, r, a, cat);
       row.speedup = c.step.samples_per_s / weak0->step.samples_per_s;
       row.efficiency = c.efficiency;
       row.run = std::move(c);

@@ -8,6 +8,7 @@
 
 #include "aiscale/plan/access.h"
 #include "aiscale/plan/calibration.h"
+#include "aiscale/plan/engine_support.h"
 #include "aiscale/plan/flops.h"
 #include "aiscale/plan/memory.h"
 #include "aiscale/plan/perf.h"
@@ -20,6 +21,13 @@ struct LayoutPins {
   std::optional<Recompute> recompute;
 };
 
+// What the user optimises (--rank): the shortest time to finish (the most GPUs the job
+// uses at --min-efficiency), the fewest GPU-hours, or the smallest allocation that
+// finishes within --deadline.
+enum class Objective { time, gpu_hours, smallest };
+Objective parse_objective(std::string_view text);  // "time" (also "days"), "gpu-hours", "smallest"
+std::string_view to_string(Objective o);
+
 struct PlanRequest {
   Workload workload;
   double tokens = 0;             // transformers: D
@@ -28,7 +36,13 @@ struct PlanRequest {
   Precision precision = Precision::bf16;
   long gpus = 0;                 // 0: search GPU counts
   long global_batch = 0;         // sequences/images per step; 0: workload default (CNN: weak)
-  double min_efficiency = 0.8;   // largest GPU count whose efficiency stays at or above this
+  // Never more GPUs than the job uses at this efficiency, relative to the fewest GPUs the
+  // model fits on (time to finish, start-up included).
+  double min_efficiency = 0.7;
+  // A run already this short on n GPUs is not spread over more (a 2 GPU-hour job stays on
+  // one node); a --deadline shorter than it wins.
+  double min_duration_s = 3600;
+  std::optional<double> deadline_s;  // --deadline: the run must finish within this
   long max_gpus = 0;             // 0: the partition's size
   LayoutPins pins;
   // Attention kernel (transformers). nullopt: flash on GPU partitions (aiscale's CUDA
@@ -37,7 +51,10 @@ struct PlanRequest {
   // How the data-parallel gradients travel: NCCL (any GPU count) or aiscale's copy engines
   // (GPU partitions, one node, ZeRO 0 or 1; larger counts are rejected with the reason).
   GradTransport grad_transport = GradTransport::nccl;
-  bool rank_by_gpu_hours = false;
+  Objective objective = Objective::time;
+  Applicant applicant = Applicant::experienced;  // --applicant: who applies for the access call
+  // Also plan (and mark) layouts `aiscale train` cannot run today (engine_support.h).
+  bool include_unsupported = false;
 };
 
 // The attention this request assumes on a partition, and the workload with it set.
@@ -51,11 +68,25 @@ struct Candidate {
   StepEstimate step;
   MachineFigures figures;
   Attention attention = Attention::flash;  // what the activation memory assumed
-  long base_gpus = 0;     // the smallest GPU count that fits: the efficiency reference
-  double efficiency = 1;  // strong (fixed global batch) or weak (CNN, fixed batch per GPU)
+  long base_gpus = 0;     // the smallest GPU count that fits: the reference of `scaling`
+  // Scaling efficiency against base_gpus (strong: fixed global batch; weak: CNN, fixed
+  // batch per GPU), over the whole run's time including start-up: what --min-efficiency
+  // bounds.
+  double scaling = 1;
+  // Efficiency against ONE baseline for every row: one GPU of the same kind running the
+  // whole global batch at its best micro-batch, with no communication and no memory limit
+  // (ideal_step_s), over this run's step: ≤ 1 unless ZeRO's sharded optimizer update
+  // saves more than the communication costs (efficiency_note says so).
+  double efficiency = 1;
+  double ideal_step_s = 0;
+  std::string efficiency_note;
   bool weak = false;
   double steps = 0, days = 0, gpu_hours = 0;
+  double startup_s = 0;   // job start-up (Assumptions::startup_*), in days and gpu_hours
   AccessRoute route;
+  // Why `aiscale train` cannot run this layout today ("" when it can; engine_support.h).
+  std::string engine_gap;
+  bool runs() const { return engine_gap.empty(); }
 };
 
 struct Rejection {
@@ -65,7 +96,9 @@ struct Rejection {
 
 struct PlanResult {
   ComputeEstimate compute;
-  std::vector<Candidate> ranked;    // one per partition, best first
+  // Best first: one per partition that `aiscale train` can run; with include_unsupported
+  // also each partition's best layout the engine cannot run yet, where it differs.
+  std::vector<Candidate> ranked;
   std::vector<Rejection> rejected;  // partitions where nothing fits, and why
 };
 
@@ -74,9 +107,10 @@ struct Search {
   std::string reason;  // why nothing fits (when best is empty)
 };
 
-// The fastest layout that fits `gpus` GPUs of one partition (efficiency not yet set).
+// The fastest layout that fits `gpus` GPUs of one partition (efficiency not yet set);
+// only layouts `aiscale train` runs unless `unsupported_too`.
 Search best_layout(const PlanRequest& r, const Target& t, long gpus, const MachineFigures& m,
-                   const Assumptions& a);
+                   const Assumptions& a, bool unsupported_too = false);
 
 // Why `gpus` GPUs of this partition cannot use the request's gradient transport, or "".
 std::string transport_reason(const PlanRequest& r, const Partition& part, long gpus);

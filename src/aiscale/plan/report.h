@@ -12,8 +12,10 @@ namespace aiscale::plan {
 std::string systems_text(const Catalog& cat);
 nlohmann::json systems_json(const Catalog& cat);
 
+// The compact ranked table (under 120 columns) and the best plan's summary; `explain` adds
+// the workload, the breakdowns, the figures with their sources and the assumptions.
 std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibration& cal,
-                      const Assumptions& a);
+                      const Assumptions& a, bool explain = false);
 nlohmann::json plan_json(const PlanRequest& r, const PlanResult& res, const Calibration& cal,
                          const Assumptions& a);
 

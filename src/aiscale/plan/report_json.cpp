@@ -37,10 +37,12 @@ json memory(const MemoryBreakdown& m, double capacity) {
 json step(const StepEstimate& s) {
   return {{"nodes", s.nodes}, {"compute_s", s.compute_s}, {"tp_comm_s", s.tp_comm_s},
           {"bubble_s", s.bubble_s}, {"pp_comm_s", s.pp_comm_s}, {"dp_comm_s", s.dp_comm_s},
-          {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"step_s", s.step_s},
+          {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"sync_s", s.sync_s},
+          {"step_s", s.step_s},
           {"samples_per_step", s.samples_per_step}, {"tokens_per_step", s.tokens_per_step},
           {"samples_per_s", s.samples_per_s}, {"tokens_per_s", s.tokens_per_s},
           {"model_flops_per_step", s.model_flops_per_step}, {"mfu", s.mfu},
+          {"utilisation", s.utilisation},
           {"topology_factor", s.topology_factor}};
 }
 
@@ -48,10 +50,17 @@ json candidate(const Candidate& c) {
   const Partition& p = *c.target.partition;
   return {{"system", c.target.system->id}, {"partition", p.id}, {"accelerator", p.accelerator.id},
           {"layout", layout(c.layout)}, {"memory", memory(c.memory, p.accelerator.memory_bytes())},
-          {"step", step(c.step)}, {"efficiency", c.efficiency}, {"weak_scaling", c.weak},
-          {"efficiency_base_gpus", c.base_gpus}, {"steps", c.steps}, {"days", c.days},
-          {"gpu_hours", c.gpu_hours},
-          {"access_route", {{"name", c.route.name}, {"detail", c.route.detail}}},
+          {"step", step(c.step)},
+          {"runs_in_aiscale_train", c.runs()}, {"engine_gap", c.engine_gap},
+          {"efficiency", c.efficiency},
+          {"efficiency_baseline", "one GPU of the same kind, the whole batch at its best micro-batch, "
+                                  "no communication, no memory limit"},
+          {"ideal_step_s", c.ideal_step_s}, {"efficiency_note", c.efficiency_note},
+          {"scaling_efficiency", c.scaling}, {"weak_scaling", c.weak},
+          {"scaling_base_gpus", c.base_gpus}, {"steps", c.steps}, {"startup_s", c.startup_s},
+          {"seconds", c.days * 86400.0}, {"days", c.days}, {"gpu_hours", c.gpu_hours},
+          {"access_route", {{"name", c.route.name}, {"detail", c.route.detail},
+                            {"call", c.route.call_id}, {"also", c.route.also}}},
           {"attention", std::string(to_string(c.attention))}, {"cpu_partition", p.is_cpu()},
           {"figures", figures(c.figures)}};
 }
@@ -107,7 +116,11 @@ json assumptions(const Assumptions& a) {
           {"dragonfly_plus_global_factor", a.topology.dragonfly_plus_global},
           {"default_group_nodes", a.topology.default_group_nodes},
           {"workspace_fixed_bytes", a.memory.fixed_bytes},
-          {"workspace_fragmentation", a.memory.fragmentation}};
+          {"workspace_fragmentation", a.memory.fragmentation},
+          {"gemm_half_elements", a.gemm_half_elements},
+          {"startup_fixed_s", a.startup_fixed_s},
+          {"dp_step_sync_s", a.dp_step_sync_s},
+          {"startup_per_node_s", a.startup_per_node_s}};
 }
 
 json row(const ScalingRow& r) {
@@ -172,7 +185,11 @@ nlohmann::json plan_json(const PlanRequest& r, const PlanResult& res, const Cali
           {"request", {{"gpus", r.gpus}, {"global_batch", r.global_batch},
                        {"min_efficiency", r.min_efficiency}, {"max_gpus", r.max_gpus},
                        {"grad_transport", std::string(to_string(r.grad_transport))},
-                       {"rank_by", r.rank_by_gpu_hours ? "gpu_hours" : "days"}}},
+                       {"rank", std::string(to_string(r.objective))},
+                       {"deadline_s", r.deadline_s ? json(*r.deadline_s) : json(nullptr)},
+                       {"min_duration_s", r.min_duration_s},
+                       {"applicant", std::string(to_string(r.applicant))},
+                       {"include_unsupported", r.include_unsupported}}},
           {"ranked", ranked}, {"rejected", rejected}, {"calibration", calibration(cal)},
           {"assumptions", assumptions(a)}};
 }

@@ -25,8 +25,6 @@ std::string pad(const std::string& s, size_t width, bool right) {
 
 std::string pct(double x) { return fmt::format("{:.0f}%", x * 100.0); }
 
-std::string zero_name(int z) { return z == 0 ? "DDP" : fmt::format("ZeRO-{}", z); }
-
 std::string network_text(const Partition& p) {
   if (!p.network.known()) return "-";
   return fmt::format("{}× {} {:.0f} Gb/s", p.network.links, p.network.kind, p.network.gbps_per_link);
@@ -41,6 +39,9 @@ std::string figures_text(const MachineFigures& m, const std::string& label, Grad
   std::string out = fmt::format("Figures for {} (measured ones replace datasheet guesses):\n", label);
   out += figure_line("utilisation of peak", m.utilisation,
                      fmt::format("{:.0f}% of {:.0f}", m.utilisation.value * 100, m.peak_flops / 1e12));
+  if (!m.cpu_or_cnn)
+    out += figure_line("GEMM half-rate size", m.gemm_half_elements,
+                       fmt::format("{:.3g} elem.", m.gemm_half_elements.value));
   out += figure_line("intra-node bandwidth", m.intra_bytes_per_s,
                      fmt::format("{:.0f} GB/s", m.intra_bytes_per_s.value / 1e9));
   out += figure_line("node network bandwidth", m.node_bytes_per_s,
@@ -66,12 +67,14 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
       "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps, "
       "inside a node behind {:.0f}% (measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
       "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%); workspace "
-      "{:.1f} GiB + {:.0f}% per GPU.{}\n",
+      "{:.1f} GiB + {:.0f}% per GPU; GEMMs at half their rate where one layer's activation on a "
+      "GPU holds {:.2g} elements (micro-batch × sequence × width / tensor size); job start-up "
+      "{:.0f} s + {:.1f} s per node.{}\n",
       a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.grad_comm_bytes,
       a.comm_overlap * 100, a.comm_overlap_intra * 100,
       a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
       a.topology.default_group_nodes, a.memory.fixed_bytes / kGiB, a.memory.fragmentation * 100,
-      ce);
+      a.gemm_half_elements, a.startup_fixed_s, a.startup_per_node_s, ce);
 }
 
 std::string calibration_text(const Calibration& cal) {
@@ -106,14 +109,11 @@ std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, cons
 std::string step_detail(const StepEstimate& s) {
   return fmt::format(
       "  step time: compute {} + tensor-parallel comm {} + pipeline bubble {} + pipeline sends "
-      "{} + exposed data-parallel comm {} (of {}) + optimizer {} = {}; MFU {:.0f}%\n",
+      "{} + exposed data-parallel comm {} (of {}) + synchronisation {} + optimizer {} = {}; MFU {:.0f}%\n",
       duration(s.compute_s), duration(s.tp_comm_s), duration(s.bubble_s), duration(s.pp_comm_s),
-      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.optimizer_s), duration(s.step_s),
+      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.sync_s), duration(s.optimizer_s),
+      duration(s.step_s),
       s.mfu * 100);
-}
-
-std::string throughput(const Workload& w, const StepEstimate& s) {
-  return w.is_transformer() ? compact(s.tokens_per_s) : compact(s.samples_per_s);
 }
 
 std::string workload_text(const PlanRequest& r, const PlanResult* res) {
@@ -232,81 +232,191 @@ std::string systems_text(const Catalog& cat) {
   return out;
 }
 
-std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibration& cal,
-                      const Assumptions& a) {
+namespace {
+
+std::string zero_short(const Layout& l) { return l.zero == 0 ? "" : fmt::format(" Z{}", l.zero); }
+
+// "64×1×1 Z1 8×1": dp×tp×pp, ZeRO stage, micro-batch × accumulation (+ " rc" with
+// recomputation, " ce" over the copy engines).
+std::string layout_short(const Layout& l) {
+  return fmt::format("{}{} {}×{}{}{}", l.shape(), zero_short(l), l.micro_batch, l.grad_accum,
+                     l.recompute == Recompute::none ? "" : l.recompute == Recompute::full ? " rc-full" : " rc-sel",
+                     l.transport == GradTransport::copy_engine ? " ce" : "");
+}
+
+std::string objective_text(const PlanRequest& r) {
+  switch (r.objective) {
+    case Objective::time: return "time to finish";
+    case Objective::gpu_hours: return "GPU-hours";
+    case Objective::smallest: return fmt::format("the smallest allocation that finishes within {}",
+                                                 duration(r.deadline_s.value_or(0)));
+  }
+  return "";
+}
+
+// Lines longer than `width` display columns broken at spaces, continued under their own
+// indentation + 4 (table lines are narrower and pass through).
+std::string wrap_lines(const std::string& text, size_t width) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    const size_t indent = line.find_first_not_of(' ') == std::string::npos ? 0 : line.find_first_not_of(' ');
+    bool first = true;
+    while (display_width(line) > width) {
+      // the last space that keeps the head within width (by bytes: close enough for ASCII text)
+      size_t cut = line.rfind(' ', width);
+      if (cut == std::string::npos || cut <= indent + 4) cut = line.find(' ', width);
+      if (cut == std::string::npos) break;
+      out += line.substr(0, cut) + "\n";
+      line = std::string(indent + 4, ' ') + line.substr(cut + 1);
+      first = false;
+    }
+    (void)first;
+    out += line;
+    if (end < text.size()) out += "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string best_detail(const PlanRequest& r, const PlanResult& res, const Candidate& best,
+                        bool explain) {
   const Workload& w = r.workload;
-  std::string out = workload_text(r, &res) + "\n";
+  const bool cpu = best.target.partition->is_cpu();
+  const char* hours = cpu ? "node-hours" : "GPU-hours";
+  const std::string devices = cpu ? fmt::format("{} CPU node{}", best.step.nodes, best.step.nodes == 1 ? "" : "s")
+                                  : fmt::format("{} GPU{}", best.layout.gpus(), best.layout.gpus() == 1 ? "" : "s");
+  std::string out = fmt::format("{}: {} on {}{}, {}\n", best.runs() ? "Best" : "Best, not runnable today",
+                                best.target.label(), devices,
+                                cpu ? "" : fmt::format(" ({} node{})", best.step.nodes, best.step.nodes == 1 ? "" : "s"),
+                                best.layout.describe());
+  if (!best.runs()) out += fmt::format("  `aiscale train` cannot run it yet: {}\n", best.engine_gap);
+  if (explain) {
+    out += memory_detail(best.memory, best.target.partition->accelerator, attention_note(best, w));
+    out += step_detail(best.step);
+    out += fmt::format("  utilisation at this layout's GEMM size: {:.1f}% of the peak\n",
+                       best.step.utilisation * 100);
+  }
+  out += fmt::format("  time to finish: {} steps × {} + start-up {} = {} on {} = {} {}\n",
+                     with_commas(static_cast<int64_t>(std::ceil(best.steps))), duration(best.step.step_s),
+                     duration(best.startup_s), duration(best.days * 86400.0), devices,
+                     with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), hours);
+  out += fmt::format("  efficiency {:.0f}%: one {} running the same {} samples per step at its best "
+                     "micro-batch, without communication, would take {} per step ({} here × {}){}\n",
+                     best.efficiency * 100, cpu ? "node" : "GPU", best.step.samples_per_step,
+                     duration(best.ideal_step_s), duration(best.step.step_s), best.layout.gpus(),
+                     best.efficiency_note.empty() ? "" : "; " + best.efficiency_note);
+  out += fmt::format("  scaling {:.0f}% against the fewest GPUs it fits on ({}), start-up included: "
+                     "the figure --min-efficiency bounds\n", best.scaling * 100, best.base_gpus);
+  out += fmt::format("  access: {}: {}\n", best.route.name, best.route.detail);
+  if (!best.route.also.empty()) {
+    std::string also;
+    for (const auto& x : best.route.also) also += (also.empty() ? "" : "; ") + x;
+    out += fmt::format("    EuroHPC JU calls that also fit: {}\n", also);
+  }
+  if (!explain) return out;
+  const GpuHours ideal = ideal_gpu_hours(res.compute.flops, best.figures.peak_flops,
+                                         best.figures.utilisation.value);
+  std::string alone = ideal.substituted;
+  if (cpu && alone.size() > 9 && alone.compare(alone.size() - 9, 9, "GPU-hours") == 0)
+    alone.replace(alone.size() - 9, 9, "node-hours");
+  out += fmt::format("  compute alone: {}\n", alone);
+  return out;
+}
+
+}  // namespace
+
+std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibration& cal,
+                      const Assumptions& a, bool explain) {
+  const Workload& w = r.workload;
+  std::string out = explain ? workload_text(r, &res) + "\n"
+                            : fmt::format("{}: {} parameters, {}\n", w.name, compact(static_cast<double>(w.params())),
+                                          w.is_transformer() ? fmt::format("{} tokens", sci(r.tokens))
+                                                             : fmt::format("{} images × {} epochs",
+                                                                           compact(r.images), r.epochs));
   const bool weak = (r.global_batch > 0 ? r.global_batch : w.default_global_batch) == 0;
-  if (r.gpus > 0)
-    out += fmt::format("Ranked by {} at {} GPUs\n", r.rank_by_gpu_hours ? "GPU-hours" : "time to train", r.gpus);
-  else
-    out += fmt::format("Ranked by {} — per partition, the most GPUs whose {}-scaling efficiency "
-                       "stays at or above {:.0f}% (against the fewest GPUs the model fits on)\n",
-                       r.rank_by_gpu_hours ? "GPU-hours" : "time to train", weak ? "weak" : "strong",
-                       r.min_efficiency * 100);
-  std::vector<std::vector<std::string>> rows = {
-      {"#", "system/partition", "accelerator", "GPUs", "nodes", "dp×tp×pp", "ZeRO", "mb×acc",
-       "recompute", "mem/GPU", "step", "eff", "MFU", w.is_transformer() ? "tokens/s" : "images/s",
-       "days", "GPU-hours", "access route"}};
+  out += fmt::format("Ranked by {}{}; at most the GPUs that keep {}-scaling efficiency ≥ {:.0f}%{}{}\n",
+                     objective_text(r), r.gpus > 0 ? fmt::format(" at {} GPUs", r.gpus) : "",
+                     weak ? "weak" : "strong", r.min_efficiency * 100,
+                     r.objective == Objective::time
+                         ? fmt::format(", no more once a run is under {}", duration(r.min_duration_s)) : "",
+                     r.deadline_s && r.objective != Objective::smallest
+                         ? fmt::format("; deadline {}", duration(*r.deadline_s)) : "");
+  const bool marks = r.include_unsupported;
+  std::vector<std::string> head = {"#", "system/partition", "GPUs", "layout", "mem GiB", "step",
+                                   "eff", "time", "GPU-h", "route"};
+  if (marks) head.push_back("runs");
+  std::vector<std::vector<std::string>> rows = {head};
+  std::string gaps;
   int i = 0;
   for (const auto& c : res.ranked) {
+    ++i;
     const bool one_gpu = c.target.partition->gpus_per_node <= 0;
     const bool cpu = c.target.partition->is_cpu();
-    rows.push_back({std::to_string(++i), c.target.label() + (one_gpu ? " ¹" : cpu ? " ²" : ""),
-                    c.target.partition->accelerator.id,
-                    std::to_string(c.layout.gpus()), std::to_string(c.step.nodes), c.layout.shape(),
-                    zero_name(c.layout.zero), fmt::format("{}×{}", c.layout.micro_batch, c.layout.grad_accum),
-                    std::string(to_string(c.layout.recompute)),
-                    fmt::format("{:.1f}/{:.0f}", c.memory.total / kGiB, c.target.partition->accelerator.memory_gib),
-                    duration(c.step.step_s),
-                    fmt::format("{}{}", pct(c.efficiency), c.base_gpus > 1 ? fmt::format(" (vs {})", c.base_gpus) : ""),
-                    pct(c.step.mfu), throughput(w, c.step),
-                    c.days < 10 ? fmt::format("{:.2f}", c.days) : fmt::format("{:.0f}", c.days),
-                    with_commas(static_cast<int64_t>(std::llround(c.gpu_hours))), c.route.name});
+    std::vector<std::string> row = {
+        std::to_string(i), c.target.label() + (one_gpu ? " ¹" : cpu ? " ²" : ""),
+        c.step.nodes > 1 ? fmt::format("{} ({}n)", c.layout.gpus(), c.step.nodes) : std::to_string(c.layout.gpus()),
+        layout_short(c.layout),
+        fmt::format("{:.1f}/{:.0f}", c.memory.total / kGiB, c.target.partition->accelerator.memory_gib),
+        duration(c.step.step_s), pct(c.efficiency), duration(c.days * 86400.0),
+        with_commas(static_cast<int64_t>(std::llround(c.gpu_hours))), c.route.name};
+    if (marks) row.push_back(c.runs() ? "yes" : "no");
+    rows.push_back(std::move(row));
+    if (!c.runs()) gaps += fmt::format("  #{} does not run in `aiscale train` yet: {}\n", i, c.engine_gap);
   }
-  if (res.ranked.empty()) out += "  No partition can run this workload (reasons below).\n";
-  else out += text_table(rows, 3);
-  out += "  eff: efficiency against the GPU count in brackets (1 GPU if none); mem/GPU in GiB, used/capacity.\n";
+  if (res.ranked.empty()) {
+    out += "  No layout that `aiscale train` runs today fits any partition (reasons below).\n";
+    if (!marks) out += "  --include-unsupported plans the layouts it cannot run yet, marked.\n";
+  } else {
+    out += text_table(rows, 2);
+  }
+  out += gaps;
+  if (!res.ranked.empty())
+    out += "  layout: dp×tp×pp, ZeRO stage (Z), micro-batch×accumulation; mem: used/capacity per GPU;\n"
+           "  eff: against one GPU of the same kind running the whole batch without communication.\n";
   if (std::any_of(res.ranked.begin(), res.ranked.end(),
                   [](const Candidate& c) { return c.target.partition->gpus_per_node <= 0; }))
     out += "  ¹ node layout not in the catalogue: planned on one GPU (add nodes and gpus_per_node "
            "with --systems FILE).\n";
   if (std::any_of(res.ranked.begin(), res.ranked.end(),
                   [](const Candidate& c) { return c.target.partition->is_cpu(); }))
-    out += "  ² CPU partition: one rank per node with a thread per core, so GPUs = nodes, mem/GPU = "
-           "RAM per node and GPU-hours = node-hours.\n";
-
+    out += "  ² CPU partition: one rank per node, so GPUs = nodes, mem = RAM per node, GPU-h = node-hours.\n";
   if (!res.rejected.empty()) {
-    out += "\nNot feasible:\n";
-    for (const auto& rj : res.rejected) out += fmt::format("  {}: {}\n", rj.target.label(), rj.reason);
+    // Partitions refused for the same reason are listed together.
+    out += "\nNot planned:\n";
+    std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+    for (const auto& rj : res.rejected) {
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == rj.reason; });
+      if (it == groups.end()) groups.push_back({rj.reason, {rj.target.label()}});
+      else it->second.push_back(rj.target.label());
+    }
+    for (const auto& [reason, labels] : groups) {
+      std::string names;
+      for (const auto& l : labels) names += (names.empty() ? "" : ", ") + l;
+      out += fmt::format("  {}: {}\n", names, reason);
+    }
   }
-  if (!res.ranked.empty()) {
-    const Candidate& best = res.ranked.front();
-    const bool cpu = best.target.partition->is_cpu();
-    const char* hours = cpu ? "node-hours" : "GPU-hours";
-    const std::string devices = cpu ? fmt::format("{} CPU node{}", best.step.nodes, best.step.nodes == 1 ? "" : "s")
-                                    : fmt::format("{} GPUs", best.layout.gpus());
-    out += fmt::format("\nBest: {} on {}{}: {}\n", best.target.label(), devices,
-                       cpu ? "" : fmt::format(" ({} nodes)", best.step.nodes), best.layout.describe());
-    out += memory_detail(best.memory, best.target.partition->accelerator, attention_note(best, w));
-    out += step_detail(best.step);
-    out += fmt::format("  time to train: {} steps × {} = {} on {} = {} {} → {}: {}\n",
-                       with_commas(static_cast<int64_t>(std::ceil(best.steps))), duration(best.step.step_s),
-                       duration(best.days * 86400.0), devices,
-                       with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), hours,
-                       best.route.name, best.route.detail);
-    const GpuHours ideal = ideal_gpu_hours(res.compute.flops, best.figures.peak_flops,
-                                           best.figures.utilisation.value);
-    std::string alone = ideal.substituted;
-    if (cpu && alone.size() > 9 && alone.compare(alone.size() - 9, 9, "GPU-hours") == 0)
-      alone.replace(alone.size() - 9, 9, "node-hours");
-    out += fmt::format("  compute alone: {}\n\n", alone);
-    out += figures_text(best.figures, best.target.label(), r.grad_transport);
+  if (res.ranked.empty()) return wrap_lines(out, 119);
+  out += "\n";
+  out += best_detail(r, res, res.ranked.front(), explain);
+  if (!explain) {
+    out += "\n--explain: the breakdowns, the figures and their sources, calibration and assumptions; "
+           "--json for scripts.\n";
+    return wrap_lines(out, 119);
   }
+  const Candidate& best = res.ranked.front();
+  out += "\n";
+  out += figures_text(best.figures, best.target.label(), r.grad_transport);
+  out += "\n";
+  out += engine_support_summary(best.target.partition->is_cpu());
+  out += " (plan/engine_support.cpp).\n";
   out += "\n";
   out += calibration_text(cal);
   out += assumptions_text(a, r.grad_transport);
-  return out;
+  return wrap_lines(out, 119);
 }
 
 std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Calibration& cal,
@@ -319,6 +429,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
                      to_string(p.network.topology), to_string(r.precision));
   out += fmt::format("Base layout (fewest nodes that fit): {}\n\n", c.base.describe());
   const char* unit = w.is_transformer() ? "tokens/s" : "images/s";
+  std::string not_runnable;  // what `aiscale train` lacks for a row marked *
   auto rows_for = [&](const std::vector<ScalingRow>& rows_in, bool strong) {
     std::vector<std::vector<std::string>> rows = {
         {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "global batch", "step", unit,
@@ -332,7 +443,9 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
       const Candidate& x = *row.run;
       const double tput = w.is_transformer() ? x.step.tokens_per_s : x.step.samples_per_s;
       const double comm = x.step.dp_exposed_s + x.step.tp_comm_s + x.step.pp_comm_s;
-      rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus), x.layout.shape(),
+      if (!x.runs()) not_runnable = x.engine_gap;
+      rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus),
+                      x.layout.shape() + (x.runs() ? "" : " *"),
                       fmt::format("{}×{}", x.layout.micro_batch, x.layout.grad_accum),
                       std::to_string(x.layout.global_batch()), duration(x.step.step_s), compact(tput),
                       compact(tput / static_cast<double>(row.gpus)), fmt::format("{:.2f}", row.speedup),
@@ -349,12 +462,14 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
                      "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
   out += rows_for(c.weak, false);
+  if (!not_runnable.empty())
+    out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";
   out += figures_text(c.figures, c.target.label(), r.grad_transport);
   out += "\n";
   out += calibration_text(cal);
   out += assumptions_text(a, r.grad_transport);
-  return out;
+  return wrap_lines(out, 119);
 }
 
 }  // namespace aiscale::plan

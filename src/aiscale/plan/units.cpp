@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/error.h"
+
 namespace aiscale::plan {
 
 std::string with_commas(int64_t n) {
@@ -49,6 +51,32 @@ std::string compact(double x) {
   if (a >= 1e4) return fmt::format("{:.1f}k", x / 1e3);
   if (a >= 100) return fmt::format("{:.0f}", x);
   return fmt::format("{:.3g}", x);
+}
+
+}  // namespace aiscale::plan
+
+namespace aiscale::plan {
+
+double parse_duration(std::string_view text, std::string_view what) {
+  const std::string t(text);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used > 0 ? t.substr(used) : std::string();
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "min" || unit == "m") scale = 60;
+  else if (unit == "h") scale = 3600;
+  else if (unit == "d" || unit == "day" || unit == "days") scale = 86400;
+  else if (unit == "w" || unit == "weeks") scale = 7 * 86400;
+  if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value))
+    fail("{} = '{}' is not a duration: write a positive number with s, min, h, d or w (e.g. 36h, "
+         "3d)", what, text);
+  return value * scale;
 }
 
 }  // namespace aiscale::plan

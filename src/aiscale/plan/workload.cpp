@@ -10,32 +10,22 @@
 namespace aiscale::plan {
 namespace {
 
+// The planner's facts about the engine's larger presets (nn/models/gpt_config.cpp holds
+// their shapes): the global batch their sources train with, and where the shape comes from.
 struct PlannerPreset {
   const char* name;
-  nn::GptConfig config;   // n_layer, n_head, n_embd, block_size, vocab_size
   int64_t global_batch;   // sequences per step
   const char* origin;
 };
 
-// Planner-only transformer presets (too large for the engine's tests). The 2.7B and
-// 6.6B shapes are the GPT-3 paper's 2.7B and 6.7B layer/width/head choices with the
-// GPT-2 vocabulary and context; gpt3-175b is the GPT-3 paper's 175B model with its
-// batch of 1536 sequences × 2048 tokens (3.2M tokens).
 const PlannerPreset kPlannerPresets[] = {
-    // The source documents name a "small ~857M single-GPU configuration" without its
-    // shape. Of the GPT-2/GPT-3-style shapes (head size 64 or 128, width a multiple of
-    // 128, width/layers between 32 and 128 as in those families) with the tied 50257
-    // vocabulary and 1024 positions, 33 × 1408 is the closest to 857M (857,866,240,
-    // +0.10%); tests/plan/workload_test.cpp repeats the search.
-    {"gpt-857m", {33, 22, 1408, 1024, 50257}, 512,
+    {"gpt-857m", 512,
      "shape chosen by aiscale (the sources give none): of GPT-2/3-style shapes (head size 64 or "
      "128, width a multiple of 128, width/layers 32-128) 33 layers × 1408 with 22 heads of 64 is "
      "the closest to 857M"},
-    {"gpt2-2.7b", {32, 32, 2560, 1024, 50257}, 512,
-     "GPT-3 paper 2.7B shape (32 layers, width 2560, 32 heads) with GPT-2 vocab and context"},
-    {"gpt2-6.6b", {32, 32, 4096, 1024, 50257}, 512,
-     "GPT-3 paper 6.7B shape (32 layers, width 4096, 32 heads) with GPT-2 vocab and context"},
-    {"gpt3-175b", {96, 96, 12288, 2048, 50257}, 1536,
+    {"gpt2-2.7b", 512, "GPT-2 family, 60 layers × 1920 (30 heads of 64), GPT-2 vocab and context"},
+    {"gpt2-6.6b", 512, "GPT-2 family, 84 layers × 2560 (40 heads of 64), GPT-2 vocab and context"},
+    {"gpt3-175b", 1536,
      "GPT-3 paper 175B: 96 layers, width 12288, 96 heads, context 2048, batch 1536 × 2048"},
 };
 
@@ -67,7 +57,6 @@ std::string Workload::describe() const {
 
 std::vector<std::string> workload_names() {
   std::vector<std::string> out = nn::gpt_preset_names();
-  for (const auto& p : kPlannerPresets) out.emplace_back(p.name);
   for (int d : kResnetDepths) out.push_back(fmt::format("resnet{}", d));
   out.emplace_back("custom");
   return out;
@@ -108,13 +97,6 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
     w.origin = "custom size";
     found = true;
   }
-  for (const auto& p : kPlannerPresets)
-    if (!found && name == p.name) {
-      w.gpt = p.config;
-      w.default_global_batch = p.global_batch;
-      w.origin = p.origin;
-      found = true;
-    }
   if (!found) {
     auto names = nn::gpt_preset_names();
     if (std::find(names.begin(), names.end(), std::string(name)) == names.end()) {
@@ -128,6 +110,11 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
     // GPT-2 paper: batches of 512 sequences of 1024 tokens.
     w.default_global_batch = 512;
     w.origin = "GPT-2 family preset (nn/models/gpt_config)";
+    for (const auto& p : kPlannerPresets)
+      if (name == p.name) {
+        w.default_global_batch = p.global_batch;
+        w.origin = p.origin;
+      }
   }
   if (o.n_layer) w.gpt.n_layer = *o.n_layer;
   if (o.n_head) w.gpt.n_head = *o.n_head;

@@ -38,6 +38,20 @@ const Preset kPresets[] = {
     {"gpt2-350m", {24, 16, 1024, 1024, 50257}},
     {"gpt2-774m", {36, 20, 1280, 1024, 50257}},
     {"gpt2-1558m", {48, 25, 1600, 1024, 50257}},
+    // Larger members of the GPT-2 family (head size 64, the GPT-2 vocabulary and context):
+    // 2.7B = 60 layers x 1920 (30 heads), 2,754,168,960 parameters; 6.6B = 84 layers x 2560
+    // (40 heads), 6,740,108,800 parameters.
+    {"gpt2-2.7b", {60, 30, 1920, 1024, 50257}},
+    {"gpt2-6.6b", {84, 40, 2560, 1024, 50257}},
+    // The ~857M single-GPU model: of GPT-2/GPT-3-style shapes (head size 64 or 128, width a
+    // multiple of 128, width/layers between 32 and 128) with the tied 50257 vocabulary and
+    // 1024 positions, 33 layers x 1408 (22 heads of 64) is the closest to 857M
+    // (857,866,240, +0.10%); tests/plan/workload_test.cpp repeats the search.
+    {"gpt-857m", {33, 22, 1408, 1024, 50257}},
+    // GPT-3 175B (Brown et al. 2020, table 2.1): 96 layers, 96 heads of 128, width 12288,
+    // context 2048; 174,604,259,328 parameters with the GPT-2 vocabulary. Train it at
+    // reduced depth in tests (model.n_layer).
+    {"gpt3-175b", {96, 96, 12288, 2048, 50257}},
     // Small models for CPUs, tests and the quick start.
     {"gpt-mini", {4, 4, 256, 128, 50257}},
     {"gpt-tiny", {2, 2, 64, 64, 256}},

@@ -1,0 +1,108 @@
+#include "aiscale/plan/engine_support.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace aiscale::plan {
+namespace {
+
+// What `aiscale train` runs, as of this revision (train/config.cpp validate(),
+// nn/models/gpt_common.cpp make_gpt()):
+//  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
+//    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
+//    stage 0 or 1 (ZeRO-1 up to n_embd + 1 ranks); no tensor or pipeline parallelism.
+//  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; data parallelism over
+//    MPI with ZeRO stage 0.
+//  * Neither trains CNNs yet, and train.recompute recomputes GELU and LayerNorm outputs,
+//    which is neither of Korthikanti's selective or full modes: plans without
+//    recomputation only.
+const std::vector<EngineSupport> kEngineSupport = {
+    {"cuda",
+     {WorkloadKind::transformer},
+     {Precision::fp32, Precision::bf16, Precision::fp16},
+     {0, 1},
+     1,
+     1,
+     {GradTransport::nccl, GradTransport::copy_engine},
+     {Recompute::none},
+     true},
+    {"cpu",
+     {WorkloadKind::transformer},
+     {Precision::fp32},
+     {0},
+     1,
+     1,
+     {GradTransport::nccl},  // the planner's "nccl" stands for the default transport: MPI on CPU ranks
+     {Recompute::none},
+     false},
+};
+
+template <typename T>
+bool has(const std::vector<T>& v, T x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string list_zero(const std::vector<int>& stages) {
+  std::string out;
+  for (size_t i = 0; i < stages.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == stages.size() ? " and " : ", ") + std::to_string(stages[i]);
+  return out;
+}
+
+std::string list_precisions(const std::vector<Precision>& ps) {
+  std::string out;
+  for (Precision p : ps) out += (out.empty() ? "" : ", ") + std::string(to_string(p));
+  return out;
+}
+
+}  // namespace
+
+const std::vector<EngineSupport>& engine_support() { return kEngineSupport; }
+
+const EngineSupport& engine_support_for(bool cpu_partition) {
+  const std::string_view device = cpu_partition ? "cpu" : "cuda";
+  for (const auto& e : kEngineSupport)
+    if (e.device == device) return e;
+  return kEngineSupport.front();
+}
+
+std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_partition) {
+  const EngineSupport& e = engine_support_for(cpu_partition);
+  if (!has(e.models, w.kind))
+    return w.is_transformer() ? "transformer training not implemented on this device"
+                              : "CNN training not implemented yet (aiscale trains GPT-family models)";
+  if (!has(e.precisions, p))
+    return fmt::format("{} training not implemented on {} ranks (aiscale trains {})", to_string(p),
+                       cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions));
+  return "";
+}
+
+std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu_partition) {
+  if (std::string why = engine_gap_for_workload(w, p, cpu_partition); !why.empty()) return why;
+  const EngineSupport& e = engine_support_for(cpu_partition);
+  if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
+  if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
+  if (l.dp > 1 && !has(e.zero_stages, l.zero))
+    return fmt::format("ZeRO-{} not implemented{} (aiscale trains ZeRO {})", l.zero,
+                       cpu_partition ? " on CPU ranks" : "", list_zero(e.zero_stages));
+  if (!has(e.transports, l.transport)) return "the copy-engine transport needs GPU ranks";
+  if (!has(e.recompute, l.recompute))
+    return fmt::format("{} recomputation not implemented (aiscale's --recompute recomputes GELU "
+                       "and LayerNorm only)", to_string(l.recompute));
+  if (e.zero1_ranks_at_most_width_plus_one && l.zero == 1 && w.is_transformer() &&
+      l.dp > w.gpt.n_embd + 1)
+    return fmt::format("ZeRO-1 runs on at most n_embd + 1 = {} ranks", w.gpt.n_embd + 1);
+  return "";
+}
+
+std::string engine_support_summary(bool cpu_partition) {
+  const EngineSupport& e = engine_support_for(cpu_partition);
+  return fmt::format("`aiscale train` on {} ranks runs GPT-family models in {}; data parallelism "
+                     "with ZeRO {}{}; no tensor or pipeline parallelism, no CNN training yet",
+                     cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions),
+                     list_zero(e.zero_stages),
+                     cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)");
+}
+
+}  // namespace aiscale::plan

@@ -1,0 +1,47 @@
+// What `aiscale train` runs today, in ONE table the planner consults for every layout it
+// prices: which models, precisions, ZeRO stages, tensor/pipeline sizes, gradient
+// transports and recomputation modes the engine trains, per device kind. When the engine
+// grows (tensor/pipeline parallelism, ZeRO-2/3, CNN training), extend kEngineSupport in
+// engine_support.cpp; tests/plan/engine_support_test.cpp checks the table against the
+// train config's own validation, so the two cannot drift apart silently.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aiscale/plan/accelerator.h"
+#include "aiscale/plan/layout.h"
+
+namespace aiscale::plan {
+
+struct EngineSupport {
+  std::string_view device;                 // "cuda" (GPU partitions) or "cpu" (CPU partitions)
+  std::vector<WorkloadKind> models;        // model families `aiscale train` trains there
+  std::vector<Precision> precisions;       // train.precision values, as the planner names them
+  std::vector<int> zero_stages;            // parallel.zero_stage values
+  int max_tensor = 1;                      // largest tensor-parallel size (1: none)
+  int max_pipeline = 1;                    // largest pipeline size (1: none)
+  std::vector<GradTransport> transports;   // parallel.grad_transport values
+  std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
+  // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:
+  // at most n_embd + 1 ranks (nn/models/gpt_common.cpp).
+  bool zero1_ranks_at_most_width_plus_one = false;
+};
+
+// The table, one row per device kind.
+const std::vector<EngineSupport>& engine_support();
+// The row for a partition (cpu_partition: "cpu", else "cuda").
+const EngineSupport& engine_support_for(bool cpu_partition);
+
+// Why `aiscale train` cannot run this workload with this layout and precision on this kind
+// of partition today, or "" when it can. One short clause, e.g. "ZeRO-3 not implemented
+// (aiscale trains ZeRO 0 and 1)".
+std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu_partition);
+
+// Why no layout of this workload can run at all (the model family or the precision), or "".
+std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_partition);
+
+// One line listing what the engine runs on this kind of partition, for the plan's notes.
+std::string engine_support_summary(bool cpu_partition);
+
+}  // namespace aiscale::plan

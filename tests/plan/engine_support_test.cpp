@@ -1,0 +1,137 @@
+// The planner's table of what `aiscale train` runs (plan/engine_support.cpp) against the
+// train config's own validation: every device × precision × ZeRO stage × transport the
+// table allows must be a config the trainer accepts, and every one it refuses must be
+// refused. When the engine grows (tensor/pipeline parallelism, ZeRO-2/3, CNN training),
+// this test fails until the table says so too.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/plan/engine_support.h"
+#include "aiscale/plan/planner.h"
+#include "aiscale/train/config.h"
+
+namespace aiscale::plan {
+namespace {
+
+bool config_accepted(std::string_view device, Precision p, int zero, GradTransport t) {
+  const std::string text = fmt::format(
+      "[train]\ndevice = \"{}\"\nprecision = \"{}\"\n[parallel]\nzero_stage = {}\n"
+      "grad_transport = \"{}\"\n",
+      device, to_string(p), zero, t == GradTransport::copy_engine ? "copy-engine" : "nccl");
+  try {
+    train::parse_train_config(text, "engine_support_test", {});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+template <typename T>
+bool has(const std::vector<T>& v, T x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+TEST(PlanEngineSupport, TableAgreesWithTheTrainConfigValidation) {
+  for (const EngineSupport& e : engine_support())
+    for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
+      for (int zero = 0; zero <= 3; ++zero)
+        for (GradTransport t : {GradTransport::nccl, GradTransport::copy_engine}) {
+          const bool table = has(e.precisions, p) && has(e.zero_stages, zero) && has(e.transports, t);
+          EXPECT_EQ(table, config_accepted(e.device, p, zero, t))
+              << "device " << e.device << ", " << to_string(p) << ", ZeRO-" << zero << ", "
+              << to_string(t) << ": the table says " << (table ? "runs" : "does not run")
+              << "; update kEngineSupport in src/aiscale/plan/engine_support.cpp";
+        }
+}
+
+TEST(PlanEngineSupport, NoParallelismTheTableDoesNotKnow) {
+  // The config has no key for tensor or pipeline parallelism while the table says size 1;
+  // when such a key lands, raise max_tensor / max_pipeline in the table.
+  const std::string keys = train::config_reference();
+  for (const EngineSupport& e : engine_support()) {
+    if (e.max_tensor == 1) {
+      EXPECT_EQ(keys.find("tensor"), std::string::npos) << "a tensor-parallel key exists: update the table";
+    }
+    if (e.max_pipeline == 1) {
+      EXPECT_EQ(keys.find("pipeline"), std::string::npos) << "a pipeline key exists: update the table";
+    }
+    if (!has(e.models, WorkloadKind::cnn)) {
+      EXPECT_EQ(keys.find("resnet"), std::string::npos) << "CNN training exists: update the table";
+    }
+  }
+}
+
+TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
+  const Workload gpt = make_workload("gpt2-350m");
+  Layout l;
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.dp = 8;
+  l.zero = 1;
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  EXPECT_NE(engine_gap(gpt, l, Precision::fp32, true).find("ZeRO-1"), std::string::npos);
+  l.zero = 3;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("ZeRO-3"), std::string::npos);
+  l.zero = 0;
+  l.tp = 2;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("tensor"), std::string::npos);
+  l.tp = 1;
+  l.pp = 2;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline"), std::string::npos);
+  l.pp = 1;
+  EXPECT_NE(engine_gap(gpt, l, Precision::fp8, false).find("fp8"), std::string::npos);
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, true).find("bf16"), std::string::npos);
+  EXPECT_NE(engine_gap(make_workload("resnet50"), Layout{}, Precision::bf16, false).find("CNN"),
+            std::string::npos);
+  l.dp = 1026;  // ZeRO-1 shards inside a residual bias: at most n_embd + 1 ranks
+  l.zero = 1;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("n_embd + 1"), std::string::npos);
+}
+
+const Catalog& catalog() {
+  static const Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems");
+  return cat;
+}
+
+TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
+  PlanRequest r;
+  r.workload = make_workload("gpt2-350m");
+  r.tokens = 10e9;
+  const PlanResult res = plan(r, catalog().gpu_targets(), catalog(), Calibration{}, Assumptions{});
+  ASSERT_FALSE(res.ranked.empty());
+  for (const auto& c : res.ranked) {
+    EXPECT_TRUE(c.runs()) << c.target.label() << ": " << c.engine_gap;
+    EXPECT_EQ(c.layout.tp, 1);
+    EXPECT_EQ(c.layout.pp, 1);
+    EXPECT_LE(c.layout.zero, 1);
+  }
+  // ResNet-50: nothing runs today, and the plan says so per partition.
+  PlanRequest cnn;
+  cnn.workload = make_workload("resnet50");
+  cnn.images = kImageNetTrainImages;
+  cnn.epochs = 90;
+  const PlanResult none = plan(cnn, catalog().gpu_targets(), catalog(), Calibration{}, Assumptions{});
+  EXPECT_TRUE(none.ranked.empty());
+  ASSERT_FALSE(none.rejected.empty());
+  EXPECT_NE(none.rejected.front().reason.find("CNN training"), std::string::npos)
+      << none.rejected.front().reason;
+  // --include-unsupported: the rest, marked.
+  cnn.include_unsupported = true;
+  const PlanResult marked = plan(cnn, catalog().resolve("leonardo"), catalog(), Calibration{}, Assumptions{});
+  ASSERT_EQ(marked.ranked.size(), 1u);
+  EXPECT_FALSE(marked.ranked[0].runs());
+  // GPT-3 175B fits only with tensor/pipeline parallelism: a marked row beside none runnable.
+  PlanRequest big;
+  big.workload = make_workload("gpt3-175b");
+  big.tokens = 300e9;
+  big.include_unsupported = true;
+  const PlanResult both = plan(big, catalog().resolve("leonardo"), catalog(), Calibration{}, Assumptions{});
+  ASSERT_EQ(both.ranked.size(), 1u);
+  EXPECT_FALSE(both.ranked[0].runs());
+  ASSERT_EQ(both.rejected.size(), 1u);  // the runnable search found nothing that fits
+  EXPECT_NE(both.rejected[0].reason.find("does not fit in memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace aiscale::plan

@@ -1,0 +1,125 @@
+// The planner against every training step aiscale has measured (tests/plan/fixtures/
+// measured_runs.toml, copied from docs/results/): predicted step time and memory within
+// ±10 %. Calibrated with the 1-GPU runs only (measured_calibration.jsonl, and the CPU
+// fixture's 1-rank run); every multi-GPU step, every other model size and every arena is
+// out of sample. Prints the table of docs/guide/planner.md ("Predicted against measured").
+#include <cmath>
+#include <cstdio>
+
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "aiscale/plan/planner.h"
+
+namespace aiscale::plan {
+namespace {
+
+const std::string kFixtures = std::string(AISCALE_SOURCE_DIR) + "/tests/plan/fixtures/";
+constexpr double kTolerance = 0.10;
+
+struct Measured {
+  std::string id, page, when, card, commit, host, system, model, precision = "bf16", transport = "nccl";
+  std::string not_checked;
+  long gpus = 1, batch = 1;
+  int zero = 0;
+  double step_ms = 0, memory_gib = 0;
+  bool in_sample = false;
+};
+
+std::vector<Measured> measured_runs() {
+  const toml::table root = toml::parse_file(kFixtures + "measured_runs.toml");
+  std::vector<Measured> out;
+  for (const auto& n : *root["run"].as_array()) {
+    const auto& t = *n.as_table();
+    Measured m;
+    m.id = t["id"].value_or(std::string());
+    m.page = t["page"].value_or(std::string());
+    m.when = t["when"].value_or(std::string());
+    m.card = t["card"].value_or(std::string());
+    m.commit = t["commit"].value_or(std::string());
+    m.host = t["host"].value_or(std::string());
+    m.system = t["system"].value_or(std::string());
+    m.model = t["model"].value_or(std::string());
+    m.precision = t["precision"].value_or(m.precision);
+    m.transport = t["transport"].value_or(m.transport);
+    m.not_checked = t["not_checked"].value_or(std::string());
+    m.gpus = t["gpus"].value_or(1L);
+    m.batch = t["batch"].value_or(1L);
+    m.zero = static_cast<int>(t["zero"].value_or(0L));
+    m.step_ms = t["step_ms"].value_or(0.0);
+    m.memory_gib = t["memory_gib"].value_or(0.0);
+    m.in_sample = t["in_sample"].value_or(false);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+struct Prediction {
+  Candidate c;
+  bool calibrated = false;
+};
+
+Prediction predict(const Measured& m) {
+  const Catalog cat = load_catalog(std::string(AISCALE_SOURCE_DIR) + "/data/systems", {kFixtures + m.host});
+  const Calibration cal = load_calibration(
+      {kFixtures + "measured_calibration.jsonl", kFixtures + "devvm_cpu_measured.jsonl"}, cat);
+  PlanRequest r;
+  r.workload = make_workload(m.model);
+  r.tokens = 1e9;
+  r.precision = parse_precision(m.precision);
+  r.gpus = m.gpus;
+  r.global_batch = m.batch * m.gpus;
+  r.pins.micro_batch = static_cast<int>(m.batch);
+  r.pins.zero = m.zero;
+  r.grad_transport = parse_grad_transport(m.transport);
+  const PlanResult res = plan(r, cat.resolve(m.system), cat, cal, Assumptions{});
+  EXPECT_EQ(res.ranked.size(), 1u) << m.id << ": " << (res.rejected.empty() ? "" : res.rejected[0].reason);
+  if (res.ranked.empty()) return {};
+  return {res.ranked[0], res.ranked[0].figures.utilisation.measured};
+}
+
+double error(double predicted, double measured) { return predicted / measured - 1.0; }
+
+TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
+  const auto runs = measured_runs();
+  ASSERT_GE(runs.size(), 15u);
+  std::string table =
+      "| run | card, date, commit | GPUs × batch, precision, layout | step predicted / measured | "
+      "error | memory predicted / measured | error |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& m : runs) {
+    const Prediction p = predict(m);
+    if (p.c.layout.gpus() == 0) continue;
+    EXPECT_TRUE(p.c.runs()) << m.id << ": " << p.c.engine_gap;
+    if (m.step_ms > 0 && m.not_checked.empty()) {
+      EXPECT_TRUE(p.calibrated) << m.id << ": no calibration line matched";
+    }
+    const double step_ms = p.c.step.step_s * 1e3;
+    const double gib = p.c.memory.allocated() / (1024.0 * 1024 * 1024);
+    std::string step_cell = "-", step_err = "-", mem_cell = "-", mem_err = "-";
+    if (m.step_ms > 0) {
+      const double e = error(step_ms, m.step_ms);
+      if (m.not_checked.empty()) {
+        EXPECT_LT(std::fabs(e), kTolerance) << m.id << ": predicted " << step_ms << " ms";
+      }
+      step_cell = fmt::format("{:.2f} / {:.2f} ms", step_ms, m.step_ms);
+      step_err = fmt::format("{:+.1f}%{}", e * 100,
+                             m.in_sample ? " (in sample)" : !m.not_checked.empty() ? " (not held: see note)" : "");
+    }
+    if (m.memory_gib > 0) {
+      const double e = error(gib, m.memory_gib);
+      EXPECT_LT(std::fabs(e), kTolerance) << m.id << ": predicted " << gib << " GiB";
+      mem_cell = fmt::format("{:.2f} / {:.2f} GiB", gib, m.memory_gib);
+      mem_err = fmt::format("{:+.1f}%", e * 100);
+    }
+    table += fmt::format("| {} | {}, {}, {} | {} × {}, {}, {}{} | {} | {} | {} | {} |\n", m.id, m.card,
+                         m.when, m.commit, m.gpus, m.batch, m.precision,
+                         m.zero ? "ZeRO-1" : (m.gpus > 1 ? "DDP" : "1 GPU"),
+                         m.transport == "copy-engine" ? ", copy engines" : "", step_cell, step_err,
+                         mem_cell, mem_err);
+  }
+  std::printf("%s", table.c_str());
+}
+
+}  // namespace
+}  // namespace aiscale::plan
