@@ -12,8 +12,9 @@ namespace {
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0 or 1 (ZeRO-1 up to n_embd + 1 ranks); no tensor or pipeline parallelism.
-//  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; data parallelism over
-//    MPI with ZeRO stage 0.
+//  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
+//    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
+//    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
 //  * Neither trains CNNs yet, and train.recompute recomputes GELU and LayerNorm outputs,
 //    which is neither of Korthikanti's selective or full modes: plans without
 //    recomputation only.
@@ -30,9 +31,9 @@ const std::vector<EngineSupport> kEngineSupport = {
     {"cpu",
      {WorkloadKind::transformer},
      {Precision::fp32},
-     {0},
-     1,
-     1,
+     {0, 2, 3},
+     1 << 20,
+     1 << 20,
      {GradTransport::nccl},  // the planner's "nccl" stands for the default transport: MPI on CPU ranks
      {Recompute::none},
      false},
@@ -83,6 +84,7 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   const EngineSupport& e = engine_support_for(cpu_partition);
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
   if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
+  if (l.dp > 1 && l.zero == 3 && l.pp > 1) return "ZeRO-3 with pipeline stages not implemented";
   if (l.dp > 1 && !has(e.zero_stages, l.zero))
     return fmt::format("ZeRO-{} not implemented{} (aiscale trains ZeRO {})", l.zero,
                        cpu_partition ? " on CPU ranks" : "", list_zero(e.zero_stages));
@@ -99,10 +101,12 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
 std::string engine_support_summary(bool cpu_partition) {
   const EngineSupport& e = engine_support_for(cpu_partition);
   return fmt::format("`aiscale train` on {} ranks runs GPT-family models in {}; data parallelism "
-                     "with ZeRO {}{}; no tensor or pipeline parallelism, no CNN training yet",
+                     "with ZeRO {}{}; {}, no CNN training yet",
                      cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions),
                      list_zero(e.zero_stages),
-                     cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)");
+                     cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
+                     e.max_tensor > 1 ? "tensor and pipeline parallelism"
+                                      : "no tensor or pipeline parallelism");
 }
 
 }  // namespace aiscale::plan
