@@ -27,6 +27,8 @@ TEST(BenchMachine, GptStepGemmsCoverEveryLinearLayerThreeTimes) {
   EXPECT_EQ(shapes[0].name, "qkv.fwd");
   EXPECT_EQ(shapes[0].n, 3 * 768);
   EXPECT_TRUE(shapes[0].trans_b);
+  // The CUDA model's padded vocabulary: 50257 -> 50304.
+  EXPECT_EQ(bench::gpt_step_gemms("gpt2-124m", 2, 64, 128).at(12).n, 50304);
   EXPECT_THROW(bench::gpt_step_gemms("gpt2-124m", 1, 4096), Error);  // beyond the context
   EXPECT_THROW(bench::gpt_step_gemms("nosuchmodel", 1, 64), Error);
 }

@@ -91,7 +91,7 @@ void measure_gemms(const Settings& s, const MachineBenchOptions& o, plan::Machin
       if (!(t > 0)) continue;
       const double tflops = g.flops() / t / 1e12;
       p.gemm_peak_tflops[prec] = std::max(p.gemm_peak_tflops[prec], tflops);
-      progress(fmt::format("GEMM {} {}^3: {:.2f} TFLOP/s", prec, n, tflops));
+      progress(fmt::format("GEMM {} {}^3: {:.4g} TFLOP/s", prec, n, tflops));
       emit({{"figure", "gemm"}, {"precision", prec}, {"m", n}, {"n", n}, {"k", n}, {"seconds", t},
             {"tflops", tflops}});
     }
@@ -99,7 +99,7 @@ void measure_gemms(const Settings& s, const MachineBenchOptions& o, plan::Machin
     it = it->second > 0 ? std::next(it) : p.gemm_peak_tflops.erase(it);
 
   // The model's own GEMMs: CPU runs train in fp32, so fp64 is left out there.
-  const std::vector<GemmShape> shapes = gpt_step_gemms(o.model, s.batch, s.seq);
+  const std::vector<GemmShape> shapes = gpt_step_gemms(o.model, s.batch, s.seq, s.gpu ? 128 : 1);
   p.shapes_model = o.model;
   p.shapes_batch = s.batch;
   p.shapes_seq = s.seq;
@@ -118,7 +118,7 @@ void measure_gemms(const Settings& s, const MachineBenchOptions& o, plan::Machin
     }
     if (seconds > 0) {
       p.gemm_model_tflops[prec] = flops / seconds / 1e12;
-      progress(fmt::format("GEMMs of {} ({} x {} tokens) {}: {:.2f} TFLOP/s", o.model, s.batch,
+      progress(fmt::format("GEMMs of {} ({} x {} tokens) {}: {:.4g} TFLOP/s", o.model, s.batch,
                            s.seq, prec, p.gemm_model_tflops[prec]));
       emit({{"figure", "gemm_model_step"}, {"model", o.model}, {"batch", s.batch}, {"seq", s.seq},
             {"precision", prec}, {"flops", flops}, {"seconds", seconds},
@@ -173,12 +173,15 @@ void measure_bandwidths(const Settings& s, plan::MachineProfile& p,
 
 }  // namespace
 
-std::vector<GemmShape> gpt_step_gemms(const std::string& model, int64_t batch, int64_t seq) {
+std::vector<GemmShape> gpt_step_gemms(const std::string& model, int64_t batch, int64_t seq,
+                                      int64_t vocab_multiple) {
   const nn::GptConfig g = nn::gpt_preset(model);
   if (batch < 1 || seq < 1) fail("--batch and --seq must be at least 1 (got {} and {})", batch, seq);
   if (seq > g.block_size)
     fail("--seq {} exceeds {}'s context of {} tokens: lower --seq", seq, model, g.block_size);
   const int64_t N = batch * seq, C = g.n_embd;
+  const int64_t m = std::max<int64_t>(1, vocab_multiple);
+  const int64_t V = (g.vocab_size + m - 1) / m * m;
   struct Linear {
     const char* name;
     int64_t in, out, count;
@@ -187,7 +190,7 @@ std::vector<GemmShape> gpt_step_gemms(const std::string& model, int64_t batch, i
                            {"attn_proj", C, C, g.n_layer},
                            {"fc", C, 4 * C, g.n_layer},
                            {"fc_proj", 4 * C, C, g.n_layer},
-                           {"lm_head", C, g.vocab_size, 1}};
+                           {"lm_head", C, V, 1}};
   std::vector<GemmShape> out;
   for (const Linear& l : layers) {
     const std::string n = l.name;

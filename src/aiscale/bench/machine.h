@@ -41,8 +41,10 @@ struct GemmShape {
 
 // The GEMMs of one training step of a GPT preset on batch × seq tokens: for the block's
 // QKV, attention projection, MLP up and down projections (each n_layer times) and the LM
-// head, the forward, input-gradient and weight-gradient products.
-std::vector<GemmShape> gpt_step_gemms(const std::string& model, int64_t batch, int64_t seq);
+// head, the forward, input-gradient and weight-gradient products. The LM head covers the
+// vocabulary rounded up to `vocab_multiple` (the CUDA model pads it to a multiple of 128).
+std::vector<GemmShape> gpt_step_gemms(const std::string& model, int64_t batch, int64_t seq,
+                                      int64_t vocab_multiple = 1);
 
 // Runs every measurement (the node-local ones on rank 0, the all-reduce on every rank),
 // calls on_result with one JSON record per figure on rank 0 as it is measured, and returns
