@@ -40,7 +40,7 @@ Settings settings_of(const MachineBenchOptions& o, bool gpu) {
   s.max_size = pick(o.max_size, 2048, 512, 8192, 2048);
   s.stream_bytes = pick(o.stream_mib, 32, 8, 256, 64) << 20;
   s.allreduce_bytes = pick(o.allreduce_bytes, 16 << 20, 1 << 20, 256 << 20, 32 << 20);
-  s.repeats = static_cast<int>(o.repeats > 0 ? o.repeats : o.quick ? 2 : 5);
+  s.repeats = static_cast<int>(o.repeats > 0 ? o.repeats : o.quick ? 2 : gpu ? 5 : 3);
   return s;
 }
 

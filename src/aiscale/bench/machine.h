@@ -24,7 +24,7 @@ struct MachineBenchOptions {
   int64_t max_size = 0;     // largest square GEMM of the sweep; 0: 2048 CPU, 8192 GPU (--quick: 512, 2048)
   int64_t stream_mib = 0;   // MiB per array of the bandwidth tests; 0: 32 CPU, 256 GPU (--quick: 8, 64)
   int64_t allreduce_bytes = 0;  // message of the all-reduce; 0: 16 MiB CPU, 256 MiB GPU (--quick: 1, 32 MiB)
-  int64_t repeats = 0;      // timed repeats per figure (the median counts); 0: 5 (--quick: 2)
+  int64_t repeats = 0;      // timed repeats per figure (the median counts); 0: 3 CPU, 5 GPU (--quick: 2)
   int64_t threads = 0;      // CPU threads (OpenMP, OpenBLAS); 0: all cores
   bool quick = false;       // small sizes and few repeats (tests, a first look)
   std::string command;      // the command line, for the profile

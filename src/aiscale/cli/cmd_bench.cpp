@@ -155,7 +155,7 @@ void add_machine_command(CLI::App* bench) {
       ->check(integer_in(1, 1 << 16));
   m->add_option("--allreduce-bytes", args->o.allreduce_bytes, "all-reduce message size (default 16 MiB on CPUs, 256 MiB on GPUs)")
       ->check(integer_in(4, int64_t{1} << 40));
-  m->add_option("--repeats", args->o.repeats, "timed repeats per figure, the median counts (default 5)")
+  m->add_option("--repeats", args->o.repeats, "timed repeats per figure, the median counts (default 3 on CPUs, 5 on GPUs)")
       ->check(integer_in(1, 1000));
   m->add_option("--threads", args->o.threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(integer_in(0, 1 << 16));
