@@ -7,6 +7,7 @@
 
 #include "aiscale/bench/allreduce.h"
 #include "aiscale/bench/language.h"
+#include "aiscale/bench/machine.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
@@ -116,6 +117,84 @@ void add_allreduce_command(CLI::App* bench) {
   });
 }
 
+struct MachineArgs {
+  bench::MachineBenchOptions o;
+  std::string output;  // the profile (TOML)
+  std::string jsonl;   // also append the JSON lines here
+  std::string rendezvous = "auto";
+};
+
+// The profile's folder must exist and the name must not be a folder: checked before the
+// measurements, so a typo costs no benchmark time.
+void check_profile_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    fail("--output '{}' is a directory: give a file name, e.g. {}/machine-profile.toml", path, path);
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    fail("--output '{}': folder '{}' does not exist; create it or choose another file", path,
+         parent.string());
+}
+
+void add_machine_command(CLI::App* bench) {
+  auto args = std::make_shared<MachineArgs>();
+  auto* m = bench->add_subcommand(
+      "machine",
+      "What this node can do, measured: dense GEMM TFLOP/s per precision (cuBLASLt fp32, tf32, "
+      "bf16, fp16 on GPUs; OpenBLAS fp64, fp32 on CPUs) over a size sweep and at a GPT model's own "
+      "GEMM shapes, memory bandwidth (host STREAM-like copy/triad, device kernels), host<->device "
+      "(pinned, pageable) and peer-to-peer bandwidth, and all-reduce bus bandwidth over the ranks "
+      "it is launched on; one JSON line per figure, and with --output a machine profile (TOML) "
+      "that `aiscale plan --machine-profile` uses in place of datasheet figures");
+  m->add_option("--device", args->o.device, "auto (cuda where a GPU is visible), cpu or cuda")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  m->add_option("--model", args->o.model, "GPT preset whose GEMM shapes are measured")->capture_default_str();
+  m->add_option("--batch", args->o.batch, "sequences per micro-batch for the model's GEMMs (default 1 on CPUs, 16 on GPUs)")
+      ->check(integer_in(1, 1 << 20));
+  m->add_option("--seq", args->o.seq, "tokens per sequence for the model's GEMMs (default 128 on CPUs, 1024 on GPUs)")
+      ->check(integer_in(1, 1 << 20));
+  m->add_option("--max-size", args->o.max_size, "largest square GEMM of the sweep (default 2048 on CPUs, 8192 on GPUs)")
+      ->check(integer_in(16, 1 << 16));
+  m->add_option("--stream-mib", args->o.stream_mib, "MiB per array of the memory and copy tests (default 32 on CPUs, 256 on GPUs)")
+      ->check(integer_in(1, 1 << 16));
+  m->add_option("--allreduce-bytes", args->o.allreduce_bytes, "all-reduce message size (default 16 MiB on CPUs, 256 MiB on GPUs)")
+      ->check(integer_in(4, int64_t{1} << 40));
+  m->add_option("--repeats", args->o.repeats, "timed repeats per figure, the median counts (default 3 on CPUs, 5 on GPUs)")
+      ->check(integer_in(1, 1000));
+  m->add_option("--threads", args->o.threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
+      ->check(integer_in(0, 1 << 16));
+  m->add_flag("--quick", args->o.quick, "small sizes and 2 repeats: a first look in a few seconds");
+  m->add_option("--output,-o", args->output,
+                "write the machine profile here (TOML, written aside and renamed; "
+                "docs/guide/machine-profile.md)");
+  m->add_option("--jsonl", args->jsonl, "also append the JSON lines to this file");
+  m->add_option("--rendezvous", args->rendezvous, "GPU ranks: auto, mpi, file:/shared/path or tcp://host:port")
+      ->capture_default_str();
+  m->footer("Run it as one process for the node's figures, or one rank per GPU (aiscale launch, "
+            "mpirun, srun) to add the all-reduce: rank 0 measures the node while the others wait, "
+            "then every rank joins the all-reduce. Progress goes to stderr.");
+  m->callback([args] {
+    if (!args->output.empty()) check_profile_path(args->output);
+    parallel::CommOptions co;
+    co.device = bench::machine_bench_device(args->o.device);
+    co.rendezvous = args->rendezvous;
+    auto comm = parallel::make_communicator(co);
+    bench::MachineBenchOptions o = args->o;
+    o.device = co.device;
+    o.command = bench::this_command_line();
+    plan::MachineProfile p = bench::run_machine_bench(o, *comm, [&](const nlohmann::json& j) {
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      append_json_line(args->jsonl, j);
+    });
+    if (comm->rank() == 0 && !args->output.empty()) {
+      plan::write_machine_profile(args->output, p);
+      std::fprintf(stderr, "bench machine: profile written to %s\n", args->output.c_str());
+    }
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -165,6 +244,7 @@ void add_bench_command(CLI::App& app) {
   });
 
   add_allreduce_command(bench);
+  add_machine_command(bench);
 }
 
 }  // namespace aiscale::cli

@@ -14,6 +14,8 @@
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/log.h"
+#include "aiscale/plan/machine_profile.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/plan/report.h"
 #include "aiscale/plan/units.h"
@@ -27,6 +29,7 @@ struct PlanOptions {
   std::string catalog_dir;
   std::vector<std::string> system_files;
   std::vector<std::string> calibration;
+  std::string machine_profile;
   // workload
   std::string model;
   RunOptions run;  // model shape, micro-batch, ZeRO stage, gradient transport (cli/run_options.h)
@@ -112,10 +115,24 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
                   "`aiscale bench` result file (JSON Lines) or directory to calibrate with "
                   "(repeatable)")
       ->allow_extra_args(false);
+  app->add_option("--machine-profile", o.machine_profile,
+                  "Machine profile (TOML) from `aiscale bench machine`: its measured GEMM, memory, "
+                  "peer-to-peer and all-reduce figures replace the datasheet's for the accelerator "
+                  "it was measured on (docs/guide/machine-profile.md)");
   app->add_option("--utilisation", o.utilisation,
                   "Assumed fraction of the dense peak where nothing is measured, for large GEMMs (default 0.45 "
                   "for transformers, 0.33 for CNNs)")
       ->check(number_in(0.000001, 1));
+}
+
+// The calibration results and, with --machine-profile, the profile; a profile measured on
+// another device than a planned partition's is warned about by name and not used for it.
+Calibration open_calibration(const PlanOptions& o, const Catalog& cat, const std::vector<Target>& targets) {
+  Calibration cal = load_calibration(o.calibration, cat);
+  if (!o.machine_profile.empty())
+    for (const auto& w : attach_machine_profile(o.machine_profile, cat, targets, cal))
+      log::warn("{}", w);
+  return cal;
 }
 
 Catalog open_catalog(const PlanOptions& o) {
@@ -206,7 +223,7 @@ void run_plan(const PlanOptions& o) {
   const std::vector<Target> targets = targets_of(cat, o.systems);
   const PlanRequest r = make_request(o, true, targets);
   const Assumptions a = make_assumptions(o);
-  const Calibration cal = load_calibration(o.calibration, cat);
+  const Calibration cal = open_calibration(o, cat, targets);
   const PlanResult res = aiscale::plan::plan(r, targets, cat, cal, a);
   if (o.json) fmt::print("{}\n", plan_json(r, res, cal, a).dump(2));
   else fmt::print("{}", plan_text(r, res, cal, a, o.explain));
@@ -219,13 +236,13 @@ void run_scaling(const PlanOptions& o) {
   const auto targets = cat.resolve(o.systems.front());
   const PlanRequest r = make_request(o, false, targets);
   const Assumptions a = make_assumptions(o);
-  const Calibration cal = load_calibration(o.calibration, cat);
   if (targets.size() != 1) {
     std::string names;
     for (const auto& t : targets) names += (names.empty() ? "" : ", ") + t.label();
     fail("system '{}' has several GPU partitions ({}): name one as system/partition",
          o.systems.front(), names);
   }
+  const Calibration cal = open_calibration(o, cat, targets);
   const ScalingCurve c = scaling_curve(r, targets.front(), o.max_nodes, cat, cal, a);
   if (o.json) fmt::print("{}\n", scaling_json(r, c, cal, a).dump(2));
   else fmt::print("{}", scaling_text(r, c, cal, a));

@@ -12,6 +12,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
+#include "aiscale/plan/machine_profile.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -532,6 +533,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                       tail * 1e3, compute * 1e3, s->source)};
     }
   }
+  if (cal.machine_profile) apply_machine_profile(*cal.machine_profile, t, w, p, cat, m);
   return m;
 }
 

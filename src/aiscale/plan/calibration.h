@@ -6,6 +6,7 @@
 // Every figure says where it came from.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,12 +59,17 @@ struct CopyEngineSample {
   std::string source;
 };
 
+struct MachineProfile;  // machine_profile.h
+
 struct Calibration {
   std::vector<MfuSample> utilisation;
   std::vector<BusSample> bandwidth;
   std::vector<CopyEngineSample> copy_engine;
   std::vector<std::string> notes;  // lines read but not used, and why
   std::vector<std::string> files;
+  // `aiscale plan --machine-profile`: its figures stand in for the datasheet's where no
+  // result above measures them (machine_profile.h).
+  std::shared_ptr<const MachineProfile> machine_profile;
 
   bool empty() const { return utilisation.empty() && bandwidth.empty() && copy_engine.empty(); }
   // The measurement on this accelerator and precision whose model size is closest (in

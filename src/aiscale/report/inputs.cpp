@@ -5,6 +5,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/report/machine_profile_table.h"
 #include "aiscale/report/run_analysis.h"
 #include "aiscale/sweep/analysis.h"
 
@@ -61,6 +62,11 @@ StudyInput load_report_input(const std::string& path) {
     doc = read_json_file(path);
   }
   in.analysis = validate_analysis(doc, named);
+  // A machine profile at the directory's top is shown beside the study (additive: the
+  // analysis format itself does not carry it).
+  if (fs::is_directory(st))
+    if (nlohmann::json m = machine_profile_summary(path, in.files_read); !m.is_null())
+      in.analysis["machine_profile"] = std::move(m);
   return in;
 }
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/report/machine_profile_table.h"
+
 namespace aiscale::report {
 namespace {
 
@@ -146,6 +148,7 @@ std::string format_spread(const json& spread) {
 std::vector<Table> build_tables(const std::vector<json>& studies) {
   std::vector<Table> tables{points_table(studies), environment_table(studies)};
   if (Table a = amdahl_table(studies); !a.rows.empty()) tables.push_back(std::move(a));
+  if (Table m = machine_profile_table(studies); !m.rows.empty()) tables.push_back(std::move(m));
   tables.push_back(failed_table(studies));
   return tables;
 }
