@@ -165,7 +165,12 @@ TEST(ImageMemorySource, NormalisesAndLaysOutChannels) {
   // One 2x2 RGB image: pixel p has (10p, 100, 200).
   ImageArray a;
   a.count = 1, a.height = 2, a.width = 2, a.channels = 3;
-  for (int p = 0; p < 4; ++p) a.pixels.insert(a.pixels.end(), {uint8_t(10 * p), 100, 200});
+  a.pixels.resize(12);
+  for (int p = 0; p < 4; ++p) {
+    a.pixels[p * 3] = static_cast<uint8_t>(10 * p);
+    a.pixels[p * 3 + 1] = 100;
+    a.pixels[p * 3 + 2] = 200;
+  }
   a.labels = {0};
   ImageSourceConfig c = identity_config(1, 0, 1, false);
   c.mean = {0.0f, 100.0f / 255.0f, 0.5f};

@@ -126,5 +126,9 @@ struct ImageSourceConfig {
   std::function<void(void* pointer)> free_host;
 };
 
+// Opens the store at config.path written by `aiscale data pack-images` (an LMDB; see
+// docs/guide/images.md). Throws aiscale::Error naming the path for a missing store, one
+// written by another tool, or a configuration the store cannot serve.
+std::unique_ptr<ImageSource> open_image_source(const ImageSourceConfig& config);
 
 }  // namespace aiscale::data
