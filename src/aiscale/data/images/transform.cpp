@@ -119,46 +119,79 @@ CropBox ImageTransform::crop_for(int64_t src_width, int64_t src_height, int64_t 
   return box;
 }
 
-void ImageTransform::apply(const PixelView& src, const CropBox& box, float* out) const {
-  const AxisTaps xs = axis_taps(width_, box.x, box.width, src.width, box.flip);
-  const AxisTaps ys = axis_taps(height_, box.y, box.height, src.height, false);
-  const int64_t sc = src.channels, row = src.width * sc, plane = height_ * width_;
-  const bool nchw = layout_ == ImageLayout::nchw;
-  float value[4];
-  for (int64_t oy = 0; oy < height_; ++oy) {
-    const uint8_t* r0 = src.pixels + ys.lo[oy] * row;
-    const uint8_t* r1 = src.pixels + ys.hi[oy] * row;
+namespace {
+
+// The resampling loop with the source and served channel counts known at compile time
+// (SC 1-4 in, OC 1 or 3 out), so the per-pixel channel handling unrolls without branches.
+template <int SC, int OC>
+void resample(const PixelView& src, const AxisTaps& xs, const AxisTaps& ys, int64_t height,
+              int64_t width, bool nchw, const float* scale, const float* bias, float* out) {
+  const int64_t row = src.width * SC, plane = height * width;
+  // Separable: blend the two source rows over the columns the taps touch (a contiguous,
+  // vectorisable pass), then interpolate along the row.
+  const int64_t col_lo = *std::min_element(xs.lo.begin(), xs.lo.end());
+  const int64_t col_hi = *std::max_element(xs.hi.begin(), xs.hi.end());
+  const int64_t span = (col_hi - col_lo + 1) * SC;
+  thread_local std::vector<float> blended;
+  blended.resize(static_cast<size_t>(span));
+  float* line = blended.data() - col_lo * SC;  // indexed by source column * SC
+  for (int64_t oy = 0; oy < height; ++oy) {
+    const uint8_t* r0 = src.pixels + ys.lo[oy] * row + col_lo * SC;
+    const uint8_t* r1 = src.pixels + ys.hi[oy] * row + col_lo * SC;
     const float wy = ys.w_hi[oy];
-    for (int64_t ox = 0; ox < width_; ++ox) {
-      const int64_t x0 = xs.lo[ox] * sc, x1 = xs.hi[ox] * sc;
+    float* b = blended.data();
+    for (int64_t i = 0; i < span; ++i) {
+      const float top = r0[i];
+      b[i] = top + wy * (float(r1[i]) - top);
+    }
+    for (int64_t ox = 0; ox < width; ++ox) {
+      const float* p0 = line + xs.lo[ox] * SC;
+      const float* p1 = line + xs.hi[ox] * SC;
       const float wx = xs.w_hi[ox];
-      for (int64_t c = 0; c < sc; ++c) {
-        const float top = r0[x0 + c] + wx * (float(r0[x1 + c]) - float(r0[x0 + c]));
-        const float bottom = r1[x0 + c] + wx * (float(r1[x1 + c]) - float(r1[x0 + c]));
-        value[c] = top + wy * (bottom - top);
-      }
+      float value[SC];
+      for (int c = 0; c < SC; ++c) value[c] = p0[c] + wx * (p1[c] - p0[c]);
       // Source channels -> served channels: grey (+alpha) replicated, RGB(A) to luma,
       // alpha dropped.
-      float served[3];
-      if (channels_ == 3) {
-        if (sc >= 3) {
-          served[0] = value[0], served[1] = value[1], served[2] = value[2];
-        } else {
-          served[0] = served[1] = served[2] = value[0];
-        }
+      float served[OC];
+      if constexpr (OC == 3) {
+        for (int c = 0; c < 3; ++c) served[c] = SC >= 3 ? value[c] : value[0];
+      } else if constexpr (SC >= 3) {
+        served[0] = 0.299f * value[0] + 0.587f * value[1] + 0.114f * value[2];
       } else {
-        served[0] = sc >= 3 ? 0.299f * value[0] + 0.587f * value[1] + 0.114f * value[2] : value[0];
+        served[0] = value[0];
       }
-      const int64_t pixel = oy * width_ + ox;
-      for (int64_t c = 0; c < channels_; ++c) {
-        const float v = served[c] * scale_[c] + bias_[c];
-        if (nchw)
-          out[c * plane + pixel] = v;
-        else
-          out[pixel * channels_ + c] = v;
+      const int64_t pixel = oy * width + ox;
+      if (nchw) {
+        for (int c = 0; c < OC; ++c) out[c * plane + pixel] = served[c] * scale[c] + bias[c];
+      } else {
+        for (int c = 0; c < OC; ++c) out[pixel * OC + c] = served[c] * scale[c] + bias[c];
       }
     }
   }
+}
+
+template <int OC>
+void resample_from(const PixelView& src, const AxisTaps& xs, const AxisTaps& ys, int64_t height,
+                   int64_t width, bool nchw, const float* scale, const float* bias, float* out) {
+  switch (src.channels) {
+    case 1: return resample<1, OC>(src, xs, ys, height, width, nchw, scale, bias, out);
+    case 2: return resample<2, OC>(src, xs, ys, height, width, nchw, scale, bias, out);
+    case 3: return resample<3, OC>(src, xs, ys, height, width, nchw, scale, bias, out);
+    case 4: return resample<4, OC>(src, xs, ys, height, width, nchw, scale, bias, out);
+    default: fail("images with {} channels cannot be served (1-4 are supported)", src.channels);
+  }
+}
+
+}  // namespace
+
+void ImageTransform::apply(const PixelView& src, const CropBox& box, float* out) const {
+  const AxisTaps xs = axis_taps(width_, box.x, box.width, src.width, box.flip);
+  const AxisTaps ys = axis_taps(height_, box.y, box.height, src.height, false);
+  const bool nchw = layout_ == ImageLayout::nchw;
+  if (channels_ == 3)
+    resample_from<3>(src, xs, ys, height_, width_, nchw, scale_.data(), bias_.data(), out);
+  else
+    resample_from<1>(src, xs, ys, height_, width_, nchw, scale_.data(), bias_.data(), out);
 }
 
 }  // namespace aiscale::data
