@@ -82,10 +82,7 @@ bool Decoder::header(ImageEncoding encoding, const uint8_t* bytes, size_t size, 
       reset_jpeg();
       return false;
     }
-    if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
-      why_ = "CMYK JPEGs are not supported; convert the image to RGB";
-      return false;
-    }
+    cmyk_ = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
     out = {width, height, colorspace == TJCS_GRAY ? 1 : 3};
     return true;
   }
@@ -123,14 +120,28 @@ bool Decoder::decode(ImageEncoding encoding, const uint8_t* bytes, size_t size, 
         if (w >= min_width && h >= min_height && w * h < width * height) width = w, height = h;
       }
     }
-    pixels.resize(static_cast<size_t>(width * height * out.channels));
-    const int format = out.channels == 1 ? TJPF_GRAY : TJPF_RGB;
+    // CMYK JPEGs (a few in ImageNet, from Adobe software) decode as 4 channels, then
+    // become RGB below.
+    pixels.resize(static_cast<size_t>(width * height * (cmyk_ ? 4 : out.channels)));
+    const int format = cmyk_ ? TJPF_CMYK : out.channels == 1 ? TJPF_GRAY : TJPF_RGB;
     if (tjDecompress2(handle, bytes, static_cast<unsigned long>(size), pixels.data(),
                       static_cast<int>(width), 0, static_cast<int>(height), format, 0) != 0 &&
         tjGetErrorCode(handle) != TJERR_WARNING) {  // warnings (extra bytes) decode fine
       why_ = tjGetErrorStr2(handle);
       reset_jpeg();
       return false;
+    }
+    if (cmyk_) {
+      // Adobe writes inverted CMYK: each stored value is 255 - ink, so R = C' * K' / 255.
+      const int64_t n = width * height;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* q = pixels.data() + 4 * i;
+        const unsigned k = q[3];
+        const uint8_t r = static_cast<uint8_t>(q[0] * k / 255), g = static_cast<uint8_t>(q[1] * k / 255),
+                      b = static_cast<uint8_t>(q[2] * k / 255);
+        pixels[3 * i] = r, pixels[3 * i + 1] = g, pixels[3 * i + 2] = b;
+      }
+      pixels.resize(static_cast<size_t>(n * 3));
     }
     out.width = width, out.height = height;
     return true;

@@ -28,7 +28,8 @@ class Decoder {
 
   // false (with why()) when the bytes are not a readable image of that encoding.
   bool header(ImageEncoding encoding, const uint8_t* bytes, size_t size, ImageHeader& out);
-  // Decodes into `pixels` (rows of width * channels bytes; grey stays grey, alpha is kept).
+  // Decodes into `pixels` (rows of width * channels bytes; grey stays grey, alpha is kept,
+  // CMYK JPEGs become RGB).
   // JPEG may be decoded at a reduced scale (libjpeg's DCT scaling, 1/8 steps) so that
   // neither side falls below min_width x min_height; 0 asks for full size. The decoded
   // size is in `out`. false (with why()) for corrupt data.
@@ -41,6 +42,7 @@ class Decoder {
   void reset_jpeg();
 
   void* jpeg_ = nullptr;  // tjhandle
+  bool cmyk_ = false;     // the last JPEG header read was CMYK or YCCK
   std::string why_;
 };
 
