@@ -74,7 +74,7 @@ void MemoryImageSource::next_batch(ImageBatch& out) {
   const int64_t first = cursor_->first_position(at.index);
   const ImageArray& a = images_;
   const int64_t image_bytes = a.height * a.width * a.channels;
-  const int threads = config_.threads > 0 ? config_.threads : 1;
+  const int threads = config_.threads > 0 ? config_.threads : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t j = 0; j < B; ++j) {
     const int64_t record = order_->record_at(at.epoch, first + j);

@@ -1,7 +1,8 @@
 // An ImageSource over decoded images held in memory (an IDX set, images a test made):
 // the sampling, augmentation and normalisation of every image store (image_source.h),
-// without the decoding. Images are transformed on the calling thread, or on
-// config.threads OpenMP threads; results do not depend on the thread count.
+// without the decoding or prefetching. Images are transformed inside next_batch() on
+// config.threads OpenMP threads (0: OpenMP's default); results do not depend on the
+// thread count.
 #pragma once
 #include <memory>
 #include <string>

@@ -23,6 +23,28 @@ class LmdbEnv {
       fail("'{}' is not an image store: an LMDB directory holding data.mdb is expected (the "
            "--output of `aiscale data pack-images`)", path);
     check(mdb_env_create(&env_), "create");
+    try {
+      open_and_read_meta(path);
+    } catch (...) {
+      mdb_env_close(env_);  // the destructor does not run for a constructor that throws
+      throw;
+    }
+  }
+  ~LmdbEnv() { mdb_env_close(env_); }
+  LmdbEnv(const LmdbEnv&) = delete;
+  LmdbEnv& operator=(const LmdbEnv&) = delete;
+
+  MDB_env* env() const { return env_; }
+  MDB_dbi dbi() const { return dbi_; }
+  const ImageStoreMeta& meta() const { return meta_; }
+  const std::string& path() const { return path_; }
+
+  void check(int rc, const char* what) const {
+    if (rc != 0) fail("LMDB {} failed for image store '{}': {}", what, path_, mdb_strerror(rc));
+  }
+
+ private:
+  void open_and_read_meta(const std::string& path) {
     check(mdb_env_set_maxreaders(env_, 4096), "set readers");
     // Read-only and lock-free (the store is never written after its rename), one read
     // transaction per worker thread, no read-ahead for random access.
@@ -50,20 +72,7 @@ class LmdbEnv {
     mdb_txn_abort(txn);
     meta_ = ImageStoreMeta::from_json(text, path);
   }
-  ~LmdbEnv() { mdb_env_close(env_); }
-  LmdbEnv(const LmdbEnv&) = delete;
-  LmdbEnv& operator=(const LmdbEnv&) = delete;
 
-  MDB_env* env() const { return env_; }
-  MDB_dbi dbi() const { return dbi_; }
-  const ImageStoreMeta& meta() const { return meta_; }
-  const std::string& path() const { return path_; }
-
-  void check(int rc, const char* what) const {
-    if (rc != 0) fail("LMDB {} failed for image store '{}': {}", what, path_, mdb_strerror(rc));
-  }
-
- private:
   std::string path_;
   MDB_env* env_ = nullptr;
   MDB_dbi dbi_ = 0;

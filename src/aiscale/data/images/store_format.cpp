@@ -121,9 +121,15 @@ ImageStoreWriter::ImageStoreWriter(const std::string& dir, size_t expected_bytes
   check(mdb_env_create(&env), "create", temp_dir_);
   env_ = env;
   map_size_ = expected_bytes * 2 + (size_t{1} << 30);
-  check(mdb_env_set_mapsize(env, map_size_), "set map size", temp_dir_);
-  // The store is written once by one process: no sync per commit (finish() syncs).
-  check(mdb_env_open(env, temp_dir_.c_str(), MDB_NOSYNC, 0644), "open", temp_dir_);
+  try {
+    check(mdb_env_set_mapsize(env, map_size_), "set map size", temp_dir_);
+    // The store is written once by one process: no sync per commit (finish() syncs).
+    check(mdb_env_open(env, temp_dir_.c_str(), MDB_NOSYNC, 0644), "open", temp_dir_);
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    mdb_env_close(env);
+    fs::remove_all(temp_dir_, ec);
+    throw;
+  }
 }
 
 ImageStoreWriter::~ImageStoreWriter() {
