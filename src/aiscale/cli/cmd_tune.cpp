@@ -13,6 +13,7 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/log.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/tune/scaling.h"
@@ -51,6 +52,9 @@ void print_outcome(const tune::StudyConfig& c, const tune::StudyOutcome& out) {
   std::fflush(stdout);
 }
 
+void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dataset& data,
+                  const std::vector<int64_t>& counts, parallel::Communicator& comm);
+
 std::string config_text(const TuneArgs& a) {
   std::string text = read_file(a.config);
   for (const auto& o : a.overrides) text += "\n# --set " + o;
@@ -78,10 +82,25 @@ void run_tune(const TuneArgs& a) {
   const tune::Dataset data = tune::load_study_data(c);
   tune::check_against_data(c, data);  // the task and metric the data implies, for the summary
   auto comm = parallel::make_communicator("auto");
+  try {
+    run_on_ranks(a, c, data, counts, *comm);
+  } catch (const Error& e) {
+    // One rank's failure (a study directory of another configuration, a library error)
+    // must not leave the others waiting in a collective.
+    if (comm->world() > 1) {
+      log::error("rank {}: {}", comm->rank(), e.what());
+      comm->abort(1);
+    }
+    throw;
+  }
+}
+
+void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dataset& data,
+                  const std::vector<int64_t>& counts, parallel::Communicator& comm) {
   if (!counts.empty()) {
-    const auto rows = tune::run_scaling(c, data, counts, *comm, a.quiet);
-    if (comm->rank() == 0) {
-      tune::write_scaling(c, data, rows, comm->world());
+    const auto rows = tune::run_scaling(c, data, counts, comm, a.quiet);
+    if (comm.rank() == 0) {
+      tune::write_scaling(c, data, rows, comm.world());
       std::printf("%s-> %s/scaling.csv, %s/scaling.json\n", tune::format_scaling_table(rows).c_str(),
                   c.dir.c_str(), c.dir.c_str());
       std::fflush(stdout);
@@ -92,8 +111,8 @@ void run_tune(const TuneArgs& a) {
   o.fresh = a.fresh;
   o.quiet = a.quiet;
   o.config_text = config_text(a);
-  const tune::StudyOutcome out = tune::run_study(c, data, *comm, o);
-  if (comm->rank() == 0) print_outcome(c, out);
+  const tune::StudyOutcome out = tune::run_study(c, data, comm, o);
+  if (comm.rank() == 0) print_outcome(c, out);
 }
 
 }  // namespace

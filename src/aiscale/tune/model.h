@@ -42,6 +42,8 @@ class Model {
 std::unique_ptr<Model> fit_mlp(const Matrix& train, const FitOptions& o);
 std::unique_ptr<Model> fit_xgboost(const Matrix& train, const FitOptions& o);
 std::unique_ptr<Model> fit_model(Backend b, const Matrix& train, const FitOptions& o);
+// Whether this build has XGBoost (libxgboost-dev found at configure time).
+bool xgboost_compiled();
 
 // The MLP's and XGBoost's typed hyperparameters out of a Params map.
 int64_t param_int(const Params& p, const std::string& name);

@@ -11,6 +11,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/validate.h"
+#include "aiscale/tune/model.h"
 
 namespace aiscale::tune {
 namespace {
@@ -41,8 +42,9 @@ size_t edit_distance(const std::string& a, const std::string& b) {
                               const std::vector<std::string>& known, const std::string& what) {
   std::string best;
   size_t best_d = 1000;
+  const std::string last = key.substr(key.rfind('.') + 1);  // "study.trails" -> "trails"
   for (const auto& k : known) {
-    const size_t d = edit_distance(key, k);
+    const size_t d = edit_distance(last, k);
     if (d < best_d) best_d = d, best = k;
   }
   fail("{}: unknown {} '{}'{}; known: {}", source, what, key,
@@ -200,6 +202,9 @@ void apply(StudyConfig& c, const toml::table& root) {
   if (auto* n = get("study", "name")) c.name = r.text(*n, "study.name");
   if (auto* n = get("study", "backend"))
     c.backend = r.text(*n, "study.backend", {"mlp", "xgboost"}) == "mlp" ? Backend::mlp : Backend::xgboost;
+  if (c.backend == Backend::xgboost && !xgboost_compiled())
+    fail("{}: study.backend = \"xgboost\", but this aiscale was built without XGBoost: install "
+         "Debian's libxgboost-dev (scripts/setup.sh does) and rebuild, or use backend = \"mlp\"", c.config_path);
   if (auto* n = get("study", "task")) {
     c.task = r.text(*n, "study.task", {"regression", "classification"}) == "regression"
                  ? TaskKind::regression : TaskKind::classification;

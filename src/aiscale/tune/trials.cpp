@@ -48,9 +48,14 @@ std::vector<Value> grid_values(const ParamSpec& p) {
     case ParamKind::log_uniform:
       for (int64_t i = 0; i < p.points; ++i) {
         const double t = p.points == 1 ? 0.5 : static_cast<double>(i) / static_cast<double>(p.points - 1);
-        out.push_back(Value{p.kind == ParamKind::uniform
-                                ? p.low + t * (p.high - p.low)
-                                : std::exp(std::log(p.low) + t * (std::log(p.high) - std::log(p.low)))});
+        // The ends exactly (exp(log(x)) is not always x); one point: the middle.
+        double v = 0;
+        if (p.points == 1) v = p.kind == ParamKind::uniform ? 0.5 * (p.low + p.high) : std::sqrt(p.low * p.high);
+        else if (i == 0) v = p.low;
+        else if (i == p.points - 1) v = p.high;
+        else if (p.kind == ParamKind::uniform) v = p.low + t * (p.high - p.low);
+        else v = std::exp(std::log(p.low) + t * (std::log(p.high) - std::log(p.low)));
+        out.emplace_back(v);
       }
       return out;
   }

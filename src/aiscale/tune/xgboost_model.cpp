@@ -1,14 +1,15 @@
 // Gradient-boosted trees through XGBoost's C API (Debian's libxgboost-dev). The scheduler
 // sets each model's nthread, so many boosters train side by side without oversubscribing.
+#include "aiscale/core/error.h"
+#include "aiscale/tune/model.h"
+
+#ifdef AISCALE_HAVE_XGBOOST
 #include <xgboost/c_api.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
-
-#include "aiscale/core/error.h"
-#include "aiscale/tune/model.h"
 
 namespace aiscale::tune {
 namespace {
@@ -93,5 +94,17 @@ class Booster final : public Model {
 std::unique_ptr<Model> fit_xgboost(const Matrix& train, const FitOptions& o) {
   return std::make_unique<Booster>(train, o);
 }
+bool xgboost_compiled() { return true; }
 
 }  // namespace aiscale::tune
+#else
+namespace aiscale::tune {
+
+std::unique_ptr<Model> fit_xgboost(const Matrix&, const FitOptions&) {
+  fail("study.backend = \"xgboost\": this aiscale was built without XGBoost: install Debian's "
+       "libxgboost-dev (scripts/setup.sh does) and rebuild, or use backend = \"mlp\"");
+}
+bool xgboost_compiled() { return false; }
+
+}  // namespace aiscale::tune
+#endif
