@@ -7,6 +7,7 @@
 
 #include "aiscale/bench/allreduce.h"
 #include "aiscale/bench/language.h"
+#include "aiscale/bench/loader.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
@@ -111,6 +112,65 @@ void add_allreduce_command(CLI::App* bench) {
   });
 }
 
+struct LoaderArgs {
+  bench::LoaderBenchOptions o;
+  std::string size = "500x375";
+  std::string output;
+};
+
+void add_loader_command(CLI::App* bench) {
+  auto args = std::make_shared<LoaderArgs>();
+  auto* loader = bench->add_subcommand(
+      "loader",
+      "Images/s the host's cores decode and augment through the image loader (TurboJPEG/libpng, "
+      "random-resized-crop + flip, normalisation), one JSON line per worker-thread count, from a "
+      "store packed by `aiscale data pack-images` (--data) or a synthetic JPEG set packed into a "
+      "temporary folder (--synthetic)");
+  loader->add_option("--data", args->o.data, "an image store (the --output of data pack-images)");
+  loader->add_option("--synthetic", args->o.synthetic,
+                     "without --data: this many synthetic photo-like JPEGs")
+      ->capture_default_str()->check(integer_in(1, 10'000'000));
+  loader->add_option("--size", args->size, "synthetic images' size, WxH or S (square)")->capture_default_str();
+  loader->add_option("--classes", args->o.classes, "synthetic: classes")->capture_default_str()
+      ->check(integer_in(1, 1'000'000));
+  loader->add_option("--workdir", args->o.workdir, "synthetic: folder for the temporary store (default: $TMPDIR)");
+  loader->add_option("--crop", args->o.crop, "served height and width")->capture_default_str()
+      ->check(integer_in(1, 65535));
+  loader->add_option("--batch", args->o.batch_size, "images per batch")->capture_default_str()
+      ->check(integer_in(1, 1'000'000));
+  loader->add_option("--threads", args->o.threads,
+                     "worker-thread counts to sweep, e.g. 1,4,16 (default: 1, 2, 4, ... and all usable cores)")
+      ->delimiter(',')->check(integer_in(1, 4096));
+  loader->add_option("--batches", args->o.batches, "timed batches per thread count")->capture_default_str()
+      ->check(integer_in(1, 1'000'000));
+  loader->add_option("--warmup", args->o.warmup, "untimed batches first")->capture_default_str()
+      ->check(integer_in(0, 1'000'000));
+  loader->add_flag("!--validation", args->o.train, "centre crop instead of random-resized-crop + flip");
+  loader->add_option("--stage", args->o.stage, "none, ram or local:DIR (copy the store first)")->capture_default_str();
+  loader->add_option("--layout", args->o.layout, "nchw or nhwc")->capture_default_str()
+      ->check(CLI::IsMember({"nchw", "nhwc"}));
+  loader->add_option("--gpu-images-per-s", args->o.gpu_images_per_s,
+                     "images/s one GPU trains at (e.g. from bench vision): adds ratio_to_gpu")
+      ->check(number_in(0));
+  loader->add_option("--output,-o", args->output, "also append the JSON lines to this file");
+  loader->callback([args] {
+    bench::LoaderBenchOptions o = args->o;
+    const std::string& size = args->size;
+    const size_t x = size.find('x');
+    try {
+      o.synthetic_width = std::stoll(size.substr(0, x));
+      o.synthetic_height = x == std::string::npos ? o.synthetic_width : std::stoll(size.substr(x + 1));
+    } catch (const std::exception&) {
+      fail("--size '{}': give WxH (e.g. 500x375) or one side (e.g. 256)", size);
+    }
+    bench::run_loader_bench(o, [&](const nlohmann::json& j) {
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      append_json_line(args->output, j);
+    });
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -160,6 +220,7 @@ void add_bench_command(CLI::App& app) {
   });
 
   add_allreduce_command(bench);
+  add_loader_command(bench);
 }
 
 }  // namespace aiscale::cli

@@ -1,12 +1,15 @@
-// `aiscale data`: tokenize text into llm.c-format token shards, and inspect a shard.
+// `aiscale data`: tokenize text into llm.c-format token shards, inspect a shard, and pack
+// images into an LMDB image store (pack-images).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +19,8 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
+#include "aiscale/data/images/idx.h"
+#include "aiscale/data/images/pack_images.h"
 #include "aiscale/data/token_shard.h"
 #include "aiscale/data/tokenize_corpus.h"
 #include "aiscale/data/tokenizer.h"
@@ -151,11 +156,115 @@ void run_inspect(const InspectArgs& args) {
   }
 }
 
+struct PackImagesArgs {
+  data::PackImagesOptions o;
+  std::string fashion_mnist;  // a folder with Fashion-MNIST's four IDX files
+  bool fashion_mnist_given = false;
+};
+
+void print_pack_summary(const data::PackImagesSummary& s, const std::string& output) {
+  const data::ImageStoreMeta& m = s.meta;
+  const std::string size = m.height > 0 ? fmt::format("{}x{}", m.height, m.width) : "mixed sizes";
+  fmt::print("packed {} images ({} classes, {} channel(s), {}) into {} in {:.1f} s: {} of images\n",
+             m.records, m.classes, m.channels, size, output, s.seconds, human_count(double(s.bytes)) + "B");
+  fmt::print("mean [{:.4f}], std [{:.4f}]\n", fmt::join(m.mean, ", "), fmt::join(m.std, ", "));
+  if (s.skipped_bad > 0) fmt::print("skipped {} unreadable file(s) (--skip-bad-images)\n", s.skipped_bad);
+  if (s.skipped_other > 0) fmt::print("left out {} file(s) that are not .jpg, .jpeg or .png\n", s.skipped_other);
+}
+
+void run_pack_one(const data::PackImagesOptions& o) {
+  const bool tty = ::isatty(::fileno(stderr)) != 0;
+  double last = -1e9;
+  const data::PackImagesSummary s = data::pack_images(o, [&](const data::PackImagesProgress& p) {
+    const bool done = p.done >= p.total;
+    if (!done && p.seconds - last < (tty ? 0.5 : 10.0)) return;
+    last = p.seconds;
+    const std::string line = fmt::format("pack-images: {:5.1f}% {} of {} images, {} images/s",
+                                         100.0 * p.done / p.total, p.done, p.total,
+                                         human_count(p.seconds > 0 ? p.done / p.seconds : 0));
+    if (tty)
+      fmt::print(stderr, "\r{:<80}{}", line, done ? "\n" : "");
+    else
+      fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
+  });
+  print_pack_summary(s, o.output);
+}
+
+void run_pack_images(const PackImagesArgs& args) {
+  if (!args.fashion_mnist_given) {
+    run_pack_one(args.o);
+    return;
+  }
+  // Fashion-MNIST: both splits, OUTPUT/train and OUTPUT/test, with the class names.
+  namespace fs = std::filesystem;
+  const fs::path dir = args.fashion_mnist.empty() ? fs::path(data::kFashionMnistDir) : fs::path(args.fashion_mnist);
+  for (const auto& [split, prefix] : {std::pair{"train", "train"}, std::pair{"test", "t10k"}}) {
+    data::PackImagesOptions o = args.o;
+    o.idx_images = (dir / fmt::format("{}-images-idx3-ubyte.gz", prefix)).string();
+    o.idx_labels = (dir / fmt::format("{}-labels-idx1-ubyte.gz", prefix)).string();
+    o.output = (fs::path(args.o.output) / split).string();
+    if (o.class_names.empty()) o.class_names = data::fashion_mnist_class_names();
+    run_pack_one(o);
+  }
+}
+
+void add_pack_images_command(CLI::App* data) {
+  auto args = std::make_shared<PackImagesArgs>();
+  CLI::App* pack = data->add_subcommand(
+      "pack-images",
+      "Pack images with labels into an LMDB image store for vision training and `bench loader`: "
+      "an ImageFolder tree (--folder: one subfolder per class, class index = sorted folder "
+      "name; JPEG/PNG stored as they are), IDX files (--idx-images/--idx-labels), or "
+      "Fashion-MNIST's train and test splits (--fashion-mnist). Writes aside and renames, so "
+      "OUTPUT is whole or absent. Record format: docs/guide/images.md");
+  pack->add_option("--folder", args->o.folder, "ImageFolder root: ROOT/<class>/**/*.{jpg,jpeg,png}");
+  pack->add_option("--idx-images", args->o.idx_images, "IDX images file (N,H,W) or (N,H,W,C), .gz or not");
+  pack->add_option("--idx-labels", args->o.idx_labels, "IDX labels file (N) belonging to --idx-images");
+  auto* fm = pack->add_option("--fashion-mnist", args->fashion_mnist,
+                              "pack Fashion-MNIST's train and test IDX files from DIR (default: "
+                              "/usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist) "
+                              "into OUTPUT/train and OUTPUT/test")
+                  ->expected(0, 1);
+  pack->add_option("--output,-o", args->o.output,
+                   "the store directory to create (must not exist; with --fashion-mnist: the folder "
+                   "for train/ and test/)")
+      ->required();
+  pack->add_option("--encode", args->o.encode, "IDX input: how to store pixels: png (lossless), jpeg or raw")
+      ->capture_default_str()->check(CLI::IsMember({"png", "jpeg", "raw"}));
+  pack->add_option("--jpeg-quality", args->o.jpeg_quality, "IDX input with --encode jpeg: quality")
+      ->capture_default_str()->check(integer_in(1, 100));
+  pack->add_option("--class-names", args->o.class_names,
+                   "IDX input: a name per class in label order, comma-separated (default: 0, 1, ...; "
+                   "Fashion-MNIST's names with --fashion-mnist)")
+      ->delimiter(',');
+  pack->add_option("--max-per-class", args->o.max_per_class,
+                   "keep the first M images of each class (a reduced set; 0: all)")
+      ->capture_default_str()->check(integer_in(0));
+  pack->add_option("--limit", args->o.limit, "then keep the first N images (0: all)")
+      ->capture_default_str()->check(integer_in(0));
+  pack->add_flag("--skip-bad-images", args->o.skip_bad_images,
+                 "folder input: leave out files that cannot be decoded (counted) instead of failing");
+  pack->add_option("--threads", args->o.threads, "decoding/encoding threads (0: all cores); the store "
+                   "is the same for any count")
+      ->capture_default_str()->check(thread_count());
+  pack->callback([args, fm] {
+    args->fashion_mnist_given = fm->count() > 0;
+    const int inputs = int(!args->o.folder.empty()) + int(!args->o.idx_images.empty() || !args->o.idx_labels.empty()) +
+                       int(args->fashion_mnist_given);
+    if (inputs != 1)
+      fail("pack-images needs exactly one input: --folder DIR, --idx-images F --idx-labels F, or "
+           "--fashion-mnist [DIR]");
+    run_pack_images(*args);
+  });
+}
+
 }  // namespace
 
 void add_data_command(CLI::App& app) {
   CLI::App* data = app.add_subcommand(
-      "data", "Prepare language-model data: tokenize text into token shards, inspect shards");
+      "data", "Prepare data: tokenize text into token shards, inspect shards, pack images into an "
+      "LMDB image store");
   data->require_subcommand(1);
 
   auto targs = std::make_shared<TokenizeArgs>();
@@ -219,6 +328,8 @@ void add_data_command(CLI::App& app) {
   inspect->add_option("--vocab-dir", iargs->vocab_dir,
                       "Directory with GPT-2's encoder.json and vocab.bpe (see tokenize --help)");
   inspect->callback([iargs] { run_inspect(*iargs); });
+
+  add_pack_images_command(data);
 }
 
 }  // namespace aiscale::cli
