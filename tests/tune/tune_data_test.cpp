@@ -116,9 +116,9 @@ TEST(TuneIdx, ReadsImagesScaledAndPooled) {
   EXPECT_FLOAT_EQ(p.x[0], 0.25f);  // one white pixel of four
   EXPECT_NE(error_of([&] { tune::read_idx((dir / "img.idx").string(), (dir / "lab.idx").string(), 3); })
                 .find("does not divide"), std::string::npos);
-  write_idx(dir, 0x801);
-  EXPECT_NE(error_of([&] { tune::read_idx((dir / "img.idx").string(), (dir / "lab.idx").string()); })
-                .find("magic number 0x00000803"), std::string::npos);
+  write_idx(dir, 0x801);  // a labels header on the images file: refused, naming the file
+  const std::string e = error_of([&] { tune::read_idx((dir / "img.idx").string(), (dir / "lab.idx").string()); });
+  EXPECT_NE(e.find((dir / "img.idx").string()), std::string::npos) << e;
   fs::remove_all(dir);
 }
 

@@ -31,8 +31,8 @@ struct Dataset {
 // cells, an empty (missing) cell, a cell that is not a number.
 Dataset read_csv(const std::string& path, const std::string& target, TaskKind kind);
 
-// IDX images (magic 0x00000803, unsigned bytes, n x rows x cols) and labels (0x00000801):
-// plain or gzip-compressed (.gz). Pixels become features scaled to [0, 1].
+// IDX images (n x rows x cols [x channels], unsigned bytes) and labels, plain or gzip'd,
+// read with data/images/idx.h. Pixels become features scaled to [0, 1].
 // pool > 1 averages pool x pool blocks of pixels (28x28 with pool 2: 14x14 features); the
 // image's sides must be multiples of pool.
 Dataset read_idx(const std::string& images_path, const std::string& labels_path, int64_t pool = 1);
