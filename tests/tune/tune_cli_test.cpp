@@ -81,6 +81,35 @@ TEST(TuneCli, ScalingTableForOneHundredAndThousandTinyModels) {
   fs::remove_all(dir);
 }
 
+TEST(TuneCli, JobArrayShardsRunTheirShareAndALaterRunMerges) {
+  const fs::path dir = temp_dir("tune-cli-shard");
+  const std::string body =
+      "backend = \"mlp\"\ntrials = 4\nfolds = 2\n[data]\nsource = \"synthetic\"\nsynthetic_rows = 300\n"
+      "[params.lr]\ntype = \"log-uniform\"\nlow = 1e-3\nhigh = 3e-2\n";
+  const std::string cfg = write_study(dir, body);
+  auto r = run_aiscale("tune " + cfg + " --shard 0/2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("shard 0/2: 5 tasks run, 0 resumed"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "out/results.json"));  // a shard merges nothing
+  r = run_aiscale("tune " + cfg + " --shard array", "SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_COUNT=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("shard 1/2: 5 tasks run"), std::string::npos) << r.output;
+  r = run_aiscale("tune " + cfg + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 tasks run, 10 resumed"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "out/results.json"));
+  EXPECT_NE(run_aiscale("tune " + cfg + " --shard 2/2").output.find("K must be below N"), std::string::npos);
+  EXPECT_NE(run_aiscale("tune " + cfg + " --shard 0/2 --fresh").output.find("cannot be combined with --fresh"),
+            std::string::npos);
+  r = run_aiscale("tune " + cfg + " --shard array", "env -u SLURM_ARRAY_TASK_ID -u SLURM_ARRAY_TASK_COUNT");
+  EXPECT_NE(r.output.find("SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are not set"), std::string::npos) << r.output;
+  const std::string halving = write_study(dir, body + "[halving]\nmin_budget = 1\nmax_budget = 3\n");
+  r = run_aiscale("tune " + halving + " --shard 0/2 --set study.dir=" + (dir / "h").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("successive halving needs every result of a rung"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(TuneCli, BadInputFailsNamingTheInputAndWritesNothing) {
   const fs::path dir = temp_dir("tune-cli-bad");
   std::ofstream(dir / "bad.csv") << "a,b,y\n1,2,3\n4,x,6\n";

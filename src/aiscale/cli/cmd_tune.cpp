@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -30,6 +32,7 @@ struct TuneArgs {
   int64_t threads_per_task = -1;
   bool fresh = false;
   bool quiet = false;
+  std::string shard;  // "K/N" or "array"
   std::string synthetic_csv;
   int64_t rows = 100000;
   double noise = 0.1;
@@ -55,6 +58,29 @@ void print_outcome(const tune::StudyConfig& c, const tune::StudyOutcome& out) {
 void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dataset& data,
                   const std::vector<int64_t>& counts, parallel::Communicator& comm);
 
+// "K/N", or "array": this job's place in a Slurm job array (sbatch --array=...).
+std::pair<int64_t, int64_t> parse_shard(const std::string& text) {
+  if (text == "array") {
+    const auto id = validate::env_int("SLURM_ARRAY_TASK_ID", 0, 10000000);
+    const auto count = validate::env_int("SLURM_ARRAY_TASK_COUNT", 1, 10000000);
+    if (!id || !count)
+      fail("--shard array: SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are not set: submit the "
+           "job with sbatch --array=0-N (N + 1 jobs), or give --shard K/N");
+    const int64_t first = validate::env_int("SLURM_ARRAY_TASK_MIN", 0, 10000000).value_or(0);
+    if (*id - first >= *count)
+      fail("--shard array: SLURM_ARRAY_TASK_ID = {} is not within the {} tasks of the array from {}: "
+           "use a contiguous array (sbatch --array=0-{})", *id, *count, first, *count - 1);
+    return {*id - first, *count};
+  }
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos)
+    fail("--shard '{}': write K/N (this job runs share K of N, K from 0) or array", text);
+  const int64_t n = validate::parse_int(text.substr(slash + 1), 1, 10000000, "--shard (N of K/N)");
+  const int64_t k = validate::parse_int(text.substr(0, slash), 0, 10000000, "--shard (K of K/N)");
+  if (k >= n) fail("--shard {}: K must be below N (the shares are numbered 0 to {})", text, n - 1);
+  return {k, n};
+}
+
 std::string config_text(const TuneArgs& a) {
   std::string text = read_file(a.config);
   for (const auto& o : a.overrides) text += "\n# --set " + o;
@@ -77,6 +103,9 @@ void run_tune(const TuneArgs& a) {
   tune::StudyConfig c = tune::load_study_config(a.config, a.overrides);
   if (a.threads >= 0) c.threads = validate::thread_count(a.threads, "--threads");
   if (a.threads_per_task >= 0) c.threads_per_task = validate::in_range(a.threads_per_task, int64_t{0}, validate::kMaxThreads, "--threads-per-task");
+  if (!a.shard.empty() && (a.fresh || !a.scaling.empty()))
+    fail("--shard runs a share of a study's tasks beside other jobs: it cannot be combined with "
+         "{} (start the study over without --shard first)", a.fresh ? "--fresh" : "--scaling");
   std::vector<int64_t> counts;
   if (!a.scaling.empty()) counts = tune::parse_model_counts(a.scaling);  // checked before any work
   const tune::Dataset data = tune::load_study_data(c);
@@ -108,11 +137,22 @@ void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dat
     return;
   }
   tune::RunOptions o;
+  if (!a.shard.empty()) std::tie(o.shard, o.shards) = parse_shard(a.shard);
   o.fresh = a.fresh;
   o.quiet = a.quiet;
   o.config_text = config_text(a);
   const tune::StudyOutcome out = tune::run_study(c, data, comm, o);
-  if (comm.rank() == 0) print_outcome(c, out);
+  if (comm.rank() != 0) return;
+  if (!out.merged) {
+    std::printf("shard %lld/%lld: %lld tasks run, %lld resumed, %.2f s -> %s/tasks; once every shard "
+                "has finished, run aiscale tune %s without --shard to merge the results\n",
+                static_cast<long long>(o.shard), static_cast<long long>(o.shards),
+                static_cast<long long>(out.tasks_run), static_cast<long long>(out.tasks_resumed),
+                out.wall_seconds, c.dir.c_str(), a.config.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  print_outcome(c, out);
 }
 
 }  // namespace
@@ -134,6 +174,10 @@ void add_tune_command(CLI::App& app) {
                   "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)");
   cmd->add_flag("--fresh", a->fresh, "discard the finished tasks of an earlier run in the tune directory (default: resume)");
   cmd->add_flag("-q,--quiet", a->quiet, "print only the summary");
+  cmd->add_option("--shard", a->shard,
+                  "K/N: run share K (from 0) of N of the tasks and stop without merging (a job of a "
+                  "job array; no [halving]); array: K and N from SLURM_ARRAY_TASK_ID/COUNT. A run "
+                  "without --shard afterwards merges");
   cmd->add_option("--synthetic-csv", a->synthetic_csv,
                   "write the synthetic regression (y = 3x1 - 2x2 + x3 x4 + sin(pi x5) + 0.5 x6^2 + noise) "
                   "as CSV to this file and stop");

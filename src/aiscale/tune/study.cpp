@@ -77,13 +77,16 @@ struct RungStats {
 };
 
 // Runs this rank's share of `tasks` (those not finished before), then waits for every rank.
-RungStats run_rung(const StudyConfig& c, const Dataset& d, const std::vector<Split>& splits, const std::vector<TaskSpec>& tasks,
-                   parallel::Communicator& comm, int threads) {
+RungStats run_rung(const StudyConfig& c, const Dataset& d, const std::vector<Split>& splits,
+                   const std::vector<TaskSpec>& tasks, parallel::Communicator& comm, int threads,
+                   const RunOptions& o) {
   const fs::path task_dir = fs::path(c.dir) / "tasks";
   std::vector<size_t> mine;
   RungStats stats;
+  const auto slots = static_cast<size_t>(o.shards * comm.world());
+  const auto slot = static_cast<size_t>(o.shard * comm.world() + comm.rank());
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (static_cast<int>(i % static_cast<size_t>(comm.world())) != comm.rank()) continue;
+    if (i % slots != slot) continue;
     if (fs::exists(task_dir / (tasks[i].id + ".json"))) ++stats.resumed;
     else mine.push_back(i);
   }
@@ -175,6 +178,10 @@ Dataset load_study_data(const StudyConfig& c) {
 StudyOutcome run_study(StudyConfig c, const Dataset& d, parallel::Communicator& comm, const RunOptions& o) {
   const auto study_start = Clock::now();
   check_against_data(c, d);
+  if (o.shards > 1 && c.halving.enabled)
+    fail("{}: --shard splits the tasks of one rung among jobs, but successive halving needs every "
+         "result of a rung before the next: remove [halving] for a job array, or run the study as "
+         "one job (ranks across nodes)", c.config_path);
   const int threads = available_threads(c.threads);
   if (comm.rank() == 0) prepare_directory(c, d, o, comm.world());
   comm.barrier();
@@ -208,7 +215,14 @@ StudyOutcome run_study(StudyConfig c, const Dataset& d, parallel::Communicator& 
         tasks.push_back({task_id(t, rung, f), t, f, rung, param_int(p, budget_h.name), p});
     }
     const auto rung_start = Clock::now();
-    const RungStats stats = run_rung(c, d, splits, tasks, comm, threads);
+    const RungStats stats = run_rung(c, d, splits, tasks, comm, threads, o);
+    if (o.shards > 1) {  // one job of an array: the merge is a later run's
+      out.tasks_run = stats.run;
+      out.tasks_resumed = stats.resumed;
+      out.merged = false;
+      out.wall_seconds = std::chrono::duration<double>(Clock::now() - study_start).count();
+      return out;
+    }
     collect(c, tasks, results);
     out.tasks_run += stats.run;
     out.tasks_resumed += stats.resumed;

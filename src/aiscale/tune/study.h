@@ -38,6 +38,7 @@ struct StudyOutcome {
   TrialResult defaults;
   TrialResult best;
   int64_t tasks_run = 0, tasks_resumed = 0;
+  bool merged = true;  // false for one shard of a job array: no table, no best model
   double wall_seconds = 0;
   std::string dir;
 };
@@ -46,6 +47,10 @@ struct RunOptions {
   bool fresh = false;   // discard the task results of an earlier run of this directory
   bool quiet = false;
   std::string config_text;  // the study file's text (with --set lines), for tune.json
+  // A share of the tasks for one job of a Slurm job array: shard k of n runs the tasks
+  // whose index i satisfies i mod (n x ranks) = k x ranks + rank, writes their result files
+  // and stops; a later run without a shard (every task then found) merges the results.
+  int64_t shard = 0, shards = 1;
 };
 
 // Loads the data a study names ([data]), subsampled as asked.
