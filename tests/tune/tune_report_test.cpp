@@ -1,9 +1,10 @@
 // `aiscale report` draws a tune directory: the time-vs-models chart from --scaling and the
-// best-score-vs-trials chart from a search.
+// best-score-vs-trials chart from a search; both drawn in headless Chromium.
 #include <gtest/gtest.h>
 
 #include <fstream>
 
+#include "../support/chromium.h"
 #include "../support/run_support.h"
 #include "aiscale/report/inputs.h"
 
@@ -37,6 +38,30 @@ TEST(TuneReport, ScalingAndSearchBecomeCharts) {
   EXPECT_NE(html.find("Best score against trials"), std::string::npos);
   r = run_aiscale("report " + (dir / "out").string() + " -o " + (dir / "r.md").string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// Both tune charts are drawn by Vega-Lite in headless Chromium without errors.
+TEST(TuneReport, ChartsDrawInChromium) {
+  const fs::path dir = temp_dir("tune-report-chromium");
+  std::ofstream(dir / "s.toml") << "[study]\nname = \"rep\"\nfolds = 2\ntrials = 3\nthreads = 2\ndir = \""
+                                << (dir / "out").string() << "\"\n[data]\nsource = \"synthetic\"\nsynthetic_rows = 100\n"
+                                << "[fixed]\nepochs = 1\n[params.hidden]\ntype = \"int\"\nlow = 2\nhigh = 8\n";
+  const std::string cfg = (dir / "s.toml").string();
+  ASSERT_EQ(run_aiscale("tune " + cfg + " --scaling 1,10 -q").exit_code, 0);
+  ASSERT_EQ(run_aiscale("tune " + cfg + " -q").exit_code, 0);
+  auto r = run_aiscale("report " + (dir / "out").string() + " -o " + (dir / "r.html").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  BrowserView v = open_in_chromium(dir / "r.html", dir);
+  EXPECT_EQ(v.status["done"], "true") << v.status["text"] << "\n" << v.log;
+  EXPECT_EQ(v.status["charts"], "2");
+  EXPECT_EQ(v.status["rendered"], "2") << v.status["text"];
+  EXPECT_EQ(v.status["errors"], "0") << v.status["text"];
+  for (const char* id : {"tune_time", "tune_best"}) EXPECT_TRUE(chart_drawn(v.dom, id)) << id;
   fs::remove_all(dir);
 }
 
