@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
       for (long task; (task = next.fetch_add(1)) < models * folds;) {
         const long f = task % folds;
         DMatrixHandle dtrain, deval;
-        XGB(XGDMatrixCreateFromMat(train_x[f].data(), train_y[f].size(), cols, NAN, &dtrain));
+        XGB(XGDMatrixCreateFromMat_omp(train_x[f].data(), train_y[f].size(), cols, NAN, &dtrain, 1));
         XGB(XGDMatrixSetFloatInfo(dtrain, "label", train_y[f].data(), train_y[f].size()));
-        XGB(XGDMatrixCreateFromMat(eval_x[f].data(), eval_x[f].size() / cols, cols, NAN, &deval));
+        XGB(XGDMatrixCreateFromMat_omp(eval_x[f].data(), eval_x[f].size() / cols, cols, NAN, &deval, 1));
         BoosterHandle b;
         XGB(XGBoosterCreate(&dtrain, 1, &b));
         XGB(XGBoosterSetParam(b, "nthread", "1"));

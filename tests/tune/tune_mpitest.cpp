@@ -90,3 +90,27 @@ TEST(TuneMpi, XgboostOnFashionMnist) {
 }
 
 }  // namespace
+
+namespace {
+
+// The scaling table on 2 ranks: each count's tasks are spread over both, the serial time
+// summed over them.
+TEST(TuneMpi, ScalingTableOnTwoRanks) {
+  const fs::path dir = temp_dir("tune-mpi-scaling");
+  std::ofstream(dir / "s.toml") << "[study]\nname = \"scaling\"\nfolds = 2\ndir = \"" << (dir / "out").string()
+                                << "\"\n[data]\nsource = \"synthetic\"\nsynthetic_rows = 100\n"
+                                << "[fixed]\nepochs = 1\nbatch_size = 50\n[params.hidden]\ntype = \"int\"\nlow = 2\nhigh = 8\n";
+  const RunOutput r = two_ranks("tune " + (dir / "s.toml").string() + " --scaling 1,100,1000");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto doc = nlohmann::json::parse(read_bytes(dir / "out/scaling.json"));
+  EXPECT_EQ(doc["ranks"], 2);
+  ASSERT_EQ(doc["rows"].size(), 3u);
+  for (const auto& row : doc["rows"]) {
+    EXPECT_EQ(row["threads"], 2);  // one thread on each rank (OMP_NUM_THREADS=1)
+    EXPECT_GT(row["serial_seconds"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(doc["rows"][2]["tasks"], 2000);
+  fs::remove_all(dir);
+}
+
+}  // namespace
