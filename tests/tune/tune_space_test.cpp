@@ -92,6 +92,9 @@ TEST(TuneSpace, FoldsAgainstRowsAndMetricAgainstTask) {
   c = load(kBase, {"study.metric=accuracy"});
   e = error_of([&] { tune::check_against_data(c, d); });
   EXPECT_NE(e.find("does not fit a regression task"), std::string::npos) << e;
+  c = load(kBase, {"study.task=classification"});
+  e = error_of([&] { tune::check_against_data(c, d); });
+  EXPECT_NE(e.find("study.task = \"classification\", but synthetic regression"), std::string::npos) << e;
   c = load(kBase);
   tune::check_against_data(c, d);
   EXPECT_EQ(c.metric, tune::Metric::rmse);

@@ -298,9 +298,10 @@ StudyConfig load_study_config(const std::string& path, const std::vector<std::st
 void check_against_data(StudyConfig& c, const Dataset& d) {
   if (!c.task_given) c.task = d.kind;
   if (c.task != d.kind)
-    fail("{}: study.task = \"{}\" but the data was read as {}: {}", c.config_path,
-         task_kind_name(c.task), task_kind_name(d.kind),
-         d.kind == TaskKind::classification ? "IDX labels are classes" : "set study.task before reading");
+    fail("{}: study.task = \"{}\", but {} is a {} data set: {}", c.config_path, task_kind_name(c.task),
+         d.source, task_kind_name(d.kind),
+         d.kind == TaskKind::classification ? "IDX labels are classes; use task = \"classification\""
+                                            : "the synthetic data is a regression; use task = \"regression\"");
   if (!c.metric_given) c.metric = c.task == TaskKind::regression ? Metric::rmse : Metric::accuracy;
   const bool class_metric = c.metric == Metric::accuracy || c.metric == Metric::log_loss;
   if (class_metric != (c.task == TaskKind::classification))
