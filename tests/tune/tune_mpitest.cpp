@@ -114,3 +114,22 @@ TEST(TuneMpi, ScalingTableOnTwoRanks) {
 }
 
 }  // namespace
+
+namespace {
+
+// Rank 0 refusing the directory (another study's) ends both ranks at once, naming why.
+TEST(TuneMpi, OneRanksErrorEndsEveryRank) {
+  const fs::path dir = temp_dir("tune-mpi-error");
+  std::ofstream(dir / "s.toml") << "[study]\nfolds = 2\ntrials = 2\ndir = \"" << (dir / "out").string()
+                                << "\"\n[data]\nsource = \"synthetic\"\nsynthetic_rows = 100\n"
+                                << "[fixed]\nepochs = 1\n[params.hidden]\ntype = \"int\"\nlow = 2\nhigh = 8\n";
+  ASSERT_EQ(two_ranks("tune " + (dir / "s.toml").string() + " -q").exit_code, 0);
+  const RunOutput r = two_ranks("tune " + (dir / "s.toml").string() + " --set study.trials=3");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << r.output;  // not left to time out
+  EXPECT_NE(r.output.find("rank 0: '" + (dir / "out").string() + "' holds a study of another configuration"),
+            std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
