@@ -6,6 +6,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
   libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
+  libxgboost-dev  # aiscale tune: gradient-boosted trees through XGBoost's C API
   fortunes-min fortunes
   slurm-wlm munge  # a one-node Slurm for the tests of aiscale slurm (tests/slurm)
   chromium  # headless browser: the HTML report's check (tests/report)

@@ -14,4 +14,5 @@ void add_plan_command(CLI::App& app);
 void add_scale_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_slurm_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 }  // namespace aiscale::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   aiscale::cli::add_scale_command(app);
   aiscale::cli::add_report_command(app);
   aiscale::cli::add_slurm_command(app);
+  aiscale::cli::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -176,8 +176,9 @@ json validate_analysis(const json& input, const std::string& source) {
   c.string(study, "name", "study");
   c.string(study, "kind", "study");
   const std::string kind = study["kind"].get<std::string>();
-  if (kind != "strong" && kind != "weak" && kind != "run")
-    c.fail_at("study.kind", "is '" + kind + "' (expected \"strong\", \"weak\" or \"run\")");
+  if (kind != "strong" && kind != "weak" && kind != "run" && kind != "tune")
+    c.fail_at("study.kind", "is '" + kind + "' (expected \"strong\", \"weak\", \"run\" or \"tune\")");
+  if (doc.contains("tune") && !doc["tune"].is_object()) c.fail_at("tune", "must be an object");
   for (const char* key : {"dir", "workload", "unit", "created", "command"}) c.optional_string(study, key, "study");
   if (!study.contains("unit") || study["unit"].is_null()) study["unit"] = "tokens/s";
 

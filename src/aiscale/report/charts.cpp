@@ -1,5 +1,6 @@
 // Vega-Lite specifications of the report's charts.
 #include "aiscale/report/charts.h"
+#include "aiscale/report/tune_analysis.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -263,6 +264,7 @@ std::vector<Chart> build_charts(const std::vector<json>& studies) {
                                  "Median SM clock per device over the measured steps; a clock that "
                                  "drops with n points at the power cap.")})
     if (chart) charts.push_back(std::move(*chart));
+  for (auto& chart : tune_charts(studies)) charts.push_back(std::move(chart));  // aiscale tune
   return charts;
 }
 

@@ -7,6 +7,7 @@
 #include "aiscale/core/fs.h"
 #include "aiscale/report/machine_profile_table.h"
 #include "aiscale/report/run_analysis.h"
+#include "aiscale/report/tune_analysis.h"
 #include "aiscale/sweep/analysis.h"
 
 namespace aiscale::report {
@@ -47,6 +48,9 @@ StudyInput load_report_input(const std::string& path) {
       in.files_read.push_back((p / "study.json").string());
       doc = analysis_of_study_directory(path, in.files_read);
       named = in.files_read.back();
+    } else if (fs::exists(p / "tune.json") || fs::exists(p / "scaling.json")) {
+      doc = analyze_tune_directory(path, in.files_read);
+      named = in.files_read.back();
     } else if (fs::exists(p / "analysis.json")) {
       in.files_read.push_back((p / "analysis.json").string());
       named = in.files_read.back();
@@ -54,8 +58,8 @@ StudyInput load_report_input(const std::string& path) {
     } else if (fs::exists(p / "metrics.jsonl")) {
       doc = analyze_run_directory(path, in.files_read);
     } else {
-      fail("'{}' is neither a study directory (study.json), a train run directory "
-           "(metrics.jsonl) nor a folder with analysis.json: give one of those", path);
+      fail("'{}' is neither a study directory (study.json), a tune directory (tune.json), a train "
+           "run directory (metrics.jsonl) nor a folder with analysis.json: give one of those", path);
     }
   } else {
     in.files_read.push_back(path);

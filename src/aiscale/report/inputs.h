@@ -13,6 +13,7 @@ namespace aiscale::report {
 // `path` is
 //  - a JSON file of format "aiscale-study-analysis";
 //  - a study directory (study.json): its analysis (analysis_of_study_directory);
+//  - a tune directory (tune.json or scaling.json of aiscale tune): analyze_tune_directory;
 //  - a directory holding analysis.json;
 //  - a train run directory (metrics.jsonl): analyze_run_directory.
 // Fails with a message naming the path and what is wrong.

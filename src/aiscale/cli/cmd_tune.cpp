@@ -1,0 +1,198 @@
+// `aiscale tune`: hyperparameter search (random or grid, k-fold cross-validation,
+// successive halving) over the engine's MLP or XGBoost, on this node's threads and across
+// MPI ranks; or the scaling table of many models (--scaling).
+//   aiscale tune study.toml [--set study.trials=50] [--fresh] [--scaling 1,100,1000]
+//   aiscale tune --synthetic-csv data.csv [--rows 100000] [--seed 1]
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "aiscale/cli/commands.h"
+#include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/log.h"
+#include "aiscale/core/validate.h"
+#include "aiscale/parallel/comm.h"
+#include "aiscale/tune/scaling.h"
+#include "aiscale/tune/study.h"
+
+namespace aiscale::cli {
+namespace {
+
+struct TuneArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string scaling;
+  int64_t threads = -1;
+  int64_t threads_per_task = -1;
+  bool fresh = false;
+  bool quiet = false;
+  std::string shard;  // "K/N" or "array"
+  std::string synthetic_csv;
+  int64_t rows = 100000;
+  double noise = 0.1;
+  uint64_t seed = 1;
+};
+
+void print_outcome(const tune::StudyConfig& c, const tune::StudyOutcome& out) {
+  const char* metric = tune::metric_name(c.metric);
+  std::printf("default hyperparameters: %s %.6g (+- %.3g over %lld folds)\n", metric, out.defaults.score,
+              out.defaults.score_std, static_cast<long long>(out.defaults.folds));
+  std::string params;
+  for (const auto& [k, v] : out.best.params) params += fmt::format(" {}={}", k, tune::value_text(v));
+  std::printf("best: trial %lld, %s %.6g (+- %.3g), %s the default;%s\n", static_cast<long long>(out.best.trial),
+              metric, out.best.score, out.best.score_std,
+              tune::better(c.metric, out.best.score, out.defaults.score) ? "better than" : "not better than",
+              params.c_str());
+  std::printf("%lld tasks run, %lld resumed, %.2f s -> %s (results.csv, results.json, best/)\n",
+              static_cast<long long>(out.tasks_run), static_cast<long long>(out.tasks_resumed), out.wall_seconds,
+              out.dir.c_str());
+  std::fflush(stdout);
+}
+
+void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dataset& data,
+                  const std::vector<int64_t>& counts, parallel::Communicator& comm);
+
+// "K/N", or "array": this job's place in a Slurm job array (sbatch --array=...).
+std::pair<int64_t, int64_t> parse_shard(const std::string& text) {
+  if (text == "array") {
+    const auto id = validate::env_int("SLURM_ARRAY_TASK_ID", 0, 10000000);
+    const auto count = validate::env_int("SLURM_ARRAY_TASK_COUNT", 1, 10000000);
+    if (!id || !count)
+      fail("--shard array: SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are not set: submit the "
+           "job with sbatch --array=0-N (N + 1 jobs), or give --shard K/N");
+    const int64_t first = validate::env_int("SLURM_ARRAY_TASK_MIN", 0, 10000000).value_or(0);
+    if (*id - first >= *count)
+      fail("--shard array: SLURM_ARRAY_TASK_ID = {} is not within the {} tasks of the array from {}: "
+           "use a contiguous array (sbatch --array=0-{})", *id, *count, first, *count - 1);
+    return {*id - first, *count};
+  }
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos)
+    fail("--shard '{}': write K/N (this job runs share K of N, K from 0) or array", text);
+  const int64_t n = validate::parse_int(text.substr(slash + 1), 1, 10000000, "--shard (N of K/N)");
+  const int64_t k = validate::parse_int(text.substr(0, slash), 0, 10000000, "--shard (K of K/N)");
+  if (k >= n) fail("--shard {}: K must be below N (the shares are numbered 0 to {})", text, n - 1);
+  return {k, n};
+}
+
+std::string config_text(const TuneArgs& a) {
+  std::string text = read_file(a.config);
+  for (const auto& o : a.overrides) text += "\n# --set " + o;
+  return text;
+}
+
+void run_tune(const TuneArgs& a) {
+  if (!a.synthetic_csv.empty()) {
+    validate::in_range(a.rows, int64_t{1}, int64_t{100000000}, "--rows");
+    validate::in_range(a.noise, 0.0, 1e6, "--noise");
+    const tune::Dataset d = tune::synthetic_regression(a.rows, a.noise, a.seed);
+    tune::write_csv(d, a.synthetic_csv);
+    std::printf("synthetic regression: %lld rows, 6 features (x1..x6), target y -> %s\n",
+                static_cast<long long>(d.rows), a.synthetic_csv.c_str());
+    return;
+  }
+  if (a.config.empty())
+    fail("aiscale tune needs a study file (e.g. configs/tune/synthetic_mlp.toml), or --synthetic-csv FILE");
+  validate::omp_num_threads_env();
+  tune::StudyConfig c = tune::load_study_config(a.config, a.overrides);
+  if (a.threads >= 0) c.threads = validate::thread_count(a.threads, "--threads");
+  if (a.threads_per_task >= 0) c.threads_per_task = validate::in_range(a.threads_per_task, int64_t{0}, validate::kMaxThreads, "--threads-per-task");
+  if (!a.shard.empty() && (a.fresh || !a.scaling.empty()))
+    fail("--shard runs a share of a study's tasks beside other jobs: it cannot be combined with "
+         "{} (start the study over without --shard first)", a.fresh ? "--fresh" : "--scaling");
+  std::vector<int64_t> counts;
+  if (!a.scaling.empty()) counts = tune::parse_model_counts(a.scaling);  // checked before any work
+  const tune::Dataset data = tune::load_study_data(c);
+  tune::check_against_data(c, data);  // the task and metric the data implies, for the summary
+  auto comm = parallel::make_communicator("auto");
+  try {
+    run_on_ranks(a, c, data, counts, *comm);
+  } catch (const Error& e) {
+    // One rank's failure (a study directory of another configuration, a library error)
+    // must not leave the others waiting in a collective.
+    if (comm->world() > 1) {
+      log::error("rank {}: {}", comm->rank(), e.what());
+      comm->abort(1);
+    }
+    throw;
+  }
+}
+
+void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dataset& data,
+                  const std::vector<int64_t>& counts, parallel::Communicator& comm) {
+  if (!counts.empty()) {
+    const auto rows = tune::run_scaling(c, data, counts, comm, a.quiet);
+    if (comm.rank() == 0) {
+      tune::write_scaling(c, data, rows, comm.world());
+      std::printf("%s-> %s/scaling.csv, %s/scaling.json\n", tune::format_scaling_table(rows).c_str(),
+                  c.dir.c_str(), c.dir.c_str());
+      std::fflush(stdout);
+    }
+    return;
+  }
+  tune::RunOptions o;
+  if (!a.shard.empty()) std::tie(o.shard, o.shards) = parse_shard(a.shard);
+  o.fresh = a.fresh;
+  o.quiet = a.quiet;
+  o.config_text = config_text(a);
+  const tune::StudyOutcome out = tune::run_study(c, data, comm, o);
+  if (comm.rank() != 0) return;
+  if (!out.merged) {
+    std::printf("shard %lld/%lld: %lld tasks run, %lld resumed, %.2f s -> %s/tasks; once every shard "
+                "has finished, run aiscale tune %s without --shard to merge the results\n",
+                static_cast<long long>(o.shard), static_cast<long long>(o.shards),
+                static_cast<long long>(out.tasks_run), static_cast<long long>(out.tasks_resumed),
+                out.wall_seconds, c.dir.c_str(), a.config.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  print_outcome(c, out);
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  auto a = std::make_shared<TuneArgs>();
+  auto* cmd = app.add_subcommand(
+      "tune",
+      "Hyperparameter search: random or grid search with k-fold cross-validation and successive "
+      "halving over the engine's MLP or XGBoost, many models per node and across MPI ranks; "
+      "--scaling prints the time-vs-models table");
+  cmd->add_option("config", a->config, "study file (TOML): [study], [data], [params.NAME], [fixed], [halving]");
+  cmd->add_option("--set,-s", a->overrides, "override a study key: --set study.trials=50 (repeatable)");
+  cmd->add_option("--scaling", a->scaling,
+                  "instead of a search, time N randomly drawn models for each N in this list "
+                  "(e.g. 1,100,1000) and write the scaling table (scaling.csv, scaling.json)");
+  cmd->add_option("--threads", a->threads, "CPU threads per rank (0: all cores or OMP_NUM_THREADS; overrides study.threads)");
+  cmd->add_option("--threads-per-task", a->threads_per_task,
+                  "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)");
+  cmd->add_flag("--fresh", a->fresh, "discard the finished tasks of an earlier run in the tune directory (default: resume)");
+  cmd->add_flag("-q,--quiet", a->quiet, "print only the summary");
+  cmd->add_option("--shard", a->shard,
+                  "K/N: run share K (from 0) of N of the tasks and stop without merging (a job of a "
+                  "job array; no [halving]); array: K and N from SLURM_ARRAY_TASK_ID/COUNT. A run "
+                  "without --shard afterwards merges");
+  cmd->add_option("--synthetic-csv", a->synthetic_csv,
+                  "write the synthetic regression (y = 3x1 - 2x2 + x3 x4 + sin(pi x5) + 0.5 x6^2 + noise) "
+                  "as CSV to this file and stop");
+  cmd->add_option("--rows", a->rows, "rows of --synthetic-csv (default 100000)");
+  cmd->add_option("--noise", a->noise, "noise standard deviation of --synthetic-csv (default 0.1)");
+  cmd->add_option("--seed", a->seed, "seed of --synthetic-csv (default 1)");
+  cmd->footer(
+      "Tasks are trials x folds; one task per thread when there are at least as many tasks as "
+      "threads, else the threads are shared out among the tasks. Under mpirun (or aiscale launch, "
+      "srun) task i runs on rank i mod ranks; the ranks share the tune directory. Each finished task "
+      "leaves tasks/<task>.json, so a study run again resumes where it stopped. Results: "
+      "results.csv and results.json (one row per trial, the default hyperparameters first); the best "
+      "trial retrained on all rows in best/. `aiscale report DIR` draws a tune directory.\n"
+      "See docs/guide/tune.md.");
+  cmd->callback([a] { run_tune(*a); });
+}
+
+}  // namespace aiscale::cli

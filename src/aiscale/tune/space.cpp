@@ -1,0 +1,328 @@
+// Reading a study file: every key checked against the schema, every range and value
+// against the backend's limits, with the key named in each message.
+#include "aiscale/tune/space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/validate.h"
+#include "aiscale/tune/model.h"
+
+namespace aiscale::tune {
+namespace {
+
+const std::map<std::string, std::vector<std::string>>& section_keys() {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"study", {"name", "backend", "task", "metric", "search", "trials", "folds", "seed", "threads",
+                 "threads_per_task", "dir"}},
+      {"data", {"source", "path", "target", "images", "labels", "rows", "image_pool", "synthetic_rows", "noise"}},
+      {"halving", {"eta", "min_budget", "max_budget"}},
+  };
+  return keys;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+[[noreturn]] void unknown_key(const std::string& source, const std::string& key,
+                              const std::vector<std::string>& known, const std::string& what) {
+  std::string best;
+  size_t best_d = 1000;
+  const std::string last = key.substr(key.rfind('.') + 1);  // "study.trails" -> "trails"
+  for (const auto& k : known) {
+    const size_t d = edit_distance(last, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  fail("{}: unknown {} '{}'{}; known: {}", source, what, key,
+       best_d <= 3 ? fmt::format(" — did you mean '{}'?", best) : "", fmt::join(known, ", "));
+}
+
+std::string node_text(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](auto&& v) { os << v; });
+  return os.str();
+}
+
+struct Reader {
+  std::string source;  // "study.toml"
+
+  std::string where(const std::string& key) const { return fmt::format("{}: {}", source, key); }
+
+  std::string text(const toml::node& n, const std::string& key, const std::vector<std::string>& choices = {}) const {
+    auto v = n.value_exact<std::string>();
+    if (!v) fail("{} = {} must be a string (in quotes)", where(key), node_text(n));
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), *v) == choices.end())
+      fail("{} = \"{}\" is not allowed: choose one of {}", where(key), *v, fmt::join(choices, ", "));
+    return *v;
+  }
+  int64_t integer(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) const {
+    auto v = n.value_exact<int64_t>();
+    if (!v) fail("{} = {} must be an integer", where(key), node_text(n));
+    return validate::in_range(*v, lo, hi, where(key));
+  }
+  double real(const toml::node& n, const std::string& key, double lo, double hi) const {
+    auto v = n.value<double>();
+    if (!v || !n.is_number()) fail("{} = {} must be a number", where(key), node_text(n));
+    return validate::in_range(*v, lo, hi, where(key));
+  }
+  // A value of hyperparameter h, checked against its type and limits.
+  Value hyper_value(const toml::node& n, const std::string& key, const Hyperparameter& h) const {
+    if (h.type == 's') return text(n, key, h.choices);
+    if (h.type == 'i') return integer(n, key, static_cast<int64_t>(h.min), static_cast<int64_t>(h.max));
+    return real(n, key, h.min, h.max);
+  }
+};
+
+const Hyperparameter& find_hyper(Backend b, const std::string& name, const std::string& source,
+                                 const std::string& what) {
+  std::vector<std::string> names;
+  for (const auto& h : hyperparameters(b)) {
+    if (h.name == name) return h;
+    names.push_back(h.name);
+  }
+  unknown_key(source, name, names, fmt::format("{} hyperparameter (in {})", backend_name(b), what));
+}
+
+ParamSpec read_param(const Reader& r, Backend b, const std::string& name, const toml::node& node) {
+  const std::string prefix = "params." + name;
+  const Hyperparameter& h = find_hyper(b, name, r.source, "[params]");
+  const toml::table* t = node.as_table();
+  if (!t) fail("{} must be a table, e.g. [{}] type = \"uniform\", low = 0.1, high = 1", r.where(prefix), prefix);
+  for (const auto& [k, v] : *t) {
+    const std::string key(k.str());
+    static const std::vector<std::string> known = {"type", "low", "high", "values", "points"};
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      unknown_key(r.source, prefix + "." + key, known, "key");
+  }
+  ParamSpec p;
+  p.name = name;
+  const toml::node* type = t->get("type");
+  if (!type) fail("{} has no type: add type = \"uniform\", \"log-uniform\", \"int\" or \"choice\"", r.where(prefix));
+  const std::string kind = r.text(*type, prefix + ".type", {"uniform", "log-uniform", "int", "choice"});
+  if (kind == "choice") {
+    p.kind = ParamKind::choice;
+    const toml::array* values = t->get("values") ? t->get("values")->as_array() : nullptr;
+    if (!values) fail("{}: a choice needs values = [...]", r.where(prefix));
+    if (values->empty()) fail("{}.values is empty: list at least one value", r.where(prefix));
+    for (size_t i = 0; i < values->size(); ++i)
+      p.values.push_back(r.hyper_value(*values->get(i), fmt::format("{}.values[{}]", prefix, i), h));
+    if (t->get("low") || t->get("high"))
+      fail("{}: a choice takes values, not low/high", r.where(prefix));
+    return p;
+  }
+  if (h.type == 's')
+    fail("{}: '{}' is a text hyperparameter ({}): use type = \"choice\"", r.where(prefix + ".type"),
+         name, fmt::join(h.choices, ", "));
+  p.kind = kind == "uniform" ? ParamKind::uniform : kind == "log-uniform" ? ParamKind::log_uniform : ParamKind::integer;
+  if (p.kind == ParamKind::integer && h.type != 'i')
+    fail("{}: '{}' is a real hyperparameter: use type = \"uniform\" or \"log-uniform\"", r.where(prefix + ".type"), name);
+  if (t->get("values")) fail("{}: values belong to type = \"choice\"; a {} range takes low and high", r.where(prefix), kind);
+  for (const char* bound : {"low", "high"})
+    if (!t->get(bound)) fail("{} has no {}: a {} range needs low and high", r.where(prefix), bound, kind);
+  if (p.kind == ParamKind::integer) {
+    p.low = static_cast<double>(r.integer(*t->get("low"), prefix + ".low", static_cast<int64_t>(h.min), static_cast<int64_t>(h.max)));
+    p.high = static_cast<double>(r.integer(*t->get("high"), prefix + ".high", static_cast<int64_t>(h.min), static_cast<int64_t>(h.max)));
+    if (p.low > p.high)
+      fail("{}: the range [{}, {}] is empty (low > high): make low at most high", r.where(prefix), p.low, p.high);
+  } else {
+    p.low = r.real(*t->get("low"), prefix + ".low", h.min, h.max);
+    p.high = r.real(*t->get("high"), prefix + ".high", h.min, h.max);
+    if (!(p.low < p.high))
+      fail("{}: the range [{}, {}] is empty (low >= high): make low smaller than high, or fix the "
+           "value in [fixed]", r.where(prefix), p.low, p.high);
+    if (p.kind == ParamKind::log_uniform && p.low <= 0)
+      fail("{}: a log-uniform range needs low > 0 (got {})", r.where(prefix + ".low"), p.low);
+  }
+  if (const toml::node* pts = t->get("points")) p.points = r.integer(*pts, prefix + ".points", 1, 10000);
+  return p;
+}
+
+// "a.b.c=value" into the TOML document (the value parsed as TOML, else taken as text).
+void apply_override(toml::table& root, const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("--set '{}': write section.key=value, e.g. --set study.trials=50", text);
+  const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (size_t s = 0;;) {
+    const size_t dot = path.find('.', s);
+    parts.push_back(path.substr(s, dot == std::string::npos ? std::string::npos : dot - s));
+    if (dot == std::string::npos) break;
+    s = dot + 1;
+  }
+  if (parts.size() < 2) fail("--set '{}': name the section too, e.g. study.{}", text, path);
+  toml::table* t = &root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!t->contains(parts[i])) t->insert(parts[i], toml::table{});
+    t = (*t)[parts[i]].as_table();
+    if (!t) fail("--set '{}': '{}' is not a table", text, parts[i]);
+  }
+  try {
+    const toml::table parsed = toml::parse("v = " + raw);
+    t->insert_or_assign(parts.back(), *parsed.get("v"));
+  } catch (const toml::parse_error&) {
+    t->insert_or_assign(parts.back(), raw);  // a bare word: text
+  }
+}
+
+void apply(StudyConfig& c, const toml::table& root) {
+  Reader r{c.config_path};
+  static const std::vector<std::string> sections = {"study", "data", "halving", "fixed", "params"};
+  for (const auto& [k, v] : root) {
+    const std::string s(k.str());
+    if (std::find(sections.begin(), sections.end(), s) == sections.end())
+      unknown_key(c.config_path, s, sections, "section");
+    if (!v.as_table()) fail("{}: '{}' must be a section ([{}])", c.config_path, s, s);
+  }
+  for (const auto& [section, keys] : section_keys())
+    if (const toml::table* t = root[section].as_table())
+      for (const auto& [k, v] : *t)
+        if (std::find(keys.begin(), keys.end(), std::string(k.str())) == keys.end())
+          unknown_key(c.config_path, section + "." + std::string(k.str()), keys, "key");
+
+  auto get = [&](const char* section, const char* key) -> const toml::node* {
+    const toml::table* t = root[section].as_table();
+    return t ? t->get(key) : nullptr;
+  };
+  const std::string sk = "study.";
+  if (auto* n = get("study", "name")) c.name = r.text(*n, "study.name");
+  if (auto* n = get("study", "backend"))
+    c.backend = r.text(*n, "study.backend", {"mlp", "xgboost"}) == "mlp" ? Backend::mlp : Backend::xgboost;
+  if (c.backend == Backend::xgboost && !xgboost_compiled())
+    fail("{}: study.backend = \"xgboost\", but this aiscale was built without XGBoost: install "
+         "Debian's libxgboost-dev (scripts/setup.sh does) and rebuild, or use backend = \"mlp\"", c.config_path);
+  if (auto* n = get("study", "task")) {
+    c.task = r.text(*n, "study.task", {"regression", "classification"}) == "regression"
+                 ? TaskKind::regression : TaskKind::classification;
+    c.task_given = true;
+  }
+  if (auto* n = get("study", "metric")) {
+    const std::string m = r.text(*n, "study.metric", {"rmse", "mae", "r2", "accuracy", "log-loss"});
+    c.metric = m == "rmse" ? Metric::rmse : m == "mae" ? Metric::mae : m == "r2" ? Metric::r2
+             : m == "accuracy" ? Metric::accuracy : Metric::log_loss;
+    c.metric_given = true;
+  }
+  if (auto* n = get("study", "search")) c.search = r.text(*n, "study.search", {"random", "grid"});
+  if (auto* n = get("study", "trials")) c.trials = r.integer(*n, "study.trials", 1, 1000000);
+  if (auto* n = get("study", "folds")) c.folds = r.integer(*n, "study.folds", 2, 1000);
+  if (auto* n = get("study", "seed")) c.seed = static_cast<uint64_t>(r.integer(*n, "study.seed", 0, INT64_MAX));
+  if (auto* n = get("study", "threads")) c.threads = validate::thread_count(r.integer(*n, "study.threads", 0, INT64_MAX), r.where("study.threads"));
+  if (auto* n = get("study", "threads_per_task"))
+    c.threads_per_task = r.integer(*n, "study.threads_per_task", 0, validate::kMaxThreads);
+  if (auto* n = get("study", "dir")) c.dir = r.text(*n, "study.dir");
+
+  if (auto* n = get("data", "source")) c.data.source = r.text(*n, "data.source", {"csv", "idx", "synthetic"});
+  if (auto* n = get("data", "path")) c.data.path = r.text(*n, "data.path");
+  if (auto* n = get("data", "target")) c.data.target = r.text(*n, "data.target");
+  if (auto* n = get("data", "images")) c.data.images = r.text(*n, "data.images");
+  if (auto* n = get("data", "labels")) c.data.labels = r.text(*n, "data.labels");
+  if (auto* n = get("data", "rows")) c.data.rows = r.integer(*n, "data.rows", 0, INT64_MAX);
+  if (auto* n = get("data", "image_pool")) c.data.image_pool = r.integer(*n, "data.image_pool", 1, 28);
+  if (auto* n = get("data", "synthetic_rows")) c.data.synthetic_rows = r.integer(*n, "data.synthetic_rows", 1, 100000000);
+  if (auto* n = get("data", "noise")) c.data.noise = r.real(*n, "data.noise", 0, 1e6);
+
+  if (root["halving"].as_table()) {
+    c.halving.enabled = true;
+    if (auto* n = get("halving", "eta")) c.halving.eta = r.integer(*n, "halving.eta", 2, 100);
+    const Hyperparameter& budget = budget_hyperparameter(c.backend);
+    const int64_t most = static_cast<int64_t>(budget.max);
+    for (auto [key, field] : {std::pair{"min_budget", &c.halving.min_budget}, std::pair{"max_budget", &c.halving.max_budget}}) {
+      const toml::node* n = get("halving", key);
+      if (!n) fail("{}: [halving] needs {} ({} of the {} backend)", c.config_path, key, budget.name, backend_name(c.backend));
+      *field = r.integer(*n, std::string("halving.") + key, 1, most);
+    }
+    if (c.halving.min_budget > c.halving.max_budget)
+      fail("{}: halving.min_budget = {} is more than halving.max_budget = {}: the budget range is empty",
+           c.config_path, c.halving.min_budget, c.halving.max_budget);
+  }
+  if (const toml::table* fixed = root["fixed"].as_table())
+    for (const auto& [k, v] : *fixed) {
+      const std::string name(k.str());
+      c.fixed[name] = r.hyper_value(v, "fixed." + name, find_hyper(c.backend, name, c.config_path, "[fixed]"));
+    }
+  if (const toml::table* params = root["params"].as_table())
+    for (const auto& [k, v] : *params) {
+      ParamSpec p = read_param(r, c.backend, std::string(k.str()), v);
+      if (c.fixed.count(p.name))
+        fail("{}: '{}' is both in [fixed] and in [params]: keep one", c.config_path, p.name);
+      if (c.halving.enabled && budget_hyperparameter(c.backend).name == p.name)
+        fail("{}: params.{} is the budget that successive halving sets: remove it from [params] "
+             "or remove [halving]", c.config_path, p.name);
+      c.params.push_back(std::move(p));
+    }
+  // Data keys that belong together.
+  if (c.data.source == "csv") {
+    if (c.data.path.empty()) fail("{}: data.source = \"csv\" needs data.path (the CSV file)", c.config_path);
+    if (c.data.target.empty()) fail("{}: data.source = \"csv\" needs data.target (the target column's name)", c.config_path);
+  }
+  if (c.search == "grid") {
+    for (const auto& p : c.params)
+      if ((p.kind == ParamKind::uniform || p.kind == ParamKind::log_uniform) && p.points < 1)
+        fail("{}: grid search cuts params.{} into points: add points = N (e.g. 4)", c.config_path, p.name);
+  }
+  if (c.dir.empty()) c.dir = "tune/" + c.name;
+}
+
+}  // namespace
+
+StudyConfig load_study_config(const std::string& path, const std::vector<std::string>& overrides) {
+  validate::regular_file(path, "tune config");
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    fail("{}: not valid TOML at line {}, column {}: {}", path, e.source().begin.line,
+         e.source().begin.column, e.description());
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+  StudyConfig c;
+  c.config_path = path;
+  apply(c, root);
+  return c;
+}
+
+void check_against_data(StudyConfig& c, const Dataset& d) {
+  if (!c.task_given) c.task = d.kind;
+  if (c.task != d.kind)
+    fail("{}: study.task = \"{}\", but {} is a {} data set: {}", c.config_path, task_kind_name(c.task),
+         d.source, task_kind_name(d.kind),
+         d.kind == TaskKind::classification ? "IDX labels are classes; use task = \"classification\""
+                                            : "the synthetic data is a regression; use task = \"regression\"");
+  if (!c.metric_given) c.metric = c.task == TaskKind::regression ? Metric::rmse : Metric::accuracy;
+  const bool class_metric = c.metric == Metric::accuracy || c.metric == Metric::log_loss;
+  if (class_metric != (c.task == TaskKind::classification))
+    fail("{}: study.metric = \"{}\" does not fit a {} task: use {}", c.config_path, metric_name(c.metric),
+         task_kind_name(c.task), c.task == TaskKind::regression ? "rmse, mae or r2" : "accuracy or log-loss");
+  if (c.folds > d.rows)
+    fail("{}: study.folds = {} is more than the {} rows of {}: use at most {} folds or more rows "
+         "(data.rows)", c.config_path, c.folds, d.rows, d.source, d.rows);
+}
+
+const char* metric_name(Metric m) {
+  switch (m) {
+    case Metric::rmse: return "rmse";
+    case Metric::mae: return "mae";
+    case Metric::r2: return "r2";
+    case Metric::accuracy: return "accuracy";
+    case Metric::log_loss: return "log-loss";
+  }
+  return "?";
+}
+
+bool higher_is_better(Metric m) { return m == Metric::r2 || m == Metric::accuracy; }
+
+}  // namespace aiscale::tune
