@@ -160,6 +160,7 @@ void add_bench_command(CLI::App& app) {
   });
 
   add_allreduce_command(bench);
+  add_bench_vision_command(bench);
 }
 
 }  // namespace aiscale::cli

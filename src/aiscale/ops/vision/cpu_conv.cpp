@@ -31,6 +31,20 @@ int64_t chunk_images(const ConvShape& s) {
                              std::max<int64_t>(s.N, 1));
 }
 
+// The output columns [lo, hi) whose input column ow * stride - pad + kw lies inside [0, W):
+// the rest read zero padding.
+struct ColumnRange {
+  int64_t lo, hi;
+};
+ColumnRange valid_columns(const ConvShape& s, int64_t kw, int64_t OW) {
+  const int64_t shift = s.pad - kw;  // w = ow * stride - shift
+  int64_t lo = shift > 0 ? (shift + s.stride - 1) / s.stride : 0;
+  int64_t hi = (s.W - 1 + shift) >= 0 ? (s.W - 1 + shift) / s.stride + 1 : 0;
+  lo = std::min(lo, OW);
+  hi = std::clamp(hi, lo, OW);
+  return {lo, hi};
+}
+
 // col (C*K*K, nb*P) for images [n0, n0 + nb): row (c, kh, kw), column (image, oh, ow).
 void im2col(float* col, const float* inp, const ConvShape& s, int64_t n0, int64_t nb) {
   const int64_t OH = s.OH(), OW = s.OW(), P = OH * OW, cols = nb * P;
@@ -39,6 +53,7 @@ void im2col(float* col, const float* inp, const ConvShape& s, int64_t n0, int64_
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c = r / (s.K * s.K), kh = (r / s.K) % s.K, kw = r % s.K;
+      const ColumnRange cr = valid_columns(s, kw, OW);
       const float* plane = inp + ((n0 + b) * s.C + c) * s.H * s.W;
       float* dst = col + r * cols + b * P;
       for (int64_t oh = 0; oh < OH; ++oh) {
@@ -48,18 +63,21 @@ void im2col(float* col, const float* inp, const ConvShape& s, int64_t n0, int64_
           std::memset(row, 0, OW * sizeof(float));
           continue;
         }
-        const float* src = plane + h * s.W;
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t w = ow * s.stride - s.pad + kw;
-          row[ow] = (w >= 0 && w < s.W) ? src[w] : 0.0f;
+        const float* src = plane + h * s.W - s.pad + kw;  // src[ow * stride] is column w
+        for (int64_t ow = 0; ow < cr.lo; ++ow) row[ow] = 0.0f;
+        if (s.stride == 1) {
+          std::memcpy(row + cr.lo, src + cr.lo, (cr.hi - cr.lo) * sizeof(float));
+        } else {
+          for (int64_t ow = cr.lo; ow < cr.hi; ++ow) row[ow] = src[ow * s.stride];
         }
+        for (int64_t ow = cr.hi; ow < OW; ++ow) row[ow] = 0.0f;
       }
     }
   }
 }
 
 // dinp for images [n0, n0 + nb) = the sum of dcol's entries over the positions they came
-// from. One image per iteration, so no two threads write the same element.
+// from. One image plane per iteration, so no two threads write the same element.
 void col2im(float* dinp, const float* dcol, const ConvShape& s, int64_t n0, int64_t nb) {
   const int64_t OH = s.OH(), OW = s.OW(), P = OH * OW, cols = nb * P;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -69,13 +87,18 @@ void col2im(float* dinp, const float* dcol, const ConvShape& s, int64_t n0, int6
       std::memset(plane, 0, s.H * s.W * sizeof(float));
       for (int64_t kh = 0; kh < s.K; ++kh) {
         for (int64_t kw = 0; kw < s.K; ++kw) {
+          const ColumnRange cr = valid_columns(s, kw, OW);
           const float* src = dcol + ((c * s.K + kh) * s.K + kw) * cols + b * P;
           for (int64_t oh = 0; oh < OH; ++oh) {
             const int64_t h = oh * s.stride - s.pad + kh;
             if (h < 0 || h >= s.H) continue;
-            for (int64_t ow = 0; ow < OW; ++ow) {
-              const int64_t w = ow * s.stride - s.pad + kw;
-              if (w >= 0 && w < s.W) plane[h * s.W + w] += src[oh * OW + ow];
+            float* dst = plane + h * s.W - s.pad + kw;  // dst[ow * stride] is column w
+            const float* row = src + oh * OW;
+            if (s.stride == 1) {
+#pragma omp simd
+              for (int64_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow] += row[ow];
+            } else {
+              for (int64_t ow = cr.lo; ow < cr.hi; ++ow) dst[ow * s.stride] += row[ow];
             }
           }
         }
