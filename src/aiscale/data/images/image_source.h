@@ -10,7 +10,10 @@
 // k*N positions (each record k times, shuffled together), so an epoch of a reduced set
 // keeps the full set's length.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,16 @@ struct ImageSourceStats {
   int64_t skipped_corrupt = 0; // records that failed to decode and were skipped
   double decode_seconds = 0;   // summed over worker threads
   double wait_seconds = 0;     // time next_batch() waited for the workers
+};
+
+// A batch served in place: `pixels` and `labels` point into the source's own buffer (which
+// the host allocator of ImageSourceConfig may have pinned) and stay valid until the next
+// call of next_batch() or next_batch_view().
+struct ImageBatchView {
+  int64_t n = 0, channels = 0, height = 0, width = 0;
+  ImageLayout layout = ImageLayout::nchw;
+  const float* pixels = nullptr;   // n * channels * height * width
+  const int32_t* labels = nullptr; // n
 };
 
 class ImageSource {
@@ -59,6 +72,17 @@ class ImageSource {
   // Throws aiscale::Error when `position` is outside this source's epochs.
   virtual void restore(Position position) = 0;
   virtual ImageSourceStats stats() const = 0;
+  // The next batch without a copy (see ImageBatchView). The default serves next_batch()'s
+  // result from a buffer of this object; the stores override it to hand out their own.
+  virtual void next_batch_view(ImageBatchView& out) {
+    if (!view_batch_) view_batch_ = std::make_unique<ImageBatch>();
+    next_batch(*view_batch_);
+    out = {view_batch_->n, view_batch_->channels, view_batch_->height, view_batch_->width,
+           view_batch_->layout, view_batch_->pixels.data(), view_batch_->labels.data()};
+  }
+
+ private:
+  std::unique_ptr<ImageBatch> view_batch_;
 };
 
 }  // namespace aiscale::data
@@ -84,6 +108,27 @@ struct ImageSourceConfig {
   bool skip_corrupt = true;    // false: a record that fails to decode is an error
   std::vector<float> mean;     // per channel, in [0,1] units; empty: the set's stored mean
   std::vector<float> std;      // per channel; empty: the set's stored standard deviation
+
+  // Added after the first version of this contract:
+  int64_t channels = 0;        // served channels (1 grey, 3 RGB); 0: the store's channels.
+                               // Grey is replicated to RGB, RGB averaged to grey
+                               // (ITU-R 601 luma), alpha dropped.
+  std::string augment = "crop-flip";  // train only: "crop-flip" (random-resized-crop, scale
+                               // 0.08-1, ratio 3/4-4/3, + horizontal flip), "flip" (resize +
+                               // flip), "none" (resize)
+  float center_crop = 0;       // validation: the centred square-ish crop keeps this share of
+                               // each side before resizing; 0: 0.875 when resizing, 1 at the
+                               // stored size
+  // Pinned host memory hook: where set, the batch buffers the workers decode into come from
+  // here (e.g. cudaHostAlloc / cudaFreeHost) so a trainer copies them to the GPU
+  // asynchronously. Called from the source's constructor and destructor only.
+  std::function<void*(size_t bytes)> allocate_host;
+  std::function<void(void* pointer)> free_host;
 };
+
+// Opens the store at config.path written by `aiscale data pack-images` (an LMDB; see
+// docs/guide/images.md). Throws aiscale::Error naming the path for a missing store, one
+// written by another tool, or a configuration the store cannot serve.
+std::unique_ptr<ImageSource> open_image_source(const ImageSourceConfig& config);
 
 }  // namespace aiscale::data

@@ -1,0 +1,54 @@
+// Image encodings inside a store: JPEG (libjpeg-turbo's TurboJPEG API), PNG (libpng's
+// simplified API) and raw pixels. One Decoder per thread (it owns a TurboJPEG handle and
+// reuses its buffers).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aiscale::data {
+
+enum class ImageEncoding : uint8_t { raw = 0, jpeg = 1, png = 2 };
+const char* to_string(ImageEncoding encoding);
+// From the first bytes (JPEG's FF D8 FF, PNG's signature); false for anything else.
+bool sniff_encoding(const uint8_t* bytes, size_t size, ImageEncoding& encoding);
+
+// The size and channels an encoded image declares, without decoding it.
+struct ImageHeader {
+  int64_t width = 0, height = 0, channels = 0;  // channels 1, 2 (grey+alpha), 3 or 4
+};
+
+class Decoder {
+ public:
+  Decoder();
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  // false (with why()) when the bytes are not a readable image of that encoding.
+  bool header(ImageEncoding encoding, const uint8_t* bytes, size_t size, ImageHeader& out);
+  // Decodes into `pixels` (rows of width * channels bytes; grey stays grey, alpha is kept).
+  // JPEG may be decoded at a reduced scale (libjpeg's DCT scaling, 1/8 steps) so that
+  // neither side falls below min_width x min_height; 0 asks for full size. The decoded
+  // size is in `out`. false (with why()) for corrupt data.
+  bool decode(ImageEncoding encoding, const uint8_t* bytes, size_t size, int64_t min_width,
+              int64_t min_height, std::vector<uint8_t>& pixels, ImageHeader& out);
+  const std::string& why() const { return why_; }
+
+ private:
+  // After a fatal error TurboJPEG's handle can refuse the next image; start a fresh one.
+  void reset_jpeg();
+
+  void* jpeg_ = nullptr;  // tjhandle
+  std::string why_;
+};
+
+// Encoders for pack-images and the tests: `pixels` is rows of width * channels bytes,
+// channels 1 or 3 (JPEG) or 1-4 (PNG). Throw aiscale::Error on failure.
+std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int64_t width, int64_t height,
+                                 int64_t channels, int quality = 90);
+std::vector<uint8_t> encode_png(const uint8_t* pixels, int64_t width, int64_t height,
+                                int64_t channels);
+
+}  // namespace aiscale::data
