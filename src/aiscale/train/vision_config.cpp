@@ -102,6 +102,11 @@ const std::vector<Key>& schema() {
                         "classifier outputs; 0 = the training data's classes", 0, 1 << 24));
     k.push_back(int_key("model.image_size", &Config::image_size,
                         "square size images are served at; 0 = the stored size", 0, 1 << 16));
+    k.push_back(int_key("model.blocks_per_stage", &Config::blocks_per_stage,
+                        "residual blocks in every stage; 0 = the preset's", 0, 64));
+    k.push_back(int_key("model.stem_stride", &Config::stem_stride,
+                        "resnet-small: stride of the 3x3 stem (2 quarters stage 1's work); "
+                        "0 = the preset's 1", 0, 2));
     k.push_back(real_key("model.label_smoothing", &Config::label_smoothing,
                          "cross-entropy against (1 - e) onehot + e / classes", 0.0, 0.999));
     k.push_back(bool_key("model.zero_init_residual", &Config::zero_init_residual,
@@ -121,6 +126,10 @@ const std::vector<Key>& schema() {
                         "decoding workers per rank; 0 = the rank's cores", 0, 4096));
     k.push_back(string_key("data.stage", &Config::stage,
                            "none, ram (copy the store into memory first) or local:DIR"));
+    k.push_back(string_key("data.augment", &Config::augment,
+                           "training images: crop-flip (random-resized-crop + horizontal "
+                           "flip), flip (resize + flip) or none (resize)",
+                           {"crop-flip", "flip", "none"}));
     k.push_back(int_key("data.synthetic_images", &Config::synthetic_images,
                         "synthetic: images in the set", 1, kBig));
     k.push_back(int_key("data.synthetic_channels", &Config::synthetic_channels,
@@ -228,6 +237,9 @@ void validate_config(const Config& c, const std::string& source) {
          "data.kind = \"synthetic\"", source, c.data_kind);
   if (c.stage != "none" && c.stage != "ram" && !c.stage.starts_with("local:"))
     fail("{}: data.stage = \"{}\": use none, ram or local:DIR", source, c.stage);
+  if (c.stem_stride > 0 && c.preset != "resnet-small")
+    fail("{}: model.stem_stride applies to resnet-small's 3x3 stem, not to {}'s ImageNet stem",
+         source, c.preset);
   if (c.steps == 0 && c.epochs <= 0)
     fail("{}: train.steps = 0 and train.epochs = {}: set one of them above 0", source, c.epochs);
 }

@@ -15,6 +15,8 @@ struct VisionTrainConfig {
   std::string preset = "resnet-small";  // resnet18 | resnet34 | resnet50 | resnet-small
   int64_t num_classes = 0;   // 0: the data's
   int64_t image_size = 0;    // 0: the data's (the size images are served at)
+  int64_t blocks_per_stage = 0;  // 0: the preset's
+  int64_t stem_stride = 0;       // resnet-small's 3x3 stem: 1 or 2; 0: the preset's (1)
   double label_smoothing = 0.0;
   bool zero_init_residual = false;
 
@@ -25,6 +27,7 @@ struct VisionTrainConfig {
   int64_t repeat = 1;              // each record k times per epoch
   int64_t loader_threads = 0;      // decoding workers per rank; 0: the rank's cores
   std::string stage = "none";      // none | ram | local:DIR
+  std::string augment = "crop-flip";  // training images: crop-flip | flip | none
   int64_t synthetic_images = 4096; // synthetic: images in the set
   int64_t synthetic_channels = 3;
   int64_t synthetic_classes = 10;

@@ -1,5 +1,6 @@
 #include "aiscale/train/vision_session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -150,6 +151,8 @@ int run_vision_training(const TrainRequest& req) {
 
   nn::ResNetConfig mc = nn::resnet_preset(c.preset);
   mc.in_channels = train_src->channels();
+  if (c.blocks_per_stage > 0) std::fill(mc.blocks.begin(), mc.blocks.end(), c.blocks_per_stage);
+  if (c.stem_stride > 0) mc.stem_stride = c.stem_stride;
   if (train_src->height() != train_src->width())
     fail("{}: images of {}x{}: the ResNet takes square images (set model.image_size)",
          config_path, train_src->height(), train_src->width());

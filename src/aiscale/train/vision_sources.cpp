@@ -5,6 +5,8 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/rng.h"
+#include "aiscale/data/images/idx.h"
+#include "aiscale/data/images/memory_source.h"
 
 namespace aiscale::train {
 namespace {
@@ -90,6 +92,15 @@ class SyntheticImages final : public data::ImageSource {
 
 }  // namespace
 
+std::string idx_labels_path(const std::string& images_path) {
+  const std::string from = "images-idx3", to = "labels-idx1";
+  const auto at = images_path.rfind(from);
+  if (at == std::string::npos)
+    fail("data.train/data.val '{}': an IDX images file is named ...-images-idx3-ubyte[.gz], "
+         "with its labels in ...-labels-idx1-ubyte[.gz] beside it", images_path);
+  return images_path.substr(0, at) + to + images_path.substr(at + from.size());
+}
+
 std::unique_ptr<data::ImageSource> make_synthetic_images(const SyntheticImagesSpec& spec) {
   return std::make_unique<SyntheticImages>(spec);
 }
@@ -114,8 +125,24 @@ std::unique_ptr<data::ImageSource> open_vision_source(const VisionTrainConfig& c
   }
   const std::string& path = train ? c.train_data : c.val_data;
   if (path.empty()) return nullptr;
-  fail("data.kind = \"{}\" ('{}'): this build reads vision data from synthetic sets only; the "
-       "image stores arrive with `aiscale data pack-images`", c.data_kind, path);
+  data::ImageSourceConfig sc;
+  sc.path = path;
+  sc.batch_size = c.batch_size;
+  sc.rank = rank;
+  sc.world_size = world_size;
+  sc.seed = c.seed;
+  sc.train = train;
+  sc.height = sc.width = c.image_size;
+  sc.layout = data::ImageLayout::nchw;
+  sc.threads = int(c.loader_threads);
+  sc.repeat = train ? c.repeat : 1;
+  sc.stage = c.stage;
+  sc.augment = c.augment;
+  if (c.data_kind == "lmdb") return data::open_image_source(sc);
+  // idx: the images file names its labels file (Fashion-MNIST's and MNIST's naming).
+  const std::string labels = idx_labels_path(path);
+  return std::make_unique<data::MemoryImageSource>(data::read_idx_image_set(path, labels),
+                                                   c.num_classes, sc);
 }
 
 }  // namespace aiscale::train

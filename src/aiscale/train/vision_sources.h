@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "aiscale/data/images/image_source.h"
 #include "aiscale/train/vision_config.h"
@@ -23,6 +24,10 @@ struct SyntheticImagesSpec {
   float noise = 0.5f;
 };
 std::unique_ptr<data::ImageSource> make_synthetic_images(const SyntheticImagesSpec& spec);
+
+// The labels file beside an IDX images file: ...-images-idx3-ubyte[.gz] ->
+// ...-labels-idx1-ubyte[.gz]. Throws Error for a name without "images-idx3".
+std::string idx_labels_path(const std::string& images_path);
 
 // The training (train = true) or validation source of this rank for `c`; the validation
 // source is null when c.val_data is empty (synthetic: a second, smaller set).

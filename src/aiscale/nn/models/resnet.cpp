@@ -193,7 +193,7 @@ int build_network(Builder& b, const ResNetConfig& c) {
     x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 7, 2, 3), true);
     x = b.maxpool(x, 3, 2, 1);
   } else {
-    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 3, 1, 1), true);
+    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 3, c.stem_stride, 1), true);
   }
   int64_t channels = c.stem_channels;
   for (size_t stage = 0; stage < c.blocks.size(); ++stage) {

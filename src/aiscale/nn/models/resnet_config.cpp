@@ -51,6 +51,9 @@ void validate(const ResNetConfig& c) {
   // Each stage after the first halves the size, the ImageNet stem divides it by 4.
   int64_t size = c.image_size;
   if (c.imagenet_stem) size = ((size + 2 * 3 - 7) / 2 + 1 + 2 - 3) / 2 + 1;
+  else size = (size + 2 - 3) / c.stem_stride + 1;
+  if (c.stem_stride < 1 || c.stem_stride > 2)
+    fail("ResNet '{}': stem stride {} must be 1 or 2", c.name, c.stem_stride);
   for (size_t i = 1; i < c.blocks.size(); ++i) size = (size + 2 - 3) / 2 + 1;
   if (c.image_size < 1 || size < 1) {
     fail("ResNet '{}': images of {}x{} are too small for its stem and {} stages", c.name,

@@ -12,7 +12,8 @@ namespace aiscale::nn {
 struct ResNetConfig {
   std::string name = "resnet-small";
   bool bottleneck = false;        // false: basic blocks (two 3x3), true: 1x1-3x3-1x1, x4 wide
-  bool imagenet_stem = false;     // 7x7/2 conv + 3x3/2 max pool; false: one 3x3/1 conv
+  bool imagenet_stem = false;     // 7x7/2 conv + 3x3/2 max pool; false: one 3x3 conv
+  int64_t stem_stride = 1;        // the 3x3 stem's stride (2 quarters the work of stage 1)
   int64_t stem_channels = 16;
   std::vector<int64_t> blocks{2, 2, 2};      // per stage
   std::vector<int64_t> widths{16, 32, 64};   // per stage (bottleneck: the inner width)
