@@ -161,7 +161,8 @@ VisionResult VisionTrainer::run(int64_t start_step) {
       step_log.add_epoch(epoch);
       epoch_open = false;
     }
-    if (number % config_.log_every == 0 || number == total_steps_) {
+    // Validation figures are always written, whatever the logging interval.
+    if (number % config_.log_every == 0 || number == total_steps_ || rec.contains("val_loss")) {
       r.train_top1 = window_images > 0 ? window_top1 / window_images : 0;
       window_top1 = window_images = 0;
       if (run_dir_) run_dir_->append_metrics(rec);
