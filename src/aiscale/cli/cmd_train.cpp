@@ -7,6 +7,7 @@
 #include "aiscale/cli/run_options.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/session.h"
+#include "aiscale/train/vision_config.h"
 
 namespace aiscale::cli {
 
@@ -15,7 +16,8 @@ void add_train_command(CLI::App& app) {
   auto run = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand(
       "train",
-      "Train a GPT model from a TOML config. Writes a run directory (config.toml, metrics.jsonl, "
+      "Train a GPT model (or, with [model] kind = \"resnet\", an image classifier: "
+      "docs/guide/vision.md) from a TOML config. Writes a run directory (config.toml, metrics.jsonl, "
       "checkpoints/, summary.json). Runs on N ranks when started by mpirun, srun or "
       "`aiscale launch -n N -- train ...`. SIGTERM/SIGINT finish the step, write a checkpoint "
       "and exit cleanly. Exit status: 0 finished or stopped by a signal, 1 an error (the message "
@@ -39,7 +41,9 @@ void add_train_command(CLI::App& app) {
   // The options shared with `bench language` and `plan`, each setting its config key (as a
   // --set before the --set options would).
   add_run_options(cmd, *run, run_option_keys(), "Run settings (each sets its config key)");
-  cmd->footer("Config keys (section.key, type, meaning):\n" + train::config_reference());
+  cmd->footer("Config keys (section.key, type, meaning):\n" + train::config_reference() +
+              "\nVision config keys ([model] kind = \"resnet\"):\n" +
+              train::vision_config_reference());
   cmd->callback([req, run] {
     if (req->config_path.empty() && req->resume_dir.empty())
       throw CLI::RequiredError("--config (or --resume RUN_DIR)");

@@ -7,6 +7,8 @@ namespace aiscale::cli {
 // throws aiscale::Error for user mistakes; main prints it and exits 1.
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// `bench vision` (cmd_bench_vision.cpp), added by add_bench_command.
+void add_bench_vision_command(CLI::App* bench);
 void add_sample_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_data_command(CLI::App& app);

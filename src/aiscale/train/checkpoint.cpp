@@ -149,34 +149,21 @@ std::string set_checkpoint_aside(const std::string& dir, const std::string& suff
   return to.string();
 }
 
-void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
-  const fs::path final_dir = fs::path(checkpoints_dir) / checkpoint_name(s.step);
-  const fs::path tmp_dir = fs::path(checkpoints_dir) / (checkpoint_name(s.step) + ".tmp");
+void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
+                             const std::vector<std::pair<std::string, std::string>>& files,
+                             int64_t keep_last) {
+  const fs::path final_dir = fs::path(checkpoints_dir) / checkpoint_name(step);
+  const fs::path tmp_dir = fs::path(checkpoints_dir) / (checkpoint_name(step) + ".tmp");
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
   fs::create_directories(tmp_dir, ec);
   if (ec) fail("cannot create checkpoint folder '{}': {}", tmp_dir.string(), ec.message());
-  atomic_write_file((tmp_dir / "model.safetensors").string(),
-                    safetensors_serialize(to_hf_tensors(s.model, s.params),
-                                          {{"format", "pt"}, {"producer", "aiscale"}}));
-  atomic_write_file((tmp_dir / "config.json").string(), hf_config_json(s.model));
-  atomic_write_file((tmp_dir / "optimizer.bin").string(), optimizer_bytes(s));
-  nlohmann::ordered_json state = {{"step", s.step},
-                                  {"data_epoch", s.data.epoch},
-                                  {"data_index", s.data.index},
-                                  {"seed", s.seed},
-                                  {"world_size", s.world_size},
-                                  {"nonfinite_steps", s.nonfinite_steps},
-                                  {"n_params", s.params.size()},
-                                  {"config_toml", s.config_toml},
-                                  {"aiscale_version", AISCALE_VERSION},
-                                  {"written", utc_iso8601()}};
-  atomic_write_file((tmp_dir / "state.json").string(), state.dump(2) + "\n");
+  for (const auto& [name, bytes] : files) atomic_write_file((tmp_dir / name).string(), bytes);
   fs::remove_all(final_dir, ec);  // an incomplete leftover of an earlier attempt
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) fail("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message());
   fsync_directory(checkpoints_dir);
-  atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", s.step));
+  atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", step));
 
   // Keep the newest keep_last complete checkpoints. Renamed first (atomic: from then on it
   // is no checkpoint), then deleted; leftovers of a kill during a deletion go too.
@@ -190,6 +177,27 @@ void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState&
   }
   for (const auto& e : fs::directory_iterator(checkpoints_dir, ec))
     if (e.path().filename().string().ends_with(".deleting")) fs::remove_all(e.path(), ec);
+}
+
+void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
+  nlohmann::ordered_json state = {{"step", s.step},
+                                  {"data_epoch", s.data.epoch},
+                                  {"data_index", s.data.index},
+                                  {"seed", s.seed},
+                                  {"world_size", s.world_size},
+                                  {"nonfinite_steps", s.nonfinite_steps},
+                                  {"n_params", s.params.size()},
+                                  {"config_toml", s.config_toml},
+                                  {"aiscale_version", AISCALE_VERSION},
+                                  {"written", utc_iso8601()}};
+  write_checkpoint_folder(
+      checkpoints_dir, s.step,
+      {{"model.safetensors", safetensors_serialize(to_hf_tensors(s.model, s.params),
+                                                   {{"format", "pt"}, {"producer", "aiscale"}})},
+       {"config.json", hf_config_json(s.model)},
+       {"optimizer.bin", optimizer_bytes(s)},
+       {"state.json", state.dump(2) + "\n"}},
+      keep_last);
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "aiscale/nn/models/gpt_config.h"
@@ -40,6 +41,11 @@ struct CheckpointState {
 
 std::string checkpoint_name(int64_t step);  // "step_00000010"
 void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last);
+// The folder protocol above for any model: `files` (name, bytes) written into
+// step_N.tmp/, renamed to step_N, COMPLETE last, then the oldest beyond keep_last pruned.
+void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
+                             const std::vector<std::pair<std::string, std::string>>& files,
+                             int64_t keep_last);
 // Newest folder with a COMPLETE marker, if any.
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
 // Every complete checkpoint folder (step_NNNNNNNN with COMPLETE), oldest first.

@@ -35,6 +35,7 @@
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/trainer.h"
+#include "aiscale/train/vision_session.h"
 
 namespace aiscale::train {
 namespace fs = std::filesystem;
@@ -45,7 +46,8 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
-// Keep the metrics of steps up to `step` (a resumed run rewrites what came after).
+}  // namespace
+
 void truncate_metrics(const std::string& run_dir, int64_t step) {
   const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
   if (!fs::exists(path)) return;
@@ -61,6 +63,8 @@ void truncate_metrics(const std::string& run_dir, int64_t step) {
   }
   atomic_write_file(path, kept);
 }
+
+namespace {
 
 CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPosition& data,
                          int64_t step, int world, int64_t nonfinite) {
@@ -195,6 +199,8 @@ int run_training(const TrainRequest& req) {
   if (req.resume_dir.empty() && (req.checkpoint_step >= 0 || req.resume_fallback))
     fail("--checkpoint and --resume-fallback choose where a resumed run continues: give the run "
          "directory with --resume RUN_DIR");
+  // Image classifiers ([model] kind = "resnet") have their own schema and loop.
+  if (is_vision_request(req)) return run_vision_training(req);
   if (!req.resume_dir.empty()) {
     if (!fs::is_directory(req.resume_dir))
       fail("--resume '{}': no such run directory", req.resume_dir);

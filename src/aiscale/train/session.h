@@ -1,6 +1,7 @@
 // One `aiscale train` invocation from start to end: ranks, model, data, run directory,
 // resume, periodic asynchronous checkpoints, preemption signals, NaN/Inf handling.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,9 @@ struct FaultPlan {
   double slow_ms = 0;
 };
 FaultPlan fault_plan_from_env();
+
+// Keeps the lines of <run_dir>/metrics.jsonl up to `step` (a resumed run rewrites what came
+// after).
+void truncate_metrics(const std::string& run_dir, int64_t step);
 
 }  // namespace aiscale::train

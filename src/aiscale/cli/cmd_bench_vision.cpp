@@ -1,0 +1,62 @@
+// aiscale bench vision: ResNet training throughput on synthetic images (bench/vision.h).
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "aiscale/bench/vision.h"
+#include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
+#include "aiscale/core/error.h"
+#include "aiscale/nn/models/resnet_config.h"
+#include "aiscale/parallel/comm.h"
+
+namespace aiscale::cli {
+
+void add_bench_vision_command(CLI::App* bench) {
+  struct Args {
+    bench::VisionBenchOptions o;
+    std::string communicator = "auto";
+    std::string output;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = bench->add_subcommand(
+      "vision",
+      "ResNet training throughput on the CPU on synthetic images held in memory: images/s, "
+      "median and p90 step time, achieved FLOP/s (3x the forward's), peak memory; several "
+      "ranks (mpirun, aiscale launch) add the gradient all-reduce of data parallelism");
+  cmd->add_option("--model", args->o.model, "ResNet preset")
+      ->capture_default_str()
+      ->check(CLI::IsMember(nn::resnet_preset_names()));
+  cmd->add_option("--batch-size", args->o.batch_size, "images per rank")
+      ->capture_default_str()
+      ->check(integer_in(1, int64_t{1} << 20));
+  cmd->add_option("--image-size", args->o.image_size,
+                  "square image size; 0 = the preset's (224, or 28 for resnet-small)")
+      ->capture_default_str()
+      ->check(integer_in(0, 1 << 16));
+  cmd->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()->check(positive_number());
+  cmd->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()->check(number_in(0));
+  cmd->add_option("--threads", args->o.threads, "CPU threads; 0 = all cores")
+      ->capture_default_str()
+      ->check(integer_in(0, 4096));
+  cmd->add_option("--communicator", args->communicator, "auto, mpi or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "mpi", "none"}));
+  cmd->add_option("--output,-o", args->output, "also append the JSON line to this file");
+  cmd->callback([args] {
+    auto comm = parallel::make_communicator(args->communicator);
+    const nlohmann::json j = bench::run_vision_bench(args->o, *comm);
+    if (comm->rank() != 0) return;
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    if (!args->output.empty()) {
+      std::ofstream out(args->output, std::ios::app);
+      if (!out)
+        fail("cannot append to results file '{}': check the folder exists and is writable",
+             args->output);
+      out << j.dump() << "\n";
+    }
+  });
+}
+
+}  // namespace aiscale::cli

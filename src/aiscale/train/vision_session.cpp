@@ -1,0 +1,276 @@
+#include "aiscale/train/vision_session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/log.h"
+#include "aiscale/core/validate.h"
+#include "aiscale/nn/models/resnet.h"
+#include "aiscale/optim/sgd.h"
+#include "aiscale/parallel/comm.h"
+#include "aiscale/train/checkpoint.h"
+#include "aiscale/train/run_dir.h"
+#include "aiscale/train/safetensors.h"
+#include "aiscale/train/sources.h"
+#include "aiscale/train/vision_config.h"
+#include "aiscale/train/vision_sources.h"
+#include "aiscale/train/vision_trainer.h"
+
+namespace aiscale::train {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<SafeTensor> named(const std::vector<nn::ResNetTensor>& tensors,
+                              const std::vector<float>& flat, const std::string& suffix = "") {
+  std::vector<SafeTensor> out;
+  for (const nn::ResNetTensor& t : tensors) {
+    out.push_back({t.name + suffix, t.shape,
+                   std::vector<float>(flat.begin() + t.offset, flat.begin() + t.offset + t.size)});
+  }
+  return out;
+}
+
+// Copies every tensor of `tensors` from `file` into `flat`, refusing a missing or
+// mis-shaped one with a message naming both.
+void unpack(const std::map<std::string, SafeTensor>& file, const std::string& source,
+            const std::vector<nn::ResNetTensor>& tensors, std::vector<float>& flat,
+            const std::string& suffix = "") {
+  for (const nn::ResNetTensor& t : tensors) {
+    auto it = file.find(t.name + suffix);
+    if (it == file.end())
+      fail("checkpoint '{}' has no tensor '{}': it was written for another model (compare "
+           "model.preset and model.num_classes with the run's config.toml)", source,
+           t.name + suffix);
+    if (it->second.shape != t.shape || int64_t(it->second.data.size()) != t.size)
+      fail("checkpoint '{}': tensor '{}' has shape [{}], the model needs [{}]", source,
+           t.name + suffix, fmt::join(it->second.shape, ", "), fmt::join(t.shape, ", "));
+    std::copy(it->second.data.begin(), it->second.data.end(), flat.begin() + t.offset);
+  }
+}
+
+void write_vision_checkpoint(const std::string& dir, const VisionTrainConfig& c,
+                             nn::ResNet& model, optim::Sgd& sgd, int64_t step,
+                             data::ImageSource::Position data, int world, int64_t keep) {
+  std::vector<SafeTensor> weights = named(model.parameter_tensors(), model.params());
+  for (SafeTensor& t : named(model.buffer_tensors(), model.buffers())) weights.push_back(t);
+  nlohmann::ordered_json state = {{"kind", "resnet"},         {"step", step},
+                                  {"data_epoch", data.epoch}, {"data_index", data.index},
+                                  {"seed", c.seed},           {"world_size", world},
+                                  {"n_params", model.num_parameters()},
+                                  {"config_toml", to_toml(c)},
+                                  {"aiscale_version", AISCALE_VERSION},
+                                  {"written", utc_iso8601()}};
+  write_checkpoint_folder(
+      dir, step,
+      {{"model.safetensors",
+        safetensors_serialize(weights, {{"format", "pt"}, {"producer", "aiscale"}})},
+       {"optimizer.safetensors",
+        safetensors_serialize(named(model.parameter_tensors(), sgd.velocity(), ".momentum_buffer"))},
+       {"state.json", state.dump(2) + "\n"}},
+      keep);
+}
+
+struct Restored {
+  int64_t step = 0;
+  data::ImageSource::Position data;
+};
+
+Restored read_vision_checkpoint(const std::string& dir, nn::ResNet& model, optim::Sgd& sgd,
+                                int world) {
+  nlohmann::json state;
+  const std::string state_path = (fs::path(dir) / "state.json").string();
+  try {
+    state = nlohmann::json::parse(read_file(state_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint '{}': state.json is not valid JSON ({}): resume from another checkpoint "
+         "with --checkpoint STEP", dir, e.what());
+  }
+  if (state.value("kind", std::string()) != "resnet")
+    fail("checkpoint '{}' is not a vision (ResNet) checkpoint", dir);
+  if (state.value("world_size", 0) != world)
+    fail("checkpoint '{}' was written by {} ranks, this run has {}: resume with the same "
+         "number of ranks (the data order depends on it)", dir, state.value("world_size", 0),
+         world);
+  const std::string model_path = (fs::path(dir) / "model.safetensors").string();
+  const auto weights = safetensors_parse(read_file(model_path), model_path);
+  unpack(weights, model_path, model.parameter_tensors(), model.params());
+  unpack(weights, model_path, model.buffer_tensors(), model.buffers());
+  const std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
+  unpack(safetensors_parse(read_file(opt_path), opt_path), opt_path, model.parameter_tensors(),
+         sgd.velocity(), ".momentum_buffer");
+  Restored r;
+  r.step = state.value("step", int64_t{0});
+  r.data = {state.value("data_epoch", int64_t{0}), state.value("data_index", int64_t{0})};
+  return r;
+}
+
+std::string config_path_of(const TrainRequest& req) {
+  if (!req.config_path.empty()) return req.config_path;
+  if (!req.resume_dir.empty()) return (fs::path(req.resume_dir) / "config.toml").string();
+  return {};
+}
+
+}  // namespace
+
+bool is_vision_request(const TrainRequest& req) {
+  const std::string path = config_path_of(req);
+  if (path.empty() || !fs::is_regular_file(path)) return false;
+  return is_vision_config(read_file(path), req.overrides);
+}
+
+int run_vision_training(const TrainRequest& req) {
+  std::vector<std::string> overrides = req.overrides;
+  const std::string config_path = config_path_of(req);
+  if (!req.resume_dir.empty()) {
+    if (!fs::is_directory(req.resume_dir))
+      fail("--resume '{}': no such run directory", req.resume_dir);
+    fs::path rd = fs::absolute(req.resume_dir).lexically_normal();
+    if (rd.filename().empty()) rd = rd.parent_path();
+    overrides.push_back("run.dir=\"" + rd.parent_path().string() + "\"");
+    overrides.push_back("run.name=\"" + rd.filename().string() + "\"");
+  }
+  const VisionTrainConfig c = load_vision_config(config_path, overrides);
+  validate::omp_num_threads_env();
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(c.communicator);
+  const int rank = comm->rank(), world = comm->world();
+  log::set_rank(rank, world);
+  const int threads = set_cpu_threads(c.threads);
+
+  auto train_src = open_vision_source(c, true, rank, world);
+  auto val_src = open_vision_source(c, false, rank, world);
+  if (train_src->batches_per_epoch() < 1)
+    fail("{}: the training set ({} images) is smaller than one global batch ({} ranks x {})",
+         config_path, train_src->records(), world, c.batch_size);
+
+  nn::ResNetConfig mc = nn::resnet_preset(c.preset);
+  mc.in_channels = train_src->channels();
+  if (c.blocks_per_stage > 0) std::fill(mc.blocks.begin(), mc.blocks.end(), c.blocks_per_stage);
+  if (c.stem_stride > 0) mc.stem_stride = c.stem_stride;
+  if (train_src->height() != train_src->width())
+    fail("{}: images of {}x{}: the ResNet takes square images (set model.image_size)",
+         config_path, train_src->height(), train_src->width());
+  mc.image_size = train_src->height();
+  mc.num_classes = c.num_classes > 0 ? c.num_classes : train_src->num_classes();
+  if (mc.num_classes < train_src->num_classes())
+    fail("{}: model.num_classes = {} but the training data has {} classes", config_path,
+         mc.num_classes, train_src->num_classes());
+  nn::ResNetOptions mo;
+  mo.max_batch = c.batch_size;
+  mo.label_smoothing = float(c.label_smoothing);
+  mo.zero_init_residual = c.zero_init_residual;
+  mo.seed = c.seed;
+  nn::ResNet model(mc, mo, ops::vision::vision_cpu_backend());
+  if (c.sync_batchnorm) model.set_batchnorm_sync(comm.get());
+
+  std::vector<uint8_t> decay(model.num_parameters(), 1);
+  if (!c.decay_bn_and_bias) {
+    for (const nn::ResNetTensor& t : model.parameter_tensors())
+      std::fill(decay.begin() + t.offset, decay.begin() + t.offset + t.size, t.decay ? 1 : 0);
+  }
+  optim::Sgd sgd(model.num_parameters(), {c.momentum, c.nesterov, c.weight_decay}, decay);
+
+  const int64_t per_epoch = train_src->batches_per_epoch();
+  const int64_t total_steps =
+      c.steps > 0 ? c.steps : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * per_epoch)));
+  const int64_t global_batch = c.batch_size * world;
+  optim::LrSchedule schedule;
+  schedule.peak_lr = c.lr_scaling == "linear"
+                         ? optim::linear_scaled_lr(c.lr, global_batch, c.reference_batch)
+                         : c.lr;
+  schedule.warmup_steps = std::min<int64_t>(int64_t(std::llround(c.warmup_epochs * per_epoch)),
+                                            total_steps);
+  schedule.total_steps = total_steps;
+  schedule.decay = c.schedule;
+  schedule.min_lr = schedule.peak_lr * c.min_lr_ratio;
+  schedule.step_every = std::max<int64_t>(1, int64_t(std::llround(c.step_epochs * per_epoch)));
+  schedule.gamma = c.step_gamma;
+
+  const std::string name =
+      c.run_name.empty() ? fmt::format("{}-{}", c.preset, utc_compact()) : c.run_name;
+  const bool resuming = !req.resume_dir.empty();
+  const std::string ckpt_dir = (fs::path(c.run_dir) / name / "checkpoints").string();
+  int64_t start_step = 0;
+  if (resuming) {
+    std::optional<std::string> dir = latest_checkpoint(ckpt_dir);
+    if (req.checkpoint_step >= 0) {
+      const fs::path wanted = fs::path(ckpt_dir) / checkpoint_name(req.checkpoint_step);
+      if (!fs::exists(wanted / "COMPLETE"))
+        fail("--checkpoint {}: '{}' is not a complete checkpoint", req.checkpoint_step,
+             wanted.string());
+      dir = wanted.string();
+    }
+    if (!dir) fail("--resume '{}': no complete checkpoint in '{}'", req.resume_dir, ckpt_dir);
+    const Restored r = read_vision_checkpoint(*dir, model, sgd, world);
+    start_step = r.step;
+    train_src->restore(r.data);
+    // Before the run directory opens metrics.jsonl for appending.
+    if (rank == 0) truncate_metrics((fs::path(c.run_dir) / name).string(), start_step);
+    log::info("resuming from {} (step {})", *dir, start_step);
+  }
+  RunDirectory run_dir(c.run_dir, name, resuming, rank == 0);
+  run_dir.write_config(to_toml(c));
+  if (rank == 0) {
+    log::info("aiscale train: {} ({:.2f}M parameters, {}x{}x{} images, {} classes) on the CPU "
+              "({} threads) x {} ranks; global batch {}, peak lr {:.4g}, {} steps ({} per epoch)",
+              c.preset, double(model.num_parameters()) / 1e6, mc.in_channels, mc.image_size,
+              mc.image_size, mc.num_classes, threads, world, global_batch, schedule.peak_lr,
+              total_steps, per_epoch);
+  }
+
+  VisionTrainer trainer(c, model, sgd, schedule, total_steps, *train_src, val_src.get(), *comm,
+                        &run_dir);
+  trainer.show_progress = !req.quiet;
+  int64_t last_saved = start_step;
+  trainer.after_step = [&](int64_t step) {
+    if (c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && step < total_steps) {
+      if (rank == 0)
+        write_vision_checkpoint(ckpt_dir, c, model, sgd, step, train_src->position(), world,
+                                c.keep_checkpoints);
+      last_saved = step;
+    }
+    return true;
+  };
+  const VisionResult r = trainer.run(start_step);
+  if (rank == 0 && r.steps > last_saved) {
+    write_vision_checkpoint(ckpt_dir, c, model, sgd, r.steps, train_src->position(), world,
+                            c.keep_checkpoints);
+  }
+  nlohmann::json summary = {{"kind", "resnet"},
+                            {"model", c.preset},
+                            {"parameters", model.num_parameters()},
+                            {"world_size", world},
+                            {"global_batch", global_batch},
+                            {"peak_lr", schedule.peak_lr},
+                            {"steps", r.steps},
+                            {"first_loss", r.first_loss},
+                            {"final_loss", r.final_loss},
+                            {"train_top1", r.train_top1},
+                            {"images_per_s_median", r.images_per_s_median},
+                            {"step_time_median_s", r.step_time_median_s},
+                            {"wall_s", r.wall_s}};
+  if (r.val.loss >= 0) {
+    summary["val_loss"] = r.val.loss;
+    summary["val_top1"] = r.val.top1;
+    summary["val_top5"] = r.val.top5;
+    summary["val_images"] = r.val.images;
+  }
+  run_dir.write_summary(summary);
+  if (rank == 0) {
+    log::info("done: {} steps, loss {:.4f} -> {:.4f}{}, {:.0f} images/s, run directory {}",
+              r.steps, r.first_loss, r.final_loss,
+              r.val.loss >= 0 ? fmt::format(", val top-1 {:.2f}% top-5 {:.2f}%", 100 * r.val.top1,
+                                            100 * r.val.top5)
+                              : std::string(),
+              r.images_per_s_median, run_dir.path());
+  }
+  return 0;
+}
+
+}  // namespace aiscale::train
