@@ -15,7 +15,8 @@ namespace {
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
 //    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
-//  * Neither trains CNNs yet, and train.recompute recomputes GELU and LayerNorm outputs,
+//  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI); GPU
+//    ranks do not train CNNs yet. train.recompute recomputes GELU and LayerNorm outputs,
 //    which is neither of Korthikanti's selective or full modes: plans without
 //    recomputation only.
 const std::vector<EngineSupport> kEngineSupport = {
@@ -29,7 +30,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      {Recompute::none},
      true},
     {"cpu",
-     {WorkloadKind::transformer},
+     {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32},
      {0, 2, 3},
      1 << 20,
@@ -72,7 +73,7 @@ std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_par
   const EngineSupport& e = engine_support_for(cpu_partition);
   if (!has(e.models, w.kind))
     return w.is_transformer() ? "transformer training not implemented on this device"
-                              : "CNN training not implemented yet (aiscale trains GPT-family models)";
+                              : "CNN training not implemented on GPU ranks yet (CPU ranks train ResNets)";
   if (!has(e.precisions, p))
     return fmt::format("{} training not implemented on {} ranks (aiscale trains {})", to_string(p),
                        cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions));
@@ -82,6 +83,8 @@ std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_par
 std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu_partition) {
   if (std::string why = engine_gap_for_workload(w, p, cpu_partition); !why.empty()) return why;
   const EngineSupport& e = engine_support_for(cpu_partition);
+  if (!w.is_transformer() && (l.tp > 1 || l.pp > 1 || l.zero != 0))
+    return "ResNet training runs plain data parallelism only (no ZeRO, tensor or pipeline stages)";
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
   if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
   if (l.dp > 1 && l.zero == 3 && l.pp > 1) return "ZeRO-3 with pipeline stages not implemented";
@@ -101,12 +104,14 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
 std::string engine_support_summary(bool cpu_partition) {
   const EngineSupport& e = engine_support_for(cpu_partition);
   return fmt::format("`aiscale train` on {} ranks runs GPT-family models in {}; data parallelism "
-                     "with ZeRO {}{}; {}, no CNN training yet",
+                     "with ZeRO {}{}; {}; {}",
                      cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions),
                      list_zero(e.zero_stages),
                      cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
                      e.max_tensor > 1 ? "tensor and pipeline parallelism"
-                                      : "no tensor or pipeline parallelism");
+                                      : "no tensor or pipeline parallelism",
+                     has(e.models, WorkloadKind::cnn) ? "ResNets with data parallelism"
+                                                     : "no CNN training yet");
 }
 
 }  // namespace aiscale::plan
