@@ -11,6 +11,7 @@
 #include "aiscale/core/tensor.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/profile/profiled_backend.h"
 
 namespace aiscale::nn {
 namespace {
@@ -197,6 +198,9 @@ class GptCpu final : public GptModel {
   }
 
   void zero_grad() override { grads_.zero(); }
+  void set_profiler(profile::OpProfiler* p) override {
+    ops_ = profile::profiled_host_backend(ops::backend_by_name(options_.cpu_backend), p);
+  }
 
   double grad_sum_squares() override {
     return ops::sum_squares(static_cast<const float*>(grads_.data()), num_params());
@@ -313,7 +317,7 @@ class GptCpu final : public GptModel {
 
   GptConfig config_;
   GptRunOptions options_;
-  const ops::Backend& ops_;
+  ops::Backend ops_;  // a copy of the backend's table (a timed one while profiled)
   Arena params_, grads_, m_, v_, acts_arena_;
   ParamViews p_, g_;
   float* encoded_ = nullptr;  // (B, T, C)
