@@ -264,7 +264,8 @@ int run_training(const TrainRequest& req) {
   if (req.profile_steps)
     profile::check_profile_steps(*req.profile_steps, c.steps - resume_step_of(resume) - 1, 1,
                                  "train.steps (--steps)");
-  if (rank == 0 && !resume) profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
+  // Every rank checks (alike on a shared file system), so none waits for a failed rank 0.
+  if (!resume) profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
   // Every rank must run the same configuration on the same data: checked before the model
   // is built, so a disagreement costs nothing and never reaches a collective of another size.
   const int64_t resume_step = resume ? resume->state.step : 0;
