@@ -35,6 +35,18 @@ struct GpuPowerMeter::Nvml {
   };
   Ret (*utilization)(Device, Utilization*) = nullptr;
   const char* (*error)(Ret) = nullptr;
+  // For read_node_gpus and describe_gpu (optional: null when the driver lacks them).
+  struct Memory {
+    unsigned long long total, free, used;
+  };
+  Ret (*count)(unsigned*) = nullptr;
+  Ret (*by_index)(unsigned, Device*) = nullptr;
+  Ret (*name)(Device, char*, unsigned) = nullptr;
+  Ret (*uuid)(Device, char*, unsigned) = nullptr;
+  Ret (*memory)(Device, Memory*) = nullptr;
+  Ret (*power)(Device, unsigned*) = nullptr;  // mW
+  Ret (*driver_version)(char*, unsigned) = nullptr;
+  Ret (*cuda_driver_version)(int*) = nullptr;
   std::string why;  // why NVML cannot be used ("" when it can)
 
   std::string text(Ret r) const {
@@ -60,6 +72,14 @@ struct GpuPowerMeter::Nvml {
       n->clock = reinterpret_cast<Ret (*)(Device, int, unsigned*)>(sym("nvmlDeviceGetClockInfo"));
       n->error = reinterpret_cast<const char* (*)(Ret)>(sym("nvmlErrorString"));
       n->utilization = reinterpret_cast<Ret (*)(Device, Utilization*)>(sym("nvmlDeviceGetUtilizationRates"));
+      n->count = reinterpret_cast<Ret (*)(unsigned*)>(sym("nvmlDeviceGetCount_v2"));
+      n->by_index = reinterpret_cast<Ret (*)(unsigned, Device*)>(sym("nvmlDeviceGetHandleByIndex_v2"));
+      n->name = reinterpret_cast<Ret (*)(Device, char*, unsigned)>(sym("nvmlDeviceGetName"));
+      n->uuid = reinterpret_cast<Ret (*)(Device, char*, unsigned)>(sym("nvmlDeviceGetUUID"));
+      n->memory = reinterpret_cast<Ret (*)(Device, Memory*)>(sym("nvmlDeviceGetMemoryInfo"));
+      n->power = reinterpret_cast<Ret (*)(Device, unsigned*)>(sym("nvmlDeviceGetPowerUsage"));
+      n->driver_version = reinterpret_cast<Ret (*)(char*, unsigned)>(sym("nvmlSystemGetDriverVersion"));
+      n->cuda_driver_version = reinterpret_cast<Ret (*)(int*)>(sym("nvmlSystemGetCudaDriverVersion_v2"));
       if (!n->init || !n->by_pci || !n->energy || !n->limit || !n->clock) {
         n->why = "the NVML library lacks an entry point aiscale needs (driver too old?)";
       } else if (const Ret r = n->init(); r != 0) {
@@ -170,6 +190,62 @@ std::vector<std::pair<std::string, double>> gpu_power_event_fields(const GpuPowe
           {"min_sm_clock_mhz", w.min_sm_clock_mhz},
           {"max_sm_clock_mhz", w.max_sm_clock_mhz},
           {"mean_gpu_utilization_pct", w.mean_gpu_utilization_pct}};
+}
+
+namespace {
+NodeGpu read_gpu(const GpuPowerMeter::Nvml& n, Device d, int index) {
+  NodeGpu g;
+  g.index = index;
+  char text[96] = {};
+  if (n.name && n.name(d, text, sizeof text) == 0) g.name = text;
+  if (n.uuid && n.uuid(d, text, sizeof text) == 0) g.uuid = text;
+  GpuPowerMeter::Nvml::Utilization u{};
+  if (n.utilization && n.utilization(d, &u) == 0) g.utilization_pct = u.gpu;
+  GpuPowerMeter::Nvml::Memory m{};
+  if (n.memory && n.memory(d, &m) == 0) {
+    g.memory_used_bytes = double(m.used);
+    g.memory_total_bytes = double(m.total);
+  }
+  unsigned mw = 0;
+  if (n.power && n.power(d, &mw) == 0) g.power_w = mw * 1e-3;
+  return g;
+}
+}  // namespace
+
+std::vector<NodeGpu> read_node_gpus(std::string* why) {
+  const auto n = GpuPowerMeter::Nvml::get();
+  std::vector<NodeGpu> out;
+  unsigned count = 0;
+  if (!n->why.empty() || !n->count || !n->by_index || n->count(&count) != 0) {
+    if (why) *why = n->why.empty() ? "NVML cannot list the GPUs" : n->why;
+    return out;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    Device d = nullptr;
+    if (n->by_index(i, &d) == 0) out.push_back(read_gpu(*n, d, int(i)));
+  }
+  return out;
+}
+
+NodeGpu describe_gpu(const std::string& pci_bus_id) {
+  const auto n = GpuPowerMeter::Nvml::get();
+  Device d = nullptr;
+  if (!n->why.empty() || pci_bus_id.empty() || n->by_pci(pci_bus_id.c_str(), &d) != 0) return {};
+  return read_gpu(*n, d, -1);
+}
+
+std::string nvml_driver_version() {
+  const auto n = GpuPowerMeter::Nvml::get();
+  char text[96] = {};
+  if (!n->why.empty() || !n->driver_version || n->driver_version(text, sizeof text) != 0) return {};
+  return text;
+}
+
+int nvml_cuda_driver_version() {
+  const auto n = GpuPowerMeter::Nvml::get();
+  int v = 0;
+  if (!n->why.empty() || !n->cuda_driver_version || n->cuda_driver_version(&v) != 0) return 0;
+  return v;
 }
 
 }  // namespace aiscale::bench

@@ -36,6 +36,23 @@ struct GpuPowerWindow {
 // zero, with measured = 0, where nothing was measured.
 std::vector<std::pair<std::string, double>> gpu_power_event_fields(const GpuPowerWindow& w, bool measured);
 
+// One GPU of this node as NVML sees it now (the progress line, environment.json); -1 or
+// empty where NVML does not say.
+struct NodeGpu {
+  int index = -1;  // NVML's index on the node
+  std::string name, uuid;
+  double utilization_pct = -1;
+  double memory_used_bytes = 0, memory_total_bytes = 0;
+  double power_w = -1;
+};
+// Every GPU of the node (empty, with `why`, where NVML cannot be used).
+std::vector<NodeGpu> read_node_gpus(std::string* why = nullptr);
+// The GPU at a PCI bus id (an empty record when unknown).
+NodeGpu describe_gpu(const std::string& pci_bus_id);
+// The driver's version ("550.54.15") and the CUDA version it supports (12040); ""/0 unknown.
+std::string nvml_driver_version();
+int nvml_cuda_driver_version();
+
 class GpuPowerMeter {
  public:
   // The GPU with this PCI bus id ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it).
@@ -54,8 +71,10 @@ class GpuPowerMeter {
   // Ends the window. Fails if start() was not called.
   GpuPowerWindow stop();
 
+ public:
+  struct Nvml;  // the library's entry points (gpu_power.cpp)
+
  private:
-  struct Nvml;
   void sample_loop();
   std::shared_ptr<Nvml> nvml_;
   void* device_ = nullptr;  // nvmlDevice_t

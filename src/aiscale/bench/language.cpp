@@ -13,6 +13,8 @@
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/bootstrap.h"
+#include "aiscale/profile/op_profiler.h"
+#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/step_log.h"
@@ -72,6 +74,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (o.run.seq_len > o.run.model.block_size)
     fail("--seq-len {} exceeds the model's context {}: lower --seq-len", o.run.seq_len, o.run.model.block_size);
   if (o.steps < 1) fail("--steps must be at least 1");
+  if (o.profile_steps != 0) profile::check_profile_steps(o.profile_steps, o.steps, o.warmup, "--steps");
   train::TrainConfig tc = o.run;
   tc.steps = o.warmup + o.steps;
   tc.warmup_steps = 0;
@@ -96,6 +99,11 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   auto model = nn::make_gpt(o.run.device, o.run.model, ro);
   train::SyntheticSource source(o.run.batch_size, o.run.seq_len, o.run.model.vocab_size, o.seed + 1000 * comm.rank());
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
+  std::unique_ptr<profile::OpProfiler> profiler;
+  if (o.profile_steps > 0) {  // the first timed steps
+    profiler = std::make_unique<profile::OpProfiler>(comm.rank(), o.warmup, o.profile_steps);
+    trainer.profiler = profiler.get();
+  }
 
   // The GPU's energy, power limit and SM clock over the timed steps (NVML), per rank.
   std::unique_ptr<GpuPowerMeter> meter;
@@ -112,6 +120,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
       progress.update(i + 1, fmt::format("{:.3f} s/step{}", s.step_time_s, i < o.warmup ? " (warm-up)" : ""));
   }
   if (comm.rank() == 0) progress.finish();
+  if (profiler) {
+    trainer.end_profile();
+    profile::write_profile(*profiler, comm, o.profile_dir, o.profile_stem);
+  }
   const GpuPowerWindow power = meter ? meter->stop() : GpuPowerWindow{};
   // The per-rank events of steps.jsonl: memory, and on GPUs power and SM clock.
   step_log.add_rank_event(

@@ -25,6 +25,10 @@ struct LanguageBenchOptions {
   // When set: every rank's per-step records go to this folder's steps.jsonl (rank 0
   // writes; the folder must exist). See docs/guide/scaling.md#per-step-records.
   std::string steps_dir;
+  // --profile STEPS: profile the first STEPS timed steps into profile_dir (files named
+  // <profile_stem>trace.json, ...op_table.json, ...op_table.md). 0: no profile.
+  int64_t profile_steps = 0;
+  std::string profile_dir, profile_stem;
 };
 
 // Runs the benchmark and returns one JSON record (see docs/guide/bench.md for the fields).

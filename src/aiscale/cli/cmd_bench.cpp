@@ -4,11 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "aiscale/bench/allreduce.h"
 #include "aiscale/bench/language.h"
 #include "aiscale/bench/machine.h"
 #include "aiscale/bench/loader.h"
+#include "aiscale/profile/profile_report.h"
+#include "aiscale/train/environment.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
@@ -43,6 +46,7 @@ struct LanguageArgs {
   RunOptions run;  // model, batch, device, parallel settings: the train config's keys
   std::string output;
   std::string run_dir;
+  std::optional<int64_t> profile;
 };
 
 // The run settings as a train config: its defaults, the options, and the schema's checks
@@ -55,14 +59,13 @@ train::TrainConfig bench_config(const RunOptions& run) {
   }
 }
 
-// Every run setting but train.steps (the benchmark's --steps counts timed steps).
 std::vector<std::string> bench_run_keys() {
   std::vector<std::string> keys = run_option_keys();
   // The benchmark measures data parallelism (with ZeRO-1 on GPUs); model-parallel layouts
-  // run through aiscale train.
+  // run through aiscale train, and the metrics outputs belong to a training run's directory.
   for (const char* k : {"train.steps", "parallel.tensor_parallel", "parallel.pipeline_parallel",
                         "parallel.pipeline_schedule", "parallel.microbatches",
-                        "parallel.sequence_parallel"})
+                        "parallel.sequence_parallel", "run.tensorboard", "run.mllog"})
     keys.erase(std::remove(keys.begin(), keys.end(), k), keys.end());
   return keys;
 }
@@ -278,9 +281,31 @@ void add_bench_command(CLI::App& app) {
                    "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
                    "tokens/s per device / this")
       ->check(number_in(0));
+  lang->add_option_function<int64_t>(
+         "--profile", [args](int64_t n) { args->profile = n; },
+         "profile the first STEPS timed steps: an op table (printed, and op_table.{json,md}) "
+         "and a Chrome trace-event file for Perfetto (trace.json), in --run-dir DIR or beside "
+         "--output FILE (FILE.trace.json, ...); see docs/guide/observability.md")
+      ->type_name("STEPS");
   lang->callback([args] {
     bench::LanguageBenchOptions o = args->o;
     o.run = bench_config(args->run);
+    if (args->profile) {
+      o.profile_steps = *args->profile;
+      profile::check_profile_steps(o.profile_steps, o.steps, o.warmup, "--steps");
+      if (!args->run_dir.empty()) {
+        o.profile_dir = args->run_dir;
+      } else if (!args->output.empty()) {
+        const std::filesystem::path out(args->output);
+        o.profile_dir = out.has_parent_path() ? out.parent_path().string() : ".";
+        o.profile_stem = out.filename().string() + ".";
+      } else {
+        fail("--profile {}: say where the profile goes: --run-dir DIR (DIR/trace.json, "
+             "DIR/op_table.md) or --output FILE (FILE.trace.json, FILE.op_table.md beside it)",
+             o.profile_steps);
+      }
+      profile::check_writable_dir(o.profile_dir, args->run_dir.empty() ? "--output" : "--run-dir");
+    }
     const train::TrainConfig& c = o.run;
     // Before the model: a GPU rank's communicator also selects the rank's GPU.
     parallel::CommOptions co;
@@ -291,6 +316,7 @@ void add_bench_command(CLI::App& app) {
     if (!args->run_dir.empty()) {
       o.steps_dir = args->run_dir;
       if (comm->rank() == 0) prepare_bench_run_dir(args->run_dir);
+      train::write_environment(args->run_dir, *comm, c.device, train::to_toml(c));
     }
     nlohmann::json j = bench::run_language_bench(o, *comm);
     if (comm->rank() == 0) {

@@ -38,6 +38,12 @@ void add_train_command(CLI::App& app) {
                   "override a config key: --set train.steps=50 (repeatable)")
       ->take_all();
   cmd->add_flag("--quiet,-q", req->quiet, "no progress line");
+  cmd->add_option_function<int64_t>(
+         "--profile", [req](int64_t n) { req->profile_steps = n; },
+         "profile STEPS steps after the first (warm-up) step: an op table (printed, and "
+         "RUN_DIR/profile/op_table.{json,md}) and a Chrome trace-event file for Perfetto "
+         "(RUN_DIR/profile/trace.json); see docs/guide/observability.md")
+      ->type_name("STEPS");
   // The options shared with `bench language` and `plan`, each setting its config key (as a
   // --set before the --set options would).
   add_run_options(cmd, *run, run_option_keys(), "Run settings (each sets its config key)");

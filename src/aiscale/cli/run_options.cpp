@@ -50,6 +50,8 @@ constexpr RunOptionDef kRunOptions[] = {
     {"parallel.bucket_mib", ""},
     {"parallel.grad_comm", ""},
     {"parallel.grad_transport", ""},
+    {"run.tensorboard", "", true},
+    {"run.mllog", "", true},
 };
 
 const RunOptionDef& def_of(std::string_view key) {

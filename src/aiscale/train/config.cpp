@@ -293,6 +293,12 @@ const std::vector<Key>& schema() {
                         "steps between checkpoints; 0 = only at the end", 0, int64_t{1} << 40));
     k.push_back(int_key("run.keep_checkpoints", &TrainConfig::keep_checkpoints,
                         "checkpoints kept (oldest removed)", 1, 1000000));
+    k.push_back(bool_key("run.tensorboard", &TrainConfig::tensorboard,
+                         "also write the step scalars (loss, lr, grad norm, tokens/s, MFU, memory, "
+                         "GPU power) as TensorBoard event files in <run>/tensorboard/"));
+    k.push_back(bool_key("run.mllog", &TrainConfig::mllog,
+                         "also write MLPerf-style :::MLLOG lines (run_start/stop, blocks, epochs, "
+                         "eval_accuracy, hyperparameters) to <run>/mllog.txt"));
     return k;
   }();
   return keys;

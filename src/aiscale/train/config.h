@@ -71,6 +71,8 @@ struct TrainConfig {
   std::string run_name;          // default: <model>-<timestamp>
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
   int64_t keep_checkpoints = 2;
+  bool tensorboard = false;      // TensorBoard event files in <run>/tensorboard/
+  bool mllog = false;            // MLPerf-style :::MLLOG lines in <run>/mllog.txt
 
   int64_t tokens_per_step(int world_size = 1) const {
     return batch_size * seq_len * grad_accum * world_size;

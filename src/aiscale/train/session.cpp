@@ -25,11 +25,15 @@
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/process_groups.h"
 #include "aiscale/parallel/watchdog.h"
+#include "aiscale/profile/op_profiler.h"
+#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/divergence.h"
 #include "aiscale/train/parallel_layout.h"
+#include "aiscale/train/environment.h"
+#include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
@@ -149,6 +153,8 @@ ResumePoint choose_resume_point(const TrainRequest& req, const nn::GptConfig& mo
 }
 
 // What every rank must agree on before step 1.
+int64_t resume_step_of(const std::optional<ResumePoint>& r) { return r ? r->state.step : 0; }
+
 RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
                             const parallel::Communicator& comm, int64_t start_step) {
   RankFingerprint f;
@@ -280,6 +286,12 @@ int run_training(const TrainRequest& req) {
       fail("run '{}' already reached step {} of train.steps = {}: raise it with --set "
            "train.steps=N to train further", req.resume_dir, r.step, c.steps);
   }
+  // --profile and the run directory's folder: checked before anything is built.
+  if (req.profile_steps)
+    profile::check_profile_steps(*req.profile_steps, c.steps - resume_step_of(resume) - 1, 1,
+                                 "train.steps (--steps)");
+  // Every rank checks (alike on a shared file system), so none waits for a failed rank 0.
+  if (!resume) profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
   // Every rank must run the same configuration on the same data: checked before the model
   // is built, so a disagreement costs nothing and never reaches a collective of another size.
   const int64_t resume_step = resume ? resume->state.step : 0;
@@ -349,6 +361,13 @@ int run_training(const TrainRequest& req) {
   }
   RunDirectory run_dir(c.run_dir, name, /*resume=*/resume.has_value(), rank == 0);
   run_dir.write_config(to_toml(c));
+  write_environment(run_dir.path(), *comm, c.device, to_toml(c));
+  std::unique_ptr<MetricsOutputs> outputs;
+  if (rank == 0 && (c.tensorboard || c.mllog))
+    outputs = std::make_unique<MetricsOutputs>(c, run_dir.path(), world, resume.has_value());
+  std::unique_ptr<profile::OpProfiler> profiler;
+  if (req.profile_steps)  // after the first (warm-up) step of this invocation
+    profiler = std::make_unique<profile::OpProfiler>(rank, start_step + 1, *req.profile_steps);
   const std::string ckpt_dir = (fs::path(run_dir.path()) / "checkpoints").string();
   std::unique_ptr<AsyncCheckpointer> checkpointer;
   if (rank == 0) checkpointer = std::make_unique<AsyncCheckpointer>(ckpt_dir, c.keep_checkpoints);
@@ -371,6 +390,8 @@ int run_training(const TrainRequest& req) {
 
   Trainer trainer(c, *model, *train_src, val_src.get(), *comm, &run_dir);
   trainer.show_progress = !req.quiet;
+  trainer.outputs = outputs.get();
+  trainer.profiler = profiler.get();
   trainer.before_update = [&](int64_t step_index) {
     if (step_index + 1 == fault.blowup_step) {
       std::vector<float> params(static_cast<size_t>(model->num_params()));
@@ -442,9 +463,11 @@ int run_training(const TrainRequest& req) {
   };
   TrainResult r;
   std::string late_error;  // a failure after the last step (final evaluation)
+  if (outputs) outputs->run_start(start_step);
   try {
     r = trainer.run(start_step);
   } catch (const std::exception& e) {
+    if (outputs) outputs->run_stop(last_step, "aborted");
     // Keep what was trained: the state after the last completed step is whole (the failed
     // step stopped before its update). Sharded state would need the other ranks, and a
     // rank that is not 0 writes nothing.
@@ -481,6 +504,9 @@ int run_training(const TrainRequest& req) {
   const std::string status = diverged_stop       ? "diverged"
                              : stopped_by_signal ? "interrupted"
                                                  : "finished";
+  if (outputs) outputs->run_stop(r.steps, status == "finished" && late_error.empty() ? "success" : "aborted");
+  if (profiler && profiler->step_times_s().size() > 0)
+    profile::write_profile(*profiler, *comm, (fs::path(run_dir.path()) / "profile").string());
   std::optional<std::string> newest;
   if (rank == 0) newest = latest_checkpoint(ckpt_dir);
   nlohmann::json summary = {

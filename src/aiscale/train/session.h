@@ -2,6 +2,7 @@
 // resume, periodic asynchronous checkpoints, preemption signals, NaN/Inf handling.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ struct TrainRequest {
   int64_t checkpoint_step = -1;        // with resume_dir: resume from this step's checkpoint
   bool resume_fallback = false;        // a corrupt newest checkpoint: use the newest good one
   bool quiet = false;
+  // --profile STEPS: profile this many steps after the warm-up step (run dir's profile/).
+  std::optional<int64_t> profile_steps;
 };
 
 // Exit code of a run stopped because it diverged (loss far above its running level, or

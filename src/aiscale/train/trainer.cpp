@@ -6,12 +6,16 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/bench/device_info.h"
 #include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/core/stats.h"
 #include "aiscale/core/timer.h"
 #include "aiscale/parallel/bootstrap.h"
+#include "aiscale/profile/op_profiler.h"
+#include "aiscale/train/gpu_status.h"
+#include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/schedule.h"
 
@@ -26,8 +30,18 @@ Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& tr
 }
 
 StepStats Trainer::step(int64_t step_index) {
+  // --profile: only the window's steps are recorded; elsewhere `prof` is null.
+  profile::OpProfiler* prof = profiler && profiler->in_window(step_index) ? profiler : nullptr;
+  if (prof && step_index == prof->first_step()) model_.set_profiler(prof);
+  if (prof) prof->begin_step(step_index);
+  using profile::ScopedSpan;
+  using profile::SpanKind;
   Timer timer;
-  model_.zero_grad();
+  {
+    ScopedSpan span(prof, "zero_grad", SpanKind::op, profile::kHostTrack, 0,
+                    4.0 * double(model_.num_params()));
+    model_.zero_grad();
+  }
   double loss_sum = 0.0, data_wait = 0.0, sync = 0.0, pipeline_wait = 0.0;
   const float micro_weight = 1.0f / static_cast<float>(config_.grad_accum);
   const int64_t epoch = train_.position().epoch;
@@ -37,19 +51,27 @@ StepStats Trainer::step(int64_t step_index) {
     model_.set_gradient_sync(micro + 1 == config_.grad_accum);
     const DataPosition before = train_.position();
     const double t0 = timer.seconds();
-    train_.next_batch(inputs_.data(), targets_.data());
+    {
+      ScopedSpan span(prof, "next_batch", SpanKind::data, profile::kDataTrack);
+      train_.next_batch(inputs_.data(), targets_.data());
+    }
     data_wait += timer.seconds() - t0;
     // A source moves to the next epoch right after serving an epoch's last batch.
     if (before.index == 0) first_in_epoch = true;
     if (train_.position().epoch != before.epoch) last_in_epoch = true;
     if (model_.pipelined()) {  // the schedule interleaves the micro-batches' passes
       if (before_backward) before_backward(step_index);
+      ScopedSpan span(prof, "forward_backward", SpanKind::phase);
       loss_sum += model_.forward_backward(inputs_.data(), targets_.data(), micro_weight);
       pipeline_wait += model_.pipeline_wait_s();
       continue;
     }
-    loss_sum += model_.forward(inputs_.data(), targets_.data());
+    {
+      ScopedSpan span(prof, "forward", SpanKind::phase);
+      loss_sum += model_.forward(inputs_.data(), targets_.data());
+    }
     if (before_backward) before_backward(step_index);
+    ScopedSpan span(prof, "backward", SpanKind::phase);
     model_.backward(micro_weight);
   }
   const int world = comm_.world();
@@ -60,6 +82,8 @@ StepStats Trainer::step(int64_t step_index) {
   // Otherwise the whole buffer is summed here; on a GPU model it is a device buffer.
   if (world > 1 && !model_.data_parallel()) {
     const double t0 = timer.seconds();
+    ScopedSpan span(prof, "allreduce gradients", SpanKind::comm, profile::kCommTrack, 0,
+                    4.0 * double(model_.num_params()));
     comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
     sync += timer.seconds() - t0;
   }
@@ -68,7 +92,13 @@ StepStats Trainer::step(int64_t step_index) {
   // their mean, sum / world, by folding 1/world into the norm and the update's scale;
   // "sum" keeps the sum.
   const double reduce_divisor = config_.grad_reduce == "sum" ? 1.0 : static_cast<double>(data_world);
-  double grad_norm = std::sqrt(model_.grad_sum_squares()) / reduce_divisor;
+  double grad_sum_squares = 0;
+  {
+    ScopedSpan span(prof, "sum_squares", SpanKind::op, profile::kHostTrack, 2.0 * double(model_.num_params()),
+                    4.0 * double(model_.num_params()));
+    grad_sum_squares = model_.grad_sum_squares();
+  }
+  double grad_norm = std::sqrt(grad_sum_squares) / reduce_divisor;
   const double local_loss = loss_sum / static_cast<double>(config_.grad_accum);
   StepStats s;
   s.step = step_index + 1;
@@ -85,11 +115,15 @@ StepStats Trainer::step(int64_t step_index) {
   hp.grad_scale = static_cast<float>(clip / reduce_divisor);
   // Every rank decides alike: a rank with a NaN/Inf loss has NaN/Inf gradients, and the
   // norm is of the gradients summed over all ranks.
-  if (std::isfinite(grad_norm) && std::isfinite(local_loss)) model_.update(hp);
+  if (std::isfinite(grad_norm) && std::isfinite(local_loss)) {
+    ScopedSpan span(prof, "update", SpanKind::phase);
+    model_.update(hp);
+  }
   // The mean loss over ranks, while the GPU runs the update.
   double stats[1] = {local_loss};
   if (world > 1) {
     const double t0 = timer.seconds();
+    ScopedSpan span(prof, "allreduce loss", SpanKind::comm, profile::kCommTrack, 0, 8.0);
     comm_.allreduce_sum(stats, 1);
     sync += timer.seconds() - t0;
   }
@@ -102,7 +136,18 @@ StepStats Trainer::step(int64_t step_index) {
   s.first_in_epoch = first_in_epoch;
   s.last_in_epoch = last_in_epoch;
   s.tokens_per_s = static_cast<double>(config_.tokens_per_step(data_world)) / s.step_time_s;
+  if (prof) {
+    prof->end_step(step_index, s.step_time_s);
+    if (prof->window_done()) end_profile();
+  }
   return s;
+}
+
+void Trainer::end_profile() {
+  if (!profiler || profile_ended_) return;
+  profiler->resolve();  // the device's spans, read now that the window is over
+  model_.set_profiler(nullptr);
+  profile_ended_ = true;
 }
 
 StepRecord Trainer::step_record(const StepStats& s, bool warmup) const {
@@ -152,6 +197,13 @@ TrainResult Trainer::run(int64_t start_step) {
   if (config_.device == "cuda" && step_log.enabled())
     meter = std::make_unique<bench::GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
   bool meter_started = false;
+  // Rank 0's node's GPUs for the progress line and the metrics outputs (NVML, own thread).
+  std::unique_ptr<GpuStatusSampler> gpus;
+  if (lead && config_.device == "cuda" && (show_progress || outputs)) gpus = std::make_unique<GpuStatusSampler>();
+  // MFU for the metrics outputs: achieved FLOP/s per device against the GPU's dense peak.
+  const double peak_tflops =
+      config_.device == "cuda" ? bench::gpu_dense_bf16_peak_tflops(model_.device_name()) : 0.0;
+  const double flops_per_token = nn::gpt_train_flops_per_token(config_.model, config_.seq_len);
   EpochRecord epoch;
   epoch.epoch = start_epoch;
   Timer epoch_wall;
@@ -159,6 +211,7 @@ TrainResult Trainer::run(int64_t start_step) {
   for (int64_t i = start_step; i < config_.steps; ++i) {
     if (epoch_open && epoch.complete) {  // closed by the previous step
       step_log.add_epoch(epoch);
+      if (outputs) outputs->epoch_stop(epoch.epoch);
       epoch_open = false;
     }
     if (!epoch_open) {
@@ -167,6 +220,7 @@ TrainResult Trainer::run(int64_t start_step) {
       epoch.first_step = i + 1;
       epoch_wall = Timer();
       epoch_open = true;
+      if (outputs) outputs->epoch_start(epoch.epoch);
     }
     if (meter && !meter_started && (i - start_step == record_warmup_steps || config_.steps - i == 1)) {
       meter->start();
@@ -202,28 +256,47 @@ TrainResult Trainer::run(int64_t start_step) {
       double vl = evaluate();
       epoch.val_s += val_timer.seconds();
       if (vl >= 0) rec["val_loss"] = vl;
+      if (outputs && vl >= 0) outputs->eval(s.step, vl, /*more_steps=*/true);
     }
     if (s.last_in_epoch) {
       epoch.complete = true;
       epoch.wall_s = epoch_wall.seconds();
     }
-    if (run_dir_ && (s.step % config_.log_every == 0 || s.step == config_.steps))
-      run_dir_->append_metrics(rec);
-    if (lead && show_progress)
-      progress.update(s.step, fmt::format("loss {:.4f} | lr {:.2e} | {} tok/s", s.loss, s.lr,
-                                          format_count(s.tokens_per_s)));
+    const bool log_now = s.step % config_.log_every == 0 || s.step == config_.steps;
+    if (run_dir_ && log_now) run_dir_->append_metrics(rec);
+    const std::vector<bench::NodeGpu> gpu_now = gpus ? gpus->latest() : std::vector<bench::NodeGpu>{};
+    if (outputs && log_now) {
+      StepScalars sc{s.step, s.loss, s.lr, s.grad_norm, s.tokens_per_s};
+      if (peak_tflops > 0)
+        sc.mfu = s.tokens_per_s / comm_.world() * flops_per_token / (peak_tflops * 1e12);
+      sc.memory_bytes = config_.device == "cuda" ? double(model_.memory_bytes()) : double(process_peak_rss_bytes());
+      if (!gpu_now.empty() && gpu_now[0].power_w >= 0) {
+        sc.power_w = 0;  // the node's GPUs together
+        for (const auto& g : gpu_now) sc.power_w += std::max(0.0, g.power_w);
+      }
+      outputs->step(sc);
+    }
+    if (lead && show_progress) {
+      const std::string gpu_text = gpu_status_text(gpu_now);
+      progress.update(s.step, fmt::format("loss {:.4f} | lr {:.2e} | {} tok/s{}", s.loss, s.lr,
+                                          format_count(s.tokens_per_s),
+                                          gpu_text.empty() ? "" : " | " + gpu_text));
+    }
     r.steps = s.step;
     if (after_step && !after_step(s)) break;
   }
   if (lead && show_progress) progress.finish();
+  end_profile();  // a run stopped inside the window
   Timer val_timer;
   r.val_loss = evaluate();
+  if (outputs && r.val_loss >= 0) outputs->eval(r.steps, r.val_loss, /*more_steps=*/false);
   // The final validation pass belongs to the epoch of the last step.
   if (epoch_open) {
     const double val_s = val_timer.seconds();
     epoch.val_s += val_s;
     epoch.wall_s = epoch.complete ? epoch.wall_s + val_s : epoch_wall.seconds();
     step_log.add_epoch(epoch);
+    if (outputs) outputs->epoch_stop(epoch.epoch);
   }
   // GPU: the memory the model holds on the device; CPU: the process's peak resident set.
   const double peak_memory = config_.device == "cuda" ? double(model_.memory_bytes())

@@ -14,7 +14,12 @@
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/step_log.h"
 
+namespace aiscale::profile {
+class OpProfiler;
+}
+
 namespace aiscale::train {
+class MetricsOutputs;
 
 // How far a batch source has read: global batches served in the current epoch.
 struct DataPosition {
@@ -75,10 +80,17 @@ class Trainer {
   std::function<void(int64_t step_index)> before_update;
   // Called on the host before every backward pass (fault injection: a straggling rank).
   std::function<void(int64_t step_index)> before_backward;
+  // TensorBoard / MLLOG outputs (rank 0; not owned; null: none).
+  MetricsOutputs* outputs = nullptr;
   // Show a progress line (rank 0 only).
   bool show_progress = true;
   // Steps flagged as warm-up in steps.jsonl (from the run's first step).
   int64_t record_warmup_steps = 1;
+  // --profile: the steps in the profiler's window are recorded into it (not owned; null:
+  // nothing is recorded). After the window the device spans are resolved (end_profile).
+  profile::OpProfiler* profiler = nullptr;
+  // Ends the window early (a run stopped before it was complete); idempotent.
+  void end_profile();
   // The per-step record of a step's statistics (for steps.jsonl).
   StepRecord step_record(const StepStats& s, bool warmup) const;
 
@@ -90,6 +102,7 @@ class Trainer {
   parallel::Communicator& comm_;
   RunDirectory* run_dir_;
   std::vector<int32_t> inputs_, targets_;
+  bool profile_ended_ = false;
 };
 
 }  // namespace aiscale::train

@@ -15,6 +15,9 @@ namespace aiscale::parallel {
 class Communicator;
 class ProcessGroups;
 }
+namespace aiscale::profile {
+class OpProfiler;
+}
 
 namespace aiscale::nn {
 
@@ -111,6 +114,9 @@ class GptModel {
   // (ZeRO-1: each rank holds a shard and they are gathered).
   virtual bool collective_state() const { return false; }
   virtual void zero_grad() = 0;
+  // --profile: record each op into `profiler` from now on (null: stop; the default model
+  // records nothing). Called outside a step.
+  virtual void set_profiler(profile::OpProfiler* profiler) { (void)profiler; }
   // Sum of squares of all gradients (for global-norm clipping), in fp32 master units.
   virtual double grad_sum_squares() = 0;
   // AdamW over all parameters; weight decay applies to 2D matrices only (see

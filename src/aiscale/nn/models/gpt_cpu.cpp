@@ -18,6 +18,7 @@
 #include "aiscale/nn/models/gpt_cpu_state.h"
 #include "aiscale/parallel/pipeline/schedule.h"
 #include "aiscale/parallel/process_groups.h"
+#include "aiscale/profile/profiled_backend.h"
 
 namespace aiscale::nn {
 namespace {
@@ -147,6 +148,9 @@ class GptCpu final : public GptModel {
   }
 
   void zero_grad() override { state_.zero_grad(); }
+  void set_profiler(profile::OpProfiler* p) override {
+    ops_ = profile::profiled_host_backend(ops::backend_by_name(options_.cpu_backend), p);
+  }
   double grad_sum_squares() override { return state_.grad_sum_squares(self_sync_); }
   void update(const ops::AdamWParams& hp) override {
     state_.update(ops_, hp, options_.decay_embeddings);
@@ -287,7 +291,7 @@ class GptCpu final : public GptModel {
 
   GptConfig config_;
   GptRunOptions options_;
-  const ops::Backend& ops_;
+  ops::Backend ops_;  // a copy of the backend's table (a timed one while profiled); blocks refer to it
   GptPlacement place_;
   GptCpuState state_;
   std::vector<std::unique_ptr<GptBlocks>> slots_;  // activations of micro-batches in flight

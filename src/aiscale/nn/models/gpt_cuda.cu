@@ -45,6 +45,7 @@
 #include "aiscale/optim/adamw_layout.cuh"
 #include "aiscale/optim/zero1.cuh"
 #include "aiscale/parallel/data_parallel/reducer.cuh"
+#include "aiscale/profile/gpu_op_recorder.cuh"
 #include "aiscale/profile/step_timer.cuh"
 
 namespace aiscale::nn {
@@ -247,29 +248,40 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     if (gather_tokens) reducer_->gather_inputs(tokens_all_, h_tokens_all_, d_tokens_, N * 4);
 
     mark(profile::StepTimer::kForward, targets != nullptr);
+    prof_op("embedding_forward");
     cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
     for (int64_t l = 0; l < L_; ++l) {
       Acts& a = acts_[l];
+      prof_op("layernorm_forward");
       cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
                               pw(l, in(P::ln1_b)), N, C, s);
+      prof_op("matmul_forward", 6.0 * N * C * C);
       cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)),
                            pw(l, in(P::qkv_b)), nullptr, N, C, 3 * C, linear_, s);
+      prof_op("attention_forward", 2.0 * B * T * T * C);
       if (cudnn_attention_)
         cudnn_attention_->forward(a.atty, a.lse, a.qkv, cudnn_workspace_, s);
       else
         cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, C, NH, attention_impl_, s);
+      prof_op("matmul_forward", 2.0 * N * C * C);
       cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
                            pw(l, in(P::proj_b)), res(l), N, C, C, linear_, s);
+      prof_op("layernorm_forward");
       cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
                               pw(l, in(P::ln2_b)), N, C, s);
+      prof_op("matmul_forward", 8.0 * N * C * C);
       cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)),
                            pw(l, in(P::fc_b)), nullptr, N, C, 4 * C, linear_, s);
+      prof_op("matmul_forward", 8.0 * N * C * C);
       cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
                            pw(l, in(P::fcproj_b)), a.res_mid, N, 4 * C, C, linear_, s);
     }
+    prof_op("layernorm_forward");
     cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(L_), lnf_w(), lnf_b(), N, C, s);
+    prof_op("matmul_forward", 2.0 * N * C * Vp_);
     cuda::linear_forward(*gemm_, t_, logits_, nullptr, lnf_, wte_w(), nullptr, nullptr, N, C,
                          Vp_, linear_, s);
+    prof_op(nullptr);
     forward_done_ = true;
     if (!targets) {
       logits_state_ = LogitsState::valid;
@@ -278,10 +290,13 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     }
     // Loss (and, fused, dlogits scaled for the expected grad_multiplier).
     dlogits_multiplier_ = grad_multiplier_hint_;
+    prof_op("softmax_xent_forward");
     cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
                        dlogits_multiplier_ / static_cast<float>(N), fused_xent_, s);
     logits_state_ = fused_xent_ ? LogitsState::gradient : LogitsState::valid;
+    prof_op("mean_reduce");
     cuda::mean_reduce(loss_dev_, losses_, N, s);
+    prof_op(nullptr);
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_loss_, loss_dev_, 4, cudaMemcpyDeviceToHost, s));
     AISCALE_CUDA_CHECK(cudaEventRecord(loss_ready_, s));
     if (timer_) timer_->mark_forward_end(s);
@@ -317,6 +332,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     if (logits_state_ == LogitsState::gradient) {
       alpha = grad_multiplier / dlogits_multiplier_;
     } else {
+      prof_op("softmax_xent_backward");
       cuda::softmax_xent(t_, losses_, logits_, d_tokens_ + N_, N, V_, Vp_,
                          grad_multiplier / static_cast<float>(N), true, s);
     }
@@ -326,16 +342,19 @@ class GptCuda final : public GptModel, private GptCudaMemory {
 
     // LM head (tied to wte): over the padded vocabulary for dlnf (padded rows of the
     // weight and of dlogits are zero), over the real rows for dwte.
+    prof_op("matmul_backward", 2.0 * N * C * Vp_);
     cuda::linear_backward_input(*gemm_, t_, dln_, logits_, wte_w(), N, C, Vp_, Vp_, alpha,
                                 nullptr, nullptr, bias_scratch_, linear_, s);
     // dwte over the real V rows; or, measured option, over all Vp rows: the padded rows
     // then add exact zeros (dlogits is 0 there) to the first gradients of wpe, which
     // follow wte in the flat buffer, and the GEMM's n is a multiple of 128.
+    prof_op("matmul_backward", 2.0 * N * C * V_);
     cuda::linear_backward_weight(*gemm_, t_, grads_, nullptr, logits_, lnf_, N, C,
                                  lm_head_padded_dw_ ? Vp_ : V_, Vp_, alpha, bias_scratch_,
                                  linear_, s);
     const bool overlapped = reducer_ && reducer_->overlapping();
     ready(kGptAfterLmHead);
+    prof_op("layernorm_backward");
     cuda::layernorm_backward(t_, dres_, g(lnf_w_off()), g(lnf_w_off() + C), 
                              L_ > 0 ? g(layer_off(L_ - 1) + in(P::fcproj_b)) : nullptr, dln_,
                              res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
@@ -344,33 +363,45 @@ class GptCuda final : public GptModel, private GptCudaMemory {
       Acts& a = acts_[l];
       const int64_t lo = layer_off(l);
       if (options_.recompute) {
+        prof_op("layernorm_forward");
         cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
                                 pw(l, in(P::ln1_b)), N, C, s);
+        prof_op("layernorm_forward");
         cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
                                 pw(l, in(P::ln2_b)), N, C, s);
+        prof_op("gelu_forward");
         cuda::gelu_forward(t_, a.fc_gelu, a.fc_pre, N * 4 * C, s);
       }
       // MLP projection: dres = d(res[l + 1]); its bias gradient came from the LayerNorm
       // backward that produced dres.
+      prof_op("matmul_backward", 8.0 * N * C * C);
       cuda::linear_backward_weight(*gemm_, t_, g(lo + in(P::fcproj_w)), nullptr, dres_, a.fc_gelu,
                                    N, 4 * C, C, C, 1.0f, bias_scratch_, linear_, s);
+      prof_op("matmul_backward", 8.0 * N * C * C);
       cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, in(P::fcproj_w)), N, 4 * C, C, C,
                                   1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
+      prof_op("add_inplace");
       cuda::add_inplace(g(lo + in(P::fc_b)), bias_tmp_, 4 * C, s);
       // MLP first layer.
+      prof_op("matmul_backward", 8.0 * N * C * C);
       cuda::linear_backward_weight(*gemm_, t_, g(lo + in(P::fc_w)), nullptr, dfc_, a.ln2, N, C,
                                    4 * C, 4 * C, 1.0f, bias_scratch_, linear_, s);
+      prof_op("matmul_backward", 8.0 * N * C * C);
       cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, 4 * C, 4 * C,
                                   1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+      prof_op("layernorm_backward");
       cuda::layernorm_backward(t_, dres_, g(lo + in(P::ln2_w)), g(lo + in(P::ln2_b)),
                                g(lo + in(P::proj_b)), dln_, a.res_mid, pw(l, in(P::ln2_w)),
                                a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
       if (l == 0) ready(kGptLayer0Mlp);
       // Attention projection: dres = d(res_mid).
+      prof_op("matmul_backward", 2.0 * N * C * C);
       cuda::linear_backward_weight(*gemm_, t_, g(lo + in(P::proj_w)), nullptr, dres_, a.atty, N, C,
                                    C, C, 1.0f, bias_scratch_, linear_, s);
+      prof_op("matmul_backward", 2.0 * N * C * C);
       cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, C, C, C,
                                   1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+      prof_op("attention_backward", 4.0 * B * T * T * C);
       if (cudnn_attention_)
         cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
                                    cudnn_workspace_, s);
@@ -378,12 +409,16 @@ class GptCuda final : public GptModel, private GptCudaMemory {
         cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, C, NH,
                                  dq_accum_, delta_, attention_impl_, s);
       // QKV projection.
+      prof_op("matmul_backward", 6.0 * N * C * C);
       cuda::linear_backward_weight(*gemm_, t_, g(lo + in(P::qkv_w)), bias_tmp_, dqkv_, a.ln1, N, C,
                                    3 * C, 3 * C, 1.0f, bias_scratch_, linear_, s);
+      prof_op("add_inplace");
       cuda::add_inplace(g(lo + in(P::qkv_b)), bias_tmp_, 3 * C, s);
       if (l == 0) ready(kGptLayer0Qkv);
+      prof_op("matmul_backward", 6.0 * N * C * C);
       cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * C, 3 * C,
                                   1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+      prof_op("layernorm_backward");
       cuda::layernorm_backward(t_, dres_, g(lo + in(P::ln1_w)), g(lo + in(P::ln1_b)),
                                l > 0 ? g(layer_off(l - 1) + in(P::fcproj_b)) : nullptr, dln_, res(l),
                                pw(l, in(P::ln1_w)), a.ln1_mean, a.ln1_rstd, N, C, true,
@@ -396,14 +431,18 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     if (overlapped) {
       // Every rank's d(res0): the embedding backward over all ranks' positions adds the
       // summed embedding gradient, once the buckets holding wte and wpe are reduced.
+      prof_op("allgather_input_gradients");
       reducer_->gather_input_gradients(dres_all_, dres_, N * C * int64_t(es_));
+      prof_op("embedding_backward");
       cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
                                d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
     } else {
+      prof_op("embedding_backward");
       cuda::embedding_backward(t_, grads_, g(V_ * C), dres_, d_buckets_, d_buckets_ + Nb,
                                d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
       ready(parallel::dp::kAfterBackward);  // one bucket: everything
     }
+    prof_op(nullptr);
     mark(profile::StepTimer::kAfterEmbedding);
     AISCALE_CUDA_LAUNCH_CHECK();
     if (verbose_ && !printed_plans_) {
@@ -414,16 +453,26 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   }
 
 
+  void set_profiler(profile::OpProfiler* p) override {
+    op_recorder_.reset();
+    if (p) op_recorder_ = std::make_unique<profile::GpuOpRecorder>(*p, stream_, profile::kGpuTrack,
+                                                                   "GPU: model stream");
+  }
+
   void zero_grad() override {
     finish_comm();
+    prof_op("zero_grad");
     AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
+    prof_op(nullptr);
     if (reducer_) reducer_->gradients_zeroed();
   }
 
   double grad_sum_squares() override {
     if (reducer_) return reducer_->grad_sum_squares();
+    prof_op("sum_squares", 2.0 * double(P_));
     cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+    prof_op(nullptr);
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return h_sumsq_[0];
   }
@@ -433,6 +482,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     mark(profile::StepTimer::kUpdate);
     const cuda::AdamWLayout L =
         optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
+    prof_op("adamw_update");
     if (zero1_) {
       // AdamW on this rank's parts, all-gathered into gather_ in flat order, then copied
       // into the working copy's padded layout.
@@ -442,6 +492,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
       cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
       AISCALE_CUDA_LAUNCH_CHECK();
     }
+    prof_op(nullptr);
     mark(profile::StepTimer::kEnd);
   }
 
@@ -575,6 +626,10 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void finish_comm() const {
     if (reducer_) reducer_->finish();
   }
+  // --profile: the op now starting on the model's stream (nullptr: the last one ended).
+  void prof_op(const char* name, double flops = 0) {
+    if (op_recorder_) op_recorder_->mark(name, flops);
+  }
   // AISCALE_CUDA_TIMING.
   void mark(int phase, bool training = true) {
     if (timer_) timer_->mark(phase, stream_, training);
@@ -651,6 +706,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
 
   // AISCALE_CUDA_TIMING (null when off); the reducer reports its buckets' times into it.
   std::unique_ptr<profile::StepTimer> timer_;
+  std::unique_ptr<profile::GpuOpRecorder> op_recorder_;  // --profile window only
   // Data parallelism (subscribe_reducer): null without it.
   std::unique_ptr<parallel::dp::Reducer> reducer_;
   std::unique_ptr<optim::Zero1> zero1_;

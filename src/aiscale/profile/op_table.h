@@ -1,0 +1,46 @@
+// The op table of a profile: per op (and per data-loading and communication kind) the
+// calls, total and mean time, share of the step and the achieved rate where the op's work
+// or traffic is known, over the profiled steps of one rank.
+//
+// Which spans are rows: the ops of the GPU streams where the model records them (the time
+// the device spent, not the host's launch time), else the host's op spans; beside them
+// the host's data-loading and communication spans. Phases and steps only enclose rows.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "aiscale/profile/op_profiler.h"
+
+namespace aiscale::profile {
+
+struct OpRow {
+  std::string name;
+  std::string kind;  // "op", "data" or "comm"
+  std::string where; // "host" or "gpu"
+  int64_t calls = 0;
+  double total_s = 0;
+  double flops = 0, bytes = 0;  // summed over the calls (0: unknown)
+  double mean_s() const { return calls > 0 ? total_s / double(calls) : 0; }
+  double tflops() const { return flops > 0 && total_s > 0 ? flops / total_s / 1e12 : 0; }
+  double gbytes_per_s() const { return bytes > 0 && total_s > 0 ? bytes / total_s / 1e9 : 0; }
+};
+
+struct OpTable {
+  int rank = 0;
+  int64_t steps = 0;
+  double step_time_s = 0;  // the profiled steps' measured time, summed
+  std::vector<OpRow> rows; // by total time, largest first
+  double rows_total_s() const;
+  // The rows' total as a fraction of the steps' time (1.0: every moment is accounted for;
+  // on GPUs above 1 is possible where streams overlap).
+  double coverage() const { return step_time_s > 0 ? rows_total_s() / step_time_s : 0; }
+};
+
+OpTable make_op_table(const OpProfiler& p);
+nlohmann::json op_table_json(const OpTable& t);
+std::string op_table_markdown(const OpTable& t);
+
+}  // namespace aiscale::profile
