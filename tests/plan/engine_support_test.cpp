@@ -48,8 +48,8 @@ TEST(PlanEngineSupport, TableAgreesWithTheTrainConfigValidation) {
 
 bool layout_accepted(std::string_view device, int tp, int pp) {
   const std::string text = fmt::format(
-      "[model]\npreset = \"gpt-tiny\"\n[train]\ndevice = \"{}\"\n"
-      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\n",
+      "[model]\npreset = \"gpt-tiny\"\n[train]\ndevice = \"{}\"\nseq_len = 32\n"
+      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = 2\n",
       device, tp, pp);
   try {
     train::parse_train_config(text, "engine_support_test", {});
