@@ -49,8 +49,8 @@ TEST(PlanEngineSupport, TableAgreesWithTheTrainConfigValidation) {
 bool layout_accepted(std::string_view device, int tp, int pp) {
   const std::string text = fmt::format(
       "[model]\npreset = \"gpt-tiny\"\n[train]\ndevice = \"{}\"\nseq_len = 32\n"
-      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = 2\n",
-      device, tp, pp);
+      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\n",
+      device, tp, pp, pp);
   try {
     train::parse_train_config(text, "engine_support_test", {});
     return true;
