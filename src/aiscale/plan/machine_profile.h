@@ -85,9 +85,11 @@ MachineProfile load_machine_profile(const std::string& path);
 
 // The fraction of the measured GEMM throughput at the model's shapes that a whole
 // training step keeps (attention, normalisation, activations, loss and the memory-bound
-// kernels take the rest): an assumption, used where no measured training run calibrates
-// the utilisation.
-inline constexpr double kStepShareOfGemm = 0.65;
+// kernels take the rest), used where no measured training run calibrates the utilisation.
+// From GPT-2 124M's op table on one H100 (B=16, T=1024, bf16; docs/results/machine.md): the
+// whole step ran at 554 TFLOP/s of hardware FLOPs against 666.8 TFLOP/s for the model's own
+// GEMMs in `bench machine`, 0.83; taken as 0.80 for models with a larger attention share.
+inline constexpr double kStepShareOfGemm = 0.80;
 
 // Whether the profile describes this partition's device: its GPU name matches the
 // partition's accelerator (GPU partitions), or its CPU name the partition's CPU model
