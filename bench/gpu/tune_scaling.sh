@@ -25,7 +25,8 @@ if ! cmake --preset cpu >> "$OUT/setup.log" 2>&1 || ! cmake --build --preset cpu
   tail -40 "$OUT/setup.log"; exit 1
 fi
 BIN=build/cpu/aiscale
-c++ -O2 -std=c++20 bench/gpu/tune_xgboost_direct.cpp -o "$OUT/tune_xgboost_direct" -lxgboost -lpthread \
+inc=(); IFS=: read -ra pfx <<< "${CMAKE_PREFIX_PATH:-}"; for p in "${pfx[@]}"; do [ -d "$p/include" ] && inc+=("-I$p/include"); done
+c++ -O2 -std=c++20 "${inc[@]}" bench/gpu/tune_xgboost_direct.cpp -o "$OUT/tune_xgboost_direct" -lxgboost -lpthread \
   >> "$OUT/setup.log" 2>&1 || { log "no XGBoost to compile against: install libxgboost-dev"; exit 1; }
 
 "$BIN" tune --synthetic-csv "$OUT/synthetic.csv" --rows "$ROWS" --seed 1 >> "$OUT/setup.log"
