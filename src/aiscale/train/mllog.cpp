@@ -49,14 +49,14 @@ MlLog::~MlLog() {
 }
 
 void MlLog::event(Type type, const std::string& key, const nlohmann::json& value,
-                  const nlohmann::json& metadata, std::source_location where) {
+                  const nlohmann::json& metadata, CallSite where) {
   const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
   // The source file relative to the source tree ("src/aiscale/train/..."), however the
   // build named it (absolute or relative to the build folder).
-  std::string file = where.file_name();
+  std::string file = where.file;
   if (const size_t at = file.find("src/aiscale/"); at != std::string::npos) file = file.substr(at);
-  const std::string line = mllog_line(ms, type, key, value, metadata, file, where.line());
+  const std::string line = mllog_line(ms, type, key, value, metadata, file, where.line);
   const ssize_t n = ::write(fd_, line.data(), line.size());
   if (n != static_cast<ssize_t>(line.size()))
     fail("cannot write the MLLOG file '{}': {}", path_, n < 0 ? std::strerror(errno) : "short write");

@@ -6,12 +6,19 @@
 // so tools that read MLPerf logs read a training run's too.
 #pragma once
 #include <cstdint>
-#include <source_location>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace aiscale::train {
+
+// Where an MLLOG line was logged (its metadata's file and lineno). std::source_location
+// is not available with clang 14 on Debian 12's libstdc++, so the builtins both compilers
+// evaluate at the call site stand in for it.
+struct CallSite {
+  const char* file = "";
+  int line = 0;
+};
 
 class MlLog {
  public:
@@ -24,18 +31,18 @@ class MlLog {
 
   void event(Type type, const std::string& key, const nlohmann::json& value = nullptr,
              const nlohmann::json& metadata = nlohmann::json::object(),
-             std::source_location where = std::source_location::current());
+             CallSite where = {__builtin_FILE(), __builtin_LINE()});
   void point(const std::string& key, const nlohmann::json& value,
              const nlohmann::json& metadata = nlohmann::json::object(),
-             std::source_location where = std::source_location::current()) {
+             CallSite where = {__builtin_FILE(), __builtin_LINE()}) {
     event(Type::point_in_time, key, value, metadata, where);
   }
   void start(const std::string& key, const nlohmann::json& metadata = nlohmann::json::object(),
-             std::source_location where = std::source_location::current()) {
+             CallSite where = {__builtin_FILE(), __builtin_LINE()}) {
     event(Type::interval_start, key, nullptr, metadata, where);
   }
   void end(const std::string& key, const nlohmann::json& metadata = nlohmann::json::object(),
-           std::source_location where = std::source_location::current()) {
+           CallSite where = {__builtin_FILE(), __builtin_LINE()}) {
     event(Type::interval_end, key, nullptr, metadata, where);
   }
   const std::string& path() const { return path_; }
