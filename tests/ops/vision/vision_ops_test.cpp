@@ -183,6 +183,7 @@ TEST(VisionOps, Conv2dGradientConventions) {
 
 TEST(VisionOps, BatchNormTraining) {
   for (auto [N, C, HW] : {std::tuple<int64_t, int64_t, int64_t>{4, 3, 5}, {2, 6, 49}, {8, 2, 1}}) {
+    const int64_t channels = C;  // lambdas may not capture a structured binding (clang 14)
     Rng rng(N * 100 + C);
     BatchNormSpec spec{N, C, HW};
     Floats inp = normal(N * C * HW, rng, 2.0f), gamma = normal(C, rng), beta = normal(C, rng);
@@ -199,7 +200,7 @@ TEST(VisionOps, BatchNormTraining) {
       return out;
     };
     c.backward = [&](const VisionBackend& be, const Floats& dout) {
-      Floats out(inp.size()), dinp(inp.size(), NAN), dg(C, 0.0f), db(C, 0.0f);
+      Floats out(inp.size()), dinp(inp.size(), NAN), dg(channels, 0.0f), db(channels, 0.0f);
       BatchNormSaved saved;
       batchnorm_train_forward(be, out.data(), inp.data(), gamma.data(), beta.data(), nullptr,
                               nullptr, spec, saved, nullptr);
