@@ -47,7 +47,7 @@ TEST(ProfileGpu, TraceHasTheModelStreamsOps) {
   for (const auto& row : table["rows"])
     if (row["where"] == "gpu" && row["op"] == "matmul_backward") gpu_row = row["achieved_tflops"].get<double>() > 0;
   EXPECT_TRUE(gpu_row) << table.dump(2);
-  // The device time of the stream is some part of the step (not more than the step plus
+  // The GPU time of the stream is some part of the step (not more than the step plus
   // the host rows that overlap it).
   EXPECT_GT(table["coverage"].get<double>(), 0.05) << table.dump(2);
   const auto env = nlohmann::json::parse(read_bytes(run / "environment.json"));

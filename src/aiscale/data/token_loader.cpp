@@ -11,58 +11,17 @@
 #include <fmt/ranges.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/permutation.h"
 #include "aiscale/core/rng.h"
 
 namespace aiscale::data {
 namespace {
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: a strong 64-bit mixer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// The windows' order in an epoch (core/permutation.h), keyed by (seed, epoch).
+IndexPermutation window_order(int64_t windows, uint64_t seed, int64_t epoch) {
+  return IndexPermutation(static_cast<uint64_t>(windows),
+                          mix64(seed ^ mix64(static_cast<uint64_t>(epoch) + 0x9E3779B97F4A7C15ULL)));
 }
-
-// A pseudo-random permutation of [0, n) keyed by (seed, epoch), evaluated one index at
-// a time in O(1) memory: a balanced Feistel network over the smallest even number of
-// bits that covers n, with cycle walking to stay inside [0, n) (at most 4x domain, so
-// a few steps on average). The same (n, seed, epoch) gives the same permutation on
-// every machine; unlike a stored Fisher-Yates shuffle it needs no O(n) table per epoch.
-class WindowPermutation {
- public:
-  WindowPermutation(uint64_t n, uint64_t seed, int64_t epoch) : n_(n) {
-    const int bits = std::max(2, static_cast<int>(std::bit_width(n > 0 ? n - 1 : 0)));
-    half_bits_ = (bits + 1) / 2;
-    half_mask_ = (uint64_t{1} << half_bits_) - 1;
-    Rng rng(mix64(seed ^ mix64(static_cast<uint64_t>(epoch) + 0x9E3779B97F4A7C15ULL)));
-    for (uint64_t& key : keys_) key = rng.next_u64();
-  }
-
-  uint64_t operator()(uint64_t i) const {
-    uint64_t x = i;
-    do {
-      x = feistel(x);
-    } while (x >= n_);
-    return x;
-  }
-
- private:
-  uint64_t feistel(uint64_t x) const {
-    uint64_t left = x >> half_bits_, right = x & half_mask_;
-    for (uint64_t key : keys_) {
-      const uint64_t next = left ^ (mix64(right ^ key) & half_mask_);
-      left = right;
-      right = next;
-    }
-    return (left << half_bits_) | right;
-  }
-
-  uint64_t n_;
-  int half_bits_ = 1;
-  uint64_t half_mask_ = 1;
-  std::array<uint64_t, 6> keys_{};
-};
 
 bool has_glob_magic(const std::string& pattern) {
   return pattern.find_first_of("*?[") != std::string::npos;
@@ -130,7 +89,7 @@ int64_t TokenLoader::window_at(int64_t epoch, int64_t i) const {
   AISCALE_CHECK(i >= 0 && i < windows_, "window position {} outside [0, {})", i, windows_);
   if (!config_.shuffle) return i;
   return static_cast<int64_t>(
-      WindowPermutation(static_cast<uint64_t>(windows_), config_.seed, epoch)(static_cast<uint64_t>(i)));
+      window_order(windows_, config_.seed, epoch)(static_cast<uint64_t>(i)));
 }
 
 void TokenLoader::copy_tokens(int64_t start, int64_t count, int32_t* out) const {
@@ -150,7 +109,7 @@ void TokenLoader::copy_tokens(int64_t start, int64_t count, int32_t* out) const 
 void TokenLoader::next_batch(int32_t* inputs, int32_t* targets) {
   const int64_t B = config_.batch_size, T = config_.seq_len;
   const int64_t first = position_.index * config_.world_size * B + config_.rank * B;
-  const WindowPermutation order(static_cast<uint64_t>(windows_), config_.seed, position_.epoch);
+  const IndexPermutation order = window_order(windows_, config_.seed, position_.epoch);
   for (int64_t j = 0; j < B; ++j) {
     const int64_t w = config_.shuffle ? static_cast<int64_t>(order(first + j)) : first + j;
     copy_tokens(w * T, T + 1, window_buffer_.data());

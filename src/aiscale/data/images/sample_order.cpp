@@ -2,64 +2,12 @@
 #include "aiscale/data/images/sample_order.h"
 
 #include <algorithm>
-#include <array>
-#include <bit>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/permutation.h"
 #include "aiscale/core/rng.h"
 
 namespace aiscale::data {
-namespace {
-
-uint64_t mix64(uint64_t x) {  // splitmix64's output function
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// A permutation of [0, n) evaluated one index at a time without a table: a 6-round
-// Feistel network on the smallest even bit width covering n, cycle-walking back into
-// [0, n) (the domain is under 4n, so few steps). An epoch of ImageNet (1.28M records)
-// needs no per-epoch shuffle array on every rank.
-class FeistelPermutation {
- public:
-  FeistelPermutation(uint64_t n, uint64_t seed, int64_t epoch) : n_(n) {
-    const int bits = std::max(2, static_cast<int>(std::bit_width(n > 0 ? n - 1 : 0)));
-    half_bits_ = (bits + 1) / 2;
-    half_mask_ = (uint64_t{1} << half_bits_) - 1;
-    // Distinct from the token loader's key schedule so the two streams are unrelated.
-    Rng rng(mix64(seed ^ mix64(static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ULL + 0x1A2B)));
-    for (uint64_t& key : keys_) key = rng.next_u64();
-  }
-
-  uint64_t operator()(uint64_t i) const {
-    uint64_t x = i;
-    do x = round_trip(x);
-    while (x >= n_);
-    return x;
-  }
-
- private:
-  uint64_t round_trip(uint64_t x) const {
-    uint64_t left = x >> half_bits_, right = x & half_mask_;
-    for (uint64_t key : keys_) {
-      const uint64_t next = left ^ (mix64(right ^ key) & half_mask_);
-      left = right;
-      right = next;
-    }
-    return (left << half_bits_) | right;
-  }
-
-  uint64_t n_;
-  int half_bits_ = 1;
-  uint64_t half_mask_ = 1;
-  std::array<uint64_t, 6> keys_{};
-};
-
-}  // namespace
-
 SampleOrder::SampleOrder(int64_t records, int64_t repeat, uint64_t seed, bool shuffle)
     : records_(records), positions_(records * repeat), seed_(seed), shuffle_(shuffle) {
   if (records <= 0) fail("an image store with no records cannot be sampled");
@@ -70,7 +18,10 @@ int64_t SampleOrder::record_at(int64_t epoch, int64_t position) const {
   AISCALE_CHECK(position >= 0 && position < positions_, "position {} outside [0, {})", position,
                 positions_);
   if (!shuffle_) return position % records_;
-  const FeistelPermutation order(static_cast<uint64_t>(positions_), seed_, epoch);
+  // Round keys distinct from the token loader's so the two streams are unrelated.
+  const IndexPermutation order(
+      static_cast<uint64_t>(positions_),
+      mix64(seed_ ^ mix64(static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ULL + 0x1A2B)));
   return static_cast<int64_t>(order(static_cast<uint64_t>(position)) % static_cast<uint64_t>(records_));
 }
 
