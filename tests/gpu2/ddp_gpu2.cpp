@@ -24,101 +24,14 @@
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/safetensors.h"
 #include "../support/run_support.h"
+#include "gpu2_support.h"
 
 using namespace aiscale;
 using namespace aiscale::testsupport;
 
+using namespace aiscale::testsupport::gpu2;
+
 namespace {
-
-// A small GPT (head size 64, as the flash kernels like) on byte-level text, bf16.
-std::string gpu_config(const fs::path& dir, int64_t steps) {
-  std::string cfg =
-      "[model]\npreset = \"gpt-tiny\"\nn_layer = 2\nn_head = 2\nn_embd = 128\nblock_size = 64\n"
-      "vocab_size = 256\n"
-      "[data]\ntrain = \"" + (dir / "tiny_train_*.bin").string() + "\"\n"
-      "val = \"" + (dir / "tiny_val_*.bin").string() + "\"\ntokenizer = \"byte\"\n"
-      "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\nbatch_size = 8\nseq_len = 64\n"
-      "steps = " + std::to_string(steps) + "\nwarmup_steps = 5\nlr = 1e-3\neval_batches = 1\n"
-      "[run]\ndir = \"" + (dir / "runs").string() + "\"\n";
-  std::ofstream(dir / "gpu.toml") << cfg;
-  return (dir / "gpu.toml").string();
-}
-
-std::map<std::string, train::SafeTensor> weights(const fs::path& run, int step) {
-  fs::path p = run / "checkpoints" / train::checkpoint_name(step) / "model.safetensors";
-  return train::safetensors_parse(read_bytes(p), p.string());
-}
-
-// Relative L2 distance of two runs' weights at a step.
-double weight_distance(const fs::path& a, const fs::path& b, int step) {
-  auto w1 = weights(a, step), w2 = weights(b, step);
-  double diff2 = 0, norm2 = 0;
-  for (const auto& [name, t] : w1) {
-    const auto& u = w2.at(name);
-    for (size_t i = 0; i < t.data.size(); ++i) {
-      diff2 += double(t.data[i] - u.data[i]) * double(t.data[i] - u.data[i]);
-      norm2 += double(t.data[i]) * double(t.data[i]);
-    }
-  }
-  return std::sqrt(diff2 / norm2);
-}
-
-double vector_distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff2 = 0, norm2 = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff2 += double(a[i] - b[i]) * double(a[i] - b[i]);
-    norm2 += double(a[i]) * double(a[i]);
-  }
-  return std::sqrt(diff2 / norm2);
-}
-
-struct LossComparison {
-  double max_rel = 0, mean_rel = 0;
-};
-// Losses of steps [from, to) (1-based step numbers) of two metrics files.
-LossComparison compare_losses(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b,
-                              size_t from, size_t to, double per_step_tol, const char* what) {
-  LossComparison c;
-  double sum = 0;
-  for (size_t i = from - 1; i + 1 < to; ++i) {
-    const double x = a.at(i)["loss"], y = b.at(i)["loss"];
-    const double rel = std::abs(x - y) / std::abs(x);
-    c.max_rel = std::max(c.max_rel, rel);
-    sum += rel;
-    EXPECT_LT(rel, per_step_tol) << what << ", step " << i + 1 << ": " << x << " vs " << y;
-  }
-  c.mean_rel = sum / static_cast<double>(to - from);
-  return c;
-}
-
-// `ranks` GPUs (B = 16 / ranks, or less with micro-steps) against 1 GPU x B = 16
-// (tolerances: see the test).
-void expect_like_one_gpu(const std::string& two_set, const char* what, int ranks = 2,
-                         const std::string& env = "") {
-  auto dir = temp_dir("gpu2-ddp");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
-  auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto two = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
-                         cfg + " --set run.name=two parallel.communicator=nccl " + two_set, env);
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_NE(two.output.find(std::to_string(ranks) + " rank(s) [nccl]"), std::string::npos) << two.output;
-  auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/two");
-  ASSERT_EQ(m1.size(), 50u);
-  ASSERT_EQ(m2.size(), 50u);
-  const double l1 = m1[0]["loss"], l2 = m2[0]["loss"], g1 = m1[0]["grad_norm"], g2 = m2[0]["grad_norm"];
-  EXPECT_NEAR(l2, l1, 1e-3 * l1) << what;
-  EXPECT_NEAR(g2, g1, 1e-3 * g1) << what;
-  const LossComparison c = compare_losses(m1, m2, 1, 51, 1e-2, what);
-  EXPECT_LT(c.mean_rel, 3e-3) << what;
-  EXPECT_LT(double(m2.back()["loss"]), double(m2.front()["loss"]) - 0.5) << "2-GPU training did not learn";
-  const double weight_rel = weight_distance(dir / "runs/one", dir / "runs/two", 50);
-  EXPECT_LT(weight_rel, 5e-2) << what;
-  std::printf("[gpu2] 1 GPU x16 vs %d GPUs, %s, bf16, 50 steps: step-1 loss %.6f vs %.6f, grad norm "
-              "%.6f vs %.6f; loss relative difference max %.2e mean %.2e; final weights relative "
-              "L2 difference %.2e\n", ranks, what, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
-}
 
 // Two ranks started by hand, as srun without MPI would start them (SLURM_* variables),
 // meeting through a rendezvous file. Returns each rank's exit code and output.

@@ -61,12 +61,12 @@ void check_parallel_config(const TrainConfig& c) {
     std::vector<std::string> asked;
     if (tp > 1) asked.push_back(fmt::format("parallel.tensor_parallel = {}", tp));
     if (pp > 1) asked.push_back(fmt::format("parallel.pipeline_parallel = {}", pp));
-    if (c.zero_stage >= 2) asked.push_back(fmt::format("parallel.zero_stage = {}", c.zero_stage));
+    if (c.zero_stage == 2) asked.push_back("parallel.zero_stage = 2");
     if (c.sequence_parallel) asked.push_back("parallel.sequence_parallel = true");
     if (!asked.empty())
       fail("{} run on CPU ranks (MPI) in this version; GPU ranks run data parallelism with "
-           "ZeRO stages 0 and 1: set train.device = \"cpu\", or leave tensor_parallel and "
-           "pipeline_parallel at 1 and zero_stage at most 1", fmt::join(asked, ", "));
+           "ZeRO stages 0, 1 and 3: set train.device = \"cpu\", or leave tensor_parallel and "
+           "pipeline_parallel at 1 and zero_stage at 0, 1 or 3", fmt::join(asked, ", "));
   }
 }
 

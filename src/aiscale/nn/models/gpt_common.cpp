@@ -44,10 +44,10 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
                                    const GptRunOptions& o) {
   if (o.zero_stage < 0 || o.zero_stage > 3)
     fail("parallel.zero_stage = {}: aiscale implements stages 0 to 3", o.zero_stage);
-  if (o.zero_stage >= 2 && device != "cpu")
-    fail("parallel.zero_stage = {} (ZeRO-{}) is implemented for CPU ranks; GPU ranks run stages "
-         "0 and 1: set parallel.zero_stage <= 1 or train.device = \"cpu\"", o.zero_stage,
-         o.zero_stage);
+  if (o.zero_stage == 2 && device != "cpu")
+    fail("parallel.zero_stage = 2 (ZeRO-2) is implemented for CPU ranks; GPU ranks run stages "
+         "0, 1 and 3: set parallel.zero_stage to 1 (optimiser state sharded) or 3 (parameters "
+         "and gradients too), or train.device = \"cpu\"");
   if (o.bucket_mib <= 0) fail("parallel.bucket_mib = {} must be positive", o.bucket_mib);
   const int world = o.comm ? o.comm->world() : 1;
   if (o.grad_comm != DType::f32 && o.grad_comm != DType::bf16)
@@ -69,6 +69,14 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
     fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
          "one node; this run has train.device = \"{}\" and the {} communicator: use "
          "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
+  if (o.zero_stage == 3 && world > 1 && device == "cuda" && !o.comm->device_stream())
+    fail("parallel.zero_stage = 3 on GPU ranks gathers and reduces on the GPU over NCCL; this "
+         "run has the {} communicator: use parallel.communicator = \"nccl\" (or auto)",
+         o.comm->backend());
+  if (o.zero_stage == 3 && device == "cuda" && (o.grad_comm != DType::f32 ||
+                                                o.grad_transport != "nccl"))
+    fail("parallel.zero_stage = 3 on GPU ranks reduces fp32 gradients over NCCL: set "
+         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"");
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())
       fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "

@@ -27,6 +27,9 @@ struct GptCudaSizes {
   bool zero = false;           // ZeRO-1: the flat working copy to gather into
   size_t buckets = 0;          // the reducer's buckets (a sum of squares each, ZeRO-1)
   size_t comm_buffer_bytes = 0;  // the reducer's bf16 bucket copies
+  // ZeRO-3 (optim/zero3.cuh): values of the resident units gathered (embeddings, ln_f) and
+  // of one gathered layer; 0 without ZeRO-3.
+  int64_t zero3_resident = 0, zero3_layer = 0;
 };
 
 class GptCudaMemory {
@@ -81,6 +84,12 @@ class GptCudaMemory {
   void* dres_all_ = nullptr;  // (world x N, C) of t: every rank's d(res0)
   void* gather_ = nullptr;    // (Ppad) of t: flat working copy (ZeRO-1)
   void* comm_buf_ = nullptr;  // the reducer's bf16 copies of the buckets
+  // ZeRO-3: the gathered embeddings and ln_f (t), two gathered layers (t), three layer
+  // gradient buffers and the resident units' gradients (fp32).
+  void* z3_resident_ = nullptr;
+  void* z3_slot_[2] = {nullptr, nullptr};
+  float* z3_layer_grads_[3] = {nullptr, nullptr, nullptr};
+  float* z3_resident_grads_ = nullptr;
 
 
  private:

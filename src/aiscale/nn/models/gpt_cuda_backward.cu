@@ -1,0 +1,145 @@
+// The CUDA GPT model's backward pass (the class: gpt_cuda_model.cuh; the model:
+// gpt_cuda.cu).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "aiscale/nn/models/gpt_cuda_model.cuh"
+#include "aiscale/ops/cuda/common.cuh"
+
+namespace aiscale::nn::detail {
+
+void GptCuda::backward(float grad_multiplier) {
+  if (!has_targets_ || logits_state_ == LogitsState::consumed)
+    throw Error("backward() needs a forward() with targets before it");
+  const int64_t N = N_, C = C_, B = B_, T = T_, NH = NH_;
+  cudaStream_t s = stream_;
+  float alpha = 1.0f;
+  if (logits_state_ == LogitsState::gradient) {
+    alpha = grad_multiplier / dlogits_multiplier_;
+  } else {
+    prof_op("softmax_xent_backward");
+    cuda::softmax_xent(t_, losses_, logits_, d_tokens_ + N_, N, V_, Vp_,
+                       grad_multiplier / static_cast<float>(N), true, s);
+  }
+  grad_multiplier_hint_ = grad_multiplier;
+  logits_state_ = LogitsState::consumed;
+  mark(profile::StepTimer::kBackward);
+  if (zero3_) zero3_->begin_backward();
+
+  // LM head (tied to wte): over the padded vocabulary for dlnf (padded rows of the
+  // weight and of dlogits are zero), over the real rows for dwte.
+  prof_op("matmul_backward", 2.0 * N * C * Vp_);
+  cuda::linear_backward_input(*gemm_, t_, dln_, logits_, wte_w(), N, C, Vp_, Vp_, alpha,
+                              nullptr, nullptr, bias_scratch_, linear_, s);
+  // dwte over the real V rows; or, measured option, over all Vp rows: the padded rows
+  // then add exact zeros (dlogits is 0 there) to the first gradients of wpe, which
+  // follow wte in the flat buffer, and the GEMM's n is a multiple of 128.
+  prof_op("matmul_backward", 2.0 * N * C * V_);
+  cuda::linear_backward_weight(*gemm_, t_, g_wte(), nullptr, logits_, lnf_, N, C,
+                               lm_head_padded_dw_ ? Vp_ : V_, Vp_, alpha, bias_scratch_,
+                               linear_, s);
+  const bool overlapped = reducer_ && reducer_->overlapping();
+  ready(kGptAfterLmHead);
+  prof_op("layernorm_backward");
+  cuda::layernorm_backward(t_, dres_, g_lnf(0), g_lnf(1),
+                           L_ > 0 ? gl(L_ - 1, P::fcproj_b) : nullptr, dln_,
+                           res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
+
+  for (int64_t l = L_ - 1; l >= 0; --l) {
+    Acts& a = acts_[l];
+    use_layer(l, -1);
+    if (zero3_ && l > 0) zero3_->prepare_layer_grads(l - 1);
+    if (options_.recompute) {
+      prof_op("layernorm_forward");
+      cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
+                              pw(l, in(P::ln1_b)), N, C, s);
+      prof_op("layernorm_forward");
+      cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
+                              pw(l, in(P::ln2_b)), N, C, s);
+      prof_op("gelu_forward");
+      cuda::gelu_forward(t_, a.fc_gelu, a.fc_pre, N * 4 * C, s);
+    }
+    // MLP projection: dres = d(res[l + 1]); its bias gradient came from the LayerNorm
+    // backward that produced dres.
+    prof_op("matmul_backward", 8.0 * N * C * C);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), nullptr, dres_, a.fc_gelu,
+                                 N, 4 * C, C, C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("matmul_backward", 8.0 * N * C * C);
+    cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, in(P::fcproj_w)), N, 4 * C, C, C,
+                                1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, 4 * C, s);
+    // MLP first layer.
+    prof_op("matmul_backward", 8.0 * N * C * C);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
+                                 4 * C, 4 * C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("matmul_backward", 8.0 * N * C * C);
+    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, 4 * C, 4 * C,
+                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    prof_op("layernorm_backward");
+    cuda::layernorm_backward(t_, dres_, gl(l, P::ln2_w), gl(l, P::ln2_b),
+                             gl(l, P::proj_b), dln_, a.res_mid, pw(l, in(P::ln2_w)),
+                             a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
+    if (l == 0) ready(kGptLayer0Mlp);
+    // Attention projection: dres = d(res_mid).
+    prof_op("matmul_backward", 2.0 * N * C * C);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), nullptr, dres_, a.atty, N, C,
+                                 C, C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("matmul_backward", 2.0 * N * C * C);
+    cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, C, C, C,
+                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    prof_op("attention_backward", 4.0 * B * T * T * C);
+    if (cudnn_attention_)
+      cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
+                                 cudnn_workspace_, s);
+    else
+      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, C, NH,
+                               dq_accum_, delta_, attention_impl_, s);
+    // QKV projection.
+    prof_op("matmul_backward", 6.0 * N * C * C);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
+                                 3 * C, 3 * C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * C, s);
+    if (l == 0) ready(kGptLayer0Qkv);
+    prof_op("matmul_backward", 6.0 * N * C * C);
+    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * C, 3 * C,
+                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    prof_op("layernorm_backward");
+    cuda::layernorm_backward(t_, dres_, gl(l, P::ln1_w), gl(l, P::ln1_b),
+                             l > 0 ? gl(l - 1, P::fcproj_b) : nullptr, dln_, res(l),
+                             pw(l, in(P::ln1_w)), a.ln1_mean, a.ln1_rstd, N, C, true,
+                             ln_scratch_, s);
+    // (Without ZeRO the reducer holds layer 0's last part back until d(res0) is queued.)
+    ready(static_cast<int>(l));
+    if (zero3_) zero3_->layer_backward_done(l);
+  }
+  const int64_t Nb = bucket_capacity();
+  mark(profile::StepTimer::kAfterLayer0);
+  if (overlapped) {
+    // Every rank's d(res0): the embedding backward over all ranks' positions adds the
+    // summed embedding gradient, once the buckets holding wte and wpe are reduced.
+    prof_op("allgather_input_gradients");
+    reducer_->gather_input_gradients(dres_all_, dres_, N * C * int64_t(es_));
+    prof_op("embedding_backward");
+    cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
+                             d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
+  } else {
+    prof_op("embedding_backward");
+    cuda::embedding_backward(t_, g_wte(), g_wpe(), dres_, d_buckets_, d_buckets_ + Nb,
+                             d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
+    ready(parallel::dp::kAfterBackward);  // one bucket: everything
+    if (zero3_) zero3_->resident_backward_done();
+  }
+  prof_op(nullptr);
+  mark(profile::StepTimer::kAfterEmbedding);
+  AISCALE_CUDA_LAUNCH_CHECK();
+  if (verbose_ && !printed_plans_) {
+    printed_plans_ = true;
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
+    std::fprintf(stderr, "[aiscale cuda] GEMM plans:\n%s", gemm_->summary().c_str());
+  }
+}
+
+}  // namespace aiscale::nn::detail

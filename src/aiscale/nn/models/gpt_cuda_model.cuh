@@ -1,0 +1,197 @@
+// The CUDA GPT model's class, shared by its source files: gpt_cuda.cu (construction,
+// warm-up, forward, logits), gpt_cuda_backward.cu (backward) and gpt_cuda_state.cu (the
+// optimiser step, gradients, and the whole vectors checkpoints read and write). What the
+// model does, and its precision, memory and fusions, are described in gpt_cuda.cu.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_cuda.cuh"
+#include "aiscale/nn/models/gpt_cuda_memory.cuh"
+#include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/ops/cuda/cudnn_attention.h"
+#include "aiscale/optim/zero1.cuh"
+#include "aiscale/optim/zero3.cuh"
+#include "aiscale/parallel/data_parallel/reducer.cuh"
+#include "aiscale/profile/gpu_op_recorder.cuh"
+#include "aiscale/profile/step_timer.cuh"
+
+namespace aiscale::nn::detail {
+
+using cuda::AttentionImpl;
+using cuda::Gemm;
+using cuda::LinearOptions;
+using P = GptBlockParam;
+
+class GptCuda final : public GptModel, private GptCudaMemory {
+ public:
+  GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
+          const GptCudaSwitches& sw);
+  ~GptCuda() override;
+
+  const GptConfig& config() const override { return config_; }
+  const GptRunOptions& options() const override { return options_; }
+  std::string device_name() const override { return device_name_; }
+  std::string attention_kernels() const override {
+    if (cudnn_attention_) return cudnn_attention_->describe();
+    return cuda::attention_flash_supported(t_, C_ / NH_) && attention_impl_ != AttentionImpl::simple
+               ? "flash"
+               : "simple";
+  }
+
+  // One forward + backward on random tokens before the first real step: loads every
+  // kernel and, with autotuning on, lets each GEMM time cuBLASLt's candidate algorithms
+  // on the real buffers (some accumulate into the gradients, which are zeroed after).
+  // Parameters and optimizer state are untouched.
+  void warm_up();
+
+  float forward(const int32_t* inputs, const int32_t* targets) override;
+  void backward(float grad_multiplier) override;
+  void set_profiler(profile::OpProfiler* p) override;
+  void zero_grad() override;
+  double grad_sum_squares() override;
+  void update(const ops::AdamWParams& hp) override;
+  void logits_at(int64_t b, int64_t t, float* out) override;
+
+  // With ZeRO-1 or ZeRO-3 the state is sharded: get_params / get_optimizer_state gather it
+  // (every rank must call them) and use the gradient buffers as scratch.
+  void get_params(float* out) const override;
+  void set_params(const float* in) override;
+  void get_grads(float* out) const override;
+  void set_grads(const float* in) override;
+  void get_optimizer_state(float* m, float* v) const override;
+  void set_optimizer_state(const float* m, const float* v) override;
+  float* grad_buffer() override { return grads_; }
+  float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
+  size_t memory_bytes() const override { return arena_bytes_; }
+  size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
+  bool data_parallel() const override { return reducer_ != nullptr || zero3_ != nullptr; }
+  void set_gradient_sync(bool on) override {
+    if (reducer_) reducer_->set_sync(on);
+  }
+  bool collective_state() const override { return zero1_ != nullptr || zero3_ != nullptr; }
+
+ private:
+  enum class LogitsState { valid, gradient, consumed };
+
+  // The data-parallel reducer subscribes to this model's gradients (null without data
+  // parallelism on the device); ZeRO-1's optimiser side shards along its buckets. With
+  // ZeRO-3 there is no reducer: optim::Zero3 gathers the parameters and reduce-scatters
+  // the gradients unit by unit.
+  void subscribe_reducer(bool fused_norm);
+
+  GptCudaSizes sizes() const;
+
+  // Backward has queued the work that completes the gradients of `point` on the stream.
+  void ready(int point) {
+    if (reducer_) reducer_->gradients_ready(point, stream_);
+  }
+  // Waits (bounded) for the reducer's collectives (e.g. ZeRO-1's all-gather of the weights).
+  void finish_comm() const {
+    if (reducer_) reducer_->finish();
+  }
+  // --profile: the op now starting on the model's stream (nullptr: the last one ended).
+  void prof_op(const char* name, double flops = 0) {
+    if (op_recorder_) op_recorder_->mark(name, flops);
+  }
+  // AISCALE_CUDA_TIMING.
+  void mark(int phase, bool training = true) {
+    if (timer_) timer_->mark(phase, stream_, training);
+  }
+  void lap(int part) {
+    if (timer_) timer_->lap(part);
+  }
+  void collect_phases() {
+    if (!timer_ || !timer_->step_complete()) return;
+    timer_->collect();
+    if (reducer_) reducer_->collect_bucket_times(timer_->backward_start());
+    timer_->finish_collect();
+  }
+
+  // Flat-order working copy (type t) into the padded layout of work_.
+  void copy_flat_to_work(const void* flat, cudaStream_t s);
+
+  void* at(void* base, int64_t elems) const { return static_cast<char*>(base) + elems * int64_t(es_); }
+  // Working-copy (padded layout) parameter pointers. With ZeRO-3 a layer's parameters
+  // are those gathered for the layer now computing (use_layer), the embeddings and ln_f
+  // those gathered for the step.
+  int64_t work_layer_off(int64_t l) const { return layout_.layer_begin(l) + (Vp_ - V_) * C_; }
+  const void* pw(int64_t l, int64_t off) const {
+    return zero3_ ? at(const_cast<void*>(layer_w_), off) : at(work_, work_layer_off(l) + off);
+  }
+  const void* wte_w() const { return zero3_ ? zero3_->wte() : work_; }
+  const void* wpe_w() const { return zero3_ ? zero3_->at_resident(Vp_ * C_) : at(work_, Vp_ * C_); }
+  const void* lnf_w() const {
+    return zero3_ ? zero3_->at_resident(zero3_->shards().resident_lnf()) : at(work_, work_layer_off(L_));
+  }
+  const void* lnf_b() const { return at(const_cast<void*>(lnf_w()), C_); }
+  // ZeRO-3: layer l is about to compute in direction dir (+1 forward, -1 backward).
+  void use_layer(int64_t l, int dir) {
+    if (zero3_) layer_w_ = zero3_->layer(l, dir);
+  }
+  // Gradient pointers: the flat buffer, or with ZeRO-3 the layer's gradient buffer and
+  // the resident one (wte with its padded rows, wpe, ln_f).
+  int64_t layer_off(int64_t l) const { return layout_.layer_begin(l); }
+  int64_t in(P p) const { return layout_.in_layer(p); }
+  int64_t lnf_w_off() const { return layer_off(L_); }
+  float* g(int64_t off) const { return grads_ + off; }
+  float* gl(int64_t l, P p) const {
+    return zero3_ ? zero3_->layer_grads(l) + in(p) : g(layer_off(l) + in(p));
+  }
+  float* g_wte() const { return zero3_ ? zero3_->resident_grads() : grads_; }
+  float* g_wpe() const { return zero3_ ? zero3_->resident_grads() + Vp_ * C_ : g(V_ * C_); }
+  float* g_lnf(int64_t k) const {  // k = 0: weight, 1: bias
+    return zero3_ ? zero3_->resident_grads() + zero3_->shards().resident_lnf() + k * C_
+                  : g(lnf_w_off() + k * C_);
+  }
+  void* res(int64_t l) const { return residuals_[static_cast<size_t>(l)]; }
+
+  void check_tokens(const int32_t* x, const char* what) const;
+
+  void download(float* out, const float* src) const;
+  void upload(float* dst, const float* in);
+
+
+  GptConfig config_;
+  GptRunOptions options_;
+  GptLayout layout_;
+  DType t_;
+  size_t es_;
+  int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;
+  AttentionImpl attention_impl_ = AttentionImpl::automatic;
+  LinearOptions linear_;
+  bool fused_xent_ = true, verbose_ = false, printed_plans_ = false;
+  bool lm_head_padded_dw_ = false, autotune_ = true;
+
+  int device_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t loss_ready_ = nullptr, buckets_sent_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+
+  std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;  // AISCALE_CUDA_ATTENTION=cudnn / auto
+  int64_t num_unique_ = 0;
+
+  // AISCALE_CUDA_TIMING (null when off); the reducer reports its buckets' times into it.
+  std::unique_ptr<profile::StepTimer> timer_;
+  std::unique_ptr<profile::GpuOpRecorder> op_recorder_;  // --profile window only
+  // Data parallelism (subscribe_reducer): null without it.
+  std::unique_ptr<parallel::dp::Reducer> reducer_;
+  std::unique_ptr<optim::Zero1> zero1_;
+  std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 over several ranks
+  const void* layer_w_ = nullptr;        // ZeRO-3: the gathered layer now computing
+  int64_t world_ = 1, rank_ = 0;
+  int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length
+  bool dp_ = false, zero_ = false, overlap_ = true;
+  bool has_targets_ = false, forward_done_ = false;
+  LogitsState logits_state_ = LogitsState::consumed;
+  float grad_multiplier_hint_ = 1.0f;  // dlogits of a fused forward are scaled by this
+  float dlogits_multiplier_ = 1.0f;
+};
+
+}  // namespace aiscale::nn::detail

@@ -1,0 +1,219 @@
+// The CUDA GPT model's optimiser step, gradients and whole-vector state (parameters,
+// gradients, AdamW moments) for checkpoints, with the data-parallel reducer's set-up and
+// the arena's sizes (the class: gpt_cuda_model.cuh; the model: gpt_cuda.cu).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "aiscale/nn/models/gpt_cuda_model.cuh"
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/optim/adamw_layout.cuh"
+
+namespace aiscale::nn::detail {
+
+void GptCuda::zero_grad() {
+  if (zero3_) {
+    prof_op("zero_grad");
+    zero3_->zero_grad();
+    prof_op(nullptr);
+    return;
+  }
+  finish_comm();
+  prof_op("zero_grad");
+  AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
+  prof_op(nullptr);
+  if (reducer_) reducer_->gradients_zeroed();
+}
+
+double GptCuda::grad_sum_squares() {
+  if (reducer_) return reducer_->grad_sum_squares();
+  if (zero3_) return zero3_->grad_sum_squares();
+  prof_op("sum_squares", 2.0 * double(P_));
+  cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+  prof_op(nullptr);
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return h_sumsq_[0];
+}
+
+void GptCuda::update(const ops::AdamWParams& hp) {
+  finish_comm();
+  mark(profile::StepTimer::kUpdate);
+  const cuda::AdamWLayout L =
+      optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
+  prof_op("adamw_update");
+  if (zero3_) {
+    zero3_->update(hp, options_.decay_embeddings);  // on the shards; gathered when used
+  } else if (zero1_) {
+    // AdamW on this rank's parts, all-gathered into gather_ in flat order, then copied
+    // into the working copy's padded layout.
+    zero1_->update(L, hp, t_, master_, gather_, grads_, m_, v_, stream_);
+    copy_flat_to_work(gather_, stream_);
+  } else {
+    cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  }
+  prof_op(nullptr);
+  mark(profile::StepTimer::kEnd);
+}
+
+void GptCuda::get_params(float* out) const {
+  if (zero3_) zero3_->gather(master_, out);
+  else if (zero1_) zero1_->gather(master_, out, grads_, stream_);
+  else download(out, master_);
+}
+
+void GptCuda::set_params(const float* in) {
+  if (zero3_) {
+    zero3_->set_params(in);
+    return;
+  }
+  finish_comm();
+  float* full = zero1_ ? grads_ : master_;  // ZeRO-1: the whole vector passes through grads_
+  upload(full, in);
+  // Working copy: wte rows, then (after the zero padded rows) everything else.
+  cuda::cast_from_f32(t_, work_, full, V_ * C_, stream_);
+  AISCALE_CUDA_CHECK(cudaMemsetAsync(at(work_, V_ * C_), 0, size_t((Vp_ - V_) * C_) * es_,
+                                     stream_));
+  cuda::cast_from_f32(t_, at(work_, Vp_ * C_), full + V_ * C_, P_ - V_ * C_, stream_);
+  if (zero1_) {
+    zero1_->scatter(in, master_, stream_);
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
+  }
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GptCuda::get_grads(float* out) const {
+  if (zero3_) {
+    zero3_->gather(grads_, out);
+    return;
+  }
+  finish_comm();
+  download(out, grads_);
+}
+
+void GptCuda::set_grads(const float* in) {
+  if (zero3_) {
+    zero3_->scatter(in, grads_);
+    return;
+  }
+  finish_comm();
+  upload(grads_, in);
+}
+
+void GptCuda::get_optimizer_state(float* m, float* v) const {
+  if (zero3_) {
+    zero3_->gather(m_, m);
+    zero3_->gather(v_, v);
+    return;
+  }
+  if (zero1_) {
+    zero1_->gather(m_, m, grads_, stream_);
+    zero1_->gather(v_, v, grads_, stream_);
+    return;
+  }
+  download(m, m_);
+  download(v, v_);
+}
+
+void GptCuda::set_optimizer_state(const float* m, const float* v) {
+  if (zero3_) {
+    zero3_->scatter(m, m_);
+    zero3_->scatter(v, v_);
+    return;
+  }
+  finish_comm();
+  if (zero1_) {
+    zero1_->scatter(m, m_, stream_);
+    zero1_->scatter(v, v_, stream_);
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  upload(m_, m);
+  upload(v_, v);
+}
+
+void GptCuda::subscribe_reducer(bool fused_norm) {
+  parallel::Communicator* comm = options_.comm;
+  if (options_.zero_stage == 3 && comm && comm->world() > 1) {
+    zero3_ = std::make_unique<optim::Zero3>(*comm, layout_, Vp_, t_);
+    dp_ = true;
+    world_ = comm->world();
+    rank_ = comm->rank();
+    S_ = Ppad_ = zero3_->shards_size();
+    return;
+  }
+  parallel::dp::ReducerOptions ro;
+  ro.zero_stage = options_.zero_stage;
+  ro.overlap = options_.overlap;
+  ro.bucket_mib = options_.bucket_mib;
+  ro.grad_comm = options_.grad_comm;
+  ro.grad_transport = options_.grad_transport;
+  ro.timeout_s = options_.comm_timeout_s;
+  ro.verbose = verbose_;
+  ro.fused_norm = fused_norm;
+  reducer_ = parallel::dp::Reducer::create(options_.comm, ro, gpt_gradient_order(layout_), P_,
+                                           timer_.get());
+  Ppad_ = reducer_ ? reducer_->plan().padded_size : P_;
+  S_ = reducer_ ? reducer_->plan().shard_size : P_;
+  if (!reducer_) return;
+  dp_ = true;
+  world_ = reducer_->world();
+  rank_ = reducer_->rank();
+  overlap_ = reducer_->overlap();
+  zero_ = reducer_->zero();
+  if (zero_) zero1_ = std::make_unique<optim::Zero1>(*reducer_, P_);
+}
+
+GptCudaSizes GptCuda::sizes() const {
+  GptCudaSizes z;
+  z.B = B_, z.T = T_, z.C = C_, z.NH = NH_, z.L = L_, z.V = V_, z.Vp = Vp_, z.N = N_;
+  z.es = es_;
+  z.recompute = options_.recompute;
+  z.S = S_, z.Ppad = Ppad_, z.Pw = zero3_ ? S_ : Pw_;  // ZeRO-3: the working copy's shard
+  if (zero3_) {
+    z.zero3_resident = zero3_->shards().resident_size();
+    z.zero3_layer = zero3_->shards().layer_padded();
+  }
+  z.cudnn_workspace_bytes = cudnn_attention_ ? cudnn_attention_->workspace_bytes() : 0;
+  z.world = world_;
+  z.gathered = reducer_ && overlap_;
+  z.gathers_pushed = reducer_ && reducer_->pushes_gathers();
+  z.zero = zero_;
+  z.buckets = reducer_ ? reducer_->buckets().size() : 0;
+  z.comm_buffer_bytes = reducer_ ? reducer_->comm_buffer_bytes() : 0;
+  return z;
+}
+
+void GptCuda::copy_flat_to_work(const void* flat, cudaStream_t s) {
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(work_, flat, size_t(V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(work_, Vp_ * C_), static_cast<const char*>(flat) + V_ * C_ * int64_t(es_),
+                                     size_t(P_ - V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
+}
+
+void GptCuda::check_tokens(const int32_t* x, const char* what) const {
+  for (int64_t i = 0; i < N_; ++i)
+    if (x[i] < 0 || x[i] >= V_)
+      throw Error(std::string(what) + " id " + std::to_string(x[i]) + " at position " +
+                  std::to_string(i) + " is outside the vocabulary 0.." + std::to_string(V_ - 1) +
+                  ": the data does not match model.vocab_size");
+}
+
+void GptCuda::download(float* out, const float* src) const {
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, src, size_t(P_) * 4, cudaMemcpyDeviceToHost, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GptCuda::upload(float* dst, const float* in) {
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(dst, in, size_t(P_) * 4, cudaMemcpyHostToDevice, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace aiscale::nn::detail

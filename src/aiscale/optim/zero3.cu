@@ -1,0 +1,216 @@
+#include "aiscale/optim/zero3.cuh"
+
+#include <limits>
+#include <vector>
+
+#include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/optim/adamw_layout.cuh"
+
+namespace aiscale::optim {
+
+Zero3::Zero3(parallel::Communicator& comm, const nn::GptLayout& layout, int64_t vocab_padded,
+             DType t)
+    : comm_(comm),
+      layout_(layout),
+      z_(layout, vocab_padded, comm.world(), comm.rank()),
+      t_(t),
+      es_(dtype_size(t)),
+      L_(layout.config().n_layer) {
+  if (!comm.device_stream())
+    throw Error("parallel.zero_stage = 3 on GPUs needs a device communicator (NCCL); the " +
+                comm.backend() +
+                " communicator has no device stream: use parallel.communicator = \"nccl\"");
+  auto make = [](cudaEvent_t* e) {
+    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  };
+  make(&model_mark_);
+  make(&resident_ready_);
+  make(&comm_done_);
+  make(&resident_reduced_);
+  for (auto& e : slot_ready_) make(&e);
+  for (auto& e : reduced_) make(&e);
+}
+
+Zero3::~Zero3() {
+  try {
+    comm_.wait();
+  } catch (...) {
+  }
+  for (cudaEvent_t e : {model_mark_, resident_ready_, comm_done_, resident_reduced_, slot_ready_[0],
+                        slot_ready_[1], reduced_[0], reduced_[1], reduced_[2]})
+    if (e) cudaEventDestroy(e);
+}
+
+void Zero3::connect(const Buffers& b, cudaStream_t model_stream) {
+  b_ = b;
+  stream_ = model_stream;
+}
+
+const void* Zero3::at_resident(int64_t values) const {
+  return static_cast<const char*>(b_.resident) + values * int64_t(es_);
+}
+
+void Zero3::after_model() {
+  AISCALE_CUDA_CHECK(cudaEventRecord(model_mark_, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(comm_stream(), model_mark_, 0));
+}
+
+void Zero3::fetch(int u, void* dst) {
+  const int64_t s = z_.shard(u);
+  char* d = static_cast<char*>(dst);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(d + int64_t(z_.rank()) * s * int64_t(es_),
+                                     static_cast<const char*>(b_.work) + z_.shard_offset(u) * int64_t(es_),
+                                     size_t(s) * es_, cudaMemcpyDeviceToDevice, comm_stream()));
+  comm_.allgather_after(dst, s * int64_t(es_), nullptr);
+}
+
+void Zero3::begin_pass() {
+  if (!resident_valid_) {
+    after_model();
+    fetch(0, b_.resident);
+    fetch(z_.lnf_unit(), static_cast<char*>(b_.resident) + z_.resident_lnf() * int64_t(es_));
+    comm_.record(resident_ready_);
+    resident_valid_ = true;
+  }
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, resident_ready_, 0));
+}
+
+const void* Zero3::layer(int64_t l, int dir) {
+  bool marked = false;
+  for (int64_t j : {l, l + dir}) {
+    if (j < 0 || j >= L_) continue;
+    const int s = static_cast<int>(j % 2);
+    if (slot_holds_[s] == j) continue;
+    if (!marked) after_model();  // the slot's previous layer is done with it
+    marked = true;
+    fetch(GptZero3Layout::layer_unit(j), b_.slot[s]);
+    comm_.record(slot_ready_[s]);
+    slot_holds_[s] = j;
+  }
+  const int s = static_cast<int>(l % 2);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, slot_ready_[s], 0));
+  return b_.slot[s];
+}
+
+void Zero3::begin_backward() {
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, resident_reduced_, 0));
+  AISCALE_CUDA_CHECK(cudaMemsetAsync(b_.resident_grads, 0, size_t(z_.resident_size()) * 4, stream_));
+  if (L_ > 0) prepare_layer_grads(L_ - 1);
+}
+
+void Zero3::prepare_layer_grads(int64_t l) {
+  const int k = static_cast<int>(l % 3);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, reduced_[k], 0));
+  AISCALE_CUDA_CHECK(cudaMemsetAsync(b_.layer_grads[k], 0, size_t(z_.layer_padded()) * 4, stream_));
+}
+
+void Zero3::layer_backward_done(int64_t l) {
+  const int k = static_cast<int>(l % 3);
+  const int u = GptZero3Layout::layer_unit(l);
+  const int64_t s = z_.shard(u);
+  after_model();
+  comm_.reduce_scatter_sum_after(b_.layer_grads[k], s, DType::f32, nullptr);
+  cuda::add_inplace(b_.grads + z_.shard_offset(u), b_.layer_grads[k] + int64_t(z_.rank()) * s, s,
+                    comm_stream());
+  comm_.record(reduced_[k]);
+}
+
+void Zero3::resident_backward_done() {
+  after_model();
+  for (int u : {0, z_.lnf_unit()}) {
+    float* g = b_.resident_grads + (u == 0 ? 0 : z_.resident_lnf());
+    const int64_t s = z_.shard(u);
+    comm_.reduce_scatter_sum_after(g, s, DType::f32, nullptr);
+    cuda::add_inplace(b_.grads + z_.shard_offset(u), g + int64_t(z_.rank()) * s, s, comm_stream());
+  }
+  comm_.record(resident_reduced_);
+}
+
+void Zero3::finish() {
+  comm_.record(comm_done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+  comm_.wait();
+}
+
+void Zero3::zero_grad() {
+  finish();
+  AISCALE_CUDA_CHECK(cudaMemsetAsync(b_.grads, 0, size_t(z_.shards_size()) * 4, stream_));
+}
+
+double Zero3::grad_sum_squares() {
+  finish();
+  cuda::sum_squares(b_.sum_squares, b_.grads, z_.shards_size(), b_.sum_squares_scratch, stream_);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(b_.host_sum_squares, b_.sum_squares, 8,
+                                     cudaMemcpyDeviceToHost, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double s = *b_.host_sum_squares;
+  comm_.allreduce_sum(&s, 1);
+  return s;
+}
+
+void Zero3::update(const ops::AdamWParams& hp, bool decay_embeddings) {
+  finish();
+  cuda::AdamWLayout base = gpt_adamw_layout(layout_, decay_embeddings, 0);
+  base.work_split = std::numeric_limits<int64_t>::max();
+  base.work_shift = 0;
+  for (int u = 0; u < z_.units(); ++u) {
+    const int64_t ob = z_.owned_begin(u);
+    for (const auto& r : z_.runs(ob, z_.owned_end(u))) {
+      // The kernel indexes gradients and the working copy by flat position, the master
+      // weights and moments by i - begin + state_offset: shift the first two so that all
+      // four address this run's place in the shard buffers.
+      const int64_t so = z_.shard_offset(u) + (r.work - ob), shift = so - r.flat;
+      cuda::AdamWLayout L = base;
+      L.begin = r.flat;
+      L.n = r.flat + r.n;
+      L.state_offset = so;
+      cuda::adamw_update(t_, b_.master, static_cast<char*>(b_.work) + shift * int64_t(es_),
+                         b_.grads + shift, b_.m, b_.v, L, hp, stream_);
+    }
+  }
+  AISCALE_CUDA_LAUNCH_CHECK();
+  resident_valid_ = false;
+  slot_holds_[0] = slot_holds_[1] = -1;
+}
+
+void Zero3::scatter(const float* flat, float* shard) {
+  finish();
+  std::vector<float> host(static_cast<size_t>(z_.shards_size()));
+  z_.flat_to_shards(flat, host.data());
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(shard, host.data(), host.size() * 4, cudaMemcpyHostToDevice, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Zero3::set_params(const float* flat) {
+  scatter(flat, b_.master);
+  cuda::cast_from_f32(t_, b_.work, b_.master, z_.shards_size(), stream_);
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  resident_valid_ = false;
+  slot_holds_[0] = slot_holds_[1] = -1;
+}
+
+void Zero3::gather(const float* shard, float* flat) {
+  finish();
+  // One unit at a time through a gradient buffer that holds it (none is in use between
+  // steps): the largest layer fits a layer buffer, the resident units the resident one.
+  std::vector<float> host(static_cast<size_t>(std::max(z_.layer_padded(), z_.resident_size())));
+  for (int u = 0; u < z_.units(); ++u) {
+    const bool resident = u == 0 || u == z_.lnf_unit();
+    float* buf = resident ? b_.resident_grads : b_.layer_grads[0];
+    const int64_t s = z_.shard(u);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(buf + int64_t(z_.rank()) * s, shard + z_.shard_offset(u),
+                                       size_t(s) * 4, cudaMemcpyDeviceToDevice, stream_));
+    after_model();
+    comm_.allgather_after(buf, s * 4, nullptr);
+    comm_.record(comm_done_);
+    AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(host.data(), buf, size_t(z_.padded(u)) * 4,
+                                       cudaMemcpyDeviceToHost, stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    z_.unit_to_flat(u, host.data(), flat);
+  }
+  comm_.wait();
+}
+
+}  // namespace aiscale::optim

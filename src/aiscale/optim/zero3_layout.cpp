@@ -1,0 +1,65 @@
+#include "aiscale/optim/zero3_layout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::optim {
+
+GptZero3Layout::GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded, int world,
+                               int rank)
+    : world_(world), rank_(rank) {
+  const nn::GptConfig& c = layout.config();
+  if (world < 1 || rank < 0 || rank >= world)
+    fail("ZeRO-3 layout: rank {} of {} ranks", rank, world);
+  if (vocab_padded < c.vocab_size)
+    fail("ZeRO-3 layout: {} padded vocabulary rows for a vocabulary of {}", vocab_padded,
+         c.vocab_size);
+  const int64_t shift = (vocab_padded - c.vocab_size) * c.n_embd;
+  vocab_rows_ = c.vocab_size * c.n_embd;
+  padded_rows_end_ = vocab_rows_ + shift;
+  bounds_.push_back(0);
+  bounds_.push_back(layout.embeddings_end() + shift);
+  for (int64_t l = 0; l < c.n_layer; ++l) bounds_.push_back(layout.layer_end(l) + shift);
+  bounds_.push_back(layout.size() + shift);
+  offset_.push_back(0);
+  for (int u = 0; u < units(); ++u) {
+    const int64_t per_rank = (unit_size(u) + world - 1) / world;
+    shard_.push_back(std::max<int64_t>(kAlign, (per_rank + kAlign - 1) / kAlign * kAlign));
+    offset_.push_back(offset_.back() + shard_.back());
+  }
+}
+
+int64_t GptZero3Layout::owned_begin(int u) const {
+  return std::min(unit_end(u), unit_begin(u) + rank_ * shard(u));
+}
+int64_t GptZero3Layout::owned_end(int u) const {
+  return std::min(unit_end(u), unit_begin(u) + (rank_ + 1) * shard(u));
+}
+
+std::vector<GptZero3Layout::Run> GptZero3Layout::runs(int64_t begin, int64_t end) const {
+  std::vector<Run> out;
+  const int64_t shift = padded_rows_end_ - vocab_rows_;
+  // Before the padded rows: flat == working; after them: flat == working - shift.
+  if (begin < std::min(end, vocab_rows_)) out.push_back({begin, begin, std::min(end, vocab_rows_) - begin});
+  const int64_t b = std::max(begin, padded_rows_end_);
+  if (b < end) out.push_back({b, b - shift, end - b});
+  return out;
+}
+
+void GptZero3Layout::flat_to_shards(const float* flat, float* shards) const {
+  std::fill(shards, shards + shards_size(), 0.0f);
+  for (int u = 0; u < units(); ++u) {
+    const int64_t ob = owned_begin(u);
+    for (const Run& r : runs(ob, owned_end(u)))
+      std::memcpy(shards + shard_offset(u) + (r.work - ob), flat + r.flat, size_t(r.n) * 4);
+  }
+}
+
+void GptZero3Layout::unit_to_flat(int u, const float* gathered, float* flat) const {
+  for (const Run& r : runs(unit_begin(u), unit_end(u)))
+    std::memcpy(flat + r.flat, gathered + (r.work - unit_begin(u)), size_t(r.n) * 4);
+}
+
+}  // namespace aiscale::optim
