@@ -108,7 +108,7 @@ TEST(Zero3, StateSurvivesCheckpoints) {
 TEST(Zero3, RefusesGradientsInBf16) {
   auto dir = temp_dir("gpu2-zero3-bad");
   write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 2);
+  const std::string cfg = gpu_config(dir, 10);
   auto r = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                        " --set parallel.communicator=nccl parallel.zero_stage=3 parallel.grad_comm=bf16");
   EXPECT_NE(r.exit_code, 0);
