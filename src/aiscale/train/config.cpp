@@ -251,7 +251,7 @@ const std::vector<Key>& schema() {
                         "weights and AdamW moments sharded over the GPU ranks (NCCL); 2: ZeRO-2, "
                         "also the gradients reduce-scattered and kept as shards (CPU ranks); 3: "
                         "ZeRO-3, also the parameters sharded, gathered block by block (CPU "
-                        "ranks)", 0, 3));
+                        "ranks, and GPU ranks over NCCL)", 0, 3));
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and vocabulary "
                         "(divides model.n_head, model.n_embd and model.vocab_size; CPU ranks); "
