@@ -11,7 +11,8 @@ namespace {
 // nn/models/gpt_common.cpp make_gpt()):
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
-//    stage 0 or 1 (ZeRO-1 up to n_embd + 1 ranks); no tensor or pipeline parallelism.
+//    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); no tensor or pipeline
+//    parallelism.
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
 //    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
@@ -23,10 +24,11 @@ const std::vector<EngineSupport> kEngineSupport = {
     {"cuda",
      {WorkloadKind::transformer},
      {Precision::fp32, Precision::bf16, Precision::fp16},
-     {0, 1},
+     {0, 1, 3},
      1,
      1,
      {GradTransport::nccl, GradTransport::copy_engine},
+     {0, 1},
      {Recompute::none},
      true},
     {"cpu",
@@ -36,6 +38,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      1 << 20,
      1 << 20,
      {GradTransport::nccl},  // the planner's "nccl" stands for the default transport: MPI on CPU ranks
+     {},
      {Recompute::none},
      false},
 };
@@ -92,6 +95,10 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
     return fmt::format("ZeRO-{} not implemented{} (aiscale trains ZeRO {})", l.zero,
                        cpu_partition ? " on CPU ranks" : "", list_zero(e.zero_stages));
   if (!has(e.transports, l.transport)) return "the copy-engine transport needs GPU ranks";
+  if (l.dp > 1 && l.transport == GradTransport::copy_engine && !e.copy_engine_zero_stages.empty() &&
+      !has(e.copy_engine_zero_stages, l.zero))
+    return fmt::format("ZeRO-{} over the copy engines not implemented (ZeRO-{} runs over NCCL)",
+                       l.zero, l.zero);
   if (!has(e.recompute, l.recompute))
     return fmt::format("{} recomputation not implemented (aiscale's --recompute recomputes GELU "
                        "and LayerNorm only)", to_string(l.recompute));

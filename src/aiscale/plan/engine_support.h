@@ -22,6 +22,8 @@ struct EngineSupport {
   int max_tensor = 1;                      // largest tensor-parallel size (1: none)
   int max_pipeline = 1;                    // largest pipeline size (1: none)
   std::vector<GradTransport> transports;   // parallel.grad_transport values
+  // The ZeRO stages the copy-engine transport runs with (empty: all of zero_stages).
+  std::vector<int> copy_engine_zero_stages;
   std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
   // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:
   // at most n_embd + 1 ranks (nn/models/gpt_common.cpp).

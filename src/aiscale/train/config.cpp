@@ -417,6 +417,9 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.grad_transport == "copy-engine" && c.device != "cuda")
     fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients: it needs "
          "train.device = \"cuda\" (else use \"nccl\")", source);
+  if (c.zero_stage == 3 && c.device == "cuda" && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
+    fail("{}: parallel.zero_stage = 3 on GPU ranks reduces fp32 gradients over NCCL: set "
+         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", source);
   if (c.zero_stage == 1 && c.device != "cuda")
     fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
