@@ -96,6 +96,12 @@ TEST(CommConfig, ZeroStageAndBuckets) {
   std::string e = config_error("[parallel]\nzero_stage = 1\n");
   EXPECT_NE(e.find("parallel.zero_stage = 1"), std::string::npos) << e;
   EXPECT_NE(e.find("train.device = \"cuda\""), std::string::npos) << e;
+  // The optimizer offload belongs to GPU ZeRO-3.
+  e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\noffload_optimizer = true\n");
+  EXPECT_NE(e.find("parallel.zero_stage = 3"), std::string::npos) << e;
+  e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 3\n"
+                   "grad_transport = \"copy-engine\"\n");
+  EXPECT_NE(e.find("parallel.grad_transport = \"nccl\""), std::string::npos) << e;
   // GPU ranks run ZeRO stages 0, 1 and 3; stage 2 only on CPU ranks.
   e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 2\n");
   EXPECT_NE(e.find("0, 1 and 3"), std::string::npos) << e;

@@ -92,6 +92,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.comm = comm.world() > 1 ? &comm : nullptr;
   ro.zero_stage = o.run.zero_stage;
   ro.overlap = o.run.overlap;
+  ro.offload_optimizer = o.run.offload_optimizer;
   ro.bucket_mib = o.run.bucket_mib;
   ro.grad_comm = parse_dtype(o.run.grad_comm);
   ro.grad_transport = o.run.grad_transport;
@@ -155,6 +156,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["grad_accum"] = o.run.grad_accum;
   j["world_size"] = comm.world();
   j["communicator"] = comm.backend();
+  if (o.run.offload_optimizer) {  // also one GPU: ZeRO-3's layers streamed, AdamW on the host
+    j["zero_stage"] = o.run.zero_stage;
+    j["offload_optimizer"] = true;
+  }
   if (comm.world() > 1) {
     j["zero_stage"] = o.run.zero_stage;
     j["grad_comm"] = o.run.grad_comm;

@@ -14,6 +14,14 @@
 // has finished); when l's backward is done they are reduce-scattered in place and added
 // into this rank's gradient shard on the communicator's stream, so that gradient
 // accumulation over micro-steps sums in the shards.
+//
+// Optimizer offload (parallel.offload_optimizer): the fp32 master weights and both AdamW
+// moments live in pinned host memory instead; each update copies the gradient shard to
+// the host, runs AdamW on the CPU's threads, and copies the new working-copy shard back.
+// The GPU then holds 6 / world bytes per parameter (gradient and working-copy shards).
+// With one rank (no communicator) the same machinery streams the layers through the two
+// buffers without collectives: a model that fits one GPU only with its optimizer state on
+// the host trains there.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,17 +35,21 @@ namespace aiscale::optim {
 
 class Zero3 {
  public:
-  Zero3(parallel::Communicator& comm, const nn::GptLayout& layout, int64_t vocab_padded, DType t);
+  // comm: the data-parallel ranks (null: one rank). offload: the optimizer state on the host.
+  Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t vocab_padded, DType t,
+        bool offload, bool decay_embeddings);
   ~Zero3();
   Zero3(const Zero3&) = delete;
   Zero3& operator=(const Zero3&) = delete;
 
   const GptZero3Layout& shards() const { return z_; }
   int64_t shards_size() const { return z_.shards_size(); }
+  bool offload() const { return offload_; }
 
   // Memory, allocated by the model in its arena.
   struct Buffers {
-    float *master = nullptr, *m = nullptr, *v = nullptr, *grads = nullptr;  // shards_size()
+    // shards_size() each; master, m, v unused (null) with offload.
+    float *master = nullptr, *m = nullptr, *v = nullptr, *grads = nullptr;
     void* work = nullptr;            // shards_size() values of t: this rank's working copy
     void* resident = nullptr;        // resident_size() of t: embeddings and ln_f gathered
     void* slot[2] = {nullptr, nullptr};          // layer_padded() of t each
@@ -74,28 +86,37 @@ class Zero3 {
   void zero_grad();
   // Sum of squares of the summed gradients over all ranks' shards.
   double grad_sum_squares();
-  void update(const ops::AdamWParams& hp, bool decay_embeddings);
+  void update(const ops::AdamWParams& hp);
   // Waits (bounded by the communicator's timeout) for the queued collectives.
   void finish();
 
-  // --- whole vectors (checkpoints, initialisation); collective where gathering ---
-  // This rank's shards of a whole flat host vector into `shard` (device); for the master
-  // weights the working copy is refreshed too.
-  void scatter(const float* flat, float* shard);
+  // --- whole flat vectors (checkpoints, initialisation); collective ---
+  // set_params also refreshes the working copy.
   void set_params(const float* flat);
-  // Every rank's shards of `shard` assembled into a whole flat host vector.
-  void gather(const float* shard, float* flat);
-  float* master() const { return b_.master; }
-  float* m() const { return b_.m; }
-  float* v() const { return b_.v; }
-  float* grads() const { return b_.grads; }
+  void get_params(float* flat);
+  void set_moments(const float* m, const float* v);
+  void get_moments(float* m, float* v);
+  void set_grads(const float* flat);
+  void get_grads(float* flat);
 
  private:
   void fetch(int u, void* dst);  // gather unit u into dst on the communicator's stream
   void after_model();            // the communicator's stream waits for the model's work
-  cudaStream_t comm_stream() const { return static_cast<cudaStream_t>(comm_.device_stream()); }
+  void record(cudaEvent_t e);    // on the communicator's stream
+  // This rank's shards of a whole flat host vector into `shard` (device or host memory),
+  // and every rank's shards of `shard` assembled into one.
+  void scatter(const float* flat, float* shard);
+  void gather(const float* shard, float* flat);
+  void update_on_host(const ops::AdamWParams& hp);
+  cudaStream_t comm_stream() const { return comm_stream_; }
 
-  parallel::Communicator& comm_;
+  parallel::Communicator* comm_;  // null or one rank: no collectives
+  bool multi_ = false;            // several ranks
+  cudaStream_t comm_stream_ = nullptr, own_stream_ = nullptr;
+  bool offload_ = false, decay_embeddings_ = true;
+  // Offload: pinned host shards (master, m, v, gradients; the working copy in t).
+  float *h_master_ = nullptr, *h_m_ = nullptr, *h_v_ = nullptr, *h_grads_ = nullptr;
+  void* h_work_ = nullptr;
   nn::GptLayout layout_;
   GptZero3Layout z_;
   DType t_;

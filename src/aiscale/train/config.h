@@ -62,6 +62,7 @@ struct TrainConfig {
   int64_t microbatches = 1;           // micro-batches per batch in a pipeline
   bool sequence_parallel = false;     // LayerNorm/residual regions split over the tensor ranks
   bool overlap = true;                // GPU: gradient buckets reduced during backward
+  bool offload_optimizer = false;     // GPU ZeRO-3: master weights and AdamW moments on the host
   double bucket_mib = 25;             // GPU: gradient bucket size
   std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)
   std::string grad_transport = "nccl";  // GPU, one node: nccl | copy-engine

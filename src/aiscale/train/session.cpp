@@ -312,6 +312,7 @@ int run_training(const TrainRequest& req) {
   ro.pipeline_schedule = c.pipeline_schedule;
   ro.zero_stage = static_cast<int>(c.zero_stage);
   ro.overlap = c.overlap;
+  ro.offload_optimizer = c.offload_optimizer;
   ro.bucket_mib = c.bucket_mib;
   ro.grad_comm = parse_dtype(c.grad_comm);
   ro.grad_transport = c.grad_transport;

@@ -52,6 +52,9 @@ struct GptRunOptions {
   // gradients reduce-scattered into shards; 3: also the parameters sharded, each block's
   // gathered before it computes (optim/zero_shards.h).
   int zero_stage = 0;
+  // ZeRO-3 on GPUs (also with one GPU): the fp32 master weights and AdamW moments in pinned
+  // host memory, AdamW on the CPU (optim/zero3.cuh).
+  bool offload_optimizer = false;
   bool overlap = true;      // false: one bucket after the whole backward (for measurements)
   double bucket_mib = 25;
   // Type the gradients travel in: f32, or bf16 (half the bytes; each bucket is rounded to

@@ -77,6 +77,9 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
                                                 o.grad_transport != "nccl"))
     fail("parallel.zero_stage = 3 on GPU ranks reduces fp32 gradients over NCCL: set "
          "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"");
+  if (o.offload_optimizer && (device != "cuda" || o.zero_stage != 3))
+    fail("parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
+         "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off");
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())
       fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "

@@ -70,11 +70,11 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
   size_t memory_bytes() const override { return arena_bytes_; }
   size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
-  bool data_parallel() const override { return reducer_ != nullptr || zero3_ != nullptr; }
+  bool data_parallel() const override { return reducer_ != nullptr || (zero3_ && world_ > 1); }
   void set_gradient_sync(bool on) override {
     if (reducer_) reducer_->set_sync(on);
   }
-  bool collective_state() const override { return zero1_ != nullptr || zero3_ != nullptr; }
+  bool collective_state() const override { return zero1_ != nullptr || (zero3_ && world_ > 1); }
 
  private:
   enum class LogitsState { valid, gradient, consumed };

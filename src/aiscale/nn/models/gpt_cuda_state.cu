@@ -50,7 +50,7 @@ void GptCuda::update(const ops::AdamWParams& hp) {
       optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
   prof_op("adamw_update");
   if (zero3_) {
-    zero3_->update(hp, options_.decay_embeddings);  // on the shards; gathered when used
+    zero3_->update(hp);  // on the shards (or the host's); gathered when used
   } else if (zero1_) {
     // AdamW on this rank's parts, all-gathered into gather_ in flat order, then copied
     // into the working copy's padded layout.
@@ -65,7 +65,7 @@ void GptCuda::update(const ops::AdamWParams& hp) {
 }
 
 void GptCuda::get_params(float* out) const {
-  if (zero3_) zero3_->gather(master_, out);
+  if (zero3_) zero3_->get_params(out);
   else if (zero1_) zero1_->gather(master_, out, grads_, stream_);
   else download(out, master_);
 }
@@ -92,7 +92,7 @@ void GptCuda::set_params(const float* in) {
 
 void GptCuda::get_grads(float* out) const {
   if (zero3_) {
-    zero3_->gather(grads_, out);
+    zero3_->get_grads(out);
     return;
   }
   finish_comm();
@@ -101,7 +101,7 @@ void GptCuda::get_grads(float* out) const {
 
 void GptCuda::set_grads(const float* in) {
   if (zero3_) {
-    zero3_->scatter(in, grads_);
+    zero3_->set_grads(in);
     return;
   }
   finish_comm();
@@ -110,8 +110,7 @@ void GptCuda::set_grads(const float* in) {
 
 void GptCuda::get_optimizer_state(float* m, float* v) const {
   if (zero3_) {
-    zero3_->gather(m_, m);
-    zero3_->gather(v_, v);
+    zero3_->get_moments(m, v);
     return;
   }
   if (zero1_) {
@@ -125,8 +124,7 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
 
 void GptCuda::set_optimizer_state(const float* m, const float* v) {
   if (zero3_) {
-    zero3_->scatter(m, m_);
-    zero3_->scatter(v, v_);
+    zero3_->set_moments(m, v);
     return;
   }
   finish_comm();
@@ -142,11 +140,15 @@ void GptCuda::set_optimizer_state(const float* m, const float* v) {
 
 void GptCuda::subscribe_reducer(bool fused_norm) {
   parallel::Communicator* comm = options_.comm;
-  if (options_.zero_stage == 3 && comm && comm->world() > 1) {
-    zero3_ = std::make_unique<optim::Zero3>(*comm, layout_, Vp_, t_);
-    dp_ = true;
-    world_ = comm->world();
-    rank_ = comm->rank();
+  const bool several = comm && comm->world() > 1;
+  // ZeRO-3 over several ranks, or on one GPU with the optimizer state on the host (the
+  // layers then stream through the same buffers without collectives).
+  if (options_.zero_stage == 3 && (several || options_.offload_optimizer)) {
+    zero3_ = std::make_unique<optim::Zero3>(several ? comm : nullptr, layout_, Vp_, t_,
+                                            options_.offload_optimizer, options_.decay_embeddings);
+    dp_ = several;
+    world_ = several ? comm->world() : 1;
+    rank_ = several ? comm->rank() : 0;
     S_ = Ppad_ = zero3_->shards_size();
     return;
   }
@@ -178,6 +180,7 @@ GptCudaSizes GptCuda::sizes() const {
   z.es = es_;
   z.recompute = options_.recompute;
   z.S = S_, z.Ppad = Ppad_, z.Pw = zero3_ ? S_ : Pw_;  // ZeRO-3: the working copy's shard
+  if (zero3_ && zero3_->offload()) z.S = 0;  // master weights and moments on the host
   if (zero3_) {
     z.zero3_resident = zero3_->shards().resident_size();
     z.zero3_layer = zero3_->shards().layer_padded();
