@@ -41,6 +41,7 @@ constexpr RunOptionDef kRunOptions[] = {
     {"parallel.communicator", ""},
     {"parallel.rendezvous", ""},
     {"parallel.zero_stage", ",--zero"},
+    {"parallel.offload_optimizer", "", true},
     {"parallel.tensor_parallel", ",--tp"},
     {"parallel.pipeline_parallel", ",--pp"},
     {"parallel.pipeline_schedule", ""},
