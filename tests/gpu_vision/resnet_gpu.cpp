@@ -108,15 +108,15 @@ void compare_with_cpu(const Case& k, const std::string& precision, double loss_t
 }
 
 TEST(ResNetGpu, SmallResNetMatchesTheCpuModelInFp32) {
-  compare_with_cpu({"resnet-small", 1, 12, 4}, "fp32", 1e-5, 5e-3, 1e-3, 1e-5);
+  compare_with_cpu({"resnet-small", 1, 12, 4}, "fp32", 1e-4, 5e-3, 1e-3, 5e-5);
 }
 
 TEST(ResNetGpu, ResNet18MatchesTheCpuModelInFp32) {
-  compare_with_cpu({"resnet18", 3, 64, 4}, "fp32", 1e-5, 5e-3, 1e-3, 1e-5);
+  compare_with_cpu({"resnet18", 3, 64, 4}, "fp32", 1e-4, 5e-3, 1e-3, 5e-5);
 }
 
 TEST(ResNetGpu, ResNet50MatchesTheCpuModelInFp32) {
-  compare_with_cpu({"resnet50", 3, 64, 2}, "fp32", 1e-5, 5e-3, 1e-3, 1e-5);
+  compare_with_cpu({"resnet50", 3, 64, 2}, "fp32", 1e-4, 5e-3, 1e-3, 5e-5);
 }
 
 TEST(ResNetGpu, Bf16AmpStaysCloseToTheCpuModel) {
@@ -132,7 +132,7 @@ TEST(ResNetGpu, Fp16AmpStaysCloseToTheCpuModel) {
 TEST(ResNetGpu, CudnnBatchNormStaysCloseToTheCpuModel) {
   compare_with_cpu({"resnet18", 3, 64, 4}, "fp16", 1e-2, 0, 0.05, 1e-2, "cudnn");
   compare_with_cpu({"resnet18", 3, 64, 4}, "bf16", 3e-2, 0, 0.1, 1e-2, "cudnn");
-  compare_with_cpu({"resnet18", 3, 64, 4}, "fp32", 1e-5, 5e-3, 1e-3, 1e-5, "cudnn");
+  compare_with_cpu({"resnet18", 3, 64, 4}, "fp32", 1e-4, 5e-3, 1e-3, 5e-5, "cudnn");
 }
 
 TEST(ResNetGpu, CheckpointLayoutRoundTrips) {
@@ -186,8 +186,9 @@ TEST(ResNetGpu, TrainOnCudaLearnsAndResumes) {
   const fs::path run = dir / "gpu";
   const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
   EXPECT_EQ(summary["device"], "cuda");
+  EXPECT_EQ(summary["precision"], "bf16");
   EXPECT_LT(summary["final_loss"].get<double>(), 0.5 * summary["first_loss"].get<double>());
-  EXPECT_GE(summary["val_top1"].get<double>(), 0.9);
+  EXPECT_GE(summary["val_top1"].get<double>(), 0.8);
   const auto metrics = read_metrics(run);
   fs::remove_all(run / "checkpoints/step_00000024");
   const RunOutput again = run_aiscale("train -q --resume " + run.string());

@@ -71,17 +71,37 @@ void launch_partials(float* scratch, int64_t rb, const T* x, const T* dy, const 
   AISCALE_CUDA_LAUNCH_CHECK();
 }
 
+// The partials of channel c summed in double by the kLanes threads of a column of a
+// (kTile, kLanes) block, in a fixed order; the totals land in thread y = 0. Returns false
+// for the threads that have nothing more to do.
+__device__ __forceinline__ bool sum_partials(const float* pa, const float* pb, int64_t rb,
+                                             int64_t C, int64_t c, double& a, double& b) {
+  __shared__ double sa[kLanes][kTile], sb[kLanes][kTile];
+  a = 0, b = 0;
+  if (c < C) {
+    for (int64_t i = threadIdx.y; i < rb; i += kLanes) {
+      a += pa[i * C + c];
+      b += pb[i * C + c];
+    }
+  }
+  sa[threadIdx.y][threadIdx.x] = a;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return false;
+  for (int l = 1; l < kLanes; ++l) {
+    a += sa[l][threadIdx.x];
+    b += sb[l][threadIdx.x];
+  }
+  return true;
+}
+
 __global__ void stats_finalize(float* mean, float* rstd, float* scale, float* shift,
                                float* running_mean, float* running_var, const float* gamma,
                                const float* beta, const float* pa, const float* pb, int64_t rb,
                                int64_t R, int64_t C, float eps, float momentum) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  double s = 0, q = 0;
-  for (int64_t i = 0; i < rb; ++i) {
-    s += pa[i * C + c];
-    q += pb[i * C + c];
-  }
+  const int64_t c = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  double s, q;
+  if (!sum_partials(pa, pb, rb, C, c, s, q)) return;
   const double count = double(R);
   const double m = s / count;
   const double var = fmax(q / count - m * m, 0.0);
@@ -114,13 +134,9 @@ __global__ void eval_coefficients(float* scale, float* shift, const float* runni
 __global__ void backward_finalize(float* dgamma, float* dbeta, float* m1, float* m2,
                                   const float* rstd, const float* gamma, const float* pa,
                                   const float* pb, int64_t rb, int64_t R, int64_t C) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  double sg = 0, sgx = 0;
-  for (int64_t i = 0; i < rb; ++i) {
-    sg += pa[i * C + c];
-    sgx += pb[i * C + c];
-  }
+  const int64_t c = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  double sg, sgx;
+  if (!sum_partials(pa, pb, rb, C, c, sg, sgx)) return;
   const double r = rstd[c];
   dbeta[c] += float(sg);
   dgamma[c] += float(sgx * r);
@@ -190,6 +206,7 @@ __global__ void backward_apply(T* dx, T* dz, const T* dy, const T* y, const T* x
 }
 
 unsigned channel_blocks(int64_t C) { return unsigned(ceil_div(C, 256)); }
+unsigned tile_blocks(int64_t C) { return unsigned(ceil_div(C, kTile)); }
 
 }  // namespace
 
@@ -207,9 +224,9 @@ void batchnorm_stats(DType t, float* mean, float* rstd, float* scale, float* shi
     launch_partials<T, 0>(scratch, rb, static_cast<const T*>(x), nullptr, nullptr, nullptr,
                           false, R, C, s);
   });
-  stats_finalize<<<channel_blocks(C), 256, 0, s>>>(mean, rstd, scale, shift, running_mean,
-                                                   running_var, gamma, beta, scratch,
-                                                   scratch + rb * C, rb, R, C, eps, momentum);
+  stats_finalize<<<tile_blocks(C), dim3(kTile, kLanes), 0, s>>>(
+      mean, rstd, scale, shift, running_mean, running_var, gamma, beta, scratch, scratch + rb * C,
+      rb, R, C, eps, momentum);
   AISCALE_CUDA_LAUNCH_CHECK();
 }
 
@@ -253,8 +270,8 @@ void batchnorm_backward(DType t, void* dx, void* dz, float* dgamma, float* dbeta
     launch_partials<T, 1>(scratch, rb, static_cast<const T*>(x), static_cast<const T*>(dy),
                           static_cast<const T*>(y), mean, relu, R, C, s);
   });
-  backward_finalize<<<channel_blocks(C), 256, 0, s>>>(dgamma, dbeta, m1, m2, rstd, gamma,
-                                                      scratch, scratch + rb * C, rb, R, C);
+  backward_finalize<<<tile_blocks(C), dim3(kTile, kLanes), 0, s>>>(
+      dgamma, dbeta, m1, m2, rstd, gamma, scratch, scratch + rb * C, rb, R, C);
   AISCALE_CUDA_LAUNCH_CHECK();
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
