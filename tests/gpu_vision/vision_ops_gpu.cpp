@@ -27,7 +27,7 @@ TEST_P(VisionOpsGpu, BatchNormWithResidualAndReluMatchesTheReference) {
   const ops::vision::VisionBackend& ref = vision_reference_backend();
   for (int64_t C : {24, 6}) {
     const int64_t N = 3, HW = 25, R = N * HW, n = N * C * HW;
-    Rng rng(uint64_t(C));
+    Rng rng(static_cast<uint64_t>(C));
     const std::vector<float> x = rounded(t, random_vector(rng, n, 2.0f));
     const std::vector<float> z = rounded(t, random_vector(rng, n));
     const std::vector<float> dy = rounded(t, random_vector(rng, n));
@@ -168,7 +168,7 @@ TEST_P(VisionOpsGpu, SmoothedCrossEntropyMatchesTheReference) {
   for (int64_t V : {37, 1000}) {
     const int64_t N = 5;
     const float eps = 0.1f;
-    Rng rng(uint64_t(V));
+    Rng rng(static_cast<uint64_t>(V));
     const std::vector<float> logits = rounded(t, random_vector(rng, size_t(N * V), 2.0f));
     std::vector<int32_t> labels(N);
     for (int32_t& l : labels) l = int32_t(rng.below(uint64_t(V)));
