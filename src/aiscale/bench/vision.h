@@ -1,6 +1,7 @@
 // The vision benchmark: ResNet training steps (forward, backward, gradient all-reduce over
-// the ranks, SGD update) on synthetic images held in memory, timed after warm-up, so the
-// figure is the model's compute and communication without any image pipeline.
+// the ranks, SGD update) on synthetic images held in memory (on the device for a GPU run),
+// timed after warm-up, so the figure is the model's compute and communication without any
+// image pipeline.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,7 +14,12 @@ namespace aiscale::bench {
 
 struct VisionBenchOptions {
   std::string model = "resnet50";  // a ResNet preset
-  int64_t batch_size = 16;         // images per rank
+  std::string device = "cpu";      // cpu | cuda
+  std::string precision = "fp32";  // cuda: fp32 | bf16 | fp16 (AMP)
+  bool tf32 = false;               // cuda fp32: TF32 convolutions
+  std::string batchnorm = "own";   // cuda: own | cudnn batch norm kernels
+  bool overlap = true;             // cuda ranks: bucketed all-reduce during the backward
+  int64_t batch_size = 0;          // images per rank; 0: 16 on the CPU, 256 on a GPU
   int64_t image_size = 0;          // 0: the preset's (224; 28 for resnet-small)
   int64_t steps = 10;              // timed steps
   int64_t warmup = 2;              // untimed steps first

@@ -136,7 +136,19 @@ const std::vector<Key>& schema() {
                         "synthetic: channels per image", 1, 64));
     k.push_back(int_key("data.synthetic_classes", &Config::synthetic_classes,
                         "synthetic: classes", 2, 1 << 20));
-    k.push_back(string_key("train.device", &Config::device, "where to train (CPU)", {"cpu"}));
+    k.push_back(string_key("train.device", &Config::device,
+                           "where to train: cpu, or cuda (one GPU per rank: NHWC, cuDNN)",
+                           {"cpu", "cuda"}));
+    k.push_back(string_key("train.precision", &Config::precision,
+                           "cuda: fp32, or bf16 / fp16 AMP (16-bit activations, fp32 master "
+                           "weights and batch norm); the CPU trains in fp32",
+                           {"fp32", "bf16", "fp16"}));
+    k.push_back(bool_key("train.tf32", &Config::tf32,
+                         "cuda fp32: let cuDNN use TF32 tensor cores (off: true fp32)"));
+    k.push_back(string_key("train.batchnorm", &Config::batchnorm,
+                           "cuda: batch norm kernels, own (deterministic) or cudnn (cuDNN's "
+                           "fused kernels where cuDNN takes the layer)",
+                           {"own", "cudnn"}));
     k.push_back(int_key("train.batch_size", &Config::batch_size, "images per rank per step", 1,
                         1 << 20));
     k.push_back(int_key("train.steps", &Config::steps,
@@ -180,11 +192,15 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.log_every", &Config::log_every, "steps between metrics lines", 1,
                         kBig));
     k.push_back(string_key("parallel.communicator", &Config::communicator,
-                           "auto: MPI when launched as several ranks, else one process",
-                           {"auto", "mpi", "none"}));
+                           "auto: several ranks talk over NCCL on GPUs, MPI on CPUs; one "
+                           "process otherwise",
+                           {"auto", "mpi", "nccl", "none"}));
     k.push_back(bool_key("parallel.sync_batchnorm", &Config::sync_batchnorm,
                          "batch norm statistics over every rank's images (one all-reduce per "
                          "layer) instead of each rank's own"));
+    k.push_back(bool_key("parallel.overlap_allreduce", &Config::overlap_allreduce,
+                         "GPU ranks over NCCL: all-reduce ~25 MiB buckets of gradients while "
+                         "the backward goes on (false: one all-reduce after it)"));
     k.push_back(real_key("parallel.timeout_s", &Config::timeout_s,
                          "a collective stalled this long ends the rank", 1.0, 2592000.0));
     k.push_back(string_key("run.dir", &Config::run_dir, "parent folder of run directories"));
@@ -240,6 +256,14 @@ void validate_config(const Config& c, const std::string& source) {
   if (c.stem_stride > 0 && c.preset != "resnet-small")
     fail("{}: model.stem_stride applies to resnet-small's 3x3 stem, not to {}'s ImageNet stem",
          source, c.preset);
+  if (c.device == "cpu" && (c.precision != "fp32" || c.tf32))
+    fail("{}: train.precision = \"{}\"{} needs train.device = \"cuda\"; the CPU trains in fp32",
+         source, c.precision, c.tf32 ? " with train.tf32" : "");
+  if (c.device == "cpu" && c.batchnorm != "own")
+    fail("{}: train.batchnorm = \"{}\" needs train.device = \"cuda\"", source, c.batchnorm);
+  if (c.device == "cuda" && c.sync_batchnorm)
+    fail("{}: parallel.sync_batchnorm is not available on the GPU yet: set it to false (each "
+         "rank normalises with its own batch) or train on the CPU", source);
   if (c.steps == 0 && c.epochs <= 0)
     fail("{}: train.steps = 0 and train.epochs = {}: set one of them above 0", source, c.epochs);
 }

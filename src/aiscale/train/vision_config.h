@@ -33,7 +33,10 @@ struct VisionTrainConfig {
   int64_t synthetic_classes = 10;
 
   // [train]
-  std::string device = "cpu";
+  std::string device = "cpu";       // cpu | cuda (one GPU per rank)
+  std::string precision = "fp32";   // cuda: fp32 | bf16 | fp16 (AMP)
+  bool tf32 = false;                // cuda fp32: TF32 convolutions
+  std::string batchnorm = "own";    // cuda: own | cudnn (batch norm kernels)
   int64_t batch_size = 32;   // per rank
   int64_t steps = 0;         // optimizer steps; 0: train.epochs of the training set
   double epochs = 1.0;
@@ -58,6 +61,7 @@ struct VisionTrainConfig {
   // [parallel]
   std::string communicator = "auto";  // auto | mpi | none
   bool sync_batchnorm = false;
+  bool overlap_allreduce = true;      // GPU ranks: bucketed all-reduce during the backward
   double timeout_s = 300;
 
   // [run]

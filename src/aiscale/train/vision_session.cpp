@@ -13,6 +13,7 @@
 #include "aiscale/core/log.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/nn/models/resnet.h"
+#include "aiscale/nn/models/resnet_cuda.h"
 #include "aiscale/optim/sgd.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/checkpoint.h"
@@ -138,7 +139,12 @@ int run_vision_training(const TrainRequest& req) {
   }
   const VisionTrainConfig c = load_vision_config(config_path, overrides);
   validate::omp_num_threads_env();
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(c.communicator);
+  const bool gpu = c.device == "cuda";
+  parallel::CommOptions comm_options;
+  comm_options.kind = c.communicator;
+  comm_options.device = c.device;
+  comm_options.timeout_s = c.timeout_s;
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(comm_options);
   const int rank = comm->rank(), world = comm->world();
   log::set_rank(rank, world);
   const int threads = set_cpu_threads(c.threads);
@@ -162,7 +168,7 @@ int run_vision_training(const TrainRequest& req) {
     fail("{}: model.num_classes = {} but the training data has {} classes", config_path,
          mc.num_classes, train_src->num_classes());
   nn::ResNetOptions mo;
-  mo.max_batch = c.batch_size;
+  mo.max_batch = gpu ? 0 : c.batch_size;  // a GPU run's host model only mirrors the state
   mo.label_smoothing = float(c.label_smoothing);
   mo.zero_init_residual = c.zero_init_residual;
   mo.seed = c.seed;
@@ -175,6 +181,24 @@ int run_vision_training(const TrainRequest& req) {
       std::fill(decay.begin() + t.offset, decay.begin() + t.offset + t.size, t.decay ? 1 : 0);
   }
   optim::Sgd sgd(model.num_parameters(), {c.momentum, c.nesterov, c.weight_decay}, decay);
+  std::unique_ptr<nn::ResNetCuda> gpu_model;
+  if (gpu) {
+    nn::ResNetCudaOptions go;
+    go.max_batch = c.batch_size;
+    go.precision = c.precision;
+    go.tf32 = c.tf32;
+    go.batchnorm = c.batchnorm;
+    go.momentum = c.momentum;
+    go.nesterov = c.nesterov;
+    go.weight_decay = c.weight_decay;
+    go.decay_bn_and_bias = c.decay_bn_and_bias;
+    gpu_model = std::make_unique<nn::ResNetCuda>(model, go);
+    if (c.overlap_allreduce) gpu_model->overlap_allreduce(*comm);
+  }
+  // Brings the host mirror up to date before a checkpoint of a GPU run.
+  auto sync_host = [&] {
+    if (gpu_model) gpu_model->download(model, &sgd.velocity());
+  };
 
   const int64_t per_epoch = train_src->batches_per_epoch();
   const int64_t total_steps =
@@ -208,6 +232,7 @@ int run_vision_training(const TrainRequest& req) {
     }
     if (!dir) fail("--resume '{}': no complete checkpoint in '{}'", req.resume_dir, ckpt_dir);
     const Restored r = read_vision_checkpoint(*dir, model, sgd, world);
+    if (gpu_model) gpu_model->upload(model, &sgd.velocity());
     start_step = r.step;
     train_src->restore(r.data);
     // Before the run directory opens metrics.jsonl for appending.
@@ -217,33 +242,42 @@ int run_vision_training(const TrainRequest& req) {
   RunDirectory run_dir(c.run_dir, name, resuming, rank == 0);
   run_dir.write_config(to_toml(c));
   if (rank == 0) {
-    log::info("aiscale train: {} ({:.2f}M parameters, {}x{}x{} images, {} classes) on the CPU "
-              "({} threads) x {} ranks; global batch {}, peak lr {:.4g}, {} steps ({} per epoch)",
+    const std::string where =
+        gpu ? fmt::format("on the GPU ({})", gpu_model->describe())
+            : fmt::format("on the CPU ({} threads)", threads);
+    log::info("aiscale train: {} ({:.2f}M parameters, {}x{}x{} images, {} classes) {} x {} "
+              "ranks; global batch {}, peak lr {:.4g}, {} steps ({} per epoch)",
               c.preset, double(model.num_parameters()) / 1e6, mc.in_channels, mc.image_size,
-              mc.image_size, mc.num_classes, threads, world, global_batch, schedule.peak_lr,
+              mc.image_size, mc.num_classes, where, world, global_batch, schedule.peak_lr,
               total_steps, per_epoch);
   }
 
   VisionTrainer trainer(c, model, sgd, schedule, total_steps, *train_src, val_src.get(), *comm,
                         &run_dir);
   trainer.show_progress = !req.quiet;
+  trainer.gpu = gpu_model.get();
   int64_t last_saved = start_step;
   trainer.after_step = [&](int64_t step) {
     if (c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && step < total_steps) {
-      if (rank == 0)
+      if (rank == 0) {
+        sync_host();
         write_vision_checkpoint(ckpt_dir, c, model, sgd, step, train_src->position(), world,
                                 c.keep_checkpoints);
+      }
       last_saved = step;
     }
     return true;
   };
   const VisionResult r = trainer.run(start_step);
   if (rank == 0 && r.steps > last_saved) {
+    sync_host();
     write_vision_checkpoint(ckpt_dir, c, model, sgd, r.steps, train_src->position(), world,
                             c.keep_checkpoints);
   }
   nlohmann::json summary = {{"kind", "resnet"},
                             {"model", c.preset},
+                            {"device", c.device},
+                            {"precision", c.precision},
                             {"parameters", model.num_parameters()},
                             {"world_size", world},
                             {"global_batch", global_batch},

@@ -32,6 +32,7 @@ VisionTrainer::Step VisionTrainer::step(int64_t index) {
   if (batch_.layout != data::ImageLayout::nchw)
     fail("the vision trainer takes NCHW batches; the image source served NHWC");
   const int64_t n = batch_.n;
+  if (gpu) return gpu_step(index, s, total, n);
   const double loss = model_.forward(batch_.pixels.data(), batch_.labels.data(), n, true);
   model_.zero_grad();
   model_.backward();
@@ -63,6 +64,32 @@ VisionTrainer::Step VisionTrainer::step(int64_t index) {
   return s;
 }
 
+VisionTrainer::Step VisionTrainer::gpu_step(int64_t index, Step s, const Timer& total,
+                                            int64_t n) {
+  const double loss = gpu->forward(batch_.pixels.data(), batch_.labels.data(), n, true);
+  gpu->zero_grad();
+  gpu->backward();
+  int64_t top1 = 0, top5 = 0;
+  gpu->count_correct(top1, top5);
+  Timer sync;
+  gpu->allreduce_gradients(comm_);
+  double totals[4] = {loss * double(n), double(top1), double(top5), double(n)};
+  if (comm_.world() > 1) comm_.allreduce_sum(totals, 4);
+  s.sync_s = sync.seconds();
+  s.loss = totals[0] / totals[3];
+  s.top1 = totals[1] / totals[3];
+  s.top5 = totals[2] / totals[3];
+  if (!std::isfinite(s.loss)) {
+    fail("step {}: the loss is {}: lower train.lr (peak {:.4g}) or raise train.warmup_epochs",
+         index + 1, s.loss, schedule_.peak_lr);
+  }
+  s.lr = optim::scheduled_lr(schedule_, index);
+  gpu->sgd_step(s.lr, 1.0f / float(comm_.world()));
+  gpu->synchronize();
+  s.step_time_s = total.seconds();
+  return s;
+}
+
 VisionEval VisionTrainer::evaluate() {
   VisionEval e;
   if (!val_) return e;
@@ -74,9 +101,15 @@ VisionEval VisionTrainer::evaluate() {
   data::ImageBatch b;
   for (int64_t i = 0; i < batches; ++i) {
     val_->next_batch(b);
-    const double loss = model_.forward(b.pixels.data(), b.labels.data(), b.n, false);
     int64_t top1 = 0, top5 = 0;
-    model_.count_correct(b.labels.data(), b.n, top1, top5);
+    double loss = 0;
+    if (gpu) {
+      loss = gpu->forward(b.pixels.data(), b.labels.data(), b.n, false);
+      gpu->count_correct(top1, top5);
+    } else {
+      loss = model_.forward(b.pixels.data(), b.labels.data(), b.n, false);
+      model_.count_correct(b.labels.data(), b.n, top1, top5);
+    }
     totals[0] += loss * double(b.n);
     totals[1] += double(top1);
     totals[2] += double(top5);

@@ -1,4 +1,4 @@
-// The vision training loop: one ResNet per rank on the CPU, data-parallel SGD (the ranks'
+// The vision training loop: one ResNet per rank on the CPU or a GPU, data-parallel SGD (the ranks'
 // gradients summed with one all-reduce and averaged, as the GPT CPU path does), top-1/top-5
 // accuracy of every training batch and of validation passes, metrics.jsonl, steps.jsonl and
 // the progress line. Run set-up, checkpoints and resume: vision_session.cpp.
@@ -9,6 +9,8 @@
 
 #include "aiscale/data/images/image_source.h"
 #include "aiscale/nn/models/resnet.h"
+#include "aiscale/nn/models/resnet_cuda.h"
+#include "aiscale/core/timer.h"
 #include "aiscale/optim/sgd.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/run_dir.h"
@@ -41,6 +43,10 @@ class VisionTrainer {
   // Called after each step with its 1-based number (checkpoints); false stops the run.
   std::function<bool(int64_t step)> after_step;
   bool show_progress = true;
+  // Set for a GPU run: this model trains (forward, backward, all-reduce, SGD on the
+  // device); `model` and `sgd` are then its host mirror, brought up to date by the caller
+  // (ResNetCuda::download) before checkpoints.
+  nn::ResNetCuda* gpu = nullptr;
 
  private:
   struct Step {
@@ -49,6 +55,7 @@ class VisionTrainer {
     bool first_in_epoch = false, last_in_epoch = false;
   };
   Step step(int64_t index);
+  Step gpu_step(int64_t index, Step s, const Timer& total, int64_t n);
 
   const VisionTrainConfig& config_;
   nn::ResNet& model_;

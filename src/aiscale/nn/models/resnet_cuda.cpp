@@ -1,0 +1,104 @@
+// The host half of the GPU ResNet: checks (CUDA, cuDNN, a GPU, the precision), the plan,
+// and the conversions between the CPU model's layout and the device's. Kept in a .cpp so
+// that a build without CUDA still has the class (its constructor says what is missing).
+#include "aiscale/nn/models/resnet_cuda.h"
+
+#include "aiscale/core/error.h"
+#include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/resnet_cuda_device.h"
+
+namespace aiscale::nn {
+
+ResNetCuda::ResNetCuda(ResNet& host, const ResNetCudaOptions& options) : options_(options) {
+#ifndef AISCALE_HAVE_CUDA
+  (void)host;
+  fail("this aiscale was built without CUDA: rebuild with a CUDA compiler (cmake --preset "
+       "cuda) or train on the CPU (train.device = \"cpu\")");
+#else
+  if (!detail::resnet_cuda_has_cudnn())
+    fail("this aiscale was built without cuDNN, which the GPU ResNet needs for its "
+         "convolutions: install cuDNN 9 for the CUDA toolkit (CMake looks for cudnn_graph.h "
+         "and libcudnn), rebuild with cmake --preset cuda, or train on the CPU "
+         "(train.device = \"cpu\")");
+  if (!cuda_available())
+    fail("no CUDA GPU is visible (cudaGetDeviceCount found none): run on a GPU node or train "
+         "on the CPU (train.device = \"cpu\")");
+  if (options_.max_batch < 1) fail("batch size {} is invalid: it must be at least 1", options_.max_batch);
+  detail::ResNetCudaSettings s;
+  if (options_.precision == "fp32") {
+    s.dtype = DType::f32;
+  } else if (options_.precision == "bf16") {
+    s.dtype = DType::bf16;
+  } else if (options_.precision == "fp16") {
+    s.dtype = DType::f16;
+    s.loss_scale = 1024.0f;  // a static scale: bf16 (fp32's range) needs none
+  } else {
+    fail("precision '{}' is not one of fp32, bf16, fp16", options_.precision);
+  }
+  if (options_.workspace_mib < 0 || options_.workspace_mib > (int64_t{1} << 20))
+    fail("cuDNN workspace of {} MiB is outside 0..1048576", options_.workspace_mib);
+  if (options_.batchnorm != "own" && options_.batchnorm != "cudnn")
+    fail("batch norm kernels '{}' are not one of own, cudnn", options_.batchnorm);
+  s.cudnn_batchnorm = options_.batchnorm == "cudnn";
+  s.tf32 = options_.tf32;
+  s.workspace_bytes = size_t(options_.workspace_mib) << 20;
+  s.label_smoothing = host.options().label_smoothing;
+  s.bn_momentum = host.options().bn_momentum;
+  s.bn_eps = host.options().bn_eps;
+  s.momentum = float(options_.momentum);
+  s.weight_decay = float(options_.weight_decay);
+  s.nesterov = options_.nesterov;
+  plan_ = build_resnet_cuda_plan(host, options_.max_batch, options_.decay_bn_and_bias);
+  device_ = detail::ResNetCudaDevice::create(plan_, s);
+  upload(host, nullptr);
+#endif
+}
+
+ResNetCuda::~ResNetCuda() = default;
+
+void ResNetCuda::load_batch(const float* images, const int32_t* labels, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= plan_.num_classes)
+      fail("label {} of image {} is outside the model's {} classes", labels[i], i,
+           plan_.num_classes);
+  }
+  device_->load_batch(images, labels, n);
+}
+
+double ResNetCuda::forward_loaded(bool train) { return device_->forward(train); }
+void ResNetCuda::count_correct(int64_t& top1, int64_t& top5) const { device_->correct(top1, top5); }
+void ResNetCuda::zero_grad() { device_->zero_grad(); }
+void ResNetCuda::backward() { device_->backward(); }
+void ResNetCuda::overlap_allreduce(parallel::Communicator& comm) { device_->overlap_allreduce(&comm); }
+void ResNetCuda::allreduce_gradients(parallel::Communicator& comm) { device_->allreduce_grads(comm); }
+void ResNetCuda::sgd_step(double lr, float grad_scale) { device_->sgd_step(lr, grad_scale); }
+void ResNetCuda::synchronize() { device_->synchronize(); }
+
+void ResNetCuda::download(ResNet& host, std::vector<float>* velocity) {
+  std::vector<float> params(size_t(plan_.num_params)), vel;
+  if (velocity) vel.resize(params.size());
+  AISCALE_CHECK(int64_t(host.buffers().size()) == plan_.num_buffers, "buffer count mismatch");
+  device_->get_state(params.data(), host.buffers().data(), velocity ? vel.data() : nullptr);
+  to_host_layout(plan_, params, host.params());
+  if (velocity) to_host_layout(plan_, vel, *velocity);
+}
+
+void ResNetCuda::upload(ResNet& host, const std::vector<float>* velocity) {
+  AISCALE_CHECK(int64_t(host.buffers().size()) == plan_.num_buffers, "buffer count mismatch");
+  const std::vector<float> params = to_device_layout(plan_, host.params());
+  std::vector<float> vel;
+  if (velocity) vel = to_device_layout(plan_, *velocity);
+  device_->set_state(params.data(), host.buffers().data(), velocity ? vel.data() : nullptr);
+}
+
+std::vector<float> ResNetCuda::gradients() {
+  std::vector<float> dev(size_t(plan_.num_params)), host;
+  device_->get_grads(dev.data());
+  to_host_layout(plan_, dev, host);
+  return host;
+}
+
+std::string ResNetCuda::describe() const { return device_->describe(); }
+int64_t ResNetCuda::arena_bytes() const { return device_->arena_bytes(); }
+
+}  // namespace aiscale::nn

@@ -1,0 +1,75 @@
+// The device half of the GPU ResNet (resnet_cuda.cu), behind a plain C++ interface so that
+// host code (resnet_cuda.cpp) reaches it without CUDA headers. Every vector crossing this
+// interface is in the device parameter layout of the plan (resnet_cuda_plan.h); the host
+// half converts.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "aiscale/core/dtype.h"
+#include "aiscale/nn/models/resnet_cuda_plan.h"
+
+namespace aiscale::parallel {
+class Communicator;
+}
+
+namespace aiscale::nn::detail {
+
+struct ResNetCudaSettings {
+  DType dtype = DType::f32;  // activations and convolution / classifier inputs
+  bool tf32 = false;         // fp32 convolutions may use TF32 tensor cores
+  size_t workspace_bytes = size_t(512) << 20;  // cuDNN's workspace (algorithm search limit)
+  float label_smoothing = 0.0f, bn_momentum = 0.1f, bn_eps = 1e-5f;
+  float momentum = 0.9f, weight_decay = 0.0f;
+  bool nesterov = false;
+  // The loss gradient is multiplied by this (fp16: gradients below fp16's range would
+  // flush to zero) and the optimiser and get_grads() divide it out again.
+  float loss_scale = 1.0f;
+  // Batch norm through cuDNN's fused kernels where cuDNN takes the layer (the rest keep
+  // the project's own kernels).
+  bool cudnn_batchnorm = false;
+};
+
+// Whether this build has cuDNN (the convolutions need it).
+bool resnet_cuda_has_cudnn();
+
+class ResNetCudaDevice {
+ public:
+  // Allocates the arena, chooses every convolution's algorithms, zeroes the state.
+  static std::unique_ptr<ResNetCudaDevice> create(const ResNetCudaPlan& plan,
+                                                  const ResNetCudaSettings& settings);
+  virtual ~ResNetCudaDevice() = default;
+
+  // Host arrays: params and velocity num_params values (device layout), buffers
+  // num_buffers. velocity may be null (zeros).
+  virtual void set_state(const float* params, const float* buffers, const float* velocity) = 0;
+  virtual void get_state(float* params, float* buffers, float* velocity) = 0;
+  virtual void get_grads(float* grads) = 0;
+
+  // images (n, C, H, W) fp32 and labels (n) on the host, n <= max_batch; they stay on the
+  // device for every forward until the next load.
+  virtual void load_batch(const float* images, const int32_t* labels, int64_t n) = 0;
+  // Mean loss over the loaded batch (waits for the GPU); training mode also prepares the
+  // logits' gradient for backward().
+  virtual double forward(bool train) = 0;
+  virtual void correct(int64_t& top1, int64_t& top5) const = 0;
+  virtual void zero_grad() = 0;
+  virtual void backward() = 0;  // parameter gradients accumulate
+  // A device communicator (NCCL) of several ranks: from now on each backward starts the
+  // all-reduce of every bucket of gradients as soon as the backward has produced it, and
+  // allreduce_grads() only waits for them. Null: off.
+  virtual void overlap_allreduce(parallel::Communicator* comm) = 0;
+  // Sums the gradients over the communicator's ranks (NCCL on the device stream, or staged
+  // through host memory for a host communicator); after an overlapped backward, waits for
+  // its buckets.
+  virtual void allreduce_grads(parallel::Communicator& comm) = 0;
+  // SGD on the gradients x grad_scale (1 / ranks for the mean).
+  virtual void sgd_step(double lr, float grad_scale) = 0;
+  virtual void synchronize() = 0;
+  virtual std::string describe() const = 0;
+  virtual int64_t arena_bytes() const = 0;
+};
+
+}  // namespace aiscale::nn::detail

@@ -1,0 +1,318 @@
+#include "aiscale/nn/models/resnet_cuda_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/nn/models/resnet.h"
+
+namespace aiscale::nn {
+namespace {
+
+using Kind = ResNetCudaLayerKind;
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const ResNet& host, ResNetCudaPlan& plan) : plan_(plan) {
+    for (const ResNetTensor& t : host.parameter_tensors()) params_[t.name] = &t;
+    for (const ResNetTensor& t : host.buffer_tensors()) buffers_[t.name] = &t;
+    // Device layout: convolution weights, fc.weight, fc.bias, then the batch norms'.
+    int64_t offset = 0;
+    auto place = [&](const ResNetTensor& t) {
+      ResNetCudaParam p;
+      p.name = t.name;
+      p.host_offset = t.offset;
+      p.size = t.size;
+      p.device_offset = offset;
+      p.conv = t.shape.size() == 4;
+      if (p.conv) p.OC = t.shape[0], p.C = t.shape[1], p.K = t.shape[2];
+      offset += t.size;
+      device_[t.name] = p.device_offset;
+      plan_.params.push_back(p);
+    };
+    for (const ResNetTensor& t : host.parameter_tensors())
+      if (t.shape.size() == 4) place(t);
+    place(tensor("fc.weight"));
+    plan_.decay_end = offset;
+    place(tensor("fc.bias"));
+    plan_.weight_end = offset;
+    for (const ResNetTensor& t : host.parameter_tensors())
+      if (t.shape.size() != 4 && t.name.rfind("fc.", 0) != 0) place(t);
+    plan_.num_params = offset;
+    AISCALE_CHECK(offset == host.num_parameters(), "device layout of {} values for {} parameters",
+                  offset, host.num_parameters());
+  }
+
+  int input(int64_t C, int64_t H, int64_t W) { return act(C, H, W); }
+
+  int conv(const std::string& name, int in, int64_t OC, int64_t K, int64_t stride, int64_t pad) {
+    const ResNetCudaAct a = plan_.acts[in];
+    ResNetCudaLayer l;
+    l.kind = Kind::conv;
+    l.name = name;
+    l.in = in;
+    l.C = a.C, l.H = a.H, l.W = a.W, l.OC = OC, l.K = K, l.stride = stride, l.pad = pad;
+    const ResNetTensor& w = tensor(name + ".weight");
+    AISCALE_CHECK(w.shape == (std::vector<int64_t>{OC, a.C, K, K}), "{}: shape mismatch", name);
+    l.weight = device_.at(w.name);
+    l.out = act(OC, (a.H + 2 * pad - K) / stride + 1, (a.W + 2 * pad - K) / stride + 1);
+    plan_.layers.push_back(l);
+    return l.out;
+  }
+
+  int bn(const std::string& name, int in, bool relu, int z = -1) {
+    const ResNetCudaAct a = plan_.acts[in];
+    ResNetCudaLayer l;
+    l.kind = Kind::bn;
+    l.name = name;
+    l.in = in;
+    l.z = z;
+    l.relu = relu;
+    l.C = a.C, l.H = a.H, l.W = a.W;
+    l.gamma = device_.at(tensor(name + ".weight").name);
+    l.beta = device_.at(tensor(name + ".bias").name);
+    l.running_mean = buffer(name + ".running_mean").offset;
+    l.running_var = buffer(name + ".running_var").offset;
+    l.bn_index = plan_.bn_layers++;
+    l.out = act(a.C, a.H, a.W);
+    plan_.layers.push_back(l);
+    return l.out;
+  }
+
+  int maxpool(int in, int64_t K, int64_t stride, int64_t pad) {
+    const ResNetCudaAct a = plan_.acts[in];
+    ResNetCudaLayer l;
+    l.kind = Kind::maxpool;
+    l.name = "maxpool";
+    l.in = in;
+    l.C = a.C, l.H = a.H, l.W = a.W, l.K = K, l.stride = stride, l.pad = pad;
+    l.pool_index = plan_.pool_layers++;
+    l.out = act(a.C, (a.H + 2 * pad - K) / stride + 1, (a.W + 2 * pad - K) / stride + 1);
+    plan_.layers.push_back(l);
+    return l.out;
+  }
+
+  int avgpool(int in) {
+    const ResNetCudaAct a = plan_.acts[in];
+    ResNetCudaLayer l;
+    l.kind = Kind::avgpool;
+    l.name = "avgpool";
+    l.in = in;
+    l.C = a.C, l.H = a.H, l.W = a.W;
+    l.out = act(a.C, 1, 1);
+    plan_.layers.push_back(l);
+    return l.out;
+  }
+
+  int fc(int in, int64_t OC) {
+    ResNetCudaLayer l;
+    l.kind = Kind::fc;
+    l.name = "fc";
+    l.in = in;
+    l.C = plan_.acts[in].C;
+    l.OC = OC;
+    l.weight = device_.at("fc.weight");
+    l.bias = device_.at("fc.bias");
+    l.out = act(OC, 1, 1);
+    plan_.layers.push_back(l);
+    return l.out;
+  }
+
+ private:
+  int act(int64_t C, int64_t H, int64_t W) {
+    ResNetCudaAct a;
+    a.C = C, a.H = H, a.W = W;
+    plan_.acts.push_back(a);
+    return int(plan_.acts.size()) - 1;
+  }
+  const ResNetTensor& tensor(const std::string& name) const {
+    auto it = params_.find(name);
+    AISCALE_CHECK(it != params_.end(), "the CPU model has no parameter '{}'", name);
+    return *it->second;
+  }
+  const ResNetTensor& buffer(const std::string& name) const {
+    auto it = buffers_.find(name);
+    AISCALE_CHECK(it != buffers_.end(), "the CPU model has no buffer '{}'", name);
+    return *it->second;
+  }
+  ResNetCudaPlan& plan_;
+  std::map<std::string, const ResNetTensor*> params_, buffers_;
+  std::map<std::string, int64_t> device_;
+};
+
+// The same network as the CPU model (resnet.cpp: build_network), with each block's add
+// and ReLU inside its last batch norm.
+int build(PlanBuilder& b, const ResNetConfig& c) {
+  int x = b.input(c.in_channels, c.image_size, c.image_size);
+  if (c.imagenet_stem) {
+    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 7, 2, 3), true);
+    x = b.maxpool(x, 3, 2, 1);
+  } else {
+    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 3, c.stem_stride, 1), true);
+  }
+  int64_t channels = c.stem_channels;
+  for (size_t stage = 0; stage < c.blocks.size(); ++stage) {
+    const int64_t width = c.widths[stage], out_channels = width * c.expansion();
+    for (int64_t block = 0; block < c.blocks[stage]; ++block) {
+      const std::string p = fmt::format("layer{}.{}", stage + 1, block);
+      const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
+      int y;
+      std::string last;
+      if (c.bottleneck) {
+        y = b.bn(p + ".bn1", b.conv(p + ".conv1", x, width, 1, 1, 0), true);
+        y = b.bn(p + ".bn2", b.conv(p + ".conv2", y, width, 3, stride, 1), true);
+        y = b.conv(p + ".conv3", y, out_channels, 1, 1, 0);
+        last = p + ".bn3";
+      } else {
+        y = b.bn(p + ".bn1", b.conv(p + ".conv1", x, width, 3, stride, 1), true);
+        y = b.conv(p + ".conv2", y, width, 3, 1, 1);
+        last = p + ".bn2";
+      }
+      int shortcut = x;
+      if (stride != 1 || channels != out_channels) {
+        shortcut = b.bn(p + ".downsample.1",
+                        b.conv(p + ".downsample.0", x, out_channels, 1, stride, 0), false);
+      }
+      x = b.bn(last, y, true, shortcut);
+      channels = out_channels;
+    }
+  }
+  return b.fc(b.avgpool(x), c.num_classes);
+}
+
+// Which backward writes first into each gradient (the others add), and the gradient
+// slots: a gradient is born at its first writer (in backward order) and freed once its
+// producer's backward has read it.
+void plan_gradients(ResNetCudaPlan& plan) {
+  std::vector<bool> written(plan.acts.size(), false);
+  std::vector<int> free_slots;
+  auto take = [&](int act) {
+    if (act <= 0 || plan.acts[act].grad_slot >= 0) return;
+    if (free_slots.empty()) {
+      plan.acts[act].grad_slot = plan.grad_slots++;
+    } else {
+      plan.acts[act].grad_slot = free_slots.back();
+      free_slots.pop_back();
+    }
+  };
+  take(plan.logits);
+  for (auto it = plan.layers.rbegin(); it != plan.layers.rend(); ++it) {
+    ResNetCudaLayer& l = *it;
+    for (int a : {l.in, l.z}) {
+      if (a <= 0) continue;
+      take(a);
+      const bool acc = written[a];
+      written[a] = true;
+      if (a == l.in) l.acc_in = acc; else l.acc_z = acc;
+    }
+    free_slots.push_back(plan.acts[l.out].grad_slot);
+  }
+}
+
+}  // namespace
+
+ResNetCudaPlan build_resnet_cuda_plan(const ResNet& host, int64_t max_batch,
+                                      bool decay_bn_and_bias) {
+  ResNetCudaPlan plan;
+  PlanBuilder b(host, plan);
+  const ResNetConfig& c = host.config();
+  plan.logits = build(b, c);
+  for (const ResNetTensor& t : host.buffer_tensors())
+    plan.num_buffers = std::max(plan.num_buffers, t.offset + t.size);
+  plan.max_batch = max_batch;
+  plan.num_classes = c.num_classes;
+  plan.in_channels = c.in_channels;
+  plan.image_size = c.image_size;
+  if (decay_bn_and_bias) plan.decay_end = plan.num_params;
+  plan_gradients(plan);
+  return plan;
+}
+
+// A range is ready once every tensor above it in its region is done (a block's batch norms
+// complete in another order than their layout's).
+std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, int64_t bytes) {
+  struct Span {
+    int64_t lo, hi;
+    size_t layer;
+  };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const ResNetCudaLayer& l = plan.layers[i];
+    if (l.kind == ResNetCudaLayerKind::conv)
+      spans.push_back({l.weight, l.weight + l.OC * l.C * l.K * l.K, i});
+    if (l.kind == ResNetCudaLayerKind::fc) spans.push_back({l.weight, l.bias + l.OC, i});
+    if (l.kind == ResNetCudaLayerKind::bn) {
+      spans.push_back({l.gamma, l.gamma + l.C, i});
+      spans.push_back({l.beta, l.beta + l.C, i});
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.lo < y.lo; });
+  std::vector<bool> done(spans.size(), false);
+  // Ready suffixes of each region: index of the lowest span of the region still pending.
+  auto region_of = [&](const Span& sp) { return sp.lo < plan.weight_end ? 0 : 1; };
+  std::vector<ResNetCudaBucket> buckets;
+  int64_t sent[2] = {plan.weight_end, plan.num_params};  // lower edge of what is bucketed
+  int64_t ready[2] = {plan.weight_end, plan.num_params};
+  for (size_t i = plan.layers.size(); i-- > 0;) {
+    for (size_t k = 0; k < spans.size(); ++k)
+      if (spans[k].layer == i) done[k] = true;
+    for (int r = 0; r < 2; ++r) {
+      // Walk down from the current edge while the spans below it are done.
+      for (size_t k = spans.size(); k-- > 0;) {
+        const Span& sp = spans[k];
+        if (region_of(sp) != r || sp.hi > ready[r]) continue;
+        if (!done[k]) break;
+        ready[r] = sp.lo;
+      }
+    }
+    const int64_t pending = (sent[0] - ready[0]) + (sent[1] - ready[1]);
+    if (pending > 0 && (pending * 4 >= bytes || i == 0)) {
+      buckets.push_back({i, ready[0], sent[0], ready[1], sent[1]});
+      sent[0] = ready[0];
+      sent[1] = ready[1];
+    }
+  }
+  return buckets;
+}
+
+std::vector<float> to_device_layout(const ResNetCudaPlan& plan, const std::vector<float>& host) {
+  AISCALE_CHECK(int64_t(host.size()) == plan.num_params, "{} values for {} parameters",
+                host.size(), plan.num_params);
+  std::vector<float> dev(host.size());
+  for (const ResNetCudaParam& p : plan.params) {
+    const float* src = host.data() + p.host_offset;
+    float* dst = dev.data() + p.device_offset;
+    if (!p.conv) {
+      std::copy(src, src + p.size, dst);
+      continue;
+    }
+    const int64_t KK = p.K * p.K;
+    for (int64_t o = 0; o < p.OC; ++o)
+      for (int64_t c = 0; c < p.C; ++c)
+        for (int64_t k = 0; k < KK; ++k) dst[(o * KK + k) * p.C + c] = src[(o * p.C + c) * KK + k];
+  }
+  return dev;
+}
+
+void to_host_layout(const ResNetCudaPlan& plan, const std::vector<float>& dev,
+                    std::vector<float>& host) {
+  AISCALE_CHECK(int64_t(dev.size()) == plan.num_params, "{} values for {} parameters",
+                dev.size(), plan.num_params);
+  host.resize(dev.size());
+  for (const ResNetCudaParam& p : plan.params) {
+    const float* src = dev.data() + p.device_offset;
+    float* dst = host.data() + p.host_offset;
+    if (!p.conv) {
+      std::copy(src, src + p.size, dst);
+      continue;
+    }
+    const int64_t KK = p.K * p.K;
+    for (int64_t o = 0; o < p.OC; ++o)
+      for (int64_t c = 0; c < p.C; ++c)
+        for (int64_t k = 0; k < KK; ++k) dst[(o * p.C + c) * KK + k] = src[(o * KK + k) * p.C + c];
+  }
+}
+
+}  // namespace aiscale::nn

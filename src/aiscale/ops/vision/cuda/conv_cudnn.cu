@@ -1,0 +1,293 @@
+// cuDNN convolutions for the vision path (conv_cudnn.cuh).
+#include "aiscale/ops/vision/cuda/conv_cudnn.cuh"
+
+#include <string>
+
+#include "aiscale/ops/cuda/common.cuh"
+
+#if AISCALE_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+namespace aiscale::cuda::vision {
+
+#if AISCALE_HAVE_CUDNN
+
+namespace {
+
+void check(cudnnStatus_t st, const char* what) {
+  if (st == CUDNN_STATUS_SUCCESS) return;
+  std::string m = cudnnGetErrorString(st);
+  char detail[1024] = {0};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  if (detail[0]) m += std::string(": ") + detail;
+  throw Error(std::string("cuDNN convolution: ") + what + " failed (" + m + ")");
+}
+
+cudnnDataType_t cudnn_type(DType t) {
+  return t == DType::f32 ? CUDNN_DATA_FLOAT : t == DType::bf16 ? CUDNN_DATA_BFLOAT16
+                                                               : CUDNN_DATA_HALF;
+}
+
+}  // namespace
+
+bool vision_cudnn_compiled() { return true; }
+
+CudnnContext::CudnnContext(cudaStream_t stream) {
+  cudnnHandle_t h = nullptr;
+  check(cudnnCreate(&h), "cudnnCreate");
+  handle_ = h;
+  check(cudnnSetStream(h, stream), "cudnnSetStream");
+}
+
+CudnnContext::~CudnnContext() {
+  if (handle_) cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
+}
+
+struct CudnnConv::Impl {
+  cudnnHandle_t handle = nullptr;
+  DType t = DType::f32;
+  bool tf32 = false;
+  ConvGeometry g;
+  bool backward_data = false;
+  size_t limit = 0;
+  int64_t n = -1;  // batch the descriptors and algorithms are set for
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t ws_fwd = 0, ws_data = 0, ws_filter = 0;
+  // The searched choice at the full batch, restored when a call returns to it.
+  cudnnConvolutionFwdAlgo_t found_fwd{};
+  cudnnConvolutionBwdDataAlgo_t found_data{};
+  cudnnConvolutionBwdFilterAlgo_t found_filter{};
+  size_t found_ws_fwd = 0, found_ws_data = 0, found_ws_filter = 0;
+
+  cudnnMathType_t math() const {
+    if (t != DType::f32) return CUDNN_TENSOR_OP_MATH;
+    return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
+
+  void set_batch(int64_t batch) {
+    const cudnnDataType_t dt = cudnn_type(t);
+    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, dt, int(batch), int(g.C), int(g.H),
+                                     int(g.W)),
+          "input descriptor");
+    check(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, dt, int(batch), int(g.OC),
+                                     int(g.OH()), int(g.OW())),
+          "output descriptor");
+    n = batch;
+  }
+
+  // Heuristic choice (no timing) for a batch other than the one searched at construction.
+  void choose_by_heuristics() {
+    int count = 0;
+    cudnnConvolutionFwdAlgoPerf_t f[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, f),
+          "forward heuristics");
+    bool found = false;
+    for (int i = 0; i < count && !found; ++i) {
+      if (f[i].status == CUDNN_STATUS_SUCCESS && f[i].memory <= limit) {
+        fwd = f[i].algo, ws_fwd = f[i].memory, found = true;
+      }
+    }
+    if (!found) throw Error("cuDNN convolution: no forward algorithm within the workspace");
+    if (backward_data) {
+      cudnnConvolutionBwdDataAlgoPerf_t d[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                handle, w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, d),
+            "backward-data heuristics");
+      found = false;
+      for (int i = 0; i < count && !found; ++i) {
+        if (d[i].status == CUDNN_STATUS_SUCCESS && d[i].memory <= limit) {
+          bwd_data = d[i].algo, ws_data = d[i].memory, found = true;
+        }
+      }
+      if (!found) throw Error("cuDNN convolution: no backward-data algorithm within the workspace");
+    }
+    cudnnConvolutionBwdFilterAlgoPerf_t b[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+              handle, x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, b),
+          "backward-filter heuristics");
+    found = false;
+    for (int i = 0; i < count && !found; ++i) {
+      if (b[i].status == CUDNN_STATUS_SUCCESS && b[i].memory <= limit) {
+        bwd_filter = b[i].algo, ws_filter = b[i].memory, found = true;
+      }
+    }
+    if (!found) throw Error("cuDNN convolution: no backward-filter algorithm within the workspace");
+  }
+
+  void ensure_batch(int64_t batch) {
+    if (batch == n) return;
+    if (batch < 1 || batch > g.N)
+      throw Error("cuDNN convolution: batch " + std::to_string(batch) + " outside 1.." +
+                  std::to_string(g.N));
+    set_batch(batch);
+    if (batch == g.N) {
+      fwd = found_fwd, bwd_data = found_data, bwd_filter = found_filter;
+      ws_fwd = found_ws_fwd, ws_data = found_ws_data, ws_filter = found_ws_filter;
+    } else {
+      choose_by_heuristics();
+    }
+  }
+};
+
+CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& g,
+                     bool backward_data, const ConvBuffers& search, void* workspace,
+                     size_t workspace_bytes)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.handle = static_cast<cudnnHandle_t>(ctx.handle());
+  m.t = t;
+  m.tf32 = tf32;
+  m.g = g;
+  m.backward_data = backward_data;
+  m.limit = workspace_bytes;
+  check(cudnnCreateTensorDescriptor(&m.x), "cudnnCreateTensorDescriptor");
+  check(cudnnCreateTensorDescriptor(&m.y), "cudnnCreateTensorDescriptor");
+  check(cudnnCreateFilterDescriptor(&m.w), "cudnnCreateFilterDescriptor");
+  check(cudnnCreateConvolutionDescriptor(&m.conv), "cudnnCreateConvolutionDescriptor");
+  check(cudnnSetFilter4dDescriptor(m.w, cudnn_type(t), CUDNN_TENSOR_NHWC, int(g.OC), int(g.C),
+                                   int(g.K), int(g.K)),
+        "filter descriptor");
+  check(cudnnSetConvolution2dDescriptor(m.conv, int(g.pad), int(g.pad), int(g.stride),
+                                        int(g.stride), 1, 1, CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT),
+        "convolution descriptor");
+  check(cudnnSetConvolutionMathType(m.conv, m.math()), "math type");
+  m.set_batch(g.N);
+
+  // Time the candidates on the caller's buffers; keep the fastest that succeeded.
+  int count = 0;
+  cudnnConvolutionFwdAlgoPerf_t f[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  check(cudnnFindConvolutionForwardAlgorithmEx(m.handle, m.x, search.x, m.w, search.w, m.conv,
+                                               m.y, search.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                               &count, f, workspace, workspace_bytes),
+        "forward algorithm search");
+  int pick = -1;
+  for (int i = 0; i < count && pick < 0; ++i)
+    if (f[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+  if (pick < 0) throw Error("cuDNN convolution: no forward algorithm runs this shape");
+  m.fwd = f[pick].algo;
+  m.ws_fwd = f[pick].memory;
+  if (backward_data) {
+    cudnnConvolutionBwdDataAlgoPerf_t d[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    check(cudnnFindConvolutionBackwardDataAlgorithmEx(
+              m.handle, m.w, search.w, m.y, search.y, m.conv, m.x, search.dx,
+              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, d, workspace, workspace_bytes),
+          "backward-data algorithm search");
+    pick = -1;
+    for (int i = 0; i < count && pick < 0; ++i)
+      if (d[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+    if (pick < 0) throw Error("cuDNN convolution: no backward-data algorithm runs this shape");
+    m.bwd_data = d[pick].algo;
+    m.ws_data = d[pick].memory;
+  }
+  cudnnConvolutionBwdFilterAlgoPerf_t b[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  check(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            m.handle, m.x, search.x, m.y, search.y, m.conv, m.w, search.dw,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, b, workspace, workspace_bytes),
+        "backward-filter algorithm search");
+  pick = -1;
+  for (int i = 0; i < count && pick < 0; ++i)
+    if (b[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+  if (pick < 0) throw Error("cuDNN convolution: no backward-filter algorithm runs this shape");
+  m.bwd_filter = b[pick].algo;
+  m.ws_filter = b[pick].memory;
+  m.found_fwd = m.fwd, m.found_data = m.bwd_data, m.found_filter = m.bwd_filter;
+  m.found_ws_fwd = m.ws_fwd, m.found_ws_data = m.ws_data, m.found_ws_filter = m.ws_filter;
+}
+
+CudnnConv::~CudnnConv() {
+  if (!impl_) return;
+  cudnnDestroyTensorDescriptor(impl_->x);
+  cudnnDestroyTensorDescriptor(impl_->y);
+  cudnnDestroyFilterDescriptor(impl_->w);
+  cudnnDestroyConvolutionDescriptor(impl_->conv);
+}
+
+size_t CudnnConv::workspace_bytes() const {
+  return std::max(impl_->ws_fwd, std::max(impl_->ws_data, impl_->ws_filter));
+}
+
+std::string CudnnConv::describe() const {
+  return "fwd " + std::to_string(int(impl_->fwd)) + " / bwd-data " +
+         (impl_->backward_data ? std::to_string(int(impl_->bwd_data)) : std::string("-")) +
+         " / bwd-filter " + std::to_string(int(impl_->bwd_filter));
+}
+
+void CudnnConv::forward(void* y, const void* x, const void* w, int64_t n, void* workspace,
+                        cudaStream_t s) {
+  Impl& m = *impl_;
+  m.ensure_batch(n);
+  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  const float one = 1.f, zero = 0.f;
+  check(cudnnConvolutionForward(m.handle, &one, m.x, x, m.w, w, m.conv, m.fwd, workspace,
+                                m.ws_fwd, &zero, m.y, y),
+        "forward");
+}
+
+void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n,
+                              bool accumulate, void* workspace, cudaStream_t s) {
+  Impl& m = *impl_;
+  if (!m.backward_data) throw Error("cuDNN convolution: built without backward-data");
+  m.ensure_batch(n);
+  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+  check(cudnnConvolutionBackwardData(m.handle, &one, m.w, w, m.y, dy, m.conv, m.bwd_data,
+                                     workspace, m.ws_data, &beta, m.x, dx),
+        "backward-data");
+}
+
+void CudnnConv::backward_filter(void* dw, const void* dy, const void* x, int64_t n,
+                                bool accumulate, void* workspace, cudaStream_t s) {
+  Impl& m = *impl_;
+  m.ensure_batch(n);
+  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+  check(cudnnConvolutionBackwardFilter(m.handle, &one, m.x, x, m.y, dy, m.conv, m.bwd_filter,
+                                       workspace, m.ws_filter, &beta, m.w, dw),
+        "backward-filter");
+}
+
+#else  // no cuDNN in this build
+
+namespace {
+[[noreturn]] void no_cudnn() {
+  throw Error(
+      "this aiscale was built without cuDNN (CMake found no cudnn_graph.h / libcudnn), which "
+      "the GPU vision path needs for its convolutions: install cuDNN 9 for the CUDA toolkit "
+      "and rebuild (cmake --preset cuda), or train on the CPU (train.device = \"cpu\")");
+}
+}  // namespace
+
+bool vision_cudnn_compiled() { return false; }
+CudnnContext::CudnnContext(cudaStream_t) { no_cudnn(); }
+CudnnContext::~CudnnContext() = default;
+struct CudnnConv::Impl {};
+CudnnConv::CudnnConv(CudnnContext&, DType, bool, const ConvGeometry&, bool, const ConvBuffers&,
+                     void*, size_t) {
+  no_cudnn();
+}
+CudnnConv::~CudnnConv() = default;
+size_t CudnnConv::workspace_bytes() const { return 0; }
+std::string CudnnConv::describe() const { return "no cuDNN"; }
+void CudnnConv::forward(void*, const void*, const void*, int64_t, void*, cudaStream_t) {
+  no_cudnn();
+}
+void CudnnConv::backward_data(void*, const void*, const void*, int64_t, bool, void*,
+                              cudaStream_t) {
+  no_cudnn();
+}
+void CudnnConv::backward_filter(void*, const void*, const void*, int64_t, bool, void*,
+                                cudaStream_t) {
+  no_cudnn();
+}
+
+#endif
+
+}  // namespace aiscale::cuda::vision

@@ -1,0 +1,171 @@
+// The GPU ResNet's plan, on the host: the device parameter layout (a permutation of the
+// CPU model's, convolution weights OHWI first, batch norms last), the fused residual
+// batch norms, the gradient slots and accumulate flags, the gradient buckets, and the
+// errors of a GPU run where this build or machine cannot have one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "../support/run_support.h"
+#include "aiscale/nn/models/resnet.h"
+#include "aiscale/nn/models/resnet_cuda.h"
+#include "aiscale/nn/models/resnet_cuda_plan.h"
+#include "aiscale/train/vision_config.h"
+
+namespace aiscale::nn {
+namespace {
+
+ResNet host_model(const std::string& preset, int64_t size, int64_t channels = 3) {
+  ResNetConfig c = resnet_preset(preset);
+  c.image_size = size;
+  c.in_channels = channels;
+  ResNetOptions o;
+  o.max_batch = 0;
+  o.seed = 3;
+  return ResNet(c, o, ops::vision::vision_cpu_backend());
+}
+
+TEST(ResNetCudaPlan, LayoutIsAPermutationWithConvolutionsOhwi) {
+  for (const char* preset : {"resnet-small", "resnet18", "resnet50"}) {
+    ResNet host = host_model(preset, 32);
+    const ResNetCudaPlan plan = build_resnet_cuda_plan(host, 4, false);
+    EXPECT_EQ(plan.num_params, host.num_parameters()) << preset;
+    // Device offsets tile [0, num_params) exactly once.
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (const ResNetCudaParam& p : plan.params) spans.push_back({p.device_offset, p.size});
+    std::sort(spans.begin(), spans.end());
+    int64_t at = 0;
+    for (const auto& [lo, size] : spans) {
+      EXPECT_EQ(lo, at) << preset;
+      at = lo + size;
+    }
+    EXPECT_EQ(at, plan.num_params);
+    // Convolutions, then fc.weight (the decayed prefix), fc.bias, then batch norms.
+    for (const ResNetCudaParam& p : plan.params) {
+      if (p.conv || p.name == "fc.weight") {
+        EXPECT_LT(p.device_offset, plan.decay_end) << p.name;
+      } else if (p.name == "fc.bias") {
+        EXPECT_EQ(p.device_offset + p.size, plan.weight_end);
+      } else {
+        EXPECT_GE(p.device_offset, plan.weight_end) << p.name;
+      }
+    }
+    // Round trip, and one convolution weight element by hand: host (o, c, kh, kw) is
+    // device (o, kh, kw, c).
+    std::vector<float> values(host.params().size());
+    for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+    const std::vector<float> dev = to_device_layout(plan, values);
+    std::vector<float> back;
+    to_host_layout(plan, dev, back);
+    EXPECT_EQ(back, values) << preset;
+    const ResNetCudaParam& conv1 = plan.params.front();
+    ASSERT_TRUE(conv1.conv);
+    const int64_t o = 1, c = conv1.C - 1, kh = conv1.K - 1, kw = 0;
+    EXPECT_EQ(dev[conv1.device_offset + ((o * conv1.K + kh) * conv1.K + kw) * conv1.C + c],
+              values[conv1.host_offset + ((o * conv1.C + c) * conv1.K + kh) * conv1.K + kw]);
+  }
+  ResNet host = host_model("resnet18", 32);
+  EXPECT_EQ(build_resnet_cuda_plan(host, 4, true).decay_end, host.num_parameters());
+}
+
+TEST(ResNetCudaPlan, BlocksEndInAFusedBatchNormAndGradientsAccumulateWhereShared) {
+  ResNet host = host_model("resnet50", 64);
+  const ResNetCudaPlan plan = build_resnet_cuda_plan(host, 2, false);
+  int fused = 0, bns = 0;
+  std::map<int, int> readers;
+  for (const ResNetCudaLayer& l : plan.layers) {
+    readers[l.in]++;
+    if (l.z >= 0) readers[l.z]++;
+    if (l.kind == ResNetCudaLayerKind::bn) {
+      ++bns;
+      if (l.z >= 0) {
+        ++fused;
+        EXPECT_TRUE(l.relu) << l.name;
+        EXPECT_FALSE(l.acc_z) << l.name;  // the add's gradient is written first
+      }
+    }
+  }
+  EXPECT_EQ(fused, 16);  // one per bottleneck block: 3 + 4 + 6 + 3
+  EXPECT_EQ(bns, 53);
+  EXPECT_EQ(plan.bn_layers, 53);
+  // Each gradient is written once and added to by every further reader.
+  std::map<int, int> writes, adds;
+  for (const ResNetCudaLayer& l : plan.layers) {
+    for (int a : {l.in, l.z}) {
+      if (a <= 0) continue;
+      writes[a]++;
+      if (a == l.in ? l.acc_in : l.acc_z) adds[a]++;
+    }
+  }
+  for (const auto& [a, w] : writes) EXPECT_EQ(adds[a], w - 1) << "activation " << a;
+  // A handful of gradient slots serve the whole backward.
+  EXPECT_GE(plan.grad_slots, 2);
+  EXPECT_LE(plan.grad_slots, 6);
+  EXPECT_EQ(plan.acts[0].grad_slot, -1);
+}
+
+TEST(ResNetCudaPlan, GradientBucketsCoverEveryParameterOnceInBackwardOrder) {
+  ResNet host = host_model("resnet50", 64);
+  const ResNetCudaPlan plan = build_resnet_cuda_plan(host, 2, false);
+  for (int64_t bytes : {int64_t(1) << 10, int64_t(25) << 20, int64_t(1) << 40}) {
+    const std::vector<ResNetCudaBucket> buckets = plan_gradient_buckets(plan, bytes);
+    ASSERT_FALSE(buckets.empty());
+    std::vector<int> seen(size_t(plan.num_params), 0);
+    size_t last_after = plan.layers.size();
+    for (const ResNetCudaBucket& b : buckets) {
+      EXPECT_LT(b.after, last_after);  // later buckets come from earlier layers
+      last_after = b.after;
+      EXPECT_LE(b.a_hi, plan.weight_end);
+      EXPECT_GE(b.b_lo, plan.weight_end);
+      for (int64_t i = b.a_lo; i < b.a_hi; ++i) seen[size_t(i)]++;
+      for (int64_t i = b.b_lo; i < b.b_hi; ++i) seen[size_t(i)]++;
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), plan.num_params) << bytes;
+    EXPECT_EQ(buckets.back().after, 0u);
+    if (bytes == (int64_t(1) << 40)) {
+      EXPECT_EQ(buckets.size(), 1u);
+    }
+    if (bytes == (int64_t(25) << 20)) {
+      EXPECT_GE(buckets.size(), 3u);
+    }
+  }
+}
+
+#ifndef AISCALE_HAVE_CUDA
+TEST(ResNetCudaPlan, GpuRunsInACpuBuildNameTheFix) {
+  ResNet host = host_model("resnet-small", 12, 1);
+  ResNetCudaOptions o;
+  try {
+    ResNetCuda gpu(host, o);
+    FAIL() << "a CPU build made a GPU model";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cmake --preset cuda"), std::string::npos) << e.what();
+  }
+  const auto r = testsupport::run_aiscale(
+      "bench vision --device cuda --model resnet-small --steps 1 --warmup 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("without CUDA"), std::string::npos) << r.output;
+}
+#endif
+
+TEST(ResNetCudaPlan, GpuOnlyKeysNeedTheCudaDevice) {
+  const std::string base = "[model]\nkind = \"resnet\"\n[data]\nkind = \"synthetic\"\n";
+  auto error_of = [&](std::vector<std::string> overrides) {
+    try {
+      train::parse_vision_config(base, "test.toml", overrides);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of({"train.precision=bf16"}).find("train.device = \"cuda\""), std::string::npos);
+  EXPECT_NE(error_of({"train.batchnorm=cudnn"}).find("train.device = \"cuda\""), std::string::npos);
+  EXPECT_NE(error_of({"train.device=cuda", "parallel.sync_batchnorm=true"}).find("sync_batchnorm"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"train.device=cuda", "train.precision=bf16", "train.batchnorm=cudnn"}), "");
+}
+
+}  // namespace
+}  // namespace aiscale::nn
