@@ -4,8 +4,9 @@
 //   training part = ⌈samples / batch⌉ steps (a partial last batch costs a whole step)
 //                 + the first batch's loading (nothing runs beside it)
 //                 + per step, loading beyond the step (a prefetching loader hides the rest)
-//   epoch         = job start-up + training part + validation batches (forward only,
-//                   ≈ 1/3 of a step's compute, or their loading where that is longer)
+//   epoch         = its share of the job's start-up (start-up / epochs of the run)
+//                 + training part + validation batches (forward only, ≈ 1/3 of a step's
+//                   compute, or their loading where that is longer)
 // loading of a step = max(its bytes over the job's filesystem bandwidth, decoding its
 // images on the cores beside each GPU); each figure names its source.
 #pragma once
@@ -49,12 +50,13 @@ struct EpochEstimate {
   double load_exposed_s = 0;      // all steps' loading beyond their step, + first batch
   double validation_batches = 0;
   double validation_s = 0;
-  double startup_s = 0;           // the job's start-up (Assumptions::startup_*)
+  double startup_s = 0;           // this epoch's share of the job's start-up
   double train_part_s = 0;        // train_steps_s + load_exposed_s
   double epoch_s = 0;             // startup_s + train_part_s + validation_s
   EpochFigures figures;
 };
 
+// `startup_s`: the epoch's share of the job's start-up (the planner: start-up / epochs).
 EpochEstimate estimate_epoch(const EpochInputs& in, const StepEstimate& step, const Layout& l,
                              const EpochFigures& f, double startup_s);
 

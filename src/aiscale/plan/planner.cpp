@@ -56,10 +56,10 @@ void finish(Candidate& c, const PlanRequest& r, const Assumptions& a, const Cata
   c.startup_s = a.startup_fixed_s + a.startup_per_node_s * c.step.nodes;
   const EpochFigures f = epoch_figures(*c.target.partition, c.step.nodes, c.figures.node_bytes_per_s.value,
                                        cal, r.decode_per_core.value_or(0), a);
-  c.epoch = estimate_epoch(in, c.step, c.layout, f, c.startup_s);
+  // Each epoch carries its share of the one start-up: the run is epochs × epoch.
+  c.epoch = estimate_epoch(in, c.step, c.layout, f, c.startup_s / c.epochs);
   c.steps = c.epochs * c.epoch.steps;
-  // Start-up once; every epoch its steps, loading and validation.
-  const double seconds = c.startup_s + c.epochs * (c.epoch.epoch_s - c.startup_s);
+  const double seconds = c.epochs * c.epoch.epoch_s;
   c.days = seconds / 86400.0;
   c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
   c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,

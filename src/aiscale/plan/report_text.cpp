@@ -129,7 +129,7 @@ std::string epoch_detail(const Candidate& c, const EpochInputs& in) {
   std::string out = fmt::format(
       "  epoch: {} samples in {} steps × {}{} = {}; loading {} per step (read {}, decode {}), "
       "not hidden {} (first batch {}); validation {} samples in {} forward-only batches {}; "
-      "start-up {}; epoch {}; {:.3g} epoch(s)\n",
+      "start-up's share {}; epoch {}; {:.3g} epoch(s)\n",
       with_commas(static_cast<int64_t>(std::llround(e.samples))),
       with_commas(static_cast<int64_t>(e.steps)), duration(c.step.step_s),
       e.last_fraction < 1 ? fmt::format(" (last batch {:.0f}% full, costs a whole step: +{})",
@@ -477,8 +477,8 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   std::string not_runnable;  // what `aiscale train` lacks for a row marked *
   auto rows_for = [&](const std::vector<ScalingRow>& rows_in, bool strong) {
     std::vector<std::vector<std::string>> rows = {
-        {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "global batch", "step", unit,
-         std::string(unit) + "/GPU", "speedup", "eff", "train", "epoch", "exposed comm", "MFU"}};
+        {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "batch", "step", unit, "per GPU", "speedup", "eff",
+         "train", "epoch", "exposed comm", "MFU"}};
     for (const auto& row : rows_in) {
       if (!row.run) {
         rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus), "-", "-", "-", "-", "-",
@@ -508,7 +508,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
                      "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
   out += rows_for(c.weak, false);
-  out += "\neff: per batch (the step alone); train: per training part (steps, the partial last batch, "
+  out += "\nbatch: global batch; eff: per batch (the step alone); train: per training part (steps, the partial last batch, "
          "loading not hidden); epoch: also start-up and validation (docs/guide/planner.md, \"Per-epoch "
          "figures\").\n";
   if (!not_runnable.empty())
