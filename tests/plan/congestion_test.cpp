@@ -2,6 +2,7 @@
 // parallel GPT-2 350M run loses efficiency at hundreds of GPUs once it spans several groups,
 // against the same partition with untapered global links (the model before the term).
 #include <cmath>
+#include <numbers>
 
 #include <gtest/gtest.h>
 
@@ -53,7 +54,7 @@ TEST(PlanCongestion, EfficiencyFallsAcrossDragonflyGroups) {
 
 TEST(PlanStragglers, ExpectedMaximumOfNormals) {
   EXPECT_DOUBLE_EQ(expected_max_normal(1), 0.0);
-  EXPECT_NEAR(expected_max_normal(2), 1.0 / std::sqrt(M_PI), 1e-6);  // exact: 1/√π
+  EXPECT_NEAR(expected_max_normal(2), 1.0 / std::sqrt(std::numbers::pi), 1e-6);  // exact: 1/√π
   EXPECT_NEAR(expected_max_normal(4), 1.029375, 1e-5);
   EXPECT_NEAR(expected_max_normal(512), 3.043903, 1e-4);
 }

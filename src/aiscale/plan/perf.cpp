@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
@@ -54,7 +55,7 @@ double expected_max_normal(long n) {
   constexpr double lo = -8.0, hi = 8.0, h = (hi - lo) / kSteps;
   const double nn = static_cast<double>(n);
   auto f = [&](double x) {
-    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
     const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
     return cdf > 0 ? nn * x * phi * std::pow(cdf, nn - 1.0) : 0.0;
   };
