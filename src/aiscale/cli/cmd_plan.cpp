@@ -187,7 +187,7 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (r.workload.is_transformer() && !(r.tokens > 0)) {
     if (need_tokens)
       fail("give the training tokens with --tokens (e.g. --tokens 10e9) for {}", o.model);
-    r.tokens = 1e9;  // scaling curves do not depend on it
+    r.tokens = 1e9;  // the step columns do not depend on it; the epoch column is one pass over it
   }
   r.images = o.images;
   r.epochs = o.epochs;

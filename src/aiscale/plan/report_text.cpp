@@ -508,9 +508,13 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
                      "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
   out += rows_for(c.weak, false);
-  out += "\nbatch: global batch; eff: per batch (the step alone); train: per training part (steps, the partial last batch, "
-         "loading not hidden); epoch: also start-up and validation (docs/guide/planner.md, \"Per-epoch "
-         "figures\").\n";
+  const EpochInputs epoch_in = epoch_inputs(r);
+  out += fmt::format(
+      "\nbatch: global batch; eff: per batch (the step alone); train: per training part (steps, the "
+      "partial last batch, loading not hidden); epoch: also start-up and validation, for an epoch of {} "
+      "samples ({}; docs/guide/planner.md, \"Per-epoch figures\").\n",
+      with_commas(static_cast<int64_t>(std::llround(epoch_in.samples))),
+      w.is_transformer() ? "--samples-per-epoch, else one pass over --tokens" : "--images");
   if (!not_runnable.empty())
     out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";
