@@ -131,6 +131,14 @@ std::string transport_reason(const PlanRequest& r, const Partition& part, long g
 // sockets or RAM, an IPU partition), or "" when it can.
 std::string unplannable_reason(const Partition& part);
 
+// Prices a searched candidate's run: its epoch (epoch.h), epochs, time to finish, GPU-hours
+// and access route.
+void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat,
+                      const Calibration& cal);
+// Its efficiencies per batch, training part and epoch against `base` (samples per GPU per
+// second; Candidate::eff_*).
+void epoch_efficiencies(Candidate& c, const Candidate& base);
+
 // The epoch the request describes for this workload (EpochInputs from the DatasetShape and
 // the request's overrides).
 EpochInputs epoch_inputs(const PlanRequest& r);
