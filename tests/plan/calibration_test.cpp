@@ -143,11 +143,13 @@ TEST(PlanCalibration, CopyEngineSlowdownFromAMeasuredRun) {
   ASSERT_TRUE(m.copy_engine_slowdown.measured) << m.copy_engine_slowdown.source;
   // By hand: AdamW 124,439,808 x 28 B over 4.8 TB/s; the last 25 MiB bucket's ring
   // all-reduce over 2 GPUs at the intra-node figure; the rest of the 2-GPU step's excess
-  // over the 1-GPU compute.
+  // over the 1-GPU compute, less the wait for the slower of 2 ranks (the step spread × the
+  // 1-GPU step × E[max of 2 normals] = 0.564).
   const double adamw = 124439808.0 * a.adamw_bytes_touched / 4.8e12;
   const double tail = 2 * a.alpha_intra_s + a.bucket_bytes / m.intra_bytes_per_s.value;
-  const double expected = (s.step_s - s.baseline_s - tail) / (s.baseline_s - adamw);
-  EXPECT_NEAR(m.copy_engine_slowdown.value, expected, 1e-9);
+  const double straggler = a.step_spread_gpu * s.baseline_s * 0.5641895835;
+  const double expected = (s.step_s - s.baseline_s - tail - straggler) / (s.baseline_s - adamw);
+  EXPECT_NEAR(m.copy_engine_slowdown.value, expected, 1e-6);
   EXPECT_GT(m.copy_engine_slowdown.value, 0.03);
   EXPECT_LT(m.copy_engine_slowdown.value, 0.04);
   // ZeRO-1 or accumulation, or no baseline: noted, not used for the slowdown.

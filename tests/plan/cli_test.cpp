@@ -33,6 +33,25 @@ TEST(PlanCli, JsonAndSystemsAndScaling) {
   EXPECT_NE(r.output.find("Weak scaling"), std::string::npos) << r.output;
 }
 
+TEST(PlanCli, EpochOptionsReachTheExplanationAndJson) {
+  auto r = run_aiscale(
+      "plan --model resnet50 --system leonardo --include-unsupported --explain --decode-rate 400 "
+      "--validation-samples 20000");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("per training part"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("given with --decode-rate"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("20,000 samples"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stragglers"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 4e9 --system jupiter --samples-per-epoch 976562.5 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_NEAR(j["ranked"][0]["epoch"]["epochs"].get<double>(), 4.0, 1e-9);
+  EXPECT_TRUE(j["ranked"][0]["epoch"]["efficiency"].contains("per_epoch"));
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --validation-samples 10 --validation-fraction 0.1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--validation-samples or --validation-fraction"), std::string::npos) << r.output;
+}
+
 TEST(PlanCli, MistakesExitOneWithAnExplanation) {
   auto r = run_aiscale("plan --model nosuchmodel --tokens 1e9");
   EXPECT_EQ(r.exit_code, 1);

@@ -37,8 +37,20 @@ TEST(PlanCollectives, TopologyFactor) {
   TopologyAssumptions a;
   EXPECT_DOUBLE_EQ(topology_factor(Topology::fat_tree, 1000, 0, a), 1.0);
   EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly, 16, 0, a), 1.0);  // within a group
-  EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly, 1000, 0, a), a.dragonfly_global);
-  EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly_plus, 1000, 0, a), a.dragonfly_plus_global);
+  // Two groups of the default 128 nodes: half the traffic crosses, the assumed taper of 0.5
+  // carries it, so only the share of the global links remains.
+  EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly, 256, 0, a), a.dragonfly_global);
+  EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly_plus, 256, 0, a), a.dragonfly_plus_global);
+  // 1000 nodes are 8 groups: 7/8 of the traffic crosses, the taper carries 0.5 / 0.875.
+  EXPECT_NEAR(topology_factor(Topology::dragonfly, 1000, 0, a), a.dragonfly_global * 0.5 / 0.875, 1e-12);
+  EXPECT_NEAR(topology_factor(Topology::dragonfly_plus, 1000, 0, a), a.dragonfly_plus_global * 0.5 / 0.875,
+              1e-12);
+  // A catalogue taper replaces the assumption; a taper of 1 leaves the share alone.
+  EXPECT_NEAR(topology_factor(Topology::dragonfly, 1000, 0, a, 0.25), a.dragonfly_global * 0.25 / 0.875, 1e-12);
+  EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly, 1000, 0, a, 1.0), a.dragonfly_global);
+  EXPECT_DOUBLE_EQ(global_congestion(64, 32, 0.5), 1.0);           // 2 groups
+  EXPECT_NEAR(global_congestion(128, 32, 0.5), 0.5 / 0.75, 1e-12);  // 4 groups
+  EXPECT_GT(global_congestion(128, 32, 0.5), global_congestion(1024, 32, 0.5));
   EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly_plus, 200, 256, a), 1.0);  // catalogue group
   EXPECT_DOUBLE_EQ(topology_factor(Topology::dragonfly, 1, 0, a), 1.0);
 }

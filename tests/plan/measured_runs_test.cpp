@@ -2,9 +2,12 @@
 // measured_runs.toml, copied from docs/results/): predicted step time and memory within
 // ±10 %. Calibrated with the 1-GPU runs only (measured_calibration.jsonl, and the CPU
 // fixture's 1-rank run); every multi-GPU step, every other model size and every arena is
-// out of sample. Prints the table of docs/guide/planner.md ("Predicted against measured").
+// out of sample. Prints the table of docs/guide/planner.md ("Predicted against measured") and
+// checks that the guide holds every row as printed.
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 #include <fmt/format.h>
@@ -87,6 +90,7 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
   std::string table =
       "| run | card, date, commit | GPUs × batch, precision, layout | step predicted / measured | "
       "error | memory predicted / measured | error |\n|---|---|---|---|---|---|---|\n";
+  std::vector<std::string> rows;
   for (const auto& m : runs) {
     const Prediction p = predict(m);
     if (p.c.layout.gpus() == 0) continue;
@@ -112,13 +116,26 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
       mem_cell = fmt::format("{:.2f} / {:.2f} GiB", gib, m.memory_gib);
       mem_err = fmt::format("{:+.1f}%", e * 100);
     }
-    table += fmt::format("| {} | {}, {}, {} | {} × {}, {}, {}{} | {} | {} | {} | {} |\n", m.id, m.card,
-                         m.when, m.commit, m.gpus, m.batch, m.precision,
-                         m.zero ? "ZeRO-1" : (m.gpus > 1 ? "DDP" : "1 GPU"),
-                         m.transport == "copy-engine" ? ", copy engines" : "", step_cell, step_err,
-                         mem_cell, mem_err);
+    const bool cpu = p.c.target.partition && p.c.target.partition->is_cpu();
+    const std::string shape =
+        cpu ? fmt::format("{} rank{} × {}, {}{}", m.gpus, m.gpus == 1 ? "" : "s", m.batch, m.precision,
+                          m.gpus > 1 ? ", DDP over MPI" : "")
+            : fmt::format("{} × {}, {}, {}{}", m.gpus, m.batch, m.precision,
+                          m.zero ? "ZeRO-1" : (m.gpus > 1 ? "DDP" : "1 GPU"),
+                          m.transport == "copy-engine" ? ", copy engines" : "");
+    const std::string row = fmt::format("| {} | {}, {}, {} | {} | {} | {} | {} | {} |\n", m.id, m.card,
+                                        m.when, m.commit, shape, step_cell, step_err, mem_cell, mem_err);
+    table += row;
+    rows.push_back(row);
   }
   std::printf("%s", table.c_str());
+  // The guide's table is this one: every row as printed (docs/guide/planner.md, "Predicted
+  // against measured"), so a change to the model shows up there or fails here.
+  std::ifstream in(std::string(AISCALE_SOURCE_DIR) + "/docs/guide/planner.md");
+  const std::string guide((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(guide.empty());
+  for (const auto& row : rows)
+    EXPECT_NE(guide.find(row), std::string::npos) << "docs/guide/planner.md lacks the row\n" << row;
 }
 
 }  // namespace

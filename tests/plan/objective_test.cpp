@@ -76,7 +76,11 @@ TEST(PlanObjective, StartUpIsChargedOnce) {
                               Calibration{}, a);
   const Candidate& c = res.ranked.at(0);
   EXPECT_DOUBLE_EQ(c.startup_s, a.startup_fixed_s + a.startup_per_node_s * c.step.nodes);
-  EXPECT_NEAR(c.days * 86400.0, c.steps * c.step.step_s + c.startup_s, 1e-6);
+  // Start-up once; each epoch its steps (a partial last batch costs a whole step), the
+  // loading the steps do not hide and validation (none here).
+  EXPECT_NEAR(c.days * 86400.0, c.startup_s + c.epochs * (c.epoch.train_part_s + c.epoch.validation_s), 1e-6);
+  EXPECT_NEAR(c.days * 86400.0, c.steps * c.step.step_s + c.startup_s + c.epochs * c.epoch.load_exposed_s, 1e-6);
+  EXPECT_LT(c.epoch.load_exposed_s, 1e-3 * c.days * 86400.0);
 }
 
 TEST(PlanObjective, DurationsParse) {

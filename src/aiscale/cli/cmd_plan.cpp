@@ -37,6 +37,8 @@ struct PlanOptions {
   double tokens = 0;
   double images = static_cast<double>(kImageNetTrainImages);
   double epochs = 90;
+  std::optional<double> samples_per_epoch, validation_samples, validation_fraction, bytes_per_sample,
+      decode_rate;
   std::string precision;  // "": bf16, or fp32 when every partition planned is a CPU partition
   std::string attention;  // "": flash on GPU partitions, materialized on CPU partitions
   // where and how
@@ -89,6 +91,25 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--images", o.images, "Images per epoch for CNNs (default: ImageNet-1k, 1,281,167)")
       ->check(number_in(1, 1e15));
   app->add_option("--epochs", o.epochs, "Epochs for CNNs (default 90)")->check(number_in(0.001, 1e6));
+  app->add_option("--samples-per-epoch", o.samples_per_epoch,
+                  "Training samples per epoch (sequences or images) for the per-epoch figures; "
+                  "default: one pass over --tokens (transformers), --images (CNNs)")
+      ->check(number_in(1, 1e15));
+  app->add_option("--validation-samples", o.validation_samples,
+                  "Validation samples per epoch, run forward only (default: none for transformers, "
+                  "ImageNet's 50,000 for ResNets, scaled with --images)")
+      ->check(number_in(0, 1e15));
+  app->add_option("--validation-fraction", o.validation_fraction,
+                  "Validation samples per epoch as a fraction of the training samples")
+      ->check(number_in(0, 1));
+  app->add_option("--bytes-per-sample", o.bytes_per_sample,
+                  "Bytes of one sample on the shared filesystem (default: 2 per token; ImageNet's "
+                  "mean JPEG, 108 KB)")
+      ->check(number_in(0, 1e12));
+  app->add_option("--decode-rate", o.decode_rate,
+                  "Images/s one host core decodes and augments (default: a `bench loader` line in "
+                  "--calibration, else 500 as measured on an H100 host's core)")
+      ->check(number_in(0.001, 1e9));
   app->add_option("--precision", o.precision,
                   "fp32, tf32, bf16, fp16 or fp8 (default: bf16; fp32 when only CPU partitions "
                   "are planned)");
@@ -112,8 +133,8 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
                   "Fixed choices (the train config's keys; default: the planner chooses)");
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
   app->add_option("--calibration", o.calibration,
-                  "`aiscale bench` result file (JSON Lines) or directory to calibrate with "
-                  "(repeatable)")
+                  "`aiscale bench` result file (JSON Lines) or directory to calibrate with: language, "
+                  "allreduce and loader results (repeatable)")
       ->allow_extra_args(false);
   app->add_option("--machine-profile", o.machine_profile,
                   "Machine profile (TOML) from `aiscale bench machine`: its measured GEMM, memory, "
@@ -166,10 +187,15 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (r.workload.is_transformer() && !(r.tokens > 0)) {
     if (need_tokens)
       fail("give the training tokens with --tokens (e.g. --tokens 10e9) for {}", o.model);
-    r.tokens = 1e9;  // scaling curves do not depend on it
+    r.tokens = 1e9;  // the step columns do not depend on it; the epoch column is one pass over it
   }
   r.images = o.images;
   r.epochs = o.epochs;
+  r.samples_per_epoch = o.samples_per_epoch;
+  r.validation_samples = o.validation_samples;
+  r.validation_fraction = o.validation_fraction;
+  r.bytes_per_sample = o.bytes_per_sample;
+  r.decode_per_core = o.decode_rate;
   r.precision = parse_precision(default_precision(o, targets));
   if (!o.attention.empty()) {
     r.attention = parse_attention(o.attention);
@@ -280,8 +306,9 @@ void add_plan_command(CLI::App& app) {
                    "Who applies for the access call: 'experienced' (familiar with HPC; default) or "
                    "'new' (a new user, SME or start-up: Fast Lane is not for them)");
   plan->add_flag("--explain", o->explain,
-                 "Print the workload, the best plan's breakdowns, the figures with their sources, "
-                 "calibration and assumptions below the table");
+                 "Print the workload, the best plan's breakdowns (step, epoch: loading, validation, "
+                 "start-up; efficiency per batch, training part and epoch), the figures with their "
+                 "sources, calibration and assumptions below the table");
   add_plan_choice_options(plan, *o);
 
   CLI::App* systems = plan->add_subcommand("systems", "List the systems and accelerators catalogue");

@@ -19,6 +19,26 @@ struct TopologyAssumptions {
   double dragonfly_plus_global = 0.80;
   // Dragonfly(+) group size where the catalogue does not give one.
   int default_group_nodes = 128;
+  // Global bandwidth of a group over its nodes' injection bandwidth (one direction) where
+  // the catalogue gives no global_taper. Assumed: a balanced Dragonfly (as many global as
+  // endpoint ports per group; Kim et al., ISCA 2008) whose adaptive routing sends about half
+  // of the inter-group traffic non-minimally through a third group, over two global links:
+  // 0.5. Congestion follows from it (collectives.h, global_congestion).
+  double global_taper = 0.5;
+};
+
+// Per-epoch figures (epoch.h) where neither the catalogue nor a measurement gives them.
+struct EpochAssumptions {
+  // Aggregate read bandwidth of a shared filesystem not in the catalogue (a mid-size
+  // Lustre), and the share of a filesystem's bandwidth one job gets beside the others.
+  double storage_gbytes_per_s = 100;
+  double storage_share = 0.25;
+  // Images/s one host core decodes (JPEG), crops and flips: `aiscale bench loader` on the
+  // 2x H100 host, 500x375 JPEGs to 224, 504 images/s on one worker thread and 503 per
+  // thread on 16 (docs/results/machine.md, 2026-11-26, commit 31591e1).
+  double decode_images_per_s_per_core = 500;
+  // Host cores feeding each GPU's loader where the site's [slurm] cores_per_gpu is unknown.
+  double loader_cores_per_gpu = 8;
 };
 
 struct Assumptions {
@@ -51,6 +71,16 @@ struct Assumptions {
   // embedding tail 0.25-0.51 ms against 0.07 ms on one GPU, forward +0.1-0.3 ms
   // (docs/design/gradient-exchange.md, phase timings of 2da53e8 and 1614044).
   double dp_step_sync_s = 0.3e-3;
+  // Step-to-step spread of one device's training step (standard deviation over the median)
+  // where no calibration run reports its p90. A synchronous data-parallel step waits for
+  // its slowest rank: with n ranks whose steps spread independently by σ it is longer by
+  // σ × E[max of n standard normals] (0.56σ at 2, 3.0σ at 512; perf.cpp). GPUs: the median
+  // of (p90 − median) / 1.28 over the 22 one-GPU runs of the H100 calibration sweep
+  // (tests/plan/fixtures/calibration_sweep_h100.jsonl) is 0.35%. CPU nodes: assumed 2% for
+  // a dedicated node (OS noise, no other tenants); the shared 2-core development VM
+  // measured 11% (docs/results/cpu.md).
+  double step_spread_gpu = 0.0035;
+  double step_spread_cpu = 0.02;
   // Achievable ring bus bandwidth as a fraction of the datasheet link rate.
   double intra_efficiency = 0.75;
   double inter_efficiency = 0.85;
@@ -88,6 +118,7 @@ struct Assumptions {
   double sgd_bytes_touched = 20;
   MemoryAssumptions memory;
   TopologyAssumptions topology;
+  EpochAssumptions epoch;
 };
 
 }  // namespace aiscale::plan

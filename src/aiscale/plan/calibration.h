@@ -36,6 +36,9 @@ struct MfuSample {
   double optimizer_s = 0;       // that estimate, taken out of the measured step (0: none)
   double utilisation = 0;       // achieved / dense peak of that precision
   double gemm_elements = 0;     // batch × seq × n_embd of the run (0: not in the result)
+  // Step-to-step spread, as a fraction of the median step: (p90 − median) / (1.2816 ×
+  // median), the standard deviation of a normal spread; 0 where the result has no p90.
+  double step_spread = 0;
   std::string source;           // "file:line"
 };
 
@@ -59,12 +62,20 @@ struct CopyEngineSample {
   std::string source;
 };
 
+// `aiscale bench loader`: images/s one worker thread decodes and augments.
+struct LoaderSample {
+  int threads = 0;
+  double images_per_s_per_thread = 0;
+  std::string host, source;
+};
+
 struct MachineProfile;  // machine_profile.h
 
 struct Calibration {
   std::vector<MfuSample> utilisation;
   std::vector<BusSample> bandwidth;
   std::vector<CopyEngineSample> copy_engine;
+  std::vector<LoaderSample> loader;  // the run with the most threads
   std::vector<std::string> notes;  // lines read but not used, and why
   std::vector<std::string> files;
   // `aiscale plan --machine-profile`: its figures stand in for the datasheet's where no
@@ -120,6 +131,10 @@ struct MachineFigures {
   // aiscale's copy-engine transport: how much slower every kernel of a step runs while it
   // exchanges (Assumptions::copy_engine_slowdown, or from a measured copy-engine run).
   Figure copy_engine_slowdown;
+  // Step-to-step spread of one device's step (standard deviation / median): what a
+  // synchronous step over n ranks loses waiting for the slowest (perf.h, straggler_s).
+  // From the calibration runs' p90 where they have one, else Assumptions::step_spread_*.
+  Figure step_spread;
 };
 MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                const Calibration& cal, const Catalog& cat, const Assumptions& a);

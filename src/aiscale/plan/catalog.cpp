@@ -55,7 +55,7 @@ const std::vector<Field> kPartitionFields = {
     {"local_ssd", Kind::string},   {"interface", Kind::string}, {"launched", Kind::string},
     {"notes", Kind::string},       {"intra_node", Kind::table}, {"network", Kind::table},
     {"cpu_model", Kind::string},   {"sockets", Kind::integer},  {"cpu_ghz", Kind::number},
-    {"slurm", Kind::table}};
+    {"slurm", Kind::table},        {"storage", Kind::table}};
 const std::vector<Field> kSlurmFields = {
     {"partition", Kind::string},     {"qos", Kind::string},        {"gpu_request", Kind::string},
     {"gres_name", Kind::string},     {"cores_per_gpu", Kind::integer}, {"cpu_bind", Kind::string},
@@ -69,7 +69,11 @@ const std::vector<Field> kIntraFields = {{"link", Kind::string},
                                          {"note", Kind::string}};
 const std::vector<Field> kNetworkFields = {
     {"kind", Kind::string},        {"links", Kind::integer},      {"gbps_per_link", Kind::number},
-    {"topology", Kind::string},    {"group_nodes", Kind::integer}, {"shared_by_nodes", Kind::integer}};
+    {"topology", Kind::string},    {"group_nodes", Kind::integer}, {"shared_by_nodes", Kind::integer},
+    {"global_taper", Kind::number}, {"global_source", Kind::string}};
+const std::vector<Field> kStorageFields = {{"kind", Kind::string},
+                                           {"gbytes_per_s", Kind::number},
+                                           {"source", Kind::string}};
 const std::vector<Field> kAcceleratorFields = {
     {"id", Kind::string},           {"vendor", Kind::string},
     {"name", Kind::string},         {"memory_gib", Kind::number},
@@ -181,6 +185,7 @@ void validate_file(const toml::table& root, const std::string& file) {
           check_fields(p, kPartitionFields, pw);
           if (auto* i = p["intra_node"].as_table()) check_fields(*i, kIntraFields, pw + " intra_node");
           if (auto* net = p["network"].as_table()) check_fields(*net, kNetworkFields, pw + " network");
+          if (auto* st = p["storage"].as_table()) check_fields(*st, kStorageFields, pw + " storage");
           if (auto* sl = p["slurm"].as_table()) check_fields(*sl, kSlurmFields, pw + " slurm");
         }
     }
@@ -373,6 +378,13 @@ Partition to_partition(const toml::table& t, const std::string& where) {
     p.network.topology = parse_topology(get<std::string>(*n, "topology", ""));
     p.network.group_nodes = static_cast<int>(get<int64_t>(*n, "group_nodes", 0));
     p.network.shared_by_nodes = static_cast<int>(get<int64_t>(*n, "shared_by_nodes", 1));
+    p.network.global_taper = get<double>(*n, "global_taper", 0.0);
+    p.network.global_source = get<std::string>(*n, "global_source", "");
+  }
+  if (auto* st = t["storage"].as_table()) {
+    p.storage.kind = get<std::string>(*st, "kind", "");
+    p.storage.gbytes_per_s = get<double>(*st, "gbytes_per_s", 0.0);
+    p.storage.source = get<std::string>(*st, "source", "");
   }
   if (auto* sl = t["slurm"].as_table()) {
     p.has_slurm = true;
@@ -384,6 +396,12 @@ Partition to_partition(const toml::table& t, const std::string& where) {
   if (p.nodes < 0 || p.gpus_per_node < 0 || p.network.links < 0 || p.network.shared_by_nodes < 1 ||
       p.sockets < 0 || p.cpu_ghz < 0)
     fail("{} partition '{}': node, GPU and link counts must be positive", where, p.id);
+  if (p.network.global_taper < 0 || p.network.global_taper > 1)
+    fail("{} partition '{}': network global_taper = {} must lie in (0, 1] (global bandwidth of a "
+         "group over its nodes' injection bandwidth)", where, p.id, p.network.global_taper);
+  if (p.storage.gbytes_per_s < 0)
+    fail("{} partition '{}': storage gbytes_per_s = {} must be positive", where, p.id,
+         p.storage.gbytes_per_s);
   return p;
 }
 

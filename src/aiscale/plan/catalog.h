@@ -31,6 +31,10 @@ struct Network {
   Topology topology = Topology::none;
   int group_nodes = 0;         // Dragonfly(+) group size when known; 0: unknown
   int shared_by_nodes = 1;     // one link serving several nodes
+  // Dragonfly(+): the bandwidth of a group's global (inter-group) links over its nodes'
+  // injection bandwidth, one direction; 0: not in the catalogue (TopologyAssumptions).
+  double global_taper = 0;
+  std::string global_source;   // where the taper comes from
   bool known() const { return links > 0 && gbps_per_link > 0; }
   // Injection bandwidth of one node, bytes/s.
   double node_bytes_per_s() const {
@@ -75,6 +79,13 @@ struct SlurmPreset {
   std::string source;           // where the site documents these conventions
 };
 
+// The shared filesystem a partition reads its training data from.
+struct Storage {
+  std::string kind;            // "Lustre (LUMI-P)"
+  double gbytes_per_s = 0;     // aggregate read bandwidth, GB/s; 0: not in the catalogue
+  std::string source;
+};
+
 struct Partition {
   std::string id;              // "booster"
   std::string name;            // "Leonardo Booster"
@@ -88,6 +99,7 @@ struct Partition {
   std::string local_ssd, interface, launched, notes;
   IntraNode intra;
   Network network;
+  Storage storage;
   // CPU partitions: the CPU model (an id in cpus.toml), sockets per node and, where the
   // site runs them slower than the datasheet, the clock in GHz. When the model resolves,
   // `accelerator` describes one whole node (Accelerator::cpu_node) and gpus_per_node is 1:

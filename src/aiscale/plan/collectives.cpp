@@ -1,5 +1,6 @@
 #include "aiscale/plan/collectives.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -46,7 +47,8 @@ double hier_allreduce_time(double bytes, GroupShape g, const Fabric& f, int call
   return hier_reduce_scatter_time(bytes, g, f, calls) + hier_allgather_time(bytes, g, f, calls);
 }
 
-double topology_factor(Topology t, int nodes, int group_nodes, const TopologyAssumptions& a) {
+double topology_factor(Topology t, int nodes, int group_nodes, const TopologyAssumptions& a,
+                       double global_taper) {
   if (nodes <= 1) return 1.0;
   switch (t) {
     case Topology::none:
@@ -55,10 +57,18 @@ double topology_factor(Topology t, int nodes, int group_nodes, const TopologyAss
     case Topology::dragonfly_plus: {
       const int group = group_nodes > 0 ? group_nodes : a.default_group_nodes;
       if (nodes <= group) return 1.0;
-      return t == Topology::dragonfly ? a.dragonfly_global : a.dragonfly_plus_global;
+      const double share = t == Topology::dragonfly ? a.dragonfly_global : a.dragonfly_plus_global;
+      return share * global_congestion(nodes, group, global_taper > 0 ? global_taper : a.global_taper);
     }
   }
   return 1.0;
+}
+
+double global_congestion(int nodes, int group_nodes, double taper) {
+  if (group_nodes <= 0 || nodes <= group_nodes || !(taper > 0)) return 1.0;
+  const double groups = std::ceil(static_cast<double>(nodes) / group_nodes);
+  const double crossing = (groups - 1.0) / groups;
+  return std::min(1.0, taper / crossing);
 }
 
 }  // namespace aiscale::plan

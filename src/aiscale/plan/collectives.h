@@ -41,7 +41,17 @@ double hier_allreduce_time(double bytes, GroupShape g, const Fabric& f, int call
 
 // Fraction of the network bandwidth a job spanning `nodes` nodes keeps on this topology:
 // 1 on a fat tree (non-blocking assumed) and within one Dragonfly(+) group; beyond a
-// group, TopologyAssumptions' global factor.
-double topology_factor(Topology t, int nodes, int group_nodes, const TopologyAssumptions& a);
+// group, TopologyAssumptions' share of the global links (other jobs use them too) times
+// global_congestion with the catalogue's taper (0: TopologyAssumptions::global_taper).
+double topology_factor(Topology t, int nodes, int group_nodes, const TopologyAssumptions& a,
+                       double global_taper = 0);
+
+// Congestion on a Dragonfly's global links: a job on G = ⌈nodes / group_nodes⌉ groups
+// whose collectives' traffic spreads over its nodes (the scheduler's node order scatters
+// ring and tree neighbours over the groups) sends (G−1)/G of each node's traffic over
+// global links, which carry `taper` × the group's injection bandwidth: each node keeps
+// min(1, taper / ((G−1)/G)). At 2 groups and a taper of 0.5, 1; it falls towards the taper
+// as G grows.
+double global_congestion(int nodes, int group_nodes, double taper);
 
 }  // namespace aiscale::plan

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
@@ -47,6 +48,22 @@ Placement place(const Layout& l, const Partition& part) {
 
 }  // namespace
 
+double expected_max_normal(long n) {
+  if (n <= 1) return 0.0;
+  // Simpson's rule over [-8, 8]: the integrand's tails beyond are below 1e-12 for n ≤ 2^24.
+  constexpr int kSteps = 800;
+  constexpr double lo = -8.0, hi = 8.0, h = (hi - lo) / kSteps;
+  const double nn = static_cast<double>(n);
+  auto f = [&](double x) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    return cdf > 0 ? nn * x * phi * std::pow(cdf, nn - 1.0) : 0.0;
+  };
+  double sum = f(lo) + f(hi);
+  for (int i = 1; i < kSteps; ++i) sum += f(lo + i * h) * (i % 2 ? 4.0 : 2.0);
+  return sum * h / 3.0;
+}
+
 StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& part,
                            const MachineFigures& m, Precision p, const Assumptions& a) {
   validate_layout(l, w);
@@ -56,7 +73,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   e.nodes = pl.nodes;
   e.gpus_per_node_used = pl.g;
   e.topology_factor = topology_factor(part.network.topology, pl.nodes, part.network.group_nodes,
-                                      a.topology);
+                                      a.topology, part.network.global_taper);
   Fabric fabric;
   fabric.intra = {a.alpha_intra_s, m.intra_bytes_per_s.value};
   fabric.inter_per_gpu = {a.alpha_inter_s, m.node_bytes_per_s.value * e.topology_factor / pl.g};
@@ -217,8 +234,16 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   // The embedding tail and rank skew every data-parallel GPU step pays over NCCL (the
   // copy-engine model's tail and its calibrated slowdown hold it already).
   if (l.dp > 1 && !part.is_cpu() && l.transport == GradTransport::nccl) e.sync_s = a.dp_step_sync_s;
+  // Stragglers: the ranks meet at every step's gradient collective (and, with tensor or
+  // pipeline parallelism, more often), so a step lasts as long as its slowest rank's work.
+  // One device's step spreads by m.step_spread (σ / median, measured from a calibration
+  // run's p90 where there is one); n independent ranks wait E[max of n normals] × σ. A step
+  // of `ga` micro-batches spreads by 1/√ga of that (independent micro-batches).
+  if (l.gpus() > 1)
+    e.straggler_s = m.step_spread.value * (e.compute_s + e.optimizer_s) / std::sqrt(ga) *
+                    expected_max_normal(l.gpus());
   e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s +
-             e.sync_s;
+             e.sync_s + e.straggler_s;
   e.samples_per_s = e.samples_per_step / e.step_s;
   e.tokens_per_s = e.tokens_per_step / e.step_s;
   e.mfu = e.model_flops_per_step / (e.step_s * static_cast<double>(l.gpus()) * m.peak_flops);

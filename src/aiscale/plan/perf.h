@@ -2,6 +2,7 @@
 //   step = accumulation × (compute + tensor-parallel comm per micro-batch)
 //        + pipeline bubble (pp-1 micro-batch slots) + pipeline sends
 //        + exposed data-parallel comm (what backward cannot hide) + optimizer update
+//        + stragglers (the slowest of n ranks' compute: spread × E[max of n normals])
 // compute = hardware FLOPs / (dense peak × utilisation); communication from the
 // alpha-beta costs in collectives.h over the partition's links and topology.
 #pragma once
@@ -23,6 +24,7 @@ struct StepEstimate {
   double dp_exposed_s = 0;     // the part not hidden behind backward/forward
   double optimizer_s = 0;      // memory-bound optimizer update
   double sync_s = 0;           // fixed per-step data-parallel synchronisation (GPU, NCCL)
+  double straggler_s = 0;      // waiting for the slowest of the ranks (step spread, perf.cpp)
   double step_s = 0;
   double samples_per_step = 0; // sequences or images
   double tokens_per_step = 0;  // transformers
@@ -33,6 +35,10 @@ struct StepEstimate {
   double utilisation = 0;      // of the peak, at this layout's per-GPU GEMM size
   double topology_factor = 1;
 };
+
+// E[max of n independent standard normal variables]: 0 for n = 1, 0.564 for 2, 1.03 for 4,
+// 3.04 for 512 (numerical integration of n·x·φ(x)·Φ(x)^(n−1)).
+double expected_max_normal(long n);
 
 // Requires layout.gpus() to fit the partition: ≤ gpus_per_node, or a multiple of it
 // (checked by the planner; throws Error otherwise).

@@ -48,18 +48,6 @@ bool better(const Candidate& x, const Candidate& y) {
   return tx < ty;
 }
 
-void finish(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat) {
-  const Workload& w = r.workload;
-  c.steps = w.is_transformer() ? r.tokens / c.step.tokens_per_step
-                               : r.images * r.epochs / c.step.samples_per_step;
-  c.startup_s = a.startup_fixed_s + a.startup_per_node_s * c.step.nodes;
-  const double seconds = c.steps * c.step.step_s + c.startup_s;
-  c.days = seconds / 86400.0;
-  c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
-  c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
-                         c.target.partition->is_cpu(), r.applicant);
-}
-
 // Scaling against the fewest GPUs that fit, over the whole run (start-up included).
 void set_scaling(Candidate& c, const Candidate& base, bool weak) {
   const double n = static_cast<double>(c.layout.gpus());
@@ -68,16 +56,7 @@ void set_scaling(Candidate& c, const Candidate& base, bool weak) {
   c.weak = weak;
   if (weak) c.scaling = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
   else c.scaling = (base.days * n0) / (c.days * n);
-}
-
-// Per-step scaling of a curve's row against its first row (speedup × n0 / n).
-void step_efficiency(Candidate& c, const Candidate& base, bool weak) {
-  const double n = static_cast<double>(c.layout.gpus());
-  const double n0 = static_cast<double>(base.layout.gpus());
-  c.base_gpus = base.layout.gpus();
-  c.weak = weak;
-  c.efficiency = c.scaling = weak ? (c.step.samples_per_s / n) / (base.step.samples_per_s / n0)
-                                  : (base.step.step_s * n0) / (c.step.step_s * n);
+  epoch_efficiencies(c, base);
 }
 
 // The one baseline of the efficiency column: one GPU of this partition running this
@@ -134,6 +113,35 @@ std::string size_reason(const Partition& part, long gpus) {
 
 }  // namespace
 
+void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat,
+                      const Calibration& cal) {
+  const Workload& w = r.workload;
+  const EpochInputs in = epoch_inputs(r);
+  c.epochs = w.is_transformer() ? r.tokens / static_cast<double>(w.seq_len) / in.samples : r.epochs;
+  c.startup_s = a.startup_fixed_s + a.startup_per_node_s * c.step.nodes;
+  const EpochFigures f = epoch_figures(*c.target.partition, c.step.nodes, c.figures.node_bytes_per_s.value,
+                                       cal, r.decode_per_core.value_or(0), a);
+  // Each epoch carries its share of the one start-up: the run is epochs × epoch.
+  c.epoch = estimate_epoch(in, c.step, c.layout, f, c.startup_s / c.epochs);
+  c.steps = c.epochs * c.epoch.steps;
+  const double seconds = c.epochs * c.epoch.epoch_s;
+  c.days = seconds / 86400.0;
+  c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
+  c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
+                         c.target.partition->is_cpu(), r.applicant);
+}
+
+void epoch_efficiencies(Candidate& c, const Candidate& base) {
+  const double n = static_cast<double>(c.layout.gpus());
+  const double n0 = static_cast<double>(base.layout.gpus());
+  auto ratio = [&](double samples, double s, double samples0, double s0) {
+    return s > 0 && s0 > 0 && samples0 > 0 ? (samples / s / n) / (samples0 / s0 / n0) : 1.0;
+  };
+  c.eff_batch = ratio(c.step.samples_per_step, c.step.step_s, base.step.samples_per_step, base.step.step_s);
+  c.eff_train = ratio(c.epoch.samples, c.epoch.train_part_s, base.epoch.samples, base.epoch.train_part_s);
+  c.eff_epoch = ratio(c.epoch.samples, c.epoch.epoch_s, base.epoch.samples, base.epoch.epoch_s);
+}
+
 Attention attention_on(const PlanRequest& r, const Partition& part) {
   if (r.attention) return *r.attention;
   return part.is_cpu() ? Attention::materialized : Attention::flash;
@@ -155,8 +163,40 @@ std::string unplannable_reason(const Partition& part) {
                      part.kind);
 }
 
+EpochInputs epoch_inputs(const PlanRequest& r) {
+  const Workload& w = r.workload;
+  EpochInputs in;
+  in.source = w.data.source;
+  in.decoded = w.data.decoded;
+  if (r.samples_per_epoch) in.samples = *r.samples_per_epoch;
+  else if (!w.is_transformer()) in.samples = r.images;
+  else if (w.data.samples_per_epoch > 0) in.samples = w.data.samples_per_epoch;
+  else in.samples = r.tokens / static_cast<double>(w.seq_len);
+  if (r.validation_samples) in.validation_samples = *r.validation_samples;
+  else if (r.validation_fraction) in.validation_samples = *r.validation_fraction * in.samples;
+  else if (!w.is_transformer() && r.images != static_cast<double>(kImageNetTrainImages))
+    in.validation_samples = w.data.validation_samples * r.images / kImageNetTrainImages;
+  else in.validation_samples = w.data.validation_samples;
+  in.bytes_per_sample = r.bytes_per_sample.value_or(w.data.bytes_per_sample);
+  if (r.samples_per_epoch || r.validation_samples || r.validation_fraction || r.bytes_per_sample)
+    in.source += " (with the options given)";
+  return in;
+}
+
 void check_request(const PlanRequest& r) {
   const Workload& w = r.workload;
+  if (r.samples_per_epoch && !(*r.samples_per_epoch >= 1))
+    fail("--samples-per-epoch must be at least 1 (got {})", *r.samples_per_epoch);
+  if (r.validation_samples && !(*r.validation_samples >= 0))
+    fail("--validation-samples must be 0 or more (got {})", *r.validation_samples);
+  if (r.validation_fraction && !(*r.validation_fraction >= 0 && *r.validation_fraction <= 1))
+    fail("--validation-fraction must lie in [0, 1] (got {})", *r.validation_fraction);
+  if (r.validation_samples && r.validation_fraction)
+    fail("give the validation set once: --validation-samples or --validation-fraction, not both");
+  if (r.bytes_per_sample && !(*r.bytes_per_sample >= 0))
+    fail("--bytes-per-sample must be 0 or more (got {})", *r.bytes_per_sample);
+  if (r.decode_per_core && !(*r.decode_per_core > 0))
+    fail("--decode-rate must be positive images/s per core (got {})", *r.decode_per_core);
   if (w.is_transformer() && !(r.tokens > 0))
     fail("--tokens must be positive for {} (got {}): e.g. --tokens 10e9", w.name, r.tokens);
   if (!w.is_transformer() && (!(r.images > 0) || !(r.epochs > 0)))
@@ -332,7 +372,7 @@ struct Sweep {
 };
 
 Sweep sweep(const PlanRequest& r, const Target& t, const MachineFigures& m, const Catalog& cat,
-            const Assumptions& a, bool unsupported_too) {
+            const Calibration& cal, const Assumptions& a, bool unsupported_too) {
   const Partition& part = *t.partition;
   const bool weak = global_batch_of(r) == 0;
   long cap = part.max_gpus();
@@ -352,7 +392,7 @@ Sweep sweep(const PlanRequest& r, const Target& t, const MachineFigures& m, cons
       continue;
     }
     Candidate c = std::move(*s.best);
-    finish(c, r, a, cat);
+    finish_candidate(c, r, a, cat, cal);
     set_scaling(c, out.runs.empty() ? c : out.runs.front(), weak);
     set_efficiency(c, r, a);
     out.runs.push_back(std::move(c));
@@ -462,7 +502,7 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
       res.rejected.push_back({t, size_reason(part, r.gpus)});
       continue;
     }
-    const Sweep runnable = sweep(r, t, m, cat, a, false);
+    const Sweep runnable = sweep(r, t, m, cat, cal, a, false);
     std::string why = runnable.reason;
     if (runnable.runs.empty() && why.rfind("does not fit in memory", 0) == 0)
       why += fmt::format(" ({}; --include-unsupported plans layouts it cannot run yet, marked)",
@@ -471,7 +511,7 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
     if (chosen) res.ranked.push_back(*chosen);
     else res.rejected.push_back({t, why});
     if (r.include_unsupported) {
-      const Sweep any = sweep(r, t, m, cat, a, true);
+      const Sweep any = sweep(r, t, m, cat, cal, a, true);
       std::string why_any;
       std::optional<Candidate> other = choose(r, any, why_any);
       if (other && !other->runs()) res.ranked.push_back(std::move(*other));
@@ -480,109 +520,6 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
   std::stable_sort(res.ranked.begin(), res.ranked.end(),
                    [&](const Candidate& x, const Candidate& y) { return ranks_before(r, x, y); });
   return res;
-}
-
-ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes,
-                           const Catalog& cat, const Calibration& cal, const Assumptions& a) {
-  check_request(r);
-  const Partition& part = *t.partition;
-  if (!part.plannable()) fail("{}", unplannable_reason(part));
-  if (part.gpus_per_node <= 0)
-    fail("{}: GPUs per node are not in the catalogue, so there is no node scaling to predict (add "
-         "nodes and gpus_per_node with --systems FILE)", t.label());
-  if (max_nodes < 1) fail("--max-nodes must be at least 1 (got {})", max_nodes);
-  ScalingCurve curve;
-  curve.target = t;
-  curve.figures = machine_figures(t, r.workload, r.precision, cal, cat, a);
-  if (curve.figures.peak_flops <= 0) fail("{}", part.accelerator.unsupported_reason(r.precision));
-  const long limit = std::min<long>(max_nodes, part.network.known() && part.nodes > 0 ? part.nodes : 1);
-  const long g = part.gpus_per_node;
-  std::vector<long> nodes;
-  for (long n = 1; n <= limit; n *= 2) nodes.push_back(n);
-
-  // The smallest node count with a layout that fits sets the base layout. A CNN without
-  // --global-batch starts from a fixed batch per GPU, as the vision benchmark does.
-  PlanRequest base_req = r;
-  base_req.gpus = 0;
-  if (!r.workload.is_transformer() && r.global_batch == 0) base_req.workload.default_global_batch = 0;
-  std::optional<Candidate> base;
-  size_t first = 0;
-  std::string why;
-  for (; first < nodes.size(); ++first) {
-    Search s = best_layout(base_req, t, nodes[first] * g, curve.figures, a, r.include_unsupported);
-    if (s.best) {
-      base = std::move(s.best);
-      break;
-    }
-    why = s.reason;
-    curve.strong.push_back({nodes[first], nodes[first] * g, std::nullopt, 0, 0, why});
-    curve.weak.push_back({nodes[first], nodes[first] * g, std::nullopt, 0, 0, why});
-  }
-  if (!base)
-    fail("{} does not fit on up to {} node(s) of {}: {}", r.workload.name, limit, t.label(), why);
-  curve.base = base->layout;
-  curve.global_batch = base->layout.global_batch();
-
-  // Strong scaling: the global batch stays; tensor/pipeline sizes, ZeRO stage and
-  // recomputation stay as at the base; the micro-batch may shrink as copies are added.
-  PlanRequest strong = r;
-  strong.global_batch = curve.global_batch;
-  strong.pins.tp = base->layout.tp;
-  strong.pins.pp = base->layout.pp;
-  strong.pins.zero = base->layout.zero;
-  strong.pins.recompute = base->layout.recompute;
-  std::optional<Candidate> strong0;
-  for (size_t i = first; i < nodes.size(); ++i) {
-    ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
-    Search s = best_layout(strong, t, row.gpus, curve.figures, a, r.include_unsupported);
-    if (s.best) {
-      Candidate c = std::move(*s.best);
-      if (!strong0) strong0 = c;
-      step_efficiency(c, *strong0, false);
-      finish(c, r, a, cat);
-      row.speedup = strong0->step.step_s / c.step.step_s;
-      row.efficiency = c.efficiency;
-      row.run = std::move(c);
-    } else {
-      row.note = s.reason;
-    }
-    curve.strong.push_back(std::move(row));
-  }
-
-  // Weak scaling: micro-batch and accumulation per model copy stay; copies are added.
-  std::optional<Candidate> weak0;
-  for (size_t i = first; i < nodes.size(); ++i) {
-    ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
-    Layout l = base->layout;
-    l.dp = static_cast<int>(row.gpus / (static_cast<long>(l.tp) * l.pp));
-    if (std::string why = transport_reason(r, part, row.gpus); !why.empty()) {
-      row.note = why;
-      curve.weak.push_back(std::move(row));
-      continue;
-    }
-    Candidate c;
-    c.target = t;
-    c.layout = l;
-    c.figures = curve.figures;
-    const Workload w = workload_on(r, part);
-    c.attention = w.attention;
-    c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
-    c.memory = memory_per_gpu(w, l, r.precision, a.memory,
-                              c.runs() ? Accounting::aiscale : Accounting::generic);
-    if (c.memory.total > part.accelerator.memory_bytes()) {
-      row.note = "does not fit in memory";
-    } else {
-      c.step = estimate_step(w, l, part, curve.figures, r.precision, a);
-      if (!weak0) weak0 = c;
-      step_efficiency(c, *weak0, true);
-      finish(c, r, a, cat);
-      row.speedup = c.step.samples_per_s / weak0->step.samples_per_s;
-      row.efficiency = c.efficiency;
-      row.run = std::move(c);
-    }
-    curve.weak.push_back(std::move(row));
-  }
-  return curve;
 }
 
 }  // namespace aiscale::plan

@@ -9,6 +9,7 @@
 #include "aiscale/plan/access.h"
 #include "aiscale/plan/calibration.h"
 #include "aiscale/plan/engine_support.h"
+#include "aiscale/plan/epoch.h"
 #include "aiscale/plan/flops.h"
 #include "aiscale/plan/memory.h"
 #include "aiscale/plan/perf.h"
@@ -33,6 +34,11 @@ struct PlanRequest {
   double tokens = 0;             // transformers: D
   double images = 0;             // CNNs: samples per epoch
   double epochs = 1;             // CNNs
+  // The epoch (epoch.h); unset: the workload's DatasetShape. samples_per_epoch for a
+  // transformer makes --tokens span several epochs; validation as samples or a fraction
+  // of the training samples; decode_per_core: images/s one host core decodes.
+  std::optional<double> samples_per_epoch, validation_samples, validation_fraction,
+      bytes_per_sample, decode_per_core;
   Precision precision = Precision::bf16;
   long gpus = 0;                 // 0: search GPU counts
   long global_batch = 0;         // sequences/images per step; 0: workload default (CNN: weak)
@@ -83,6 +89,12 @@ struct Candidate {
   bool weak = false;
   double steps = 0, days = 0, gpu_hours = 0;
   double startup_s = 0;   // job start-up (Assumptions::startup_*), in days and gpu_hours
+  double epochs = 1;      // epochs the run makes (transformers: --tokens over the epoch)
+  EpochEstimate epoch;    // one epoch: loading, validation, partial batch, start-up
+  // Efficiency against base_gpus of the samples each GPU trains per second: per batch (the
+  // step only), per training part (steps, partial batch, exposed loading) and per epoch
+  // (start-up and validation too).
+  double eff_batch = 1, eff_train = 1, eff_epoch = 1;
   AccessRoute route;
   // Why `aiscale train` cannot run this layout today ("" when it can; engine_support.h).
   std::string engine_gap;
@@ -118,6 +130,18 @@ std::string transport_reason(const PlanRequest& r, const Partition& part, long g
 // Why a partition cannot be planned at all (a CPU partition without its CPU model,
 // sockets or RAM, an IPU partition), or "" when it can.
 std::string unplannable_reason(const Partition& part);
+
+// Prices a searched candidate's run: its epoch (epoch.h), epochs, time to finish, GPU-hours
+// and access route.
+void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat,
+                      const Calibration& cal);
+// Its efficiencies per batch, training part and epoch against `base` (samples per GPU per
+// second; Candidate::eff_*).
+void epoch_efficiencies(Candidate& c, const Candidate& base);
+
+// The epoch the request describes for this workload (EpochInputs from the DatasetShape and
+// the request's overrides).
+EpochInputs epoch_inputs(const PlanRequest& r);
 
 // Validates the request (amounts, pins against the model) and throws Error for mistakes.
 void check_request(const PlanRequest& r);

@@ -15,7 +15,8 @@ json figures(const MachineFigures& m) {
           {"intra_node_bytes_per_s", figure(m.intra_bytes_per_s)},
           {"node_network_bytes_per_s", figure(m.node_bytes_per_s)},
           {"hbm_bytes_per_s", figure(m.hbm_bytes_per_s)},
-          {"copy_engine_slowdown", figure(m.copy_engine_slowdown)}};
+          {"copy_engine_slowdown", figure(m.copy_engine_slowdown)},
+          {"step_spread", figure(m.step_spread)}};
 }
 
 json layout(const Layout& l) {
@@ -38,7 +39,7 @@ json step(const StepEstimate& s) {
   return {{"nodes", s.nodes}, {"compute_s", s.compute_s}, {"tp_comm_s", s.tp_comm_s},
           {"bubble_s", s.bubble_s}, {"pp_comm_s", s.pp_comm_s}, {"dp_comm_s", s.dp_comm_s},
           {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"sync_s", s.sync_s},
-          {"step_s", s.step_s},
+          {"straggler_s", s.straggler_s}, {"step_s", s.step_s},
           {"samples_per_step", s.samples_per_step}, {"tokens_per_step", s.tokens_per_step},
           {"samples_per_s", s.samples_per_s}, {"tokens_per_s", s.tokens_per_s},
           {"model_flops_per_step", s.model_flops_per_step}, {"mfu", s.mfu},
@@ -46,11 +47,27 @@ json step(const StepEstimate& s) {
           {"topology_factor", s.topology_factor}};
 }
 
+json epoch(const Candidate& c) {
+  const EpochEstimate& e = c.epoch;
+  return {{"samples", e.samples}, {"steps", e.steps}, {"last_batch_fraction", e.last_fraction},
+          {"train_steps_s", e.train_steps_s}, {"last_batch_s", e.last_batch_s},
+          {"read_per_step_s", e.read_per_step_s}, {"decode_per_step_s", e.decode_per_step_s},
+          {"load_per_step_s", e.load_per_step_s}, {"first_batch_s", e.first_batch_s},
+          {"load_exposed_s", e.load_exposed_s}, {"validation_batches", e.validation_batches},
+          {"validation_s", e.validation_s}, {"startup_s", e.startup_s},
+          {"train_part_s", e.train_part_s}, {"epoch_s", e.epoch_s}, {"epochs", c.epochs},
+          {"efficiency", {{"base_gpus", c.base_gpus}, {"per_batch", c.eff_batch},
+                          {"per_training_part", c.eff_train}, {"per_epoch", c.eff_epoch}}},
+          {"figures", {{"storage_bytes_per_s", figure(e.figures.storage_bytes_per_s)},
+                       {"decode_images_per_s_per_core", figure(e.figures.decode_per_core)},
+                       {"loader_cores_per_gpu", figure(e.figures.cores_per_gpu)}}}};
+}
+
 json candidate(const Candidate& c) {
   const Partition& p = *c.target.partition;
   return {{"system", c.target.system->id}, {"partition", p.id}, {"accelerator", p.accelerator.id},
           {"layout", layout(c.layout)}, {"memory", memory(c.memory, p.accelerator.memory_bytes())},
-          {"step", step(c.step)},
+          {"step", step(c.step)}, {"epoch", epoch(c)},
           {"runs_in_aiscale_train", c.runs()}, {"engine_gap", c.engine_gap},
           {"efficiency", c.efficiency},
           {"efficiency_baseline", "one GPU of the same kind, the whole batch at its best micro-batch, "
@@ -120,7 +137,14 @@ json assumptions(const Assumptions& a) {
           {"gemm_half_elements", a.gemm_half_elements},
           {"startup_fixed_s", a.startup_fixed_s},
           {"dp_step_sync_s", a.dp_step_sync_s},
-          {"startup_per_node_s", a.startup_per_node_s}};
+          {"step_spread_gpu", a.step_spread_gpu},
+          {"step_spread_cpu", a.step_spread_cpu},
+          {"startup_per_node_s", a.startup_per_node_s},
+          {"global_taper", a.topology.global_taper},
+          {"storage_gbytes_per_s", a.epoch.storage_gbytes_per_s},
+          {"storage_share", a.epoch.storage_share},
+          {"decode_images_per_s_per_core", a.epoch.decode_images_per_s_per_core},
+          {"loader_cores_per_gpu", a.epoch.loader_cores_per_gpu}};
 }
 
 json row(const ScalingRow& r) {

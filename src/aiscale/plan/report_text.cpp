@@ -48,6 +48,7 @@ std::string figures_text(const MachineFigures& m, const std::string& label, Grad
                      fmt::format("{:.1f} GB/s", m.node_bytes_per_s.value / 1e9));
   out += figure_line("memory bandwidth", m.hbm_bytes_per_s,
                      fmt::format("{:.2f} TB/s", m.hbm_bytes_per_s.value / 1e12));
+  out += figure_line("step spread", m.step_spread, fmt::format("{:.2f}%", m.step_spread.value * 100));
   if (t == GradTransport::copy_engine)
     out += figure_line("copy-engine slowdown", m.copy_engine_slowdown,
                        fmt::format("{:.1f}%", m.copy_engine_slowdown.value * 100));
@@ -66,15 +67,20 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
       "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
       "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps, "
       "inside a node behind {:.0f}% (measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
-      "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%); workspace "
+      "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%), times the congestion "
+      "of a global taper of {:.2f} where the catalogue gives none; workspace "
       "{:.1f} GiB + {:.0f}% per GPU; GEMMs at half their rate where one layer's activation on a "
       "GPU holds {:.2g} elements (micro-batch × sequence × width / tensor size); job start-up "
-      "{:.0f} s + {:.1f} s per node.{}\n",
+      "{:.0f} s + {:.1f} s per node; a filesystem of {:.0f} GB/s where the catalogue gives none, "
+      "{:.0f}% of it per job; {:.0f} images/s decoded per core, {:.0f} cores per GPU where the site "
+      "gives none.{}\n",
       a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.grad_comm_bytes,
       a.comm_overlap * 100, a.comm_overlap_intra * 100,
       a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
-      a.topology.default_group_nodes, a.memory.fixed_bytes / kGiB, a.memory.fragmentation * 100,
-      a.gemm_half_elements, a.startup_fixed_s, a.startup_per_node_s, ce);
+      a.topology.default_group_nodes, a.topology.global_taper, a.memory.fixed_bytes / kGiB,
+      a.memory.fragmentation * 100, a.gemm_half_elements, a.startup_fixed_s, a.startup_per_node_s,
+      a.epoch.storage_gbytes_per_s, a.epoch.storage_share * 100, a.epoch.decode_images_per_s_per_core,
+      a.epoch.loader_cores_per_gpu, ce);
 }
 
 std::string calibration_text(const Calibration& cal) {
@@ -109,11 +115,44 @@ std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, cons
 std::string step_detail(const StepEstimate& s) {
   return fmt::format(
       "  step time: compute {} + tensor-parallel comm {} + pipeline bubble {} + pipeline sends "
-      "{} + exposed data-parallel comm {} (of {}) + synchronisation {} + optimizer {} = {}; MFU {:.0f}%\n",
+      "{} + exposed data-parallel comm {} (of {}) + synchronisation {} + stragglers {} + optimizer {} "
+      "= {}; MFU {:.0f}%\n",
       duration(s.compute_s), duration(s.tp_comm_s), duration(s.bubble_s), duration(s.pp_comm_s),
-      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.sync_s), duration(s.optimizer_s),
-      duration(s.step_s),
+      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.sync_s), duration(s.straggler_s),
+      duration(s.optimizer_s), duration(s.step_s),
       s.mfu * 100);
+}
+
+// One epoch's figures (epoch.h) and the three efficiencies against the base GPU count.
+std::string epoch_detail(const Candidate& c, const EpochInputs& in) {
+  const EpochEstimate& e = c.epoch;
+  std::string out = fmt::format(
+      "  epoch: {} samples in {} steps × {}{} = {}; loading {} per step (read {}, decode {}), "
+      "not hidden {} (first batch {}); validation {} samples in {} forward-only batches {}; "
+      "start-up's share {}; epoch {}; {:.3g} epoch(s)\n",
+      with_commas(static_cast<int64_t>(std::llround(e.samples))),
+      with_commas(static_cast<int64_t>(e.steps)), duration(c.step.step_s),
+      e.last_fraction < 1 ? fmt::format(" (last batch {:.0f}% full, costs a whole step: +{})",
+                                        e.last_fraction * 100, duration(e.last_batch_s))
+                          : std::string(),
+      duration(e.train_steps_s), duration(e.load_per_step_s), duration(e.read_per_step_s),
+      in.decoded ? duration(e.decode_per_step_s) : std::string("none"), duration(e.load_exposed_s),
+      duration(e.first_batch_s), with_commas(static_cast<int64_t>(std::llround(in.validation_samples))),
+      with_commas(static_cast<int64_t>(e.validation_batches)), duration(e.validation_s),
+      duration(e.startup_s), duration(e.epoch_s), c.epochs);
+  out += fmt::format("  efficiency against {} GPU{} (samples per GPU per second): per batch {:.0f}%, per "
+                     "training part {:.0f}%, per epoch {:.0f}%\n", c.base_gpus, c.base_gpus == 1 ? "" : "s",
+                     c.eff_batch * 100, c.eff_train * 100, c.eff_epoch * 100);
+  out += "  dataset: " + in.source + "\n";
+  out += figure_line("filesystem read", e.figures.storage_bytes_per_s,
+                     fmt::format("{:.1f} GB/s", e.figures.storage_bytes_per_s.value / 1e9));
+  if (in.decoded) {
+    out += figure_line("decoding per core", e.figures.decode_per_core,
+                       fmt::format("{:.0f} img/s", e.figures.decode_per_core.value));
+    out += figure_line("loader cores per GPU", e.figures.cores_per_gpu,
+                       fmt::format("{:.0f}", e.figures.cores_per_gpu.value));
+  }
+  return out;
 }
 
 std::string workload_text(const PlanRequest& r, const PlanResult* res) {
@@ -300,10 +339,16 @@ std::string best_detail(const PlanRequest& r, const PlanResult& res, const Candi
     out += fmt::format("  utilisation at this layout's GEMM size: {:.1f}% of the peak\n",
                        best.step.utilisation * 100);
   }
-  out += fmt::format("  time to finish: {} steps × {} + start-up {} = {} on {} = {} {}\n",
+  out += fmt::format("  time to finish: {} steps × {} + start-up {}{} = {} on {} = {} {}\n",
                      with_commas(static_cast<int64_t>(std::ceil(best.steps))), duration(best.step.step_s),
-                     duration(best.startup_s), duration(best.days * 86400.0), devices,
+                     duration(best.startup_s),
+                     best.epoch.load_exposed_s + best.epoch.validation_s > 0
+                         ? fmt::format(" + loading and validation {}",
+                                       duration(best.epochs * (best.epoch.load_exposed_s + best.epoch.validation_s)))
+                         : std::string(),
+                     duration(best.days * 86400.0), devices,
                      with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), hours);
+  if (explain) out += epoch_detail(best, epoch_inputs(r));
   out += fmt::format("  efficiency {:.0f}%: one {} running the same {} samples per step at its best "
                      "micro-batch, without communication, would take {} per step ({} here × {}){}\n",
                      best.efficiency * 100, cpu ? "node" : "GPU", best.step.samples_per_step,
@@ -432,12 +477,12 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   std::string not_runnable;  // what `aiscale train` lacks for a row marked *
   auto rows_for = [&](const std::vector<ScalingRow>& rows_in, bool strong) {
     std::vector<std::vector<std::string>> rows = {
-        {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "global batch", "step", unit,
-         std::string(unit) + "/GPU", "speedup", "efficiency", "exposed comm", "MFU"}};
+        {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "batch", "step", unit, "per GPU", "speedup", "eff",
+         "train", "epoch", "exposed comm", "MFU"}};
     for (const auto& row : rows_in) {
       if (!row.run) {
         rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus), "-", "-", "-", "-", "-",
-                        "-", "-", "-", "-", row.note.size() > 60 ? row.note.substr(0, 57) + "..." : row.note});
+                        "-", "-", "-", "-", "-", "-", row.note.size() > 60 ? row.note.substr(0, 57) + "..." : row.note});
         continue;
       }
       const Candidate& x = *row.run;
@@ -449,7 +494,8 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
                       fmt::format("{}×{}", x.layout.micro_batch, x.layout.grad_accum),
                       std::to_string(x.layout.global_batch()), duration(x.step.step_s), compact(tput),
                       compact(tput / static_cast<double>(row.gpus)), fmt::format("{:.2f}", row.speedup),
-                      fmt::format("{:.2f}", row.efficiency),
+                      fmt::format("{:.2f}", row.efficiency), fmt::format("{:.2f}", x.eff_train),
+                      fmt::format("{:.2f}", x.eff_epoch),
                       fmt::format("{} ({:.0f}%)", duration(comm), 100.0 * comm / x.step.step_s),
                       pct(x.step.mfu)});
     }
@@ -462,6 +508,13 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
                      "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
   out += rows_for(c.weak, false);
+  const EpochInputs epoch_in = epoch_inputs(r);
+  out += fmt::format(
+      "\nbatch: global batch; eff: per batch (the step alone); train: per training part (steps, the "
+      "partial last batch, loading not hidden); epoch: also start-up and validation, for an epoch of {} "
+      "samples ({}; docs/guide/planner.md, \"Per-epoch figures\").\n",
+      with_commas(static_cast<int64_t>(std::llround(epoch_in.samples))),
+      w.is_transformer() ? "--samples-per-epoch, else one pass over --tokens" : "--images");
   if (!not_runnable.empty())
     out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";

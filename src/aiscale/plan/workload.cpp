@@ -83,6 +83,10 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
     // to full accuracy with batches of up to 8192 images: the default fixed global batch.
     w.default_global_batch = 8192;
     w.origin = "torchvision ResNet v1.5 layer shapes (counted layer by layer)";
+    w.data = {static_cast<double>(kImageNetTrainImages), static_cast<double>(kImageNetValImages),
+              kImageNetJpegBytes, true,
+              "ImageNet-1k (ILSVRC 2012): 1,281,167 training and 50,000 validation JPEGs of 108 KB "
+              "on average"};
     return w;
   }
   if (o.image_size) fail("--image-size applies to ResNet models only, not '{}'", name);
@@ -123,6 +127,10 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
   if (o.seq_len) w.gpt.block_size = *o.seq_len;
   w.seq_len = w.gpt.block_size;
   w.gpt.validate();
+  // Pre-tokenized text: one 16-bit token id per token (a GPT-2 vocabulary of 50,257 fits),
+  // one pass over --tokens, no validation unless asked (--validation-samples).
+  w.data = {0, 0, 2.0 * static_cast<double>(w.seq_len), false,
+            "pre-tokenized uint16 token ids, one pass over --tokens"};
   return w;
 }
 

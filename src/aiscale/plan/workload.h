@@ -34,6 +34,17 @@ struct CnnModel {
   double activation_elements = 0;  // per image, kept for backward (estimate)
 };
 
+// The data a workload reads each epoch, as the per-epoch figures need it (epoch.h).
+struct DatasetShape {
+  // Training samples (sequences or images) per epoch; 0: transformers make one pass over
+  // --tokens (tokens / sequence length), CNNs use --images.
+  double samples_per_epoch = 0;
+  double validation_samples = 0;   // per epoch, forward only
+  double bytes_per_sample = 0;     // as stored on the shared filesystem
+  bool decoded = false;            // images: JPEG decoding and augmentation on the host's cores
+  std::string source;              // where these come from
+};
+
 struct Workload {
   std::string name;               // preset name or "custom"
   WorkloadKind kind = WorkloadKind::transformer;
@@ -46,6 +57,7 @@ struct Workload {
   // --global-batch. 0 means weak scaling: a fixed batch per GPU.
   int64_t default_global_batch = 0;
   std::string origin;             // where the shape comes from
+  DatasetShape data;              // what an epoch reads
 
   bool is_transformer() const { return kind == WorkloadKind::transformer; }
   int64_t params() const;
@@ -66,5 +78,9 @@ std::vector<std::string> workload_names();
 
 // ImageNet-1k training images (the ILSVRC 2012 training split).
 inline constexpr int64_t kImageNetTrainImages = 1281167;
+// Its validation split, and the training split's mean stored JPEG size: 138 GB of
+// ILSVRC2012_img_train.tar over 1,281,167 images ≈ 108 KB.
+inline constexpr int64_t kImageNetValImages = 50000;
+inline constexpr double kImageNetJpegBytes = 108e3;
 
 }  // namespace aiscale::plan
