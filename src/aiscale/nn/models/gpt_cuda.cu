@@ -457,6 +457,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     op_recorder_.reset();
     if (p) op_recorder_ = std::make_unique<profile::GpuOpRecorder>(*p, stream_, profile::kGpuTrack,
                                                                    "GPU: model stream");
+    if (reducer_) reducer_->set_profiler(p);  // the communicator's stream, its own track
   }
 
   void zero_grad() override {
