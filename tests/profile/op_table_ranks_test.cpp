@@ -132,8 +132,10 @@ TEST(RankSpread, NamesTheRanksWithTheSmallestAndLargestTotal) {
   EXPECT_EQ(j["rows"][1]["max_rank"], 1);
   EXPECT_EQ(j["step_time_s"]["max_rank"], 1);
   const std::string md = rank_spread_markdown(s);
-  EXPECT_NE(md.find("Across 3 rank(s)"), std::string::npos) << md;
-  EXPECT_NE(md.find("| next_batch | op | host | 2 | 0.000 | 2 | 400.000 | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Across 3 rank(s): 1000.000 ms per profiled step on rank 0 to 1400.000 ms on rank 1"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| matmul | op | host | 3 | 500.000 | 0 | 600.000 | 2 | 1.20x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| next_batch | op | host | 2 | 0.000 | 2 | 400.000 | 1 | - |"), std::string::npos) << md;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ namespace aiscale::profile {
 RankSpread rank_spread(const std::vector<OpTable>& tables) {
   RankSpread s;
   s.ranks = static_cast<int>(tables.size());
+  s.steps = tables.empty() ? 0 : tables.front().steps;
   // Per row key, the total on each rank (0 where it has no row).
   using Key = std::tuple<std::string, std::string, std::string, bool>;
   std::map<Key, std::vector<double>> totals;
@@ -65,6 +66,7 @@ nlohmann::json rank_spread_json(const RankSpread& s) {
                     {"max_rank", r.max_rank},
                     {"spread", r.spread()}});
   return {{"ranks", s.ranks},
+          {"profiled_steps", s.steps},
           {"step_time_s", {{"min", s.min_step_time_s},
                            {"min_rank", s.min_step_rank},
                            {"max", s.max_step_time_s},
@@ -73,16 +75,19 @@ nlohmann::json rank_spread_json(const RankSpread& s) {
 }
 
 std::string rank_spread_markdown(const RankSpread& s) {
+  const double per_step = s.steps > 0 ? 1e3 / double(s.steps) : 0.0;
   std::string out = fmt::format(
-      "Across {} rank(s): the profiled steps took {:.3f} ms (rank {}) to {:.3f} ms (rank {}).\n\n",
-      s.ranks, 1e3 * s.min_step_time_s, s.min_step_rank, 1e3 * s.max_step_time_s, s.max_step_rank);
-  out += "| op | kind | where | ranks | min total (ms) | on rank | max total (ms) | on rank | max/min - 1 |\n";
+      "Across {} rank(s): {:.3f} ms per profiled step on rank {} to {:.3f} ms on rank {}.\n\n",
+      s.ranks, per_step * s.min_step_time_s, s.min_step_rank, per_step * s.max_step_time_s,
+      s.max_step_rank);
+  out += "| op | kind | where | ranks | min total (ms) | on rank | max total (ms) | on rank | max/min |\n";
   out += "|---|---|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : s.rows)
-    out += fmt::format("| {}{} | {} | {} | {} | {:.3f} | {} | {:.3f} | {} | {:.1f}% |\n", r.name,
+    out += fmt::format("| {}{} | {} | {} | {} | {:.3f} | {} | {:.3f} | {} | {} |\n", r.name,
                        r.overlapped ? " (overlapped)" : "", r.kind, r.where, r.ranks_with,
                        1e3 * r.min_total_s, r.min_rank, 1e3 * r.max_total_s, r.max_rank,
-                       100.0 * r.spread());
+                       r.min_total_s > 0 ? fmt::format("{:.2f}x", r.max_total_s / r.min_total_s)
+                                         : std::string("-"));
   return out;
 }
 

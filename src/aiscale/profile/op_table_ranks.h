@@ -25,6 +25,8 @@ struct RankSpreadRow {
 
 struct RankSpread {
   int ranks = 0;
+  int64_t steps = 0;  // profiled steps (rank 0's; every rank profiles as many)
+  // The profiled steps' time summed, as each table's step_time_s.
   double min_step_time_s = 0, max_step_time_s = 0;
   int min_step_rank = 0, max_step_rank = 0;
   std::vector<RankSpreadRow> rows;  // by the largest total, largest first
