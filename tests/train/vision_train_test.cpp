@@ -63,6 +63,37 @@ TEST(VisionTrain, SyntheticRunWritesMetricsAccuracyAndCheckpoints) {
   }
 }
 
+// SIGTERM (here injected after step 9, as the signal handler would flag it) finishes the
+// step, writes a complete checkpoint of that step and exits cleanly; resuming repeats the
+// uninterrupted run's losses.
+TEST(VisionTrain, SigtermWritesACheckpointAndResumes) {
+  const fs::path dir = temp_dir("vision-sigterm");
+  const RunOutput straight = run_aiscale("train -q -c " + synthetic_config(dir, "straight", 14),
+                                         "OMP_WAIT_POLICY=passive");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const RunOutput stopped = run_aiscale("train -q -c " + synthetic_config(dir, "stopped", 14),
+                                        "OMP_WAIT_POLICY=passive AISCALE_FAULT=term@9");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped by signal after step 9"), std::string::npos)
+      << stopped.output;
+  const fs::path run = dir / "stopped";
+  EXPECT_TRUE(fs::exists(run / "checkpoints/step_00000009/COMPLETE"));
+  EXPECT_FALSE(fs::exists(run / "checkpoints/step_00000010"));
+  const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+  EXPECT_EQ(summary["status"], "interrupted");
+  EXPECT_EQ(summary["steps"], 9);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "straight/summary.json"))["status"],
+            "finished");
+
+  const RunOutput resumed = run_aiscale("train -q --resume " + run.string(),
+                                        "OMP_WAIT_POLICY=passive");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const auto a = read_metrics(dir / "straight"), b = read_metrics(run);
+  ASSERT_GE(b.size(), 14u);
+  for (size_t i = 9; i < 14; ++i)
+    EXPECT_NEAR(b[i]["loss"].get<double>(), a[i]["loss"].get<double>(), 1e-6) << "step " << i + 1;
+}
+
 TEST(VisionTrain, ConfigErrorsNameTheKey) {
   EXPECT_TRUE(train::is_vision_config("[model]\nkind = \"resnet\"\n", {}));
   EXPECT_TRUE(train::is_vision_config("[model]\npreset = \"resnet50\"\n", {}));

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/profile/gpu_span_recorder.cuh"
 
 namespace aiscale::optim {
 
@@ -36,14 +38,29 @@ void Zero1::update(cuda::AdamWLayout L, const ops::AdamWParams& hp, DType t, flo
   AISCALE_CUDA_LAUNCH_CHECK();
   AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, s));
   parallel::Communicator& comm = reducer_.transport();
-  comm.group_begin();  // one launch for all buckets' all-gathers (the queue is drained)
   const auto& buckets = reducer_.buckets();
+  // --profile: the grouped all-gather is one span on the communicator's stream, from the
+  // end of the update on (bytes: the whole gathered working copy).
+  profile::GpuSpanRecorder* rec = reducer_.recording_spans();
+  size_t span = 0;
+  if (rec) {
+    AISCALE_CUDA_CHECK(cudaStreamWaitEvent(rec->stream(), update_done_, 0));
+    profile::Span what;
+    what.name = "allgather_params";
+    what.kind = profile::SpanKind::comm;
+    for (const auto& b : buckets) what.bytes += double(b.part) * double(es) * double(reducer_.world());
+    what.dtype = std::string(dtype_name(t));
+    what.collective = "allgather (" + std::to_string(buckets.size()) + " buckets, grouped)";
+    span = rec->begin(std::move(what));
+  }
+  comm.group_begin();  // one launch for all buckets' all-gathers (the queue is drained)
   for (size_t k = 0; k < buckets.size(); ++k) {
     const auto& b = buckets[k];
     comm.allgather_after(static_cast<char*>(flat_work) + b.begin * int64_t(es), b.part * int64_t(es),
                          k == 0 ? update_done_ : nullptr);
   }
   comm.group_end();
+  if (rec) rec->end(span);
   comm.record(gathered_);
   reducer_.mark_pending();
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));

@@ -74,7 +74,8 @@ void GpuOpRecorder::resolve(OpProfiler& into) {
     const Mark& m = marks_[i];
     if (!m.name) continue;
     const double start = at_us(m.event), end = at_us(marks_[i + 1].event);
-    into.add_resolved({m.name, SpanKind::op, track_, start, end - start, m.flops, m.bytes});
+    into.add_resolved(
+        {m.name, SpanKind::op, track_, start, end - start, m.flops, m.bytes, -1, {}, {}});
   }
   marks_.clear();
   used_ = 0;

@@ -58,7 +58,7 @@ void OpProfiler::end_step(int64_t step_index, double step_time_s) {
   if (!recording_) return;
   const double end = now_us();
   spans_.push_back({fmt::format("step {}", step_index + 1), SpanKind::step, kHostTrack,
-                    step_start_us_, end - step_start_us_, 0, 0});
+                    step_start_us_, end - step_start_us_, 0, 0, -1, {}, {}});
   step_times_s_.push_back(step_time_s);
   ++recorded_steps_;
   recording_ = false;

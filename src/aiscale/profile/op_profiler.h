@@ -20,6 +20,9 @@ enum Track : int {
   kDataTrack = 1,   // batches being read (on the stepping thread, shown apart)
   kCommTrack = 2,   // collectives issued by the host
   kGpuTrack = 16,   // GPU stream i is kGpuTrack + i
+  // The data-parallel communicator's stream (gradient buckets, gathers, ZeRO-1's weight
+  // all-gather): its spans overlap the model stream's, so the op table keeps them apart.
+  kGpuCommTrack = 32,
 };
 
 // What a span is: an op of the model (a row of the op table), a phase enclosing ops
@@ -36,6 +39,10 @@ struct Span {
   double dur_us = 0;
   double flops = 0;     // work of one call, where known (0: unknown)
   double bytes = 0;     // memory traffic of one call, where known (0: unknown)
+  // Collectives on a device stream: the gradient bucket (-1: none), the element type
+  // and the collective's name (empty: not a collective). Shown as the event's args.
+  int bucket = -1;
+  std::string dtype, collective;
 };
 
 class OpProfiler;
@@ -108,7 +115,8 @@ class ScopedSpan {
     if (p_) start_us_ = p_->now_us();
   }
   ~ScopedSpan() {
-    if (p_) p_->add({name_, kind_, track_, start_us_, p_->now_us() - start_us_, flops_, bytes_});
+    if (p_)
+      p_->add({name_, kind_, track_, start_us_, p_->now_us() - start_us_, flops_, bytes_, -1, {}, {}});
   }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;

@@ -10,7 +10,15 @@ namespace aiscale::profile {
 
 double OpTable::rows_total_s() const {
   double s = 0;
-  for (const auto& r : rows) s += r.total_s;
+  for (const auto& r : rows)
+    if (!r.overlapped) s += r.total_s;
+  return s;
+}
+
+double OpTable::overlapped_total_s() const {
+  double s = 0;
+  for (const auto& r : rows)
+    if (r.overlapped) s += r.total_s;
   return s;
 }
 
@@ -33,6 +41,7 @@ OpTable make_op_table(const OpProfiler& p) {
     r.name = s.name;
     r.kind = kind;
     r.where = on_gpu ? "gpu" : "host";
+    r.overlapped = s.track == kGpuCommTrack;
     r.calls += 1;
     r.total_s += s.dur_us * 1e-6;
     r.flops += s.flops;
@@ -50,6 +59,7 @@ nlohmann::json op_table_json(const OpTable& t) {
     nlohmann::json j = {{"op", r.name},
                         {"kind", r.kind},
                         {"where", r.where},
+                        {"overlapped", r.overlapped},
                         {"calls", r.calls},
                         {"total_s", r.total_s},
                         {"mean_s", r.mean_s()},
@@ -62,18 +72,39 @@ nlohmann::json op_table_json(const OpTable& t) {
           {"profiled_steps", t.steps},
           {"step_time_s", t.step_time_s},
           {"rows_total_s", t.rows_total_s()},
+          {"overlapped_total_s", t.overlapped_total_s()},
           {"coverage", t.coverage()},
           {"rows", rows}};
 }
 
-std::string op_table_markdown(const OpTable& t) {
-  std::string out = fmt::format(
-      "Rank {}: {} profiled step(s), {:.3f} ms per step; the rows account for {:.1f}% of it.\n\n",
-      t.rank, t.steps, t.steps > 0 ? 1e3 * t.step_time_s / double(t.steps) : 0.0,
-      100.0 * t.coverage());
-  out += "| op | kind | where | calls | total (ms) | mean (us) | share of step | achieved |\n";
+OpTable op_table_from_json(const nlohmann::json& j) {
+  OpTable t;
+  t.rank = j.at("rank").get<int>();
+  t.steps = j.at("profiled_steps").get<int64_t>();
+  t.step_time_s = j.at("step_time_s").get<double>();
+  for (const auto& rj : j.at("rows")) {
+    OpRow r;
+    r.name = rj.at("op").get<std::string>();
+    r.kind = rj.at("kind").get<std::string>();
+    r.where = rj.at("where").get<std::string>();
+    r.overlapped = rj.value("overlapped", false);
+    r.calls = rj.at("calls").get<int64_t>();
+    r.total_s = rj.at("total_s").get<double>();
+    // The rates give back the work and the traffic.
+    r.flops = rj.value("achieved_tflops", 0.0) * 1e12 * r.total_s;
+    r.bytes = rj.value("achieved_gb_per_s", 0.0) * 1e9 * r.total_s;
+    t.rows.push_back(std::move(r));
+  }
+  return t;
+}
+
+namespace {
+
+std::string rows_markdown(const OpTable& t, bool overlapped) {
+  std::string out = "| op | kind | where | calls | total (ms) | mean (us) | share of step | achieved |\n";
   out += "|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const auto& r : t.rows) {
+    if (r.overlapped != overlapped) continue;
     std::string rate = "";
     if (r.flops > 0 && (r.kind == "op") && r.tflops() >= 0.001 &&
         (r.name.find("matmul") != std::string::npos || r.name.find("attention") != std::string::npos))
@@ -83,6 +114,24 @@ std::string op_table_markdown(const OpTable& t) {
     out += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.1f} | {:.1f}% | {} |\n", r.name, r.kind,
                        r.where, r.calls, 1e3 * r.total_s, 1e6 * r.mean_s(),
                        t.step_time_s > 0 ? 100.0 * r.total_s / t.step_time_s : 0.0, rate);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string op_table_markdown(const OpTable& t) {
+  std::string out = fmt::format(
+      "Rank {}: {} profiled step(s), {:.3f} ms per step; the rows account for {:.1f}% of it.\n\n",
+      t.rank, t.steps, t.steps > 0 ? 1e3 * t.step_time_s / double(t.steps) : 0.0,
+      100.0 * t.coverage());
+  out += rows_markdown(t, false);
+  if (t.overlapped_total_s() > 0) {
+    out += fmt::format(
+        "\nOverlapped: on the communicator's GPU stream, beside the rows above (not in their "
+        "total; {:.1f}% of the step; GB/s = bytes of the buffer / time):\n\n",
+        t.step_time_s > 0 ? 100.0 * t.overlapped_total_s() / t.step_time_s : 0.0);
+    out += rows_markdown(t, true);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/profile/op_table.h"
+#include "aiscale/profile/op_table_ranks.h"
 #include "aiscale/profile/trace_writer.h"
 
 namespace aiscale::profile {
@@ -45,13 +46,36 @@ ProfileFiles write_profile(OpProfiler& p, parallel::Communicator& comm, const st
   f.table_markdown = (fs::path(dir) / (stem + "op_table.md")).string();
   if (comm.rank() == 0) fs::create_directories(dir);
   write_trace(p, comm, f.trace);
+  // Every rank's table, gathered on rank 0 as JSON text.
+  const std::vector<std::string> texts = gather_text(comm, op_table_json(make_op_table(p)).dump());
   if (comm.rank() != 0) return f;
-  const OpTable t = make_op_table(p);
-  atomic_write_file(f.table_json, op_table_json(t).dump(2) + "\n");
-  const std::string md = op_table_markdown(t);
-  atomic_write_file(f.table_markdown, "# Op table\n\n" + md);
-  std::fprintf(stderr, "\n%s\ntrace: %s (open it in https://ui.perfetto.dev)\nop table: %s\n\n",
-               md.c_str(), f.trace.c_str(), f.table_markdown.c_str());
+  std::vector<OpTable> tables;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const std::string& text : texts) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    tables.push_back(op_table_from_json(j));
+    ranks.push_back(std::move(j));
+  }
+  const RankSpread spread = rank_spread(tables);
+  // The top level is rank 0's table (as with one rank); beside it every rank's and the
+  // spread over the ranks.
+  nlohmann::json out = ranks.at(0);
+  out["world_size"] = comm.world();
+  out["ranks"] = std::move(ranks);
+  out["across_ranks"] = rank_spread_json(spread);
+  atomic_write_file(f.table_json, out.dump(2) + "\n");
+  const std::string md = op_table_markdown(tables[0]);
+  const std::string across = tables.size() > 1 ? rank_spread_markdown(spread) : std::string();
+  std::string file = "# Op table\n\n" + md;
+  if (!across.empty()) {
+    file += "\n## Across ranks\n\n" + across;
+    for (size_t r = 1; r < tables.size(); ++r)
+      file += fmt::format("\n## Rank {}\n\n", tables[r].rank) + op_table_markdown(tables[r]);
+  }
+  atomic_write_file(f.table_markdown, file);
+  std::fprintf(stderr, "\n%s%s%s\ntrace: %s (open it in https://ui.perfetto.dev)\nop table: %s%s\n\n",
+               md.c_str(), across.empty() ? "" : "\n", across.c_str(), f.trace.c_str(),
+               f.table_markdown.c_str(), tables.size() > 1 ? " (every rank's)" : "");
   std::fflush(stderr);
   return f;
 }

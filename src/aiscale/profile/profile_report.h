@@ -1,5 +1,6 @@
 // What `--profile STEPS` leaves behind, and its checks: the trace (trace.json), the op
-// table (op_table.json, op_table.md, also printed by rank 0).
+// tables (op_table.json, op_table.md: every rank's; rank 0's and the spread over the ranks
+// also printed).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,8 +23,10 @@ struct ProfileFiles {
 };
 
 // Resolves the device spans, then writes the trace (every rank's events, gathered) and
-// rank 0's op table into `dir` as <stem>trace.json, <stem>op_table.json and
-// <stem>op_table.md; rank 0 prints the table. A collective: every rank calls it.
+// the op tables into `dir` as <stem>trace.json, <stem>op_table.json and <stem>op_table.md:
+// every rank's table, gathered on rank 0, with the spread of each op's total over the
+// ranks (op_table_ranks.h); the JSON's top level is rank 0's table. Rank 0 prints its
+// table and the spread. A collective: every rank calls it.
 ProfileFiles write_profile(OpProfiler& p, parallel::Communicator& comm, const std::string& dir,
                            const std::string& stem = "");
 

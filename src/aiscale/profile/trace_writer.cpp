@@ -29,6 +29,11 @@ nlohmann::json trace_events(const OpProfiler& p, const std::string& host) {
     nlohmann::json args = nlohmann::json::object();
     if (s.flops > 0) args["flops"] = s.flops;
     if (s.bytes > 0) args["bytes"] = s.bytes;
+    if (s.bucket >= 0) args["bucket"] = s.bucket;
+    if (!s.dtype.empty()) args["dtype"] = s.dtype;
+    if (!s.collective.empty()) args["collective"] = s.collective;
+    if (s.kind == SpanKind::comm && s.bytes > 0 && s.dur_us > 0)
+      args["gb_per_s"] = s.bytes / (s.dur_us * 1e3);  // bytes / ns = GB/s
     if (!args.empty()) e["args"] = args;
     ev.push_back(std::move(e));
     if (!any || s.start_us < first) first = s.start_us;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -19,6 +21,7 @@
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/safetensors.h"
+#include "aiscale/train/session.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/vision_config.h"
 #include "aiscale/train/vision_sources.h"
@@ -27,6 +30,11 @@
 namespace aiscale::train {
 namespace fs = std::filesystem;
 namespace {
+
+// Set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C), as for GPT runs: the step in progress
+// finishes, the ranks agree to stop, a checkpoint is written and the run exits cleanly.
+volatile std::sig_atomic_t g_vision_stop_signal = 0;
+extern "C" void on_vision_stop_signal(int sig) { g_vision_stop_signal = sig; }
 
 std::vector<SafeTensor> named(const std::vector<nn::ResNetTensor>& tensors,
                               const std::vector<float>& flat, const std::string& suffix = "") {
@@ -252,12 +260,26 @@ int run_vision_training(const TrainRequest& req) {
               total_steps, per_epoch);
   }
 
+  const FaultPlan fault = fault_plan_from_env();
+  g_vision_stop_signal = 0;
+  std::signal(SIGTERM, on_vision_stop_signal);
+  std::signal(SIGINT, on_vision_stop_signal);
+
   VisionTrainer trainer(c, model, sgd, schedule, total_steps, *train_src, val_src.get(), *comm,
                         &run_dir);
   trainer.show_progress = !req.quiet;
   trainer.gpu = gpu_model.get();
   int64_t last_saved = start_step;
+  bool stopped_by_signal = false;
   trainer.after_step = [&](int64_t step) {
+    if (step == fault.term_step) g_vision_stop_signal = SIGTERM;
+    // Ranks must agree on stopping, or the others would wait in the next all-reduce.
+    double stop = g_vision_stop_signal != 0 ? 1.0 : 0.0;
+    if (world > 1) comm->allreduce_sum(&stop, 1);
+    if (stop > 0) {
+      stopped_by_signal = true;
+      return false;  // the checkpoint follows the loop (written aside, then renamed)
+    }
     if (c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && step < total_steps) {
       if (rank == 0) {
         sync_host();
@@ -275,6 +297,7 @@ int run_vision_training(const TrainRequest& req) {
                             c.keep_checkpoints);
   }
   nlohmann::json summary = {{"kind", "resnet"},
+                            {"status", stopped_by_signal ? "interrupted" : "finished"},
                             {"model", c.preset},
                             {"device", c.device},
                             {"precision", c.precision},
@@ -296,6 +319,12 @@ int run_vision_training(const TrainRequest& req) {
     summary["val_images"] = r.val.images;
   }
   run_dir.write_summary(summary);
+  if (rank == 0 && stopped_by_signal) {
+    std::printf("stopped by signal after step %lld; checkpoint written. Resume with:\n"
+                "  aiscale train --resume %s\n", static_cast<long long>(r.steps),
+                run_dir.path().c_str());
+    std::fflush(stdout);
+  }
   if (rank == 0) {
     log::info("done: {} steps, loss {:.4f} -> {:.4f}{}, {:.0f} images/s, run directory {}",
               r.steps, r.first_loss, r.final_loss,

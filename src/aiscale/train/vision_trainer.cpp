@@ -205,11 +205,15 @@ VisionResult VisionTrainer::run(int64_t start_step) {
                                           s.loss, 100 * s.top1, s.lr,
                                           format_count(images_per_s)));
     r.steps = number;
-    if (after_step && !after_step(number)) break;
+    if (after_step && !after_step(number)) {
+      r.stopped = true;
+      break;
+    }
   }
   if (lead && show_progress) progress.finish();
   Timer val_timer;
-  r.val = evaluate();
+  // A run stopped early (a signal: the job's time is running out) skips the final pass.
+  if (!r.stopped) r.val = evaluate();
   if (epoch_open) {
     epoch.val_s += val_timer.seconds();
     epoch.wall_s = epoch_wall.seconds();

@@ -29,6 +29,7 @@ struct VisionResult {
   double train_top1 = 0;  // over the last logged window of steps
   VisionEval val;
   double images_per_s_median = 0, step_time_median_s = 0, wall_s = 0;
+  bool stopped = false;  // after_step stopped the run early (no final validation pass)
 };
 
 class VisionTrainer {

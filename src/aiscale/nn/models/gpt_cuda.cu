@@ -312,6 +312,7 @@ void GptCuda::set_profiler(profile::OpProfiler* p) {
   op_recorder_.reset();
   if (p) op_recorder_ = std::make_unique<profile::GpuOpRecorder>(*p, stream_, profile::kGpuTrack,
                                                                  "GPU: model stream");
+  if (reducer_) reducer_->set_profiler(p);  // the communicator's stream, its own track
 }
 
 void GptCuda::logits_at(int64_t b, int64_t t, float* out) {

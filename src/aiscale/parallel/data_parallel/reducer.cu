@@ -7,10 +7,14 @@
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/parallel/cuda/copy_engine_group.h"
+#include "aiscale/profile/gpu_span_recorder.cuh"
 #include "aiscale/profile/step_timer.cuh"
 
 namespace aiscale::parallel::dp {
 namespace {
+
+// The bf16 (or other) copy of a bucket, as a span's name.
+std::string cast_span_name(DType t) { return "bucket_to_" + std::string(dtype_name(t)); }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -73,6 +77,7 @@ Reducer::~Reducer() {
     }
   }
   queue_.reset();
+  spans_.reset();
   copy_engine_.reset();  // unmaps the peers' buffers before the model frees its arena
   for (BucketState& st : state_) {
     if (st.ready) cudaEventDestroy(st.ready);
@@ -137,7 +142,12 @@ void Reducer::gather_inputs(void* all, void* host_all, const void* mine, int64_t
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(all) + rank_ * bytes, mine, size_t(bytes),
                                      cudaMemcpyDeviceToDevice, stream_));
   AISCALE_CUDA_CHECK(cudaEventRecord(inputs_ready_, stream_));
+  profile::GpuSpanRecorder* rec = recording_spans();
+  const size_t span = rec ? begin_span("allgather_inputs", "allgather", double(world_ * bytes), -1,
+                                       "int32", inputs_ready_)
+                          : 0;
   comm_->allgather_after(all, bytes, inputs_ready_);
+  if (rec) rec->end(span);
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_all, all, size_t(world_ * bytes), cudaMemcpyDeviceToHost,
                                      comm_stream()));
   pending_ = true;
@@ -162,37 +172,76 @@ void Reducer::gradients_ready(int point, void* stream) {
 void Reducer::send(size_t k) {
   BucketState& st = state_[k];
   AISCALE_CUDA_CHECK(cudaEventRecord(st.ready, stream_));
-  queue_->post([this, k] {  // two words: std::function stores them in place
-    const Bucket& b = plan_.buckets[k];
-    const BucketState& s = state_[k];
-    // bf16: rounded on the communicator's stream after the bucket is ready (beside
-    // backward's kernels, not in their way), summed, widened back there (for ZeRO-1 only
-    // this rank's part, the only one it reads).
-    const bool cast = comm_t_ != DType::f32;
-    void* data = cast ? comm_at(b.begin) : static_cast<void*>(buf_.grads + b.begin);
-    cudaEvent_t after = s.ready;
-    if (cast) {
-      cudaStream_t cs = comm_stream();
-      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(cs, s.ready, 0));
-      cuda::cast_from_f32(comm_t_, data, buf_.grads + b.begin, b.size(), cs);
-      AISCALE_CUDA_CHECK(cudaEventRecord(s.cast, cs));
-      after = s.cast;
-    }
-    if (zero_) comm_->reduce_scatter_sum_after(data, b.part, comm_t_, after);
-    else if (fused_norm_bucket(k))
-      comm_->allreduce_sum_squares_after(data, b.size(), comm_t_, after, buf_.sum_squares + rank_);
-    else comm_->allreduce_sum_after(data, b.size(), comm_t_, after);
-    if (cast) {
-      const int64_t from = zero_ ? b.begin + rank_ * b.part : b.begin;
-      const int64_t n = zero_ ? b.part : b.size();
-      cuda::cast_to_f32(comm_t_, buf_.grads + from, comm_at(from), n, comm_stream());
-    }
-    if (s.done) comm_->record(s.done);
-    if (k == 0) comm_->record(embed_done_);
-  });
+  st.profiled = spans_ && spans_->recording();  // read by the task (after the queue's lock)
+  queue_->post([this, k] { reduce_bucket(k); });  // two words: std::function stores them in place
   st.timed = timer_ && timer_->in_backward();
   if (fused_norm_bucket(k)) ++fused_posted_;
   pending_ = true;
+}
+
+size_t Reducer::begin_span(std::string name, const char* collective, double bytes, int bucket,
+                           std::string_view dtype, cudaEvent_t after) {
+  if (after) AISCALE_CUDA_CHECK(cudaStreamWaitEvent(spans_->stream(), after, 0));
+  profile::Span what;
+  what.name = std::move(name);
+  what.kind = profile::SpanKind::comm;
+  what.bytes = bytes;
+  what.bucket = bucket;
+  what.dtype = std::string(dtype);
+  what.collective = collective;
+  if (options_.grad_transport == "copy-engine" && what.collective.rfind("cast", 0) != 0)
+    what.collective += " (copy engines)";
+  return spans_->begin(std::move(what));
+}
+
+void Reducer::reduce_bucket(size_t k) {
+  const Bucket& b = plan_.buckets[k];
+  const BucketState& s = state_[k];
+  profile::GpuSpanRecorder* rec = s.profiled ? spans_.get() : nullptr;
+  const int bucket = static_cast<int>(k);
+  const double es = double(dtype_size(comm_t_));
+  // bf16: rounded on the communicator's stream after the bucket is ready (beside
+  // backward's kernels, not in their way), summed, widened back there (for ZeRO-1 only
+  // this rank's part, the only one it reads).
+  const bool cast = comm_t_ != DType::f32;
+  void* data = cast ? comm_at(b.begin) : static_cast<void*>(buf_.grads + b.begin);
+  cudaEvent_t after = s.ready;
+  if (cast) {
+    cudaStream_t cs = comm_stream();
+    AISCALE_CUDA_CHECK(cudaStreamWaitEvent(cs, s.ready, 0));
+    const size_t span = rec ? begin_span(cast_span_name(comm_t_), "cast",
+                                         double(b.size()) * (4 + es), bucket,
+                                         dtype_name(comm_t_), nullptr)
+                            : 0;
+    cuda::cast_from_f32(comm_t_, data, buf_.grads + b.begin, b.size(), cs);
+    if (rec) rec->end(span);
+    AISCALE_CUDA_CHECK(cudaEventRecord(s.cast, cs));
+    after = s.cast;
+  }
+  // Bytes: the whole bucket (reduce-scatter: its input), as nccl-tests' algorithm bandwidth.
+  size_t span = 0;
+  if (rec)
+    span = begin_span(zero_ ? "reduce_scatter_bucket" : "allreduce_bucket",
+                      zero_                  ? "reduce_scatter"
+                      : fused_norm_bucket(k) ? "allreduce+sum_squares"
+                                             : "allreduce",
+                      double(b.size()) * es, bucket, dtype_name(comm_t_), after);
+  if (zero_) comm_->reduce_scatter_sum_after(data, b.part, comm_t_, after);
+  else if (fused_norm_bucket(k))
+    comm_->allreduce_sum_squares_after(data, b.size(), comm_t_, after, buf_.sum_squares + rank_);
+  else comm_->allreduce_sum_after(data, b.size(), comm_t_, after);
+  if (rec) rec->end(span);
+  if (cast) {
+    const int64_t from = zero_ ? b.begin + rank_ * b.part : b.begin;
+    const int64_t n = zero_ ? b.part : b.size();
+    if (rec)
+      span = begin_span("bucket_to_f32", "cast", double(n) * (4 + es), bucket,
+                        dtype_name(comm_t_), nullptr);
+    cuda::cast_to_f32(comm_t_, buf_.grads + from, comm_at(from), n, comm_stream());
+    if (rec) rec->end(span);
+  }
+  if (s.done) comm_->record(s.done);
+  if (k == 0) comm_->record(embed_done_);
 }
 
 void Reducer::gather_input_gradients(void* all, const void* mine, int64_t bytes) {
@@ -206,7 +255,15 @@ void Reducer::gather_input_gradients(void* all, const void* mine, int64_t bytes)
   // its own, whose readers of the previous step finished before its host-level loss
   // all-reduce). NCCL: an all-gather queued after those buckets.
   const bool pushed = comm_->allgather_push(all, bytes, grads_ready_, s);
-  if (!pushed) comm_->allgather_after(all, bytes, grads_ready_);
+  if (!pushed) {
+    // (The pushed gather runs beside the communicator's stream: not on its track.)
+    profile::GpuSpanRecorder* rec = recording_spans();
+    const size_t span = rec ? begin_span("allgather_input_grads", "allgather", double(world_ * bytes),
+                                         -1, "", grads_ready_)  // the model's element type
+                            : 0;
+    comm_->allgather_after(all, bytes, grads_ready_);
+    if (rec) rec->end(span);
+  }
   pending_ = true;
   // The embedding backward adds to the summed wte and wpe. Without ZeRO they lie wholly in
   // the first bucket (summed long ago: embed_done_); ZeRO-1's rounded boundaries can move
@@ -274,6 +331,18 @@ double Reducer::grad_sum_squares() {
   for (size_t k = 0; k < parts; ++k) total += buf_.host_sum_squares[k];
   if (zero_) comm_->allreduce_sum(&total, 1);
   return total;
+}
+
+void Reducer::set_profiler(profile::OpProfiler* p) {
+  queue_->drain();  // no task may still use the recorder being replaced
+  spans_.reset();
+  if (p)
+    spans_ = std::make_unique<profile::GpuSpanRecorder>(*p, comm_stream(), profile::kGpuCommTrack,
+                                                        "GPU: communicator stream");
+}
+
+profile::GpuSpanRecorder* Reducer::recording_spans() const {
+  return spans_ && spans_->recording() ? spans_.get() : nullptr;
 }
 
 void Reducer::drain() const {

@@ -32,6 +32,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "aiscale/core/dtype.h"
@@ -42,6 +43,8 @@
 
 namespace aiscale::profile {
 class StepTimer;
+class OpProfiler;
+class GpuSpanRecorder;
 }
 
 namespace aiscale::parallel::dp {
@@ -128,6 +131,15 @@ class Reducer final : public nn::GradientReadyListener {
   Communicator& transport() { return *comm_; }
   void mark_pending() { pending_ = true; }
 
+  // --profile: while `p` (null: none) records, every collective queued here (the buckets,
+  // their bf16 casts, the gathers) and ZeRO-1's all-gather of the weights is a span on
+  // the communicator's stream's own track, timed by CUDA events recorded around it (read
+  // after the window). Call after connect(), between steps.
+  void set_profiler(profile::OpProfiler* p);
+  // The recorder of that track while the profiler records (ask on the stepping thread),
+  // else null.
+  profile::GpuSpanRecorder* recording_spans() const;
+
   // AISCALE_CUDA_TIMING: per bucket, when it was ready and how long its collective took.
   void collect_bucket_times(cudaEvent_t backward_start);
   void report_bucket_times() const;
@@ -138,10 +150,17 @@ class Reducer final : public nn::GradientReadyListener {
     cudaEvent_t cast = nullptr;  // bf16: the bucket rounded, on the communicator's stream
     cudaEvent_t done = nullptr;  // timing: end of the collective
     bool timed = false;
+    bool profiled = false;  // --profile: its collective is a span (set when queued)
     double ready_ms = 0, comm_ms = 0, done_ms = 0;
     int64_t timed_steps = 0;
   };
   void send(size_t k);
+  // The collective of bucket k (on the communication thread), with spans where profiled.
+  void reduce_bucket(size_t k);
+  // A span on the communicator's stream from now on (`after`: an event the work waits
+  // for, waited for first so that the span starts with the work).
+  size_t begin_span(std::string name, const char* collective, double bytes, int bucket,
+                    std::string_view dtype, cudaEvent_t after);
   bool fused_norm_bucket(size_t k) const;
   cudaStream_t comm_stream() const { return static_cast<cudaStream_t>(comm_->device_stream()); }
   void* comm_at(int64_t i) const;
@@ -157,6 +176,7 @@ class Reducer final : public nn::GradientReadyListener {
   BucketPlan plan_;
   std::vector<BucketState> state_;
   std::unique_ptr<CommQueue> queue_;
+  std::unique_ptr<profile::GpuSpanRecorder> spans_;  // --profile only
   Buffers buf_;
   cudaStream_t stream_ = nullptr;  // the model's
   cudaEvent_t inputs_ready_ = nullptr, comm_done_ = nullptr, grads_ready_ = nullptr,
