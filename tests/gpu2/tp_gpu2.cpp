@@ -116,7 +116,7 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
 }
 
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
-TEST(TensorParallel, RefusesZeroAndDataParallelCopies) {
+TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
   auto dir = temp_dir("gpu2-tp-bad");
   write_byte_shards(dir, 400000, 8000);
   const std::string cfg = gpu_config(dir, 10);
@@ -142,7 +142,7 @@ TEST(TensorParallel, BenchLanguageRunsTensorParallel) {
   auto dir = temp_dir("gpu2-tp-bench");
   const fs::path out = dir / "tp.jsonl";
   auto r = run_aiscale("launch -n 2 --threads-per-rank 4 -- bench language --model gpt-tiny "
-                       "--layers 2 --heads 2 --width 128 --vocab 256 --batch 4 --seq 64 "
+                       "--layers 2 --heads 2 --width 128 --vocab 256 --context 64 --batch 4 --seq 64 "
                        "--device cuda --precision bf16 --tensor-parallel 2 --steps 3 --warmup 1 "
                        "--output " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
