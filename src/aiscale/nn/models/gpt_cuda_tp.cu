@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "aiscale/ops/cuda/common.cuh"
@@ -81,10 +82,13 @@ GptCudaTensorParallel::GptCudaTensorParallel(parallel::Communicator& comm,
 }
 
 GptCudaTensorParallel::~GptCudaTensorParallel() {
-  try {
-    finish();
-  } catch (const std::exception&) {
-    // leaving on an error already: the communicator reports its own failure
+  // Leaving on an error, a peer may be gone: no wait (the communicator aborts itself).
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      finish();
+    } catch (const std::exception&) {
+      // the communicator has reported its failure
+    }
   }
   if (chunk_table_) cudaFree(chunk_table_);
   if (partials_) cudaFree(partials_);
