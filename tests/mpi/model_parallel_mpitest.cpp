@@ -198,4 +198,21 @@ TEST_F(ModelParallel, RankCountNotAMultipleIsRefused) {
   EXPECT_FALSE(fs::exists(dir_ / "runs/bad/summary.json"));
 }
 
+// The throughput benchmark at tp = 2: the ranks of the tensor group train one model on the
+// same batches, so the record counts each token once per group.
+TEST(ModelParallelBench, BenchLanguageRunsTensorParallel) {
+  const fs::path out = temp_dir("model-parallel-bench") / "tp.jsonl";
+  auto r = run_aiscale("launch -n 2 --threads-per-rank 1 -- bench language --model gpt-tiny "
+                       "--batch 2 --seq 32 --tensor-parallel 2 --steps 2 --warmup 1 --output " +
+                       out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = read_bytes(out);
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  EXPECT_EQ(int(j["tensor_parallel"]), 2) << text;
+  EXPECT_EQ(int(j["world_size"]), 2) << text;
+  const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
+  EXPECT_NEAR(total, 2 * per_device, 1e-6 * total);
+  EXPECT_NEAR(per_device, 2 * 32 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
+}
+
 }  // namespace

@@ -66,3 +66,30 @@ TEST(GptShardLayout, UnitsAreTheBlocks) {
   EXPECT_EQ(l.unit_begin(3), l.lnf_w());
   EXPECT_EQ(l.unit_end(3), l.size());
 }
+
+// The CUDA model's layout: the token embedding (and the tied LM head) whole on every rank,
+// the blocks split as above; a vocabulary that tp does not divide is fine.
+TEST(GptShardLayout, ReplicatedVocabularyKeepsTheEmbeddingWhole) {
+  const GptConfig c{2, 2, 64, 32, 257};
+  const GptLayout full(c);
+  const int64_t n = full.size();
+  std::vector<float> values(static_cast<size_t>(n));
+  std::iota(values.begin(), values.end(), 1.0f);
+  std::vector<float> rebuilt(values.size(), 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    const GptShardLayout l(c, 2, r, /*vocab_parallel=*/false);
+    EXPECT_EQ(l.tensors()[0].kind, ShardKind::replicated);
+    EXPECT_EQ(l.wpe(), full.wpe());  // wte whole: wpe where it is in the full layout
+    EXPECT_EQ(l.layers_begin(), full.layers_begin());
+    EXPECT_EQ(l.layer_size(), full.layer_size() - (3 * 64 * 64 + 3 * 64 + 64 * 64 + 4 * 64 * 64 +
+                                                   4 * 64 + 4 * 64 * 64) / 2);
+    EXPECT_EQ(l.size(), n - 2 * (full.layer_size() - l.layer_size()));
+    std::vector<float> local(static_cast<size_t>(l.size()));
+    l.extract(values.data(), local.data());
+    EXPECT_EQ(local[5], values[5]);  // a wte value
+    std::vector<float> mine(values.size(), 0.0f);
+    l.place(local.data(), mine.data(), r == 0);
+    for (size_t i = 0; i < values.size(); ++i) rebuilt[i] += mine[i];
+  }
+  EXPECT_EQ(rebuilt, values);
+}

@@ -72,7 +72,29 @@ TEST(ParallelLayout, ZeroStageCombinations) {
                {"parallel.zero_stage = 3", "pipeline_parallel > 1"});
   expect_error({"parallel.zero_stage=4"}, {"parallel.zero_stage"});
   expect_error({"parallel.zero_stage=2", "train.device=cuda"}, {"CPU ranks", "train.device"});
-  expect_error({"parallel.tensor_parallel=2", "train.device=cuda"}, {"CPU ranks"});
+}
+
+// GPU ranks run tensor parallelism as the whole layout (tp = ranks), without ZeRO,
+// pipeline stages or sequence parallelism, with the vocabulary whole on every rank.
+TEST(ParallelLayout, GpuTensorParallelismSplitsOneModelOverEveryRank) {
+  auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
+                                                "model.vocab_size=255"});
+  auto l = parallel_layout(c, 2);
+  EXPECT_EQ(l.tp, 2);
+  EXPECT_EQ(l.dp, 1);
+  try {
+    parallel_layout(c, 4);
+    FAIL() << "dp 2 x tp 2 accepted on GPU ranks";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("launch 2 ranks"), std::string::npos) << m;
+    EXPECT_NE(m.find("parallel.tensor_parallel = 4"), std::string::npos) << m;
+  }
+  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=1"},
+               {"without ZeRO", "parallel.zero_stage = 0"});
+  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.sequence_parallel=true"},
+               {"CPU ranks", "sequence_parallel off"});
+  expect_error({"parallel.tensor_parallel=4", "train.device=cuda"}, {"model.n_head = 2"});
 }
 
 TEST(ParallelLayout, RankCountMustBeAMultipleOfTheModelRanks) {

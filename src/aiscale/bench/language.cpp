@@ -13,8 +13,10 @@
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/bootstrap.h"
+#include "aiscale/parallel/process_groups.h"
 #include "aiscale/profile/op_profiler.h"
 #include "aiscale/profile/profile_report.h"
+#include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/step_log.h"
@@ -82,6 +84,19 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   tc.lr = 1e-4;
   tc.seed = o.seed;
   int threads = train::set_cpu_threads(o.run.threads);
+  // Tensor parallelism (--tensor-parallel): the ranks of a tensor group split one model and
+  // read the same batches.
+  const train::ParallelLayout layout = train::parallel_layout(tc, comm.world());
+  std::unique_ptr<parallel::ProcessGroups> groups;
+  if (layout.tp > 1) {
+    parallel::GridOptions go;
+    go.world = comm.world();
+    go.dp = layout.dp;
+    go.tp = layout.tp;
+    go.pp = layout.pp;
+    groups = std::make_unique<parallel::ProcessGroups>(comm, parallel::ProcessGrid(go));
+  }
+  const int data_rank = groups ? groups->coord().dp : comm.rank();
 
   nn::GptRunOptions ro;
   ro.batch = o.run.batch_size;
@@ -90,6 +105,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.recompute = o.run.recompute;
   ro.seed = o.seed;
   ro.comm = comm.world() > 1 ? &comm : nullptr;
+  ro.groups = groups.get();
   ro.zero_stage = o.run.zero_stage;
   ro.overlap = o.run.overlap;
   ro.offload_optimizer = o.run.offload_optimizer;
@@ -98,7 +114,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.grad_transport = o.run.grad_transport;
   ro.attention = o.run.attention;
   auto model = nn::make_gpt(o.run.device, o.run.model, ro);
-  train::SyntheticSource source(o.run.batch_size, o.run.seq_len, o.run.model.vocab_size, o.seed + 1000 * comm.rank());
+  train::SyntheticSource source(o.run.batch_size, o.run.seq_len, o.run.model.vocab_size, o.seed + 1000 * data_rank);
   train::Trainer trainer(tc, *model, source, nullptr, comm, nullptr);
   std::unique_ptr<profile::OpProfiler> profiler;
   if (o.profile_steps > 0) {  // the first timed steps
@@ -139,7 +155,9 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   comm.allreduce_sum(buf, 1);  // mean of medians across ranks (ranks are in lock-step)
   med = buf[0] / comm.world();
 
-  const double tokens_per_step_device = static_cast<double>(o.run.batch_size * o.run.seq_len * o.run.grad_accum);
+  // A device's share of the tokens: a tensor group's ranks train on the same batch.
+  const double tokens_per_step_device =
+      static_cast<double>(o.run.batch_size * o.run.seq_len * o.run.grad_accum) / layout.tp;
   const double flops_per_token = nn::gpt_train_flops_per_token(o.run.model, o.run.seq_len);
   const double tps_device = tokens_per_step_device / med;
   const double achieved_tflops = tps_device * flops_per_token / 1e12;
@@ -167,6 +185,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     j["gradient_sync"] = model->data_parallel()
                              ? (o.run.overlap ? "buckets overlapped with backward" : "after backward")
                              : "trainer all-reduce after backward";
+    if (layout.tp > 1) {
+      j["tensor_parallel"] = layout.tp;
+      if (layout.dp == 1) j["gradient_sync"] = "none: one model split over the tensor ranks";
+    }
   }
   j["precision"] = o.run.precision;
   j["recompute"] = o.run.recompute;

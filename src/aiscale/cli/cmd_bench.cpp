@@ -61,9 +61,10 @@ train::TrainConfig bench_config(const RunOptions& run) {
 
 std::vector<std::string> bench_run_keys() {
   std::vector<std::string> keys = run_option_keys();
-  // The benchmark measures data parallelism (with ZeRO-1 or ZeRO-3 on GPUs); model-parallel layouts
-  // run through aiscale train, and the metrics outputs belong to a training run's directory.
-  for (const char* k : {"train.steps", "parallel.tensor_parallel", "parallel.pipeline_parallel",
+  // The benchmark measures data parallelism (with ZeRO on GPUs) and tensor parallelism;
+  // pipelines run through aiscale train, and the metrics outputs belong to a training run's
+  // directory.
+  for (const char* k : {"train.steps", "parallel.pipeline_parallel",
                         "parallel.pipeline_schedule", "parallel.microbatches",
                         "parallel.sequence_parallel", "run.tensorboard", "run.mllog"})
     keys.erase(std::remove(keys.begin(), keys.end(), k), keys.end());

@@ -253,8 +253,9 @@ const std::vector<Key>& schema() {
                         "ZeRO-3, also the parameters sharded, gathered block by block (CPU "
                         "ranks, and GPU ranks over NCCL)", 0, 3));
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
-                        "ranks that split each layer's matrices, attention heads and vocabulary "
-                        "(divides model.n_head, model.n_embd and model.vocab_size; CPU ranks); "
+                        "ranks that split each layer's matrices, attention heads and (CPU "
+                        "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
+                        "ranks, model.vocab_size; GPU ranks: all of the job's ranks, ZeRO 0); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel)",
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,

@@ -21,7 +21,8 @@ void check_parallel_config(const TrainConfig& c) {
     if (m.n_embd % tp != 0)
       fail("parallel.tensor_parallel = {} does not divide model.n_embd = {}: choose a "
            "tensor_parallel that divides the width", tp, m.n_embd);
-    if (m.vocab_size % tp != 0)
+    // (GPU ranks keep the vocabulary whole on every tensor rank.)
+    if (c.device == "cpu" && m.vocab_size % tp != 0)
       fail("parallel.tensor_parallel = {} does not divide model.vocab_size = {}: each tensor "
            "rank holds an equal slice of the vocabulary; pad the vocabulary to a multiple of {} "
            "(e.g. model.vocab_size = {}) or choose another tensor_parallel", tp, m.vocab_size,
@@ -59,14 +60,18 @@ void check_parallel_config(const TrainConfig& c) {
          "parallel.zero_stage 0 or 2");
   if (c.device != "cpu") {
     std::vector<std::string> asked;
-    if (tp > 1) asked.push_back(fmt::format("parallel.tensor_parallel = {}", tp));
     if (pp > 1) asked.push_back(fmt::format("parallel.pipeline_parallel = {}", pp));
     if (c.zero_stage == 2) asked.push_back("parallel.zero_stage = 2");
     if (c.sequence_parallel) asked.push_back("parallel.sequence_parallel = true");
     if (!asked.empty())
       fail("{} run on CPU ranks (MPI) in this version; GPU ranks run data parallelism with "
-           "ZeRO stages 0, 1 and 3: set train.device = \"cpu\", or leave tensor_parallel and "
-           "pipeline_parallel at 1 and zero_stage at 0, 1 or 3", fmt::join(asked, ", "));
+           "ZeRO stages 0, 1 and 3, or tensor parallelism over all ranks: set train.device = "
+           "\"cpu\", or leave pipeline_parallel at 1, zero_stage at 0, 1 or 3 and "
+           "sequence_parallel off", fmt::join(asked, ", "));
+    if (tp > 1 && c.zero_stage != 0)
+      fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO in this version: set "
+           "parallel.zero_stage = 0, or parallel.tensor_parallel = 1 to shard with ZeRO-{}", tp,
+           c.zero_stage);
   }
 }
 
@@ -77,6 +82,11 @@ ParallelLayout parallel_layout(const TrainConfig& c, int world) {
          "parallel.pipeline_parallel = {} x {} = {}: launch a multiple of {} ranks "
          "(data-parallel copies x {}), or change the layout", world, c.tensor_parallel,
          c.pipeline_parallel, model_ranks, model_ranks, model_ranks);
+  if (c.device != "cpu" && c.tensor_parallel > 1 && world != model_ranks)
+    fail("parallel.tensor_parallel = {} on GPU ranks splits one model over every rank in this "
+         "version; the job has {} ranks ({} data-parallel copies): launch {} ranks, or set "
+         "parallel.tensor_parallel = {}", c.tensor_parallel, world, world / model_ranks,
+         model_ranks, world);
   ParallelLayout l;
   l.tp = static_cast<int>(c.tensor_parallel);
   l.pp = static_cast<int>(c.pipeline_parallel);

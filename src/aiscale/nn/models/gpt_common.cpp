@@ -6,6 +6,7 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/process_groups.h"
 
 namespace aiscale::nn {
 
@@ -39,6 +40,34 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
   }
   return mask;
 }
+
+namespace {
+
+// GPU ranks run tensor parallelism as the whole layout: one data-parallel copy split over
+// every rank, over NCCL, without ZeRO, pipeline stages or sequence parallelism.
+void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
+  parallel::ProcessGroups& g = *o.groups;
+  const int tp = g.tensor().world();
+  if (g.data().world() > 1 || g.pipeline().world() > 1)
+    fail("parallel.tensor_parallel = {} on GPU ranks runs with every rank in the tensor group "
+         "(this job has {} data-parallel copies and {} pipeline stages): launch {} ranks, or "
+         "set parallel.tensor_parallel to the rank count", tp, g.data().world(),
+         g.pipeline().world(), tp);
+  if (!g.tensor().device_stream())
+    fail("parallel.tensor_parallel = {} on GPU ranks sums the layers' outputs on the GPU over "
+         "NCCL; this run has the {} communicator: use parallel.communicator = \"nccl\" (or "
+         "auto)", tp, g.tensor().backend());
+  if (o.zero_stage != 0 || o.sequence_parallel)
+    fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO and sequence "
+         "parallelism: set parallel.zero_stage = 0 and parallel.sequence_parallel = false",
+         tp);
+  if (c.n_head % tp != 0)
+    fail("parallel.tensor_parallel = {} does not divide model.n_head = {}: each tensor rank "
+         "holds whole attention heads; choose a tensor_parallel that divides {}", tp, c.n_head,
+         c.n_head);
+}
+
+}  // namespace
 
 std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c,
                                    const GptRunOptions& o) {
@@ -92,6 +121,7 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);
   }
+  if (device == "cuda" && o.groups && o.groups->tensor().world() > 1) check_gpu_tensor_parallel(c, o);
   return device == "cuda" ? make_gpt_cuda(c, o) : make_gpt_cpu(c, o);
 }
 

@@ -22,8 +22,10 @@
 // and cooperates for the embeddings: it gathers every rank's tokens during forward and
 // hands its input gradient d(res0) to the reducer, then runs the embedding backward over
 // all ranks' positions. ZeRO-1's sharded AdamW is optim/zero1.cuh; AISCALE_CUDA_TIMING's
-// step timing is profile/step_timer.cuh. The environment variables read here are listed,
-// with what each is for, in core/env.cpp.
+// step timing is profile/step_timer.cuh. Tensor parallelism (a tensor group of several
+// ranks) is gpt_cuda_tp.cuh: the layers compute on this rank's heads and MLP slice, and the
+// row-parallel outputs and column-parallel input gradients are summed over the group. The
+// environment variables read here are listed, with what each is for, in core/env.cpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -71,10 +73,12 @@ AttentionImpl choose_attention(const std::string& option, const std::string& var
 }  // namespace
 
 GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
-                 const GptCudaSwitches& sw)
+                 const GptCudaSwitches& sw, parallel::Communicator* tensor_group)
     : config_(c),
       options_(o),
       layout_(c),
+      shard_(c, tensor_group ? tensor_group->world() : 1, tensor_group ? tensor_group->rank() : 0,
+             /*vocab_parallel=*/false),
       t_(o.precision),
       es_(dtype_size(o.precision)),
       B_(o.batch),
@@ -86,16 +90,22 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       Vp_((c.vocab_size + 127) / 128 * 128),
       maxT_(c.block_size),
       N_(o.batch * o.seq) {
-  P_ = layout_.size();
+  const int64_t tp = shard_.tp();
+  Cl_ = C_ / tp;
+  NHl_ = NH_ / tp;
+  Fl_ = 4 * C_ / tp;
+  P_ = shard_.size();
   Pw_ = P_ + (Vp_ - V_) * C_;
-  AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == P_,
+  AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == layout_.size(),
                        "init has " + std::to_string(init.size()) + " values");
   attention_impl_ = choose_attention(options_.attention, sw.attention);
   linear_.fused_gelu = sw.fused_gelu;
   linear_.fused_bgrad = sw.fused_bgrad;
   // Only where the padded rows land inside wpe's gradient.
   lm_head_padded_dw_ = sw.lm_head_pad && maxT_ >= Vp_ - V_;
-  autotune_ = sw.autotune;
+  // Under tensor parallelism the ranks must pick the same GEMM algorithms, so that the
+  // replicated computations (LM head, LayerNorms' inputs) stay bitwise equal: no timing.
+  autotune_ = sw.autotune && tp == 1;
   fused_xent_ = sw.fused_xent;
   verbose_ = sw.verbose;
   if (!cuda::attention_supported(t_, C_ / NH_))
@@ -116,13 +126,14 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       (attention_impl_ == AttentionImpl::automatic && cuda::cudnn_attention_compiled() &&
        t_ != DType::f32)) {
     try {
-      cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(t_, B_, T_, NH_, C_ / NH_);
+      cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(t_, B_, T_, NHl_, C_ / NH_);
     } catch (const Error& e) {
       if (attention_impl_ == AttentionImpl::cudnn) throw;
       std::fprintf(stderr, "[aiscale cuda] cuDNN attention unavailable, using flash: %s\n",
                    e.what());
     }
   }
+  if (tensor_group) tp_ = std::make_unique<GptCudaTensorParallel>(*tensor_group, shard_, t_, stream_);
   subscribe_reducer(sw.fused_norm);
   if (zero3_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
   allocate(sizes());
@@ -176,6 +187,7 @@ GptCuda::~GptCuda() {
   if (timer_ && timer_->report(rank_) && reducer_) reducer_->report_bucket_times();
   zero1_.reset();
   zero3_.reset();  // waits for its collectives
+  tp_.reset();     // waits for its all-reduces
   reducer_.reset();  // waits for its collectives; unmaps the peers' buffers (copy engines)
   timer_.reset();
   gemm_.reset();
@@ -227,7 +239,7 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
                                      cudaMemcpyHostToDevice, stream_));
   const int32_t* d_inputs = d_tokens_;
   const int32_t* d_targets = d_tokens_ + N_;
-  const int64_t N = N_, C = C_, B = B_, T = T_, NH = NH_;
+  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
   cudaStream_t s = stream_;
   if (gather_tokens) reducer_->gather_inputs(tokens_all_, h_tokens_all_, d_tokens_, N * 4);
 
@@ -241,26 +253,30 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
     prof_op("layernorm_forward");
     cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
                             pw(l, in(P::ln1_b)), N, C, s);
-    prof_op("matmul_forward", 6.0 * N * C * C);
+    prof_op("matmul_forward", 6.0 * N * C * Cl);
     cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)),
-                         pw(l, in(P::qkv_b)), nullptr, N, C, 3 * C, linear_, s);
-    prof_op("attention_forward", 2.0 * B * T * T * C);
+                         pw(l, in(P::qkv_b)), nullptr, N, C, 3 * Cl, linear_, s);
+    prof_op("attention_forward", 2.0 * B * T * T * Cl);
     if (cudnn_attention_)
       cudnn_attention_->forward(a.atty, a.lse, a.qkv, cudnn_workspace_, s);
     else
-      cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, C, NH, attention_impl_, s);
-    prof_op("matmul_forward", 2.0 * N * C * C);
+      cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, Cl, NHl, attention_impl_, s);
+    prof_op("matmul_forward", 2.0 * N * C * Cl);
     cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
-                         pw(l, in(P::proj_b)), res(l), N, C, C, linear_, s);
+                         row_add(pw(l, in(P::proj_b))), row_add(res(l)), N, Cl, C, linear_, s);
+    if (tp_) prof_op("tensor_allreduce");
+    tp_sum(a.res_mid);
     prof_op("layernorm_forward");
     cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
                             pw(l, in(P::ln2_b)), N, C, s);
-    prof_op("matmul_forward", 8.0 * N * C * C);
+    prof_op("matmul_forward", 2.0 * N * C * Fl);
     cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)),
-                         pw(l, in(P::fc_b)), nullptr, N, C, 4 * C, linear_, s);
-    prof_op("matmul_forward", 8.0 * N * C * C);
+                         pw(l, in(P::fc_b)), nullptr, N, C, Fl, linear_, s);
+    prof_op("matmul_forward", 2.0 * N * C * Fl);
     cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
-                         pw(l, in(P::fcproj_b)), a.res_mid, N, 4 * C, C, linear_, s);
+                         row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), N, Fl, C, linear_, s);
+    if (tp_) prof_op("tensor_allreduce");
+    tp_sum(res(l + 1));
   }
   prof_op("layernorm_forward");
   cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(L_), lnf_w(), lnf_b(), N, C, s);
@@ -271,6 +287,7 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
   forward_done_ = true;
   if (!targets) {
     logits_state_ = LogitsState::valid;
+    if (tp_) tp_->finish();
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
     return std::numeric_limits<float>::quiet_NaN();
   }
@@ -303,6 +320,7 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
                                      cudaMemcpyHostToDevice, s));
   AISCALE_CUDA_CHECK(cudaEventRecord(buckets_sent_, s));
   lap(2);
+  if (tp_) tp_->finish();  // bounded: a stopped peer fails here, not in the wait below
   AISCALE_CUDA_CHECK(cudaEventSynchronize(loss_ready_));
   lap(3);
   return *h_loss_;
@@ -334,8 +352,9 @@ void GptCuda::logits_at(int64_t b, int64_t t, float* out) {
 
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
                                           const std::vector<float>& init_params,
-                                          const GptCudaSwitches& switches) {
-  return std::make_unique<GptCuda>(c, o, init_params, switches);
+                                          const GptCudaSwitches& switches,
+                                          parallel::Communicator* tensor_group) {
+  return std::make_unique<GptCuda>(c, o, init_params, switches, tensor_group);
 }
 
 }  // namespace detail

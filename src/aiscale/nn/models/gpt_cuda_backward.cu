@@ -12,7 +12,7 @@ namespace aiscale::nn::detail {
 void GptCuda::backward(float grad_multiplier) {
   if (!has_targets_ || logits_state_ == LogitsState::consumed)
     throw Error("backward() needs a forward() with targets before it");
-  const int64_t N = N_, C = C_, B = B_, T = T_, NH = NH_;
+  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
   cudaStream_t s = stream_;
   float alpha = 1.0f;
   if (logits_state_ == LogitsState::gradient) {
@@ -58,54 +58,58 @@ void GptCuda::backward(float grad_multiplier) {
       cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
                               pw(l, in(P::ln2_b)), N, C, s);
       prof_op("gelu_forward");
-      cuda::gelu_forward(t_, a.fc_gelu, a.fc_pre, N * 4 * C, s);
+      cuda::gelu_forward(t_, a.fc_gelu, a.fc_pre, N * Fl, s);
     }
     // MLP projection: dres = d(res[l + 1]); its bias gradient came from the LayerNorm
     // backward that produced dres.
-    prof_op("matmul_backward", 8.0 * N * C * C);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
     cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), nullptr, dres_, a.fc_gelu,
-                                 N, 4 * C, C, C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 8.0 * N * C * C);
-    cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, in(P::fcproj_w)), N, 4 * C, C, C,
+                                 N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
+    cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, in(P::fcproj_w)), N, Fl, C, C,
                                 1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
     prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, 4 * C, s);
-    // MLP first layer.
-    prof_op("matmul_backward", 8.0 * N * C * C);
+    cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
+    // MLP first layer (column-parallel: its input gradient is summed over the tensor ranks).
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
     cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
-                                 4 * C, 4 * C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 8.0 * N * C * C);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, 4 * C, 4 * C,
+                                 Fl, Fl, 1.0f, bias_scratch_, linear_, s);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
+    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, Fl, Fl,
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    if (tp_) prof_op("tensor_allreduce");
+    tp_sum(dln_);
     prof_op("layernorm_backward");
     cuda::layernorm_backward(t_, dres_, gl(l, P::ln2_w), gl(l, P::ln2_b),
                              gl(l, P::proj_b), dln_, a.res_mid, pw(l, in(P::ln2_w)),
                              a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
     if (l == 0) ready(kGptLayer0Mlp);
     // Attention projection: dres = d(res_mid).
-    prof_op("matmul_backward", 2.0 * N * C * C);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), nullptr, dres_, a.atty, N, C,
+    prof_op("matmul_backward", 2.0 * N * C * Cl);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), nullptr, dres_, a.atty, N, Cl,
                                  C, C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 2.0 * N * C * C);
-    cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, C, C, C,
+    prof_op("matmul_backward", 2.0 * N * C * Cl);
+    cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, Cl, C, C,
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
-    prof_op("attention_backward", 4.0 * B * T * T * C);
+    prof_op("attention_backward", 4.0 * B * T * T * Cl);
     if (cudnn_attention_)
       cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
                                  cudnn_workspace_, s);
     else
-      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, C, NH,
+      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
                                dq_accum_, delta_, attention_impl_, s);
-    // QKV projection.
-    prof_op("matmul_backward", 6.0 * N * C * C);
+    // QKV projection (column-parallel: its input gradient is summed over the tensor ranks).
+    prof_op("matmul_backward", 6.0 * N * C * Cl);
     cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
-                                 3 * C, 3 * C, 1.0f, bias_scratch_, linear_, s);
+                                 3 * Cl, 3 * Cl, 1.0f, bias_scratch_, linear_, s);
     prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * C, s);
+    cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * Cl, s);
     if (l == 0) ready(kGptLayer0Qkv);
-    prof_op("matmul_backward", 6.0 * N * C * C);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * C, 3 * C,
+    prof_op("matmul_backward", 6.0 * N * C * Cl);
+    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * Cl, 3 * Cl,
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    if (tp_) prof_op("tensor_allreduce");
+    tp_sum(dln_);
     prof_op("layernorm_backward");
     cuda::layernorm_backward(t_, dres_, gl(l, P::ln1_w), gl(l, P::ln1_b),
                              l > 0 ? gl(l - 1, P::fcproj_b) : nullptr, dln_, res(l),

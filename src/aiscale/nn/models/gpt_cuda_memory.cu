@@ -33,7 +33,7 @@ void GptCudaMemory::release() {
 void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const bool gathered = z.gathered;
   bucket_capacity_ = gathered ? z.world * z.N : z.N;
-  const int64_t N = z.N, C = z.C, L = z.L;
+  const int64_t N = z.N, C = z.C, L = z.L, Ca = z.Ca, Fm = z.F;
   const size_t e = z.es;
   const bool rc = z.recompute;
   ArenaPlan plan;
@@ -51,16 +51,16 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   for (int64_t l = 0; l <= L; ++l) o_res.push_back(plan.add(size_t(N * C) * e));
   const size_t shared_ln1 = rc ? plan.add(size_t(N * C) * e) : 0;
   const size_t shared_ln2 = rc ? plan.add(size_t(N * C) * e) : 0;
-  const size_t shared_gelu = rc ? plan.add(size_t(N * 4 * C) * e) : 0;
+  const size_t shared_gelu = rc ? plan.add(size_t(N * Fm) * e) : 0;
   std::vector<Off> off(static_cast<size_t>(L));
   for (auto& x : off) {
     x.ln1 = rc ? shared_ln1 : plan.add(size_t(N * C) * e);
-    x.qkv = plan.add(size_t(N * 3 * C) * e);
-    x.atty = plan.add(size_t(N * C) * e);
+    x.qkv = plan.add(size_t(N * 3 * Ca) * e);
+    x.atty = plan.add(size_t(N * Ca) * e);
     x.res_mid = plan.add(size_t(N * C) * e);
     x.ln2 = rc ? shared_ln2 : plan.add(size_t(N * C) * e);
-    x.fc_pre = plan.add(size_t(N * 4 * C) * e);
-    x.fc_gelu = rc ? shared_gelu : plan.add(size_t(N * 4 * C) * e);
+    x.fc_pre = plan.add(size_t(N * Fm) * e);
+    x.fc_gelu = rc ? shared_gelu : plan.add(size_t(N * Fm) * e);
     x.ln1_mean = plan.add(size_t(N) * 4);
     x.ln1_rstd = plan.add(size_t(N) * 4);
     x.ln2_mean = plan.add(size_t(N) * 4);
@@ -72,10 +72,10 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t o_logits = plan.add(size_t(N * z.Vp) * e);
   const size_t o_losses = plan.add(size_t(N) * 4), o_loss = plan.add(4);
   const size_t o_dres = plan.add(size_t(N * C) * e), o_dln = plan.add(size_t(N * C) * e);
-  const size_t o_datty = plan.add(size_t(N * C) * e);
-  const size_t o_dqkv = plan.add(size_t(N * 3 * C) * e);
-  const size_t o_dfc = plan.add(size_t(N * 4 * C) * e);
-  const size_t o_dq = plan.add(size_t(N * C) * 4);
+  const size_t o_datty = plan.add(size_t(N * Ca) * e);
+  const size_t o_dqkv = plan.add(size_t(N * 3 * Ca) * e);
+  const size_t o_dfc = plan.add(size_t(N * Fm) * e);
+  const size_t o_dq = plan.add(size_t(N * Ca) * 4);
   const size_t o_delta = plan.add(size_t(z.B * z.NH * z.T) * 4);
   const size_t o_cudnn_ws =
       plan.add(std::max<size_t>(16, z.cudnn_workspace_bytes));

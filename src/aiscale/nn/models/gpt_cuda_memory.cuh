@@ -14,6 +14,9 @@ namespace aiscale::nn::detail {
 // What allocate() sizes for.
 struct GptCudaSizes {
   int64_t B = 0, T = 0, C = 0, NH = 0, L = 0, V = 0, Vp = 0, N = 0;  // Vp: padded vocabulary
+  // Tensor parallelism: this rank's attention width (its heads: NH is their number) and MLP
+  // width; C and 4C with one tensor rank.
+  int64_t Ca = 0, F = 0;
   size_t es = 4;           // bytes per value of the run's dtype
   bool recompute = false;  // one shared buffer for ln1, ln2, GELU output of every layer
   int64_t S = 0;           // master weights and moments (ZeRO-1: this rank's shard)

@@ -12,7 +12,9 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_cuda.cuh"
 #include "aiscale/nn/models/gpt_cuda_memory.cuh"
+#include "aiscale/nn/models/gpt_cuda_tp.cuh"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/ops/cuda/cudnn_attention.h"
 #include "aiscale/optim/zero1.cuh"
@@ -31,7 +33,7 @@ using P = GptBlockParam;
 class GptCuda final : public GptModel, private GptCudaMemory {
  public:
   GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
-          const GptCudaSwitches& sw);
+          const GptCudaSwitches& sw, parallel::Communicator* tensor_group);
   ~GptCuda() override;
 
   const GptConfig& config() const override { return config_; }
@@ -59,7 +61,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void logits_at(int64_t b, int64_t t, float* out) override;
 
   // With ZeRO-1 or ZeRO-3 the state is sharded: get_params / get_optimizer_state gather it
-  // (every rank must call them) and use the gradient buffers as scratch.
+  // (every rank must call them) and use the gradient buffers as scratch. With tensor
+  // parallelism each rank holds its slices and they speak whole vectors too (collective).
   void get_params(float* out) const override;
   void set_params(const float* in) override;
   void get_grads(float* out) const override;
@@ -70,11 +73,17 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
   size_t memory_bytes() const override { return arena_bytes_; }
   size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
-  bool data_parallel() const override { return reducer_ != nullptr || (zero3_ && world_ > 1); }
+  // Tensor parallelism: the ranks' gradients need no exchange after backward (split
+  // tensors are each rank's own, replicated ones equal), so the trainer must not sum them.
+  bool data_parallel() const override {
+    return reducer_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr;
+  }
   void set_gradient_sync(bool on) override {
     if (reducer_) reducer_->set_sync(on);
   }
-  bool collective_state() const override { return zero1_ != nullptr || (zero3_ && world_ > 1); }
+  bool collective_state() const override {
+    return zero1_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr;
+  }
 
  private:
   enum class LogitsState { valid, gradient, consumed };
@@ -91,9 +100,18 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void ready(int point) {
     if (reducer_) reducer_->gradients_ready(point, stream_);
   }
-  // Waits (bounded) for the reducer's collectives (e.g. ZeRO-1's all-gather of the weights).
+  // Waits (bounded) for the reducer's collectives (e.g. ZeRO-1's all-gather of the weights)
+  // and the tensor group's all-reduces.
   void finish_comm() const {
     if (reducer_) reducer_->finish();
+    if (tp_) tp_->finish();
+  }
+  // Tensor parallelism: a row-parallel layer's bias and residual, added by rank 0 only (the
+  // others write partial sums), and the sum over the tensor ranks of (N, C) values
+  // (a row-parallel output forward, a column-parallel input gradient backward).
+  const void* row_add(const void* p) const { return !tp_ || tp_->adds_bias() ? p : nullptr; }
+  void tp_sum(void* x) {
+    if (tp_) tp_->allreduce(x, N_ * C_);
   }
   // --profile: the op now starting on the model's stream (nullptr: the last one ended).
   void prof_op(const char* name, double flops = 0) {
@@ -120,7 +138,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // Working-copy (padded layout) parameter pointers. With ZeRO-3 a layer's parameters
   // are those gathered for the layer now computing (use_layer), the embeddings and ln_f
   // those gathered for the step.
-  int64_t work_layer_off(int64_t l) const { return layout_.layer_begin(l) + (Vp_ - V_) * C_; }
+  int64_t work_layer_off(int64_t l) const { return shard_.layer_begin(l) + (Vp_ - V_) * C_; }
   const void* pw(int64_t l, int64_t off) const {
     return zero3_ ? at(const_cast<void*>(layer_w_), off) : at(work_, work_layer_off(l) + off);
   }
@@ -136,8 +154,10 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   }
   // Gradient pointers: the flat buffer, or with ZeRO-3 the layer's gradient buffer and
   // the resident one (wte with its padded rows, wpe, ln_f).
-  int64_t layer_off(int64_t l) const { return layout_.layer_begin(l); }
-  int64_t in(P p) const { return layout_.in_layer(p); }
+  // (Offsets in this rank's local buffers: with tensor parallelism its slices, else the
+  // GPT layout itself.)
+  int64_t layer_off(int64_t l) const { return shard_.layer_begin(l); }
+  int64_t in(P p) const { return shard_.in_layer(p); }
   int64_t lnf_w_off() const { return layer_off(L_); }
   float* g(int64_t off) const { return grads_ + off; }
   float* gl(int64_t l, P p) const {
@@ -160,9 +180,12 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   GptConfig config_;
   GptRunOptions options_;
   GptLayout layout_;
+  GptShardLayout shard_;  // this tensor rank's slices (the GPT layout with one rank)
   DType t_;
   size_t es_;
-  int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;
+  int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;  // P_: local values
+  // This tensor rank's attention width, heads and MLP width (C, NH, 4C with one rank).
+  int64_t Cl_, NHl_, Fl_;
   AttentionImpl attention_impl_ = AttentionImpl::automatic;
   LinearOptions linear_;
   bool fused_xent_ = true, verbose_ = false, printed_plans_ = false;
@@ -184,6 +207,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   std::unique_ptr<parallel::dp::Reducer> reducer_;
   std::unique_ptr<optim::Zero1> zero1_;
   std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 over several ranks
+  std::unique_ptr<GptCudaTensorParallel> tp_;  // parallel.tensor_parallel > 1
   const void* layer_w_ = nullptr;        // ZeRO-3: the gathered layer now computing
   int64_t world_ = 1, rank_ = 0;
   int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length

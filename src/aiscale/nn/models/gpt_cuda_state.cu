@@ -35,6 +35,13 @@ void GptCuda::zero_grad() {
 double GptCuda::grad_sum_squares() {
   if (reducer_) return reducer_->grad_sum_squares();
   if (zero3_) return zero3_->grad_sum_squares();
+  if (tp_) {
+    finish_comm();  // the last input gradients' sums (bounded wait)
+    prof_op("sum_squares", 2.0 * double(P_));
+    const double s = tp_->grad_sum_squares(grads_);
+    prof_op(nullptr);
+    return s;
+  }
   prof_op("sum_squares", 2.0 * double(P_));
   cuda::sum_squares(sumsq_dev_, grads_, P_, sumsq_scratch_, stream_);
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
@@ -47,7 +54,8 @@ void GptCuda::update(const ops::AdamWParams& hp) {
   finish_comm();
   mark(profile::StepTimer::kUpdate);
   const cuda::AdamWLayout L =
-      optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
+      tp_ ? tp_->adamw_layout(options_.decay_embeddings, (Vp_ - V_) * C_)
+          : optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
   prof_op("adamw_update");
   if (zero3_) {
     zero3_->update(hp);  // on the shards (or the host's); gathered when used
@@ -65,9 +73,21 @@ void GptCuda::update(const ops::AdamWParams& hp) {
 }
 
 void GptCuda::get_params(float* out) const {
-  if (zero3_) zero3_->get_params(out);
-  else if (zero1_) zero1_->gather(master_, out, grads_, stream_);
-  else download(out, master_);
+  if (tp_) {
+    // The replicated parameters must have stayed the same on every tensor rank (the
+    // checkpoint keeps rank 0's): said loudly if not.
+    if (!tp_->replicated_agree(master_) && tp_->rank() == 0)
+      std::fprintf(stderr, "[aiscale cuda] warning: the replicated parameters (LayerNorms, "
+                           "biases, embeddings) differ between the tensor-parallel ranks; the "
+                           "checkpoint holds tensor rank 0's\n");
+    tp_->gather(master_, out);
+  } else if (zero3_) {
+    zero3_->get_params(out);
+  } else if (zero1_) {
+    zero1_->gather(master_, out, grads_, stream_);
+  } else {
+    download(out, master_);
+  }
 }
 
 void GptCuda::set_params(const float* in) {
@@ -77,7 +97,8 @@ void GptCuda::set_params(const float* in) {
   }
   finish_comm();
   float* full = zero1_ ? grads_ : master_;  // ZeRO-1: the whole vector passes through grads_
-  upload(full, in);
+  if (tp_) tp_->scatter(in, full);  // this rank's slices
+  else upload(full, in);
   // Working copy: wte rows, then (after the zero padded rows) everything else.
   cuda::cast_from_f32(t_, work_, full, V_ * C_, stream_);
   AISCALE_CUDA_CHECK(cudaMemsetAsync(at(work_, V_ * C_), 0, size_t((Vp_ - V_) * C_) * es_,
@@ -91,6 +112,10 @@ void GptCuda::set_params(const float* in) {
 }
 
 void GptCuda::get_grads(float* out) const {
+  if (tp_) {
+    tp_->gather(grads_, out);
+    return;
+  }
   if (zero3_) {
     zero3_->get_grads(out);
     return;
@@ -105,10 +130,16 @@ void GptCuda::set_grads(const float* in) {
     return;
   }
   finish_comm();
-  upload(grads_, in);
+  if (tp_) tp_->scatter(in, grads_);
+  else upload(grads_, in);
 }
 
 void GptCuda::get_optimizer_state(float* m, float* v) const {
+  if (tp_) {
+    tp_->gather(m_, m);
+    tp_->gather(v_, v);
+    return;
+  }
   if (zero3_) {
     zero3_->get_moments(m, v);
     return;
@@ -134,11 +165,21 @@ void GptCuda::set_optimizer_state(const float* m, const float* v) {
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return;
   }
+  if (tp_) {
+    tp_->scatter(m, m_);
+    tp_->scatter(v, v_);
+    return;
+  }
   upload(m_, m);
   upload(v_, v);
 }
 
 void GptCuda::subscribe_reducer(bool fused_norm) {
+  if (tp_) {  // one data-parallel copy (make_gpt refuses more): nothing to reduce
+    S_ = Ppad_ = P_;
+    rank_ = tp_->rank();
+    return;
+  }
   parallel::Communicator* comm = options_.comm;
   const bool several = comm && comm->world() > 1;
   // ZeRO-3 over several ranks, or on one GPU with the optimizer state on the host (the
@@ -176,7 +217,8 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
 
 GptCudaSizes GptCuda::sizes() const {
   GptCudaSizes z;
-  z.B = B_, z.T = T_, z.C = C_, z.NH = NH_, z.L = L_, z.V = V_, z.Vp = Vp_, z.N = N_;
+  z.B = B_, z.T = T_, z.C = C_, z.NH = NHl_, z.L = L_, z.V = V_, z.Vp = Vp_, z.N = N_;
+  z.Ca = Cl_, z.F = Fl_;
   z.es = es_;
   z.recompute = options_.recompute;
   z.S = S_, z.Ppad = Ppad_, z.Pw = zero3_ ? S_ : Pw_;  // ZeRO-3: the working copy's shard

@@ -9,6 +9,7 @@
 
 #ifdef AISCALE_HAVE_CUDA
 #include "aiscale/nn/models/gpt_cuda.cuh"
+#include "aiscale/parallel/process_groups.h"
 #endif
 
 namespace aiscale::nn {
@@ -41,8 +42,11 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions&
   if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
     fail("head size n_embd / n_head = {} is not supported by the CUDA attention kernels: "
          "choose 16, 32, 64 or 128 (GPT-2 uses 64)", hs);
+  // Tensor parallelism (make_gpt has checked the layout): the group's ranks hold slices.
+  parallel::Communicator* tensor =
+      o.groups && o.groups->tensor().world() > 1 ? &o.groups->tensor() : nullptr;
   return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed),
-                                 detail::gpt_cuda_switches_from_env());
+                                 detail::gpt_cuda_switches_from_env(), tensor);
 }
 
 namespace detail {

@@ -24,10 +24,10 @@ constexpr Split kBlockSplit[kGptBlockParams] = {
 
 }  // namespace
 
-GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank)
+GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel)
     : config_(c), tp_(tp), rank_(rank) {
   AISCALE_CHECK(tp >= 1 && rank >= 0 && rank < tp && c.n_head % tp == 0 &&
-                    c.n_embd % tp == 0 && c.vocab_size % tp == 0,
+                    c.n_embd % tp == 0 && (!vocab_parallel || c.vocab_size % tp == 0),
                 "tensor-parallel layout {} of {} does not fit the model", rank, tp);
   const GptLayout full(c);
   int64_t offset = 0;
@@ -35,7 +35,7 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank)
     ShardedTensor t;
     t.full = p;
     if (p.name == "wte.weight") {
-      t.kind = ShardKind::rows;
+      if (vocab_parallel) t.kind = ShardKind::rows;
     } else if (p.layer >= 0) {
       for (int j = 0; j < kGptBlockParams; ++j)
         if (p.offset == full.at(p.layer, static_cast<GptBlockParam>(j))) {

@@ -5,6 +5,8 @@
 // output projections) a slice of their input columns, the token embedding (tied LM head) a
 // slice of the vocabulary; LayerNorms, the position embedding and the row-parallel biases
 // are whole on every rank (replicated). With one rank it is the GPT layout itself.
+// With vocab_parallel = false the token embedding is whole on every rank too (the CUDA
+// model's tensor parallelism: a replicated LM head, so tp need not divide the vocabulary).
 //
 // Local flat order is the GPT layout's order. The local buffer splits into units for
 // ZeRO: the embeddings, each layer, the final LayerNorm.
@@ -29,7 +31,7 @@ struct ShardedTensor {
 
 class GptShardLayout {
  public:
-  GptShardLayout(const GptConfig& c, int tp, int rank);
+  GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel = true);
 
   const GptConfig& config() const { return config_; }
   int tp() const { return tp_; }

@@ -1,0 +1,197 @@
+// Tensor parallelism of the CUDA GPT model: the all-reduces of a layer, the gradient norm
+// over split and replicated tensors, and the whole <-> local vectors (gpt_cuda_tp.cuh).
+#include "aiscale/nn/models/gpt_cuda_tp.cuh"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "aiscale/ops/cuda/common.cuh"
+
+namespace aiscale::nn::detail {
+namespace {
+
+// A piece of the local buffer inside one tensor.
+struct Chunk {
+  int64_t begin;
+  int32_t count;
+  int32_t replicated;  // 1: the tensor is whole on every rank
+};
+constexpr int64_t kChunk = 32768;  // values per chunk (one block of 256 threads each)
+constexpr int kThreads = 256;
+
+// partials[c] = sum of squares of chunk c.
+__global__ void chunk_sum_squares(const float* __restrict__ g, const Chunk* __restrict__ chunks,
+                                  double* __restrict__ partials) {
+  __shared__ double scratch[32];
+  const Chunk c = chunks[blockIdx.x];
+  const float* p = g + c.begin;
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < c.count; i += blockDim.x) {
+    const double x = p[i];
+    acc += x * x;
+  }
+  acc = cuda::block_sum(acc, scratch);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+// totals[0] = the split tensors' chunks, totals[1] = the replicated ones (one block, each
+// thread over a fixed stride of chunks, then a fixed-order block sum).
+__global__ void sum_partials(const double* __restrict__ partials, const Chunk* __restrict__ chunks,
+                             int64_t n, double* __restrict__ totals) {
+  __shared__ double scratch[32];
+  double split = 0.0, replicated = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    if (chunks[i].replicated) replicated += partials[i];
+    else split += partials[i];
+  }
+  split = cuda::block_sum(split, scratch);
+  replicated = cuda::block_sum(replicated, scratch);
+  if (threadIdx.x == 0) {
+    totals[0] = split;
+    totals[1] = replicated;
+  }
+}
+
+}  // namespace
+
+GptCudaTensorParallel::GptCudaTensorParallel(parallel::Communicator& comm,
+                                             const GptShardLayout& layout, DType t,
+                                             cudaStream_t stream)
+    : comm_(comm), layout_(layout), t_(t), stream_(stream) {
+  AISCALE_CUDA_REQUIRE(comm.device_stream() != nullptr,
+                       "tensor parallelism on GPUs needs a device communicator (NCCL)");
+  AISCALE_CUDA_REQUIRE(comm.world() == layout.tp() && comm.rank() == layout.rank(),
+                       "the tensor group disagrees with the shard layout");
+  AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  std::vector<Chunk> table;
+  for (const ShardedTensor& s : layout.tensors())
+    for (int64_t off = 0; off < s.numel; off += kChunk)
+      table.push_back(Chunk{s.offset + off, static_cast<int32_t>(std::min(kChunk, s.numel - off)),
+                            s.kind == ShardKind::replicated ? 1 : 0});
+  chunks_ = static_cast<int64_t>(table.size());
+  AISCALE_CUDA_REQUIRE(chunks_ > 0 && chunks_ < (int64_t{1} << 31), "chunk table size");
+  AISCALE_CUDA_CHECK(cudaMalloc(&chunk_table_, table.size() * sizeof(Chunk)));
+  AISCALE_CUDA_CHECK(cudaMalloc(&partials_, size_t(chunks_ + 2) * sizeof(double)));
+  totals_ = partials_ + chunks_;
+  AISCALE_CUDA_CHECK(cudaMallocHost(&host_totals_, 2 * sizeof(double)));
+  AISCALE_CUDA_CHECK(cudaMemcpy(chunk_table_, table.data(), table.size() * sizeof(Chunk),
+                                cudaMemcpyHostToDevice));
+}
+
+GptCudaTensorParallel::~GptCudaTensorParallel() {
+  // Leaving on an error, a peer may be gone: no wait (the communicator aborts itself).
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      finish();
+    } catch (const std::exception&) {
+      // the communicator has reported its failure
+    }
+  }
+  if (chunk_table_) cudaFree(chunk_table_);
+  if (partials_) cudaFree(partials_);
+  if (host_totals_) cudaFreeHost(host_totals_);
+  if (ready_) cudaEventDestroy(ready_);
+  if (done_) cudaEventDestroy(done_);
+}
+
+void GptCudaTensorParallel::allreduce(void* data, int64_t n) {
+  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
+  comm_.allreduce_sum_after(data, n, t_, ready_);
+  comm_.record(done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+}
+
+void GptCudaTensorParallel::finish() { comm_.wait(); }
+
+double GptCudaTensorParallel::grad_sum_squares(const float* grads) {
+  chunk_sum_squares<<<static_cast<unsigned>(chunks_), kThreads, 0, stream_>>>(
+      grads, static_cast<const Chunk*>(chunk_table_), partials_);
+  AISCALE_CUDA_LAUNCH_CHECK();
+  sum_partials<<<1, 1024, 0, stream_>>>(partials_, static_cast<const Chunk*>(chunk_table_),
+                                        chunks_, totals_);
+  AISCALE_CUDA_LAUNCH_CHECK();
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_totals_, totals_, 2 * sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double split = host_totals_[0];
+  comm_.allreduce_sum(&split, 1);
+  // The replicated tensors' gradients are the same on every rank: this rank's count once.
+  return split + host_totals_[1];
+}
+
+std::vector<float> GptCudaTensorParallel::download(const float* local_dev) {
+  std::vector<float> local(static_cast<size_t>(layout_.size()));
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(local.data(), local_dev, local.size() * 4,
+                                     cudaMemcpyDeviceToHost, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return local;
+}
+
+void GptCudaTensorParallel::gather(const float* local_dev, float* full_host) {
+  finish();
+  const std::vector<float> local = download(local_dev);
+  const int64_t n = layout_.config().num_params();
+  std::fill(full_host, full_host + n, 0.0f);
+  // Each value is written by one rank (the replicated ones by rank 0), zeros elsewhere:
+  // the sum over the ranks is exact.
+  layout_.place(local.data(), full_host, layout_.rank() == 0);
+  comm_.allreduce_sum(full_host, n);
+}
+
+void GptCudaTensorParallel::scatter(const float* full_host, float* local_dev) {
+  finish();
+  std::vector<float> local(static_cast<size_t>(layout_.size()));
+  layout_.extract(full_host, local.data());
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(local_dev, local.data(), local.size() * 4,
+                                     cudaMemcpyHostToDevice, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+bool GptCudaTensorParallel::replicated_agree(const float* local_dev) {
+  finish();
+  const std::vector<float> local = download(local_dev);
+  // FNV-1a over the bits of the replicated values, rank 0's sent to every rank.
+  uint64_t h = 1469598103934665603ull;
+  for (const ShardedTensor& s : layout_.tensors()) {
+    if (s.kind != ShardKind::replicated) continue;
+    for (int64_t i = 0; i < s.numel; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &local[static_cast<size_t>(s.offset + i)], 4);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+  }
+  uint64_t first = h;
+  comm_.broadcast_bytes(&first, sizeof first, 0);
+  double differ = first != h ? 1.0 : 0.0;
+  comm_.allreduce_sum(&differ, 1);
+  return differ == 0.0;
+}
+
+cuda::AdamWLayout GptCudaTensorParallel::adamw_layout(bool decay_embeddings,
+                                                      int64_t work_shift) const {
+  const GptShardLayout& l = layout_;
+  cuda::AdamWLayout L;
+  L.n = l.size();
+  L.embeddings_end = l.layers_begin();
+  L.decay_embeddings = decay_embeddings;
+  L.layers_begin = l.layers_begin();
+  L.layer_size = l.layer_size();
+  L.n_layer = l.config().n_layer;
+  // A block's four matrices, each as this rank holds it.
+  const GptBlockParam matrices[4] = {GptBlockParam::qkv_w, GptBlockParam::proj_w,
+                                     GptBlockParam::fc_w, GptBlockParam::fcproj_w};
+  for (int j = 0; j < 4; ++j) {
+    const ShardedTensor& s = l.tensors()[2 + static_cast<int>(matrices[j])];
+    AISCALE_CUDA_REQUIRE(s.full.is_matrix, "AdamW: a GPT block matrix is not a matrix");
+    L.decay_begin[j] = l.in_layer(matrices[j]);
+    L.decay_end[j] = L.decay_begin[j] + s.numel;
+  }
+  L.work_split = l.wpe();
+  L.work_shift = work_shift;
+  return L;
+}
+
+}  // namespace aiscale::nn::detail

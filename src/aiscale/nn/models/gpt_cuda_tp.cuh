@@ -1,0 +1,97 @@
+// Tensor parallelism of the CUDA GPT model (Megatron-style) over the tensor group's NCCL
+// communicator: what a tensor rank exchanges and how its local buffers map to the whole
+// model's flat vectors. The model (gpt_cuda.cu, gpt_cuda_backward.cu) computes on its
+// local slices and calls in here at the four points of a layer that need the other ranks.
+//
+// What a rank holds (nn/models/gpt_shard.h with a replicated vocabulary):
+// - the attention's QKV projection and the MLP's first layer column-split: rows of heads
+//   [r NH/tp, (r+1) NH/tp) of each of Q, K and V, and rows [r 4C/tp, (r+1) 4C/tp) of the
+//   MLP, with their biases;
+// - the two output projections row-split: the matching input columns;
+// - everything else whole on every rank: LayerNorms, the output projections' biases, the
+//   position embedding, and the token embedding with the tied LM head (a replicated
+//   vocabulary: each rank computes the whole logits and loss).
+//
+// Forward, the output of a row-parallel projection is a partial sum on each rank; only
+// rank 0's GEMM epilogue adds the bias and the residual, so the in-place all-reduce
+// (allreduce(), in the run's dtype, bf16 by default, like Megatron) leaves the whole
+// residual stream on every rank. Backward mirrors it: the input gradients of the two
+// column-parallel layers (d ln_1 and d ln_2 outputs) are partial sums, all-reduced before
+// the LayerNorm backward. Every replicated computation then sees the same inputs on every
+// rank and runs the same kernels (GEMM autotuning is off under tensor parallelism, so the
+// ranks pick the same algorithms): the replicated parameters' gradients, and so the
+// parameters, stay bitwise equal without any exchange of their own. get_params checks it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "aiscale/core/dtype.h"
+#include "aiscale/nn/models/gpt_shard.h"
+#include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/parallel/comm.h"
+
+namespace aiscale::nn::detail {
+
+class GptCudaTensorParallel {
+ public:
+  // comm: the tensor group (a device communicator, NCCL); layout: this rank's slices
+  // (must outlive this object); t: the activations' dtype; stream: the model's stream.
+  GptCudaTensorParallel(parallel::Communicator& comm, const GptShardLayout& layout, DType t,
+                        cudaStream_t stream);
+  ~GptCudaTensorParallel();
+  GptCudaTensorParallel(const GptCudaTensorParallel&) = delete;
+  GptCudaTensorParallel& operator=(const GptCudaTensorParallel&) = delete;
+
+  int tp() const { return layout_.tp(); }
+  int rank() const { return layout_.rank(); }
+  // Rank 0 adds the row-parallel layers' biases and the residual in its GEMM epilogues.
+  bool adds_bias() const { return layout_.rank() == 0; }
+
+  // In-place sum over the tensor ranks of n values of the run's dtype at `data` (device),
+  // after the work queued on the model's stream; the model's stream then waits for it on
+  // the GPU (the host does not wait).
+  void allreduce(void* data, int64_t n);
+  // Bounded wait for the queued all-reduces: a peer that stopped fails this rank (after
+  // the communicator's timeout) instead of leaving the GPU waiting for ever.
+  void finish();
+
+  // Sum of squares of the whole model's gradients from this rank's local gradients
+  // (collective): the split tensors' summed over the ranks, the replicated ones counted
+  // once. Deterministic (fixed-order sums).
+  double grad_sum_squares(const float* grads);
+
+  // Whole flat vector (GptLayout order) on the host <-> this rank's local buffer (device,
+  // layout().size() fp32 values). gather is a collective (every rank calls it, all get
+  // the whole vector); scatter is not.
+  void gather(const float* local_dev, float* full_host);
+  void scatter(const float* full_host, float* local_dev);
+  // Whether the replicated values of `local_dev` are bitwise the same on every tensor
+  // rank (collective).
+  bool replicated_agree(const float* local_dev);
+
+  // The fused AdamW kernel's view of the local buffer: decay on the local matrices (and
+  // the embeddings when decay_embeddings), the working copy shifted by work_shift after
+  // wte like the whole model's.
+  cuda::AdamWLayout adamw_layout(bool decay_embeddings, int64_t work_shift) const;
+
+ private:
+  std::vector<float> download(const float* local_dev);
+
+  parallel::Communicator& comm_;
+  const GptShardLayout& layout_;
+  DType t_;
+  cudaStream_t stream_;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  // grad_sum_squares: the local buffer in chunks of at most kChunk values inside one
+  // tensor each (device table), one partial sum per chunk, the two totals (split,
+  // replicated) on the device and in pinned host memory.
+  int64_t chunks_ = 0;
+  void* chunk_table_ = nullptr;
+  double* partials_ = nullptr;
+  double* totals_ = nullptr;
+  double* host_totals_ = nullptr;
+};
+
+}  // namespace aiscale::nn::detail
