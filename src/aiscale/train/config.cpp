@@ -241,9 +241,36 @@ const std::vector<Key>& schema() {
                            "id there; ranks from the launcher) or tcp://host:port (rank 0 serves "
                            "a TCP store there)"));
     k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
-                           "average: gradients are averaged over ranks (DDP); sum: summed, "
-                           "world-size times larger (see docs/guide/launching.md for the learning rate)",
+                           "older spelling of parallel.grad_mixing's average and sum: average: "
+                           "gradients are averaged over ranks (DDP); sum: summed, world-size "
+                           "times larger (see docs/guide/launching.md for the learning rate)",
                            {"average", "sum"}));
+    k.push_back(string_key("parallel.grad_mixing", &TrainConfig::grad_mixing,
+                           "how the ranks' gradients combine: average (DDP), sum (world-size "
+                           "times larger: lr / world gives average's steps) or adasum "
+                           "(pairwise adaptive sum per tensor: the sum where gradients are "
+                           "orthogonal, the average where they agree; CPU data parallelism, "
+                           "power-of-two ranks); docs/guide/communication.md",
+                           {"average", "sum", "adasum"}));
+    k.push_back(string_key("parallel.allreduce", &TrainConfig::allreduce,
+                           "CPU ranks (MPI): how float buffers are summed: library (MPI's own "
+                           "all-reduce), ring (chunked, pipelined ring over point-to-point "
+                           "messages) or hierarchical (reduce inside each node, ring between "
+                           "one rank per node, broadcast inside the node); GPU ranks: library",
+                           {"library", "ring", "hierarchical"}));
+    k.push_back(int_key("parallel.ranks_per_node", &TrainConfig::ranks_per_node,
+                        "hierarchical all-reduce: ranks per node (rank / ranks_per_node is its "
+                        "node; simulates nodes on one host); 0 takes the nodes the ranks run on",
+                        0, 1 << 20));
+    k.push_back(string_key("parallel.compression", &TrainConfig::compression,
+                           "CPU data parallelism: gradients sent compressed, with error feedback "
+                           "(what a rank leaves out is added to its next gradient): none, topk "
+                           "(the parallel.topk_ratio largest values and their indices) or int8 "
+                           "(8 bits per value, one scale per 4096 values)",
+                           {"none", "topk", "int8"}));
+    k.push_back(real_key("parallel.topk_ratio", &TrainConfig::topk_ratio,
+                         "top-k compression: share of the gradient's values each rank sends",
+                         1e-9, 1.0));
     k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
@@ -362,6 +389,51 @@ void apply_table(TrainConfig& c, const toml::table& root, const std::string& sou
   }
 }
 
+// parallel.allreduce, grad_mixing and compression against the device and the layout.
+void check_communication_config(const TrainConfig& c, const std::string& source) {
+  if (c.grad_reduce == "sum" && c.grad_mixing != "average" && c.grad_mixing != "sum")
+    fail("{}: parallel.grad_reduce = \"sum\" (the older key) contradicts parallel.grad_mixing = "
+         "\"{}\": set only parallel.grad_mixing", source, c.grad_mixing);
+  if (c.allreduce != "library" && c.device == "cuda")
+    fail("{}: parallel.allreduce = \"{}\" is implemented for CPU ranks over MPI; GPU ranks sum "
+         "with NCCL's own algorithms: set parallel.allreduce = \"library\" (or train.device = "
+         "\"cpu\")", source, c.allreduce);
+  if (c.ranks_per_node > 0 && c.allreduce != "hierarchical")
+    fail("{}: parallel.ranks_per_node = {} sets the nodes of the hierarchical all-reduce: set "
+         "parallel.allreduce = \"hierarchical\", or leave ranks_per_node at 0", source,
+         c.ranks_per_node);
+  const bool model_parallel = c.tensor_parallel > 1 || c.pipeline_parallel > 1;
+  const std::string mixing = grad_mixing_of(c);
+  if (mixing == "adasum") {
+    if (c.device == "cuda")
+      fail("{}: parallel.grad_mixing = \"adasum\" is implemented for CPU data parallelism: "
+           "set train.device = \"cpu\", or parallel.grad_mixing = \"average\" on GPU ranks", source);
+    if (model_parallel || c.zero_stage >= 2)
+      fail("{}: parallel.grad_mixing = \"adasum\" combines whole gradients, which tensor or "
+           "pipeline parallelism and ZeRO-2/3 shard: set parallel.tensor_parallel = 1, "
+           "parallel.pipeline_parallel = 1 and parallel.zero_stage = 0, or use "
+           "parallel.grad_mixing = \"average\"", source);
+    if (c.compression != "none")
+      fail("{}: parallel.grad_mixing = \"adasum\" combines whole gradients and cannot take "
+           "compressed ones: set parallel.compression = \"none\"", source);
+  }
+  if (c.compression != "none") {
+    if (c.device == "cuda")
+      fail("{}: parallel.compression = \"{}\" is implemented for CPU data parallelism; GPU ranks "
+           "can halve the bytes with parallel.grad_comm = \"bf16\": set parallel.compression = "
+           "\"none\"", source, c.compression);
+    if (c.zero_stage >= 2)
+      fail("{}: parallel.compression = \"{}\" compresses whole gradients, but ZeRO-{} "
+           "reduce-scatters them into shards: set parallel.zero_stage = 0, or "
+           "parallel.compression = \"none\"", source, c.compression, c.zero_stage);
+    if (model_parallel)
+      fail("{}: parallel.compression = \"{}\" compresses the data-parallel gradient exchange of "
+           "whole models; tensor and pipeline parallelism exchange theirs inside the model: set "
+           "parallel.tensor_parallel = 1 and parallel.pipeline_parallel = 1, or "
+           "parallel.compression = \"none\"", source, c.compression);
+  }
+}
+
 void validate(const TrainConfig& c, const std::string& source) {
   try {
     c.model.validate();
@@ -423,6 +495,7 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.zero_stage == 1 && c.device != "cuda")
     fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
+  check_communication_config(c, source);
   if (c.device == "cpu" && c.attention != "auto")
     fail("{}: train.attention = \"{}\" chooses GPU kernels: set train.device = \"cuda\", or "
          "leave train.attention = \"auto\" on the CPU", source, c.attention);
@@ -432,6 +505,10 @@ void validate(const TrainConfig& c, const std::string& source) {
 }
 
 }  // namespace
+
+std::string grad_mixing_of(const TrainConfig& c) {
+  return c.grad_mixing == "average" && c.grad_reduce == "sum" ? "sum" : c.grad_mixing;
+}
 
 TrainConfig parse_train_config(const std::string& text, const std::string& source,
                                const std::vector<std::string>& overrides) {
