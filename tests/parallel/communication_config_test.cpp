@@ -38,8 +38,8 @@ TEST(CommunicationConfig, DefaultsAndResolvedToml) {
                               {"parallel.allreduce=hierarchical", "parallel.ranks_per_node=2",
                                "parallel.compression=topk", "parallel.topk_ratio=0.05"});
   const std::string toml = train::to_toml(d);
-  for (const char* line : {"allreduce = \"hierarchical\"", "ranks_per_node = 2", "compression = \"topk\"",
-                           "topk_ratio = 0.05", "grad_mixing = \"average\""})
+  for (const char* line : {"allreduce = 'hierarchical'", "ranks_per_node = 2", "compression = 'topk'",
+                           "topk_ratio = 0.05", "grad_mixing = 'average'"})
     EXPECT_NE(toml.find(line), std::string::npos) << line << "\n" << toml;
   // The older key still asks for the sum.
   EXPECT_EQ(train::grad_mixing_of(parse_train_config(kTiny, "test.toml", {"parallel.grad_reduce=sum"})), "sum");
@@ -57,7 +57,7 @@ TEST(CommunicationConfig, RefusesWhatCannotRunNamingTheFix) {
       {{"parallel.compression=topk", "parallel.zero_stage=2"}, "set parallel.zero_stage = 0"},
       {{"parallel.compression=int8", "parallel.zero_stage=3"}, "ZeRO-3"},
       {{"parallel.compression=int8", "parallel.tensor_parallel=2"}, "set parallel.tensor_parallel = 1"},
-      {{"parallel.compression=int8", "parallel.pipeline_parallel=2"}, "parallel.pipeline_parallel = 1"},
+      {{"parallel.compression=int8", "parallel.pipeline_parallel=2", "parallel.microbatches=2"}, "parallel.pipeline_parallel = 1"},
       {{"parallel.compression=topk", "train.device=cuda"}, "parallel.grad_comm = \"bf16\""},
       {{"parallel.grad_mixing=adasum", "parallel.compression=int8"}, "set parallel.compression = \"none\""},
       {{"parallel.grad_mixing=adasum", "train.device=cuda"}, "set train.device = \"cpu\""},
