@@ -68,33 +68,33 @@ TEST(CommunicationMpi, RingAndHierarchicalTrainLikeTheLibrary) {
   EXPECT_EQ(lib.summary["communication"]["grad_wire_bytes_per_step"], dense);  // 2(p-1)/p = 1 on 2 ranks
 }
 
-// Margins on the mean loss of the last 5 of 30 steps against the uncompressed run's:
-// int8 within 3% (measured 1.5% above), top-k at ratio 0.3 within 5% (measured 2.3%
-// above). Top-k at 0.1 lags under AdamW (measured 17% above at 30 steps and a plateau
-// after; docs/guide/communication.md says why), so it is not held to a margin here.
+// Margins on the mean loss of the last 5 of 30 steps against the uncompressed run's
+// (measured on this data: none 2.099): int8 within 3% (measured +0.8%), top-k at ratio
+// 0.5 within 5% (+1.3%); top-k at 0.1 lags under AdamW (+18%; docs/guide/communication.md
+// says why) and is held to 25%, which a top-k that lost its residuals would not reach.
 TEST(CommunicationMpi, CompressionWithErrorFeedbackReachesTheUncompressedLoss) {
   auto dir = temp_dir("comm_compress");
   write_byte_shards(dir);
   const std::string cfg = tiny_config(dir);
   const int steps = 30;
   TrainedRun none = train(dir, cfg, "none", "", steps);
-  TrainedRun topk = train(dir, cfg, "topk", "--compression topk --topk-ratio 0.3", steps);
+  TrainedRun topk = train(dir, cfg, "topk", "--compression topk --topk-ratio 0.5", steps);
+  TrainedRun sparse = train(dir, cfg, "sparse", "--compression topk --topk-ratio 0.1", steps);
   TrainedRun int8 = train(dir, cfg, "int8", "--compression int8", steps);
-  ASSERT_EQ(none.metrics.size(), size_t(steps));
-  ASSERT_EQ(topk.metrics.size(), size_t(steps));
-  ASSERT_EQ(int8.metrics.size(), size_t(steps));
+  for (const TrainedRun* r : {&none, &topk, &sparse, &int8}) ASSERT_EQ(r->metrics.size(), size_t(steps));
   const double base = tail_loss(none, 5);
-  std::printf("mean loss of steps 26-30: none %.4f, top-k 0.3 %.4f, int8 %.4f\n", base,
-              tail_loss(topk, 5), tail_loss(int8, 5));
+  std::printf("mean loss of steps 26-30: none %.4f, top-k 0.5 %.4f, top-k 0.1 %.4f, int8 %.4f\n",
+              base, tail_loss(topk, 5), tail_loss(sparse, 5), tail_loss(int8, 5));
   EXPECT_LT(base, double(none.metrics[0]["loss"]) - 0.5) << "the uncompressed run did not learn";
   EXPECT_NEAR(tail_loss(topk, 5), base, 0.05 * base);
   EXPECT_NEAR(tail_loss(int8, 5), base, 0.03 * base);
+  EXPECT_NEAR(tail_loss(sparse, 5), base, 0.25 * base);
   // The bytes on the wire, in the summary and on every metrics line.
   const auto& t = topk.summary["communication"];
   EXPECT_EQ(t["compression"], "topk");
-  EXPECT_EQ(t["topk_ratio"], 0.3);
+  EXPECT_EQ(t["topk_ratio"], 0.5);
   const int64_t n = topk.summary["n_params"];
-  EXPECT_EQ(t["grad_payload_bytes"], 8 * int64_t(std::ceil(0.3 * double(n))));
+  EXPECT_EQ(t["grad_payload_bytes"], 8 * int64_t(std::ceil(0.5 * double(n))));
   EXPECT_EQ(topk.metrics[0]["grad_wire_bytes"], t["grad_wire_bytes_per_step"]);
   EXPECT_EQ(int8.summary["communication"]["grad_payload_bytes"], n + 4 * ((n + 4095) / 4096));
   EXPECT_FALSE(none.metrics[0].contains("grad_wire_bytes"));
