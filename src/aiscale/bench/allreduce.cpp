@@ -88,6 +88,12 @@ std::vector<int64_t> allreduce_bench_sizes(const AllreduceBenchOptions& o) {
   if (o.step_factor < 2) fail("--step-factor {} must be at least 2", o.step_factor);
   if (o.iters < 1) fail("--iters must be at least 1");
   if (o.repeats < 1) fail("--repeats must be at least 1");
+  if (o.algorithm != "library" && o.backend != "mpi")
+    fail("--algorithm {} is implemented for CPU ranks over MPI: use --backend mpi, or "
+         "--algorithm library with NCCL", o.algorithm);
+  if (o.ranks_per_node > 0 && o.algorithm != "hierarchical")
+    fail("--ranks-per-node sets the nodes of the hierarchical algorithm: add --algorithm "
+         "hierarchical, or leave it out");
   std::vector<int64_t> sizes;
   for (int64_t b = o.min_bytes; b <= o.max_bytes; b *= o.step_factor) {
     sizes.push_back(b / 4 * 4);
@@ -158,6 +164,8 @@ void run_allreduce_bench(const AllreduceBenchOptions& o, parallel::Communicator&
     nlohmann::json j;
     j["benchmark"] = "allreduce";
     j["backend"] = o.backend;
+    j["algorithm"] = o.algorithm;
+    if (o.ranks_per_node > 0) j["ranks_per_node"] = o.ranks_per_node;
     j["world_size"] = world;
     j["bytes"] = bytes;
     j["count"] = count;

@@ -25,9 +25,14 @@ struct AllreduceBenchOptions {
   std::string system;       // machine name for the record ("" = $SLURM_CLUSTER_NAME if set)
   int64_t nodes = 0;        // nodes for the record (0 = $SLURM_JOB_NUM_NODES if set)
   bool check = true;        // verify one all-reduce per size against the exact sum
+  // The communicator's all-reduce algorithm (parallel.allreduce; the communicator must
+  // have been made with it): library, ring or hierarchical (mpi only), for the record.
+  std::string algorithm = "library";
+  int64_t ranks_per_node = 0;  // hierarchical: forced ranks per node (0: the real nodes)
 };
 
-// The message sizes in bytes (multiples of 4, fp32). Throws Error for a bad range.
+// The message sizes in bytes (multiples of 4, fp32). Throws Error for a bad range or an
+// algorithm the backend cannot run (called before any set-up).
 std::vector<int64_t> allreduce_bench_sizes(const AllreduceBenchOptions& o);
 
 // Runs the benchmark on every rank (the communicator must match o.backend) and calls

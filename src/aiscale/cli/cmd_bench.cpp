@@ -66,7 +66,11 @@ std::vector<std::string> bench_run_keys() {
   // directory.
   for (const char* k : {"train.steps", "parallel.pipeline_parallel",
                         "parallel.pipeline_schedule", "parallel.microbatches",
-                        "parallel.sequence_parallel", "run.tensorboard", "run.mllog"})
+                        "parallel.sequence_parallel", "run.tensorboard", "run.mllog",
+                        // the gradient exchange's choices are measured by aiscale train and
+                        // bench allreduce --algorithm
+                        "parallel.allreduce", "parallel.ranks_per_node", "parallel.grad_mixing",
+                        "parallel.compression", "parallel.topk_ratio"})
     keys.erase(std::remove(keys.begin(), keys.end(), k), keys.end());
   return keys;
 }
@@ -87,6 +91,15 @@ void add_allreduce_command(CLI::App* bench) {
       "aiscale launch, mpirun or srun)");
   ar->add_option("--backend", args->o.backend, "nccl (GPU buffers) or mpi (host buffers)")
       ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi"}));
+  ar->add_option("--algorithm", args->o.algorithm,
+                 "mpi: library (MPI's own all-reduce), ring (chunked, pipelined ring) or "
+                 "hierarchical (reduce inside each node, ring between nodes, broadcast); nccl: "
+                 "library")
+      ->capture_default_str()->check(CLI::IsMember({"library", "ring", "hierarchical"}));
+  ar->add_option("--ranks-per-node", args->o.ranks_per_node,
+                 "hierarchical: ranks per node (rank / N is its node, to simulate nodes on one "
+                 "host); 0: the nodes the ranks run on")
+      ->capture_default_str()->check(integer_in(0, 1 << 20));
   ar->add_option("--min-bytes", args->o.min_bytes, "smallest message")->capture_default_str()
       ->check(integer_in(1, int64_t{1} << 40));
   ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str()
@@ -113,6 +126,8 @@ void add_allreduce_command(CLI::App* bench) {
     co.device = args->o.backend == "nccl" ? "cuda" : "cpu";
     co.rendezvous = args->rendezvous;
     co.timeout_s = args->timeout_s;
+    co.allreduce = args->o.algorithm;
+    co.ranks_per_node = static_cast<int>(args->o.ranks_per_node);
     auto comm = parallel::make_communicator(co);
     bench::run_allreduce_bench(args->o, *comm, [&](const nlohmann::json& j) {
       std::printf("%s\n", j.dump().c_str());

@@ -51,6 +51,11 @@ constexpr RunOptionDef kRunOptions[] = {
     {"parallel.bucket_mib", ""},
     {"parallel.grad_comm", ""},
     {"parallel.grad_transport", ""},
+    {"parallel.allreduce", ""},
+    {"parallel.ranks_per_node", ""},
+    {"parallel.grad_mixing", ""},
+    {"parallel.compression", ""},
+    {"parallel.topk_ratio", ""},
     {"run.tensorboard", "", true},
     {"run.mllog", "", true},
 };

@@ -6,12 +6,14 @@
 #include <memory>
 #include <string>
 
+#include "aiscale/parallel/algorithms/allreduce_choice.h"
 #include "aiscale/parallel/comm.h"
 
 namespace aiscale::parallel {
 
-// MPI_COMM_WORLD (initialises MPI; finalises it when destroyed). comm_mpi.cpp.
-std::unique_ptr<Communicator> make_mpi_communicator();
+// MPI_COMM_WORLD (initialises MPI; finalises it when destroyed), summing floats with
+// `setting`'s algorithm (parallel.allreduce; its splits too). comm_mpi.cpp.
+std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceSetting& setting = {});
 // This rank's index among the ranks of its node (MPI shared-memory split); MPI must be
 // initialised (by make_mpi_communicator). comm_mpi.cpp.
 int mpi_node_local_rank();

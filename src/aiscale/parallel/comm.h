@@ -129,6 +129,11 @@ struct CommOptions {
   // "tcp://host:port" (rank 0 serves a TCP store there).
   std::string rendezvous = "auto";
   double timeout_s = 300;  // NCCL: a collective or the set-up stalled this long fails the rank
+  // parallel.allreduce: how the MPI communicator sums floats: "library" (MPI's own),
+  // "ring" or "hierarchical" (parallel/algorithms/). GPU ranks take "library" only.
+  std::string allreduce = "library";
+  // parallel.ranks_per_node: the nodes of the hierarchical algorithm (0: where the ranks run).
+  int ranks_per_node = 0;
 };
 
 // One rank, no communication.

@@ -17,7 +17,10 @@ namespace {
 std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
   const LaunchEnv env = launch_env();
   require_mpi_for_cpu_ranks(env, [](const char* n) { return std::getenv(n); });
-  auto comm = make_mpi_communicator();
+  algorithms::AllreduceSetting setting;
+  setting.algorithm = algorithms::parse_allreduce_algorithm(o.allreduce);
+  setting.ranks_per_node = o.ranks_per_node;
+  auto comm = make_mpi_communicator(setting);
   if (o.device != "cuda") return comm;
   int local = env.local_rank >= 0 && env.world == comm->world() ? env.local_rank : mpi_node_local_rank();
   cuda_select_local_gpu(local);
@@ -73,6 +76,14 @@ std::unique_ptr<Communicator> Communicator::split(int, int) {
 std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
   if (o.device != "cpu" && o.device != "cuda")
     fail("unknown device '{}' for the communicator: use cpu or cuda", o.device);
+  // The hand-written algorithms run on host buffers over MPI point-to-point messages.
+  if (algorithms::parse_allreduce_algorithm(o.allreduce) != algorithms::AllreduceAlgorithm::library &&
+      o.device == "cuda")
+    fail("parallel.allreduce = \"{}\" is implemented for CPU ranks over MPI; GPU ranks sum with "
+         "the library's own algorithms (NCCL): set parallel.allreduce = \"library\"", o.allreduce);
+  if (o.ranks_per_node < 0)
+    fail("parallel.ranks_per_node = {} must be 0 (the nodes the ranks run on) or a positive "
+         "count", o.ranks_per_node);
   if (o.kind == "none") return make_single_process();
   const int launched = launched_world_size();
   if (o.kind == "auto") {

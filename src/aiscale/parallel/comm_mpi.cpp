@@ -7,6 +7,8 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
+#include "aiscale/parallel/algorithms/hierarchical.h"
+#include "aiscale/parallel/algorithms/ring.h"
 #include "aiscale/parallel/bootstrap.h"
 
 #ifdef AISCALE_HAVE_MPI
@@ -44,10 +46,43 @@ void check(int rc, const char* what) {
   }
 }
 
+// The point-to-point messages of the hand-written all-reduce algorithms, on `comm`.
+class MpiLinks final : public algorithms::PeerLinks {
+ public:
+  MpiLinks(MPI_Comm comm, int rank, int world) : comm_(comm), rank_(rank), world_(world) {}
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  int isend(const float* data, int64_t n, int peer, int tag) override {
+    requests_.emplace_back();
+    check(MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &requests_.back()),
+          "send (all-reduce algorithm)");
+    return static_cast<int>(requests_.size()) - 1;
+  }
+  int irecv(float* data, int64_t n, int peer, int tag) override {
+    requests_.emplace_back();
+    check(MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &requests_.back()),
+          "receive (all-reduce algorithm)");
+    return static_cast<int>(requests_.size()) - 1;
+  }
+  void wait(int id) override {
+    check(MPI_Wait(&requests_[static_cast<size_t>(id)], MPI_STATUS_IGNORE), "wait (all-reduce algorithm)");
+  }
+  void wait_all() override {
+    check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+          "wait (all-reduce algorithm)");
+    requests_.clear();
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_, world_;
+  std::vector<MPI_Request> requests_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   // MPI_COMM_WORLD (initialising MPI when nobody has).
-  MpiCommunicator() {
+  explicit MpiCommunicator(const algorithms::AllreduceSetting& setting) : setting_(setting) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -66,12 +101,18 @@ class MpiCommunicator final : public Communicator {
       fail("the launcher started {} tasks but MPI sees {} rank(s): under Slurm use "
            "`srun --mpi=pmix` (or pmi2; `srun --mpi=list` shows what the site has), or start "
            "the ranks with mpirun", launched, world_);
+    if (setting_.algorithm == algorithms::AllreduceAlgorithm::hierarchical)
+      set_up_nodes(setting_.ranks_per_node > 0 ? algorithms::forced_node_key(rank_, setting_.ranks_per_node)
+                                               : shared_memory_node_key());
   }
-  // A sub-communicator made by split(): this object frees it.
-  explicit MpiCommunicator(MPI_Comm sub) : comm_(sub), frees_comm_(true) {
+  // A sub-communicator made by split(): this object frees it. It sums with the parent's
+  // algorithm; its ranks keep the nodes they were on.
+  MpiCommunicator(MPI_Comm sub, const algorithms::AllreduceSetting& setting, int64_t node_key)
+      : comm_(sub), frees_comm_(true), setting_(setting) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
+    if (setting_.algorithm == algorithms::AllreduceAlgorithm::hierarchical) set_up_nodes(node_key);
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -84,6 +125,15 @@ class MpiCommunicator final : public Communicator {
   int world() const override { return world_; }
   std::string backend() const override { return "mpi"; }
   void allreduce_sum(float* data, int64_t n) override {
+    MpiLinks links(comm_, rank_, world_);
+    if (setting_.algorithm == algorithms::AllreduceAlgorithm::ring) {
+      algorithms::ring_allreduce_sum(links, data, n, setting_.chunk_floats);
+      return;
+    }
+    if (setting_.algorithm == algorithms::AllreduceAlgorithm::hierarchical) {
+      algorithms::hierarchical_allreduce_sum(links, nodes_, data, n, setting_.chunk_floats);
+      return;
+    }
     // Gradient buckets of kBucketFloats (25 MiB, PyTorch DDP's default): every bucket's
     // non-blocking all-reduce is posted at once, so MPI pipelines them (one bucket on the
     // wire while the next is summed) instead of one monolithic call; it also keeps MPI's
@@ -159,10 +209,31 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub),
           "split into sub-groups");
     if (sub == MPI_COMM_NULL) return nullptr;
-    return std::make_unique<MpiCommunicator>(sub);
+    return std::make_unique<MpiCommunicator>(sub, setting_, node_key_);
   }
 
  private:
+  // The node of this rank as MPI sees it: the lowest world rank among the ranks that share
+  // its memory (the same for every rank of one host).
+  int64_t shared_memory_node_key() {
+    MPI_Comm node;
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "split by node");
+    int lowest = rank_;
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_free(&node);
+    check(rc, "find the node's lowest rank");
+    return lowest;
+  }
+  // Every rank's node key, gathered (collective), for the hierarchical all-reduce.
+  void set_up_nodes(int64_t key) {
+    node_key_ = key;
+    std::vector<long long> keys(static_cast<size_t>(world_));
+    long long mine = key;
+    check(MPI_Allgather(&mine, 1, MPI_LONG_LONG, keys.data(), 1, MPI_LONG_LONG, comm_),
+          "gather the ranks' nodes");
+    nodes_ = algorithms::topology_from_node_keys(std::vector<int64_t>(keys.begin(), keys.end()));
+  }
+
   void reap_sends(bool all) {
     while (!pending_.empty()) {
       int done = 0;
@@ -184,14 +255,17 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, world_ = 1;
   bool owns_ = false;        // initialised MPI, so finalises it
   std::vector<MPI_Request> requests_;  // one per gradient bucket in flight
+  algorithms::AllreduceSetting setting_;  // parallel.allreduce: how allreduce_sum(float*) sums
+  int64_t node_key_ = 0;                  // this rank's node (hierarchical)
+  algorithms::NodeTopology nodes_;        // every rank's node (hierarchical)
 };
 
 }  // namespace
 #endif
 
-std::unique_ptr<Communicator> make_mpi_communicator() {
+std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceSetting& setting) {
 #ifdef AISCALE_HAVE_MPI
-  return std::make_unique<MpiCommunicator>();
+  return std::make_unique<MpiCommunicator>(setting);
 #else
   fail("this process was started as one of {} ranks, but aiscale was built without MPI: install "
        "libopenmpi-dev (scripts/setup.sh) and rebuild", launched_world_size());

@@ -16,6 +16,11 @@
 #include "aiscale/train/parallel_layout.h"
 
 namespace aiscale::train {
+
+// Fails, naming `source`, the key and the fix, for communication keys the device or the
+// layout cannot run (config_communication.cpp).
+void check_communication_config(const TrainConfig& c, const std::string& source);
+
 namespace {
 
 enum class Kind { integer, real, string, boolean };
@@ -241,9 +246,37 @@ const std::vector<Key>& schema() {
                            "id there; ranks from the launcher) or tcp://host:port (rank 0 serves "
                            "a TCP store there)"));
     k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
-                           "average: gradients are averaged over ranks (DDP); sum: summed, "
-                           "world-size times larger (see docs/guide/launching.md for the learning rate)",
+                           "older spelling of parallel.grad_mixing's average and sum: average: "
+                           "gradients are averaged over ranks (DDP); sum: summed, world-size "
+                           "times larger (see docs/guide/launching.md for the learning rate)",
                            {"average", "sum"}));
+    k.push_back(string_key("parallel.grad_mixing", &TrainConfig::grad_mixing,
+                           "how the ranks' gradients combine: average (DDP), sum (world-size "
+                           "times larger: AdamW's steps barely change, an SGD rule needs lr / "
+                           "world) or adasum "
+                           "(pairwise adaptive sum per tensor: the sum where gradients are "
+                           "orthogonal, the average where they agree; CPU data parallelism, "
+                           "power-of-two ranks); docs/guide/communication.md",
+                           {"average", "sum", "adasum"}));
+    k.push_back(string_key("parallel.allreduce", &TrainConfig::allreduce,
+                           "CPU ranks (MPI): how float buffers are summed: library (MPI's own "
+                           "all-reduce), ring (chunked, pipelined ring over point-to-point "
+                           "messages) or hierarchical (reduce inside each node, ring between "
+                           "one rank per node, broadcast inside the node); GPU ranks: library",
+                           {"library", "ring", "hierarchical"}));
+    k.push_back(int_key("parallel.ranks_per_node", &TrainConfig::ranks_per_node,
+                        "hierarchical all-reduce: ranks per node (rank / ranks_per_node is its "
+                        "node; simulates nodes on one host); 0 takes the nodes the ranks run on",
+                        0, 1 << 20));
+    k.push_back(string_key("parallel.compression", &TrainConfig::compression,
+                           "CPU data parallelism: gradients sent compressed, with error feedback "
+                           "(what a rank leaves out is added to its next gradient): none, topk "
+                           "(the parallel.topk_ratio largest values and their indices) or int8 "
+                           "(8 bits per value, one scale per 4096 values)",
+                           {"none", "topk", "int8"}));
+    k.push_back(real_key("parallel.topk_ratio", &TrainConfig::topk_ratio,
+                         "top-k compression: share of the gradient's values each rank sends",
+                         1e-9, 1.0));
     k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
@@ -431,6 +464,7 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.zero_stage == 1 && c.device != "cuda")
     fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
          "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
+  check_communication_config(c, source);
   if (c.device == "cpu" && c.attention != "auto")
     fail("{}: train.attention = \"{}\" chooses GPU kernels: set train.device = \"cuda\", or "
          "leave train.attention = \"auto\" on the CPU", source, c.attention);

@@ -66,6 +66,12 @@ struct TrainConfig {
   double bucket_mib = 25;             // GPU: gradient bucket size
   std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)
   std::string grad_transport = "nccl";  // GPU, one node: nccl | copy-engine
+  // Communication choices (docs/guide/communication.md).
+  std::string allreduce = "library";  // CPU ranks: library | ring | hierarchical
+  int64_t ranks_per_node = 0;         // hierarchical: ranks per node; 0: where they run
+  std::string grad_mixing = "average";  // average | sum | adasum (see grad_mixing_of)
+  std::string compression = "none";   // CPU data parallelism: none | topk | int8
+  double topk_ratio = 0.01;           // top-k: share of the values each rank sends
 
   // [run]
   std::string run_dir = "runs";  // parent folder of run directories
@@ -79,6 +85,10 @@ struct TrainConfig {
     return batch_size * seq_len * grad_accum * world_size;
   }
 };
+
+// The gradient mixing a run uses: parallel.grad_mixing, or "sum" where only the older
+// key parallel.grad_reduce asked for it.
+std::string grad_mixing_of(const TrainConfig& c);
 
 // Parse a TOML file (path for messages), then apply overrides "section.key=value".
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);

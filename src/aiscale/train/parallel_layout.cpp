@@ -91,6 +91,10 @@ ParallelLayout parallel_layout(const TrainConfig& c, int world) {
   l.tp = static_cast<int>(c.tensor_parallel);
   l.pp = static_cast<int>(c.pipeline_parallel);
   l.dp = static_cast<int>(world / model_ranks);
+  if (grad_mixing_of(c) == "adasum" && (l.dp & (l.dp - 1)) != 0)
+    fail("parallel.grad_mixing = \"adasum\" combines ranks pairwise by recursive doubling, "
+         "which needs a power-of-two number of data-parallel ranks, not {}: launch 2, 4, 8, ... "
+         "ranks, or use parallel.grad_mixing = \"average\"", l.dp);
   return l;
 }
 

@@ -231,6 +231,8 @@ int run_training(const TrainRequest& req) {
   co.device = c.device;
   co.rendezvous = c.rendezvous;
   co.timeout_s = c.timeout_s;
+  co.allreduce = c.allreduce;
+  co.ranks_per_node = static_cast<int>(c.ranks_per_node);
   std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(co);
   if (comm->world() > 1) {
     // NCCL bounds its own waits by timeout_s and then aborts the communicator, which ends
@@ -532,6 +534,7 @@ int run_training(const TrainRequest& req) {
   if (!std::isfinite(r.final_loss)) summary["final_loss"] = nullptr;
   if (r.val_loss >= 0) summary["val_loss"] = r.val_loss;
   if (r.pipeline_bubble_median >= 0) summary["pipeline_bubble_median"] = r.pipeline_bubble_median;
+  summary["communication"] = r.communication;
   if (diverged_stop) summary["diverged"] = diverged;
   if (!late_error.empty()) summary["final_evaluation_error"] = late_error;
   run_dir.write_summary(summary);

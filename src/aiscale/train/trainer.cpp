@@ -27,6 +27,16 @@ Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& tr
   const int64_t n = config.batch_size * config.seq_len;
   inputs_.resize(n);
   targets_.resize(n);
+  if (comm.world() > 1 && !model.data_parallel()) {
+    parallel::algorithms::GradientExchangeOptions eo;
+    eo.mixing = grad_mixing_of(config);
+    eo.compression = config.compression;
+    eo.topk_ratio = config.topk_ratio;
+    eo.allreduce = config.allreduce;
+    for (const auto& p : nn::gpt_param_infos(config.model)) eo.segments.push_back(p.offset);  // AdaSum per tensor
+    std::sort(eo.segments.begin(), eo.segments.end());
+    exchange_ = std::make_unique<parallel::algorithms::GradientExchange>(comm, eo, model.num_params());
+  }
 }
 
 StepStats Trainer::step(int64_t step_index) {
@@ -84,14 +94,14 @@ StepStats Trainer::step(int64_t step_index) {
     const double t0 = timer.seconds();
     ScopedSpan span(prof, "allreduce gradients", SpanKind::comm, profile::kCommTrack, 0,
                     4.0 * double(model_.num_params()));
-    comm_.allreduce_sum(model_.grad_buffer(), model_.num_params());
+    exchange_->exchange(model_.grad_buffer());  // parallel.allreduce, grad_mixing, compression
     sync += timer.seconds() - t0;
   }
   if (before_update) before_update(step_index);
-  // Gradients are now summed over ranks. parallel.grad_reduce = "average" (DDP) takes
-  // their mean, sum / world, by folding 1/world into the norm and the update's scale;
-  // "sum" keeps the sum.
-  const double reduce_divisor = config_.grad_reduce == "sum" ? 1.0 : static_cast<double>(data_world);
+  // Gradients are now summed over ranks (or AdaSum-combined). parallel.grad_mixing =
+  // "average" (DDP) takes their mean, sum / world, by folding 1/world into the norm and
+  // the update's scale; "sum" keeps the sum; AdaSum's result is one gradient's size.
+  const double reduce_divisor = grad_mixing_of(config_) == "average" ? static_cast<double>(data_world) : 1.0;
   double grad_sum_squares = 0;
   {
     ScopedSpan span(prof, "sum_squares", SpanKind::op, profile::kHostTrack, 2.0 * double(model_.num_params()),
@@ -250,6 +260,7 @@ TrainResult Trainer::run(int64_t start_step) {
       rec["pipeline_bubble"] = s.pipeline_wait_s / s.step_time_s;
       if (i > start_step || config_.steps - start_step == 1) bubbles.push_back(rec["pipeline_bubble"]);
     }
+    if (exchange_ && config_.compression != "none") rec["grad_wire_bytes"] = exchange_->wire_bytes();
     bool eval_now = config_.eval_every > 0 && s.step % config_.eval_every == 0 && s.step < config_.steps;
     if (eval_now) {
       Timer val_timer;
@@ -308,6 +319,11 @@ TrainResult Trainer::run(int64_t start_step) {
     step_log.add_rank_event("gpu_power", bench::gpu_power_event_fields(p, meter->available() && meter_started));
   }
   step_log.finish();
+  r.communication = exchange_ ? exchange_->describe()
+                              : nlohmann::json{{"allreduce", config_.allreduce},
+                                               {"grad_mixing", grad_mixing_of(config_)},
+                                               {"compression", config_.compression},
+                                               {"gradient_sync", comm_.world() > 1 ? "in the model" : "none (one rank)"}};
   r.wall_s = wall.seconds();
   r.step_time_median_s = median(step_times);
   r.step_time_p90_s = percentile(step_times, 0.9);

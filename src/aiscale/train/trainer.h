@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/parallel/algorithms/gradient_exchange.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/run_dir.h"
@@ -63,6 +64,9 @@ struct TrainResult {
   double step_time_median_s = 0, step_time_p90_s = 0;
   double wall_s = 0;
   std::vector<double> losses;
+  // The gradient exchange: parallel.allreduce, grad_mixing, compression and the bytes per
+  // step (GradientExchange::describe), for the run's summary.
+  nlohmann::json communication;
 };
 
 class Trainer {
@@ -103,6 +107,8 @@ class Trainer {
   RunDirectory* run_dir_;
   std::vector<int32_t> inputs_, targets_;
   bool profile_ended_ = false;
+  // Sums (mixes, compresses) the gradients where the model leaves that to the trainer.
+  std::unique_ptr<parallel::algorithms::GradientExchange> exchange_;
 };
 
 }  // namespace aiscale::train

@@ -1,0 +1,51 @@
+#include "aiscale/parallel/algorithms/allreduce_choice.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "aiscale/core/error.h"
+
+namespace aiscale::parallel::algorithms {
+
+AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name) {
+  if (name == "library") return AllreduceAlgorithm::library;
+  if (name == "ring") return AllreduceAlgorithm::ring;
+  if (name == "hierarchical") return AllreduceAlgorithm::hierarchical;
+  fail("unknown all-reduce algorithm '{}': use {}", name,
+       fmt::format("{}", fmt::join(allreduce_algorithm_names(), ", ")));
+}
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm a) {
+  switch (a) {
+    case AllreduceAlgorithm::library: return "library";
+    case AllreduceAlgorithm::ring: return "ring";
+    case AllreduceAlgorithm::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+std::vector<std::string> allreduce_algorithm_names() { return {"library", "ring", "hierarchical"}; }
+
+std::vector<int> NodeTopology::leaders() const {
+  std::vector<int> out;
+  for (const auto& n : nodes) out.push_back(n.front());
+  return out;
+}
+
+NodeTopology topology_from_node_keys(const std::vector<int64_t>& key_of_rank) {
+  if (key_of_rank.empty()) fail("internal: a node topology needs at least one rank");
+  NodeTopology t;
+  t.node_of.resize(key_of_rank.size());
+  std::map<int64_t, int> index;  // key -> node index, assigned in the order of lowest rank
+  for (int r = 0; r < static_cast<int>(key_of_rank.size()); ++r) {
+    auto [it, added] = index.emplace(key_of_rank[static_cast<size_t>(r)], static_cast<int>(t.nodes.size()));
+    if (added) t.nodes.emplace_back();
+    t.nodes[static_cast<size_t>(it->second)].push_back(r);
+    t.node_of[static_cast<size_t>(r)] = it->second;
+  }
+  return t;
+}
+
+}  // namespace aiscale::parallel::algorithms

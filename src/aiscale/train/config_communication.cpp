@@ -1,0 +1,58 @@
+// The checks of the communication keys (parallel.allreduce, ranks_per_node, grad_mixing,
+// compression) against the device and the layout; part of the train config's validation.
+#include <string>
+
+#include "aiscale/core/error.h"
+#include "aiscale/train/config.h"
+
+namespace aiscale::train {
+
+std::string grad_mixing_of(const TrainConfig& c) {
+  return c.grad_mixing == "average" && c.grad_reduce == "sum" ? "sum" : c.grad_mixing;
+}
+
+void check_communication_config(const TrainConfig& c, const std::string& source) {
+  if (c.grad_reduce == "sum" && c.grad_mixing != "average" && c.grad_mixing != "sum")
+    fail("{}: parallel.grad_reduce = \"sum\" (the older key) contradicts parallel.grad_mixing = "
+         "\"{}\": set only parallel.grad_mixing", source, c.grad_mixing);
+  if (c.allreduce != "library" && c.device == "cuda")
+    fail("{}: parallel.allreduce = \"{}\" is implemented for CPU ranks over MPI; GPU ranks sum "
+         "with NCCL's own algorithms: set parallel.allreduce = \"library\" (or train.device = "
+         "\"cpu\")", source, c.allreduce);
+  if (c.ranks_per_node > 0 && c.allreduce != "hierarchical")
+    fail("{}: parallel.ranks_per_node = {} sets the nodes of the hierarchical all-reduce: set "
+         "parallel.allreduce = \"hierarchical\", or leave ranks_per_node at 0", source,
+         c.ranks_per_node);
+  const bool model_parallel = c.tensor_parallel > 1 || c.pipeline_parallel > 1;
+  const std::string mixing = grad_mixing_of(c);
+  if (mixing == "adasum") {
+    if (c.device == "cuda")
+      fail("{}: parallel.grad_mixing = \"adasum\" is implemented for CPU data parallelism: "
+           "set train.device = \"cpu\", or parallel.grad_mixing = \"average\" on GPU ranks", source);
+    if (model_parallel || c.zero_stage >= 2)
+      fail("{}: parallel.grad_mixing = \"adasum\" combines whole gradients, which tensor or "
+           "pipeline parallelism and ZeRO-2/3 shard: set parallel.tensor_parallel = 1, "
+           "parallel.pipeline_parallel = 1 and parallel.zero_stage = 0, or use "
+           "parallel.grad_mixing = \"average\"", source);
+    if (c.compression != "none")
+      fail("{}: parallel.grad_mixing = \"adasum\" combines whole gradients and cannot take "
+           "compressed ones: set parallel.compression = \"none\"", source);
+  }
+  if (c.compression != "none") {
+    if (c.device == "cuda")
+      fail("{}: parallel.compression = \"{}\" is implemented for CPU data parallelism; GPU ranks "
+           "can halve the bytes with parallel.grad_comm = \"bf16\": set parallel.compression = "
+           "\"none\"", source, c.compression);
+    if (c.zero_stage >= 2)
+      fail("{}: parallel.compression = \"{}\" compresses whole gradients, but ZeRO-{} "
+           "reduce-scatters them into shards: set parallel.zero_stage = 0, or "
+           "parallel.compression = \"none\"", source, c.compression, c.zero_stage);
+    if (model_parallel)
+      fail("{}: parallel.compression = \"{}\" compresses the data-parallel gradient exchange of "
+           "whole models; tensor and pipeline parallelism exchange theirs inside the model: set "
+           "parallel.tensor_parallel = 1 and parallel.pipeline_parallel = 1, or "
+           "parallel.compression = \"none\"", source, c.compression);
+  }
+}
+
+}  // namespace aiscale::train
