@@ -93,16 +93,18 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);
   l.transport = GradTransport::nccl;
   l.zero = 0;
-  l.tp = 2;
+  l.tp = 2;  // GPU tensor parallelism only as the whole job (here with 8 data-parallel copies)
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("tensor"), std::string::npos);
+  l.dp = 1;
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.dp = 8;
   l.tp = 1;
   l.pp = 2;
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline"), std::string::npos);
   l.pp = 1;
   EXPECT_NE(engine_gap(gpt, l, Precision::fp8, false).find("fp8"), std::string::npos);
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, true).find("bf16"), std::string::npos);
-  EXPECT_NE(engine_gap(make_workload("resnet50"), Layout{}, Precision::bf16, false).find("CNN"),
-            std::string::npos);
+  EXPECT_EQ(engine_gap(make_workload("resnet50"), Layout{}, Precision::bf16, false), "");
   l.dp = 1026;  // ZeRO-1 shards inside a residual bias: at most n_embd + 1 ranks
   l.zero = 1;
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("n_embd + 1"), std::string::npos);
@@ -121,25 +123,26 @@ TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
   ASSERT_FALSE(res.ranked.empty());
   for (const auto& c : res.ranked) {
     EXPECT_TRUE(c.runs()) << c.target.label() << ": " << c.engine_gap;
-    EXPECT_EQ(c.layout.tp, 1);
     EXPECT_EQ(c.layout.pp, 1);
     EXPECT_NE(c.layout.zero, 2);
+    if (c.layout.tp > 1) {  // GPU tensor parallelism: the whole job
+      EXPECT_EQ(c.layout.dp, 1);
+      EXPECT_EQ(c.layout.zero, 0);
+    }
   }
-  // ResNet-50: nothing runs today, and the plan says so per partition.
+  // ResNet-50 trains on GPUs with plain data parallelism: only such rows are ranked.
   PlanRequest cnn;
   cnn.workload = make_workload("resnet50");
   cnn.images = kImageNetTrainImages;
   cnn.epochs = 90;
-  const PlanResult none = plan(cnn, catalog().gpu_targets(), catalog(), Calibration{}, Assumptions{});
-  EXPECT_TRUE(none.ranked.empty());
-  ASSERT_FALSE(none.rejected.empty());
-  EXPECT_NE(none.rejected.front().reason.find("CNN training"), std::string::npos)
-      << none.rejected.front().reason;
-  // --include-unsupported: the rest, marked.
-  cnn.include_unsupported = true;
-  const PlanResult marked = plan(cnn, catalog().resolve("leonardo"), catalog(), Calibration{}, Assumptions{});
-  ASSERT_EQ(marked.ranked.size(), 1u);
-  EXPECT_FALSE(marked.ranked[0].runs());
+  const PlanResult runs = plan(cnn, catalog().gpu_targets(), catalog(), Calibration{}, Assumptions{});
+  ASSERT_FALSE(runs.ranked.empty());
+  for (const auto& c : runs.ranked) {
+    EXPECT_TRUE(c.runs()) << c.target.label() << ": " << c.engine_gap;
+    EXPECT_EQ(c.layout.tp, 1);
+    EXPECT_EQ(c.layout.pp, 1);
+    EXPECT_EQ(c.layout.zero, 0);
+  }
   // GPT-3 175B fits only with tensor/pipeline parallelism: a marked row beside none runnable.
   PlanRequest big;
   big.workload = make_workload("gpt3-175b");

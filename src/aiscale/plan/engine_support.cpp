@@ -11,25 +11,27 @@ namespace {
 // nn/models/gpt_common.cpp make_gpt()):
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
-//    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); no tensor or pipeline
-//    parallelism.
+//    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism over all
+//    of a job's ranks (dp = 1, ZeRO 0; the vocabulary kept whole); no pipeline stages.
+//    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
 //    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
-//  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI); GPU
-//    ranks do not train CNNs yet. train.recompute recomputes GELU and LayerNorm outputs,
+//  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI).
+//    train.recompute recomputes GELU and LayerNorm outputs,
 //    which is neither of Korthikanti's selective or full modes: plans without
 //    recomputation only.
 const std::vector<EngineSupport> kEngineSupport = {
     {"cuda",
-     {WorkloadKind::transformer},
+     {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32, Precision::bf16, Precision::fp16},
      {0, 1, 3},
-     1,
+     1 << 20,
      1,
      {GradTransport::nccl, GradTransport::copy_engine},
      {0, 1},
      {Recompute::none},
+     true,
      true},
     {"cpu",
      {WorkloadKind::transformer, WorkloadKind::cnn},
@@ -40,6 +42,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      {GradTransport::nccl},  // the planner's "nccl" stands for the default transport: MPI on CPU ranks
      {},
      {Recompute::none},
+     false,
      false},
 };
 
@@ -89,6 +92,9 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (!w.is_transformer() && (l.tp > 1 || l.pp > 1 || l.zero != 0))
     return "ResNet training runs plain data parallelism only (no ZeRO, tensor or pipeline stages)";
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
+  if (l.tp > 1 && e.tensor_alone && (l.dp > 1 || l.pp > 1 || l.zero != 0))
+    return "GPU tensor parallelism runs over all of a job's ranks (no data-parallel copies, "
+           "ZeRO or pipeline stages) in this version";
   if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
   if (l.dp > 1 && l.zero == 3 && l.pp > 1) return "ZeRO-3 with pipeline stages not implemented";
   if (l.dp > 1 && !has(e.zero_stages, l.zero))
@@ -115,8 +121,9 @@ std::string engine_support_summary(bool cpu_partition) {
                      cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions),
                      list_zero(e.zero_stages),
                      cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
-                     e.max_tensor > 1 ? "tensor and pipeline parallelism"
-                                      : "no tensor or pipeline parallelism",
+                     e.max_tensor > 1 && e.max_pipeline > 1 ? "tensor and pipeline parallelism"
+                     : e.max_tensor > 1 ? "tensor parallelism over all ranks, no pipeline stages"
+                                        : "no tensor or pipeline parallelism",
                      has(e.models, WorkloadKind::cnn) ? "ResNets with data parallelism"
                                                      : "no CNN training yet");
 }
