@@ -121,7 +121,7 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
         cpu ? fmt::format("{} rank{} × {}, {}{}", m.gpus, m.gpus == 1 ? "" : "s", m.batch, m.precision,
                           m.gpus > 1 ? ", DDP over MPI" : "")
             : fmt::format("{} × {}, {}, {}{}", m.gpus, m.batch, m.precision,
-                          m.zero ? "ZeRO-1" : (m.gpus > 1 ? "DDP" : "1 GPU"),
+                          m.zero ? fmt::format("ZeRO-{}", m.zero) : (m.gpus > 1 ? "DDP" : "1 GPU"),
                           m.transport == "copy-engine" ? ", copy engines" : "");
     const std::string row = fmt::format("| {} | {}, {}, {} | {} | {} | {} | {} | {} |\n", m.id, m.card,
                                         m.when, m.commit, shape, step_cell, step_err, mem_cell, mem_err);

@@ -101,6 +101,16 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
       const double c = static_cast<double>(w.gpt.n_embd);
       m.buffers = 2.0 * (12.0 * c * c + 13.0 * c) * sb.weights;
     }
+    if (l.zero == 1 && l.dp > 1 && acc == Accounting::aiscale) {
+      // aiscale's ZeRO-1 all-gathers the new working copy into a flat buffer of its own
+      // (optim/zero1.cuh), which shares the logits' memory where it fits there.
+      const auto& g = w.gpt;
+      const double logits = activation_bytes(p) * static_cast<double>(l.micro_batch) *
+                            static_cast<double>(w.seq_len) *
+                            std::ceil(static_cast<double>(g.vocab_size) / 128.0) * 128.0;
+      const double flat = psi * sb.weights;
+      if (flat > logits) m.buffers += flat;
+    }
   } else {
     m.activations = w.cnn.activation_elements * l.micro_batch * activation_bytes(p);
   }
