@@ -17,10 +17,12 @@
 namespace aiscale::nn {
 namespace {
 
+// 10 classes: fc.bias alone would leave the batch norms' region 8-byte aligned.
 ResNet host_model(const std::string& preset, int64_t size, int64_t channels = 3) {
   ResNetConfig c = resnet_preset(preset);
   c.image_size = size;
   c.in_channels = channels;
+  c.num_classes = 10;
   ResNetOptions o;
   o.max_batch = 0;
   o.seed = 3;
@@ -31,25 +33,36 @@ TEST(ResNetCudaPlan, LayoutIsAPermutationWithConvolutionsOhwi) {
   for (const char* preset : {"resnet-small", "resnet18", "resnet50"}) {
     ResNet host = host_model(preset, 32);
     const ResNetCudaPlan plan = build_resnet_cuda_plan(host, 4, false);
-    EXPECT_EQ(plan.num_params, host.num_parameters()) << preset;
-    // Device offsets tile [0, num_params) exactly once.
+    EXPECT_EQ(plan.host_params, host.num_parameters()) << preset;
+    // Device offsets tile [0, num_params) exactly once, but for the gap (< 64 values)
+    // after fc.bias that starts the batch norms on a 256-byte boundary.
     std::vector<std::pair<int64_t, int64_t>> spans;
-    for (const ResNetCudaParam& p : plan.params) spans.push_back({p.device_offset, p.size});
+    int64_t fc_bias_end = -1;
+    for (const ResNetCudaParam& p : plan.params) {
+      spans.push_back({p.device_offset, p.size});
+      if (p.name == "fc.bias") fc_bias_end = p.device_offset + p.size;
+    }
     std::sort(spans.begin(), spans.end());
     int64_t at = 0;
     for (const auto& [lo, size] : spans) {
-      EXPECT_EQ(lo, at) << preset;
+      EXPECT_EQ(lo, at == fc_bias_end ? plan.weight_end : at) << preset;
       at = lo + size;
     }
+    const int64_t gap = plan.weight_end - fc_bias_end;
     EXPECT_EQ(at, plan.num_params);
+    EXPECT_EQ(plan.num_params, host.num_parameters() + gap) << preset;
+    EXPECT_GE(gap, 0) << preset;
+    EXPECT_LT(gap, 64) << preset;
+    EXPECT_EQ(plan.weight_end % 64, 0) << preset;
     // Convolutions, then fc.weight (the decayed prefix), fc.bias, then batch norms.
     for (const ResNetCudaParam& p : plan.params) {
       if (p.conv || p.name == "fc.weight") {
         EXPECT_LT(p.device_offset, plan.decay_end) << p.name;
       } else if (p.name == "fc.bias") {
-        EXPECT_EQ(p.device_offset + p.size, plan.weight_end);
+        EXPECT_EQ(p.device_offset + p.size, fc_bias_end);
       } else {
         EXPECT_GE(p.device_offset, plan.weight_end) << p.name;
+        EXPECT_EQ(p.device_offset % 4, 0) << p.name;  // 16 bytes, as cuDNN's batch norm needs
       }
     }
     // Round trip, and one convolution weight element by hand: host (o, c, kh, kw) is
@@ -60,6 +73,7 @@ TEST(ResNetCudaPlan, LayoutIsAPermutationWithConvolutionsOhwi) {
     std::vector<float> back;
     to_host_layout(plan, dev, back);
     EXPECT_EQ(back, values) << preset;
+    for (int64_t i = fc_bias_end; i < plan.weight_end; ++i) EXPECT_EQ(dev[size_t(i)], 0.0f);
     const ResNetCudaParam& conv1 = plan.params.front();
     ASSERT_TRUE(conv1.conv);
     const int64_t o = 1, c = conv1.C - 1, kh = conv1.K - 1, kw = 0;
@@ -67,7 +81,8 @@ TEST(ResNetCudaPlan, LayoutIsAPermutationWithConvolutionsOhwi) {
               values[conv1.host_offset + ((o * conv1.C + c) * conv1.K + kh) * conv1.K + kw]);
   }
   ResNet host = host_model("resnet18", 32);
-  EXPECT_EQ(build_resnet_cuda_plan(host, 4, true).decay_end, host.num_parameters());
+  const ResNetCudaPlan all = build_resnet_cuda_plan(host, 4, true);
+  EXPECT_EQ(all.decay_end, all.num_params);
 }
 
 TEST(ResNetCudaPlan, BlocksEndInAFusedBatchNormAndGradientsAccumulateWhereShared) {

@@ -13,6 +13,7 @@
 #include "aiscale/nn/models/resnet.h"
 #include "aiscale/optim/sgd.h"
 #include "aiscale/train/safetensors.h"
+#include "../support/resnet_init.h"
 
 namespace aiscale::nn {
 namespace {
@@ -21,42 +22,9 @@ using Tensors = std::map<std::string, train::SafeTensor>;
 
 const std::string kFixture = std::string(AISCALE_TEST_DATA_DIR) + "/fixtures/resnet_torch.safetensors";
 
-// The initialisations both sides compute (torch_resnet_fixture.py's docstring): rule 1
-// (sinusoid) makes every weight matrix rank 2, rule 2 (hashed, exact in int64) is full rank.
-double sinusoid_u(int64_t i, int64_t k) {
-  return std::sin(0.7548776662 * double(i + 1) + 1.3247179572 * double(k + 1));
-}
-double hashed_u(int64_t i, int64_t k) {
-  const int64_t p = 2147483647;  // 2^31 - 1: every product below stays under 2^63
-  int64_t h = ((i + 1) * 2654435761LL + (k + 1) * 1013904223LL) % p;
-  h = h * h % p;
-  h = h * h % p;
-  return double(2 * h + 1) / double(p) - 1.0;
-}
-
-void deterministic_init(ResNet& m, int rule) {
-  ASSERT_TRUE(rule == 1 || rule == 2) << "fixture initialisation rule " << rule;
-  const double amplitude = rule == 1 ? std::sqrt(2.0) : std::sqrt(3.0);  // u's rms -> 1
-  const auto& tensors = m.parameter_tensors();
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const ResNetTensor& t = tensors[k];
-    float* p = m.params().data() + t.offset;
-    const bool fc = t.name.rfind("fc.", 0) == 0;
-    const bool weight = t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, "weight") == 0;
-    for (int64_t i = 0; i < t.size; ++i) {
-      const double u = rule == 1 ? sinusoid_u(i, int64_t(k)) : hashed_u(i, int64_t(k));
-      double v;
-      if (t.shape.size() == 4) {
-        v = u * amplitude * std::sqrt(2.0 / double(t.shape[0] * t.shape[2] * t.shape[3]));
-      } else if (fc) {
-        v = u / std::sqrt(double(m.config().features())) * (weight ? 1.0 : 0.5);
-      } else {
-        v = weight ? 1.0 + 0.2 * u : 0.2 * u;
-      }
-      p[i] = float(v);
-    }
-  }
-}
+// The initialisations both sides compute (torch_resnet_fixture.py's docstring) live in
+// tests/support/resnet_init.h.
+using testsupport::deterministic_init;
 
 bool has(const Tensors& f, const std::string& name) { return f.count(name) > 0; }
 

@@ -3,6 +3,7 @@
 // one stream, cuDNN convolutions with their algorithms chosen at construction, and the
 // vision kernels (ops/vision/cuda) for everything else. A step allocates nothing.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -352,6 +353,19 @@ class Device final : public ResNetCudaDevice {
   void choose_batchnorm() {
     for (const ResNetCudaLayer& l : plan_.layers) {
       if (l.kind != Kind::bn || bn_reserve_bytes_[size_t(l.bn_index)] == 0 || l.acc_z) continue;
+      // cuDNN reads these vectors with 16-byte loads (the plan's layout aligns them; a
+      // layout that did not would fault on the device, not be refused).
+      const cv::BatchNormBuffers b = bn_buffers(l);
+      bool aligned = true;
+      for (const void* p : {static_cast<const void*>(b.gamma), static_cast<const void*>(b.beta),
+                            static_cast<const void*>(b.running_mean),
+                            static_cast<const void*>(b.running_var),
+                            static_cast<const void*>(b.save_mean),
+                            static_cast<const void*>(b.save_rstd),
+                            static_cast<const void*>(grads_ + l.gamma),
+                            static_cast<const void*>(grads_ + l.beta)})
+        aligned = aligned && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+      if (!aligned) continue;
       try {
         cudnn_bn_[size_t(l.bn_index)] = std::make_unique<cv::CudnnBatchNorm>(
             *cudnn_, t_, plan_.max_batch, l.H, l.W, l.C, l.relu, l.z >= 0, bn_buffers(l),
@@ -360,6 +374,9 @@ class Device final : public ResNetCudaDevice {
             bn_reserve_bytes_[size_t(l.bn_index)]);
         ++cudnn_bn_layers_;
       } catch (const Error&) {
+        // A refusal keeps the own kernels; a fault on the device is no refusal (it leaves
+        // the context unusable), so it goes on up with its own message.
+        if (cudaStreamSynchronize(stream_) != cudaSuccess) throw;
         cudnn_bn_[size_t(l.bn_index)].reset();
       }
     }

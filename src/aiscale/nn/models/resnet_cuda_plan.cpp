@@ -13,6 +13,8 @@ namespace {
 
 using Kind = ResNetCudaLayerKind;
 
+constexpr int64_t kParamAlign = 64;  // fp32 values: 256 bytes
+
 class PlanBuilder {
  public:
   PlanBuilder(const ResNet& host, ResNetCudaPlan& plan) : plan_(plan) {
@@ -37,12 +39,22 @@ class PlanBuilder {
     place(tensor("fc.weight"));
     plan_.decay_end = offset;
     place(tensor("fc.bias"));
+    // Unused values after fc.bias so that the batch norms' region starts on a 256-byte
+    // boundary: cuDNN's NHWC batch norm reads its scale, shift and gradient vectors with
+    // 16-byte loads, and fc.bias (num_classes values) would otherwise leave them misaligned
+    // whenever num_classes is not a multiple of 4. The gap belongs to [0, weight_end) (so
+    // the gradient buckets still tile the layout) and stays zero: parameter, gradient and
+    // momentum alike, so SGD and the all-reduce leave it so.
+    const int64_t gap = (kParamAlign - offset % kParamAlign) % kParamAlign;
+    offset += gap;
     plan_.weight_end = offset;
     for (const ResNetTensor& t : host.parameter_tensors())
       if (t.shape.size() != 4 && t.name.rfind("fc.", 0) != 0) place(t);
     plan_.num_params = offset;
-    AISCALE_CHECK(offset == host.num_parameters(), "device layout of {} values for {} parameters",
-                  offset, host.num_parameters());
+    plan_.host_params = host.num_parameters();
+    AISCALE_CHECK(offset == host.num_parameters() + gap,
+                  "device layout of {} values for {} parameters and a gap of {}", offset,
+                  host.num_parameters(), gap);
   }
 
   int input(int64_t C, int64_t H, int64_t W) { return act(C, H, W); }
@@ -278,9 +290,9 @@ std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, 
 }
 
 std::vector<float> to_device_layout(const ResNetCudaPlan& plan, const std::vector<float>& host) {
-  AISCALE_CHECK(int64_t(host.size()) == plan.num_params, "{} values for {} parameters",
-                host.size(), plan.num_params);
-  std::vector<float> dev(host.size());
+  AISCALE_CHECK(int64_t(host.size()) == plan.host_params, "{} values for {} parameters",
+                host.size(), plan.host_params);
+  std::vector<float> dev(size_t(plan.num_params), 0.0f);
   for (const ResNetCudaParam& p : plan.params) {
     const float* src = host.data() + p.host_offset;
     float* dst = dev.data() + p.device_offset;
@@ -300,7 +312,7 @@ void to_host_layout(const ResNetCudaPlan& plan, const std::vector<float>& dev,
                     std::vector<float>& host) {
   AISCALE_CHECK(int64_t(dev.size()) == plan.num_params, "{} values for {} parameters",
                 dev.size(), plan.num_params);
-  host.resize(dev.size());
+  host.resize(size_t(plan.host_params));
   for (const ResNetCudaParam& p : plan.params) {
     const float* src = dev.data() + p.device_offset;
     float* dst = host.data() + p.host_offset;

@@ -9,8 +9,9 @@
 //    read (converted to 16 bits under AMP) first — the convolution weights as OHWI
 //    (cuDNN's NHWC filters), then fc.weight and fc.bias — and the batch norm scales and
 //    shifts (always fp32) after them; the decayed tensors (convolution and classifier
-//    weights) form the prefix [0, decay_end). `params` maps each tensor between the host
-//    layout (torchvision's order, OIHW) and this one;
+//    weights) form the prefix [0, decay_end); a zero gap after fc.bias (< 64 values)
+//    starts the batch norms' region on a 256-byte boundary. `params` maps each tensor
+//    between the host layout (torchvision's order, OIHW) and this one;
 //  - activation gradients live in a few shared slots, reused once a gradient is consumed.
 #pragma once
 #include <cstdint>
@@ -60,8 +61,9 @@ struct ResNetCudaPlan {
   std::vector<ResNetCudaLayer> layers;   // in forward order
   std::vector<ResNetCudaParam> params;
   int logits = -1;
-  int64_t num_params = 0, num_buffers = 0;
-  int64_t weight_end = 0;   // [0, weight_end): convolution and classifier tensors
+  int64_t num_params = 0, num_buffers = 0;  // device layout values (num_params >= host_params)
+  int64_t host_params = 0;  // the host model's parameters; the rest is an alignment gap
+  int64_t weight_end = 0;   // [0, weight_end): convolution and classifier tensors, the gap
   int64_t decay_end = 0;    // [0, decay_end): the tensors weight decay applies to
   int grad_slots = 0;
   int64_t max_batch = 0, num_classes = 0, in_channels = 0, image_size = 0;
@@ -85,8 +87,8 @@ std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, 
 ResNetCudaPlan build_resnet_cuda_plan(const ResNet& host, int64_t max_batch,
                                       bool decay_bn_and_bias);
 
-// Host layout <-> device layout of a vector of num_params values (parameters, gradients,
-// momentum buffers).
+// Host layout (host_params values) <-> device layout (num_params values, the gap zero) of
+// the parameters, gradients or momentum buffers.
 std::vector<float> to_device_layout(const ResNetCudaPlan& plan, const std::vector<float>& host);
 void to_host_layout(const ResNetCudaPlan& plan, const std::vector<float>& device,
                     std::vector<float>& host);
