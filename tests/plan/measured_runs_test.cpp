@@ -59,8 +59,9 @@ std::vector<Measured> measured_runs() {
 }
 
 struct Prediction {
-  Candidate c;
+  Candidate c;  // its target points into a catalog that is gone: read `cpu` instead
   bool calibrated = false;
+  bool cpu = false;
 };
 
 Prediction predict(const Measured& m) {
@@ -79,7 +80,8 @@ Prediction predict(const Measured& m) {
   const PlanResult res = plan(r, cat.resolve(m.system), cat, cal, Assumptions{});
   EXPECT_EQ(res.ranked.size(), 1u) << m.id << ": " << (res.rejected.empty() ? "" : res.rejected[0].reason);
   if (res.ranked.empty()) return {};
-  return {res.ranked[0], res.ranked[0].figures.utilisation.measured};
+  const Candidate& c = res.ranked[0];
+  return {c, c.figures.utilisation.measured, c.target.partition && c.target.partition->is_cpu()};
 }
 
 double error(double predicted, double measured) { return predicted / measured - 1.0; }
@@ -116,7 +118,7 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
       mem_cell = fmt::format("{:.2f} / {:.2f} GiB", gib, m.memory_gib);
       mem_err = fmt::format("{:+.1f}%", e * 100);
     }
-    const bool cpu = p.c.target.partition && p.c.target.partition->is_cpu();
+    const bool cpu = p.cpu;
     const std::string shape =
         cpu ? fmt::format("{} rank{} × {}, {}{}", m.gpus, m.gpus == 1 ? "" : "s", m.batch, m.precision,
                           m.gpus > 1 ? ", DDP over MPI" : "")
