@@ -470,19 +470,4 @@ TEST(Gpu2, FourRanksMatchOneGpu) {
                       "x4, ZeRO-1, copy-engine transport", 4);
 }
 
-int main(int argc, char** argv) {
-  // Keep NVLink multicast (NVLS) off: on shared machines it can take GPUs out of service.
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-  if (gpus < 2) {
-    std::printf("skipped: %d GPU(s) visible, these tests need 2\n", gpus);
-    return 77;
-  }
-  if (!aiscale::parallel::nccl_compiled()) {
-    std::printf("skipped: aiscale was built without NCCL\n");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return aiscale::testsupport::gpu2::run_multi_gpu_tests(argc, argv); }

@@ -6,13 +6,16 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "aiscale/parallel/comm.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/safetensors.h"
 #include "../support/run_support.h"
@@ -107,6 +110,25 @@ inline void expect_like_one_gpu(const std::string& two_set, const char* what, in
   std::printf("[gpu2] 1 GPU x16 vs %d GPUs, %s, bf16, 50 steps: step-1 loss %.6f vs %.6f, grad norm "
               "%.6f vs %.6f; loss relative difference max %.2e mean %.2e; final weights relative "
               "L2 difference %.2e\n", ranks, what, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
+}
+
+// The main() of a multi-GPU test program: exit code 77 (CTest: skipped) with fewer than
+// 2 GPUs or without NCCL; NVLink multicast (NVLS) kept off, since on shared machines it
+// can take GPUs out of service.
+inline int run_multi_gpu_tests(int argc, char** argv) {
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  if (gpus < 2) {
+    std::printf("skipped: %d GPU(s) visible, these tests need 2\n", gpus);
+    return 77;
+  }
+  if (!aiscale::parallel::nccl_compiled()) {
+    std::printf("skipped: aiscale was built without NCCL\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
 }
 
 }  // namespace aiscale::testsupport::gpu2
