@@ -17,6 +17,27 @@
 namespace aiscale::bench {
 namespace {
 
+// The fields both devices' records share: the batch, the timed steps and what they did.
+nlohmann::json step_fields(const VisionBenchOptions& o, const nn::ResNetConfig& mc, int world,
+                           const std::vector<double>& times, double flops_per_image, double loss) {
+  const double step_s = median(times);
+  const int64_t global_batch = o.batch_size * world;
+  return {{"batch_size", o.batch_size},
+          {"global_batch", global_batch},
+          {"image_size", mc.image_size},
+          {"channels", mc.in_channels},
+          {"steps", o.steps},
+          {"warmup", o.warmup},
+          {"step_time_median_s", step_s},
+          {"step_time_p90_s", percentile(times, 0.9)},
+          {"images_per_s", double(global_batch) / step_s},
+          {"images_per_s_per_rank", double(o.batch_size) / step_s},
+          {"train_flops_per_image", flops_per_image},
+          {"achieved_flops", flops_per_image * double(global_batch) / step_s},
+          {"final_loss", loss}};
+}
+
+
 // The GPU run: images and labels loaded to the device once; every step is forward,
 // backward, the gradient all-reduce over the ranks (NCCL) and the SGD update.
 nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& host,
@@ -53,10 +74,8 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
     comm.allreduce_sum(&seconds, 1);
     if (i >= o.warmup) times.push_back(seconds / comm.world());
   }
-  const double step_s = median(times);
-  const int64_t global_batch = o.batch_size * comm.world();
   const double flops_per_image = 3.0 * host.forward_flops_per_image();
-  return {{"bench", "vision"},
+  nlohmann::json j = {{"bench", "vision"},
           {"model", o.model},
           {"parameters", host.num_parameters()},
           {"device", "cuda"},
@@ -68,21 +87,10 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
           {"kernels", model.describe()},
           {"world_size", comm.world()},
           {"communicator", comm.backend()},
-          {"batch_size", o.batch_size},
-          {"global_batch", global_batch},
-          {"image_size", mc.image_size},
-          {"channels", mc.in_channels},
-          {"steps", o.steps},
-          {"warmup", o.warmup},
-          {"step_time_median_s", step_s},
-          {"step_time_p90_s", percentile(times, 0.9)},
-          {"images_per_s", double(global_batch) / step_s},
-          {"images_per_s_per_rank", double(o.batch_size) / step_s},
-          {"train_flops_per_image", flops_per_image},
-          {"achieved_flops", flops_per_image * double(global_batch) / step_s},
-          {"final_loss", loss},
           {"peak_memory_bytes", double(model.arena_bytes())},
           {"date", utc_iso8601()}};
+  j.update(step_fields(o, mc, comm.world(), times, flops_per_image, loss));
+  return j;
 }
 
 }  // namespace
@@ -134,32 +142,19 @@ nlohmann::json run_vision_bench(const VisionBenchOptions& options, parallel::Com
     comm.allreduce_sum(&seconds, 1);  // the ranks' mean step time
     if (i >= o.warmup) times.push_back(seconds / comm.world());
   }
-  const double step_s = median(times);
-  const int64_t global_batch = o.batch_size * comm.world();
   // Training FLOPs: forward + backward (data and weight gradients) = 3x the forward.
   const double flops_per_image = 3.0 * model.forward_flops_per_image();
-  return {{"bench", "vision"},
+  nlohmann::json j = {{"bench", "vision"},
           {"model", o.model},
           {"parameters", model.num_parameters()},
           {"device", "cpu"},
           {"cpu", cpu_model_name()},
           {"threads", threads},
           {"world_size", comm.world()},
-          {"batch_size", o.batch_size},
-          {"global_batch", global_batch},
-          {"image_size", mc.image_size},
-          {"channels", mc.in_channels},
-          {"steps", o.steps},
-          {"warmup", o.warmup},
-          {"step_time_median_s", step_s},
-          {"step_time_p90_s", percentile(times, 0.9)},
-          {"images_per_s", double(global_batch) / step_s},
-          {"images_per_s_per_rank", double(o.batch_size) / step_s},
-          {"train_flops_per_image", flops_per_image},
-          {"achieved_flops", flops_per_image * double(global_batch) / step_s},
-          {"final_loss", loss},
           {"peak_memory_bytes", double(train::process_peak_rss_bytes())},
           {"date", utc_iso8601()}};
+  j.update(step_fields(o, mc, comm.world(), times, flops_per_image, loss));
+  return j;
 }
 
 }  // namespace aiscale::bench
