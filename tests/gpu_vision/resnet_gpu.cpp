@@ -151,10 +151,24 @@ void compare_with_cpu(const Case& k, const std::string& precision, double loss_t
   }
   std::vector<float> velocity;
   gpu.download(mirror, &velocity);
-  EXPECT_LT(relative_error(minus(mirror.params(), start), minus(cpu.params(), start)),
-            2 * total_tol)
-      << k.preset;
-  EXPECT_LT(relative_error(velocity, sgd.velocity()), 2 * total_tol) << k.preset;
+  const std::vector<float> moved_gpu = minus(mirror.params(), start),
+                           moved_cpu = minus(cpu.params(), start);
+  const double moved_err = relative_error(moved_gpu, moved_cpu),
+               velocity_err = relative_error(velocity, sgd.velocity());
+  EXPECT_LT(moved_err, 2 * total_tol) << k.preset;
+  EXPECT_LT(velocity_err, 2 * total_tol) << k.preset;
+  if (moved_err >= 2 * total_tol || velocity_err >= 2 * total_tol) {
+    // Where the difference sits: the tensors whose change or momentum differs most.
+    std::vector<std::pair<double, std::string>> worst;
+    for (const nn::ResNetTensor& t : cpu.parameter_tensors())
+      worst.emplace_back(std::max(relative_error(slice(moved_gpu, t), slice(moved_cpu, t)),
+                                  relative_error(slice(velocity, t), slice(sgd.velocity(), t))),
+                         t.name);
+    std::sort(worst.rbegin(), worst.rend());
+    for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i)
+      std::printf("%s: %s differs by %.3g after %d steps\n", k.preset.c_str(),
+                  worst[i].second.c_str(), worst[i].first, steps);
+  }
   EXPECT_LT(relative_error(mirror.buffers(), cpu.buffers()), 10 * param_tol) << k.preset;
 }
 

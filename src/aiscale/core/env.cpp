@@ -55,6 +55,9 @@ const Variable kVariables[] = {
     {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
      "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
      "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_CUDNN_CONV_ENGINES", "auto | legacy", "auto", Kind::measurement,
+     "legacy: the GPU vision convolutions choose among cuDNN's legacy algorithms only, "
+     "without timing its graph-API engines beside them (read in ops/vision/cuda/conv_cudnn.cu)"},
     {"AISCALE_CUDA_AUTOTUNE", "0 | 1", "1", Kind::measurement,
      "0: cuBLASLt's first heuristic instead of timing its candidates in the warm-up step "
      "(read in nn/models/gpt_factory_nocuda.cpp; the gpu2 tests turn it off for reproducible GEMMs)"},

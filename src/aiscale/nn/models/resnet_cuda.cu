@@ -311,7 +311,8 @@ class Device final : public ResNetCudaDevice {
   std::string describe() const override {
     std::string d = std::string(cuda::dtype_str(t_)) + (amp_ ? " AMP" : "") +
                     (!amp_ && s_.tf32 ? " (TF32 convolutions)" : "") + ", " +
-                    std::to_string(unique_convs_) + " convolution shapes, batch norm: " +
+                    std::to_string(unique_convs_) + " convolution shapes (" +
+                    std::to_string(graph_engines_) + " directions on cuDNN graph engines), batch norm: " +
                     (cudnn_bn_layers_ > 0 ? std::to_string(cudnn_bn_layers_) + " of " +
                                                 std::to_string(bn_offsets_.size()) + " layers cuDNN"
                                           : std::string("own kernels")) +
@@ -484,6 +485,8 @@ class Device final : public ResNetCudaDevice {
       convs_[i] = it->second;
     }
     unique_convs_ = int(cache.size());
+    graph_engines_ = 0;
+    for (const auto& [key, conv] : cache) graph_engines_ += conv->graph_engines();
     synchronize();
   }
 
@@ -513,6 +516,7 @@ class Device final : public ResNetCudaDevice {
   std::vector<std::shared_ptr<cv::CudnnConv>> convs_;
   std::unique_ptr<cuda::Gemm> gemm_;
   int unique_convs_ = 0;
+  int graph_engines_ = 0;  // convolution directions run by a graph-API engine
   static constexpr int64_t kBucketBytes = int64_t(25) << 20;  // PyTorch DDP's default
   std::vector<ResNetCudaBucket> buckets_;
   parallel::Communicator* overlap_ = nullptr;

@@ -18,6 +18,8 @@
 
 #if AISCALE_HAVE_CUDNN
 #include <cudnn.h>
+
+#include "aiscale/ops/cuda/cudnn_backend.cuh"
 #endif
 
 namespace aiscale::cuda {
@@ -26,52 +28,11 @@ namespace aiscale::cuda {
 
 namespace {
 
-std::string cudnn_message(cudnnStatus_t st) {
-  std::string m = cudnnGetErrorString(st);
-  char detail[1024] = {0};
-  cudnnGetLastErrorString(detail, sizeof detail);
-  if (detail[0]) m += std::string(": ") + detail;
-  return m;
-}
+using cudnn_backend::Desc;
 
 void check(cudnnStatus_t st, const std::string& what) {
-  if (st != CUDNN_STATUS_SUCCESS) throw Error("cuDNN attention: " + what + " failed (" + cudnn_message(st) + ")");
+  cudnn_backend::check(st, "cuDNN attention", what);
 }
-
-// One backend descriptor, destroyed with its owner.
-class Desc {
- public:
-  Desc() = default;
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    check(cudnnBackendCreateDescriptor(type, &d_), "creating a descriptor");
-  }
-  ~Desc() {
-    if (d_) cudnnBackendDestroyDescriptor(d_);
-  }
-  Desc(Desc&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
-  Desc& operator=(Desc&& o) noexcept {
-    std::swap(d_, o.d_);
-    return *this;
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return d_; }
-  template <typename V>
-  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t n,
-           const V* v, const char* what) {
-    check(cudnnBackendSetAttribute(d_, name, type, n, v), std::string("setting ") + what);
-  }
-  void set_desc(cudnnBackendAttributeName_t name, const Desc& other, const char* what) {
-    cudnnBackendDescriptor_t p = other.get();
-    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p, what);
-  }
-  cudnnStatus_t try_finalize() { return cudnnBackendFinalize(d_); }
-  void finalize(const std::string& what) { check(cudnnBackendFinalize(d_), "finalising " + what); }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
 
 using Dims = std::vector<int64_t>;
 
@@ -195,64 +156,35 @@ enum Uid : int64_t {
   kVt = 15,
 };
 
-// A variant pack's pointers: the data pointers in uid order, then the workspace; the rest
-// null. The backward plan has the most: 14 + 1.
-using PackKey = std::array<void*, 16>;
-
 struct Plan {
   GraphBuilder builder;
   Desc graph;
   Desc plan;
   int64_t workspace = 0;
   int64_t engine = -1;
-  // Variant packs by their pointers: a model calls each plan with one set of buffers per
-  // layer, the same every step, so each pack is built once (and a call allocates nothing).
-  std::map<PackKey, Desc> packs;
+  cudnn_backend::PackCache packs;
 };
 
 // Heuristics (mode A, then the fallback list); the first configuration that finalises.
 void make_plan(Plan& p, cudnnHandle_t handle, const char* name) {
   std::string tried;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, p.graph, "heuristics graph");
-    heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics mode");
-    if (heur.try_finalize() != CUDNN_STATUS_SUCCESS) continue;
-    int64_t count = 0;
-    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr) !=
-            CUDNN_STATUS_SUCCESS ||
-        count <= 0)
-      continue;
-    std::vector<Desc> cfgs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(cfgs.back().get());
-    }
-    int64_t got = 0;
-    check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
-          "reading the heuristics' results");
+    std::vector<Desc> cfgs = cudnn_backend::engine_configs(p.graph, mode);
+    const int64_t got = int64_t(cfgs.size());
     for (int64_t i = 0; i < got; ++i) {
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
       plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[size_t(i)], "plan engine");
       const cudnnStatus_t st = plan.try_finalize();
       if (st != CUDNN_STATUS_SUCCESS) {
-        tried += (tried.empty() ? "" : "; ") + cudnn_message(st);
+        tried += (tried.empty() ? "" : "; ") + cudnn_backend::message(st);
         continue;
       }
-      check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &got, &p.workspace),
-            "reading the plan's workspace size");
-      Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-      cudnnBackendDescriptor_t e = engine.get();
       int64_t n = 0;
-      if (cudnnBackendGetAttribute(cfgs[size_t(i)].get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) == CUDNN_STATUS_SUCCESS)
-        cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
-                                 &p.engine);
+      check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, &p.workspace),
+            "reading the plan's workspace size");
+      p.engine = cudnn_backend::engine_index(cfgs[size_t(i)]);
       p.plan = std::move(plan);
       return;
     }
@@ -267,26 +199,9 @@ template <size_t N>
 void execute(cudnnHandle_t handle, Plan& p, const std::array<int64_t, N>& uids,
              const std::array<void*, N>& ptrs, void* workspace, cudaStream_t s,
              const char* name) {
-  static_assert(N < std::tuple_size_v<PackKey>, "PackKey holds the pointers and the workspace");
-  constexpr size_t kMaxPacks = 256;  // bounds the cache for callers that vary their buffers
-  PackKey key{};
-  std::copy(ptrs.begin(), ptrs.end(), key.begin());
-  key[N] = workspace;
-  auto it = p.packs.find(key);
-  if (it == p.packs.end()) {
-    Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(N), uids.data(),
-             "variant pack uids");
-    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(N), key.data(),
-             "variant pack pointers");
-    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
-             "variant pack workspace");
-    pack.finalize("variant pack");
-    if (p.packs.size() >= kMaxPacks) p.packs.clear();
-    it = p.packs.emplace(key, std::move(pack)).first;
-  }
+  cudnnBackendDescriptor_t pack = p.packs.get(uids, ptrs, workspace);
   check(cudnnSetStream(handle, s), "setting the stream");
-  check(cudnnBackendExecute(handle, p.plan.get(), it->second.get()), std::string("running ") + name);
+  check(cudnnBackendExecute(handle, p.plan.get(), pack), std::string("running ") + name);
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 // cuDNN convolutions for the vision path (conv_cudnn.cuh).
 #include "aiscale/ops/vision/cuda/conv_cudnn.cuh"
 
+#include <algorithm>
+#include <array>
 #include <string>
 
+#include "aiscale/core/env.h"
 #include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/vision/cuda/conv_cudnn_graph.cuh"
 
 #if AISCALE_HAVE_CUDNN
 #include <cudnn.h>
@@ -64,6 +68,15 @@ struct CudnnConv::Impl {
   cudnnConvolutionBwdDataAlgo_t found_data{};
   cudnnConvolutionBwdFilterAlgo_t found_filter{};
   size_t found_ws_fwd = 0, found_ws_data = 0, found_ws_filter = 0;
+  // Graph-API engines that ran faster than the legacy choice at the full batch (null where
+  // none did): forward; backward-data overwriting, accumulating; backward-filter likewise.
+  enum Slot { kFwd, kData, kDataAcc, kFilter, kFilterAcc, kSlots };
+  std::array<std::unique_ptr<ConvGraphPlan>, kSlots> graph;
+  int graph_used = 0;
+
+  ConvGraphPlan* graph_plan(Slot slot, int64_t batch) const {
+    return batch == g.N ? graph[size_t(slot)].get() : nullptr;
+  }
 
   cudnnMathType_t math() const {
     if (t != DType::f32) return CUDNN_TENSOR_OP_MATH;
@@ -174,6 +187,8 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
   if (pick < 0) throw Error("cuDNN convolution: no forward algorithm runs this shape");
   m.fwd = f[pick].algo;
   m.ws_fwd = f[pick].memory;
+  const float legacy_fwd_ms = f[pick].time;
+  float legacy_data_ms = 0;
   if (backward_data) {
     cudnnConvolutionBwdDataAlgoPerf_t d[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     check(cudnnFindConvolutionBackwardDataAlgorithmEx(
@@ -186,6 +201,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
     if (pick < 0) throw Error("cuDNN convolution: no backward-data algorithm runs this shape");
     m.bwd_data = d[pick].algo;
     m.ws_data = d[pick].memory;
+    legacy_data_ms = d[pick].time;
   }
   cudnnConvolutionBwdFilterAlgoPerf_t b[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   check(cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -200,6 +216,28 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
   m.ws_filter = b[pick].memory;
   m.found_fwd = m.fwd, m.found_data = m.bwd_data, m.found_filter = m.bwd_filter;
   m.found_ws_fwd = m.ws_fwd, m.found_ws_data = m.ws_data, m.found_ws_filter = m.ws_filter;
+  const float legacy_ms[3] = {legacy_fwd_ms, backward_data ? legacy_data_ms : 0.f, b[pick].time};
+
+  // The graph API's candidates for each direction (and output scaling), kept where one beat
+  // the legacy choice by 5 %. AISCALE_CUDNN_CONV_ENGINES=legacy measures without them.
+  if (env::get("AISCALE_CUDNN_CONV_ENGINES") == "legacy") return;
+  cudaStream_t s = nullptr;
+  check(cudnnGetStream(m.handle, &s), "cudnnGetStream");
+  struct Want { Impl::Slot slot; ConvDirection dir; bool acc; int legacy; };
+  const Want wants[] = {{Impl::kFwd, ConvDirection::forward, false, 0},
+                        {Impl::kData, ConvDirection::backward_data, false, 1},
+                        {Impl::kDataAcc, ConvDirection::backward_data, true, 1},
+                        {Impl::kFilter, ConvDirection::backward_filter, false, 2},
+                        {Impl::kFilterAcc, ConvDirection::backward_filter, true, 2}};
+  for (const Want& w : wants) {
+    if (w.dir == ConvDirection::backward_data && !backward_data) continue;
+    std::unique_ptr<ConvGraphPlan> p = ConvGraphPlan::search(
+        m.handle, t, tf32, g, w.dir, w.acc, search, workspace, workspace_bytes, s);
+    if (p && p->time_ms() < 0.95f * legacy_ms[w.legacy]) {
+      m.graph[size_t(w.slot)] = std::move(p);
+      ++m.graph_used;
+    }
+  }
 }
 
 CudnnConv::~CudnnConv() {
@@ -211,18 +249,25 @@ CudnnConv::~CudnnConv() {
 }
 
 size_t CudnnConv::workspace_bytes() const {
-  return std::max(impl_->ws_fwd, std::max(impl_->ws_data, impl_->ws_filter));
+  size_t bytes = std::max(impl_->ws_fwd, std::max(impl_->ws_data, impl_->ws_filter));
+  for (const auto& p : impl_->graph)
+    if (p) bytes = std::max(bytes, p->workspace());
+  return bytes;
 }
 
 std::string CudnnConv::describe() const {
   return "fwd " + std::to_string(int(impl_->fwd)) + " / bwd-data " +
          (impl_->backward_data ? std::to_string(int(impl_->bwd_data)) : std::string("-")) +
-         " / bwd-filter " + std::to_string(int(impl_->bwd_filter));
+         " / bwd-filter " + std::to_string(int(impl_->bwd_filter)) +
+         (impl_->graph_used ? ", " + std::to_string(impl_->graph_used) + " graph engine(s)" : "");
 }
+
+int CudnnConv::graph_engines() const { return impl_->graph_used; }
 
 void CudnnConv::forward(void* y, const void* x, const void* w, int64_t n, void* workspace,
                         cudaStream_t s) {
   Impl& m = *impl_;
+  if (ConvGraphPlan* p = m.graph_plan(Impl::kFwd, n); p && p->run(y, x, w, workspace, s)) return;
   m.ensure_batch(n);
   check(cudnnSetStream(m.handle, s), "cudnnSetStream");
   const float one = 1.f, zero = 0.f;
@@ -235,6 +280,9 @@ void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n
                               bool accumulate, void* workspace, cudaStream_t s) {
   Impl& m = *impl_;
   if (!m.backward_data) throw Error("cuDNN convolution: built without backward-data");
+  if (ConvGraphPlan* p = m.graph_plan(accumulate ? Impl::kDataAcc : Impl::kData, n);
+      p && p->run(dx, dy, w, workspace, s))
+    return;
   m.ensure_batch(n);
   check(cudnnSetStream(m.handle, s), "cudnnSetStream");
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
@@ -246,6 +294,9 @@ void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n
 void CudnnConv::backward_filter(void* dw, const void* dy, const void* x, int64_t n,
                                 bool accumulate, void* workspace, cudaStream_t s) {
   Impl& m = *impl_;
+  if (ConvGraphPlan* p = m.graph_plan(accumulate ? Impl::kFilterAcc : Impl::kFilter, n);
+      p && p->run(dw, dy, x, workspace, s))
+    return;
   m.ensure_batch(n);
   check(cudnnSetStream(m.handle, s), "cudnnSetStream");
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
@@ -276,6 +327,7 @@ CudnnConv::CudnnConv(CudnnContext&, DType, bool, const ConvGeometry&, bool, cons
 CudnnConv::~CudnnConv() = default;
 size_t CudnnConv::workspace_bytes() const { return 0; }
 std::string CudnnConv::describe() const { return "no cuDNN"; }
+int CudnnConv::graph_engines() const { return 0; }
 void CudnnConv::forward(void*, const void*, const void*, int64_t, void*, cudaStream_t) {
   no_cudnn();
 }

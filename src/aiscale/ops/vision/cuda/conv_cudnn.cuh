@@ -1,7 +1,8 @@
-// 2-D convolutions of NHWC activations through cuDNN (the legacy convolution API of
-// cuDNN 9): forward, backward-data and backward-filter, with the algorithm of each chosen
-// once per shape by timing cuDNN's candidates (cudnnFind*AlgorithmEx) on the caller's own
-// buffers and workspace. Filters are OHWI (cuDNN's NHWC filter format); math type: fp32
+// 2-D convolutions of NHWC activations through cuDNN 9: forward, backward-data and
+// backward-filter, with the algorithm of each chosen once per shape by timing cuDNN's
+// candidates on the caller's own buffers and workspace: the legacy API's algorithms
+// (cudnnFind*AlgorithmEx), then the graph API's engines (conv_cudnn_graph.cuh), keeping a
+// graph engine where it is faster at the full batch (other batches use the legacy API). Filters are OHWI (cuDNN's NHWC filter format); math type: fp32
 // without TF32 unless `tf32`, 16-bit types on tensor cores, accumulation in fp32 always.
 //
 // Optional at build time like the attention engines: without cuDNN the class exists,
@@ -64,8 +65,10 @@ class CudnnConv {
 
   // Largest workspace the chosen algorithms need (<= the limit given).
   size_t workspace_bytes() const;
-  // "fwd A / bwd-data B / bwd-filter C" for logs.
+  // "fwd A / bwd-data B / bwd-filter C[, K graph engine(s)]" for logs.
   std::string describe() const;
+  // How many directions run a graph-API engine (conv_cudnn_graph.cuh) at the full batch.
+  int graph_engines() const;
 
   // Each call runs at batch n <= the geometry's N (another n re-chooses by heuristics).
   // y = conv(x, w).
