@@ -55,6 +55,10 @@ const Variable kVariables[] = {
     {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
      "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
      "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_NCCL_BLOCKING", "0 | 1", "0", Kind::measurement,
+     "1: NCCL communicators in blocking mode (calls then cannot be bounded by "
+     "parallel.timeout_s), to measure what the non-blocking mode costs small collectives "
+     "(read in parallel/nccl/comm_nccl.cpp)"},
     {"AISCALE_CUDNN_CONV_ENGINES", "auto | legacy", "auto", Kind::measurement,
      "legacy: the GPU vision convolutions choose among cuDNN's legacy algorithms only, "
      "without timing its graph-API engines beside them (read in ops/vision/cuda/conv_cudnn.cu)"},

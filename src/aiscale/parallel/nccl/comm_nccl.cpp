@@ -22,6 +22,7 @@
 #include <memory>
 #include <thread>
 
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/parallel/bootstrap.h"
@@ -212,8 +213,9 @@ class NcclCommunicator final : public Communicator {
   static ncclConfig_t make_config(const char* name) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     // Non-blocking: a blocking communicator's calls could not be bounded by
-    // parallel.timeout_s (and measured no faster: docs/design/gradient-exchange.md).
-    config.blocking = 0;
+    // parallel.timeout_s (and measured no faster in training steps:
+    // docs/design/gradient-exchange.md).
+    config.blocking = env::flag("AISCALE_NCCL_BLOCKING") ? 1 : 0;
     config.commName = name;
     return config;
   }
