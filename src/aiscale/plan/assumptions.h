@@ -115,7 +115,9 @@ struct Assumptions {
   // Bytes per parameter of the data-parallel gradient reduction: fp32 (aiscale, PyTorch
   // AMP with DDP and Megatron's default keep and reduce fp32 gradients in mixed precision).
   double grad_comm_bytes = 4;
-  // Gradient bucket size (PyTorch DDP's default bucket_cap_mb = 25).
+  // Gradient bucket size: aiscale's default (train bucket_mib, as PyTorch DDP's bucket_cap_mb
+  // = 25). aiscale's reducer fills its buckets with whole layers until one holds this much
+  // (a GPT-2 124M or larger layer is a bucket of its own), the embeddings in one more.
   double bucket_bytes = 25.0 * 1024 * 1024;
   // HBM bytes the optimizer update reads and writes per parameter:
   // AdamW: fp32 master, m, v read+written (24) + 16-bit grad read (2) + 16-bit weight

@@ -50,7 +50,9 @@ Placement place(const Layout& l, const Partition& part) {
 // (parallel/data_parallel/bucket_plan.h): whole layers in backward's order, merged until a
 // bucket holds bucket_bytes, and the embeddings (ready first, after the LM head) one of
 // their own; a CNN's gradients in bucket_bytes pieces. `last_bytes`: the bucket ready at
-// the end of backward, whose collective cannot overlap.
+// the end of backward, whose collective cannot overlap. (aiscale cuts layer 0's bucket in
+// three so that less of it follows backward; the planner keeps it whole, which overstates
+// that tail by under a millisecond for GPT-2 2.7B on 4 GPUs.)
 struct Buckets {
   int count = 1;
   double last_bytes = 0;

@@ -64,7 +64,7 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
                      "NVLink H200s).", a.copy_engine_slowdown * 100);
   return fmt::format(
       "Model assumptions (not measurements; see docs/guide/planner.md): ring latency {:.0f} µs inside a "
-      "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
+      "node and {:.0f} µs across nodes per step; gradient buckets of whole layers, at least {:.0f} MiB, {:.0f} bytes per "
       "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps; "
       "inside a node behind all of it, each collective beside compute costing {:.2f} ms "
       "(measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
