@@ -122,6 +122,32 @@ TEST(PlanMemory, TensorAndPipelineSplitTheParameters) {
   EXPECT_DOUBLE_EQ(params_per_gpu(w, 1, 4), 3 * (12.0 * 768 * 768 + 13 * 768) + 50257.0 * 768 + 1024.0 * 768);
 }
 
+TEST(PlanMemory, GpuTensorParallelismKeepsTheVocabularyAndResidualStreamWhole) {
+  // aiscale's GPU ranks (nn/models/gpt_cuda_tp.cuh): the token embedding with the tied LM
+  // head whole on every tensor rank, each computing all the logits, and no sequence
+  // parallelism: per layer 8·s·b·h bytes whole (LayerNorm inputs and outputs, residual
+  // stream) and 24·s·b·h split. CPU ranks split the vocabulary and the sequence.
+  const Workload w = make_workload("gpt2-124m");
+  EXPECT_DOUBLE_EQ(params_per_gpu(w, 2, 1, false, false),
+                   42554880.0 + 50257.0 * 768 + 786432.0 + 1536.0);
+  Layout l;
+  l.tp = 2;
+  l.micro_batch = 4;
+  const MemoryBreakdown gpu = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  const MemoryBreakdown cpu = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_cpu);
+  EXPECT_DOUBLE_EQ(gpu.params_on_gpu, params_per_gpu(w, 2, 1, false, false));
+  EXPECT_DOUBLE_EQ(cpu.params_on_gpu, params_per_gpu(w, 2, 1));
+  const double sbh = 1024.0 * 4 * 768;
+  const double lse = 4.0 * 12 * 1024 * 4 / 2;  // flash attention's log-sum-exp, split by heads
+  const double logits = 2.0 * 1024 * 4 * 50304;  // bf16, padded vocabulary, whole
+  EXPECT_DOUBLE_EQ(gpu.activations, 12 * ((8 + 24.0 / 2) * sbh + lse) + 4 * sbh + logits);
+  EXPECT_DOUBLE_EQ(cpu.activations, 12 * (32.0 / 2 * sbh + lse) + 4 * sbh / 2 + logits / 2);
+  // One tensor rank: the same either way.
+  l.tp = 1;
+  EXPECT_DOUBLE_EQ(memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu).total,
+                   memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_cpu).total);
+}
+
 TEST(PlanMemory, WorkspaceIsAStatedMargin) {
   const Workload w = make_workload("gpt2-124m");
   Layout l;

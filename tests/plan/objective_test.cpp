@@ -104,9 +104,10 @@ TEST(PlanObjective, DurationsParse) {
 namespace aiscale::plan {
 namespace {
 
-// Every ZeRO stage's communication hides alike: inside an NVLink node none of it (as
-// measured for DDP), so ZeRO-3, which moves as many bytes per step as DDP's all-reduce
-// (two weight gathers and a gradient reduce-scatter), is not predicted to expose less.
+// Every ZeRO stage's communication hides alike: inside a node its bytes behind the compute
+// beside them, each collective at the same cost (perf.cpp), so ZeRO-3, which moves as many
+// bytes per step as DDP's all-reduce (two weight gathers and a gradient reduce-scatter) in
+// three collectives per layer to DDP's one, is not predicted to expose less.
 TEST(PlanObjective, ZeroStagesHideTheirCommunicationAlike) {
   const Catalog& cat = catalog();
   const Target t = cat.resolve("jupiter")[0];

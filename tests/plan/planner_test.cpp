@@ -70,8 +70,11 @@ TEST(PlanPlanner, DataParallelStepMatchesAHandCalculation) {
   const double t_bwd = 2 * t_fwd;
   EXPECT_NEAR(s.compute_s, t_fwd + t_bwd, 1e-12);
   const double grads = 124439808.0 * 4;  // fp32 gradients reduced (a.grad_comm_bytes)
-  const int buckets = static_cast<int>(std::ceil(grads / a.bucket_bytes));  // 19
-  EXPECT_EQ(buckets, 19);
+  // aiscale's buckets: one per layer (28.35 MB of fp32 gradients, over the 25 MiB target)
+  // and one for the embeddings.
+  const double layer = (12.0 * 768 * 768 + 13.0 * 768) * 4;
+  ASSERT_GT(layer, a.bucket_bytes);
+  const int buckets = 12 + 1;
   // Ring all-reduce over 2 nodes: 2(p-1)α per bucket + 2(p-1)/p · bytes / 10 GB/s.
   const double t_ar = 2 * 1 * a.alpha_inter_s * buckets + grads / 10e9;
   EXPECT_NEAR(s.dp_comm_s, t_ar, 1e-12);
@@ -97,16 +100,18 @@ TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
   l.transport = GradTransport::copy_engine;
   const StepEstimate s = estimate_step(w, l, part, m, Precision::bf16, a);
   const double grads = 124439808.0 * 4;
-  const int buckets = 19;
+  const int buckets = 13;  // the 12 layers' and the embeddings'
+  const double layer = (12.0 * 768 * 768 + 13.0 * 768) * 4;  // the last bucket: layer 0
   const double x = 2 * a.alpha_intra_s * buckets + grads / 100e9;  // 2(p-1)/p = 1
-  const double tail = 2 * a.alpha_intra_s + a.bucket_bytes / 100e9;
+  const double tail = 2 * a.alpha_intra_s + layer / 100e9;
   EXPECT_NEAR(s.dp_comm_s, x, 1e-12);
   ASSERT_LT(x, 2.0 / 3.0 * s.compute_s);  // fits in backward
   EXPECT_NEAR(s.dp_exposed_s, tail + m.copy_engine_slowdown.value * s.compute_s, 1e-12);
-  // NCCL's kernels inside a node hide nothing (comm_overlap_intra = 0): the whole exchange.
+  // NCCL inside a node: the bytes hide behind backward, but each of the 13 collectives
+  // beside it costs collective_overlap_cost_s; the last bucket follows backward.
   l.transport = GradTransport::nccl;
   const StepEstimate n = estimate_step(w, l, part, m, Precision::bf16, a);
-  EXPECT_NEAR(n.dp_exposed_s, x, 1e-12);
+  EXPECT_NEAR(n.dp_exposed_s, tail + buckets * a.collective_overlap_cost_s, 1e-12);
   EXPECT_LT(s.step_s, n.step_s);
   // ZeRO-1: reduce-scatter beside backward, the new weights' all-gather after the update.
   l.transport = GradTransport::copy_engine;
@@ -114,11 +119,65 @@ TEST(PlanPlanner, CopyEngineTransportStepMatchesAHandCalculation) {
   const StepEstimate z = estimate_step(w, l, part, m, Precision::bf16, a);
   const double ag = a.alpha_intra_s * buckets + 124439808.0 * 2 / 2 / 100e9;
   EXPECT_NEAR(z.dp_exposed_s,
-              a.alpha_intra_s + a.bucket_bytes / 2 / 100e9 + m.copy_engine_slowdown.value * z.compute_s + ag,
+              a.alpha_intra_s + layer / 2 / 100e9 + m.copy_engine_slowdown.value * z.compute_s + ag,
               1e-12);
   // Not beyond one node.
   l.zero = 0;
   EXPECT_THROW(estimate_step(w, l, toy_partition(2, 1), m, Precision::bf16, a), Error);
+}
+
+TEST(PlanPlanner, NvlinkExchangeHidesBehindLongLayersButEachCollectiveCosts) {
+  // Four GPUs of one node, 100 GB/s between them, GPT-2 2.7B (60 layers of 44.3M
+  // parameters, 177 MB of fp32 gradients each): 61 buckets (60 layers and the embeddings),
+  // each all-reduced beside backward. Backward is far longer than the exchange, so only
+  // the last bucket's all-reduce (layer 0's, after backward) and 61 × the cost of a
+  // collective beside compute show.
+  const Partition part = toy_partition(1, 4);
+  const MachineFigures m = toy_figures();
+  Assumptions a;
+  const Workload w = make_workload("gpt2-2.7b");
+  Layout l;
+  l.dp = 4;
+  l.micro_batch = 4;
+  const StepEstimate s = estimate_step(w, l, part, m, Precision::bf16, a);
+  Fabric f;
+  f.intra = {a.alpha_intra_s, 100e9};
+  const GroupShape dp{4, 1};
+  const double layer = (12.0 * 1920 * 1920 + 13.0 * 1920) * 4;
+  const double grads = static_cast<double>(w.params()) * 4;
+  EXPECT_NEAR(s.dp_comm_s, hier_allreduce_time(grads, dp, f, 61), 1e-12);
+  ASSERT_LT(s.dp_comm_s, 2.0 / 3.0 * s.compute_s);
+  EXPECT_NEAR(s.dp_exposed_s, hier_allreduce_time(layer, dp, f) + 61 * a.collective_overlap_cost_s, 1e-12);
+  EXPECT_LT(s.dp_exposed_s, 0.2 * s.dp_comm_s);
+  // On links 50 times slower the exchange outlasts backward: the excess shows as well.
+  MachineFigures slow = m;
+  slow.intra_bytes_per_s.value = 2e9;
+  f.intra.bytes_per_s = 2e9;
+  const StepEstimate t = estimate_step(w, l, part, slow, Precision::bf16, a);
+  ASSERT_GT(t.dp_comm_s, 2.0 / 3.0 * t.compute_s);
+  EXPECT_NEAR(t.dp_exposed_s, t.dp_comm_s - 2.0 / 3.0 * t.compute_s + 61 * a.collective_overlap_cost_s,
+              1e-9);
+  // ZeRO-3: per layer a gather beside forward (the first one before it), a gather and a
+  // reduce-scatter beside backward (the last one after it), the embeddings' gather and
+  // reduce-scatter once: 61 + 60 + 61 collectives.
+  l.zero = 3;
+  f.intra.bytes_per_s = 100e9;
+  const StepEstimate z = estimate_step(w, l, part, m, Precision::bf16, a);
+  const double weights = static_cast<double>(w.params()) * 2;
+  EXPECT_NEAR(z.dp_exposed_s,
+              hier_allgather_time(weights / 60, dp, f) + hier_reduce_scatter_time(layer, dp, f) +
+                  182 * a.collective_overlap_cost_s,
+              1e-12);
+  // GPT-2 124M on 2 GPUs at NVLink's ~340 GB/s: each of its 13 buckets of 28 MB costs the
+  // compute about as much as its bytes take alone, so overlapping gains nothing (measured).
+  const Workload small = make_workload("gpt2-124m");
+  MachineFigures nvlink = m;
+  nvlink.intra_bytes_per_s.value = 340e9;
+  l.dp = 2;
+  l.zero = 0;
+  l.micro_batch = 16;
+  const StepEstimate n = estimate_step(small, l, toy_partition(1, 2), nvlink, Precision::bf16, a);
+  EXPECT_GT(n.dp_exposed_s, n.dp_comm_s);
 }
 
 TEST(PlanPlanner, CopyEngineTransportIsPlannedInsideOneNodeOnly) {

@@ -87,16 +87,22 @@ struct Assumptions {
   // Per-message latency of one ring step (software + link), seconds.
   double alpha_intra_s = 2e-6;
   double alpha_inter_s = 5e-6;
-  // Fraction of the compute time that can hide communication running beside it (the
-  // kernels and the collectives share SMs and memory bandwidth, and the first/last buckets
-  // cannot overlap at all): across nodes, where the collectives wait on the network.
+  // Fraction of the compute time that can hide communication running beside it across
+  // nodes, where the collectives wait on the network (assumed; the first/last buckets, which
+  // cannot overlap at all, are priced apart).
   double comm_overlap = 0.8;
-  // The same inside a node (NVLink/xGMI), where the collectives' kernels move the data with
-  // SMs and HBM bandwidth that the compute kernels need. Measured, not assumed: on 2 and 4
-  // NVLink H200s the backward pass ran as much slower with aiscale's bucketed all-reduce
-  // beside it as the all-reduce takes alone (docs/design/gradient-exchange.md, "Overlap
-  // over NCCL hides nothing on NVLink"), and PyTorch DDP lost more; so none of it hides.
-  double comm_overlap_intra = 0.0;
+  // Inside a node (NVLink/xGMI) the bytes of a data-parallel collective hide behind the
+  // compute that runs beside it as far as that compute lasts (per layer: its backward
+  // against its bucket's transfer; perf.cpp), but every NCCL collective launched beside
+  // compute costs the compute this much: its CTAs take SMs as the compute kernels' blocks
+  // drain and hold them while they wait for the peers' CTAs, whatever the bytes. Measured on
+  // 2 NVLink H200s with GPT-2 124M: backward ran 1.56-1.73 ms slower with its 13 buckets
+  // (the embeddings' and the 12 layers') all-reduced beside it, each collective taking
+  // 0.36-0.55 ms against ~0.14 ms alone (docs/design/gradient-exchange.md, "Overlap over
+  // NCCL hides nothing on NVLink"): 1.6 ms / 13 ≈ 0.12 ms each. With few short collectives
+  // per layer that is as much as the exchange takes alone (124M); a 2.7B layer's 177 MB
+  // bucket costs the same 0.12 ms, so there most of the traffic hides.
+  double collective_overlap_cost_s = 0.12e-3;
   // aiscale's copy-engine transport inside a node: the buckets move by DMA beside backward
   // and hold no SMs, so the exchange hides behind backward as far as it fits; what it
   // costs is every kernel of the step running this much slower (and the last bucket after
@@ -109,7 +115,9 @@ struct Assumptions {
   // Bytes per parameter of the data-parallel gradient reduction: fp32 (aiscale, PyTorch
   // AMP with DDP and Megatron's default keep and reduce fp32 gradients in mixed precision).
   double grad_comm_bytes = 4;
-  // Gradient bucket size (PyTorch DDP's default bucket_cap_mb = 25).
+  // Gradient bucket size: aiscale's default (train bucket_mib, as PyTorch DDP's bucket_cap_mb
+  // = 25). aiscale's reducer fills its buckets with whole layers until one holds this much
+  // (a GPT-2 124M or larger layer is a bucket of its own), the embeddings in one more.
   double bucket_bytes = 25.0 * 1024 * 1024;
   // HBM bytes the optimizer update reads and writes per parameter:
   // AdamW: fp32 master, m, v read+written (24) + 16-bit grad read (2) + 16-bit weight

@@ -12,7 +12,8 @@ namespace {
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism over all
-//    of a job's ranks (dp = 1, ZeRO 0; the vocabulary kept whole); no pipeline stages.
+//    of a job's ranks (dp = 1, ZeRO 0; the token embedding and tied LM head whole on every
+//    tensor rank, no sequence parallelism: nn/models/gpt_cuda_tp.cuh); no pipeline stages.
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
@@ -32,7 +33,9 @@ const std::vector<EngineSupport> kEngineSupport = {
      {0, 1},
      {Recompute::none},
      true,
-     true},
+     true,
+     false,
+     false},
     {"cpu",
      {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32},
@@ -43,7 +46,9 @@ const std::vector<EngineSupport> kEngineSupport = {
      {},
      {Recompute::none},
      false,
-     false},
+     false,
+     true,
+     true},
 };
 
 template <typename T>

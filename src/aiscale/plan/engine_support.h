@@ -26,11 +26,18 @@ struct EngineSupport {
   std::vector<int> copy_engine_zero_stages;
   std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
   // Tensor parallelism only as the whole job: dp = 1, no pipeline stages, ZeRO 0 (GPU ranks,
-  // whose tensor groups are all of a job's ranks and keep the vocabulary whole).
+  // whose tensor groups are all of a job's ranks).
   bool tensor_alone = false;
   // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:
   // at most n_embd + 1 ranks (nn/models/gpt_common.cpp).
   bool zero1_ranks_at_most_width_plus_one = false;
+  // Under tensor parallelism: the token embedding and the tied LM head split by vocabulary
+  // rows (CPU ranks) or whole on every tensor rank, each computing all the logits (GPU
+  // ranks, nn/models/gpt_cuda_tp.cuh); sequence parallelism (CPU ranks) or the LayerNorms
+  // and the residual stream whole on every rank (GPU ranks). The planner counts memory and
+  // work accordingly (plan/memory.h TensorSplit).
+  bool vocab_parallel = true;
+  bool sequence_parallel = true;
 };
 
 // The table, one row per device kind.

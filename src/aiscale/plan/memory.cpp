@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "aiscale/core/error.h"
+#include "aiscale/plan/engine_support.h"
 
 namespace aiscale::plan {
 
@@ -13,15 +14,33 @@ StateBytes state_bytes(Optimizer opt, Precision p) {
   return {4, 4, 8};
 }
 
-double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage) {
+bool is_aiscale(Accounting acc) { return acc != Accounting::generic; }
+
+Accounting accounting_for(bool runs, bool cpu_partition) {
+  if (!runs) return Accounting::generic;
+  return cpu_partition ? Accounting::aiscale_cpu : Accounting::aiscale_gpu;
+}
+
+TensorSplit tensor_split(Accounting acc) {
+  if (!is_aiscale(acc)) return {};
+  const EngineSupport& e = engine_support_for(acc == Accounting::aiscale_cpu);
+  return {e.vocab_parallel, e.sequence_parallel};
+}
+
+double layer_params_per_gpu(const Workload& w, int tp) {
+  const double c = static_cast<double>(w.gpt.n_embd);
+  // 12C² matrices and 7C biases (qkv 3C, fc 4C) split over tp; the two output projection
+  // biases and the two LayerNorms (6C) replicated.
+  return (12.0 * c * c + 7.0 * c) / tp + 6.0 * c;
+}
+
+double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage, bool vocab_parallel) {
   if (!w.is_transformer()) return static_cast<double>(w.params());
   const auto& g = w.gpt;
   const double c = static_cast<double>(g.n_embd);
-  // Per layer: 12C² matrices and 7C biases (qkv 3C, fc 4C) split over tp; the two output
-  // projection biases and the two LayerNorms (6C) replicated.
-  const double layer = (12.0 * c * c + 7.0 * c) / tp + 6.0 * c;
+  const double layer = layer_params_per_gpu(w, tp);
   const double layers_here = static_cast<double>((g.n_layer + pp - 1) / pp);
-  const double wte = static_cast<double>(g.vocab_size) * c / tp;
+  const double wte = static_cast<double>(g.vocab_size) * c / (vocab_parallel ? tp : 1);
   const double wpe = static_cast<double>(g.block_size) * c;
   const double ln_f = 2.0 * c;
   if (pp == 1) return g.n_layer * layer + wte + wpe + ln_f;
@@ -41,13 +60,16 @@ double zero_paper_bytes(double psi, int stage, int nd, double k) {
 }
 
 double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
-                                          Recompute r, Attention att, double element_bytes) {
+                                          Recompute r, Attention att, double element_bytes,
+                                          bool sequence_parallel) {
   const double sbh = s * b * h;
   const double scale = element_bytes / 2.0;  // Korthikanti's counts assume 16-bit elements
-  if (r == Recompute::full) return 2.0 * sbh / t * scale;
-  if (att == Attention::flash) return 34.0 * sbh / t * scale + 4.0 * a * s * b / t;
-  if (r == Recompute::selective) return 34.0 * sbh / t * scale;
-  return sbh * (34.0 + 5.0 * a * s / h) / t * scale;
+  // 34·s·b·h per layer: split over t with sequence parallelism, else 10 of it whole.
+  const double per_sbh = sequence_parallel ? 34.0 / t : 10.0 + 24.0 / t;
+  if (r == Recompute::full) return 2.0 * sbh / (sequence_parallel ? t : 1) * scale;
+  if (att == Attention::flash) return per_sbh * sbh * scale + 4.0 * a * s * b / t;
+  if (r == Recompute::selective) return per_sbh * sbh * scale;
+  return sbh * (per_sbh + 5.0 * a * s / (h * t)) * scale;
 }
 
 namespace {
@@ -64,24 +86,35 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
   // 1F1B: the first stage holds min(pp, accumulation) micro-batches in flight, the last one.
   const double in_flight = last ? 1.0 : std::min<double>(l.pp, l.grad_accum);
   const double elem = activation_bytes(p);
-  const bool aiscale = acc == Accounting::aiscale;
+  const bool aiscale = is_aiscale(acc);
+  const TensorSplit split = tensor_split(acc);
+  // What stays whole on every tensor rank without sequence parallelism (b·s·h elements).
+  const double whole_tp = split.sequence_parallel ? l.tp : 1.0;
   // Korthikanti's 34·s·b·h holds two 1-byte dropout masks (attention output, MLP output):
-  // aiscale trains without dropout, so it keeps 32·s·b·h.
+  // aiscale trains without dropout, so it keeps 32·s·b·h (on GPU ranks without sequence
+  // parallelism 8·s·b·h of it whole and 24·s·b·h split: the LayerNorms' inputs and outputs
+  // and the residual stream on every rank, the QKV, attention output and MLP split).
   const double masks =
-      aiscale && l.recompute != Recompute::full ? 2.0 * s * b * h / l.tp * scale : 0.0;
-  double bytes = layers_here * in_flight *
-                 (transformer_layer_activation_bytes(s, b, h, a, l.tp, l.recompute, w.attention, elem) - masks);
+      aiscale && l.recompute != Recompute::full ? 2.0 * s * b * h / whole_tp * scale : 0.0;
+  auto layer = [&](Recompute r) {
+    return transformer_layer_activation_bytes(s, b, h, a, l.tp, r, w.attention, elem,
+                                              split.sequence_parallel);
+  };
+  double bytes = layers_here * in_flight * (layer(l.recompute) - masks);
   if (l.recompute == Recompute::full)  // one layer rematerialised during its backward
-    bytes += transformer_layer_activation_bytes(s, b, h, a, l.tp, Recompute::none, w.attention, elem);
+    bytes += layer(Recompute::none);
   const bool first = !last || l.pp == 1;
   const bool has_output = last || l.pp == 1;
   double other = 0;
-  if (first && !aiscale) other += s * b * h * in_flight / l.tp;  // embedding dropout mask
-  if (has_output) other += 4.0 * s * b * h / l.tp;                 // final LayerNorm
+  if (first && !aiscale) other += s * b * h * in_flight / whole_tp;  // embedding dropout mask
+  if (has_output) other += 4.0 * s * b * h / whole_tp;                 // final LayerNorm
+  // The logits: split over the tensor ranks with a vocabulary-parallel LM head, else the
+  // whole vocabulary on every rank.
+  const double vocab_tp = split.vocab_parallel ? l.tp : 1.0;
   double logits = 0;
   if (has_output)
-    logits = aiscale ? elem * s * b * std::ceil(v / 128.0) * 128.0 / l.tp  // padded, in place
-                     : 4.0 * s * b * v / l.tp * scale;                     // fp32 for the loss
+    logits = aiscale ? elem * s * b * std::ceil(v / 128.0) * 128.0 / vocab_tp  // padded, in place
+                     : 4.0 * s * b * v / vocab_tp * scale;                     // fp32 for the loss
   return bytes + other * scale + logits;
 }
 
@@ -89,7 +122,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
                              const MemoryAssumptions& a, bool last, Accounting acc) {
   MemoryBreakdown m;
   const StateBytes sb = state_bytes(w.optimizer, p);
-  const double psi = params_per_gpu(w, l.tp, l.pp, last);
+  const double psi = params_per_gpu(w, l.tp, l.pp, last, tensor_split(acc).vocab_parallel);
   const double nd = l.dp;
   m.params_on_gpu = psi;
   m.weights = sb.weights * psi / (l.zero >= 3 ? nd : 1.0);
@@ -101,7 +134,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
       const double c = static_cast<double>(w.gpt.n_embd);
       m.buffers = 2.0 * (12.0 * c * c + 13.0 * c) * sb.weights;
     }
-    if (l.zero == 1 && l.dp > 1 && acc == Accounting::aiscale) {
+    if (l.zero == 1 && l.dp > 1 && is_aiscale(acc)) {
       // aiscale's ZeRO-1 all-gathers the new working copy into a flat buffer of its own
       // (optim/zero1.cuh), which shares the logits' memory where it fits there.
       const auto& g = w.gpt;

@@ -39,10 +39,24 @@ struct MemoryBreakdown {
 
 // Whose activations are counted: the generic formulation (Korthikanti et al.: dropout
 // masks, fp32 logits for the loss; PyTorch/Megatron-style training) or aiscale's own
-// engine (no dropout, so no masks; logits in the activation precision over the vocabulary
-// padded to a multiple of 128, their gradient written in place). The planner counts a
-// layout `aiscale train` runs the aiscale way, any other the generic way.
-enum class Accounting { generic, aiscale };
+// engine on CPU or GPU ranks (no dropout, so no masks; logits in the activation precision
+// over the vocabulary padded to a multiple of 128, their gradient written in place). The
+// planner counts a layout `aiscale train` runs the aiscale way, any other the generic way.
+enum class Accounting { generic, aiscale_cpu, aiscale_gpu };
+bool is_aiscale(Accounting acc);
+// The accounting of a layout: aiscale's on that kind of partition where `aiscale train`
+// runs it, else the generic one.
+Accounting accounting_for(bool runs, bool cpu_partition);
+
+// How tensor parallelism splits a layer and the vocabulary: Megatron's way (the generic
+// accounting and aiscale's CPU ranks: a vocabulary-parallel embedding and LM head, sequence
+// parallelism) or aiscale's GPU ranks' (engine_support.h: the token embedding with the tied
+// LM head and the LayerNorm/residual activations whole on every tensor rank).
+struct TensorSplit {
+  bool vocab_parallel = true;
+  bool sequence_parallel = true;
+};
+TensorSplit tensor_split(Accounting acc);
 
 MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
                                const MemoryAssumptions& a = {},
@@ -50,9 +64,13 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
 
 // Parameters held by one GPU of the first (or last) pipeline stage with tensor size tp:
 // layer matrices and their split biases divided by tp, LayerNorms and output-projection
-// biases replicated, the embedding vocabulary-parallel; the last stage holds a copy of
-// the tied embedding for the output layer. Equals num_params() for tp = pp = 1.
-double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false);
+// biases replicated, the token embedding vocabulary-parallel (or whole on every tensor
+// rank); the last stage holds a copy of the tied embedding for the output layer. Equals
+// num_params() for tp = pp = 1.
+double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false,
+                      bool vocab_parallel = true);
+// Parameters of one transformer layer on one of tp tensor ranks.
+double layer_params_per_gpu(const Workload& w, int tp);
 
 // The ZeRO paper's (Rajbhandari et al. 2020) model-state bytes per device for psi
 // parameters, K optimizer bytes per parameter, nd data-parallel devices:
@@ -66,11 +84,14 @@ double zero_paper_bytes(double psi, int stage, int nd, double k = 12.0);
 //   materialized attention:  none: s·b·h·(34 + 5·a·s/h)/t   selective: 34·s·b·h/t
 //   flash attention:         none and selective: 34·s·b·h/t + 4·a·s·b/t
 //   either:                  full: 2·s·b·h/t
+// Without sequence parallelism the 10·s·b·h of the LayerNorms, the two inputs of the
+// column-parallel layers and the dropout masks stay whole on every tensor rank: 34 becomes
+// 10 + 24/t (Korthikanti et al., table 2).
 // 5·a·s²·b is the stored attention scores (softmax output, its dropout mask and dropout
 // output), which a flash kernel never writes; it keeps one fp32 log-sum-exp per head and
 // row (4·a·s·b) instead, whatever the element size.
 double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
                                           Recompute r, Attention att = Attention::materialized,
-                                          double element_bytes = 2.0);
+                                          double element_bytes = 2.0, bool sequence_parallel = true);
 
 }  // namespace aiscale::plan

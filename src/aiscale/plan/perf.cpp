@@ -46,6 +46,37 @@ Placement place(const Layout& l, const Partition& part) {
   return pl;
 }
 
+// The data-parallel gradient buckets as aiscale's reducer cuts them
+// (parallel/data_parallel/bucket_plan.h): whole layers in backward's order, merged until a
+// bucket holds bucket_bytes, and the embeddings (ready first, after the LM head) one of
+// their own; a CNN's gradients in bucket_bytes pieces. `last_bytes`: the bucket ready at
+// the end of backward, whose collective cannot overlap. (aiscale cuts layer 0's bucket in
+// three so that less of it follows backward; the planner keeps it whole, which overstates
+// that tail by under a millisecond for GPT-2 2.7B on 4 GPUs.)
+struct Buckets {
+  int count = 1;
+  double last_bytes = 0;
+  int layers = 1;  // the units ZeRO-3 gathers one by one
+};
+
+Buckets gradient_buckets(const Workload& w, const Layout& l, double grad_bytes, double comm_bytes,
+                         const Assumptions& a) {
+  Buckets b;
+  if (!w.is_transformer()) {
+    b.count = std::max(1, static_cast<int>(std::ceil(grad_bytes / a.bucket_bytes)));
+    b.last_bytes = std::min(grad_bytes, a.bucket_bytes);
+    b.layers = b.count;
+    return b;
+  }
+  b.layers = static_cast<int>((w.gpt.n_layer + l.pp - 1) / l.pp);
+  const double layer_bytes = layer_params_per_gpu(w, l.tp) * comm_bytes;
+  const int per_bucket =
+      std::min(b.layers, std::max(1, static_cast<int>(std::ceil(a.bucket_bytes / layer_bytes))));
+  b.count = (b.layers + per_bucket - 1) / per_bucket + 1;
+  b.last_bytes = per_bucket * layer_bytes;
+  return b;
+}
+
 }  // namespace
 
 double expected_max_normal(long n) {
@@ -65,7 +96,8 @@ double expected_max_normal(long n) {
 }
 
 StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& part,
-                           const MachineFigures& m, Precision p, const Assumptions& a) {
+                           const MachineFigures& m, Precision p, const Assumptions& a,
+                           Accounting acc) {
   validate_layout(l, w);
   if (m.peak_flops <= 0) fail("{}", part.accelerator.unsupported_reason(p));
   StepEstimate e;
@@ -88,6 +120,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   const double act = activation_bytes(p);
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double ga = l.grad_accum;
+  const TensorSplit split = tensor_split(acc);
 
   // ---- compute, one micro-batch on one GPU ------------------------------------------
   double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;
@@ -97,7 +130,12 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     const double per_token = nn::gpt_train_flops_per_token(g, w.seq_len);
     const double attention = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len);
     const double share = 1.0 / (static_cast<double>(l.tp) * l.pp);
-    fwd_flops = per_token * tokens_mb * share / 3.0;
+    // A vocabulary kept whole on every tensor rank (aiscale's GPU ranks) has every rank
+    // compute all the logits: the LM head's 6·V·d per token is not split.
+    const double lm_head = split.vocab_parallel || l.tp == 1
+                               ? 0.0
+                               : 6.0 * static_cast<double>(g.vocab_size) * g.n_embd;
+    fwd_flops = ((per_token - lm_head) * share + lm_head / l.pp) * tokens_mb / 3.0;
     bwd_flops = 2.0 * fwd_flops;
     if (l.recompute == Recompute::full) recompute_flops = fwd_flops;
     // Selective recomputation redoes attention's forward; a flash kernel recomputes its
@@ -146,23 +184,34 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- data parallel -----------------------------------------------------------------
   if (l.dp > 1) {
-    const double psi = params_per_gpu(w, l.tp, l.pp);
-    const double grad_bytes = psi * std::max(sb.gradients, a.grad_comm_bytes);
+    const double psi = params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel);
+    const double comm_bytes = std::max(sb.gradients, a.grad_comm_bytes);
+    const double grad_bytes = psi * comm_bytes;
     const double weight_bytes = psi * sb.weights;
-    const int buckets = std::max(1, static_cast<int>(std::ceil(grad_bytes / a.bucket_bytes)));
-    const double last_bucket = std::min(grad_bytes, a.bucket_bytes);
+    const Buckets bk = gradient_buckets(w, l, grad_bytes, comm_bytes, a);
+    const int buckets = bk.count;
+    const double last_bucket = bk.last_bytes;
     const GroupShape dp = pl.dp;
-    // What backward can hide of a collective of total time t: the part inside a node
-    // (comm_overlap_intra of the compute) and the part across nodes (comm_overlap).
     const GroupShape in_node{dp.per_node, 1};
-    // Every ZeRO stage alike: inside a node comm_overlap_intra of the window hides (none
-    // on NVLink, as measured), across nodes `overlap`.
-    auto exposed_after = [&](double t, double t_in_node, double window) {
-      const double across = std::max(0.0, t - t_in_node);
-      return std::max(0.0, t_in_node - a.comm_overlap_intra * window) +
-             std::max(0.0, across - overlap * window);
+    // What a compute window hides of collectives launched beside it, of time t alone (t_in
+    // of it on the links inside a node). Inside a node the bytes hide as far as the window
+    // lasts: each layer's (or bucket's) transfer behind that layer's compute, the layers
+    // alike, so summed over them max(0, t_in − window); what is left shows. Across nodes
+    // comm_overlap of the window hides them (an assumption: the collectives mostly wait on
+    // the network). Every collective run beside the compute over NCCL inside a node costs
+    // collective_overlap_cost_s whatever its size (its kernels' wait for SMs and peers,
+    // measured: assumptions.h), so many small collectives hide little and a few large ones
+    // most of their traffic. `unhidden`: the part that cannot overlap at all (the last
+    // bucket after backward, the first layer's gather before forward). CPU ranks sum
+    // their gradients after backward: nothing hides.
+    const double in_share = part.is_cpu() ? 0.0 : 1.0;
+    const double cost = !part.is_cpu() && dp.per_node > 1 ? a.collective_overlap_cost_s : 0.0;
+    auto beside = [&](double t, double t_in, double window, int collectives, double unhidden) {
+      const double across = std::max(0.0, t - t_in);
+      const double shows = std::max(0.0, t_in - in_share * window) +
+                           std::max(0.0, across - overlap * window);
+      return std::max(shows, unhidden) + collectives * cost;
     };
-    auto exposed_after_bwd = [&](double t, double t_in_node) { return exposed_after(t, t_in_node, t_bwd); };
     if (l.transport == GradTransport::copy_engine) {
       // aiscale's copy engines (one node, ZeRO 0 or 1): the buckets' exchange runs beside
       // the last micro-batch's backward without SMs and hides there while it fits; every
@@ -180,20 +229,21 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
       e.dp_comm_s = x + ag;
       e.dp_exposed_s = std::max(tail, x - t_bwd) + m.copy_engine_slowdown.value * t_mb + ag;
     } else switch (l.zero) {
-      case 0: {  // one bucketed all-reduce, overlapped with the last micro-batch's backward
+      case 0: {  // one all-reduce per bucket, beside the last micro-batch's backward
         const double t = hier_allreduce_time(grad_bytes, dp, fabric, buckets);
         const double t_in = hier_allreduce_time(grad_bytes, in_node, fabric, buckets);
         e.dp_comm_s = t;
-        e.dp_exposed_s = std::max(exposed_after_bwd(t, t_in), hier_allreduce_time(last_bucket, dp, fabric));
+        e.dp_exposed_s = beside(t, t_in, t_bwd, buckets, hier_allreduce_time(last_bucket, dp, fabric));
         break;
       }
-      case 1: {  // reduce-scatter gradients once (overlapped), all-gather updated weights
+      case 1: {  // reduce-scatter gradients beside backward, all-gather the updated weights
+                 // after the update (nothing left to hide them behind)
         const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
         const double rs_in = hier_reduce_scatter_time(grad_bytes, in_node, fabric, buckets);
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
         e.dp_comm_s = rs + ag;
         e.dp_exposed_s =
-            std::max(exposed_after_bwd(rs, rs_in), hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+            beside(rs, rs_in, t_bwd, buckets, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
         break;
       }
       case 2: {  // gradients reduce-scattered every micro-batch, weights gathered once
@@ -201,13 +251,14 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
         const double rs_in = hier_reduce_scatter_time(grad_bytes, in_node, fabric, buckets);
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
         e.dp_comm_s = ga * rs + ag;
-        e.dp_exposed_s = ga * std::max(exposed_after_bwd(rs, rs_in),
-                                       hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+        e.dp_exposed_s =
+            ga * beside(rs, rs_in, t_bwd, buckets, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
         break;
       }
-      case 3: {  // per micro-batch: gather weights for forward and again for backward,
-                 // reduce-scatter gradients; prefetching hides what compute covers
-        const int layers = w.is_transformer() ? static_cast<int>(w.gpt.n_layer) : buckets;
+      case 3: {  // per micro-batch: gather each layer's weights for forward and again for
+                 // backward, one layer ahead of its use, and reduce-scatter its gradients
+                 // after its backward; the embeddings are gathered and reduced once
+        const int layers = bk.layers;
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, layers);
         const double ag_in = hier_allgather_time(weight_bytes, in_node, fabric, layers);
         const double rs = hier_reduce_scatter_time(grad_bytes, dp, fabric, buckets);
@@ -215,9 +266,10 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
         // Neither the first layer's gather nor the last bucket's reduce-scatter can overlap.
         const double first_layer = hier_allgather_time(weight_bytes / layers, dp, fabric);
         const double last_rs = hier_reduce_scatter_time(last_bucket, dp, fabric);
+        const int embeddings = w.is_transformer() ? 1 : 0;
         e.dp_comm_s = ga * (2.0 * ag + rs);
-        e.dp_exposed_s = ga * (std::max(exposed_after(ag, ag_in, t_fwd), first_layer) +
-                               std::max(exposed_after(ag + rs, ag_in + rs_in, t_bwd), last_rs));
+        e.dp_exposed_s = ga * (beside(ag, ag_in, t_fwd, layers + embeddings, first_layer) +
+                               beside(ag + rs, ag_in + rs_in, t_bwd, layers + buckets, last_rs));
         break;
       }
     }
@@ -225,7 +277,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- optimizer update: memory-bound over the parameters this GPU updates -----------
   {
-    const double psi = params_per_gpu(w, l.tp, l.pp) / (l.zero >= 1 ? l.dp : 1);
+    const double psi = params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel) / (l.zero >= 1 ? l.dp : 1);
     const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
                                                                  : a.sgd_bytes_touched);
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;

@@ -1,7 +1,8 @@
 // Step-time model:
 //   step = accumulation × (compute + tensor-parallel comm per micro-batch)
 //        + pipeline bubble (pp-1 micro-batch slots) + pipeline sends
-//        + exposed data-parallel comm (what backward cannot hide) + optimizer update
+//        + exposed data-parallel comm (what the compute beside it cannot hide, and what each
+//          collective beside it costs the compute) + optimizer update
 //        + stragglers (the slowest of n ranks' compute: spread × E[max of n normals])
 // compute = hardware FLOPs / (dense peak × utilisation); communication from the
 // alpha-beta costs in collectives.h over the partition's links and topology.
@@ -10,6 +11,7 @@
 
 #include "aiscale/plan/calibration.h"
 #include "aiscale/plan/layout.h"
+#include "aiscale/plan/memory.h"
 
 namespace aiscale::plan {
 
@@ -41,8 +43,10 @@ struct StepEstimate {
 double expected_max_normal(long n);
 
 // Requires layout.gpus() to fit the partition: ≤ gpus_per_node, or a multiple of it
-// (checked by the planner; throws Error otherwise).
+// (checked by the planner; throws Error otherwise). `acc`: whose engine runs the layout,
+// which decides how tensor parallelism splits the vocabulary (memory.h TensorSplit).
 StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& part,
-                           const MachineFigures& m, Precision p, const Assumptions& a);
+                           const MachineFigures& m, Precision p, const Assumptions& a,
+                           Accounting acc = Accounting::generic);
 
 }  // namespace aiscale::plan

@@ -316,7 +316,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
             }
             any_layout = true;
             MemoryBreakdown mem = memory_per_gpu(w, l, prec, a.memory,
-                                                 gap.empty() ? Accounting::aiscale : Accounting::generic);
+                                                 accounting_for(gap.empty(), part.is_cpu()));
             if (mem.total > capacity) {
               if (mem.total < least) {
                 least = mem.total;
@@ -330,7 +330,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
             c.memory = mem;
             c.figures = m;
             c.attention = w.attention;
-            c.step = estimate_step(w, l, part, m, prec, a);
+            c.step = estimate_step(w, l, part, m, prec, a, accounting_for(gap.empty(), part.is_cpu()));
             c.engine_gap = std::move(gap);
             if (!out.best || better(c, *out.best)) out.best = std::move(c);
           }

@@ -126,7 +126,7 @@ json assumptions(const Assumptions& a) {
           {"alpha_inter_s", a.alpha_inter_s},
           {"bucket_bytes", a.bucket_bytes},
           {"comm_overlap", a.comm_overlap},
-          {"comm_overlap_intra", a.comm_overlap_intra},
+          {"collective_overlap_cost_s", a.collective_overlap_cost_s},
           {"copy_engine_slowdown", a.copy_engine_slowdown},
           {"grad_comm_bytes", a.grad_comm_bytes},
           {"dragonfly_global_factor", a.topology.dragonfly_global},

@@ -64,9 +64,10 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
                      "NVLink H200s).", a.copy_engine_slowdown * 100);
   return fmt::format(
       "Model assumptions (not measurements; see docs/guide/planner.md): ring latency {:.0f} µs inside a "
-      "node and {:.0f} µs across nodes per step; gradient buckets of {:.0f} MiB, {:.0f} bytes per "
-      "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps, "
-      "inside a node behind {:.0f}% (measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
+      "node and {:.0f} µs across nodes per step; gradient buckets of whole layers, at least {:.0f} MiB, {:.0f} bytes per "
+      "gradient; communication across nodes hides behind {:.0f}% of the compute it overlaps; "
+      "inside a node behind all of it, each collective beside compute costing {:.2f} ms "
+      "(measured on NVLink H200s); Dragonfly / Dragonfly+ keep {:.0f}% / "
       "{:.0f}% of network bandwidth beyond one group of {} nodes (fat tree: 100%), times the congestion "
       "of a global taper of {:.2f} where the catalogue gives none; workspace "
       "{:.1f} GiB + {:.0f}% per GPU; GEMMs at half their rate where one layer's activation on a "
@@ -75,7 +76,7 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
       "{:.0f}% of it per job; {:.0f} images/s decoded per core, {:.0f} cores per GPU where the site "
       "gives none.{}\n",
       a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.grad_comm_bytes,
-      a.comm_overlap * 100, a.comm_overlap_intra * 100,
+      a.comm_overlap * 100, a.collective_overlap_cost_s * 1e3,
       a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
       a.topology.default_group_nodes, a.topology.global_taper, a.memory.fixed_bytes / kGiB,
       a.memory.fragmentation * 100, a.gemm_half_elements, a.startup_fixed_s, a.startup_per_node_s,

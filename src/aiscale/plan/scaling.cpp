@@ -108,11 +108,12 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     c.attention = w.attention;
     c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
     c.memory = memory_per_gpu(w, l, r.precision, a.memory,
-                              c.runs() ? Accounting::aiscale : Accounting::generic);
+                              accounting_for(c.runs(), part.is_cpu()));
     if (c.memory.total > part.accelerator.memory_bytes()) {
       row.note = "does not fit in memory";
     } else {
-      c.step = estimate_step(w, l, part, curve.figures, r.precision, a);
+      c.step = estimate_step(w, l, part, curve.figures, r.precision, a,
+                             accounting_for(c.runs(), part.is_cpu()));
       if (!weak0) weak0 = c;
       step_efficiency(c, *weak0, true);
       finish_candidate(c, r, a, cat, cal);
