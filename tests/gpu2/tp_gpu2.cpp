@@ -223,6 +223,23 @@ TEST(TensorParallel, BenchLanguageRunsTensorParallel) {
   EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
 }
 
+// The copies' gradients are summed in fp32 over NCCL: bf16 gradients and the copy-engine
+// transport are refused with the fix, before any GPU memory is taken.
+TEST(TensorParallel, DataParallelCopiesRefuseOtherGradientExchanges) {
+  need_gpus(4);
+  auto dir = temp_dir("gpu2-dptp-bad");
+  write_byte_shards(dir, 400000, 8000);
+  const std::string cfg = gpu_config(dir, 10);
+  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q -c " + cfg +
+                           " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
+  auto bf16 = run_aiscale(four + "parallel.grad_comm=bf16");
+  EXPECT_NE(bf16.exit_code, 0);
+  EXPECT_NE(bf16.output.find("parallel.grad_comm = \"fp32\""), std::string::npos) << bf16.output;
+  auto ce = run_aiscale(four + "parallel.grad_transport=copy-engine");
+  EXPECT_NE(ce.exit_code, 0);
+  EXPECT_NE(ce.output.find("parallel.grad_transport = \"nccl\""), std::string::npos) << ce.output;
+}
+
 // The benchmark at dp 2 x tp 2 on 4 GPUs: both sizes named, tokens counted once per tensor
 // group (each copy's batch once).
 TEST(TensorParallel, BenchLanguageRunsDataParallelCopies) {
