@@ -5,10 +5,13 @@
 //   batches), and the replicated parameters stay bitwise equal on both ranks (the model
 //   checks it whenever it gathers its parameters: at every checkpoint);
 // - a tp = 2 checkpoint resumes on 1 GPU and the other way round;
-// - on 4 GPUs (where visible) tp = 4 against 1 GPU;
+// - on 4 GPUs (where visible) tp = 4 against 1 GPU, and two data-parallel copies of a
+//   tp = 2 group (dp 2 x tp 2) against 1 GPU, through checkpoints to and from plain data
+//   parallelism, and in the benchmark;
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
-// Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL.
+// Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL; the 4-GPU tests also with
+// fewer than 4.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -37,45 +40,46 @@ void need_gpus(int n) {
   }
 }
 
-// 1 GPU against `ranks` GPUs at tp = ranks, both with B = 16 and the settings `common`,
-// 50 steps. Tolerances: those of the data-parallel tests (ddp_gpu2.cpp): the layers' sums
-// are split into partial sums added in bf16 by the all-reduce, so the runs agree to bf16
-// rounding, not bitwise.
+// 1 GPU against dp x tp GPUs (dp data-parallel copies of a tp-rank tensor group), both with
+// a batch of 16 rows (16 / dp per copy) and the settings `common`, `steps` steps.
+// Tolerances: those of the data-parallel tests (ddp_gpu2.cpp): the layers' sums are split
+// into partial sums added in bf16 by the all-reduce, so the runs agree to bf16 rounding, not
+// bitwise.
 // step_tol / mean_tol: the later steps' loss tolerances (step 1 is held to 1e-3 always).
-void expect_tp_like_one_gpu(int ranks, const std::string& common, const char* what,
-                            double step_tol = 1e-2, double mean_tol = 3e-3) {
+void expect_tp_like_one_gpu(int dp, int tp, const std::string& common, const char* what,
+                            double step_tol = 1e-2, double mean_tol = 3e-3, int steps = 50) {
   auto dir = temp_dir("gpu2-tp");
   write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
-  const std::string set = " --set train.batch_size=16 " + common;
-  auto one = run_aiscale("train -q -c " + cfg + set + " run.name=one");
+  const std::string cfg = gpu_config(dir, steps);
+  auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 " + common + " run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto tp = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
-                        cfg + set + " run.name=tp parallel.communicator=nccl parallel.tensor_parallel=" +
-                        std::to_string(ranks));
-  ASSERT_EQ(tp.exit_code, 0) << tp.output;
-  EXPECT_NE(tp.output.find("dp 1 x tp " + std::to_string(ranks) + " x pp 1"), std::string::npos)
-      << tp.output;
-  EXPECT_EQ(tp.output.find(kDisagree), std::string::npos) << tp.output;
+  auto tpr = run_aiscale("launch -n " + std::to_string(dp * tp) + " --threads-per-rank 4 -- train -q -c " +
+                         cfg + " --set train.batch_size=" + std::to_string(16 / dp) + " " + common +
+                         " run.name=tp parallel.communicator=nccl parallel.tensor_parallel=" +
+                         std::to_string(tp));
+  ASSERT_EQ(tpr.exit_code, 0) << tpr.output;
+  EXPECT_NE(tpr.output.find("dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp 1"),
+            std::string::npos) << tpr.output;
+  EXPECT_EQ(tpr.output.find(kDisagree), std::string::npos) << tpr.output;
   auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/tp");
-  ASSERT_EQ(m1.size(), 50u);
-  ASSERT_EQ(m2.size(), 50u);
+  ASSERT_EQ(m1.size(), size_t(steps));
+  ASSERT_EQ(m2.size(), size_t(steps));
   const double l1 = m1[0]["loss"], l2 = m2[0]["loss"], g1 = m1[0]["grad_norm"], g2 = m2[0]["grad_norm"];
   EXPECT_NEAR(l2, l1, 1e-3 * l1) << what;
   EXPECT_NEAR(g2, g1, 1e-3 * g1) << what;
-  const LossComparison c = compare_losses(m1, m2, 1, 51, step_tol, what);
+  const LossComparison c = compare_losses(m1, m2, 1, size_t(steps) + 1, step_tol, what);
   EXPECT_LT(c.mean_rel, mean_tol) << what;
   EXPECT_LT(double(m2.back()["loss"]), double(m2.front()["loss"]) - 0.5) << "tensor-parallel training did not learn";
-  const double weight_rel = weight_distance(dir / "runs/one", dir / "runs/tp", 50);
+  const double weight_rel = weight_distance(dir / "runs/one", dir / "runs/tp", steps);
   EXPECT_LT(weight_rel, 5e-2) << what;
-  std::printf("[gpu2] 1 GPU vs %s, bf16, B=16, 50 steps: step-1 loss %.6f vs %.6f, grad norm "
+  std::printf("[gpu2] 1 GPU vs %s, bf16, B=16, %d steps: step-1 loss %.6f vs %.6f, grad norm "
               "%.6f vs %.6f; loss relative difference max %.2e mean %.2e; final weights relative "
-              "L2 difference %.2e\n", what, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
+              "L2 difference %.2e\n", what, steps, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
 }
 
 }  // namespace
 
-TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(2, "", "tp 2 on 2 GPUs"); }
+TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(1, 2, "", "tp 2 on 2 GPUs"); }
 
 // 10 steps at tp = 2 resumed on 1 GPU to 20, and 10 on 1 GPU resumed at tp = 2, against 20
 // straight tp = 2 steps: a slice written to or read from the wrong place would jump the
@@ -141,7 +145,63 @@ TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
 // 1.9e-2, mean 4.9e-3 relative; final weights 5.5e-3 relative L2). Hence 3e-2 and 1e-2.
 TEST(TensorParallel, FourRanksMatchOneGpu) {
   need_gpus(4);
-  expect_tp_like_one_gpu(4, "model.n_head=4 model.n_embd=256", "tp 4 on 4 GPUs", 3e-2, 1e-2);
+  expect_tp_like_one_gpu(1, 4, "model.n_head=4 model.n_embd=256", "tp 4 on 4 GPUs", 3e-2, 1e-2);
+}
+
+// Two data-parallel copies of a tp = 2 group on 4 GPUs (ranks {0, 1} and {2, 3} split the
+// model, {0, 2} and {1, 3} sum their gradients in fp32) against 1 GPU with the whole batch,
+// 20 steps, with the tp = 2 test's tolerances: the copies' gradient sum adds one fp32
+// rounding to the tensor group's bf16 ones. Step 1's loss is the mean over the copies and its
+// gradient norm that of the whole summed model: both as on 1 GPU to 1e-3.
+TEST(TensorParallel, DataParallelCopiesMatchOneGpu) {
+  need_gpus(4);
+  expect_tp_like_one_gpu(2, 2, "", "dp 2 x tp 2 on 4 GPUs", 1e-2, 3e-3, 20);
+}
+
+// dp 2 x tp 2 checkpoints hold the whole model: 10 steps at dp 2 x tp 2 resumed on 2 GPUs
+// without tensor parallelism (dp 2, the same data order) to 20, and 10 steps on 2 GPUs
+// resumed at dp 2 x tp 2, against 20 straight dp 2 x tp 2 steps; and the weights after
+// 10 steps agree with the 2-GPU run's (the same training, another split).
+TEST(TensorParallel, DataParallelCopiesCheckpointsMoveToPlainDataParallelism) {
+  need_gpus(4);
+  auto dir = temp_dir("gpu2-dptp-ckpt");
+  write_byte_shards(dir, 400000, 8000);
+  const std::string cfg = gpu_config(dir, 20);
+  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q ";
+  const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
+  const std::string common = " train.schedule=constant parallel.communicator=nccl";
+  const std::string tp2 = " parallel.tensor_parallel=2";
+  auto straight = run_aiscale(four + "-c " + cfg + " --set run.name=straight" + common + tp2);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_NE(straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << straight.output;
+  auto a1 = run_aiscale(four + "-c " + cfg + " --set run.name=a train.steps=10" + common + tp2);
+  ASSERT_EQ(a1.exit_code, 0) << a1.output;
+  EXPECT_EQ(a1.output.find(kDisagree), std::string::npos) << a1.output;
+  auto a2 = run_aiscale(two + "--resume " + (dir / "runs/a").string() +
+                        " --set train.steps=20 parallel.tensor_parallel=1");
+  ASSERT_EQ(a2.exit_code, 0) << a2.output;
+  auto b1 = run_aiscale(two + "-c " + cfg + " --set run.name=b train.steps=10" + common);
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  auto b2 = run_aiscale(four + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" + tp2);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
+  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
+       mb = read_metrics(dir / "runs/b");
+  ASSERT_EQ(ms.size(), 20u);
+  ASSERT_EQ(ma.size(), 20u);
+  ASSERT_EQ(mb.size(), 20u);
+  // The first step after each resume: the same loss as the straight run's to 1e-2.
+  const LossComparison ca = compare_losses(ms, ma, 11, 21, 1e-2, "dp 2 x tp 2 -> dp 2 resume");
+  const LossComparison cb = compare_losses(ms, mb, 11, 21, 1e-2, "dp 2 -> dp 2 x tp 2 resume");
+  const double w10 = weight_distance(dir / "runs/a", dir / "runs/b", 10);
+  const double wa = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
+  const double wb = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
+  EXPECT_LT(w10, 5e-2);
+  EXPECT_LT(wa, 5e-2);
+  EXPECT_LT(wb, 5e-2);
+  std::printf("[gpu2] checkpoints across dp 2 x tp 2 and dp 2: steps 11-20 loss relative difference "
+              "max %.2e (dp2xtp2 -> dp2) and %.2e (dp2 -> dp2xtp2); weights relative L2 %.2e at step "
+              "10 (dp2xtp2 vs dp2), %.2e and %.2e at step 20\n", ca.max_rel, cb.max_rel, w10, wa, wb);
 }
 
 // The benchmark at tp = 2: one JSON record, the layout named, tokens counted once per
@@ -160,6 +220,44 @@ TEST(TensorParallel, BenchLanguageRunsTensorParallel) {
   EXPECT_EQ(int(j["world_size"]), 2) << text;
   const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
   EXPECT_NEAR(total, 2 * per_device, 1e-6 * total);
+  EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
+}
+
+// The copies' gradients are summed in fp32 over NCCL: bf16 gradients and the copy-engine
+// transport are refused with the fix, before any GPU memory is taken.
+TEST(TensorParallel, DataParallelCopiesRefuseOtherGradientExchanges) {
+  need_gpus(4);
+  auto dir = temp_dir("gpu2-dptp-bad");
+  write_byte_shards(dir, 400000, 8000);
+  const std::string cfg = gpu_config(dir, 10);
+  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q -c " + cfg +
+                           " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
+  auto bf16 = run_aiscale(four + "parallel.grad_comm=bf16");
+  EXPECT_NE(bf16.exit_code, 0);
+  EXPECT_NE(bf16.output.find("parallel.grad_comm = \"fp32\""), std::string::npos) << bf16.output;
+  auto ce = run_aiscale(four + "parallel.grad_transport=copy-engine");
+  EXPECT_NE(ce.exit_code, 0);
+  EXPECT_NE(ce.output.find("parallel.grad_transport = \"nccl\""), std::string::npos) << ce.output;
+}
+
+// The benchmark at dp 2 x tp 2 on 4 GPUs: both sizes named, tokens counted once per tensor
+// group (each copy's batch once).
+TEST(TensorParallel, BenchLanguageRunsDataParallelCopies) {
+  need_gpus(4);
+  auto dir = temp_dir("gpu2-dptp-bench");
+  const fs::path out = dir / "dptp.jsonl";
+  auto r = run_aiscale("launch -n 4 --threads-per-rank 4 -- bench language --model gpt-tiny "
+                       "--layers 2 --heads 2 --width 128 --vocab 256 --context 64 --batch 4 --seq 64 "
+                       "--device cuda --precision bf16 --tensor-parallel 2 --steps 3 --warmup 1 "
+                       "--output " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = read_bytes(out);
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  EXPECT_EQ(int(j["tensor_parallel"]), 2) << text;
+  EXPECT_EQ(int(j["data_parallel"]), 2) << text;
+  EXPECT_EQ(int(j["world_size"]), 4) << text;
+  const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
+  EXPECT_NEAR(total, 4 * per_device, 1e-6 * total);
   EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
 }
 

@@ -93,8 +93,11 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);
   l.transport = GradTransport::nccl;
   l.zero = 0;
-  l.tp = 2;  // GPU tensor parallelism only as the whole job (here with 8 data-parallel copies)
+  l.tp = 2;  // GPU tensor parallelism with data-parallel copies (here 8), ZeRO 0 only
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.zero = 1;
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("tensor"), std::string::npos);
+  l.zero = 0;
   l.dp = 1;
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
   l.dp = 8;
@@ -125,8 +128,7 @@ TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
     EXPECT_TRUE(c.runs()) << c.target.label() << ": " << c.engine_gap;
     EXPECT_EQ(c.layout.pp, 1);
     EXPECT_NE(c.layout.zero, 2);
-    if (c.layout.tp > 1) {  // GPU tensor parallelism: the whole job
-      EXPECT_EQ(c.layout.dp, 1);
+    if (c.layout.tp > 1) {  // GPU tensor parallelism: ZeRO 0
       EXPECT_EQ(c.layout.zero, 0);
     }
   }

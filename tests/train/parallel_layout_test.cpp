@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/parallel/grid.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/parallel_layout.h"
 
@@ -74,27 +75,60 @@ TEST(ParallelLayout, ZeroStageCombinations) {
   expect_error({"parallel.zero_stage=2", "train.device=cuda"}, {"CPU ranks", "train.device"});
 }
 
-// GPU ranks run tensor parallelism as the whole layout (tp = ranks), without ZeRO,
-// pipeline stages or sequence parallelism, with the vocabulary whole on every rank.
-TEST(ParallelLayout, GpuTensorParallelismSplitsOneModelOverEveryRank) {
+// GPU ranks run tensor parallelism with data-parallel copies of the tensor group
+// (world = dp x tp), without ZeRO, pipeline stages or sequence parallelism, with the
+// vocabulary whole on every rank.
+TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
                                                 "model.vocab_size=255"});
   auto l = parallel_layout(c, 2);
   EXPECT_EQ(l.tp, 2);
   EXPECT_EQ(l.dp, 1);
+  l = parallel_layout(c, 4);
+  EXPECT_EQ(l.tp, 2);
+  EXPECT_EQ(l.dp, 2);
+  EXPECT_EQ(aiscale::train::describe(l), "dp 2 x tp 2 x pp 1");
   try {
-    parallel_layout(c, 4);
-    FAIL() << "dp 2 x tp 2 accepted on GPU ranks";
+    parallel_layout(c, 5);
+    FAIL() << "5 ranks accepted for tp = 2 on GPU ranks";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("launch 2 ranks"), std::string::npos) << m;
-    EXPECT_NE(m.find("parallel.tensor_parallel = 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("5 rank(s)"), std::string::npos) << m;
+    EXPECT_NE(m.find("multiple of 2"), std::string::npos) << m;
   }
   expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=1"},
+               {"without ZeRO", "parallel.zero_stage = 0", "parallel.tensor_parallel = 1"});
+  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=3"},
                {"without ZeRO", "parallel.zero_stage = 0"});
   expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.sequence_parallel=true"},
                {"CPU ranks", "sequence_parallel off"});
   expect_error({"parallel.tensor_parallel=4", "train.device=cuda"}, {"model.n_head = 2"});
+}
+
+// The ranks' places (train::grid_options, shared by aiscale train and bench language):
+// tensor ranks consecutive, the data-parallel copies outside them, as on CPU ranks.
+TEST(ParallelLayout, TensorRanksAreConsecutiveAndDataGroupsCrossThem) {
+  using aiscale::parallel::Axis;
+  using aiscale::parallel::ProcessGrid;
+  aiscale::train::ParallelLayout l;
+  l.dp = 2;
+  l.tp = 2;
+  const ProcessGrid g(aiscale::train::grid_options(l));
+  EXPECT_EQ(g.world(), 4);
+  EXPECT_EQ(g.groups(Axis::tp), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(g.groups(Axis::dp), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(g.coord(3).dp, 1);
+  EXPECT_EQ(g.coord(3).tp, 1);
+  EXPECT_EQ(g.coord(2).tp, 0);
+  // Larger: dp 3 x tp 4 x pp 2, pipeline stages outermost.
+  l.dp = 3;
+  l.tp = 4;
+  l.pp = 2;
+  const ProcessGrid big(aiscale::train::grid_options(l));
+  EXPECT_EQ(big.world(), 24);
+  EXPECT_EQ(big.group(Axis::tp, 5), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(big.group(Axis::dp, 5), (std::vector<int>{1, 5, 9}));
+  EXPECT_EQ(big.group(Axis::pp, 5), (std::vector<int>{5, 17}));
 }
 
 TEST(ParallelLayout, RankCountMustBeAMultipleOfTheModelRanks) {

@@ -85,17 +85,13 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   tc.seed = o.seed;
   int threads = train::set_cpu_threads(o.run.threads);
   // Tensor parallelism (--tensor-parallel): the ranks of a tensor group split one model and
-  // read the same batches.
+  // read the same batches; with more ranks than --tensor-parallel, data-parallel copies of
+  // the tensor group (placed as by aiscale train: train::grid_options).
   const train::ParallelLayout layout = train::parallel_layout(tc, comm.world());
   std::unique_ptr<parallel::ProcessGroups> groups;
-  if (layout.tp > 1) {
-    parallel::GridOptions go;
-    go.world = comm.world();
-    go.dp = layout.dp;
-    go.tp = layout.tp;
-    go.pp = layout.pp;
-    groups = std::make_unique<parallel::ProcessGroups>(comm, parallel::ProcessGrid(go));
-  }
+  if (layout.tp > 1)
+    groups = std::make_unique<parallel::ProcessGroups>(comm,
+                                                       parallel::ProcessGrid(train::grid_options(layout)));
   const int data_rank = groups ? groups->coord().dp : comm.rank();
 
   nn::GptRunOptions ro;
@@ -187,7 +183,9 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
                              : "trainer all-reduce after backward";
     if (layout.tp > 1) {
       j["tensor_parallel"] = layout.tp;
-      if (layout.dp == 1) j["gradient_sync"] = "none: one model split over the tensor ranks";
+      j["data_parallel"] = layout.dp;
+      j["gradient_sync"] = layout.dp == 1 ? "none: one model split over the tensor ranks"
+                                          : "fp32 all-reduce over each data-parallel group after backward";
     }
   }
   j["precision"] = o.run.precision;

@@ -11,9 +11,8 @@ namespace {
 // nn/models/gpt_common.cpp make_gpt()):
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
-//    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism over all
-//    of a job's ranks (dp = 1, ZeRO 0; the token embedding and tied LM head whole on every
-//    tensor rank, no sequence parallelism: nn/models/gpt_cuda_tp.cuh); no pipeline stages.
+//    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism with
+//    data-parallel copies (dp x tp, ZeRO 0; the vocabulary kept whole); no pipeline stages.
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
@@ -97,9 +96,9 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (!w.is_transformer() && (l.tp > 1 || l.pp > 1 || l.zero != 0))
     return "ResNet training runs plain data parallelism only (no ZeRO, tensor or pipeline stages)";
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
-  if (l.tp > 1 && e.tensor_alone && (l.dp > 1 || l.pp > 1 || l.zero != 0))
-    return "GPU tensor parallelism runs over all of a job's ranks (no data-parallel copies, "
-           "ZeRO or pipeline stages) in this version";
+  if (l.tp > 1 && e.tensor_zero0_no_pipeline && (l.pp > 1 || l.zero != 0))
+    return "GPU tensor parallelism runs with data-parallel copies and ZeRO 0 only (no ZeRO or "
+           "pipeline stages) in this version";
   if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
   if (l.dp > 1 && l.zero == 3 && l.pp > 1) return "ZeRO-3 with pipeline stages not implemented";
   if (l.dp > 1 && !has(e.zero_stages, l.zero))
@@ -127,7 +126,7 @@ std::string engine_support_summary(bool cpu_partition) {
                      list_zero(e.zero_stages),
                      cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
                      e.max_tensor > 1 && e.max_pipeline > 1 ? "tensor and pipeline parallelism"
-                     : e.max_tensor > 1 ? "tensor parallelism over all ranks, no pipeline stages"
+                     : e.max_tensor > 1 ? "tensor parallelism (dp x tp, ZeRO 0), no pipeline stages"
                                         : "no tensor or pipeline parallelism",
                      has(e.models, WorkloadKind::cnn) ? "ResNets with data parallelism"
                                                      : "no CNN training yet");

@@ -25,9 +25,9 @@ struct EngineSupport {
   // The ZeRO stages the copy-engine transport runs with (empty: all of zero_stages).
   std::vector<int> copy_engine_zero_stages;
   std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
-  // Tensor parallelism only as the whole job: dp = 1, no pipeline stages, ZeRO 0 (GPU ranks,
-  // whose tensor groups are all of a job's ranks).
-  bool tensor_alone = false;
+  // Tensor parallelism with data-parallel copies only (dp x tp): ZeRO 0, no pipeline stages
+  // (GPU ranks, whose tensor groups keep the vocabulary whole).
+  bool tensor_zero0_no_pipeline = false;
   // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:
   // at most n_embd + 1 ranks (nn/models/gpt_common.cpp).
   bool zero1_ranks_at_most_width_plus_one = false;

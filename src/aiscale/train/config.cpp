@@ -288,8 +288,9 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: all of the job's ranks, ZeRO 0); "
-                        "data-parallel ranks = world / (tensor_parallel x pipeline_parallel)",
+                        "ranks, model.vocab_size; GPU ranks: ZeRO 0, no pipeline stages); "
+                        "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
+                        "tensor ranks consecutive",
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
                         "pipeline stages the layers are split into (at most model.n_layer)", 1,

@@ -65,13 +65,13 @@ void check_parallel_config(const TrainConfig& c) {
     if (c.sequence_parallel) asked.push_back("parallel.sequence_parallel = true");
     if (!asked.empty())
       fail("{} run on CPU ranks (MPI) in this version; GPU ranks run data parallelism with "
-           "ZeRO stages 0, 1 and 3, or tensor parallelism over all ranks: set train.device = "
-           "\"cpu\", or leave pipeline_parallel at 1, zero_stage at 0, 1 or 3 and "
-           "sequence_parallel off", fmt::join(asked, ", "));
+           "ZeRO stages 0, 1 and 3, or tensor parallelism with data-parallel copies (dp x tp, "
+           "ZeRO 0): set train.device = \"cpu\", or leave pipeline_parallel at 1, zero_stage "
+           "at 0, 1 or 3 and sequence_parallel off", fmt::join(asked, ", "));
     if (tp > 1 && c.zero_stage != 0)
-      fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO in this version: set "
-           "parallel.zero_stage = 0, or parallel.tensor_parallel = 1 to shard with ZeRO-{}", tp,
-           c.zero_stage);
+      fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO in this version (its "
+           "data-parallel copies sum whole local gradients): set parallel.zero_stage = 0, or "
+           "parallel.tensor_parallel = 1 to shard with ZeRO-{}", tp, c.zero_stage);
   }
 }
 
@@ -82,11 +82,6 @@ ParallelLayout parallel_layout(const TrainConfig& c, int world) {
          "parallel.pipeline_parallel = {} x {} = {}: launch a multiple of {} ranks "
          "(data-parallel copies x {}), or change the layout", world, c.tensor_parallel,
          c.pipeline_parallel, model_ranks, model_ranks, model_ranks);
-  if (c.device != "cpu" && c.tensor_parallel > 1 && world != model_ranks)
-    fail("parallel.tensor_parallel = {} on GPU ranks splits one model over every rank in this "
-         "version; the job has {} ranks ({} data-parallel copies): launch {} ranks, or set "
-         "parallel.tensor_parallel = {}", c.tensor_parallel, world, world / model_ranks,
-         model_ranks, world);
   ParallelLayout l;
   l.tp = static_cast<int>(c.tensor_parallel);
   l.pp = static_cast<int>(c.pipeline_parallel);
@@ -96,6 +91,16 @@ ParallelLayout parallel_layout(const TrainConfig& c, int world) {
          "which needs a power-of-two number of data-parallel ranks, not {}: launch 2, 4, 8, ... "
          "ranks, or use parallel.grad_mixing = \"average\"", l.dp);
   return l;
+}
+
+parallel::GridOptions grid_options(const ParallelLayout& l) {
+  parallel::GridOptions go;
+  go.world = l.world();
+  go.dp = l.dp;
+  go.tp = l.tp;
+  go.pp = l.pp;
+  go.order = "tp-cp-dp-pp";  // tensor ranks consecutive: a tensor group inside a node
+  return go;
 }
 
 std::string describe(const ParallelLayout& l) {

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-
+#include "aiscale/parallel/grid.h"
 #include "aiscale/train/config.h"
 
 namespace aiscale::train {
@@ -24,6 +24,13 @@ void check_parallel_config(const TrainConfig& c);
 // The layout of a job of `world` ranks: dp = world / (tp x pp). Throws Error when tp x pp
 // does not divide the rank count.
 ParallelLayout parallel_layout(const TrainConfig& c, int world);
+
+// The process grid of a layout, as training and the benchmarks place their ranks: the
+// tensor ranks of one data-parallel copy consecutive, then the copies, then the pipeline
+// stages (the grid's default order "tp-cp-dp-pp"): with dp 2 x tp 2, ranks 0 and 1 form a
+// tensor group, 2 and 3 the other, and ranks {0, 2} and {1, 3} the data-parallel groups
+// over which the copies sum their gradients. CPU and GPU ranks alike.
+parallel::GridOptions grid_options(const ParallelLayout& l);
 
 // "dp 2 x tp 2 x pp 1".
 std::string describe(const ParallelLayout& l);

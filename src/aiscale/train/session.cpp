@@ -249,12 +249,8 @@ int run_training(const TrainRequest& req) {
   std::unique_ptr<parallel::ProcessGroups> groups;
   int data_rank = rank;
   if (layout.tp > 1 || layout.pp > 1 || c.zero_stage >= 2) {
-    parallel::GridOptions go;
-    go.world = world;
-    go.dp = layout.dp;
-    go.tp = layout.tp;
-    go.pp = layout.pp;
-    groups = std::make_unique<parallel::ProcessGroups>(*comm, parallel::ProcessGrid(go));
+    groups = std::make_unique<parallel::ProcessGroups>(*comm,
+                                                       parallel::ProcessGrid(grid_options(layout)));
     data_rank = groups->coord().dp;
   }
   const int data_world = layout.dp;

@@ -43,24 +43,30 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
 
 namespace {
 
-// GPU ranks run tensor parallelism as the whole layout: one data-parallel copy split over
-// every rank, over NCCL, without ZeRO, pipeline stages or sequence parallelism.
+// GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
+// the gradients summed over each data group), over NCCL, without ZeRO, pipeline stages or
+// sequence parallelism.
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
-  if (g.data().world() > 1 || g.pipeline().world() > 1)
-    fail("parallel.tensor_parallel = {} on GPU ranks runs with every rank in the tensor group "
-         "(this job has {} data-parallel copies and {} pipeline stages): launch {} ranks, or "
-         "set parallel.tensor_parallel to the rank count", tp, g.data().world(),
-         g.pipeline().world(), tp);
-  if (!g.tensor().device_stream())
-    fail("parallel.tensor_parallel = {} on GPU ranks sums the layers' outputs on the GPU over "
-         "NCCL; this run has the {} communicator: use parallel.communicator = \"nccl\" (or "
-         "auto)", tp, g.tensor().backend());
+  if (g.pipeline().world() > 1 || g.context().world() > 1)
+    fail("parallel.tensor_parallel = {} on GPU ranks runs with data-parallel copies only (this "
+         "job has {} pipeline stages and {} context ranks): set parallel.pipeline_parallel = 1",
+         tp, g.pipeline().world(), g.context().world());
+  if (!g.tensor().device_stream() || (g.data().world() > 1 && !g.data().device_stream()))
+    fail("parallel.tensor_parallel = {} on GPU ranks sums the layers' outputs and the "
+         "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
+         "communicator: use parallel.communicator = \"nccl\" (or auto)", tp,
+         g.tensor().backend());
   if (o.zero_stage != 0 || o.sequence_parallel)
     fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO and sequence "
-         "parallelism: set parallel.zero_stage = 0 and parallel.sequence_parallel = false",
+         "parallelism: set parallel.zero_stage = 0 and parallel.sequence_parallel = false "
+         "(data-parallel copies of the tensor group sum their gradients without sharding)",
          tp);
+  if (g.data().world() > 1 && (o.grad_comm != DType::f32 || o.grad_transport != "nccl"))
+    fail("parallel.tensor_parallel = {} with {} data-parallel copies on GPU ranks sums the "
+         "copies' gradients in fp32 over NCCL: set parallel.grad_comm = \"fp32\" and "
+         "parallel.grad_transport = \"nccl\"", tp, g.data().world());
   if (c.n_head % tp != 0)
     fail("parallel.tensor_parallel = {} does not divide model.n_head = {}: each tensor rank "
          "holds whole attention heads; choose a tensor_parallel that divides {}", tp, c.n_head,

@@ -24,8 +24,10 @@
 // all ranks' positions. ZeRO-1's sharded AdamW is optim/zero1.cuh; AISCALE_CUDA_TIMING's
 // step timing is profile/step_timer.cuh. Tensor parallelism (a tensor group of several
 // ranks) is gpt_cuda_tp.cuh: the layers compute on this rank's heads and MLP slice, and the
-// row-parallel outputs and column-parallel input gradients are summed over the group. The
-// environment variables read here are listed, with what each is for, in core/env.cpp.
+// row-parallel outputs and column-parallel input gradients are summed over the group; with
+// several copies of the tensor group (dp x tp) each rank's gradients are then summed over
+// its data-parallel group after backward, without the reducer. The environment variables
+// read here are listed, with what each is for, in core/env.cpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -73,7 +75,8 @@ AttentionImpl choose_attention(const std::string& option, const std::string& var
 }  // namespace
 
 GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
-                 const GptCudaSwitches& sw, parallel::Communicator* tensor_group)
+                 const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
+                 parallel::Communicator* data_group)
     : config_(c),
       options_(o),
       layout_(c),
@@ -133,7 +136,8 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
                    e.what());
     }
   }
-  if (tensor_group) tp_ = std::make_unique<GptCudaTensorParallel>(*tensor_group, shard_, t_, stream_);
+  if (tensor_group)
+    tp_ = std::make_unique<GptCudaTensorParallel>(*tensor_group, data_group, shard_, t_, stream_);
   subscribe_reducer(sw.fused_norm);
   if (zero3_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
   allocate(sizes());
@@ -163,9 +167,10 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
   AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
   set_params(init.data());
-  if (reducer_) reducer_->set_sync(false);  // the warm-up step communicates nothing
+  // The warm-up step communicates nothing between data-parallel copies.
+  set_gradient_sync(false);
   warm_up();
-  if (reducer_) reducer_->set_sync(true);
+  set_gradient_sync(true);
   // The warm-up forward (GEMM autotuning, first launches) is not a training step.
   if (timer_) timer_->forget();
   if (verbose_) {
@@ -353,8 +358,9 @@ void GptCuda::logits_at(int64_t b, int64_t t, float* out) {
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
                                           const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,
-                                          parallel::Communicator* tensor_group) {
-  return std::make_unique<GptCuda>(c, o, init_params, switches, tensor_group);
+                                          parallel::Communicator* tensor_group,
+                                          parallel::Communicator* data_group) {
+  return std::make_unique<GptCuda>(c, o, init_params, switches, tensor_group, data_group);
 }
 
 }  // namespace detail

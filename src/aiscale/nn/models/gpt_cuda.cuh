@@ -28,11 +28,13 @@ GptCudaSwitches gpt_cuda_switches_from_env();
 // Builds the model on the current CUDA device from initial parameters in the layout's
 // order (num_params values). tensor_group: the tensor-parallel group (a device
 // communicator of several ranks, each holding a slice of every layer: gpt_cuda_tp.cuh), or
-// null.
+// null; data_group (with a tensor group only): the ranks holding the same slices in the
+// other data-parallel copies, over which the gradients are summed, or null (one copy).
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
                                           const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,
-                                          parallel::Communicator* tensor_group);
+                                          parallel::Communicator* tensor_group,
+                                          parallel::Communicator* data_group);
 
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
 int cuda_device_count_checked();

@@ -136,6 +136,10 @@ void GptCuda::backward(float grad_multiplier) {
     ready(parallel::dp::kAfterBackward);  // one bucket: everything
     if (zero3_) zero3_->resident_backward_done();
   }
+  if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
+    prof_op("allreduce_gradients");
+    tp_->sum_gradients(grads_, P_);
+  }
   prof_op(nullptr);
   mark(profile::StepTimer::kAfterEmbedding);
   AISCALE_CUDA_LAUNCH_CHECK();

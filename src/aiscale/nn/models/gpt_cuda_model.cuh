@@ -33,7 +33,8 @@ using P = GptBlockParam;
 class GptCuda final : public GptModel, private GptCudaMemory {
  public:
   GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
-          const GptCudaSwitches& sw, parallel::Communicator* tensor_group);
+          const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
+          parallel::Communicator* data_group);
   ~GptCuda() override;
 
   const GptConfig& config() const override { return config_; }
@@ -73,13 +74,15 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
   size_t memory_bytes() const override { return arena_bytes_; }
   size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
-  // Tensor parallelism: the ranks' gradients need no exchange after backward (split
-  // tensors are each rank's own, replicated ones equal), so the trainer must not sum them.
+  // Tensor parallelism: within a tensor group the gradients need no exchange (split tensors
+  // are each rank's own, replicated ones equal), and between data-parallel copies this
+  // model sums them itself (gpt_cuda_tp.cuh), so the trainer must not sum them.
   bool data_parallel() const override {
     return reducer_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr;
   }
   void set_gradient_sync(bool on) override {
     if (reducer_) reducer_->set_sync(on);
+    tp_sync_ = on;
   }
   bool collective_state() const override {
     return zero1_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr;
@@ -213,6 +216,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length
   bool dp_ = false, zero_ = false, overlap_ = true;
   bool has_targets_ = false, forward_done_ = false;
+  // Tensor parallelism with data-parallel copies: this step's backward sums the gradients
+  // over the data-parallel group (off for all but the last micro-step of accumulation).
+  bool tp_sync_ = true;
   LogitsState logits_state_ = LogitsState::consumed;
   float grad_multiplier_hint_ = 1.0f;  // dlogits of a fused forward are scaled by this
   float dlogits_multiplier_ = 1.0f;

@@ -175,9 +175,9 @@ void GptCuda::set_optimizer_state(const float* m, const float* v) {
 }
 
 void GptCuda::subscribe_reducer(bool fused_norm) {
-  if (tp_) {  // one data-parallel copy (make_gpt refuses more): nothing to reduce
+  if (tp_) {  // the data-parallel copies' sums are the tensor parallelism's (sum_gradients)
     S_ = Ppad_ = P_;
-    rank_ = tp_->rank();
+    rank_ = options_.comm ? options_.comm->rank() : tp_->rank();  // the job's rank
     return;
   }
   parallel::Communicator* comm = options_.comm;

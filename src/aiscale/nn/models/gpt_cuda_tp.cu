@@ -57,15 +57,21 @@ __global__ void sum_partials(const double* __restrict__ partials, const Chunk* _
 }  // namespace
 
 GptCudaTensorParallel::GptCudaTensorParallel(parallel::Communicator& comm,
+                                             parallel::Communicator* data,
                                              const GptShardLayout& layout, DType t,
                                              cudaStream_t stream)
-    : comm_(comm), layout_(layout), t_(t), stream_(stream) {
+    : comm_(comm), data_(data && data->world() > 1 ? data : nullptr), layout_(layout), t_(t),
+      stream_(stream) {
   AISCALE_CUDA_REQUIRE(comm.device_stream() != nullptr,
                        "tensor parallelism on GPUs needs a device communicator (NCCL)");
   AISCALE_CUDA_REQUIRE(comm.world() == layout.tp() && comm.rank() == layout.rank(),
                        "the tensor group disagrees with the shard layout");
+  AISCALE_CUDA_REQUIRE(!data_ || data_->device_stream() != nullptr,
+                       "data parallelism beside tensor parallelism on GPUs needs a device "
+                       "communicator (NCCL)");
   AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&data_done_, cudaEventDisableTiming));
   std::vector<Chunk> table;
   for (const ShardedTensor& s : layout.tensors())
     for (int64_t off = 0; off < s.numel; off += kChunk)
@@ -95,6 +101,7 @@ GptCudaTensorParallel::~GptCudaTensorParallel() {
   if (host_totals_) cudaFreeHost(host_totals_);
   if (ready_) cudaEventDestroy(ready_);
   if (done_) cudaEventDestroy(done_);
+  if (data_done_) cudaEventDestroy(data_done_);
 }
 
 void GptCudaTensorParallel::allreduce(void* data, int64_t n) {
@@ -104,7 +111,19 @@ void GptCudaTensorParallel::allreduce(void* data, int64_t n) {
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
 }
 
-void GptCudaTensorParallel::finish() { comm_.wait(); }
+void GptCudaTensorParallel::finish() {
+  comm_.wait();
+  if (data_) data_->wait();
+}
+
+void GptCudaTensorParallel::sum_gradients(float* grads, int64_t n) {
+  if (!data_) return;
+  // The collective takes the event's state when it is queued: ready_ serves both groups.
+  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
+  data_->allreduce_sum_after(grads, n, DType::f32, ready_);
+  data_->record(data_done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, data_done_, 0));
+}
 
 double GptCudaTensorParallel::grad_sum_squares(const float* grads) {
   chunk_sum_squares<<<static_cast<unsigned>(chunks_), kThreads, 0, stream_>>>(

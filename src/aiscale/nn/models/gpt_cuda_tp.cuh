@@ -21,6 +21,18 @@
 // rank and runs the same kernels (GEMM autotuning is off under tensor parallelism, so the
 // ranks pick the same algorithms): the replicated parameters' gradients, and so the
 // parameters, stay bitwise equal without any exchange of their own. get_params checks it.
+//
+// Data parallelism beside it (world = dp x tp, ZeRO 0): the job's ranks form dp copies of
+// the tensor group, tensor ranks consecutive (parallel/grid.h's default order), and the
+// ranks with the same tensor rank form a data-parallel group. Each rank's local gradient
+// buffer (its slices and the replicated tensors) is summed over its data-parallel group
+// after the backward of a synchronising step (sum_gradients(): one fp32 all-reduce on the
+// data group's stream, ordered after backward by an event, the model's stream waiting for
+// it on the GPU). The tensor ranks of one copy hold the same replicated gradients and their
+// data groups add the same values (exactly alike with two copies, where a + b = b + a; with
+// more, as NCCL orders its sums alike in groups of the same shape, which get_params checks),
+// so the replicated parameters stay equal across the tensor group. The summed gradients'
+// norm is grad_sum_squares over the tensor group as before: the whole model's.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -36,10 +48,11 @@ namespace aiscale::nn::detail {
 
 class GptCudaTensorParallel {
  public:
-  // comm: the tensor group (a device communicator, NCCL); layout: this rank's slices
-  // (must outlive this object); t: the activations' dtype; stream: the model's stream.
-  GptCudaTensorParallel(parallel::Communicator& comm, const GptShardLayout& layout, DType t,
-                        cudaStream_t stream);
+  // comm: the tensor group (a device communicator, NCCL); data: this rank's data-parallel
+  // group (a device communicator; null or one rank: a single copy); layout: this rank's
+  // slices (must outlive this object); t: the activations' dtype; stream: the model's stream.
+  GptCudaTensorParallel(parallel::Communicator& comm, parallel::Communicator* data,
+                        const GptShardLayout& layout, DType t, cudaStream_t stream);
   ~GptCudaTensorParallel();
   GptCudaTensorParallel(const GptCudaTensorParallel&) = delete;
   GptCudaTensorParallel& operator=(const GptCudaTensorParallel&) = delete;
@@ -53,9 +66,17 @@ class GptCudaTensorParallel {
   // after the work queued on the model's stream; the model's stream then waits for it on
   // the GPU (the host does not wait).
   void allreduce(void* data, int64_t n);
-  // Bounded wait for the queued all-reduces: a peer that stopped fails this rank (after
-  // the communicator's timeout) instead of leaving the GPU waiting for ever.
+  // Bounded wait for the queued all-reduces (both groups'): a peer that stopped fails this
+  // rank (after the communicator's timeout) instead of leaving the GPU waiting for ever.
   void finish();
+
+  // Data-parallel copies of the tensor group: their number and this rank's copy.
+  int dp() const { return data_ ? data_->world() : 1; }
+  int dp_rank() const { return data_ ? data_->rank() : 0; }
+  // In-place fp32 sum over the data-parallel group of n gradient values at `grads`
+  // (device), after the work queued on the model's stream, which then waits for it on the
+  // GPU. Nothing with one copy.
+  void sum_gradients(float* grads, int64_t n);
 
   // Sum of squares of the whole model's gradients from this rank's local gradients
   // (collective): the split tensors' summed over the ranks, the replicated ones counted
@@ -80,10 +101,11 @@ class GptCudaTensorParallel {
   std::vector<float> download(const float* local_dev);
 
   parallel::Communicator& comm_;
+  parallel::Communicator* data_ = nullptr;  // null with one data-parallel copy
   const GptShardLayout& layout_;
   DType t_;
   cudaStream_t stream_;
-  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr, data_done_ = nullptr;
   // grad_sum_squares: the local buffer in chunks of at most kChunk values inside one
   // tensor each (device table), one partial sum per chunk, the two totals (split,
   // replicated) on the device and in pinned host memory.

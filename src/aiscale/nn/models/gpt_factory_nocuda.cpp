@@ -42,11 +42,15 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions&
   if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
     fail("head size n_embd / n_head = {} is not supported by the CUDA attention kernels: "
          "choose 16, 32, 64 or 128 (GPT-2 uses 64)", hs);
-  // Tensor parallelism (make_gpt has checked the layout): the group's ranks hold slices.
+  // Tensor parallelism (make_gpt has checked the layout): the group's ranks hold slices,
+  // and with several data-parallel copies each rank's gradients are summed over its data
+  // group (the ranks holding the same slices).
   parallel::Communicator* tensor =
       o.groups && o.groups->tensor().world() > 1 ? &o.groups->tensor() : nullptr;
+  parallel::Communicator* data =
+      tensor && o.groups->data().world() > 1 ? &o.groups->data() : nullptr;
   return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed),
-                                 detail::gpt_cuda_switches_from_env(), tensor);
+                                 detail::gpt_cuda_switches_from_env(), tensor, data);
 }
 
 namespace detail {
