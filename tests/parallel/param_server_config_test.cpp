@@ -50,6 +50,7 @@ TEST(ParamServerConfig, CombinationsThatCannotRunAreRefused) {
       {{"parallel.parameter_servers=1", "parallel.grad_mixing=\"adasum\""}, "parallel.grad_mixing"},
       {{"parallel.parameter_servers=1", "parallel.allreduce=\"ring\""}, "parallel.allreduce"},
       {{"parallel.parameter_servers=1", "run.checkpoint_every=5"}, "run.checkpoint_every = 0"},
+      {{"parallel.parameter_servers=1", "train.eval_every=10"}, "train.eval_every = 0"},
       {{"parallel.max_staleness=2"}, "set parallel.parameter_servers"},
   };
   for (const Case& k : cases) {

@@ -36,10 +36,10 @@ void check_parameter_server_config(const TrainConfig& c, const std::string& sour
          "arrives; the synchronous exchange's parallel.compression, grad_mixing and allreduce do not "
          "apply: set parallel.compression = \"none\", parallel.grad_mixing = \"average\" and "
          "parallel.allreduce = \"library\", or parallel.parameter_servers = 0", source, s);
-  if (c.checkpoint_every > 0 || c.tensorboard || c.mllog)
-    fail("{}: parallel.parameter_servers = {} writes metrics.jsonl and one checkpoint at the end in "
-         "this version: set run.checkpoint_every = 0, run.tensorboard = false and run.mllog = false",
-         source, s);
+  if (c.checkpoint_every > 0 || c.eval_every > 0 || c.tensorboard || c.mllog)
+    fail("{}: parallel.parameter_servers = {} writes metrics.jsonl, one validation pass and one "
+         "checkpoint at the end in this version: set run.checkpoint_every = 0, train.eval_every = 0, "
+         "run.tensorboard = false and run.mllog = false", source, s);
 }
 
 }  // namespace
