@@ -70,7 +70,9 @@ std::vector<std::string> bench_run_keys() {
                         // the gradient exchange's choices are measured by aiscale train and
                         // bench allreduce --algorithm
                         "parallel.allreduce", "parallel.ranks_per_node", "parallel.grad_mixing",
-                        "parallel.compression", "parallel.topk_ratio"})
+                        "parallel.compression", "parallel.topk_ratio",
+                        // asynchronous training is a mode of aiscale train only
+                        "parallel.parameter_servers", "parallel.max_staleness"})
     keys.erase(std::remove(keys.begin(), keys.end(), k), keys.end());
   return keys;
 }

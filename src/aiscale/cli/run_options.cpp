@@ -56,6 +56,8 @@ constexpr RunOptionDef kRunOptions[] = {
     {"parallel.grad_mixing", ""},
     {"parallel.compression", ""},
     {"parallel.topk_ratio", ""},
+    {"parallel.parameter_servers", ""},
+    {"parallel.max_staleness", ""},
     {"run.tensorboard", "", true},
     {"run.mllog", "", true},
 };

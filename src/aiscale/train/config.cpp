@@ -277,6 +277,16 @@ const std::vector<Key>& schema() {
     k.push_back(real_key("parallel.topk_ratio", &TrainConfig::topk_ratio,
                          "top-k compression: share of the gradient's values each rank sends",
                          1e-9, 1.0));
+    k.push_back(int_key("parallel.parameter_servers", &TrainConfig::parameter_servers,
+                        "asynchronous training on CPU ranks: the last N ranks are parameter "
+                        "servers holding shards of the weights and AdamW state, the others "
+                        "workers that push gradients and pull weights without a barrier (at "
+                        "least one worker); 0: synchronous data parallelism; "
+                        "docs/guide/communication.md", 0, 1 << 20));
+    k.push_back(int_key("parallel.max_staleness", &TrainConfig::max_staleness,
+                        "parameter servers: a gradient computed from weights more than this many "
+                        "server updates old is discarded and its worker pulls fresh weights; 0: "
+                        "every gradient is applied (unbounded)", 0, int64_t{1} << 40));
     k.push_back(real_key("parallel.timeout_s", &TrainConfig::timeout_s,
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,

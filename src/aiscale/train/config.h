@@ -72,6 +72,11 @@ struct TrainConfig {
   std::string grad_mixing = "average";  // average | sum | adasum (see grad_mixing_of)
   std::string compression = "none";   // CPU data parallelism: none | topk | int8
   double topk_ratio = 0.01;           // top-k: share of the values each rank sends
+  // Asynchronous training (parallel/param_server/): the last parameter_servers ranks hold
+  // the weights and AdamW state in shards, the others push gradients and pull weights
+  // without a barrier; 0: synchronous data parallelism.
+  int64_t parameter_servers = 0;
+  int64_t max_staleness = 0;          // gradients staler than this are discarded; 0: none are
 
   // [run]
   std::string run_dir = "runs";  // parent folder of run directories

@@ -11,7 +11,41 @@ std::string grad_mixing_of(const TrainConfig& c) {
   return c.grad_mixing == "average" && c.grad_reduce == "sum" ? "sum" : c.grad_mixing;
 }
 
+namespace {
+
+// Parameter servers: CPU data parallelism of whole models, with nothing of the
+// synchronous exchange's choices (they combine gradients the servers apply one by one).
+void check_parameter_server_config(const TrainConfig& c, const std::string& source) {
+  const int64_t s = c.parameter_servers;
+  if (s == 0) {
+    if (c.max_staleness > 0)
+      fail("{}: parallel.max_staleness = {} bounds the staleness of parameter-server updates: set "
+           "parallel.parameter_servers (e.g. 1), or leave max_staleness at 0", source, c.max_staleness);
+    return;
+  }
+  if (c.device != "cpu")
+    fail("{}: parallel.parameter_servers = {} runs on CPU ranks in this version: set train.device = "
+         "\"cpu\", or parallel.parameter_servers = 0 for synchronous data parallelism on GPUs", source, s);
+  if (c.tensor_parallel > 1 || c.pipeline_parallel > 1 || c.zero_stage > 0)
+    fail("{}: parallel.parameter_servers = {} trains a whole model on every worker: set "
+         "parallel.tensor_parallel = 1, parallel.pipeline_parallel = 1 and parallel.zero_stage = 0 "
+         "(the servers already shard the weights and optimiser state), or parallel.parameter_servers "
+         "= 0", source, s);
+  if (c.compression != "none" || grad_mixing_of(c) != "average" || c.allreduce != "library")
+    fail("{}: parallel.parameter_servers = {} applies each worker's gradient on the servers as it "
+         "arrives; the synchronous exchange's parallel.compression, grad_mixing and allreduce do not "
+         "apply: set parallel.compression = \"none\", parallel.grad_mixing = \"average\" and "
+         "parallel.allreduce = \"library\", or parallel.parameter_servers = 0", source, s);
+  if (c.checkpoint_every > 0 || c.eval_every > 0 || c.tensorboard || c.mllog)
+    fail("{}: parallel.parameter_servers = {} writes metrics.jsonl, one validation pass and one "
+         "checkpoint at the end in this version: set run.checkpoint_every = 0, train.eval_every = 0, "
+         "run.tensorboard = false and run.mllog = false", source, s);
+}
+
+}  // namespace
+
 void check_communication_config(const TrainConfig& c, const std::string& source) {
+  check_parameter_server_config(c, source);
   if (c.grad_reduce == "sum" && c.grad_mixing != "average" && c.grad_mixing != "sum")
     fail("{}: parallel.grad_reduce = \"sum\" (the older key) contradicts parallel.grad_mixing = "
          "\"{}\": set only parallel.grad_mixing", source, c.grad_mixing);

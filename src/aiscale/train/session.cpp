@@ -31,6 +31,7 @@
 #include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/divergence.h"
+#include "aiscale/train/param_server_session.h"
 #include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/environment.h"
 #include "aiscale/train/metrics_outputs.h"
@@ -243,6 +244,8 @@ int run_training(const TrainRequest& req) {
   }
   const int rank = comm->rank(), world = comm->world();
   log::set_rank(rank, world);
+  // Asynchronous training has a loop of its own (param_server_session.h).
+  if (c.parameter_servers > 0) return run_parameter_server_training(req, c, config_path, *comm);
   // The layout is checked before anything is allocated; the ranks of one data-parallel
   // coordinate (a tensor group, a pipeline) read the same batches.
   const ParallelLayout layout = parallel_layout(c, world);
