@@ -11,7 +11,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   slurm-wlm munge  # a one-node Slurm for the tests of aiscale slurm (tests/slurm)
   chromium  # headless browser: the HTML report's check (tests/report)
   clang libclang-rt-14-dev libomp-14-dev  # the asan preset and the libFuzzer targets (tests/fuzz)
-  liblmdb-dev libturbojpeg0-dev libpng-dev zlib1g-dev  # image stores: LMDB, JPEG/PNG decoding, gzip'd IDX
+  liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev  # image stores: LMDB, JPEG (TurboJPEG + libjpeg API)/PNG decoding, gzip'd IDX
   dataset-fashion-mnist)  # Fashion-MNIST's IDX files (aiscale data pack-images, tests/data)
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)

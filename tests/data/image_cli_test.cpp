@@ -43,6 +43,15 @@ TEST(ImageCli, PackImagesThenBenchLoaderReadsTheStore) {
   EXPECT_EQ(records[1]["records"], 10);
   EXPECT_GT(records[1]["images_per_s"].get<double>(), 0.0);
   EXPECT_EQ(records[1]["served"]["height"], 24);
+  EXPECT_EQ(records[1]["roi_decode"], true);  // the default
+  r = run_aiscale("bench loader --data " + store + " --crop 24 --batch 4 --batches 2 --warmup 0 "
+                  "--threads 1 --roi-decode off");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(json_lines(r.output).size(), 1u) << r.output;
+  EXPECT_EQ(json_lines(r.output)[0]["roi_decode"], false);
+  r = run_aiscale("bench loader --data " + store + " --roi-decode maybe");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--roi-decode"), std::string::npos) << r.output;
   // Packing again over an existing store is refused and leaves it alone.
   r = run_aiscale("data pack-images --folder " + (dir / "images").string() + " -o " + store);
   EXPECT_EQ(r.exit_code, 1);

@@ -118,6 +118,7 @@ std::vector<nlohmann::json> run_loader_bench(const LoaderBenchOptions& o,
     c.height = c.width = o.crop;
     c.threads = threads;
     c.stage = o.stage;
+    c.roi_decode = o.roi_decode;
     c.repeat = 1;
     if (o.layout == "nhwc") c.layout = data::ImageLayout::nhwc;
     else if (o.layout != "nchw") fail("bench loader: layout '{}': use nchw or nhwc", o.layout);
@@ -150,6 +151,7 @@ std::vector<nlohmann::json> run_loader_bench(const LoaderBenchOptions& o,
     j["served"] = {{"channels", source.channels()}, {"height", source.height()}, {"width", source.width()}};
     j["layout"] = o.layout;
     j["stage"] = o.stage;
+    j["roi_decode"] = o.roi_decode;
     j["batch"] = o.batch_size;
     j["threads"] = threads;
     j["batches_timed"] = o.batches;

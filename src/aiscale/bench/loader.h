@@ -26,6 +26,7 @@ struct LoaderBenchOptions {
   bool train = true;                // random-resized-crop + flip; false: centre crop
   std::string stage = "none";       // as ImageSourceConfig::stage
   std::string layout = "nchw";
+  bool roi_decode = true;           // JPEG: decode only the crop's region (false: whole image)
   uint64_t seed = 1;
   double gpu_images_per_s = 0;      // when > 0: each record compares with this consumer
 };

@@ -220,6 +220,7 @@ void add_machine_command(CLI::App* bench) {
 struct LoaderArgs {
   bench::LoaderBenchOptions o;
   std::string size = "500x375";
+  std::string roi_decode = "on";
   std::string output;
 };
 
@@ -254,12 +255,17 @@ void add_loader_command(CLI::App* bench) {
   loader->add_option("--stage", args->o.stage, "none, ram or local:DIR (copy the store first)")->capture_default_str();
   loader->add_option("--layout", args->o.layout, "nchw or nhwc")->capture_default_str()
       ->check(CLI::IsMember({"nchw", "nhwc"}));
+  loader->add_option("--roi-decode", args->roi_decode,
+                     "on: decode only the crop's rows and columns of each JPEG (libjpeg's "
+                     "jpeg_skip_scanlines/jpeg_crop_scanline); off: the whole image, then crop")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   loader->add_option("--gpu-images-per-s", args->o.gpu_images_per_s,
                      "images/s one GPU trains at (e.g. from bench vision): adds ratio_to_gpu")
       ->check(number_in(0));
   loader->add_option("--output,-o", args->output, "also append the JSON lines to this file");
   loader->callback([args] {
     bench::LoaderBenchOptions o = args->o;
+    o.roi_decode = args->roi_decode == "on";
     const std::string& size = args->size;
     const size_t x = size.find('x');
     try {

@@ -4,6 +4,8 @@
 #include <png.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "aiscale/core/error.h"
@@ -37,6 +39,19 @@ uint32_t png_format_for(int64_t channels) {
   }
 }
 
+// Adobe writes inverted CMYK: each stored value is 255 - ink, so R = C' * K' / 255.
+// Converts n pixels in place, 4 bytes each to 3.
+void cmyk_to_rgb(std::vector<uint8_t>& pixels, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* q = pixels.data() + 4 * i;
+    const unsigned k = q[3];
+    const uint8_t r = static_cast<uint8_t>(q[0] * k / 255), g = static_cast<uint8_t>(q[1] * k / 255),
+                  b = static_cast<uint8_t>(q[2] * k / 255);
+    pixels[3 * i] = r, pixels[3 * i + 1] = g, pixels[3 * i + 2] = b;
+  }
+  pixels.resize(static_cast<size_t>(n * 3));
+}
+
 }  // namespace
 
 const char* to_string(ImageEncoding encoding) {
@@ -61,7 +76,7 @@ bool sniff_encoding(const uint8_t* bytes, size_t size, ImageEncoding& encoding) 
   return false;
 }
 
-Decoder::Decoder() : jpeg_(tjInitDecompress()) {
+Decoder::Decoder() : jpeg_(tjInitDecompress()), region_(std::make_unique<JpegRegionDecoder>()) {
   if (jpeg_ == nullptr) fail("cannot start the JPEG decoder: {}", tjGetErrorStr2(nullptr));
 }
 
@@ -108,18 +123,9 @@ bool Decoder::decode(ImageEncoding encoding, const uint8_t* bytes, size_t size, 
     auto* handle = static_cast<tjhandle>(jpeg_);
     // The smallest DCT scale (k/8) that keeps both sides at least the minimum: decoding
     // a 500x375 photo for a 224 crop at 1/2 scale is about 3x faster.
-    int64_t width = out.width, height = out.height;
-    if (min_width > 0 && min_height > 0) {
-      int count = 0;
-      const tjscalingfactor* factors = tjGetScalingFactors(&count);
-      for (int i = 0; i < count; ++i) {
-        const tjscalingfactor f = factors[i];
-        if (f.num > f.denom) continue;
-        const int64_t w = TJSCALED(static_cast<int>(out.width), f);
-        const int64_t h = TJSCALED(static_cast<int>(out.height), f);
-        if (w >= min_width && h >= min_height && w * h < width * height) width = w, height = h;
-      }
-    }
+    const tjscalingfactor f{jpeg_scale(out, min_width, min_height), 8};
+    const int64_t width = TJSCALED(static_cast<int>(out.width), f);
+    const int64_t height = TJSCALED(static_cast<int>(out.height), f);
     // CMYK JPEGs (a few in ImageNet, from Adobe software) decode as 4 channels, then
     // become RGB below.
     pixels.resize(static_cast<size_t>(width * height * (cmyk_ ? 4 : out.channels)));
@@ -131,18 +137,7 @@ bool Decoder::decode(ImageEncoding encoding, const uint8_t* bytes, size_t size, 
       reset_jpeg();
       return false;
     }
-    if (cmyk_) {
-      // Adobe writes inverted CMYK: each stored value is 255 - ink, so R = C' * K' / 255.
-      const int64_t n = width * height;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* q = pixels.data() + 4 * i;
-        const unsigned k = q[3];
-        const uint8_t r = static_cast<uint8_t>(q[0] * k / 255), g = static_cast<uint8_t>(q[1] * k / 255),
-                      b = static_cast<uint8_t>(q[2] * k / 255);
-        pixels[3 * i] = r, pixels[3 * i + 1] = g, pixels[3 * i + 2] = b;
-      }
-      pixels.resize(static_cast<size_t>(n * 3));
-    }
+    if (cmyk_) cmyk_to_rgb(pixels, width * height);
     out.width = width, out.height = height;
     return true;
   }
@@ -155,6 +150,56 @@ bool Decoder::decode(ImageEncoding encoding, const uint8_t* bytes, size_t size, 
     png_image_free(&image);
     return false;
   }
+  return true;
+}
+
+int Decoder::jpeg_scale(const ImageHeader& full, int64_t min_width, int64_t min_height) const {
+  int best = 8;
+  if (min_width <= 0 || min_height <= 0) return best;
+  for (int k = 7; k >= 1; --k) {
+    const tjscalingfactor f{k, 8};
+    if (TJSCALED(static_cast<int>(full.width), f) >= min_width &&
+        TJSCALED(static_cast<int>(full.height), f) >= min_height)
+      best = k;
+  }
+  return best;
+}
+
+bool Decoder::decode_region(const uint8_t* bytes, size_t size, int64_t min_width, int64_t min_height,
+                            double x, double y, double width, double height,
+                            std::vector<uint8_t>& pixels, ImageHeader& out, PixelRect& region) {
+  if (!header(ImageEncoding::jpeg, bytes, size, out)) return false;
+  if (out.width <= 0 || out.height <= 0 || out.width > 65535 || out.height > 65535) {
+    why_ = "implausible image size";
+    return false;
+  }
+  if (!(width > 0 && height > 0)) {
+    why_ = fmt::format("empty region {}x{} asked", width, height);
+    return false;
+  }
+  const int k = jpeg_scale(out, min_width, min_height);
+  const tjscalingfactor f{k, 8};
+  const int64_t sw = TJSCALED(static_cast<int>(out.width), f);
+  const int64_t sh = TJSCALED(static_cast<int>(out.height), f);
+  const double sx = static_cast<double>(sw) / static_cast<double>(out.width);
+  const double sy = static_cast<double>(sh) / static_cast<double>(out.height);
+  // Bilinear sampling of the box reads from half a pixel before it to one after it; one
+  // more pixel on each side keeps libjpeg's upsampling at the region's edges away from
+  // the pixels that are read.
+  constexpr double kMargin = 2;
+  const auto span = [](double start, double length, double scale, int64_t size, int64_t& lo,
+                       int64_t& len) {
+    lo = std::clamp<int64_t>(static_cast<int64_t>(std::floor(start * scale - kMargin)), 0, size - 1);
+    const int64_t hi = std::clamp<int64_t>(
+        static_cast<int64_t>(std::ceil((start + length) * scale + kMargin)), lo + 1, size);
+    len = hi - lo;
+  };
+  span(x, width, sx, sw, region.x, region.width);
+  span(y, height, sy, sh, region.y, region.height);
+  int64_t channels = 0;
+  if (!region_->decode(bytes, size, k, region, channels, pixels, why_)) return false;
+  if (channels == 4) cmyk_to_rgb(pixels, region.width * region.height);
+  out.width = sw, out.height = sh;
   return true;
 }
 

@@ -1,11 +1,14 @@
-// Image encodings inside a store: JPEG (libjpeg-turbo's TurboJPEG API), PNG (libpng's
-// simplified API) and raw pixels. One Decoder per thread (it owns a TurboJPEG handle and
-// reuses its buffers).
+// Image encodings inside a store: JPEG (libjpeg-turbo's TurboJPEG API; its libjpeg API
+// for region decoding), PNG (libpng's simplified API) and raw pixels. One Decoder per
+// thread (it owns a TurboJPEG handle and a libjpeg decompressor and reuses its buffers).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "aiscale/data/images/jpeg_region.h"
 
 namespace aiscale::data {
 
@@ -35,13 +38,28 @@ class Decoder {
   // size is in `out`. false (with why()) for corrupt data.
   bool decode(ImageEncoding encoding, const uint8_t* bytes, size_t size, int64_t min_width,
               int64_t min_height, std::vector<uint8_t>& pixels, ImageHeader& out);
+  // JPEG only: decodes just the part of the image that the box (x, y, width, height, in
+  // full-size source pixels) and bilinear sampling at its edges need, at the scale decode()
+  // would choose for the same minimum (DCT scaling first, then the region in scaled
+  // pixels). `out` is the whole image's size at that scale; `region` the rectangle of it
+  // that `pixels` holds (rows of region.width * channels bytes). Its columns start at an
+  // iMCU boundary (jpeg_crop_scanline), so callers shift their box by region.x, region.y.
+  // The pixels equal decode()'s over the same rectangle, up to libjpeg's chroma
+  // upsampling at the region's own edges. false (with why()) for corrupt data.
+  bool decode_region(const uint8_t* bytes, size_t size, int64_t min_width, int64_t min_height,
+                     double x, double y, double width, double height,
+                     std::vector<uint8_t>& pixels, ImageHeader& out, PixelRect& region);
   const std::string& why() const { return why_; }
 
  private:
   // After a fatal error TurboJPEG's handle can refuse the next image; start a fresh one.
   void reset_jpeg();
+  // The smallest DCT scale k/8 that keeps both sides of the image (header `full`) at
+  // least the minimum (0: full size); its numerator k.
+  int jpeg_scale(const ImageHeader& full, int64_t min_width, int64_t min_height) const;
 
   void* jpeg_ = nullptr;  // tjhandle
+  std::unique_ptr<JpegRegionDecoder> region_;
   bool cmyk_ = false;     // the last JPEG header read was CMYK or YCCK
   std::string why_;
 };

@@ -119,6 +119,9 @@ struct ImageSourceConfig {
   float center_crop = 0;       // validation: the centred square-ish crop keeps this share of
                                // each side before resizing; 0: 0.875 when resizing, 1 at the
                                // stored size
+  bool roi_decode = true;      // JPEG: decode only the crop's rows and columns (libjpeg's
+                               // jpeg_skip_scanlines / jpeg_crop_scanline); false: decode the
+                               // whole image, then crop (the same pixels, slower)
   // Pinned host memory hook: where set, the batch buffers the workers decode into come from
   // here (e.g. cudaHostAlloc / cudaFreeHost) so a trainer copies them to the GPU
   // asynchronously. Called from the source's constructor and destructor only.

@@ -157,15 +157,23 @@ bool LmdbImageSource::load_image(RecordReader::Handle& records, Decoder& decoder
     const int64_t min_w = static_cast<int64_t>(std::ceil(std::min(1.0, need) * full.width));
     const int64_t min_h = static_cast<int64_t>(std::ceil(std::min(1.0, need) * full.height));
     ImageHeader got;
-    if (!decoder.decode(h.encoding, payload, payload_size, min_w, min_h, pixels, got)) {
+    // JPEG: only the crop's region is decoded; the box moves by the region's offset.
+    PixelRect region;
+    const bool roi = config_.roi_decode && h.encoding == ImageEncoding::jpeg;
+    const bool ok = roi ? decoder.decode_region(payload, payload_size, min_w, min_h, box.x, box.y,
+                                                box.width, box.height, pixels, got, region)
+                        : decoder.decode(h.encoding, payload, payload_size, min_w, min_h, pixels, got);
+    if (!ok) {
       error = fmt::format("record {} ({}) cannot be decoded: {}", record, to_string(h.encoding),
                           decoder.why());
       return false;
     }
+    if (!roi) region = {0, 0, got.width, got.height};
     const double sx = static_cast<double>(got.width) / full.width;
     const double sy = static_cast<double>(got.height) / full.height;
-    box = {box.x * sx, box.y * sy, box.width * sx, box.height * sy, box.flip};
-    view = {pixels.data(), got.width, got.height, got.channels};
+    box = {box.x * sx - static_cast<double>(region.x), box.y * sy - static_cast<double>(region.y),
+           box.width * sx, box.height * sy, box.flip};
+    view = {pixels.data(), region.width, region.height, got.channels};
   }
   transform_->apply(view, box, out);
   label = h.label;
