@@ -74,6 +74,8 @@ std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& 
 // calibrate, the whole-gradient tolerance is at least 3 times the CPU model's own
 // sensitivity (cpu_gradient_sensitivity), for cases too deep for their batch to be
 // well-conditioned.
+constexpr double kCompareLr = 0.005;
+
 void compare_with_cpu(const Case& k, const std::string& precision, double loss_tol,
                       double tensor_tol, double total_tol, double param_tol,
                       const std::string& batchnorm = "own", int steps = 3,
@@ -146,8 +148,12 @@ void compare_with_cpu(const Case& k, const std::string& precision, double loss_t
       }
       EXPECT_LT(relative_error(grads, cpu.grads()), total_tol) << k.preset;
     }
-    sgd.step(cpu.params().data(), cpu.grads().data(), 0.05);
-    gpu.sgd_step(0.05);
+    // A learning rate at which the loss falls: at 0.05 ResNet-18's loss rose from 2.3 to
+    // 8.2 in two steps, and in that divergence the last bits of any two evaluations
+    // (CPU, or two GPU runs of cuDNN's non-deterministic kernels) grow into whole
+    // differences in the batch-norm parameters' updates.
+    sgd.step(cpu.params().data(), cpu.grads().data(), kCompareLr);
+    gpu.sgd_step(kCompareLr);
   }
   std::vector<float> velocity;
   gpu.download(mirror, &velocity);
@@ -289,7 +295,7 @@ TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
   std::ofstream(cfg) << "[model]\nkind = \"resnet\"\npreset = \"resnet18\"\nimage_size = 32\n"
                      << "[data]\nkind = \"synthetic\"\nsynthetic_images = 512\n"
                      << "synthetic_channels = 3\nsynthetic_classes = 10\n"
-                     << "[train]\ndevice = \"cuda\"\nbatch_size = 16\nsteps = 6\nlr = 0.05\n"
+                     << "[train]\ndevice = \"cuda\"\nbatch_size = 16\nsteps = 6\nlr = 0.01\n"
                      << "log_every = 1\n"
                      << "[run]\ndir = \"" << dir.string() << "\"\n";
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg.string();
@@ -310,7 +316,12 @@ TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
   ASSERT_GE(ma.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     const double serial = mb[i]["loss"].get<double>();
-    const double noise = std::abs(mc[i]["loss"].get<double>() - serial);
+    // Run-to-run spread of each mode (cuDNN's non-deterministic algorithms; the training
+    // amplifies it step by step): a race would show far beyond both.
+    const double noise = std::max(std::abs(mc[i]["loss"].get<double>() - serial),
+                                  i < md.size() ? std::abs(md[i]["loss"].get<double>() -
+                                                           ma[i]["loss"].get<double>())
+                                                : 0.0);
     std::printf("step %zu: overlapped %.9g, overlapped again %.9g, serial %.9g, serial again %.9g\n",
                 i + 1, ma[i]["loss"].get<double>(),
                 i < md.size() ? md[i]["loss"].get<double>() : 0.0, serial,
