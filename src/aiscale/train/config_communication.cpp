@@ -16,9 +16,11 @@ void check_communication_config(const TrainConfig& c, const std::string& source)
     fail("{}: parallel.grad_reduce = \"sum\" (the older key) contradicts parallel.grad_mixing = "
          "\"{}\": set only parallel.grad_mixing", source, c.grad_mixing);
   if (c.allreduce != "library" && c.device == "cuda")
-    fail("{}: parallel.allreduce = \"{}\" is implemented for CPU ranks over MPI; GPU ranks sum "
-         "with NCCL's own algorithms: set parallel.allreduce = \"library\" (or train.device = "
-         "\"cpu\")", source, c.allreduce);
+    fail("{}: parallel.allreduce = \"{}\" is implemented for training on CPU ranks over MPI; "
+         "GPU training sums its gradients with NCCL's own algorithms (the hand-written ones run "
+         "on GPUs in `aiscale bench allreduce --backend nccl --algorithm {}`): set "
+         "parallel.allreduce = \"library\" (or train.device = \"cpu\")", source, c.allreduce,
+         c.allreduce);
   if (c.ranks_per_node > 0 && c.allreduce != "hierarchical")
     fail("{}: parallel.ranks_per_node = {} sets the nodes of the hierarchical all-reduce: set "
          "parallel.allreduce = \"hierarchical\", or leave ranks_per_node at 0", source,
