@@ -2,7 +2,8 @@
 // `aiscale bench allreduce --backend nccl --algorithm ring|hierarchical`: every size is
 // checked by the benchmark against the exact sum (an exit code of 0 means every size was
 // right). Odd value counts (12 bytes * 3^k: 1, 3, 9, ... 4,782,969 values), counts below
-// the rank count, and segments of several 4 MiB chunks.
+// the rank count, and segments of several 4 MiB chunks. And data-parallel training with
+// each algorithm against 1 GPU.
 #include "gpu2_support.h"
 
 using namespace aiscale;
@@ -65,6 +66,16 @@ TEST(AllreduceGpu, FourGpusRingAndNodes) {
   expect_bench_sums(4, "--algorithm ring", "ring");
   expect_bench_sums(4, "--algorithm hierarchical --ranks-per-node 2", "hierarchical");
   expect_bench_sums(4, "--algorithm hierarchical --ranks-per-node 3", "hierarchical");  // 3 + 1
+}
+
+// Training: the gradient buckets summed by the hand-written algorithms train like 1 GPU
+// with the whole batch (the tolerances of the NCCL library run, gpu2_support.h).
+TEST(AllreduceGpu, DdpWithTheRingMatchesOneGpu) {
+  gpu2::expect_like_one_gpu("parallel.allreduce=ring parallel.bucket_mib=0.3", "ring all-reduce");
+}
+
+TEST(AllreduceGpu, DdpWithTheHierarchicalAllreduceMatchesOneGpu) {
+  gpu2::expect_like_one_gpu("parallel.allreduce=hierarchical parallel.ranks_per_node=1", "hierarchical all-reduce");
 }
 
 int main(int argc, char** argv) { return aiscale::testsupport::gpu2::run_multi_gpu_tests(argc, argv); }

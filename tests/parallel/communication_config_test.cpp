@@ -52,7 +52,10 @@ TEST(CommunicationConfig, RefusesWhatCannotRunNamingTheFix) {
   };
   const std::vector<Case> cases = {
       {{"parallel.allreduce=tree"}, "choose one of library, ring, hierarchical"},
-      {{"train.device=cuda", "parallel.allreduce=ring"}, "set parallel.allreduce = \"library\""},
+      {{"train.device=cuda", "parallel.allreduce=ring", "parallel.grad_comm=bf16"}, "set parallel.grad_comm = \"fp32\""},
+      {{"train.device=cuda", "parallel.allreduce=ring", "parallel.zero_stage=1"}, "set parallel.zero_stage = 0"},
+      {{"train.device=cuda", "parallel.allreduce=hierarchical", "parallel.grad_transport=copy-engine"}, "set parallel.grad_transport = \"nccl\""},
+      {{"train.device=cuda", "parallel.allreduce=ring", "parallel.tensor_parallel=2"}, "set parallel.tensor_parallel = 1"},
       {{"parallel.ranks_per_node=2"}, "set parallel.allreduce = \"hierarchical\""},
       {{"parallel.compression=topk", "parallel.zero_stage=2"}, "set parallel.zero_stage = 0"},
       {{"parallel.compression=int8", "parallel.zero_stage=3"}, "ZeRO-3"},
