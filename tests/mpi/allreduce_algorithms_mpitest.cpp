@@ -53,10 +53,10 @@ TEST(AllreduceAlgorithmsMpi, BenchNamesTheAlgorithmAndChecksTheSums) {
   }
 }
 
-TEST(AllreduceAlgorithmsMpi, BenchRefusesAnAlgorithmTheBackendCannotRun) {
-  auto r = run_aiscale("bench allreduce --backend nccl --algorithm ring");
+TEST(AllreduceAlgorithmsMpi, BenchRefusesNodesWithoutTheHierarchicalAlgorithm) {
+  auto r = run_aiscale("bench allreduce --backend mpi --algorithm ring --ranks-per-node 2");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--backend mpi"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--algorithm hierarchical"), std::string::npos) << r.output;
   auto s = run_aiscale("bench allreduce --backend mpi --ranks-per-node 2");
   EXPECT_NE(s.exit_code, 0);
   EXPECT_NE(s.output.find("--algorithm hierarchical"), std::string::npos) << s.output;

@@ -88,9 +88,8 @@ std::vector<int64_t> allreduce_bench_sizes(const AllreduceBenchOptions& o) {
   if (o.step_factor < 2) fail("--step-factor {} must be at least 2", o.step_factor);
   if (o.iters < 1) fail("--iters must be at least 1");
   if (o.repeats < 1) fail("--repeats must be at least 1");
-  if (o.algorithm != "library" && o.backend != "mpi")
-    fail("--algorithm {} is implemented for CPU ranks over MPI: use --backend mpi, or "
-         "--algorithm library with NCCL", o.algorithm);
+  if (o.algorithm != "library" && o.algorithm != "ring" && o.algorithm != "hierarchical")
+    fail("--algorithm '{}' is not known: use library, ring or hierarchical", o.algorithm);
   if (o.ranks_per_node > 0 && o.algorithm != "hierarchical")
     fail("--ranks-per-node sets the nodes of the hierarchical algorithm: add --algorithm "
          "hierarchical, or leave it out");

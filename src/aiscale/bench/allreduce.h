@@ -26,7 +26,7 @@ struct AllreduceBenchOptions {
   int64_t nodes = 0;        // nodes for the record (0 = $SLURM_JOB_NUM_NODES if set)
   bool check = true;        // verify one all-reduce per size against the exact sum
   // The communicator's all-reduce algorithm (parallel.allreduce; the communicator must
-  // have been made with it): library, ring or hierarchical (mpi only), for the record.
+  // have been made with it): library, ring or hierarchical (MPI or NCCL), for the record.
   std::string algorithm = "library";
   int64_t ranks_per_node = 0;  // hierarchical: forced ranks per node (0: the real nodes)
 };

@@ -94,9 +94,10 @@ void add_allreduce_command(CLI::App* bench) {
   ar->add_option("--backend", args->o.backend, "nccl (GPU buffers) or mpi (host buffers)")
       ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi"}));
   ar->add_option("--algorithm", args->o.algorithm,
-                 "mpi: library (MPI's own all-reduce), ring (chunked, pipelined ring) or "
-                 "hierarchical (reduce inside each node, ring between nodes, broadcast); nccl: "
-                 "library")
+                 "library (MPI's or NCCL's own all-reduce), ring (hand-written chunked ring: "
+                 "MPI point-to-point on CPUs; NCCL send/receive and an add kernel per 4 MiB "
+                 "chunk on GPUs) or hierarchical (sum inside each node onto its lowest rank, "
+                 "all-reduce among those, broadcast inside the node)")
       ->capture_default_str()->check(CLI::IsMember({"library", "ring", "hierarchical"}));
   ar->add_option("--ranks-per-node", args->o.ranks_per_node,
                  "hierarchical: ranks per node (rank / N is its node, to simulate nodes on one "

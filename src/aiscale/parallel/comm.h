@@ -98,6 +98,15 @@ class Communicator {
                               void* /*consumer*/) {
     return false;
   }
+  // Stream-ordered point-to-point of device memory (the hand-written GPU all-reduce
+  // algorithms, parallel/nccl/device_algorithms.h): queues sending `bytes` at `data` to
+  // rank `peer`, or receiving them from `peer` into `data`, on the communicator's stream
+  // after the work queued there; wait() completes them. Sends and receives between two
+  // ranks match in the order queued, with equal sizes. A step that both sends and receives
+  // puts the pair between group_begin() and group_end() (else two ranks sending to each
+  // other can wait for each other). Communicators without device point-to-point fail.
+  virtual void send_after(const void* data, int64_t bytes, int peer);
+  virtual void recv_after(void* data, int64_t bytes, int peer);
   // Records `event` (a cudaEvent_t) on the communicator's stream after the queued work.
   virtual void record(void* event);
   // Collectives queued between these two are launched together (one NCCL group: one
@@ -129,8 +138,9 @@ struct CommOptions {
   // "tcp://host:port" (rank 0 serves a TCP store there).
   std::string rendezvous = "auto";
   double timeout_s = 300;  // NCCL: a collective or the set-up stalled this long fails the rank
-  // parallel.allreduce: how the MPI communicator sums floats: "library" (MPI's own),
-  // "ring" or "hierarchical" (parallel/algorithms/). GPU ranks take "library" only.
+  // parallel.allreduce: how float buffers are summed: "library" (MPI's or NCCL's own),
+  // "ring" or "hierarchical" (CPU ranks: parallel/algorithms/ over MPI; GPU ranks:
+  // parallel/nccl/device_algorithms.h over NCCL send/receive).
   std::string allreduce = "library";
   // parallel.ranks_per_node: the nodes of the hierarchical algorithm (0: where the ranks run).
   int ranks_per_node = 0;

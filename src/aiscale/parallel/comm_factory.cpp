@@ -9,22 +9,35 @@
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/launch_env.h"
+#include "aiscale/parallel/nccl/device_algorithms.h"
 
 namespace aiscale::parallel {
 namespace {
 
 // MPI ranks; a CUDA rank also takes its node's GPU and stages device buffers on the host.
 std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
-  const LaunchEnv env = launch_env();
-  require_mpi_for_cpu_ranks(env, [](const char* n) { return std::getenv(n); });
   algorithms::AllreduceSetting setting;
   setting.algorithm = algorithms::parse_allreduce_algorithm(o.allreduce);
   setting.ranks_per_node = o.ranks_per_node;
+  if (o.device == "cuda" && setting.algorithm != algorithms::AllreduceAlgorithm::library)
+    fail("parallel.allreduce = \"{}\" on GPU ranks runs over NCCL (device point-to-point), "
+         "not MPI with host staging: use parallel.communicator = \"nccl\" (an aiscale built "
+         "with NCCL), or parallel.allreduce = \"library\"", o.allreduce);
+  const LaunchEnv env = launch_env();
+  require_mpi_for_cpu_ranks(env, [](const char* n) { return std::getenv(n); });
   auto comm = make_mpi_communicator(setting);
   if (o.device != "cuda") return comm;
   int local = env.local_rank >= 0 && env.world == comm->world() ? env.local_rank : mpi_node_local_rank();
   cuda_select_local_gpu(local);
   return with_host_staging(std::move(comm));
+}
+
+// NCCL ranks, summing fp32 device buffers with parallel.allreduce's algorithm.
+std::unique_ptr<Communicator> nccl_ranks(const CommOptions& o) {
+  algorithms::AllreduceSetting setting;
+  setting.algorithm = algorithms::parse_allreduce_algorithm(o.allreduce);
+  setting.ranks_per_node = o.ranks_per_node;
+  return with_device_allreduce(make_nccl_communicator(o), setting);
 }
 
 [[noreturn]] void no_device_collectives(const Communicator& c, const char* what) {
@@ -67,6 +80,16 @@ void Communicator::recv(float*, int64_t, int peer) {
   fail("the {} communicator has no point-to-point receive (from rank {}): pipeline stages "
        "need MPI ranks", backend(), peer);
 }
+void Communicator::send_after(const void*, int64_t, int peer) {
+  fail("the {} communicator has no device point-to-point send (to rank {}): the GPU all-reduce "
+       "algorithms (parallel.allreduce = ring or hierarchical) need parallel.communicator = "
+       "\"nccl\"", backend(), peer);
+}
+void Communicator::recv_after(void*, int64_t, int peer) {
+  fail("the {} communicator has no device point-to-point receive (from rank {}): the GPU "
+       "all-reduce algorithms (parallel.allreduce = ring or hierarchical) need "
+       "parallel.communicator = \"nccl\"", backend(), peer);
+}
 void Communicator::record(void*) { no_device_collectives(*this, "event"); }
 std::unique_ptr<Communicator> Communicator::split(int, int) {
   fail("the {} communicator cannot split into sub-groups (tensor, pipeline or data-parallel "
@@ -76,11 +99,7 @@ std::unique_ptr<Communicator> Communicator::split(int, int) {
 std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
   if (o.device != "cpu" && o.device != "cuda")
     fail("unknown device '{}' for the communicator: use cpu or cuda", o.device);
-  // The hand-written algorithms run on host buffers over MPI point-to-point messages.
-  if (algorithms::parse_allreduce_algorithm(o.allreduce) != algorithms::AllreduceAlgorithm::library &&
-      o.device == "cuda")
-    fail("parallel.allreduce = \"{}\" is implemented for CPU ranks over MPI; GPU ranks sum with "
-         "the library's own algorithms (NCCL): set parallel.allreduce = \"library\"", o.allreduce);
+  algorithms::parse_allreduce_algorithm(o.allreduce);  // a bad name fails first
   if (o.ranks_per_node < 0)
     fail("parallel.ranks_per_node = {} must be 0 (the nodes the ranks run on) or a positive "
          "count", o.ranks_per_node);
@@ -89,7 +108,7 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
   if (o.kind == "auto") {
     if (launched <= 1) return make_single_process();
     if (o.device == "cuda") {
-      if (nccl_compiled()) return make_nccl_communicator(o);
+      if (nccl_compiled()) return nccl_ranks(o);
       log::warn("aiscale was built without NCCL: the {} GPU ranks all-reduce through MPI and "
                 "host memory (slow); install NCCL (nccl.h, libnccl) and rebuild", launched);
     }
@@ -110,7 +129,7 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
            " (nor CUDA)"
 #endif
       );
-    return make_nccl_communicator(o);
+    return nccl_ranks(o);
   }
   fail("unknown communicator '{}': use auto, mpi, nccl or none", o.kind);
 }

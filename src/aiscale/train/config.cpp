@@ -262,7 +262,9 @@ const std::vector<Key>& schema() {
                            "CPU ranks (MPI): how float buffers are summed: library (MPI's own "
                            "all-reduce), ring (chunked, pipelined ring over point-to-point "
                            "messages) or hierarchical (reduce inside each node, ring between "
-                           "one rank per node, broadcast inside the node); GPU ranks: library",
+                           "one rank per node, broadcast inside the node); GPU ranks (NCCL, fp32 "
+                           "gradients, no ZeRO, tensor or pipeline parallelism) run ring and "
+                           "hierarchical over NCCL send/receive",
                            {"library", "ring", "hierarchical"}));
     k.push_back(int_key("parallel.ranks_per_node", &TrainConfig::ranks_per_node,
                         "hierarchical all-reduce: ranks per node (rank / ranks_per_node is its "

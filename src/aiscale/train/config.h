@@ -67,7 +67,7 @@ struct TrainConfig {
   std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)
   std::string grad_transport = "nccl";  // GPU, one node: nccl | copy-engine
   // Communication choices (docs/guide/communication.md).
-  std::string allreduce = "library";  // CPU ranks: library | ring | hierarchical
+  std::string allreduce = "library";  // library | ring | hierarchical (GPUs: data parallelism only)
   int64_t ranks_per_node = 0;         // hierarchical: ranks per node; 0: where they run
   std::string grad_mixing = "average";  // average | sum | adasum (see grad_mixing_of)
   std::string compression = "none";   // CPU data parallelism: none | topk | int8

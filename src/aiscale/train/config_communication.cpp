@@ -49,10 +49,28 @@ void check_communication_config(const TrainConfig& c, const std::string& source)
   if (c.grad_reduce == "sum" && c.grad_mixing != "average" && c.grad_mixing != "sum")
     fail("{}: parallel.grad_reduce = \"sum\" (the older key) contradicts parallel.grad_mixing = "
          "\"{}\": set only parallel.grad_mixing", source, c.grad_mixing);
-  if (c.allreduce != "library" && c.device == "cuda")
-    fail("{}: parallel.allreduce = \"{}\" is implemented for CPU ranks over MPI; GPU ranks sum "
-         "with NCCL's own algorithms: set parallel.allreduce = \"library\" (or train.device = "
-         "\"cpu\")", source, c.allreduce);
+  // GPU ranks: the hand-written algorithms sum the fp32 gradient buckets of plain data
+  // parallelism over NCCL (parallel/nccl/device_algorithms.h); the other GPU exchanges
+  // (bf16 buckets, the copy engines, ZeRO's reduce-scatters, tensor and pipeline groups)
+  // would still use NCCL's own, so they are refused rather than half-honoured.
+  if (c.allreduce != "library" && c.device == "cuda") {
+    const auto refuse = [&](const std::string& what, const std::string& fix) {
+      fail("{}: parallel.allreduce = \"{}\" on GPU ranks sums the fp32 gradient buckets of plain "
+           "data parallelism; {}: {}, or set parallel.allreduce = \"library\"", source,
+           c.allreduce, what, fix);
+    };
+    if (c.grad_comm != "fp32")
+      refuse("bf16 buckets go through NCCL's own all-reduce", "set parallel.grad_comm = \"fp32\"");
+    if (c.grad_transport != "nccl")
+      refuse("the copy-engine transport is an all-reduce of its own",
+             "set parallel.grad_transport = \"nccl\"");
+    if (c.zero_stage != 0)
+      refuse("ZeRO reduce-scatters its gradients with NCCL's own algorithm",
+             "set parallel.zero_stage = 0");
+    if (c.tensor_parallel > 1 || c.pipeline_parallel > 1)
+      refuse("tensor and pipeline parallelism exchange their activations with NCCL's own",
+             "set parallel.tensor_parallel = 1 and parallel.pipeline_parallel = 1");
+  }
   if (c.ranks_per_node > 0 && c.allreduce != "hierarchical")
     fail("{}: parallel.ranks_per_node = {} sets the nodes of the hierarchical all-reduce: set "
          "parallel.allreduce = \"hierarchical\", or leave ranks_per_node at 0", source,

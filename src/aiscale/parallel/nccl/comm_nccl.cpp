@@ -195,6 +195,22 @@ class NcclCommunicator final : public Communicator {
     }, "all-gather");
     pending_ = true;
   }
+  void send_after(const void* d, int64_t bytes, int peer) override {
+    if (bytes <= 0) return;
+    check_peer(peer, "send");
+    after(nullptr);
+    enqueue([&] { return ncclSend(d, static_cast<size_t>(bytes), ncclInt8, peer, comm_, stream_); },
+            "send");
+    pending_ = true;
+  }
+  void recv_after(void* d, int64_t bytes, int peer) override {
+    if (bytes <= 0) return;
+    check_peer(peer, "receive");
+    after(nullptr);
+    enqueue([&] { return ncclRecv(d, static_cast<size_t>(bytes), ncclInt8, peer, comm_, stream_); },
+            "receive");
+    pending_ = true;
+  }
   void group_begin() override {
     if (!comm_) die(fmt::format("rank {}: the NCCL communicator was aborted earlier", rank_));
     ncclResult_t r = ncclGroupStart();
@@ -290,6 +306,11 @@ class NcclCommunicator final : public Communicator {
       case DType::f16: return ncclHalf;
     }
     fail("unsupported data type for an NCCL collective");
+  }
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= world_ || peer == rank_)
+      fail("internal: rank {} of {} cannot {} to/from rank {} over NCCL", rank_, world_, what, peer);
   }
 
   void after(void* event) {
