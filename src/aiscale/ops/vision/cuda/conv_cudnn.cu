@@ -72,7 +72,9 @@ struct CudnnConv::Impl {
   // none did): forward; backward-data overwriting, accumulating; backward-filter likewise.
   enum Slot { kFwd, kData, kDataAcc, kFilter, kFilterAcc, kSlots };
   std::array<std::unique_ptr<ConvGraphPlan>, kSlots> graph;
-  int graph_used = 0;
+  int graph_used() const {
+    return int(std::count_if(graph.begin(), graph.end(), [](const auto& p) { return p != nullptr; }));
+  }
 
   ConvGraphPlan* graph_plan(Slot slot, int64_t batch) const {
     return batch == g.N ? graph[size_t(slot)].get() : nullptr;
@@ -235,7 +237,6 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
         m.handle, t, tf32, g, w.dir, w.acc, search, workspace, workspace_bytes, s);
     if (p && p->time_ms() < 0.95f * legacy_ms[w.legacy]) {
       m.graph[size_t(w.slot)] = std::move(p);
-      ++m.graph_used;
     }
   }
 }
@@ -259,10 +260,10 @@ std::string CudnnConv::describe() const {
   return "fwd " + std::to_string(int(impl_->fwd)) + " / bwd-data " +
          (impl_->backward_data ? std::to_string(int(impl_->bwd_data)) : std::string("-")) +
          " / bwd-filter " + std::to_string(int(impl_->bwd_filter)) +
-         (impl_->graph_used ? ", " + std::to_string(impl_->graph_used) + " graph engine(s)" : "");
+         (impl_->graph_used() ? ", " + std::to_string(impl_->graph_used()) + " graph engine(s)" : "");
 }
 
-int CudnnConv::graph_engines() const { return impl_->graph_used; }
+int CudnnConv::graph_engines() const { return impl_->graph_used(); }
 
 void CudnnConv::forward(void* y, const void* x, const void* w, int64_t n, void* workspace,
                         cudaStream_t s) {
