@@ -25,11 +25,11 @@ const Variable kVariables[] = {
     {"AISCALE_VEGA_DIR", "a directory", "", Kind::user,
      "a node_modules folder holding vega, vega-lite and vega-embed for the HTML report, "
      "instead of the copy beside the binary (report/vega_assets.cpp through core/paths.cpp)"},
-    {"AISCALE_NCCL_BLOCKING", "0 | 1", "0", Kind::user,
-     "1: NCCL communicators in blocking mode: small collectives cost ~13 us instead of "
-     "~63 us at 1 MiB on 2 H100s, but a call that hangs while NCCL sets up a connection "
-     "(a dead peer) can no longer be bounded by parallel.timeout_s; waits on issued "
-     "collectives still are (parallel/nccl/comm_nccl.cpp; docs/guide/communication.md)"},
+    {"AISCALE_NCCL_BLOCKING", "0 | 1", "1", Kind::user,
+     "0: NCCL communicators in non-blocking mode, every NCCL call polled against "
+     "parallel.timeout_s; costs ~50 us per collective (63 instead of 13 us at 1 MiB on 2 "
+     "H100s). 1 (default): blocking, the calls bounded by a monitor thread that ends the "
+     "process (parallel/nccl/call_monitor.h; docs/guide/communication.md)"},
     // --- test: fault injection ---
     {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | term@STEP | slow@RANK:MS", "", Kind::test,
      "makes a training run fail on purpose, for the tests of failure handling "
@@ -60,9 +60,11 @@ const Variable kVariables[] = {
     {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
      "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
      "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
-    {"AISCALE_CUDNN_CONV_ENGINES", "auto | legacy", "auto", Kind::measurement,
+    {"AISCALE_CUDNN_CONV_ENGINES", "auto | exhaustive | legacy", "auto", Kind::measurement,
      "legacy: the GPU vision convolutions choose among cuDNN's legacy algorithms only, "
-     "without timing its graph-API engines beside them (read in ops/vision/cuda/conv_cudnn.cu)"},
+     "without timing its graph-API engines beside them; exhaustive: time every graph-API "
+     "engine configuration the heuristics list, knob variants and engines compiled at run "
+     "time included (longer start-up) (read in ops/vision/cuda/conv_cudnn.cu)"},
     {"AISCALE_CUDA_AUTOTUNE", "0 | 1", "1", Kind::measurement,
      "0: cuBLASLt's first heuristic instead of timing its candidates in the warm-up step "
      "(read in nn/models/gpt_factory_nocuda.cpp; the gpu2 tests turn it off for reproducible GEMMs)"},

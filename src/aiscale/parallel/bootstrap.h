@@ -38,8 +38,8 @@ std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> in
 
 // NCCL, one process per GPU (nccl/comm_nccl.cpp): bootstraps the NCCL unique id through
 // MPI or a rendezvous file (see CommOptions::rendezvous), selects the node-local GPU,
-// and creates a non-blocking NCCL communicator whose every wait is bounded by
-// options.timeout_s (then the communicator is aborted and the rank fails).
+// and creates an NCCL communicator whose every wait is bounded by options.timeout_s (then
+// the communicator is aborted and the rank fails), its calls too (nccl/call_monitor.h).
 std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& options);
 
 }  // namespace aiscale::parallel

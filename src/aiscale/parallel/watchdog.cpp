@@ -42,7 +42,7 @@ class Watched final : public Communicator {
   void allreduce_sum_async(float* d, int64_t n) override { Guard g(this, "all-reduce"); inner_->allreduce_sum_async(d, n); }
   void wait() override { Guard g(this, "collective"); inner_->wait(); }
   void* device_stream() override { return inner_->device_stream(); }
-  // Queueing does not block (a non-blocking NCCL communicator may settle briefly).
+  // Queueing does not block for long (NCCL may connect to a peer on first use).
   void allreduce_sum_after(void* d, int64_t n, DType t, void* e) override {
     Guard g(this, "all-reduce");
     inner_->allreduce_sum_after(d, n, t, e);

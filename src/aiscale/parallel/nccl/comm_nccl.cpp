@@ -6,13 +6,17 @@
 // parallel.rendezvous = "tcp://host:port"); each rank takes the GPU of its node-local
 // rank. split() makes sub-group communicators with ncclCommSplit.
 //
-// Failure: the communicator is non-blocking (ncclConfig_t::blocking = 0), so no NCCL
-// call can hang the host: the set-up and every collective are polled
-// (ncclCommGetAsyncError, cudaStreamQuery) against a deadline of parallel.timeout_s.
-// When a peer dies (its process ends, its GPU fails) the collective either reports an
-// error or stalls; either way this rank aborts the communicator (ncclCommAbort, which
-// also ends the NCCL kernels) and fails with a message naming the call, so no rank is
-// left waiting until the job's time limit.
+// Failure: no NCCL call may hang the host when a peer dies. Issued collectives are
+// waited for by polling (ncclCommGetAsyncError, cudaStreamQuery) against a deadline of
+// parallel.timeout_s; when a peer dies (its process ends, its GPU fails) the collective
+// either reports an error or stalls, and either way this rank aborts the communicator
+// (ncclCommAbort, which also ends the NCCL kernels) and fails with a message naming the
+// call. The calls themselves: the communicator is blocking by default, so a call that
+// waits inside NCCL for a peer (the set-up, a first connection) is bounded by a monitor
+// thread (call_monitor.h) that names the call and ends the process; with
+// AISCALE_NCCL_BLOCKING=0 the communicator is non-blocking instead and every call is
+// polled like the collectives, at ~50 us per collective (NCCL completes each
+// non-blocking group on a thread of its own): docs/guide/communication.md.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -27,6 +31,7 @@
 #include "aiscale/core/log.h"
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/launch_env.h"
+#include "aiscale/parallel/nccl/call_monitor.h"
 #include "aiscale/parallel/rendezvous.h"
 #include "aiscale/parallel/store.h"
 
@@ -70,7 +75,12 @@ class NcclCommunicator final : public Communicator {
     rank_ = rank;
     world_ = world;
     ncclConfig_t config = make_config("aiscale");
-    ncclResult_t r = ncclCommInitRankConfig(&comm_, world, id, rank, &config);
+    watch_calls();
+    ncclResult_t r = ncclSuccess;
+    {
+      NcclCallMonitor::Scope call(monitor_.get(), "initialisation (connecting to the other ranks)");
+      r = ncclCommInitRankConfig(&comm_, world, id, rank, &config);
+    }
     if (r != ncclSuccess && r != ncclInProgress) {
       comm_ = nullptr;
       die(fmt::format("rank {}: NCCL initialisation failed: {}", rank_, ncclGetErrorString(r)));
@@ -94,7 +104,12 @@ class NcclCommunicator final : public Communicator {
     // own member, or this one's for a rank in no group).
     ncclComm_t* slot = sub ? &sub->comm_ : &split_slot_;
     *slot = nullptr;
-    ncclResult_t r = ncclCommSplit(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, slot, &config);
+    if (sub) sub->watch_calls();
+    ncclResult_t r = ncclSuccess;
+    {
+      NcclCallMonitor::Scope call(monitor_.get(), "split into sub-groups");
+      r = ncclCommSplit(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, slot, &config);
+    }
     if (r != ncclSuccess && r != ncclInProgress) fail_nccl(r, "split into sub-groups");
     if (r == ncclInProgress) settle("split into sub-groups");
     if (!sub) return nullptr;
@@ -114,6 +129,7 @@ class NcclCommunicator final : public Communicator {
       } else {
         try {
           if (pending_) wait_stream("queued collectives");
+          NcclCallMonitor::Scope call(monitor_.get(), "shut-down");
           ncclResult_t r = ncclCommFinalize(comm_);
           if (r == ncclSuccess || r == ncclInProgress) settle("shut-down");
           if (comm_) ncclCommDestroy(comm_);
@@ -224,16 +240,18 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  // Non-blocking unless AISCALE_NCCL_BLOCKING=1 (a measurement switch: a blocking
-  // communicator's calls cannot be bounded by parallel.timeout_s).
+  // Blocking unless AISCALE_NCCL_BLOCKING=0 (then each call is polled instead of watched).
+  static bool blocking() { return env::flag("AISCALE_NCCL_BLOCKING"); }
   static ncclConfig_t make_config(const char* name) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    // Non-blocking: a blocking communicator's calls could not be bounded by
-    // parallel.timeout_s (and measured no faster in training steps:
-    // docs/design/gradient-exchange.md).
-    config.blocking = env::flag("AISCALE_NCCL_BLOCKING") ? 1 : 0;
+    config.blocking = blocking() ? 1 : 0;
     config.commName = name;
     return config;
+  }
+
+  // A blocking communicator's calls are bounded by the monitor's thread.
+  void watch_calls() {
+    if (blocking() && !monitor_) monitor_ = std::make_unique<NcclCallMonitor>(rank_, world_, timeout_s_);
   }
 
   // Takes a communicator made by ncclCommSplit once it has settled.
@@ -243,6 +261,7 @@ class NcclCommunicator final : public Communicator {
     ncclResult_t r = ncclCommUserRank(comm_, &rank_);
     if (r == ncclSuccess) r = ncclCommCount(comm_, &world_);
     if (r != ncclSuccess) fail_nccl(r, "query of a sub-group's rank");
+    if (monitor_) monitor_->set_rank(rank_, world_);
   }
 
   // A few host values (a step's loss, a norm, a stop flag) go through the MPI bootstrap
@@ -328,7 +347,11 @@ class NcclCommunicator final : public Communicator {
   // (e.g. while it connects to peers on first use), then it must settle before the next call.
   template <typename Call>
   void enqueue(Call&& call, const char* what) {
-    ncclResult_t r = call();
+    ncclResult_t r = ncclSuccess;
+    {
+      NcclCallMonitor::Scope watched(monitor_.get(), what);
+      r = call();
+    }
     if (r == ncclInProgress) settle(what);
     else if (r != ncclSuccess) fail_nccl(r, what);
   }
@@ -417,6 +440,7 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0, world_ = 1;
   double timeout_s_ = 300;
   ncclComm_t comm_ = nullptr;
+  std::unique_ptr<NcclCallMonitor> monitor_;  // blocking communicators only
   ncclComm_t split_slot_ = nullptr;  // where a split writes "no communicator" for a rank in no group
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;

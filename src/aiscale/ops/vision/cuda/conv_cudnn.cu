@@ -221,8 +221,13 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
   const float legacy_ms[3] = {legacy_fwd_ms, backward_data ? legacy_data_ms : 0.f, b[pick].time};
 
   // The graph API's candidates for each direction (and output scaling), kept where one beat
-  // the legacy choice by 5 %. AISCALE_CUDNN_CONV_ENGINES=legacy measures without them.
-  if (env::get("AISCALE_CUDNN_CONV_ENGINES") == "legacy") return;
+  // the legacy choice by 5 %. AISCALE_CUDNN_CONV_ENGINES=legacy measures without them,
+  // =exhaustive times every configuration (conv_cudnn_graph.cuh).
+  const std::string engines = env::get("AISCALE_CUDNN_CONV_ENGINES");
+  if (engines != "auto" && engines != "legacy" && engines != "exhaustive")
+    throw Error("AISCALE_CUDNN_CONV_ENGINES = '" + engines + "': use auto, exhaustive or legacy");
+  if (engines == "legacy") return;
+  const ConvSearch how = engines == "exhaustive" ? ConvSearch::exhaustive : ConvSearch::heuristics;
   cudaStream_t s = nullptr;
   check(cudnnGetStream(m.handle, &s), "cudnnGetStream");
   struct Want { Impl::Slot slot; ConvDirection dir; bool acc; int legacy; };
@@ -234,7 +239,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
   for (const Want& w : wants) {
     if (w.dir == ConvDirection::backward_data && !backward_data) continue;
     std::unique_ptr<ConvGraphPlan> p = ConvGraphPlan::search(
-        m.handle, t, tf32, g, w.dir, w.acc, search, workspace, workspace_bytes, s);
+        m.handle, t, tf32, g, w.dir, w.acc, search, workspace, workspace_bytes, s, how);
     if (p && p->time_ms() < 0.95f * legacy_ms[w.legacy]) {
       m.graph[size_t(w.slot)] = std::move(p);
     }

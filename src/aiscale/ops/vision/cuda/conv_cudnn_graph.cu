@@ -46,10 +46,42 @@ Desc nhwc_tensor(int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w, cudnnD
   return d;
 }
 
+// What tells two engine configurations apart: the engine's global index, then each knob's
+// type and chosen value.
+std::vector<int64_t> config_key(const Desc& cfg) {
+  std::vector<int64_t> key{cudnn_backend::engine_index(cfg)};
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr) != CUDNN_STATUS_SUCCESS ||
+      count <= 0)
+    return key;
+  std::vector<Desc> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    raw.push_back(choices.back().get());
+  }
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) != CUDNN_STATUS_SUCCESS)
+    return key;
+  for (int64_t i = 0; i < std::min(got, count); ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, n = 0;
+    cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE,
+                             1, &n, &type);
+    cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64,
+                             1, &n, &value);
+    key.push_back(int64_t(type));
+    key.push_back(value);
+  }
+  return key;
+}
+
 // Whether the engine behind `cfg` may run: fp32 without TF32 refuses tensor-core engines
 // (they round the inputs to TF32) and any that down-convert; engines compiled at run time
-// are skipped everywhere (seconds of start-up per shape).
-bool allowed(const Desc& cfg, bool real_fp32) {
+// only in an exhaustive search (seconds of start-up per shape).
+bool allowed(const Desc& cfg, bool real_fp32, bool runtime_compiled) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t n = 0;
@@ -60,7 +92,8 @@ bool allowed(const Desc& cfg, bool real_fp32) {
   if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
                                int64_t(behaviour.size()), &n, behaviour.data()) == CUDNN_STATUS_SUCCESS)
     for (int64_t i = 0; i < n; ++i)
-      if (behaviour[size_t(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;
+      if (behaviour[size_t(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION && !runtime_compiled)
+        return false;
   if (!real_fp32) return true;
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
@@ -125,7 +158,7 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::search(void* handle, DType t, bool
                                                      const ConvGeometry& g, ConvDirection dir,
                                                      bool accumulate, const ConvBuffers& bufs,
                                                      void* workspace, size_t workspace_bytes,
-                                                     cudaStream_t s, int candidates) {
+                                                     cudaStream_t s, ConvSearch how) {
   std::unique_ptr<ConvGraphPlan> result(new ConvGraphPlan());
   Impl& m = *result->impl_;
   m.handle = static_cast<cudnnHandle_t>(handle);
@@ -186,9 +219,12 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::search(void* handle, DType t, bool
   if (m.graph.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
 
   // The heuristics' ranked list (mode A), then the fallback list: real fp32 finds its
-  // non-tensor-core engines mostly in the latter.
+  // non-tensor-core engines mostly in the latter. An exhaustive search adds mode B's list.
+  const bool exhaustive = how == ConvSearch::exhaustive;
   std::vector<Desc> cfgs;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK})
+  std::vector<cudnnBackendHeurMode_t> modes{CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+  if (exhaustive) modes.insert(modes.begin() + 1, CUDNN_HEUR_MODE_B);
+  for (cudnnBackendHeurMode_t mode : modes)
     for (Desc& cfg : cudnn_backend::engine_configs(m.graph, mode)) cfgs.push_back(std::move(cfg));
   const int64_t got = int64_t(cfgs.size());
 
@@ -203,7 +239,7 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::search(void* handle, DType t, bool
   }
   if (!o || !a || !b) return nullptr;
   const bool real_fp32 = t == DType::f32 && !tf32;
-  if (candidates <= 0) candidates = real_fp32 ? 12 : 6;
+  const int candidates = exhaustive ? int(got) : real_fp32 ? 12 : 6;
   cudaEvent_t start = nullptr, stop = nullptr;
   AISCALE_CUDA_CHECK(cudaEventCreate(&start));
   AISCALE_CUDA_CHECK(cudaEventCreate(&stop));
@@ -218,12 +254,15 @@ std::unique_ptr<ConvGraphPlan> ConvGraphPlan::search(void* handle, DType t, bool
   };
   float best = -1;
   int tried = 0;
-  std::vector<int64_t> seen;  // engines already timed (the two lists overlap)
+  // Configurations already timed (the lists overlap): one per engine, or in an exhaustive
+  // search one per engine and knob choice.
+  std::vector<std::vector<int64_t>> seen;
   for (int64_t i = 0; i < got && tried < candidates; ++i) {
-    if (!allowed(cfgs[size_t(i)], real_fp32)) continue;
+    if (!allowed(cfgs[size_t(i)], real_fp32, exhaustive)) continue;
     const int64_t engine = cudnn_backend::engine_index(cfgs[size_t(i)]);
-    if (std::find(seen.begin(), seen.end(), engine) != seen.end()) continue;
-    seen.push_back(engine);
+    const std::vector<int64_t> key = exhaustive ? config_key(cfgs[size_t(i)]) : std::vector<int64_t>{engine};
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
     Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &m.handle, "plan handle");
     plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[size_t(i)], "plan engine");
@@ -262,7 +301,7 @@ ConvGraphPlan::ConvGraphPlan() = default;
 ConvGraphPlan::~ConvGraphPlan() = default;
 std::unique_ptr<ConvGraphPlan> ConvGraphPlan::search(void*, DType, bool, const ConvGeometry&,
                                                      ConvDirection, bool, const ConvBuffers&,
-                                                     void*, size_t, cudaStream_t, int) {
+                                                     void*, size_t, cudaStream_t, ConvSearch) {
   return nullptr;
 }
 float ConvGraphPlan::time_ms() const { return 0; }

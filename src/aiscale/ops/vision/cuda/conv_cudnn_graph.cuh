@@ -19,10 +19,18 @@ namespace aiscale::cuda::vision {
 
 enum class ConvDirection { forward, backward_data, backward_filter };
 
+// How many engine configurations a search times.
+//  - heuristics: the heuristics' ranked list (mode A), then the fallback list; up to 6
+//    configurations (12 for real fp32, whose usable engines rank low), one per engine;
+//    engines compiled at run time are skipped (seconds of start-up per shape).
+//  - exhaustive: every configuration of modes A, B and the fallback list, knob variants
+//    of one engine included, engines compiled at run time too, as a framework's benchmark
+//    mode does; a longer start-up for the fastest engines.
+enum class ConvSearch { heuristics, exhaustive };
+
 class ConvGraphPlan {
  public:
-  // Times up to `candidates` engine configurations (0: 6, or 12 for real fp32, whose
-  // usable engines rank low) that finalise within `workspace_bytes`
+  // Times the engine configurations `how` names that finalise within `workspace_bytes`
   // (fp32 without `tf32`: only engines without tensor cores, i.e. real FP32) on `bufs`
   // (overwritten), with output scaling beta = accumulate ? 1 : 0. Null when none runs.
   // handle: a cudnnHandle_t bound to stream s.
@@ -30,7 +38,7 @@ class ConvGraphPlan {
                                                const ConvGeometry& g, ConvDirection dir,
                                                bool accumulate, const ConvBuffers& bufs,
                                                void* workspace, size_t workspace_bytes,
-                                               cudaStream_t s, int candidates = 0);
+                                               cudaStream_t s, ConvSearch how);
   ~ConvGraphPlan();
   ConvGraphPlan(const ConvGraphPlan&) = delete;
   ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
