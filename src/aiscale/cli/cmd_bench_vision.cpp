@@ -40,7 +40,7 @@ void add_bench_vision_command(CLI::App* bench) {
                 "peer measures)");
   cmd->add_option("--batchnorm", args->o.batchnorm,
                   "cuda: batch norm kernels, own (deterministic) or cudnn (cuDNN's fused "
-                  "kernels where cuDNN takes the layer)")
+                  "kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 keeps the own)")
       ->capture_default_str()
       ->check(CLI::IsMember({"own", "cudnn"}));
   cmd->add_flag("!--no-overlap", args->o.overlap,

@@ -147,7 +147,8 @@ const std::vector<Key>& schema() {
                          "cuda fp32: let cuDNN use TF32 tensor cores (off: true fp32)"));
     k.push_back(string_key("train.batchnorm", &Config::batchnorm,
                            "cuda: batch norm kernels, own (deterministic) or cudnn (cuDNN's "
-                           "fused kernels where cuDNN takes the layer)",
+                           "fused kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 keeps "
+                           "the own)",
                            {"own", "cudnn"}));
     k.push_back(int_key("train.batch_size", &Config::batch_size, "images per rank per step", 1,
                         1 << 20));
