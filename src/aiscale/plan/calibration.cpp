@@ -60,19 +60,6 @@ double need_number(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
-// Memory bandwidth of an accelerator in TB/s: its own datasheet figure, or that of the
-// sibling named by bandwidth_as; 0 where neither is known. `source` says which.
-double memory_bandwidth_tbs(const Catalog& cat, const Accelerator& acc, std::string* source) {
-  double hbm = acc.memory_bandwidth_tbs;
-  if (source) *source = acc.id + " datasheet";
-  if (hbm <= 0 && !acc.bandwidth_as.empty())
-    if (const Accelerator* sib = cat.find_accelerator(acc.bandwidth_as)) {
-      hbm = sib->memory_bandwidth_tbs;
-      if (source) *source = "stand-in: " + sib->id + " datasheet";
-    }
-  return hbm;
-}
-
 // A number the result may leave out (or null): `fallback` then.
 double number_or(const json& j, const char* key, double fallback) {
   auto it = j.find(key);
@@ -220,7 +207,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   // calibrated prediction counts the optimizer twice.
   const Accelerator* acc = cat.find_accelerator(s.accelerator_id);
   if (const double step = number_or(j, "step_time_median_s", 0); step > 0) {
-    const double hbm = memory_bandwidth_tbs(cat, *acc, nullptr) * 1e12;
+    const double hbm = cat.memory_bandwidth_tbs(*acc) * 1e12;
     const bool sharded = s.world_size > 1 && number_or(j, "zero_stage", 0) >= 1;
     const double updated = static_cast<double>(s.n_params) / (sharded ? s.world_size : 1);
     const double optimizer = hbm > 0 ? updated * Assumptions{}.adamw_bytes_touched / hbm : 0.0;
@@ -567,7 +554,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                                       s->nodes, s->source)};
 
   std::string hbm_src;
-  const double hbm = memory_bandwidth_tbs(cat, acc, &hbm_src);
+  const double hbm = cat.memory_bandwidth_tbs(acc, &hbm_src);
   if (acc.cpu_node) hbm_src = acc.id + " DRAM channels × rate (datasheet)";
   m.hbm_bytes_per_s = {hbm * 1e12, false, hbm > 0 ? hbm_src : "unknown"};
 

@@ -462,6 +462,17 @@ const CpuModel* Catalog::find_cpu(std::string_view id) const {
   return nullptr;
 }
 
+double Catalog::memory_bandwidth_tbs(const Accelerator& acc, std::string* source) const {
+  double hbm = acc.memory_bandwidth_tbs;
+  if (source) *source = acc.id + " datasheet";
+  if (hbm <= 0 && !acc.bandwidth_as.empty())
+    if (const Accelerator* sib = find_accelerator(acc.bandwidth_as)) {
+      hbm = sib->memory_bandwidth_tbs;
+      if (source) *source = "stand-in: " + sib->id + " datasheet";
+    }
+  return hbm;
+}
+
 const System* Catalog::find_system(std::string_view id) const {
   std::string l = lower(id);
   for (const auto& s : systems) {
