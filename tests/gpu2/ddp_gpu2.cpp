@@ -398,12 +398,7 @@ TEST(Gpu2, StalledPeerEndsTheCopyEngineExchange) {
 // the copy engines (four chunks per bucket, each summed by its owner in rank order) and
 // ZeRO-1 over the copy engines, each against 1 GPU with the whole batch.
 TEST(Gpu2, FourRanksMatchOneGpu) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 4) {
-    std::printf("skipped: %d GPU(s) visible, this test needs 4\n", gpus);
-    std::fflush(stdout);
-    std::exit(77);
-  }
+  need_gpus(4);
   expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3", "x4, NCCL", 4);
   expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3 parallel.grad_transport=copy-engine",
                       "x4, copy-engine transport", 4);

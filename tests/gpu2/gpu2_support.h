@@ -1,6 +1,7 @@
 // Shared by the multi-GPU test programs: a small GPT config on byte-level text, the
-// comparisons of two runs' losses and weights, and "N GPUs train like 1 GPU with the whole
-// batch".
+// comparisons of two runs' losses and weights (also of runs resumed across layouts), "N GPUs
+// train like 1 GPU with the whole batch", a refused layout, and the skip of a test that
+// needs more GPUs.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -81,6 +82,47 @@ inline LossComparison compare_losses(const std::vector<nlohmann::json>& a, const
   }
   c.mean_rel = sum / static_cast<double>(to - from);
   return c;
+}
+
+// Three runs of 20 steps under <dir>/runs: "straight", and "a" and "b", each 10 steps in
+// one layout resumed to 20 in another. Steps 11-20 of a and b against the straight run's
+// losses (1e-2 per step: a slice written to or read from the wrong place would jump the
+// loss at step 11) and their final weights against its (5e-2 relative L2).
+struct ResumeComparison {
+  LossComparison a, b;
+  double weights_a = 0, weights_b = 0;
+};
+inline void compare_resumed_runs(const fs::path& dir, const std::string& what_a, const std::string& what_b,
+                                 ResumeComparison* out) {
+  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
+       mb = read_metrics(dir / "runs/b");
+  ASSERT_EQ(ms.size(), 20u);
+  ASSERT_EQ(ma.size(), 20u);
+  ASSERT_EQ(mb.size(), 20u);
+  out->a = compare_losses(ms, ma, 11, 21, 1e-2, what_a.c_str());
+  out->b = compare_losses(ms, mb, 11, 21, 1e-2, what_b.c_str());
+  out->weights_a = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
+  out->weights_b = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
+  EXPECT_LT(out->weights_a, 5e-2);
+  EXPECT_LT(out->weights_b, 5e-2);
+}
+
+// A layout refused before any GPU memory is taken: a non-zero exit, and the output names
+// the setting that fixes it.
+inline void expect_refused(const RunOutput& r, const std::string& fix) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(fix), std::string::npos) << r.output;
+}
+
+// For a test that needs more GPUs than the program's 2: exit code 77 (CTest: skipped)
+// where fewer are visible.
+inline void need_gpus(int n) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < n) {
+    std::printf("skipped: %d GPU(s) visible, this test needs %d\n", gpus, n);
+    std::fflush(stdout);
+    std::exit(77);
+  }
 }
 
 // `ranks` GPUs (B = 16 / ranks, or less with micro-steps) against 1 GPU x B = 16
@@ -170,20 +212,11 @@ inline void expect_zero_state_survives_checkpoints(int stage, const std::string&
   auto b2 = run_aiscale(launch + "--resume " + (dir / "runs/b").string() +
                         " --set train.steps=20 parallel.zero_stage=" + std::to_string(stage));
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
-       mb = read_metrics(dir / "runs/b");
-  ASSERT_EQ(ms.size(), 20u);
-  ASSERT_EQ(ma.size(), 20u);
-  ASSERT_EQ(mb.size(), 20u);
-  const LossComparison ca = compare_losses(ms, ma, 11, 21, 1e-2, (name + " -> DDP resume").c_str());
-  const LossComparison cb = compare_losses(ms, mb, 11, 21, 1e-2, ("DDP -> " + name + " resume").c_str());
-  const double wa = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
-  const double wb = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
-  EXPECT_LT(wa, 5e-2);
-  EXPECT_LT(wb, 5e-2);
+  ResumeComparison r;
+  ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, name + " -> DDP resume", "DDP -> " + name + " resume", &r));
   std::printf("[gpu2] checkpoints across %s: steps 11-20 loss relative difference max %.2e "
               "(%s -> DDP) and %.2e (DDP -> %s); final weights relative L2 %.2e and %.2e\n",
-              name.c_str(), ca.max_rel, name.c_str(), cb.max_rel, name.c_str(), wa, wb);
+              name.c_str(), r.a.max_rel, name.c_str(), r.b.max_rel, name.c_str(), r.weights_a, r.weights_b);
 }
 
 // The main() of a multi-GPU test program: exit code 77 (CTest: skipped) with fewer than

@@ -84,19 +84,13 @@ TEST(Zero3, RefusesGradientsInBf16) {
   auto dir = temp_dir("gpu2-zero3-bad");
   write_byte_shards(dir, 400000, 8000);
   const std::string cfg = gpu_config(dir, 10);
-  auto r = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
-                       " --set parallel.communicator=nccl parallel.zero_stage=3 parallel.grad_comm=bf16");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("parallel.grad_comm = \"fp32\""), std::string::npos) << r.output;
+  expect_refused(run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
+                             " --set parallel.communicator=nccl parallel.zero_stage=3 parallel.grad_comm=bf16"),
+                 "parallel.grad_comm = \"fp32\"");
 }
 
 TEST(Zero3, FourRanksMatchOneGpu) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 4) {
-    std::printf("skipped: %d GPU(s) visible, this test needs 4\n", gpus);
-    std::fflush(stdout);
-    std::exit(77);
-  }
+  need_gpus(4);
   expect_like_one_gpu("train.batch_size=4 parallel.zero_stage=3", "x4, ZeRO-3", 4);
 }
 
