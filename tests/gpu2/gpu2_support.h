@@ -84,6 +84,34 @@ inline LossComparison compare_losses(const std::vector<nlohmann::json>& a, const
   return c;
 }
 
+// A parallel layout for run_resumed_across: the command up to its options (e.g. "launch -n 2
+// --threads-per-rank 4 -- train -q "), the --set keys that select the layout, and those that
+// switch a run resumed in it over from the other layout.
+struct Layout {
+  std::string command, keys, resume_keys;
+};
+// The runs compare_resumed_runs compares, under <dir>/runs, from the config `cfg` of 20
+// steps: "straight" in layout `first`; "a", 10 steps in `first` resumed to 20 in `second`;
+// "b", 10 steps in `second` resumed to 20 in `first`. Each must succeed.
+struct ResumedRuns {
+  RunOutput straight, a10, a20, b10, b20;
+};
+inline void run_resumed_across(const fs::path& dir, const std::string& cfg, const Layout& first,
+                               const Layout& second, ResumedRuns* out) {
+  out->straight = run_aiscale(first.command + "-c " + cfg + " --set run.name=straight" + first.keys);
+  ASSERT_EQ(out->straight.exit_code, 0) << out->straight.output;
+  out->a10 = run_aiscale(first.command + "-c " + cfg + " --set run.name=a train.steps=10" + first.keys);
+  ASSERT_EQ(out->a10.exit_code, 0) << out->a10.output;
+  out->a20 = run_aiscale(second.command + "--resume " + (dir / "runs/a").string() + " --set train.steps=20" +
+                         second.resume_keys);
+  ASSERT_EQ(out->a20.exit_code, 0) << out->a20.output;
+  out->b10 = run_aiscale(second.command + "-c " + cfg + " --set run.name=b train.steps=10" + second.keys);
+  ASSERT_EQ(out->b10.exit_code, 0) << out->b10.output;
+  out->b20 = run_aiscale(first.command + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" +
+                         first.resume_keys);
+  ASSERT_EQ(out->b20.exit_code, 0) << out->b20.output;
+}
+
 // Three runs of 20 steps under <dir>/runs: "straight", and "a" and "b", each 10 steps in
 // one layout resumed to 20 in another. Steps 11-20 of a and b against the straight run's
 // losses (1e-2 per step: a slice written to or read from the wrong place would jump the
@@ -200,18 +228,11 @@ inline void expect_zero_state_survives_checkpoints(int stage, const std::string&
   // A constant learning rate after warm-up: the 10-step runs must follow the 20-step
   // run's schedule (a cosine decay depends on train.steps).
   const std::string common = " parallel.communicator=nccl train.schedule=constant" + extra;
-  auto straight = run_aiscale(launch + "-c " + cfg + " --set run.name=straight parallel.zero_stage=" + std::to_string(stage) + common);
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  auto a1 = run_aiscale(launch + "-c " + cfg + " --set run.name=a train.steps=10 parallel.zero_stage=" + std::to_string(stage) + common);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  auto a2 = run_aiscale(launch + "--resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.zero_stage=0");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale(launch + "-c " + cfg + " --set run.name=b train.steps=10 parallel.zero_stage=0" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(launch + "--resume " + (dir / "runs/b").string() +
-                        " --set train.steps=20 parallel.zero_stage=" + std::to_string(stage));
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  const std::string zero = " parallel.zero_stage=" + std::to_string(stage);
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(dir, cfg, {launch, zero + common, zero},
+                                             {launch, " parallel.zero_stage=0" + common, " parallel.zero_stage=0"},
+                                             &runs));
   ResumeComparison r;
   ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, name + " -> DDP resume", "DDP -> " + name + " resume", &r));
   std::printf("[gpu2] checkpoints across %s: steps 11-20 loss relative difference max %.2e "

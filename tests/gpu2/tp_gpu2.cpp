@@ -106,19 +106,12 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
   const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant train.attention=flash train.recompute=true";
   const std::string tp2 = " parallel.communicator=nccl parallel.tensor_parallel=2";
-  auto straight = run_aiscale(two + "-c " + cfg + " --set run.name=straight" + common + tp2);
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  auto a1 = run_aiscale(two + "-c " + cfg + " --set run.name=a train.steps=10" + common + tp2);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  EXPECT_EQ(a1.output.find(kDisagree), std::string::npos) << a1.output;
-  auto a2 = run_aiscale("train -q --resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.tensor_parallel=1 parallel.communicator=auto");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale("train -q -c " + cfg + " --set run.name=b train.steps=10" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(two + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" + tp2);
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(
+      dir, cfg, {two, common + tp2, tp2},
+      {"train -q ", common, " parallel.tensor_parallel=1 parallel.communicator=auto"}, &runs));
+  EXPECT_EQ(runs.a10.output.find(kDisagree), std::string::npos) << runs.a10.output;
+  EXPECT_EQ(runs.b20.output.find(kDisagree), std::string::npos) << runs.b20.output;
   ResumeComparison r;
   ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, "tp 2 -> 1 GPU resume", "1 GPU -> tp 2 resume", &r));
   std::printf("[gpu2] checkpoints across tensor parallelism: steps 11-20 loss relative difference "
@@ -172,20 +165,12 @@ TEST(TensorParallel, DataParallelCopiesCheckpointsMoveToPlainDataParallelism) {
   const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant parallel.communicator=nccl";
   const std::string tp2 = " parallel.tensor_parallel=2";
-  auto straight = run_aiscale(four + "-c " + cfg + " --set run.name=straight" + common + tp2);
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  EXPECT_NE(straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << straight.output;
-  auto a1 = run_aiscale(four + "-c " + cfg + " --set run.name=a train.steps=10" + common + tp2);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  EXPECT_EQ(a1.output.find(kDisagree), std::string::npos) << a1.output;
-  auto a2 = run_aiscale(two + "--resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.tensor_parallel=1");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale(two + "-c " + cfg + " --set run.name=b train.steps=10" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(four + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" + tp2);
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(dir, cfg, {four, common + tp2, tp2},
+                                             {two, common, " parallel.tensor_parallel=1"}, &runs));
+  EXPECT_NE(runs.straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << runs.straight.output;
+  EXPECT_EQ(runs.a10.output.find(kDisagree), std::string::npos) << runs.a10.output;
+  EXPECT_EQ(runs.b20.output.find(kDisagree), std::string::npos) << runs.b20.output;
   // The first step after each resume: the same loss as the straight run's to 1e-2.
   ResumeComparison r;
   ASSERT_NO_FATAL_FAILURE(
