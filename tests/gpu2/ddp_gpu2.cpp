@@ -136,9 +136,7 @@ TEST(Gpu2, CopyEngineTransportMatchesOneGpu) {
 // of magnitude within ten steps, measured on 2x H200, so later steps are not compared).
 void expect_fused_norm_like_its_pass(const std::string& set, const char* what) {
   constexpr size_t kSteps = 3;
-  auto dir = temp_dir("gpu2-norm");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, int64_t(kSteps));
+  const auto [dir, cfg] = gpu_run_dir("gpu2-norm", int64_t(kSteps));
   const std::string run = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                           " --set parallel.communicator=nccl parallel.grad_transport=copy-engine "
                           "train.grad_clip=0.5 train.warmup_steps=1 " + set;

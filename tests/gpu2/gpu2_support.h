@@ -37,6 +37,19 @@ inline std::string gpu_config(const fs::path& dir, int64_t steps) {
   return (dir / "gpu.toml").string();
 }
 
+// A fresh folder `name` with byte-level shards (400,000 training tokens, 8,000 validation)
+// and gpu_config for `steps` steps in it: the set-up of most multi-GPU tests.
+struct GpuRunDir {
+  fs::path dir;
+  std::string cfg;
+};
+inline GpuRunDir gpu_run_dir(const std::string& name, int64_t steps) {
+  GpuRunDir r{temp_dir(name), ""};
+  write_byte_shards(r.dir, 400000, 8000);
+  r.cfg = gpu_config(r.dir, steps);
+  return r;
+}
+
 inline std::map<std::string, train::SafeTensor> weights(const fs::path& run, int step) {
   fs::path p = run / "checkpoints" / train::checkpoint_name(step) / "model.safetensors";
   return train::safetensors_parse(read_bytes(p), p.string());
@@ -157,9 +170,7 @@ inline void need_gpus(int n) {
 // (tolerances: see the test).
 inline void expect_like_one_gpu(const std::string& two_set, const char* what, int ranks = 2,
                          const std::string& env = "") {
-  auto dir = temp_dir("gpu2-ddp");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-ddp", 50);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto two = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
@@ -187,9 +198,7 @@ inline void expect_like_one_gpu(const std::string& two_set, const char* what, in
 // the whole optimizer state gathered from the shards. `extra`: more --set keys.
 inline void expect_zero_like_ddp(int stage, const std::string& extra) {
   const std::string name = "ZeRO-" + std::to_string(stage);
-  auto dir = temp_dir("gpu2-zero" + std::to_string(stage));
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-zero" + std::to_string(stage), 50);
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                              " --set train.batch_size=8 parallel.communicator=nccl " + extra + " ";
   auto ddp = run_aiscale(launch + "run.name=ddp");
@@ -221,9 +230,7 @@ inline void expect_zero_like_ddp(int stage, const std::string& extra) {
 // A shard written to or read from the wrong place would jump the loss at step 11.
 inline void expect_zero_state_survives_checkpoints(int stage, const std::string& extra) {
   const std::string name = "ZeRO-" + std::to_string(stage);
-  auto dir = temp_dir("gpu2-zero" + std::to_string(stage) + "-ckpt");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-zero" + std::to_string(stage) + "-ckpt", 20);
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q ";
   // A constant learning rate after warm-up: the 10-step runs must follow the 20-step
   // run's schedule (a cosine decay depends on train.steps).

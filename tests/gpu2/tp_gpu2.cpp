@@ -16,6 +16,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -39,9 +42,7 @@ const char* kDisagree = "differ between the tensor-parallel ranks";
 // step_tol / mean_tol: the later steps' loss tolerances (step 1 is held to 1e-3 always).
 void expect_tp_like_one_gpu(int dp, int tp, const std::string& common, const char* what,
                             double step_tol = 1e-2, double mean_tol = 3e-3, int steps = 50) {
-  auto dir = temp_dir("gpu2-tp");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, steps);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-tp", steps);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 " + common + " run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto tpr = run_aiscale("launch -n " + std::to_string(dp * tp) + " --threads-per-rank 4 -- train -q -c " +
@@ -91,6 +92,16 @@ void expect_bench_language_tp2(int ranks, const std::string& name) {
   EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
 }
 
+// On `ranks` GPUs at tp = 2, each case (more --set keys, and the setting the refusal names
+// as the fix) is refused before any GPU memory is taken.
+void expect_tp2_refuses(int ranks, const std::string& name,
+                        const std::vector<std::pair<std::string, std::string>>& cases) {
+  const auto [dir, cfg] = gpu_run_dir(name, 10);
+  const std::string launch = "launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
+                             cfg + " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
+  for (const auto& [keys, fix] : cases) expect_refused(run_aiscale(launch + keys), fix);
+}
+
 }  // namespace
 
 TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(1, 2, "", "tp 2 on 2 GPUs"); }
@@ -100,9 +111,7 @@ TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(1, 2, "", "tp
 // loss at step 11. With the own flash kernels and recomputation (the other test runs the
 // default attention, cuDNN's where the build has it).
 TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
-  auto dir = temp_dir("gpu2-tp-ckpt");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-tp-ckpt", 20);
   const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant train.attention=flash train.recompute=true";
   const std::string tp2 = " parallel.communicator=nccl parallel.tensor_parallel=2";
@@ -121,13 +130,8 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
 
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
 TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
-  auto dir = temp_dir("gpu2-tp-bad");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 10);
-  const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
-                          " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
-  expect_refused(run_aiscale(two + "parallel.zero_stage=1"), "parallel.zero_stage = 0");
-  expect_refused(run_aiscale(two + "model.n_head=1"), "model.n_head = 1");
+  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=1", "parallel.zero_stage = 0"},
+                                         {"model.n_head=1", "model.n_head = 1"}});
 }
 
 // Four heads of 64 (width 256), one per rank. Step 1 agrees as at tp = 2 (measured on 4
@@ -158,9 +162,7 @@ TEST(TensorParallel, DataParallelCopiesMatchOneGpu) {
 // 10 steps agree with the 2-GPU run's (the same training, another split).
 TEST(TensorParallel, DataParallelCopiesCheckpointsMoveToPlainDataParallelism) {
   need_gpus(4);
-  auto dir = temp_dir("gpu2-dptp-ckpt");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-dptp-ckpt", 20);
   const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q ";
   const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant parallel.communicator=nccl";
@@ -191,13 +193,9 @@ TEST(TensorParallel, BenchLanguageRunsTensorParallel) { expect_bench_language_tp
 // transport are refused with the fix, before any GPU memory is taken.
 TEST(TensorParallel, DataParallelCopiesRefuseOtherGradientExchanges) {
   need_gpus(4);
-  auto dir = temp_dir("gpu2-dptp-bad");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 10);
-  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q -c " + cfg +
-                           " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
-  expect_refused(run_aiscale(four + "parallel.grad_comm=bf16"), "parallel.grad_comm = \"fp32\"");
-  expect_refused(run_aiscale(four + "parallel.grad_transport=copy-engine"), "parallel.grad_transport = \"nccl\"");
+  expect_tp2_refuses(4, "gpu2-dptp-bad",
+                    {{"parallel.grad_comm=bf16", "parallel.grad_comm = \"fp32\""},
+                     {"parallel.grad_transport=copy-engine", "parallel.grad_transport = \"nccl\""}});
 }
 
 // The benchmark at dp 2 x tp 2 on 4 GPUs: both sizes named, tokens counted once per tensor

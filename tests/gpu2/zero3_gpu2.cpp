@@ -60,9 +60,7 @@ TEST(Zero3, OffloadedOptimizerMatchesOneGpu) {
 }
 
 TEST(Zero3, OneGpuWithTheOptimizerOnTheHost) {
-  auto dir = temp_dir("gpu1-offload");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
+  const auto [dir, cfg] = gpu_run_dir("gpu1-offload", 50);
   auto plain = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=plain");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   auto off = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=off "
@@ -81,9 +79,7 @@ TEST(Zero3, OneGpuWithTheOptimizerOnTheHost) {
 
 // Impossible ZeRO-3 options are refused before any GPU memory is taken.
 TEST(Zero3, RefusesGradientsInBf16) {
-  auto dir = temp_dir("gpu2-zero3-bad");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 10);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-zero3-bad", 10);
   expect_refused(run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                              " --set parallel.communicator=nccl parallel.zero_stage=3 parallel.grad_comm=bf16"),
                  "parallel.grad_comm = \"fp32\"");
