@@ -40,15 +40,6 @@ void expect_bench_sums(int ranks, const std::string& algorithm_args, const std::
   EXPECT_EQ(rows, kSizes) << r.output;
 }
 
-void need_gpus(int n) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < n) {
-    std::printf("skipped: %d GPU(s) visible, this test needs %d\n", gpus, n);
-    std::fflush(stdout);
-    std::exit(77);
-  }
-}
-
 }  // namespace
 
 TEST(AllreduceGpu, RingSumsOddSizes) { expect_bench_sums(2, "--algorithm ring", "ring"); }
@@ -62,7 +53,7 @@ TEST(AllreduceGpu, HierarchicalOneNodeOfTwo) {
 }
 
 TEST(AllreduceGpu, FourGpusRingAndNodes) {
-  need_gpus(4);
+  gpu2::need_gpus(4);
   expect_bench_sums(4, "--algorithm ring", "ring");
   expect_bench_sums(4, "--algorithm hierarchical --ranks-per-node 2", "hierarchical");
   expect_bench_sums(4, "--algorithm hierarchical --ranks-per-node 3", "hierarchical");  // 3 + 1

@@ -136,9 +136,7 @@ TEST(Gpu2, CopyEngineTransportMatchesOneGpu) {
 // of magnitude within ten steps, measured on 2x H200, so later steps are not compared).
 void expect_fused_norm_like_its_pass(const std::string& set, const char* what) {
   constexpr size_t kSteps = 3;
-  auto dir = temp_dir("gpu2-norm");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, int64_t(kSteps));
+  const auto [dir, cfg] = gpu_run_dir("gpu2-norm", int64_t(kSteps));
   const std::string run = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                           " --set parallel.communicator=nccl parallel.grad_transport=copy-engine "
                           "train.grad_clip=0.5 train.warmup_steps=1 " + set;
@@ -398,12 +396,7 @@ TEST(Gpu2, StalledPeerEndsTheCopyEngineExchange) {
 // the copy engines (four chunks per bucket, each summed by its owner in rank order) and
 // ZeRO-1 over the copy engines, each against 1 GPU with the whole batch.
 TEST(Gpu2, FourRanksMatchOneGpu) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 4) {
-    std::printf("skipped: %d GPU(s) visible, this test needs 4\n", gpus);
-    std::fflush(stdout);
-    std::exit(77);
-  }
+  need_gpus(4);
   expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3", "x4, NCCL", 4);
   expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3 parallel.grad_transport=copy-engine",
                       "x4, copy-engine transport", 4);

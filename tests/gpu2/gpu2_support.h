@@ -1,6 +1,7 @@
 // Shared by the multi-GPU test programs: a small GPT config on byte-level text, the
-// comparisons of two runs' losses and weights, and "N GPUs train like 1 GPU with the whole
-// batch".
+// comparisons of two runs' losses and weights (also of runs resumed across layouts), "N GPUs
+// train like 1 GPU with the whole batch", a refused layout, and the skip of a test that
+// needs more GPUs.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -34,6 +35,19 @@ inline std::string gpu_config(const fs::path& dir, int64_t steps) {
       "[run]\ndir = \"" + (dir / "runs").string() + "\"\n";
   std::ofstream(dir / "gpu.toml") << cfg;
   return (dir / "gpu.toml").string();
+}
+
+// A fresh folder `name` with byte-level shards (400,000 training tokens, 8,000 validation)
+// and gpu_config for `steps` steps in it: the set-up of most multi-GPU tests.
+struct GpuRunDir {
+  fs::path dir;
+  std::string cfg;
+};
+inline GpuRunDir gpu_run_dir(const std::string& name, int64_t steps) {
+  GpuRunDir r{temp_dir(name), ""};
+  write_byte_shards(r.dir, 400000, 8000);
+  r.cfg = gpu_config(r.dir, steps);
+  return r;
 }
 
 inline std::map<std::string, train::SafeTensor> weights(const fs::path& run, int step) {
@@ -83,13 +97,80 @@ inline LossComparison compare_losses(const std::vector<nlohmann::json>& a, const
   return c;
 }
 
+// A parallel layout for run_resumed_across: the command up to its options (e.g. "launch -n 2
+// --threads-per-rank 4 -- train -q "), the --set keys that select the layout, and those that
+// switch a run resumed in it over from the other layout.
+struct Layout {
+  std::string command, keys, resume_keys;
+};
+// The runs compare_resumed_runs compares, under <dir>/runs, from the config `cfg` of 20
+// steps: "straight" in layout `first`; "a", 10 steps in `first` resumed to 20 in `second`;
+// "b", 10 steps in `second` resumed to 20 in `first`. Each must succeed.
+struct ResumedRuns {
+  RunOutput straight, a10, a20, b10, b20;
+};
+inline void run_resumed_across(const fs::path& dir, const std::string& cfg, const Layout& first,
+                               const Layout& second, ResumedRuns* out) {
+  out->straight = run_aiscale(first.command + "-c " + cfg + " --set run.name=straight" + first.keys);
+  ASSERT_EQ(out->straight.exit_code, 0) << out->straight.output;
+  out->a10 = run_aiscale(first.command + "-c " + cfg + " --set run.name=a train.steps=10" + first.keys);
+  ASSERT_EQ(out->a10.exit_code, 0) << out->a10.output;
+  out->a20 = run_aiscale(second.command + "--resume " + (dir / "runs/a").string() + " --set train.steps=20" +
+                         second.resume_keys);
+  ASSERT_EQ(out->a20.exit_code, 0) << out->a20.output;
+  out->b10 = run_aiscale(second.command + "-c " + cfg + " --set run.name=b train.steps=10" + second.keys);
+  ASSERT_EQ(out->b10.exit_code, 0) << out->b10.output;
+  out->b20 = run_aiscale(first.command + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" +
+                         first.resume_keys);
+  ASSERT_EQ(out->b20.exit_code, 0) << out->b20.output;
+}
+
+// Three runs of 20 steps under <dir>/runs: "straight", and "a" and "b", each 10 steps in
+// one layout resumed to 20 in another. Steps 11-20 of a and b against the straight run's
+// losses (1e-2 per step: a slice written to or read from the wrong place would jump the
+// loss at step 11) and their final weights against its (5e-2 relative L2).
+struct ResumeComparison {
+  LossComparison a, b;
+  double weights_a = 0, weights_b = 0;
+};
+inline void compare_resumed_runs(const fs::path& dir, const std::string& what_a, const std::string& what_b,
+                                 ResumeComparison* out) {
+  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
+       mb = read_metrics(dir / "runs/b");
+  ASSERT_EQ(ms.size(), 20u);
+  ASSERT_EQ(ma.size(), 20u);
+  ASSERT_EQ(mb.size(), 20u);
+  out->a = compare_losses(ms, ma, 11, 21, 1e-2, what_a.c_str());
+  out->b = compare_losses(ms, mb, 11, 21, 1e-2, what_b.c_str());
+  out->weights_a = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
+  out->weights_b = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
+  EXPECT_LT(out->weights_a, 5e-2);
+  EXPECT_LT(out->weights_b, 5e-2);
+}
+
+// A layout refused before any GPU memory is taken: a non-zero exit, and the output names
+// the setting that fixes it.
+inline void expect_refused(const RunOutput& r, const std::string& fix) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(fix), std::string::npos) << r.output;
+}
+
+// For a test that needs more GPUs than the program's 2: exit code 77 (CTest: skipped)
+// where fewer are visible.
+inline void need_gpus(int n) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < n) {
+    std::printf("skipped: %d GPU(s) visible, this test needs %d\n", gpus, n);
+    std::fflush(stdout);
+    std::exit(77);
+  }
+}
+
 // `ranks` GPUs (B = 16 / ranks, or less with micro-steps) against 1 GPU x B = 16
 // (tolerances: see the test).
 inline void expect_like_one_gpu(const std::string& two_set, const char* what, int ranks = 2,
                          const std::string& env = "") {
-  auto dir = temp_dir("gpu2-ddp");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-ddp", 50);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto two = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
@@ -117,9 +198,7 @@ inline void expect_like_one_gpu(const std::string& two_set, const char* what, in
 // the whole optimizer state gathered from the shards. `extra`: more --set keys.
 inline void expect_zero_like_ddp(int stage, const std::string& extra) {
   const std::string name = "ZeRO-" + std::to_string(stage);
-  auto dir = temp_dir("gpu2-zero" + std::to_string(stage));
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-zero" + std::to_string(stage), 50);
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                              " --set train.batch_size=8 parallel.communicator=nccl " + extra + " ";
   auto ddp = run_aiscale(launch + "run.name=ddp");
@@ -151,39 +230,21 @@ inline void expect_zero_like_ddp(int stage, const std::string& extra) {
 // A shard written to or read from the wrong place would jump the loss at step 11.
 inline void expect_zero_state_survives_checkpoints(int stage, const std::string& extra) {
   const std::string name = "ZeRO-" + std::to_string(stage);
-  auto dir = temp_dir("gpu2-zero" + std::to_string(stage) + "-ckpt");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-zero" + std::to_string(stage) + "-ckpt", 20);
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q ";
   // A constant learning rate after warm-up: the 10-step runs must follow the 20-step
   // run's schedule (a cosine decay depends on train.steps).
   const std::string common = " parallel.communicator=nccl train.schedule=constant" + extra;
-  auto straight = run_aiscale(launch + "-c " + cfg + " --set run.name=straight parallel.zero_stage=" + std::to_string(stage) + common);
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  auto a1 = run_aiscale(launch + "-c " + cfg + " --set run.name=a train.steps=10 parallel.zero_stage=" + std::to_string(stage) + common);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  auto a2 = run_aiscale(launch + "--resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.zero_stage=0");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale(launch + "-c " + cfg + " --set run.name=b train.steps=10 parallel.zero_stage=0" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(launch + "--resume " + (dir / "runs/b").string() +
-                        " --set train.steps=20 parallel.zero_stage=" + std::to_string(stage));
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
-       mb = read_metrics(dir / "runs/b");
-  ASSERT_EQ(ms.size(), 20u);
-  ASSERT_EQ(ma.size(), 20u);
-  ASSERT_EQ(mb.size(), 20u);
-  const LossComparison ca = compare_losses(ms, ma, 11, 21, 1e-2, (name + " -> DDP resume").c_str());
-  const LossComparison cb = compare_losses(ms, mb, 11, 21, 1e-2, ("DDP -> " + name + " resume").c_str());
-  const double wa = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
-  const double wb = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
-  EXPECT_LT(wa, 5e-2);
-  EXPECT_LT(wb, 5e-2);
+  const std::string zero = " parallel.zero_stage=" + std::to_string(stage);
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(dir, cfg, {launch, zero + common, zero},
+                                             {launch, " parallel.zero_stage=0" + common, " parallel.zero_stage=0"},
+                                             &runs));
+  ResumeComparison r;
+  ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, name + " -> DDP resume", "DDP -> " + name + " resume", &r));
   std::printf("[gpu2] checkpoints across %s: steps 11-20 loss relative difference max %.2e "
               "(%s -> DDP) and %.2e (DDP -> %s); final weights relative L2 %.2e and %.2e\n",
-              name.c_str(), ca.max_rel, name.c_str(), cb.max_rel, name.c_str(), wa, wb);
+              name.c_str(), r.a.max_rel, name.c_str(), r.b.max_rel, name.c_str(), r.weights_a, r.weights_b);
 }
 
 // The main() of a multi-GPU test program: exit code 77 (CTest: skipped) with fewer than

@@ -9,26 +9,10 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/parallel/comm.h"
+#include "../support/rank_checks.h"
 
 using namespace aiscale::parallel;
-
-namespace {
-
-int failures = 0;
-int my_rank = -1;
-
-void expect(bool ok, const std::string& what) {
-  if (ok) return;
-  std::fprintf(stderr, "rank %d: wrong: %s\n", my_rank, what.c_str());
-  ++failures;
-}
-
-float sum_over(Communicator& c, float v) {
-  c.allreduce_sum(&v, 1);
-  return v;
-}
-
-}  // namespace
+using namespace aiscale::testsupport::rank_checks;
 
 int main() {
   try {

@@ -16,6 +16,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -31,15 +34,6 @@ namespace {
 
 const char* kDisagree = "differ between the tensor-parallel ranks";
 
-void need_gpus(int n) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < n) {
-    std::printf("skipped: %d GPU(s) visible, this test needs %d\n", gpus, n);
-    std::fflush(stdout);
-    std::exit(77);
-  }
-}
-
 // 1 GPU against dp x tp GPUs (dp data-parallel copies of a tp-rank tensor group), both with
 // a batch of 16 rows (16 / dp per copy) and the settings `common`, `steps` steps.
 // Tolerances: those of the data-parallel tests (ddp_gpu2.cpp): the layers' sums are split
@@ -48,9 +42,7 @@ void need_gpus(int n) {
 // step_tol / mean_tol: the later steps' loss tolerances (step 1 is held to 1e-3 always).
 void expect_tp_like_one_gpu(int dp, int tp, const std::string& common, const char* what,
                             double step_tol = 1e-2, double mean_tol = 3e-3, int steps = 50) {
-  auto dir = temp_dir("gpu2-tp");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, steps);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-tp", steps);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 " + common + " run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto tpr = run_aiscale("launch -n " + std::to_string(dp * tp) + " --threads-per-rank 4 -- train -q -c " +
@@ -77,6 +69,39 @@ void expect_tp_like_one_gpu(int dp, int tp, const std::string& common, const cha
               "L2 difference %.2e\n", what, steps, l1, l2, g1, g2, c.max_rel, c.mean_rel, weight_rel);
 }
 
+// `aiscale bench language` at tp = 2 on `ranks` GPUs (ranks / 2 data-parallel copies where
+// more than 2): one JSON record naming the layout, tokens counted once per tensor group
+// (each copy's batch once).
+void expect_bench_language_tp2(int ranks, const std::string& name) {
+  auto dir = temp_dir(name);
+  const fs::path out = dir / "bench.jsonl";
+  auto r = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- bench language "
+                       "--model gpt-tiny --layers 2 --heads 2 --width 128 --vocab 256 --context 64 --batch 4 "
+                       "--seq 64 --device cuda --precision bf16 --tensor-parallel 2 --steps 3 --warmup 1 "
+                       "--output " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = read_bytes(out);
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  EXPECT_EQ(int(j["tensor_parallel"]), 2) << text;
+  if (ranks > 2) {
+    EXPECT_EQ(int(j["data_parallel"]), ranks / 2) << text;
+  }
+  EXPECT_EQ(int(j["world_size"]), ranks) << text;
+  const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
+  EXPECT_NEAR(total, ranks * per_device, 1e-6 * total);
+  EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
+}
+
+// On `ranks` GPUs at tp = 2, each case (more --set keys, and the setting the refusal names
+// as the fix) is refused before any GPU memory is taken.
+void expect_tp2_refuses(int ranks, const std::string& name,
+                        const std::vector<std::pair<std::string, std::string>>& cases) {
+  const auto [dir, cfg] = gpu_run_dir(name, 10);
+  const std::string launch = "launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
+                             cfg + " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
+  for (const auto& [keys, fix] : cases) expect_refused(run_aiscale(launch + keys), fix);
+}
+
 }  // namespace
 
 TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(1, 2, "", "tp 2 on 2 GPUs"); }
@@ -86,54 +111,27 @@ TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(1, 2, "", "tp
 // loss at step 11. With the own flash kernels and recomputation (the other test runs the
 // default attention, cuDNN's where the build has it).
 TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
-  auto dir = temp_dir("gpu2-tp-ckpt");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-tp-ckpt", 20);
   const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant train.attention=flash train.recompute=true";
   const std::string tp2 = " parallel.communicator=nccl parallel.tensor_parallel=2";
-  auto straight = run_aiscale(two + "-c " + cfg + " --set run.name=straight" + common + tp2);
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  auto a1 = run_aiscale(two + "-c " + cfg + " --set run.name=a train.steps=10" + common + tp2);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  EXPECT_EQ(a1.output.find(kDisagree), std::string::npos) << a1.output;
-  auto a2 = run_aiscale("train -q --resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.tensor_parallel=1 parallel.communicator=auto");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale("train -q -c " + cfg + " --set run.name=b train.steps=10" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(two + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" + tp2);
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
-  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
-       mb = read_metrics(dir / "runs/b");
-  ASSERT_EQ(ms.size(), 20u);
-  ASSERT_EQ(ma.size(), 20u);
-  ASSERT_EQ(mb.size(), 20u);
-  const LossComparison ca = compare_losses(ms, ma, 11, 21, 1e-2, "tp 2 -> 1 GPU resume");
-  const LossComparison cb = compare_losses(ms, mb, 11, 21, 1e-2, "1 GPU -> tp 2 resume");
-  const double wa = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
-  const double wb = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
-  EXPECT_LT(wa, 5e-2);
-  EXPECT_LT(wb, 5e-2);
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(
+      dir, cfg, {two, common + tp2, tp2},
+      {"train -q ", common, " parallel.tensor_parallel=1 parallel.communicator=auto"}, &runs));
+  EXPECT_EQ(runs.a10.output.find(kDisagree), std::string::npos) << runs.a10.output;
+  EXPECT_EQ(runs.b20.output.find(kDisagree), std::string::npos) << runs.b20.output;
+  ResumeComparison r;
+  ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, "tp 2 -> 1 GPU resume", "1 GPU -> tp 2 resume", &r));
   std::printf("[gpu2] checkpoints across tensor parallelism: steps 11-20 loss relative difference "
               "max %.2e (tp 2 -> 1 GPU) and %.2e (1 GPU -> tp 2); final weights relative L2 %.2e "
-              "and %.2e\n", ca.max_rel, cb.max_rel, wa, wb);
+              "and %.2e\n", r.a.max_rel, r.b.max_rel, r.weights_a, r.weights_b);
 }
 
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
 TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
-  auto dir = temp_dir("gpu2-tp-bad");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 10);
-  auto zero = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
-                          " --set parallel.communicator=nccl parallel.tensor_parallel=2 parallel.zero_stage=1");
-  EXPECT_NE(zero.exit_code, 0);
-  EXPECT_NE(zero.output.find("parallel.zero_stage = 0"), std::string::npos) << zero.output;
-  auto heads = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
-                           " --set parallel.communicator=nccl parallel.tensor_parallel=2 model.n_head=1");
-  EXPECT_NE(heads.exit_code, 0);
-  EXPECT_NE(heads.output.find("model.n_head = 1"), std::string::npos) << heads.output;
+  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=1", "parallel.zero_stage = 0"},
+                                         {"model.n_head=1", "model.n_head = 1"}});
 }
 
 // Four heads of 64 (width 256), one per rank. Step 1 agrees as at tp = 2 (measured on 4
@@ -164,101 +162,47 @@ TEST(TensorParallel, DataParallelCopiesMatchOneGpu) {
 // 10 steps agree with the 2-GPU run's (the same training, another split).
 TEST(TensorParallel, DataParallelCopiesCheckpointsMoveToPlainDataParallelism) {
   need_gpus(4);
-  auto dir = temp_dir("gpu2-dptp-ckpt");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-dptp-ckpt", 20);
   const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q ";
   const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant parallel.communicator=nccl";
   const std::string tp2 = " parallel.tensor_parallel=2";
-  auto straight = run_aiscale(four + "-c " + cfg + " --set run.name=straight" + common + tp2);
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  EXPECT_NE(straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << straight.output;
-  auto a1 = run_aiscale(four + "-c " + cfg + " --set run.name=a train.steps=10" + common + tp2);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  EXPECT_EQ(a1.output.find(kDisagree), std::string::npos) << a1.output;
-  auto a2 = run_aiscale(two + "--resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.tensor_parallel=1");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale(two + "-c " + cfg + " --set run.name=b train.steps=10" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(four + "--resume " + (dir / "runs/b").string() + " --set train.steps=20" + tp2);
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
-  auto ms = read_metrics(dir / "runs/straight"), ma = read_metrics(dir / "runs/a"),
-       mb = read_metrics(dir / "runs/b");
-  ASSERT_EQ(ms.size(), 20u);
-  ASSERT_EQ(ma.size(), 20u);
-  ASSERT_EQ(mb.size(), 20u);
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(dir, cfg, {four, common + tp2, tp2},
+                                             {two, common, " parallel.tensor_parallel=1"}, &runs));
+  EXPECT_NE(runs.straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << runs.straight.output;
+  EXPECT_EQ(runs.a10.output.find(kDisagree), std::string::npos) << runs.a10.output;
+  EXPECT_EQ(runs.b20.output.find(kDisagree), std::string::npos) << runs.b20.output;
   // The first step after each resume: the same loss as the straight run's to 1e-2.
-  const LossComparison ca = compare_losses(ms, ma, 11, 21, 1e-2, "dp 2 x tp 2 -> dp 2 resume");
-  const LossComparison cb = compare_losses(ms, mb, 11, 21, 1e-2, "dp 2 -> dp 2 x tp 2 resume");
+  ResumeComparison r;
+  ASSERT_NO_FATAL_FAILURE(
+      compare_resumed_runs(dir, "dp 2 x tp 2 -> dp 2 resume", "dp 2 -> dp 2 x tp 2 resume", &r));
   const double w10 = weight_distance(dir / "runs/a", dir / "runs/b", 10);
-  const double wa = weight_distance(dir / "runs/straight", dir / "runs/a", 20);
-  const double wb = weight_distance(dir / "runs/straight", dir / "runs/b", 20);
   EXPECT_LT(w10, 5e-2);
-  EXPECT_LT(wa, 5e-2);
-  EXPECT_LT(wb, 5e-2);
   std::printf("[gpu2] checkpoints across dp 2 x tp 2 and dp 2: steps 11-20 loss relative difference "
               "max %.2e (dp2xtp2 -> dp2) and %.2e (dp2 -> dp2xtp2); weights relative L2 %.2e at step "
-              "10 (dp2xtp2 vs dp2), %.2e and %.2e at step 20\n", ca.max_rel, cb.max_rel, w10, wa, wb);
+              "10 (dp2xtp2 vs dp2), %.2e and %.2e at step 20\n", r.a.max_rel, r.b.max_rel, w10,
+              r.weights_a, r.weights_b);
 }
 
 // The benchmark at tp = 2: one JSON record, the layout named, tokens counted once per
 // tensor group.
-TEST(TensorParallel, BenchLanguageRunsTensorParallel) {
-  auto dir = temp_dir("gpu2-tp-bench");
-  const fs::path out = dir / "tp.jsonl";
-  auto r = run_aiscale("launch -n 2 --threads-per-rank 4 -- bench language --model gpt-tiny "
-                       "--layers 2 --heads 2 --width 128 --vocab 256 --context 64 --batch 4 --seq 64 "
-                       "--device cuda --precision bf16 --tensor-parallel 2 --steps 3 --warmup 1 "
-                       "--output " + out.string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string text = read_bytes(out);
-  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
-  EXPECT_EQ(int(j["tensor_parallel"]), 2) << text;
-  EXPECT_EQ(int(j["world_size"]), 2) << text;
-  const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
-  EXPECT_NEAR(total, 2 * per_device, 1e-6 * total);
-  EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
-}
+TEST(TensorParallel, BenchLanguageRunsTensorParallel) { expect_bench_language_tp2(2, "gpu2-tp-bench"); }
 
 // The copies' gradients are summed in fp32 over NCCL: bf16 gradients and the copy-engine
 // transport are refused with the fix, before any GPU memory is taken.
 TEST(TensorParallel, DataParallelCopiesRefuseOtherGradientExchanges) {
   need_gpus(4);
-  auto dir = temp_dir("gpu2-dptp-bad");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 10);
-  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q -c " + cfg +
-                           " --set parallel.communicator=nccl parallel.tensor_parallel=2 ";
-  auto bf16 = run_aiscale(four + "parallel.grad_comm=bf16");
-  EXPECT_NE(bf16.exit_code, 0);
-  EXPECT_NE(bf16.output.find("parallel.grad_comm = \"fp32\""), std::string::npos) << bf16.output;
-  auto ce = run_aiscale(four + "parallel.grad_transport=copy-engine");
-  EXPECT_NE(ce.exit_code, 0);
-  EXPECT_NE(ce.output.find("parallel.grad_transport = \"nccl\""), std::string::npos) << ce.output;
+  expect_tp2_refuses(4, "gpu2-dptp-bad",
+                    {{"parallel.grad_comm=bf16", "parallel.grad_comm = \"fp32\""},
+                     {"parallel.grad_transport=copy-engine", "parallel.grad_transport = \"nccl\""}});
 }
 
 // The benchmark at dp 2 x tp 2 on 4 GPUs: both sizes named, tokens counted once per tensor
 // group (each copy's batch once).
 TEST(TensorParallel, BenchLanguageRunsDataParallelCopies) {
   need_gpus(4);
-  auto dir = temp_dir("gpu2-dptp-bench");
-  const fs::path out = dir / "dptp.jsonl";
-  auto r = run_aiscale("launch -n 4 --threads-per-rank 4 -- bench language --model gpt-tiny "
-                       "--layers 2 --heads 2 --width 128 --vocab 256 --context 64 --batch 4 --seq 64 "
-                       "--device cuda --precision bf16 --tensor-parallel 2 --steps 3 --warmup 1 "
-                       "--output " + out.string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string text = read_bytes(out);
-  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
-  EXPECT_EQ(int(j["tensor_parallel"]), 2) << text;
-  EXPECT_EQ(int(j["data_parallel"]), 2) << text;
-  EXPECT_EQ(int(j["world_size"]), 4) << text;
-  const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
-  EXPECT_NEAR(total, 4 * per_device, 1e-6 * total);
-  EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
+  expect_bench_language_tp2(4, "gpu2-dptp-bench");
 }
 
 int main(int argc, char** argv) { return aiscale::testsupport::gpu2::run_multi_gpu_tests(argc, argv); }

@@ -60,9 +60,7 @@ TEST(Zero3, OffloadedOptimizerMatchesOneGpu) {
 }
 
 TEST(Zero3, OneGpuWithTheOptimizerOnTheHost) {
-  auto dir = temp_dir("gpu1-offload");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 50);
+  const auto [dir, cfg] = gpu_run_dir("gpu1-offload", 50);
   auto plain = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=plain");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   auto off = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=off "
@@ -81,22 +79,14 @@ TEST(Zero3, OneGpuWithTheOptimizerOnTheHost) {
 
 // Impossible ZeRO-3 options are refused before any GPU memory is taken.
 TEST(Zero3, RefusesGradientsInBf16) {
-  auto dir = temp_dir("gpu2-zero3-bad");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 10);
-  auto r = run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
-                       " --set parallel.communicator=nccl parallel.zero_stage=3 parallel.grad_comm=bf16");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("parallel.grad_comm = \"fp32\""), std::string::npos) << r.output;
+  const auto [dir, cfg] = gpu_run_dir("gpu2-zero3-bad", 10);
+  expect_refused(run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
+                             " --set parallel.communicator=nccl parallel.zero_stage=3 parallel.grad_comm=bf16"),
+                 "parallel.grad_comm = \"fp32\"");
 }
 
 TEST(Zero3, FourRanksMatchOneGpu) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 4) {
-    std::printf("skipped: %d GPU(s) visible, this test needs 4\n", gpus);
-    std::fflush(stdout);
-    std::exit(77);
-  }
+  need_gpus(4);
   expect_like_one_gpu("train.batch_size=4 parallel.zero_stage=3", "x4, ZeRO-3", 4);
 }
 

@@ -10,24 +10,12 @@
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/process_groups.h"
 #include "aiscale/parallel/store.h"
+#include "../support/rank_checks.h"
 
 using namespace aiscale::parallel;
+using namespace aiscale::testsupport::rank_checks;
 
 namespace {
-
-int failures = 0;
-int my_rank = -1;
-
-void expect(bool ok, const std::string& what) {
-  if (ok) return;
-  std::fprintf(stderr, "rank %d: wrong: %s\n", my_rank, what.c_str());
-  ++failures;
-}
-
-double sum_over(Communicator& c, double v) {
-  c.allreduce_sum(&v, 1);
-  return v;
-}
 
 void check_splits(Communicator& world) {
   const int r = world.rank();
@@ -48,7 +36,7 @@ void check_splits(Communicator& world) {
   // Only ranks 0 and 3 in a group; 1 and 2 in none.
   auto ends = world.split(r == 0 || r == 3 ? 7 : Communicator::kNoGroup, r);
   expect((r == 0 || r == 3) == (ends != nullptr), "no group gives nullptr");
-  if (ends) expect(sum_over(*ends, r) == 3.0, "sum over ranks 0 and 3");
+  if (ends) expect(sum_over(*ends, double(r)) == 3.0, "sum over ranks 0 and 3");
   // A split of a split: each row into singletons.
   auto single = row->split(row->rank(), 0);
   expect(single && single->world() == 1 && sum_over(*single, 5.0) == 5.0, "split of a split");
@@ -66,7 +54,7 @@ void check_groups(Communicator& world, int dp, int tp, int pp) {
   for (Axis a : {Axis::dp, Axis::tp, Axis::pp}) {
     double expected = 0;
     for (int member : grid.group(a, r)) expected += member;
-    expect(sum_over(groups.group(a), r) == expected,
+    expect(sum_over(groups.group(a), double(r)) == expected,
            std::string(axis_name(a)) + " group sum in " + grid.describe());
     expect(groups.group(a).rank() == grid.coord(r)[a], std::string(axis_name(a)) + " group rank");
   }
@@ -75,7 +63,7 @@ void check_groups(Communicator& world, int dp, int tp, int pp) {
   if (groups.embedding()) {
     double expected = 0;
     for (int member : embedding) expected += member;
-    expect(sum_over(*groups.embedding(), r) == expected, "embedding group sum");
+    expect(sum_over(*groups.embedding(), double(r)) == expected, "embedding group sum");
   }
 }
 

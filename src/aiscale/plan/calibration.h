@@ -113,7 +113,7 @@ std::string match_cpu(const Catalog& cat, std::string_view device_name);
 Calibration load_calibration(const std::vector<std::string>& paths, const Catalog& cat);
 
 // The figures one partition runs at for a workload and precision: the datasheet peak,
-// utilisation and bandwidths, measured where the calibration has them.
+// utilisation and bandwidths, measured where the calibration has them (machine_figures.cpp).
 struct MachineFigures {
   double peak_flops = 0;            // dense, this precision
   Figure utilisation;               // of peak_flops

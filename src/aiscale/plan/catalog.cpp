@@ -13,6 +13,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/paths.h"
 #include "aiscale/orchestrate/time_limit.h"
+#include "aiscale/plan/catalog_schema.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -24,171 +25,6 @@ std::string lower(std::string_view s) {
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   return out;
-}
-
-// ---- schema: which keys each table may hold, and of what type ---------------------
-
-enum class Kind { string, number, integer, boolean, table, strings, tables };
-
-struct Field {
-  const char* key;
-  Kind kind;
-};
-
-const std::vector<Field> kTopFields = {
-    {"system", Kind::tables}, {"accelerator", Kind::tables}, {"cpu", Kind::tables},
-    {"access", Kind::tables}};
-const std::vector<Field> kAccessFields = {
-    {"id", Kind::string},          {"name", Kind::string},        {"programme", Kind::string},
-    {"audience", Kind::string},    {"purpose", Kind::string},     {"new_users", Kind::boolean},
-    {"experienced", Kind::boolean}, {"max_gpu_hours", Kind::number}, {"min_gpu_hours", Kind::number},
-    {"max_months", Kind::number},  {"period", Kind::string},      {"turnaround", Kind::string},
-    {"url", Kind::string},         {"seen", Kind::string},        {"notes", Kind::string}};
-const std::vector<Field> kSystemFields = {
-    {"id", Kind::string},         {"name", Kind::string},    {"aliases", Kind::strings},
-    {"site", Kind::string},       {"eurohpc", Kind::boolean}, {"status", Kind::string},
-    {"sustained_pflops", Kind::number}, {"notes", Kind::string}, {"partition", Kind::tables}};
-const std::vector<Field> kPartitionFields = {
-    {"id", Kind::string},          {"name", Kind::string},      {"kind", Kind::string},
-    {"nodes", Kind::integer},      {"gpus_per_node", Kind::integer},
-    {"accelerator", Kind::string}, {"cpu", Kind::string},       {"ram_gib", Kind::number},
-    {"local_ssd", Kind::string},   {"interface", Kind::string}, {"launched", Kind::string},
-    {"notes", Kind::string},       {"intra_node", Kind::table}, {"network", Kind::table},
-    {"cpu_model", Kind::string},   {"sockets", Kind::integer},  {"cpu_ghz", Kind::number},
-    {"slurm", Kind::table},        {"storage", Kind::table}};
-const std::vector<Field> kSlurmFields = {
-    {"partition", Kind::string},     {"qos", Kind::string},        {"gpu_request", Kind::string},
-    {"gres_name", Kind::string},     {"cores_per_gpu", Kind::integer}, {"cpu_bind", Kind::string},
-    {"gpu_bind", Kind::string},      {"exclusive", Kind::boolean}, {"max_time", Kind::string},
-    {"srun_mpi", Kind::string},      {"account_required", Kind::boolean},
-    {"prelude", Kind::strings},      {"env", Kind::strings},       {"container_exec", Kind::string},
-    {"launcher", Kind::string},      {"source", Kind::string}};
-const std::vector<Field> kIntraFields = {{"link", Kind::string},
-                                         {"gbytes_per_s", Kind::number},
-                                         {"assumed", Kind::boolean},
-                                         {"note", Kind::string}};
-const std::vector<Field> kNetworkFields = {
-    {"kind", Kind::string},        {"links", Kind::integer},      {"gbps_per_link", Kind::number},
-    {"topology", Kind::string},    {"group_nodes", Kind::integer}, {"shared_by_nodes", Kind::integer},
-    {"global_taper", Kind::number}, {"global_source", Kind::string}};
-const std::vector<Field> kStorageFields = {{"kind", Kind::string},
-                                           {"gbytes_per_s", Kind::number},
-                                           {"source", Kind::string}};
-const std::vector<Field> kAcceleratorFields = {
-    {"id", Kind::string},           {"vendor", Kind::string},
-    {"name", Kind::string},         {"memory_gib", Kind::number},
-    {"memory_bandwidth_tbs", Kind::number}, {"bandwidth_as", Kind::string},
-    {"peak_tflops", Kind::table},   {"device_names", Kind::strings},
-    {"source", Kind::string}};
-const std::vector<Field> kCpuFields = {
-    {"id", Kind::string},    {"vendor", Kind::string}, {"name", Kind::string},
-    {"cores", Kind::integer}, {"ghz", Kind::number},   {"flops_per_cycle", Kind::table},
-    {"memory_bandwidth_gbs", Kind::number},            {"source", Kind::string},
-    {"device_names", Kind::strings}};
-const std::vector<Field> kCpuFlopFields = {{"fp32", Kind::number}, {"fp64", Kind::number}};
-const std::vector<Field> kPeakFields = {{"fp64", Kind::number}, {"fp32", Kind::number},
-                                        {"tf32", Kind::number}, {"fp16", Kind::number},
-                                        {"bf16", Kind::number}, {"fp8", Kind::number}};
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::string: return "a string";
-    case Kind::number: return "a number";
-    case Kind::integer: return "an integer";
-    case Kind::boolean: return "true or false";
-    case Kind::table: return "a table";
-    case Kind::strings: return "an array of strings";
-    case Kind::tables: return "an array of tables";
-  }
-  return "?";
-}
-
-bool has_kind(const toml::node& n, Kind k) {
-  switch (k) {
-    case Kind::string: return n.is_string();
-    case Kind::number: return n.is_number();
-    case Kind::integer: return n.is_integer();
-    case Kind::boolean: return n.is_boolean();
-    case Kind::table: return n.is_table();
-    case Kind::strings: return n.is_array() && n.as_array()->is_homogeneous(toml::node_type::string);
-    case Kind::tables: return n.is_array_of_tables();
-  }
-  return false;
-}
-
-std::string line_of(const toml::node& n) {
-  return n.source().begin ? fmt::format(" (line {})", n.source().begin.line) : "";
-}
-
-// Throws for an unknown key or a value of the wrong type, naming file, place and line.
-void check_fields(const toml::table& t, const std::vector<Field>& fields,
-                  const std::string& where) {
-  for (auto&& [key, node] : t) {
-    const std::string_view name = key.str();  // clang 14 cannot capture a structured binding
-    auto it = std::find_if(fields.begin(), fields.end(),
-                           [&](const Field& f) { return name == f.key; });
-    if (it == fields.end()) {
-      std::string known;
-      for (const auto& f : fields) known += std::string(known.empty() ? "" : ", ") + f.key;
-      fail("{}: unknown key '{}'{}: known keys are {}", where, key.str(), line_of(node), known);
-    }
-    if (!has_kind(node, it->kind))
-      fail("{}: key '{}'{} must be {}", where, key.str(), line_of(node), kind_name(it->kind));
-  }
-}
-
-std::string id_of(const toml::table& t, const std::string& where, const char* what) {
-  auto id = t["id"].value<std::string>();
-  if (!id || id->empty()) fail("{}: a [[{}]] entry{} has no id: add id = \"...\"", where, what, line_of(t));
-  return *id;
-}
-
-void validate_file(const toml::table& root, const std::string& file) {
-  check_fields(root, kTopFields, file);
-  if (auto* accs = root["accelerator"].as_array())
-    for (auto& n : *accs) {
-      const auto& a = *n.as_table();
-      std::string where = fmt::format("{}: accelerator '{}'", file, id_of(a, file, "accelerator"));
-      check_fields(a, kAcceleratorFields, where);
-      if (auto* p = a["peak_tflops"].as_table()) check_fields(*p, kPeakFields, where + " peak_tflops");
-    }
-  if (auto* calls = root["access"].as_array())
-    for (auto& n : *calls) {
-      const auto& c = *n.as_table();
-      std::string where = fmt::format("{}: access '{}'", file, id_of(c, file, "access"));
-      check_fields(c, kAccessFields, where);
-      for (const char* key : {"name", "programme", "url", "seen"})
-        if (!c[key].is_string())
-          fail("{}: no {}: every access call names itself, its programme, the URL its figures "
-               "come from and the date they were seen", where, key);
-      const auto programme = c["programme"].value_or(std::string());
-      if (programme != "EuroHPC AI Factories" && programme != "EuroHPC JU")
-        fail("{}: programme = \"{}\": use \"EuroHPC AI Factories\" or \"EuroHPC JU\"", where, programme);
-    }
-  if (auto* cpus = root["cpu"].as_array())
-    for (auto& n : *cpus) {
-      const auto& c = *n.as_table();
-      std::string where = fmt::format("{}: cpu '{}'", file, id_of(c, file, "cpu"));
-      check_fields(c, kCpuFields, where);
-      if (auto* f = c["flops_per_cycle"].as_table()) check_fields(*f, kCpuFlopFields, where + " flops_per_cycle");
-    }
-  if (auto* systems = root["system"].as_array())
-    for (auto& n : *systems) {
-      const auto& s = *n.as_table();
-      std::string sid = id_of(s, file, "system");
-      std::string where = fmt::format("{}: system '{}'", file, sid);
-      check_fields(s, kSystemFields, where);
-      if (auto* parts = s["partition"].as_array())
-        for (auto& pn : *parts) {
-          const auto& p = *pn.as_table();
-          std::string pw = fmt::format("{} partition '{}'", where, id_of(p, where, "system.partition"));
-          check_fields(p, kPartitionFields, pw);
-          if (auto* i = p["intra_node"].as_table()) check_fields(*i, kIntraFields, pw + " intra_node");
-          if (auto* net = p["network"].as_table()) check_fields(*net, kNetworkFields, pw + " network");
-          if (auto* st = p["storage"].as_table()) check_fields(*st, kStorageFields, pw + " storage");
-          if (auto* sl = p["slurm"].as_table()) check_fields(*sl, kSlurmFields, pw + " slurm");
-        }
-    }
 }
 
 // ---- merging: later files override single keys ------------------------------------
@@ -462,6 +298,17 @@ const CpuModel* Catalog::find_cpu(std::string_view id) const {
   return nullptr;
 }
 
+double Catalog::memory_bandwidth_tbs(const Accelerator& acc, std::string* source) const {
+  double hbm = acc.memory_bandwidth_tbs;
+  if (source) *source = acc.id + " datasheet";
+  if (hbm <= 0 && !acc.bandwidth_as.empty())
+    if (const Accelerator* sib = find_accelerator(acc.bandwidth_as)) {
+      hbm = sib->memory_bandwidth_tbs;
+      if (source) *source = "stand-in: " + sib->id + " datasheet";
+    }
+  return hbm;
+}
+
 const System* Catalog::find_system(std::string_view id) const {
   std::string l = lower(id);
   for (const auto& s : systems) {
@@ -540,7 +387,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
            e.description());
     }
     std::string name = fs::path(file).filename().string();
-    validate_file(root, name);
+    validate_catalog_file(root, name);
     if (auto* a = root["accelerator"].as_array()) merge_by_id(accelerators, *a);
     if (auto* c = root["cpu"].as_array()) merge_by_id(cpus, *c);
     if (auto* c = root["access"].as_array()) merge_by_id(access, *c);

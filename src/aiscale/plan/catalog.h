@@ -145,6 +145,9 @@ struct Catalog {
   const Accelerator* find_accelerator(std::string_view id) const;
   const System* find_system(std::string_view id) const;
   const CpuModel* find_cpu(std::string_view id) const;
+  // Memory bandwidth of an accelerator in TB/s: its own datasheet figure, or that of the
+  // entry its bandwidth_as names; 0 where neither is known. `source`, if given, says which.
+  double memory_bandwidth_tbs(const Accelerator& acc, std::string* source = nullptr) const;
   // "leonardo" (all its GPU partitions), "leonardo/booster" or "leonardo/dcgp" (any
   // plannable partition, CPU ones too), or a partition id that is unique across systems.
   // Throws Error listing the known names.

@@ -23,6 +23,7 @@
 #include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/environment.h"
+#include "aiscale/train/model_options.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
@@ -206,14 +207,8 @@ int run_parameter_server_training(const TrainRequest& req, const TrainConfig& c,
 
   std::unique_ptr<nn::GptModel> model;
   if (!server) {
-    nn::GptRunOptions ro;  // a whole model per worker, no communicator: the servers combine
-    ro.batch = c.batch_size;
-    ro.seq = c.seq_len;
-    ro.precision = parse_dtype(c.precision);
-    ro.recompute = c.recompute;
-    ro.decay_embeddings = c.decay_embeddings;
-    ro.seed = c.seed;
-    model = nn::make_gpt(c.device, c.model, ro);
+    // A whole model per worker, no communicator: the servers combine.
+    model = nn::make_gpt(c.device, c.model, gpt_run_options(c));
   }
   std::string name = c.run_name.empty() ? fmt::format("{}-{}", c.model_preset, utc_compact()) : c.run_name;
   char buf[256] = {};

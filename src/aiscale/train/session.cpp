@@ -35,6 +35,7 @@
 #include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/environment.h"
 #include "aiscale/train/metrics_outputs.h"
+#include "aiscale/train/model_options.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
@@ -299,13 +300,7 @@ int run_training(const TrainRequest& req) {
   const RankFingerprint fp = fingerprint(c, *train_src, val_src.get(), *comm, resume_step);
   check_ranks_agree(*comm, fp);
 
-  nn::GptRunOptions ro;
-  ro.batch = c.batch_size;
-  ro.seq = c.seq_len;
-  ro.precision = parse_dtype(c.precision);
-  ro.recompute = c.recompute;
-  ro.decay_embeddings = c.decay_embeddings;
-  ro.seed = c.seed;
+  nn::GptRunOptions ro = gpt_run_options(c);
   ro.comm = world > 1 ? comm.get() : nullptr;
   ro.groups = groups.get();
   ro.sequence_parallel = c.sequence_parallel;
