@@ -48,6 +48,7 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
   co.precision = o.precision;
   co.tf32 = o.tf32;
   co.batchnorm = o.batchnorm;
+  co.workspace_mib = o.cudnn_workspace_mib;
   co.momentum = 0.9;
   co.weight_decay = 5e-5;  // the PyTorch peer's settings
   nn::ResNetCuda model(host, co);
@@ -84,6 +85,7 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
           {"tf32", o.tf32},
           {"overlap_allreduce", o.overlap},
           {"batchnorm", o.batchnorm},
+          {"cudnn_workspace_mib", o.cudnn_workspace_mib},
           {"kernels", model.describe()},
           {"world_size", comm.world()},
           {"communicator", comm.backend()},

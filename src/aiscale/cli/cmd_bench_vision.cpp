@@ -43,6 +43,11 @@ void add_bench_vision_command(CLI::App* bench) {
                   "kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 keeps the own)")
       ->capture_default_str()
       ->check(CLI::IsMember({"own", "cudnn"}));
+  cmd->add_option("--cudnn-workspace-mib", args->o.cudnn_workspace_mib,
+                  "cuda: MiB of cuDNN workspace, allocated once; the convolution search only "
+                  "times engines that fit it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_flag("!--no-overlap", args->o.overlap,
                 "cuda ranks: one gradient all-reduce after the backward instead of ~25 MiB "
                 "buckets started during it");

@@ -150,6 +150,9 @@ const std::vector<Key>& schema() {
                            "fused kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 keeps "
                            "the own)",
                            {"own", "cudnn"}));
+    k.push_back(int_key("train.cudnn_workspace_mib", &Config::cudnn_workspace_mib,
+                        "cuda: MiB of cuDNN workspace, allocated once; the convolution search "
+                        "only times engines that fit it", 0, int64_t{1} << 20));
     k.push_back(int_key("train.batch_size", &Config::batch_size, "images per rank per step", 1,
                         1 << 20));
     k.push_back(int_key("train.steps", &Config::steps,

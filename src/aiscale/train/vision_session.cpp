@@ -196,6 +196,7 @@ int run_vision_training(const TrainRequest& req) {
     go.precision = c.precision;
     go.tf32 = c.tf32;
     go.batchnorm = c.batchnorm;
+    go.workspace_mib = c.cudnn_workspace_mib;
     go.momentum = c.momentum;
     go.nesterov = c.nesterov;
     go.weight_decay = c.weight_decay;
