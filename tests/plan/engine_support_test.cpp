@@ -48,11 +48,12 @@ TEST(PlanEngineSupport, TableAgreesWithTheTrainConfigValidation) {
         }
 }
 
-bool layout_accepted(std::string_view device, int tp, int pp) {
+bool layout_accepted(std::string_view device, int tp, int pp, int zero = 0) {
   const std::string text = fmt::format(
       "[model]\npreset = \"gpt-tiny\"\n[train]\ndevice = \"{}\"\nseq_len = 32\n"
-      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\n",
-      device, tp, pp, pp);
+      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\n"
+      "zero_stage = {}\n",
+      device, tp, pp, pp, zero);
   try {
     train::parse_train_config(text, "engine_support_test", {});
     return true;
@@ -70,6 +71,16 @@ TEST(PlanEngineSupport, TensorAndPipelineSizesAgreeWithTheTrainConfig) {
     EXPECT_EQ(e.max_pipeline > 1, layout_accepted(e.device, 1, 2))
         << "device " << e.device << ": pipeline_parallel = 2; update kEngineSupport";
   }
+  // The ZeRO stages a tensor-parallel layout runs with (GPU ranks: 0 and 1).
+  for (const EngineSupport& e : engine_support())
+    if (e.max_tensor > 1)
+      for (int zero = 0; zero <= 3; ++zero) {
+        const bool table = has(e.zero_stages, zero) &&
+                           (e.tensor_zero_stages.empty() || has(e.tensor_zero_stages, zero));
+        EXPECT_EQ(table, layout_accepted(e.device, 2, 1, zero))
+            << "device " << e.device << ": tensor_parallel = 2 with ZeRO-" << zero
+            << "; update kEngineSupport";
+      }
   const std::string keys = train::config_reference();
   for (const EngineSupport& e : engine_support())
     if (!has(e.models, WorkloadKind::cnn)) {
