@@ -14,7 +14,8 @@ namespace aiscale::optim {
 
 namespace {
 void create_events(std::initializer_list<cudaEvent_t*> events) {
-  for (cudaEvent_t* e : events) AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  for (cudaEvent_t* e : events)
+    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
 }
 }  // namespace
 

@@ -24,15 +24,16 @@
 //
 // Data parallelism beside it (world = dp x tp; ZeRO 0 here, ZeRO-1 below): the job's ranks
 // form dp copies of the tensor group, tensor ranks consecutive (parallel/grid.h's default
-// order), and the ranks with the same tensor rank form a data-parallel group. Each rank's local gradient
-// buffer (its slices and the replicated tensors) is summed over its data-parallel group
-// after the backward of a synchronising step (sum_gradients(): one fp32 all-reduce on the
-// data group's stream, ordered after backward by an event, the model's stream waiting for
-// it on the GPU). The tensor ranks of one copy hold the same replicated gradients and their
-// data groups add the same values (exactly alike with two copies, where a + b = b + a; with
-// more, as NCCL orders its sums alike in groups of the same shape, which get_params checks),
-// so the replicated parameters stay equal across the tensor group. The summed gradients'
-// norm is grad_sum_squares over the tensor group as before: the whole model's.
+// order), and the ranks with the same tensor rank form a data-parallel group. Each rank's
+// local gradient buffer (its slices and the replicated tensors) is summed over its
+// data-parallel group after the backward of a synchronising step (sum_gradients(): one fp32
+// all-reduce on the data group's stream, ordered after backward by an event, the model's
+// stream waiting for it on the GPU). The tensor ranks of one copy hold the same replicated
+// gradients and their data groups add the same values (exactly alike with two copies, where
+// a + b = b + a; with more, as NCCL orders its sums alike in groups of the same shape,
+// which get_params checks), so the replicated parameters stay equal across the tensor
+// group. The summed gradients' norm is grad_sum_squares over the tensor group as before:
+// the whole model's.
 //
 // ZeRO-1 beside it (dp x tp, parallel.zero_stage = 1): optim/zero1.cuh without a reducer
 // shards each rank's local buffer over its data group (one bucket: the local buffer padded
