@@ -7,7 +7,8 @@
 // - a tp = 2 checkpoint resumes on 1 GPU and the other way round;
 // - on 4 GPUs (where visible) tp = 4 against 1 GPU, and two data-parallel copies of a
 //   tp = 2 group (dp 2 x tp 2) against 1 GPU, through checkpoints to and from plain data
-//   parallelism, and in the benchmark;
+//   parallelism, and in the benchmark; dp 2 x tp 2 with ZeRO-1 against it without ZeRO,
+//   and through checkpoints to and from ZeRO 0;
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
 // Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL; the 4-GPU tests also with
@@ -130,7 +131,7 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
 
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
 TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
-  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=1", "parallel.zero_stage = 0"},
+  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=3", "parallel.zero_stage = 1"},
                                          {"model.n_head=1", "model.n_head = 1"}});
 }
 
@@ -183,6 +184,73 @@ TEST(TensorParallel, DataParallelCopiesCheckpointsMoveToPlainDataParallelism) {
               "max %.2e (dp2xtp2 -> dp2) and %.2e (dp2 -> dp2xtp2); weights relative L2 %.2e at step "
               "10 (dp2xtp2 vs dp2), %.2e and %.2e at step 20\n", r.a.max_rel, r.b.max_rel, w10,
               r.weights_a, r.weights_b);
+}
+
+// dp 2 x tp 2 with ZeRO-1 (each data group reduce-scatters its ranks' local gradients and
+// shards their master weights and AdamW moments) against dp 2 x tp 2 without ZeRO, 20 steps,
+// with the dp 2 x tp 2 test's tolerances: the same sums (with two copies a reduce-scatter
+// adds the same two values as the all-reduce), the norm's squares added in another order.
+// Step 1's gradient norm (the sharded norm over both groups) agrees to 1e-3, and the
+// checkpoints hold the whole AdamW moments gathered from the shards. Then checkpoints across
+// ZeRO-1 and ZeRO 0: 10 steps under ZeRO-1 resumed without it to 20, and 10 without it
+// resumed under ZeRO-1, against the 20 straight ZeRO-1 steps (a shard written to or read
+// from the wrong place would jump the loss at step 11).
+TEST(TensorParallel, DataParallelCopiesWithZeroOneMatchZeroAndCheckpoints) {
+  need_gpus(4);
+  auto dir = temp_dir("gpu2-dptp-zero1");
+  write_byte_shards(dir, 400000, 8000);
+  const std::string cfg = gpu_config(dir, 20);
+  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q ";
+  const std::string common = " train.schedule=constant parallel.communicator=nccl parallel.tensor_parallel=2";
+  auto z0 = run_aiscale(four + "-c " + cfg + " --set run.name=z0 parallel.zero_stage=0" + common);
+  ASSERT_EQ(z0.exit_code, 0) << z0.output;
+  auto z1 = run_aiscale(four + "-c " + cfg + " --set run.name=z1 parallel.zero_stage=1" + common);
+  ASSERT_EQ(z1.exit_code, 0) << z1.output;
+  EXPECT_NE(z1.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << z1.output;
+  EXPECT_EQ(z1.output.find(kDisagree), std::string::npos) << z1.output;
+  auto m0 = read_metrics(dir / "runs/z0"), m1 = read_metrics(dir / "runs/z1");
+  ASSERT_EQ(m0.size(), 20u);
+  ASSERT_EQ(m1.size(), 20u);
+  const double l0 = m0[0]["loss"], l1 = m1[0]["loss"], g0 = m0[0]["grad_norm"], g1 = m1[0]["grad_norm"];
+  EXPECT_NEAR(l1, l0, 1e-3 * l0);
+  EXPECT_NEAR(g1, g0, 1e-3 * g0);
+  const LossComparison c = compare_losses(m0, m1, 1, 21, 1e-2, "dp 2 x tp 2: ZeRO-1 vs ZeRO 0");
+  EXPECT_LT(c.mean_rel, 3e-3);
+  const double weight_rel = weight_distance(dir / "runs/z0", dir / "runs/z1", 20);
+  EXPECT_LT(weight_rel, 5e-2);
+  auto s0 = train::read_checkpoint((dir / "runs/z0/checkpoints" / train::checkpoint_name(20)).string(), true);
+  auto s1 = train::read_checkpoint((dir / "runs/z1/checkpoints" / train::checkpoint_name(20)).string(), true);
+  ASSERT_EQ(s0.m.size(), s1.m.size());
+  const double m_rel = vector_distance(s0.m, s1.m), v_rel = vector_distance(s0.v, s1.v);
+  EXPECT_LT(m_rel, 1e-1);
+  EXPECT_LT(v_rel, 1e-1);
+
+  auto a1 = run_aiscale(four + "-c " + cfg + " --set run.name=a train.steps=10 parallel.zero_stage=1" + common);
+  ASSERT_EQ(a1.exit_code, 0) << a1.output;
+  auto a2 = run_aiscale(four + "--resume " + (dir / "runs/a").string() +
+                        " --set train.steps=20 parallel.zero_stage=0");
+  ASSERT_EQ(a2.exit_code, 0) << a2.output;
+  auto b1 = run_aiscale(four + "-c " + cfg + " --set run.name=b train.steps=10 parallel.zero_stage=0" + common);
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  auto b2 = run_aiscale(four + "--resume " + (dir / "runs/b").string() +
+                        " --set train.steps=20 parallel.zero_stage=1");
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
+  auto ma = read_metrics(dir / "runs/a"), mb = read_metrics(dir / "runs/b");
+  ASSERT_EQ(ma.size(), 20u);
+  ASSERT_EQ(mb.size(), 20u);
+  const LossComparison ca = compare_losses(m1, ma, 11, 21, 1e-2, "ZeRO-1 -> ZeRO 0 resume");
+  const LossComparison cb = compare_losses(m1, mb, 11, 21, 1e-2, "ZeRO 0 -> ZeRO-1 resume");
+  const double wa = weight_distance(dir / "runs/z1", dir / "runs/a", 20);
+  const double wb = weight_distance(dir / "runs/z1", dir / "runs/b", 20);
+  EXPECT_LT(wa, 5e-2);
+  EXPECT_LT(wb, 5e-2);
+  std::printf("[gpu2] dp 2 x tp 2, ZeRO-1 vs ZeRO 0, bf16, 20 steps: step-1 loss %.6f vs %.6f, grad "
+              "norm %.6f vs %.6f; loss relative difference max %.2e mean %.2e; final weights "
+              "relative L2 %.2e; AdamW m %.2e, v %.2e. Checkpoints: steps 11-20 loss relative "
+              "difference max %.2e (ZeRO-1 -> 0) and %.2e (0 -> ZeRO-1); final weights %.2e and "
+              "%.2e\n", l1, l0, g1, g0, c.max_rel, c.mean_rel, weight_rel, m_rel, v_rel, ca.max_rel,
+              cb.max_rel, wa, wb);
 }
 
 // The benchmark at tp = 2: one JSON record, the layout named, tokens counted once per

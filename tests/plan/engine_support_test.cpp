@@ -48,11 +48,12 @@ TEST(PlanEngineSupport, TableAgreesWithTheTrainConfigValidation) {
         }
 }
 
-bool layout_accepted(std::string_view device, int tp, int pp) {
+bool layout_accepted(std::string_view device, int tp, int pp, int zero = 0) {
   const std::string text = fmt::format(
       "[model]\npreset = \"gpt-tiny\"\n[train]\ndevice = \"{}\"\nseq_len = 32\n"
-      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\n",
-      device, tp, pp, pp);
+      "[parallel]\ntensor_parallel = {}\npipeline_parallel = {}\nmicrobatches = {}\n"
+      "zero_stage = {}\n",
+      device, tp, pp, pp, zero);
   try {
     train::parse_train_config(text, "engine_support_test", {});
     return true;
@@ -70,6 +71,16 @@ TEST(PlanEngineSupport, TensorAndPipelineSizesAgreeWithTheTrainConfig) {
     EXPECT_EQ(e.max_pipeline > 1, layout_accepted(e.device, 1, 2))
         << "device " << e.device << ": pipeline_parallel = 2; update kEngineSupport";
   }
+  // The ZeRO stages a tensor-parallel layout runs with (GPU ranks: 0 and 1).
+  for (const EngineSupport& e : engine_support())
+    if (e.max_tensor > 1)
+      for (int zero = 0; zero <= 3; ++zero) {
+        const bool table = has(e.zero_stages, zero) &&
+                           (e.tensor_zero_stages.empty() || has(e.tensor_zero_stages, zero));
+        EXPECT_EQ(table, layout_accepted(e.device, 2, 1, zero))
+            << "device " << e.device << ": tensor_parallel = 2 with ZeRO-" << zero
+            << "; update kEngineSupport";
+      }
   const std::string keys = train::config_reference();
   for (const EngineSupport& e : engine_support())
     if (!has(e.models, WorkloadKind::cnn)) {
@@ -93,10 +104,20 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);
   l.transport = GradTransport::nccl;
   l.zero = 0;
-  l.tp = 2;  // GPU tensor parallelism with data-parallel copies (here 8), ZeRO 0 only
+  l.tp = 2;  // GPU tensor parallelism with data-parallel copies (here 8), ZeRO 0 or 1
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
   l.zero = 1;
-  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("tensor"), std::string::npos);
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.zero = 3;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("tensor parallelism runs with ZeRO 0 and 1"),
+            std::string::npos) << engine_gap(gpt, l, Precision::bf16, false);
+  l.dp = 1026;  // one bucket per data group under tensor parallelism: no n_embd + 1 bound
+  l.zero = 1;
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.dp = 8;
+  l.pp = 2;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline"), std::string::npos);
+  l.pp = 1;
   l.zero = 0;
   l.dp = 1;
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
@@ -128,8 +149,8 @@ TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
     EXPECT_TRUE(c.runs()) << c.target.label() << ": " << c.engine_gap;
     EXPECT_EQ(c.layout.pp, 1);
     EXPECT_NE(c.layout.zero, 2);
-    if (c.layout.tp > 1) {  // GPU tensor parallelism: ZeRO 0
-      EXPECT_EQ(c.layout.zero, 0);
+    if (c.layout.tp > 1) {  // GPU tensor parallelism: ZeRO 0 or 1
+      EXPECT_LE(c.layout.zero, 1);
     }
   }
   // ResNet-50 trains on GPUs with plain data parallelism: only such rows are ranked.

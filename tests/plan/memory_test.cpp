@@ -148,6 +148,30 @@ TEST(PlanMemory, GpuTensorParallelismKeepsTheVocabularyAndResidualStreamWhole) {
                    memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_cpu).total);
 }
 
+TEST(PlanMemory, GpuTensorParallelismWithZeroOneShardsTheOptimizerOverTheDataGroup) {
+  // dp x tp with ZeRO-1 on GPU ranks (optim/zero1.cuh without a reducer): each rank's
+  // tensor-local fp32 master weights and AdamW moments divided by dp, the working copy and
+  // the fp32 gradients whole; the flat all-gather buffer shares the logits' memory where it
+  // fits there.
+  const Workload w = make_workload("gpt2-124m");
+  const double psi = params_per_gpu(w, 2, 1, false, false);
+  Layout l;
+  l.tp = 2;
+  l.dp = 4;
+  l.micro_batch = 4;
+  const MemoryBreakdown z0 = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  l.zero = 1;
+  const MemoryBreakdown z1 = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  const StateBytes sb = state_bytes(Optimizer::adamw, Precision::bf16);
+  EXPECT_DOUBLE_EQ(z0.optimizer, sb.optimizer * psi);
+  EXPECT_DOUBLE_EQ(z1.optimizer, sb.optimizer * psi / 4);
+  EXPECT_DOUBLE_EQ(z1.weights, z0.weights);
+  EXPECT_DOUBLE_EQ(z1.gradients, z0.gradients);
+  const double logits = 2.0 * 1024 * 4 * 50304;  // bf16, padded vocabulary
+  EXPECT_DOUBLE_EQ(z1.buffers, psi * sb.weights > logits ? psi * sb.weights : 0.0);
+  EXPECT_LT(z1.total, z0.total);
+}
+
 TEST(PlanMemory, WorkspaceIsAStatedMargin) {
   const Workload w = make_workload("gpt2-124m");
   Layout l;

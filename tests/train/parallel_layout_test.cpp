@@ -76,8 +76,8 @@ TEST(ParallelLayout, ZeroStageCombinations) {
 }
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group
-// (world = dp x tp), without ZeRO, pipeline stages or sequence parallelism, with the
-// vocabulary whole on every rank.
+// (world = dp x tp), with ZeRO 0 or 1 and without pipeline stages or sequence parallelism,
+// with the vocabulary whole on every rank.
 TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
                                                 "model.vocab_size=255"});
@@ -96,10 +96,17 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
     EXPECT_NE(m.find("5 rank(s)"), std::string::npos) << m;
     EXPECT_NE(m.find("multiple of 2"), std::string::npos) << m;
   }
-  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=1"},
-               {"without ZeRO", "parallel.zero_stage = 0", "parallel.tensor_parallel = 1"});
+  // ZeRO-1 shards the optimizer state over each data group; ZeRO-2/3 are refused with the fix.
+  auto z1 = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
+                                                 "parallel.zero_stage=1"});
+  EXPECT_EQ(parallel_layout(z1, 4).dp, 2);
   expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=3"},
-               {"without ZeRO", "parallel.zero_stage = 0"});
+               {"ZeRO 0 or 1", "parallel.zero_stage = 1", "parallel.tensor_parallel = 1"});
+  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=2"},
+               {"CPU ranks", "zero_stage at 0, 1 or 3"});
+  // CPU ranks: ZeRO-1 stays a GPU stage, with or without tensor parallelism.
+  expect_error({"parallel.tensor_parallel=2", "parallel.zero_stage=1"},
+               {"parallel.zero_stage = 1", "train.device = \"cuda\""});
   expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.sequence_parallel=true"},
                {"CPU ranks", "sequence_parallel off"});
   expect_error({"parallel.tensor_parallel=4", "train.device=cuda"}, {"model.n_head = 2"});

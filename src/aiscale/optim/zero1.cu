@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -11,24 +12,68 @@
 
 namespace aiscale::optim {
 
-Zero1::Zero1(parallel::dp::Reducer& reducer, int64_t size) : reducer_(reducer), size_(size) {
-  AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&update_done_, cudaEventDisableTiming));
-  AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming));
+namespace {
+void create_events(std::initializer_list<cudaEvent_t*> events) {
+  for (cudaEvent_t* e : events)
+    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+}
+}  // namespace
+
+Zero1::Zero1(parallel::dp::Reducer& reducer, int64_t size)
+    : reducer_(&reducer), rank_(reducer.rank()), world_(reducer.world()), size_(size) {
+  create_events({&update_done_, &gathered_});
+}
+
+Zero1::Zero1(parallel::Communicator& data, int64_t size)
+    : data_(&data), rank_(data.rank()), world_(data.world()), size_(size) {
+  AISCALE_CUDA_REQUIRE(data.device_stream() != nullptr && data.world() > 1,
+                       "ZeRO-1 without a reducer needs a device communicator of several ranks");
+  // One segment, summed once after backward: one bucket of the whole padded buffer.
+  const nn::GradientOrder order = {nn::GradientSegment{0, size, parallel::dp::kAfterBackward}};
+  parallel::dp::BucketPlanOptions po;
+  po.bucket_values = size;
+  po.world = world_;
+  po.shard = true;
+  po.overlap = false;
+  plan_ = parallel::dp::plan_buckets(order, size, po);
+  create_events({&update_done_, &gathered_, &grads_ready_, &reduced_});
 }
 
 Zero1::~Zero1() {
-  if (update_done_) cudaEventDestroy(update_done_);
-  if (gathered_) cudaEventDestroy(gathered_);
+  for (cudaEvent_t e : {update_done_, gathered_, grads_ready_, reduced_})
+    if (e) cudaEventDestroy(e);
+}
+
+std::pair<int64_t, int64_t> Zero1::owned(const parallel::dp::Bucket& b) const {
+  const int64_t lo = b.begin + rank_ * b.part;
+  return {lo, std::max(lo, std::min(lo + b.part, size_))};
+}
+
+void Zero1::finish() const {
+  if (reducer_) reducer_->finish();
+  else data_->wait();
+}
+
+void Zero1::reduce_scatter(float* grads, cudaStream_t s) {
+  AISCALE_CUDA_REQUIRE(reducer_ == nullptr, "ZeRO-1: the reducer reduce-scatters the gradients");
+  AISCALE_CUDA_CHECK(cudaEventRecord(grads_ready_, s));
+  const auto& buckets = plan_.buckets;
+  data_->group_begin();
+  for (size_t k = 0; k < buckets.size(); ++k)
+    data_->reduce_scatter_sum_after(grads + buckets[k].begin, buckets[k].part, DType::f32,
+                                    k == 0 ? grads_ready_ : nullptr);
+  data_->group_end();
+  data_->record(reduced_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, reduced_, 0));
 }
 
 void Zero1::update(cuda::AdamWLayout L, const ops::AdamWParams& hp, DType t, float* master,
                    void* flat_work, const float* grads, float* m, float* v, cudaStream_t s) {
-  const int64_t rank = reducer_.rank();
   const size_t es = dtype_size(t);
   L.work_split = std::numeric_limits<int64_t>::max();
   L.work_shift = 0;
-  for (const auto& b : reducer_.buckets()) {
-    const int64_t lo = b.begin + rank * b.part, hi = std::min(lo + b.part, size_);
+  for (const auto& b : buckets()) {
+    const auto [lo, hi] = owned(b);
     if (hi <= lo) continue;
     L.begin = lo;
     L.n = hi;
@@ -37,18 +82,19 @@ void Zero1::update(cuda::AdamWLayout L, const ops::AdamWParams& hp, DType t, flo
   }
   AISCALE_CUDA_LAUNCH_CHECK();
   AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, s));
-  parallel::Communicator& comm = reducer_.transport();
-  const auto& buckets = reducer_.buckets();
-  // --profile: the grouped all-gather is one span on the communicator's stream, from the
-  // end of the update on (bytes: the whole gathered working copy).
-  profile::GpuSpanRecorder* rec = reducer_.recording_spans();
+  parallel::Communicator& comm = transport();
+  const auto& buckets = this->buckets();
+  // --profile (plain data parallelism): the grouped all-gather is one span on the
+  // communicator's stream, from the end of the update on (bytes: the whole gathered
+  // working copy).
+  profile::GpuSpanRecorder* rec = reducer_ ? reducer_->recording_spans() : nullptr;
   size_t span = 0;
   if (rec) {
     AISCALE_CUDA_CHECK(cudaStreamWaitEvent(rec->stream(), update_done_, 0));
     profile::Span what;
     what.name = "allgather_params";
     what.kind = profile::SpanKind::comm;
-    for (const auto& b : buckets) what.bytes += double(b.part) * double(es) * double(reducer_.world());
+    for (const auto& b : buckets) what.bytes += double(b.part) * double(es) * double(world_);
     what.dtype = std::string(dtype_name(t));
     what.collective = "allgather (" + std::to_string(buckets.size()) + " buckets, grouped)";
     span = rec->begin(std::move(what));
@@ -62,36 +108,34 @@ void Zero1::update(cuda::AdamWLayout L, const ops::AdamWParams& hp, DType t, flo
   comm.group_end();
   if (rec) rec->end(span);
   comm.record(gathered_);
-  reducer_.mark_pending();
+  if (reducer_) reducer_->mark_pending();
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(s, gathered_, 0));
 }
 
 void Zero1::scatter(const float* full, float* shard, cudaStream_t s) const {
-  const int64_t rank = reducer_.rank();
   AISCALE_CUDA_CHECK(cudaMemsetAsync(shard, 0, size_t(shard_size()) * 4, s));
-  for (const auto& b : reducer_.buckets()) {
-    const int64_t lo = b.begin + rank * b.part, n = std::min(lo + b.part, size_) - lo;
-    if (n > 0)
-      AISCALE_CUDA_CHECK(cudaMemcpyAsync(shard + b.shard_offset, full + lo, size_t(n) * 4,
-                                         cudaMemcpyHostToDevice, s));
+  for (const auto& b : buckets()) {
+    const auto [lo, hi] = owned(b);
+    if (hi > lo)
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(shard + b.shard_offset, full + lo, size_t(hi - lo) * 4,
+                                         cudaMemcpyDefault, s));
   }
 }
 
 void Zero1::gather(const float* shard, float* out, float* scratch, cudaStream_t s) const {
-  reducer_.finish();
-  const int64_t rank = reducer_.rank(), world = reducer_.world();
-  const int64_t S = shard_size(), padded = reducer_.plan().padded_size;
-  AISCALE_CUDA_CHECK(cudaMemcpyAsync(scratch + rank * S, shard, size_t(S) * 4,
+  finish();
+  const int64_t S = shard_size(), padded = padded_size();
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(scratch + rank_ * S, shard, size_t(S) * 4,
                                      cudaMemcpyDeviceToDevice, s));
   AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, s));
-  parallel::Communicator& comm = reducer_.transport();
+  parallel::Communicator& comm = transport();
   comm.allgather_after(scratch, S * 4, update_done_);
   comm.wait();
   std::vector<float> all(static_cast<size_t>(padded));
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(all.data(), scratch, size_t(padded) * 4, cudaMemcpyDeviceToHost, s));
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
-  for (int64_t r = 0; r < world; ++r)
-    for (const auto& b : reducer_.buckets()) {
+  for (int64_t r = 0; r < world_; ++r)
+    for (const auto& b : buckets()) {
       const int64_t lo = b.begin + r * b.part, n = std::min(lo + b.part, size_) - lo;
       if (n > 0) std::memcpy(out + lo, all.data() + r * S + b.shard_offset, size_t(n) * 4);
     }

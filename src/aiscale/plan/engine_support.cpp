@@ -12,7 +12,8 @@ namespace {
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism with
-//    data-parallel copies (dp x tp, ZeRO 0; the vocabulary kept whole); no pipeline stages.
+//    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); no
+//    pipeline stages.
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
@@ -32,6 +33,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      {0, 1},
      {Recompute::none},
      true,
+     {0, 1},
      true,
      false,
      false},
@@ -45,6 +47,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      {},
      {Recompute::none},
      false,
+     {},
      false,
      true,
      true},
@@ -96,9 +99,12 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (!w.is_transformer() && (l.tp > 1 || l.pp > 1 || l.zero != 0))
     return "ResNet training runs plain data parallelism only (no ZeRO, tensor or pipeline stages)";
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
-  if (l.tp > 1 && e.tensor_zero0_no_pipeline && (l.pp > 1 || l.zero != 0))
-    return "GPU tensor parallelism runs with data-parallel copies and ZeRO 0 only (no ZeRO or "
-           "pipeline stages) in this version";
+  if (l.tp > 1 && e.tensor_no_pipeline && l.pp > 1)
+    return "GPU tensor parallelism runs with data-parallel copies, no pipeline stages, in this "
+           "version";
+  if (l.tp > 1 && !e.tensor_zero_stages.empty() && !has(e.tensor_zero_stages, l.zero))
+    return fmt::format("GPU tensor parallelism runs with ZeRO {} only (no ZeRO-{}) in this "
+                       "version", list_zero(e.tensor_zero_stages), l.zero);
   if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
   if (l.dp > 1 && l.zero == 3 && l.pp > 1) return "ZeRO-3 with pipeline stages not implemented";
   if (l.dp > 1 && !has(e.zero_stages, l.zero))
@@ -112,7 +118,8 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (!has(e.recompute, l.recompute))
     return fmt::format("{} recomputation not implemented (aiscale's --recompute recomputes GELU "
                        "and LayerNorm only)", to_string(l.recompute));
-  if (e.zero1_ranks_at_most_width_plus_one && l.zero == 1 && w.is_transformer() &&
+  // (Under tensor parallelism ZeRO-1 shards one bucket per data group: no such bound.)
+  if (e.zero1_ranks_at_most_width_plus_one && l.zero == 1 && w.is_transformer() && l.tp == 1 &&
       l.dp > w.gpt.n_embd + 1)
     return fmt::format("ZeRO-1 runs on at most n_embd + 1 = {} ranks", w.gpt.n_embd + 1);
   return "";
@@ -126,7 +133,11 @@ std::string engine_support_summary(bool cpu_partition) {
                      list_zero(e.zero_stages),
                      cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
                      e.max_tensor > 1 && e.max_pipeline > 1 ? "tensor and pipeline parallelism"
-                     : e.max_tensor > 1 ? "tensor parallelism (dp x tp, ZeRO 0), no pipeline stages"
+                     : e.max_tensor > 1 ? fmt::format("tensor parallelism (dp x tp, ZeRO {}), no "
+                                                      "pipeline stages",
+                                                      list_zero(e.tensor_zero_stages.empty()
+                                                                    ? e.zero_stages
+                                                                    : e.tensor_zero_stages))
                                         : "no tensor or pipeline parallelism",
                      has(e.models, WorkloadKind::cnn) ? "ResNets with data parallelism"
                                                      : "no CNN training yet");

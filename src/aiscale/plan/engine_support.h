@@ -25,9 +25,11 @@ struct EngineSupport {
   // The ZeRO stages the copy-engine transport runs with (empty: all of zero_stages).
   std::vector<int> copy_engine_zero_stages;
   std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
-  // Tensor parallelism with data-parallel copies only (dp x tp): ZeRO 0, no pipeline stages
-  // (GPU ranks, whose tensor groups keep the vocabulary whole).
-  bool tensor_zero0_no_pipeline = false;
+  // Tensor parallelism with data-parallel copies only (dp x tp): no pipeline stages, and
+  // with tp > 1 only these ZeRO stages (empty: any of zero_stages). GPU ranks: ZeRO 0 or 1
+  // (ZeRO-1 shards the optimizer state over each data group), the vocabulary whole.
+  bool tensor_no_pipeline = false;
+  std::vector<int> tensor_zero_stages;
   // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:
   // at most n_embd + 1 ranks (nn/models/gpt_common.cpp).
   bool zero1_ranks_at_most_width_plus_one = false;

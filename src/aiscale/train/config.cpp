@@ -293,14 +293,15 @@ const std::vector<Key>& schema() {
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
-                        "weights and AdamW moments sharded over the GPU ranks (NCCL); 2: ZeRO-2, "
+                        "weights and AdamW moments sharded over the GPU data-parallel ranks "
+                        "(NCCL); 2: ZeRO-2, "
                         "also the gradients reduce-scattered and kept as shards (CPU ranks); 3: "
                         "ZeRO-3, also the parameters sharded, gathered block by block (CPU "
                         "ranks, and GPU ranks over NCCL)", 0, 3));
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: ZeRO 0, no pipeline stages); "
+                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, no pipeline stages); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
                         "tensor ranks consecutive",
                         1, 1024));

@@ -66,12 +66,13 @@ void check_parallel_config(const TrainConfig& c) {
     if (!asked.empty())
       fail("{} run on CPU ranks (MPI) in this version; GPU ranks run data parallelism with "
            "ZeRO stages 0, 1 and 3, or tensor parallelism with data-parallel copies (dp x tp, "
-           "ZeRO 0): set train.device = \"cpu\", or leave pipeline_parallel at 1, zero_stage "
-           "at 0, 1 or 3 and sequence_parallel off", fmt::join(asked, ", "));
-    if (tp > 1 && c.zero_stage != 0)
-      fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO in this version (its "
-           "data-parallel copies sum whole local gradients): set parallel.zero_stage = 0, or "
-           "parallel.tensor_parallel = 1 to shard with ZeRO-{}", tp, c.zero_stage);
+           "ZeRO 0 or 1): set train.device = \"cpu\", or leave pipeline_parallel at 1, "
+           "zero_stage at 0, 1 or 3 and sequence_parallel off", fmt::join(asked, ", "));
+    if (tp > 1 && c.zero_stage > 1)
+      fail("parallel.tensor_parallel = {} on GPU ranks runs with ZeRO 0 or 1 in this version "
+           "(its data-parallel copies shard at most the optimizer state, not the parameters): "
+           "set parallel.zero_stage = 1 (or 0), or parallel.tensor_parallel = 1 to shard with "
+           "ZeRO-{}", tp, c.zero_stage);
   }
 }
 

@@ -108,6 +108,23 @@ TEST(BucketPlan, WithoutOverlapOneBucketAfterBackward) {
   EXPECT_EQ(plan.buckets[0].part, kTiny / 4);
 }
 
+// The plan ZeRO-1 makes for itself without a reducer (data-parallel copies of a tensor
+// group, optim/zero1.cuh): one segment of a local buffer whose length the data group does
+// not divide, one bucket padded to a multiple of it, equal parts.
+TEST(BucketPlan, OneShardedSegmentIsPaddedToTheWorld) {
+  BucketPlanOptions o;
+  o.bucket_values = 1001;
+  o.world = 4;
+  o.shard = true;
+  o.overlap = false;
+  const BucketPlan plan = plan_buckets({nn::GradientSegment{0, 1001, kAfterBackward}}, 1001, o);
+  expect_buckets(plan, {{0, 1004, kAfterBackward}});
+  EXPECT_EQ(plan.padded_size, 1004);
+  EXPECT_EQ(plan.shard_size, 251);
+  EXPECT_EQ(plan.buckets[0].part, 251);
+  EXPECT_EQ(plan.buckets[0].shard_offset, 0);
+}
+
 TEST(BucketPlan, Gpt2SmallWithDefaultBucketsHasOneBucketPerLayer) {
   const nn::GptLayout L(nn::gpt_preset("gpt2-124m"));
   BucketPlanOptions o;

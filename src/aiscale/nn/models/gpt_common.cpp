@@ -90,8 +90,9 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
 namespace {
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
-// the gradients summed over each data group), over NCCL, without ZeRO, pipeline stages or
-// sequence parallelism.
+// the gradients summed over each data group, or with ZeRO-1 reduce-scattered into the
+// optimiser state's shards), over NCCL, without ZeRO-2/3, pipeline stages or sequence
+// parallelism.
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
@@ -104,11 +105,10 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
          "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
          "communicator: use parallel.communicator = \"nccl\" (or auto)", tp,
          g.tensor().backend());
-  if (o.zero_stage != 0 || o.sequence_parallel)
-    fail("parallel.tensor_parallel = {} on GPU ranks runs without ZeRO and sequence "
-         "parallelism: set parallel.zero_stage = 0 and parallel.sequence_parallel = false "
-         "(data-parallel copies of the tensor group sum their gradients without sharding)",
-         tp);
+  if (o.zero_stage > 1 || o.sequence_parallel)
+    fail("parallel.tensor_parallel = {} on GPU ranks runs with ZeRO 0 or 1 and without sequence "
+         "parallelism: set parallel.zero_stage = 0 or 1 and parallel.sequence_parallel = false "
+         "(data-parallel copies of the tensor group shard at most the optimizer state)", tp);
   if (g.data().world() > 1 && (o.grad_comm != DType::f32 || o.grad_transport != "nccl"))
     fail("parallel.tensor_parallel = {} with {} data-parallel copies on GPU ranks sums the "
          "copies' gradients in fp32 over NCCL: set parallel.grad_comm = \"fp32\" and "
@@ -168,8 +168,10 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
            "with parallel.communicator = \"nccl\" (or auto), or parallel.zero_stage = 0",
            device, o.comm->backend());
     // Shard boundaries fall on multiples of the world size, each inside the bias of a
-    // residual projection (n_embd values): see gpt_gradient_order in gpt_layout.h.
-    if (world > c.n_embd + 1)
+    // residual projection (n_embd values): see gpt_gradient_order in gpt_layout.h. (Under
+    // tensor parallelism the data group shards one bucket: no such bound.)
+    const bool tensor_parallel = o.groups && o.groups->tensor().world() > 1;
+    if (!tensor_parallel && world > c.n_embd + 1)
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);
   }

@@ -26,7 +26,8 @@
 // ranks) is gpt_cuda_tp.cuh: the layers compute on this rank's heads and MLP slice, and the
 // row-parallel outputs and column-parallel input gradients are summed over the group; with
 // several copies of the tensor group (dp x tp) each rank's gradients are then summed over
-// its data-parallel group after backward, without the reducer. The environment variables
+// its data-parallel group after backward, without the reducer (with ZeRO-1 reduce-scattered
+// into the shards of optim/zero1.cuh instead). The environment variables
 // read here are listed, with what each is for, in core/env.cpp.
 #include <cuda_runtime.h>
 

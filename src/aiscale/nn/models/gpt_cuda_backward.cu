@@ -137,8 +137,13 @@ void GptCuda::backward(float grad_multiplier) {
     if (zero3_) zero3_->resident_backward_done();
   }
   if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
-    prof_op("allreduce_gradients");
-    tp_->sum_gradients(grads_, P_);
+    if (zero1_) {  // ZeRO-1: each data rank keeps the sums of its part
+      prof_op("reduce_scatter_gradients");
+      zero1_->reduce_scatter(grads_, s);
+    } else {
+      prof_op("allreduce_gradients");
+      tp_->sum_gradients(grads_, P_);
+    }
   }
   prof_op(nullptr);
   mark(profile::StepTimer::kAfterEmbedding);

@@ -94,7 +94,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // The data-parallel reducer subscribes to this model's gradients (null without data
   // parallelism on the device); ZeRO-1's optimiser side shards along its buckets. With
   // ZeRO-3 there is no reducer: optim::Zero3 gathers the parameters and reduce-scatters
-  // the gradients unit by unit.
+  // the gradients unit by unit. Under tensor parallelism there is none either: the data
+  // group's sums are tp_'s, or with ZeRO-1 zero1_'s reduce-scatter over the data group.
   void subscribe_reducer(bool fused_norm);
 
   GptCudaSizes sizes() const;
@@ -175,6 +176,11 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void* res(int64_t l) const { return residuals_[static_cast<size_t>(l)]; }
 
   void check_tokens(const int32_t* x, const char* what) const;
+
+  // dp x tp with ZeRO-1: this rank's whole local vector of a sharded state (master_, m_
+  // or v_) gathered over the data group into grads_, which it returns (collective; the
+  // gradients are overwritten, as plain ZeRO-1's gather does).
+  float* gather_local(const float* shard) const;
 
   void download(float* out, const float* src) const;
   void upload(float* dst, const float* in);

@@ -38,7 +38,13 @@ double GptCuda::grad_sum_squares() {
   if (tp_) {
     finish_comm();  // the last input gradients' sums (bounded wait)
     prof_op("sum_squares", 2.0 * double(P_));
-    const double s = tp_->grad_sum_squares(grads_);
+    double s = 0;
+    if (zero1_) {  // one bucket: this data rank's part of the local buffer holds the sums
+      const auto [lo, hi] = zero1_->owned(zero1_->buckets().front());
+      s = tp_->sharded_grad_sum_squares(grads_, lo, hi);
+    } else {
+      s = tp_->grad_sum_squares(grads_);
+    }
     prof_op(nullptr);
     return s;
   }
@@ -74,13 +80,14 @@ void GptCuda::update(const ops::AdamWParams& hp) {
 
 void GptCuda::get_params(float* out) const {
   if (tp_) {
+    const float* local = zero1_ ? gather_local(master_) : master_;
     // The replicated parameters must have stayed the same on every tensor rank (the
     // checkpoint keeps rank 0's): said loudly if not.
-    if (!tp_->replicated_agree(master_) && tp_->rank() == 0)
+    if (!tp_->replicated_agree(local) && tp_->rank() == 0)
       std::fprintf(stderr, "[aiscale cuda] warning: the replicated parameters (LayerNorms, "
                            "biases, embeddings) differ between the tensor-parallel ranks; the "
                            "checkpoint holds tensor rank 0's\n");
-    tp_->gather(master_, out);
+    tp_->gather(local, out);
   } else if (zero3_) {
     zero3_->get_params(out);
   } else if (zero1_) {
@@ -104,8 +111,8 @@ void GptCuda::set_params(const float* in) {
   AISCALE_CUDA_CHECK(cudaMemsetAsync(at(work_, V_ * C_), 0, size_t((Vp_ - V_) * C_) * es_,
                                      stream_));
   cuda::cast_from_f32(t_, at(work_, Vp_ * C_), full + V_ * C_, P_ - V_ * C_, stream_);
-  if (zero1_) {
-    zero1_->scatter(in, master_, stream_);
+  if (zero1_) {  // this rank's parts of the (local) whole vector now in grads_
+    zero1_->scatter(full, master_, stream_);
     AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
   }
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -136,8 +143,8 @@ void GptCuda::set_grads(const float* in) {
 
 void GptCuda::get_optimizer_state(float* m, float* v) const {
   if (tp_) {
-    tp_->gather(m_, m);
-    tp_->gather(v_, v);
+    tp_->gather(zero1_ ? gather_local(m_) : m_, m);
+    tp_->gather(zero1_ ? gather_local(v_) : v_, v);
     return;
   }
   if (zero3_) {
@@ -159,6 +166,15 @@ void GptCuda::set_optimizer_state(const float* m, const float* v) {
     return;
   }
   finish_comm();
+  if (zero1_ && tp_) {  // this rank's slices (through grads_), then its data rank's parts
+    tp_->scatter(m, grads_);
+    zero1_->scatter(grads_, m_, stream_);
+    tp_->scatter(v, grads_);
+    zero1_->scatter(grads_, v_, stream_);
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
   if (zero1_) {
     zero1_->scatter(m, m_, stream_);
     zero1_->scatter(v, v_, stream_);
@@ -178,6 +194,13 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   if (tp_) {  // the data-parallel copies' sums are the tensor parallelism's (sum_gradients)
     S_ = Ppad_ = P_;
     rank_ = options_.comm ? options_.comm->rank() : tp_->rank();  // the job's rank
+    // ZeRO-1 over the data group: the local buffer's shards, reduce-scattered after backward.
+    if (options_.zero_stage == 1 && tp_->dp() > 1) {
+      zero1_ = std::make_unique<optim::Zero1>(*tp_->data_group(), P_);
+      zero_ = true;
+      Ppad_ = zero1_->padded_size();
+      S_ = zero1_->shard_size();
+    }
     return;
   }
   parallel::Communicator* comm = options_.comm;
@@ -241,6 +264,15 @@ void GptCuda::copy_flat_to_work(const void* flat, cudaStream_t s) {
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(work_, flat, size_t(V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(at(work_, Vp_ * C_), static_cast<const char*>(flat) + V_ * C_ * int64_t(es_),
                                      size_t(P_ - V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
+}
+
+float* GptCuda::gather_local(const float* shard) const {
+  std::vector<float> local(static_cast<size_t>(P_));
+  zero1_->gather(shard, local.data(), grads_, stream_);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(grads_, local.data(), size_t(P_) * 4, cudaMemcpyHostToDevice,
+                                     stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return grads_;
 }
 
 void GptCuda::check_tokens(const int32_t* x, const char* what) const {

@@ -21,15 +21,16 @@ struct Chunk {
 constexpr int64_t kChunk = 32768;  // values per chunk (one block of 256 threads each)
 constexpr int kThreads = 256;
 
-// partials[c] = sum of squares of chunk c.
+// partials[c] = sum of squares of the values of chunk c inside [lo, hi).
 __global__ void chunk_sum_squares(const float* __restrict__ g, const Chunk* __restrict__ chunks,
-                                  double* __restrict__ partials) {
+                                  int64_t lo, int64_t hi, double* __restrict__ partials) {
   __shared__ double scratch[32];
   const Chunk c = chunks[blockIdx.x];
-  const float* p = g + c.begin;
+  const int64_t first = c.begin > lo ? c.begin : lo;
+  const int64_t last = c.begin + c.count < hi ? c.begin + c.count : hi;
   double acc = 0.0;
-  for (int i = threadIdx.x; i < c.count; i += blockDim.x) {
-    const double x = p[i];
+  for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    const double x = g[i];
     acc += x * x;
   }
   acc = cuda::block_sum(acc, scratch);
@@ -126,8 +127,18 @@ void GptCudaTensorParallel::sum_gradients(float* grads, int64_t n) {
 }
 
 double GptCudaTensorParallel::grad_sum_squares(const float* grads) {
+  return sum_squares(grads, 0, layout_.size(), false);
+}
+
+double GptCudaTensorParallel::sharded_grad_sum_squares(const float* grads, int64_t begin,
+                                                       int64_t end) {
+  return sum_squares(grads, begin, end, data_ != nullptr);
+}
+
+double GptCudaTensorParallel::sum_squares(const float* grads, int64_t begin, int64_t end,
+                                          bool over_data) {
   chunk_sum_squares<<<static_cast<unsigned>(chunks_), kThreads, 0, stream_>>>(
-      grads, static_cast<const Chunk*>(chunk_table_), partials_);
+      grads, static_cast<const Chunk*>(chunk_table_), begin, end, partials_);
   AISCALE_CUDA_LAUNCH_CHECK();
   sum_partials<<<1, 1024, 0, stream_>>>(partials_, static_cast<const Chunk*>(chunk_table_),
                                         chunks_, totals_);
@@ -135,10 +146,14 @@ double GptCudaTensorParallel::grad_sum_squares(const float* grads) {
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_totals_, totals_, 2 * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream_));
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  double split = host_totals_[0];
+  double totals[2] = {host_totals_[0], host_totals_[1]};
+  // ZeRO-1: each summed value lies in exactly one data rank's range: the ranges' squares
+  // add up over the data group to the whole local buffer's (alike in every data group).
+  if (over_data) data_->allreduce_sum(totals, 2);
+  double split = totals[0];
   comm_.allreduce_sum(&split, 1);
   // The replicated tensors' gradients are the same on every rank: this rank's count once.
-  return split + host_totals_[1];
+  return split + totals[1];
 }
 
 std::vector<float> GptCudaTensorParallel::download(const float* local_dev) {

@@ -22,17 +22,30 @@
 // ranks pick the same algorithms): the replicated parameters' gradients, and so the
 // parameters, stay bitwise equal without any exchange of their own. get_params checks it.
 //
-// Data parallelism beside it (world = dp x tp, ZeRO 0): the job's ranks form dp copies of
-// the tensor group, tensor ranks consecutive (parallel/grid.h's default order), and the
-// ranks with the same tensor rank form a data-parallel group. Each rank's local gradient
-// buffer (its slices and the replicated tensors) is summed over its data-parallel group
-// after the backward of a synchronising step (sum_gradients(): one fp32 all-reduce on the
-// data group's stream, ordered after backward by an event, the model's stream waiting for
-// it on the GPU). The tensor ranks of one copy hold the same replicated gradients and their
-// data groups add the same values (exactly alike with two copies, where a + b = b + a; with
-// more, as NCCL orders its sums alike in groups of the same shape, which get_params checks),
-// so the replicated parameters stay equal across the tensor group. The summed gradients'
-// norm is grad_sum_squares over the tensor group as before: the whole model's.
+// Data parallelism beside it (world = dp x tp; ZeRO 0 here, ZeRO-1 below): the job's ranks
+// form dp copies of the tensor group, tensor ranks consecutive (parallel/grid.h's default
+// order), and the ranks with the same tensor rank form a data-parallel group. Each rank's
+// local gradient buffer (its slices and the replicated tensors) is summed over its
+// data-parallel group after the backward of a synchronising step (sum_gradients(): one fp32
+// all-reduce on the data group's stream, ordered after backward by an event, the model's
+// stream waiting for it on the GPU). The tensor ranks of one copy hold the same replicated
+// gradients and their data groups add the same values (exactly alike with two copies, where
+// a + b = b + a; with more, as NCCL orders its sums alike in groups of the same shape,
+// which get_params checks), so the replicated parameters stay equal across the tensor
+// group. The summed gradients' norm is grad_sum_squares over the tensor group as before:
+// the whole model's.
+//
+// ZeRO-1 beside it (dp x tp, parallel.zero_stage = 1): optim/zero1.cuh without a reducer
+// shards each rank's local buffer over its data group (one bucket: the local buffer padded
+// to a multiple of dp, data rank d owning its d-th part). The gradients are reduce-scattered
+// over the data group instead of all-reduced (the same event ordering as sum_gradients), the
+// fp32 master weights and AdamW moments hold only that part (1/dp of the tensor-local
+// parameters), AdamW runs on it and the new working copy is all-gathered over the data group.
+// The norm (sharded_grad_sum_squares) takes each rank's part only, adds the split and the
+// replicated squares over the data group, then the split ones over the tensor group: the
+// same total as without ZeRO. The tensor ranks' local buffers have the same length and
+// their replicated tensors the same offsets, so every data group cuts its buffer alike and
+// the replicated parameters stay equal across the tensor group.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -73,6 +86,8 @@ class GptCudaTensorParallel {
   // Data-parallel copies of the tensor group: their number and this rank's copy.
   int dp() const { return data_ ? data_->world() : 1; }
   int dp_rank() const { return data_ ? data_->rank() : 0; }
+  // The data-parallel group (null with one copy), for ZeRO-1's shards over it.
+  parallel::Communicator* data_group() const { return data_; }
   // In-place fp32 sum over the data-parallel group of n gradient values at `grads`
   // (device), after the work queued on the model's stream, which then waits for it on the
   // GPU. Nothing with one copy.
@@ -82,6 +97,10 @@ class GptCudaTensorParallel {
   // (collective): the split tensors' summed over the ranks, the replicated ones counted
   // once. Deterministic (fixed-order sums).
   double grad_sum_squares(const float* grads);
+  // The same where the gradients were reduce-scattered over the data group (ZeRO-1): only
+  // [begin, end) of the local buffer holds summed values on this rank; the squares of
+  // those ranges are added over the data group (collective over both groups).
+  double sharded_grad_sum_squares(const float* grads, int64_t begin, int64_t end);
 
   // Whole flat vector (GptLayout order) on the host <-> this rank's local buffer (device,
   // layout().size() fp32 values). gather is a collective (every rank calls it, all get
@@ -99,6 +118,7 @@ class GptCudaTensorParallel {
 
  private:
   std::vector<float> download(const float* local_dev);
+  double sum_squares(const float* grads, int64_t begin, int64_t end, bool over_data);
 
   parallel::Communicator& comm_;
   parallel::Communicator* data_ = nullptr;  // null with one data-parallel copy
