@@ -45,9 +45,10 @@ void add_bench_vision_command(CLI::App* bench) {
       ->check(CLI::IsMember({"own", "cudnn"}));
   cmd->add_option("--cudnn-workspace-mib", args->o.cudnn_workspace_mib,
                   "cuda: MiB of cuDNN workspace, allocated once; the convolution search only "
-                  "times engines that fit it")
+                  "times engines that fit it; -1: the GPU's free memory beside the model, less "
+                  "2 GiB, within 512 MiB..16 GiB")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
   cmd->add_flag("!--no-overlap", args->o.overlap,
                 "cuda ranks: one gradient all-reduce after the backward instead of ~25 MiB "
                 "buckets started during it");

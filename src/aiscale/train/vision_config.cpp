@@ -152,7 +152,8 @@ const std::vector<Key>& schema() {
                            {"own", "cudnn"}));
     k.push_back(int_key("train.cudnn_workspace_mib", &Config::cudnn_workspace_mib,
                         "cuda: MiB of cuDNN workspace, allocated once; the convolution search "
-                        "only times engines that fit it", 0, int64_t{1} << 20));
+                        "only times engines that fit it; -1: the GPU's free memory beside the "
+                        "model, less 2 GiB, within 512 MiB..16 GiB", -1, int64_t{1} << 20));
     k.push_back(int_key("train.batch_size", &Config::batch_size, "images per rank per step", 1,
                         1 << 20));
     k.push_back(int_key("train.steps", &Config::steps,

@@ -35,8 +35,9 @@ ResNetCuda::ResNetCuda(ResNet& host, const ResNetCudaOptions& options) : options
   } else {
     fail("precision '{}' is not one of fp32, bf16, fp16", options_.precision);
   }
-  if (options_.workspace_mib < 0 || options_.workspace_mib > (int64_t{1} << 20))
-    fail("cuDNN workspace of {} MiB is outside 0..1048576", options_.workspace_mib);
+  if (options_.workspace_mib < -1 || options_.workspace_mib > (int64_t{1} << 20))
+    fail("cuDNN workspace of {} MiB is outside 0..1048576 (or -1: automatic)", options_.workspace_mib);
+  s.workspace_auto = options_.workspace_mib < 0;
   if (options_.batchnorm != "own" && options_.batchnorm != "cudnn")
     fail("batch norm kernels '{}' are not one of own, cudnn", options_.batchnorm);
   // cuDNN's batch norm for the 16-bit types only: its fp32 spatial-persistent kernels moved
@@ -44,7 +45,7 @@ ResNetCuda::ResNetCuda(ResNet& host, const ResNetCudaOptions& options) : options
   // kernels agree to 4e-6 (H100, 2026-11-27), and fp32 runs are the exact ones.
   s.cudnn_batchnorm = options_.batchnorm == "cudnn" && s.dtype != DType::f32;
   s.tf32 = options_.tf32;
-  s.workspace_bytes = size_t(options_.workspace_mib) << 20;
+  if (!s.workspace_auto) s.workspace_bytes = size_t(options_.workspace_mib) << 20;
   s.label_smoothing = host.options().label_smoothing;
   s.bn_momentum = host.options().bn_momentum;
   s.bn_eps = host.options().bn_eps;

@@ -32,7 +32,9 @@ struct ResNetCudaOptions {
   int64_t max_batch = 32;
   std::string precision = "fp32";  // fp32 | bf16 | fp16
   bool tf32 = false;               // fp32: let cuDNN use TF32 tensor cores
-  int64_t workspace_mib = 512;     // cuDNN workspace; bounds the algorithm search
+  // cuDNN workspace in MiB; bounds the algorithm search. -1: from the GPU's free memory
+  // beside the arena, 512 MiB to 16 GiB (resnet_cuda.cu, automatic_workspace).
+  int64_t workspace_mib = -1;
   // Training batch norm kernels: "own" (ops/vision/cuda: deterministic, NHWC, the add and
   // ReLU fused) or "cudnn" (cuDNN's fused spatial-persistent kernels where cuDNN takes the
   // layer, the own ones elsewhere).

@@ -21,6 +21,8 @@ struct ResNetCudaSettings {
   DType dtype = DType::f32;  // activations and convolution / classifier inputs
   bool tf32 = false;         // fp32 convolutions may use TF32 tensor cores
   size_t workspace_bytes = size_t(512) << 20;  // cuDNN's workspace (algorithm search limit)
+  // Size the workspace from the GPU's free memory instead (ResNetCudaOptions::workspace_mib < 0).
+  bool workspace_auto = false;
   float label_smoothing = 0.0f, bn_momentum = 0.1f, bn_eps = 1e-5f;
   float momentum = 0.9f, weight_decay = 0.0f;
   bool nesterov = false;
