@@ -1,5 +1,6 @@
 #include "aiscale/parallel/nccl/call_monitor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -41,7 +42,7 @@ void NcclCallMonitor::watch() {
     if (since == 0) continue;
     const double waited = double(now_ns() - since) * 1e-9;
     if (waited <= timeout_s_) continue;
-    log::error("rank {} of {}: the NCCL {} did not return within {:.0f} s: a peer rank has "
+    log::error("rank {} of {}: the NCCL {} did not return within {:g} s: a peer rank has "
                "probably died or never started; ending this process (exit code 3) so that the "
                "launcher ends the others (raise parallel.timeout_s if the set-up or the steps "
                "are that slow)",
