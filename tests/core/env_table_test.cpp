@@ -2,6 +2,8 @@
 // the table stays the whole list of the product's variables (name, values, default, purpose).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -33,4 +35,24 @@ TEST(EnvTable, EveryVariableTheSourcesNameIsRegistered) {
   size_t count = 0;
   const aiscale::env::Variable* table = aiscale::env::variables(&count);
   for (size_t i = 0; i < count; ++i) EXPECT_GT(std::string(table[i].purpose).size(), 10u) << table[i].name;
+}
+
+// A variable with a list of values: the set one, the fallback when unset, and a clear
+// error naming the variable, the value and the list for anything else.
+TEST(EnvTable, ChoiceAcceptsTheListedValuesOnly) {
+  const char* name = "AISCALE_CUDNN_CONV_ENGINES";
+  unsetenv(name);
+  EXPECT_EQ(aiscale::env::choice(name), "auto");
+  setenv(name, "exhaustive", 1);
+  EXPECT_EQ(aiscale::env::choice(name), "exhaustive");
+  setenv(name, "exhaust", 1);  // a prefix of a listed value is not one
+  try {
+    (void)aiscale::env::choice(name);
+    ADD_FAILURE() << "no error for 'exhaust'";
+  } catch (const std::exception& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("AISCALE_CUDNN_CONV_ENGINES = 'exhaust' is not one of auto | exhaustive | legacy"),
+              std::string::npos) << m;
+  }
+  unsetenv(name);
 }

@@ -94,6 +94,19 @@ std::string get(const char* name) {
   return value && *value ? std::string(value) : std::string(v.fallback);
 }
 
+std::string choice(const char* name) {
+  const Variable& v = variable(name);
+  const std::string value = get(name), values = v.values;
+  for (size_t at = 0; at <= values.size();) {  // the words between " | "
+    size_t end = values.find(" | ", at);
+    if (end == std::string::npos) end = values.size();
+    if (values.compare(at, end - at, value) == 0 && end - at == value.size()) return value;
+    at = end + 3;
+  }
+  throw Error(std::string(name) + " = '" + value + "' is not one of " + values +
+              ": set one of those or unset it");
+}
+
 bool is_set(const char* name) {
   (void)variable(name);
   const char* value = std::getenv(name);

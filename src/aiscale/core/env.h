@@ -36,6 +36,9 @@ const Variable& variable(const char* name);
 
 // The value of a registered variable, or its fallback when unset or empty.
 std::string get(const char* name);
+// A registered variable whose values are a list of words ("auto | exhaustive | legacy"):
+// its value or fallback, or Error naming the variable, the value and the accepted words.
+std::string choice(const char* name);
 // Whether a registered variable is set to a non-empty value.
 bool is_set(const char* name);
 // A registered on/off variable: "0", "false" and "off" are off, any other value on; the

@@ -42,15 +42,16 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
     spans.push_back({dst, n, p.name == "wpe.weight" ? 0.01f : residual_proj ? residual_std : 0.02f});
   }
   Rng rng(seed);
-  constexpr int64_t kPairs = int64_t{1} << 22;  // Box-Muller pairs per block
-  std::vector<float> uniforms(size_t(2 * kPairs)), normals(size_t(2 * kPairs));
+  int64_t left = 0;  // normals still wanted
+  for (const Span& sp : spans) left += sp.n;
+  // Box-Muller pairs per block (fewer for a small model: its buffers no larger than it).
+  const int64_t pairs_per_block = std::min(int64_t{1} << 22, (left + 1) / 2);
+  std::vector<float> uniforms(size_t(2 * pairs_per_block)), normals(size_t(2 * pairs_per_block));
   size_t span = 0;
   int64_t at = 0;  // values of spans[span] written
-  for (;;) {
-    int64_t left = 0;  // normals still wanted, up to one block's worth
-    for (size_t s = span; s < spans.size() && left < 2 * kPairs; ++s) left += spans[s].n - (s == span ? at : 0);
-    if (left == 0) break;
-    const int64_t pairs = std::min(kPairs, (left + 1) / 2);
+  while (left > 0) {
+    const int64_t pairs = std::min(pairs_per_block, (left + 1) / 2);
+    left -= std::min(left, 2 * pairs);
     for (int64_t i = 0; i < 2 * pairs; ++i) uniforms[size_t(i)] = rng.uniform();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < pairs; ++i) {

@@ -223,9 +223,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
   // The graph API's candidates for each direction (and output scaling), kept where one beat
   // the legacy choice by 5 %. AISCALE_CUDNN_CONV_ENGINES=legacy measures without them,
   // =exhaustive times every configuration (conv_cudnn_graph.cuh).
-  const std::string engines = env::get("AISCALE_CUDNN_CONV_ENGINES");
-  if (engines != "auto" && engines != "legacy" && engines != "exhaustive")
-    throw Error("AISCALE_CUDNN_CONV_ENGINES = '" + engines + "': use auto, exhaustive or legacy");
+  static const std::string engines = env::choice("AISCALE_CUDNN_CONV_ENGINES");
   if (engines == "legacy") return;
   const ConvSearch how = engines == "exhaustive" ? ConvSearch::exhaustive : ConvSearch::heuristics;
   cudaStream_t s = nullptr;
