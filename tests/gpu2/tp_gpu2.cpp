@@ -197,18 +197,20 @@ TEST(TensorParallel, DataParallelCopiesCheckpointsMoveToPlainDataParallelism) {
 // from the wrong place would jump the loss at step 11).
 TEST(TensorParallel, DataParallelCopiesWithZeroOneMatchZeroAndCheckpoints) {
   need_gpus(4);
-  auto dir = temp_dir("gpu2-dptp-zero1");
-  write_byte_shards(dir, 400000, 8000);
-  const std::string cfg = gpu_config(dir, 20);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-dptp-zero1", 20);
   const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q ";
   const std::string common = " train.schedule=constant parallel.communicator=nccl parallel.tensor_parallel=2";
   auto z0 = run_aiscale(four + "-c " + cfg + " --set run.name=z0 parallel.zero_stage=0" + common);
   ASSERT_EQ(z0.exit_code, 0) << z0.output;
-  auto z1 = run_aiscale(four + "-c " + cfg + " --set run.name=z1 parallel.zero_stage=1" + common);
-  ASSERT_EQ(z1.exit_code, 0) << z1.output;
-  EXPECT_NE(z1.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << z1.output;
-  EXPECT_EQ(z1.output.find(kDisagree), std::string::npos) << z1.output;
-  auto m0 = read_metrics(dir / "runs/z0"), m1 = read_metrics(dir / "runs/z1");
+  // "straight" (20 ZeRO-1 steps) is the ZeRO-1 run compared with z0 as well.
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(
+      dir, cfg, {four, " parallel.zero_stage=1" + common, " parallel.zero_stage=1"},
+      {four, " parallel.zero_stage=0" + common, " parallel.zero_stage=0"}, &runs));
+  EXPECT_NE(runs.straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << runs.straight.output;
+  EXPECT_EQ(runs.straight.output.find(kDisagree), std::string::npos) << runs.straight.output;
+  EXPECT_EQ(runs.b20.output.find(kDisagree), std::string::npos) << runs.b20.output;
+  auto m0 = read_metrics(dir / "runs/z0"), m1 = read_metrics(dir / "runs/straight");
   ASSERT_EQ(m0.size(), 20u);
   ASSERT_EQ(m1.size(), 20u);
   const double l0 = m0[0]["loss"], l1 = m1[0]["loss"], g0 = m0[0]["grad_norm"], g1 = m1[0]["grad_norm"];
@@ -216,41 +218,22 @@ TEST(TensorParallel, DataParallelCopiesWithZeroOneMatchZeroAndCheckpoints) {
   EXPECT_NEAR(g1, g0, 1e-3 * g0);
   const LossComparison c = compare_losses(m0, m1, 1, 21, 1e-2, "dp 2 x tp 2: ZeRO-1 vs ZeRO 0");
   EXPECT_LT(c.mean_rel, 3e-3);
-  const double weight_rel = weight_distance(dir / "runs/z0", dir / "runs/z1", 20);
+  const double weight_rel = weight_distance(dir / "runs/z0", dir / "runs/straight", 20);
   EXPECT_LT(weight_rel, 5e-2);
   auto s0 = train::read_checkpoint((dir / "runs/z0/checkpoints" / train::checkpoint_name(20)).string(), true);
-  auto s1 = train::read_checkpoint((dir / "runs/z1/checkpoints" / train::checkpoint_name(20)).string(), true);
+  auto s1 = train::read_checkpoint((dir / "runs/straight/checkpoints" / train::checkpoint_name(20)).string(), true);
   ASSERT_EQ(s0.m.size(), s1.m.size());
   const double m_rel = vector_distance(s0.m, s1.m), v_rel = vector_distance(s0.v, s1.v);
   EXPECT_LT(m_rel, 1e-1);
   EXPECT_LT(v_rel, 1e-1);
-
-  auto a1 = run_aiscale(four + "-c " + cfg + " --set run.name=a train.steps=10 parallel.zero_stage=1" + common);
-  ASSERT_EQ(a1.exit_code, 0) << a1.output;
-  auto a2 = run_aiscale(four + "--resume " + (dir / "runs/a").string() +
-                        " --set train.steps=20 parallel.zero_stage=0");
-  ASSERT_EQ(a2.exit_code, 0) << a2.output;
-  auto b1 = run_aiscale(four + "-c " + cfg + " --set run.name=b train.steps=10 parallel.zero_stage=0" + common);
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_aiscale(four + "--resume " + (dir / "runs/b").string() +
-                        " --set train.steps=20 parallel.zero_stage=1");
-  ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  EXPECT_EQ(b2.output.find(kDisagree), std::string::npos) << b2.output;
-  auto ma = read_metrics(dir / "runs/a"), mb = read_metrics(dir / "runs/b");
-  ASSERT_EQ(ma.size(), 20u);
-  ASSERT_EQ(mb.size(), 20u);
-  const LossComparison ca = compare_losses(m1, ma, 11, 21, 1e-2, "ZeRO-1 -> ZeRO 0 resume");
-  const LossComparison cb = compare_losses(m1, mb, 11, 21, 1e-2, "ZeRO 0 -> ZeRO-1 resume");
-  const double wa = weight_distance(dir / "runs/z1", dir / "runs/a", 20);
-  const double wb = weight_distance(dir / "runs/z1", dir / "runs/b", 20);
-  EXPECT_LT(wa, 5e-2);
-  EXPECT_LT(wb, 5e-2);
+  ResumeComparison r;
+  ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, "ZeRO-1 -> ZeRO 0 resume", "ZeRO 0 -> ZeRO-1 resume", &r));
   std::printf("[gpu2] dp 2 x tp 2, ZeRO-1 vs ZeRO 0, bf16, 20 steps: step-1 loss %.6f vs %.6f, grad "
               "norm %.6f vs %.6f; loss relative difference max %.2e mean %.2e; final weights "
               "relative L2 %.2e; AdamW m %.2e, v %.2e. Checkpoints: steps 11-20 loss relative "
               "difference max %.2e (ZeRO-1 -> 0) and %.2e (0 -> ZeRO-1); final weights %.2e and "
-              "%.2e\n", l1, l0, g1, g0, c.max_rel, c.mean_rel, weight_rel, m_rel, v_rel, ca.max_rel,
-              cb.max_rel, wa, wb);
+              "%.2e\n", l1, l0, g1, g0, c.max_rel, c.mean_rel, weight_rel, m_rel, v_rel, r.a.max_rel,
+              r.b.max_rel, r.weights_a, r.weights_b);
 }
 
 // The benchmark at tp = 2: one JSON record, the layout named, tokens counted once per
