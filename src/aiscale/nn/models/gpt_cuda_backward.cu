@@ -165,9 +165,11 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
+    // (The bias of layer l0 - 1 belongs to the previous pipeline stage, which takes the
+    // column sums of the gradient it receives: bias_from_dres.)
     prof_op("layernorm_backward");
     cuda::layernorm_backward(t_, dres_, gl(l, P::ln1_w), gl(l, P::ln1_b),
-                             l > 0 ? gl(l - 1, P::fcproj_b) : nullptr, dln_, res(l),
+                             l > l0 ? gl(l - 1, P::fcproj_b) : nullptr, dln_, res(l),
                              pw(l, in(P::ln1_w)), a.ln1_mean, a.ln1_rstd, N, C, true,
                              ln_scratch_, s);
     // (Without ZeRO the reducer holds layer 0's last part back until d(res0) is queued.)
