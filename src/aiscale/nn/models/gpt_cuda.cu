@@ -27,7 +27,11 @@
 // row-parallel outputs and column-parallel input gradients are summed over the group; with
 // several copies of the tensor group (dp x tp) each rank's gradients are then summed over
 // its data-parallel group after backward, without the reducer (with ZeRO-1 reduce-scattered
-// into the shards of optim/zero1.cuh instead). The environment variables
+// into the shards of optim/zero1.cuh instead). Pipeline stages (a pipeline group of several
+// ranks) are gpt_cuda_pp.cuh: the activation buffers are sized for one micro-batch, each
+// stage runs its layers over the micro-batches in its schedule's order (recomputing a
+// micro-batch's stage forward before its backward) and the stages' gradients are summed
+// over the job's ranks after backward. The environment variables
 // read here are listed, with what each is for, in core/env.cpp.
 #include <cuda_runtime.h>
 

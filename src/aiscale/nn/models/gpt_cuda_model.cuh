@@ -1,6 +1,7 @@
 // The CUDA GPT model's class, shared by its source files: gpt_cuda.cu (construction,
-// warm-up, forward, logits), gpt_cuda_backward.cu (backward) and gpt_cuda_state.cu (the
-// optimiser step, gradients, and the whole vectors checkpoints read and write). What the
+// warm-up, forward, logits), gpt_cuda_backward.cu (backward), gpt_cuda_state.cu (the
+// optimiser step, gradients, and the whole vectors checkpoints read and write) and
+// gpt_cuda_pp.cu (pipeline stages). What the
 // model does, and its precision, memory and fusions, are described in gpt_cuda.cu.
 #pragma once
 #include <cuda_runtime.h>
