@@ -1,6 +1,9 @@
 // The pipeline schedules' tables, checked without communication.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "aiscale/core/error.h"
 #include "aiscale/parallel/pipeline/schedule.h"
 
 using namespace aiscale::parallel::pipeline;
@@ -72,4 +75,27 @@ TEST(PipelineSchedule, ABackwardBeforeItsForwardIsDetected) {
       {{PassKind::forward, 0}, {PassKind::backward, 0}, {PassKind::forward, 1}, {PassKind::backward, 1}},
       {{PassKind::forward, 0}, {PassKind::forward, 1}, {PassKind::backward, 0}, {PassKind::backward, 1}}};
   EXPECT_LT(simulated_bubble(stuck), 0.0);
+}
+
+// The stages' layers tile [0, n_layer) in order, each stage at least one layer and the
+// sizes differing by at most one (the CPU and GPU models both split this way).
+TEST(PipelineSchedule, StageLayersTileTheModelEvenly) {
+  for (int64_t layers : {1, 2, 5, 12, 13}) {
+    for (int stages = 1; stages <= layers && stages <= 8; ++stages) {
+      int64_t next = 0, smallest = layers, largest = 0;
+      for (int s = 0; s < stages; ++s) {
+        const StageLayers r = stage_layers(layers, stages, s);
+        EXPECT_EQ(r.begin, next) << layers << " layers, stage " << s << " of " << stages;
+        EXPECT_GE(r.end - r.begin, 1);
+        smallest = std::min(smallest, r.end - r.begin);
+        largest = std::max(largest, r.end - r.begin);
+        next = r.end;
+      }
+      EXPECT_EQ(next, layers);
+      EXPECT_LE(largest - smallest, 1);
+    }
+  }
+  EXPECT_EQ(stage_layers(12, 2, 1).begin, 6);
+  EXPECT_EQ(stage_layers(5, 2, 0).end, 2);  // 5 * 1 / 2: the later stage takes the odd layer
+  EXPECT_THROW(stage_layers(4, 2, 2), aiscale::Error);
 }

@@ -81,6 +81,23 @@ TEST(PlanEngineSupport, TensorAndPipelineSizesAgreeWithTheTrainConfig) {
             << "device " << e.device << ": tensor_parallel = 2 with ZeRO-" << zero
             << "; update kEngineSupport";
       }
+  // The ZeRO stages a pipeline runs with (GPU ranks: 0; CPU ranks: not ZeRO-3).
+  for (const EngineSupport& e : engine_support())
+    if (e.max_pipeline > 1)
+      for (int zero = 0; zero <= 3; ++zero) {
+        const bool table = has(e.zero_stages, zero) &&
+                           (e.pipeline_zero_stages.empty() ? zero != 3
+                                                           : has(e.pipeline_zero_stages, zero));
+        EXPECT_EQ(table, layout_accepted(e.device, 1, 2, zero))
+            << "device " << e.device << ": pipeline_parallel = 2 with ZeRO-" << zero
+            << "; update kEngineSupport";
+      }
+  // Tensor parallelism beside pipeline stages.
+  for (const EngineSupport& e : engine_support())
+    if (e.max_tensor > 1 && e.max_pipeline > 1) {
+      EXPECT_EQ(e.pipeline_with_tensor && !e.tensor_no_pipeline, layout_accepted(e.device, 2, 2))
+          << "device " << e.device << ": tp 2 x pp 2; update kEngineSupport";
+    }
   const std::string keys = train::config_reference();
   for (const EngineSupport& e : engine_support())
     if (!has(e.models, WorkloadKind::cnn)) {
@@ -123,8 +140,15 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
   l.dp = 8;
   l.tp = 1;
-  l.pp = 2;
+  l.pp = 2;  // GPU pipeline stages with data-parallel copies (dp x pp), ZeRO 0 over NCCL
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.zero = 1;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline stages run with ZeRO 0 only"),
+            std::string::npos) << engine_gap(gpt, l, Precision::bf16, false);
+  l.zero = 0;
+  l.transport = GradTransport::copy_engine;
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline"), std::string::npos);
+  l.transport = GradTransport::nccl;
   l.pp = 1;
   EXPECT_NE(engine_gap(gpt, l, Precision::fp8, false).find("fp8"), std::string::npos);
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, true).find("bf16"), std::string::npos);

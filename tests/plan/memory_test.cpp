@@ -172,6 +172,30 @@ TEST(PlanMemory, GpuTensorParallelismWithZeroOneShardsTheOptimizerOverTheDataGro
   EXPECT_LT(z1.total, z0.total);
 }
 
+TEST(PlanMemory, GpuPipelineStagesHoldTheWholeModel) {
+  // aiscale's GPU pipeline stages (nn/models/gpt_cuda_pp.cuh) keep the whole model's
+  // parameters, gradients and optimizer state and one micro-batch's activation buffers for
+  // every layer: each stage costs what one GPU without stages costs, plus the stash of the
+  // micro-batches' inputs in flight (min(pp, accumulation) x s b h values). CPU stages
+  // hold their layers only.
+  const Workload w = make_workload("gpt2-124m");
+  Layout whole;
+  whole.micro_batch = 4;
+  Layout l = whole;
+  l.pp = 2;
+  l.grad_accum = 8;
+  const MemoryBreakdown one = memory_per_gpu(w, whole, Precision::bf16, {}, Accounting::aiscale_gpu);
+  const MemoryBreakdown gpu = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  const MemoryBreakdown cpu = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_cpu);
+  const double stash = 2 * 2.0 * 4 * 1024 * 768;  // 2 in flight, bf16
+  EXPECT_DOUBLE_EQ(gpu.params_on_gpu, one.params_on_gpu);
+  EXPECT_DOUBLE_EQ(gpu.optimizer, one.optimizer);
+  EXPECT_DOUBLE_EQ(gpu.activations, one.activations);
+  EXPECT_DOUBLE_EQ(gpu.buffers, one.buffers + stash);
+  EXPECT_NEAR(gpu.total, one.total + stash * (1.0 + MemoryAssumptions{}.fragmentation), 1.0);
+  EXPECT_LT(cpu.params_on_gpu, one.params_on_gpu);
+}
+
 TEST(PlanMemory, WorkspaceIsAStatedMargin) {
   const Workload w = make_workload("gpt2-124m");
   Layout l;

@@ -2,6 +2,10 @@
 // keys and the fix, before anything is allocated.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "aiscale/core/error.h"
 #include "aiscale/parallel/grid.h"
 #include "aiscale/train/config.h"
@@ -110,6 +114,28 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.sequence_parallel=true"},
                {"CPU ranks", "sequence_parallel off"});
   expect_error({"parallel.tensor_parallel=4", "train.device=cuda"}, {"model.n_head = 2"});
+}
+
+// GPU ranks run pipeline stages with data-parallel copies of the pipeline (world = dp x pp),
+// ZeRO 0, fp32 gradients over NCCL, not beside tensor parallelism.
+TEST(ParallelLayout, GpuPipelineStagesRunWithDataParallelCopies) {
+  auto c = parse_train_config(kTiny, "t.toml", {"parallel.pipeline_parallel=2", "train.device=cuda",
+                                                "parallel.microbatches=2"});
+  EXPECT_EQ(parallel_layout(c, 2).pp, 2);
+  EXPECT_EQ(parallel_layout(c, 2).dp, 1);
+  EXPECT_EQ(aiscale::train::describe(parallel_layout(c, 4)), "dp 2 x tp 1 x pp 2");
+  const std::vector<std::string> pp2 = {"parallel.pipeline_parallel=2", "train.device=cuda",
+                                        "parallel.microbatches=2"};
+  auto with = [&](std::string key) {
+    auto keys = pp2;
+    keys.push_back(std::move(key));
+    return keys;
+  };
+  expect_error(with("parallel.tensor_parallel=2"), {"not both at once", "set one of them to 1"});
+  expect_error(with("parallel.zero_stage=1"), {"ZeRO 0", "parallel.zero_stage = 0"});
+  expect_error(with("parallel.grad_comm=bf16"), {"parallel.grad_comm = \"fp32\""});
+  expect_error(with("parallel.grad_transport=copy-engine"), {"parallel.grad_transport = \"nccl\""});
+  expect_error(with("parallel.zero_stage=2"), {"CPU ranks", "zero_stage at 0, 1 or 3"});
 }
 
 // The ranks' places (train::grid_options, shared by aiscale train and bench language):

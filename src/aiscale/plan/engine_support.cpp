@@ -12,8 +12,9 @@ namespace {
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism with
-//    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); no
-//    pipeline stages.
+//    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); or
+//    pipeline stages with data-parallel copies (dp x pp, GPipe/1F1B, ZeRO 0 over NCCL, every
+//    stage holding the whole model's state), not combined with tensor parallelism.
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
@@ -28,7 +29,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      {Precision::fp32, Precision::bf16, Precision::fp16},
      {0, 1, 3},
      1 << 20,
-     1,
+     1 << 20,
      {GradTransport::nccl, GradTransport::copy_engine},
      {0, 1},
      {Recompute::none},
@@ -36,7 +37,10 @@ const std::vector<EngineSupport> kEngineSupport = {
      {0, 1},
      true,
      false,
-     false},
+     false,
+     {0},
+     false,
+     true},
     {"cpu",
      {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32},
@@ -50,7 +54,10 @@ const std::vector<EngineSupport> kEngineSupport = {
      {},
      false,
      true,
-     true},
+     true,
+     {},
+     true,
+     false},
 };
 
 template <typename T>
@@ -99,14 +106,19 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (!w.is_transformer() && (l.tp > 1 || l.pp > 1 || l.zero != 0))
     return "ResNet training runs plain data parallelism only (no ZeRO, tensor or pipeline stages)";
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
-  if (l.tp > 1 && e.tensor_no_pipeline && l.pp > 1)
-    return "GPU tensor parallelism runs with data-parallel copies, no pipeline stages, in this "
+  if (l.tp > 1 && l.pp > 1 && (e.tensor_no_pipeline || !e.pipeline_with_tensor))
+    return "GPU ranks run tensor parallelism or pipeline stages, not both at once, in this "
            "version";
   if (l.tp > 1 && !e.tensor_zero_stages.empty() && !has(e.tensor_zero_stages, l.zero))
     return fmt::format("GPU tensor parallelism runs with ZeRO {} only (no ZeRO-{}) in this "
                        "version", list_zero(e.tensor_zero_stages), l.zero);
   if (l.pp > e.max_pipeline) return "pipeline parallelism not implemented yet";
   if (l.dp > 1 && l.zero == 3 && l.pp > 1) return "ZeRO-3 with pipeline stages not implemented";
+  if (l.pp > 1 && !e.pipeline_zero_stages.empty() && !has(e.pipeline_zero_stages, l.zero))
+    return fmt::format("{} pipeline stages run with ZeRO {} only (no ZeRO-{}) in this version",
+                       cpu_partition ? "CPU" : "GPU", list_zero(e.pipeline_zero_stages), l.zero);
+  if (l.pp > 1 && e.pipeline_whole_model && l.transport != GradTransport::nccl)
+    return "GPU pipeline stages sum their gradients over NCCL, not the copy engines";
   if (l.dp > 1 && !has(e.zero_stages, l.zero))
     return fmt::format("ZeRO-{} not implemented{} (aiscale trains ZeRO {})", l.zero,
                        cpu_partition ? " on CPU ranks" : "", list_zero(e.zero_stages));
@@ -127,18 +139,29 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
 
 std::string engine_support_summary(bool cpu_partition) {
   const EngineSupport& e = engine_support_for(cpu_partition);
+  const std::vector<int>& tensor_zero =
+      e.tensor_zero_stages.empty() ? e.zero_stages : e.tensor_zero_stages;
+  std::string model_parallel;
+  if (e.max_tensor > 1 && e.max_pipeline > 1 && e.pipeline_with_tensor && !e.tensor_no_pipeline)
+    model_parallel = "tensor and pipeline parallelism";
+  else if (e.max_tensor > 1 && e.max_pipeline > 1)
+    model_parallel = fmt::format("tensor parallelism (dp x tp, ZeRO {}) or pipeline stages "
+                                 "(dp x pp, ZeRO {}{}), not both",
+                                 list_zero(tensor_zero),
+                                 list_zero(e.pipeline_zero_stages.empty() ? e.zero_stages
+                                                                          : e.pipeline_zero_stages),
+                                 e.pipeline_whole_model ? ", the whole model's state on every stage" : "");
+  else if (e.max_tensor > 1)
+    model_parallel = fmt::format("tensor parallelism (dp x tp, ZeRO {}), no pipeline stages",
+                                 list_zero(tensor_zero));
+  else
+    model_parallel = "no tensor or pipeline parallelism";
   return fmt::format("`aiscale train` on {} ranks runs GPT-family models in {}; data parallelism "
                      "with ZeRO {}{}; {}; {}",
                      cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions),
                      list_zero(e.zero_stages),
                      cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
-                     e.max_tensor > 1 && e.max_pipeline > 1 ? "tensor and pipeline parallelism"
-                     : e.max_tensor > 1 ? fmt::format("tensor parallelism (dp x tp, ZeRO {}), no "
-                                                      "pipeline stages",
-                                                      list_zero(e.tensor_zero_stages.empty()
-                                                                    ? e.zero_stages
-                                                                    : e.tensor_zero_stages))
-                                        : "no tensor or pipeline parallelism",
+                     model_parallel,
                      has(e.models, WorkloadKind::cnn) ? "ResNets with data parallelism"
                                                      : "no CNN training yet");
 }

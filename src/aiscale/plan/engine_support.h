@@ -40,6 +40,13 @@ struct EngineSupport {
   // work accordingly (plan/memory.h TensorSplit).
   bool vocab_parallel = true;
   bool sequence_parallel = true;
+  // Pipeline stages: the ZeRO stages they run with (empty: any of zero_stages except 3),
+  // whether they combine with tensor parallelism, and whether every stage holds the whole
+  // model's parameters, gradients and optimizer state (GPU ranks: each stage computes and
+  // sends only its part, but keeps and updates the whole model; plan/memory.cpp prices it).
+  std::vector<int> pipeline_zero_stages;
+  bool pipeline_with_tensor = true;
+  bool pipeline_whole_model = false;
 };
 
 // The table, one row per device kind.

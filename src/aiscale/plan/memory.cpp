@@ -120,6 +120,23 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
 
 MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
                              const MemoryAssumptions& a, bool last, Accounting acc) {
+  if (l.pp > 1 && w.is_transformer() && is_aiscale(acc) &&
+      engine_support_for(acc == Accounting::aiscale_cpu).pipeline_whole_model) {
+    // aiscale's GPU stages hold the whole model's state and one micro-batch's activation
+    // buffers for every layer (nn/models/gpt_cuda_pp.cuh): priced as the whole model on
+    // one stage, plus the stash of the micro-batches' inputs in flight (1F1B: up to pp).
+    Layout whole = l;
+    whole.pp = 1;
+    whole.grad_accum = 1;
+    MemoryBreakdown m = stage_memory(w, whole, p, a, last, acc);
+    const double stash = std::min<double>(l.pp, l.grad_accum) * activation_bytes(p) *
+                         double(l.micro_batch) * double(w.seq_len) * double(w.gpt.n_embd);
+    m.buffers += stash;
+    m.total += stash * (1.0 + a.fragmentation);
+    m.workspace += stash * a.fragmentation;
+    m.stage = last ? "last" : "first";
+    return m;
+  }
   MemoryBreakdown m;
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double psi = params_per_gpu(w, l.tp, l.pp, last, tensor_split(acc).vocab_parallel);

@@ -306,7 +306,9 @@ const std::vector<Key>& schema() {
                         "tensor ranks consecutive",
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
-                        "pipeline stages the layers are split into (at most model.n_layer)", 1,
+                        "pipeline stages the layers are split into (at most model.n_layer; GPU "
+                        "ranks: ZeRO 0, no tensor parallelism, every stage holding the whole "
+                        "parameters and optimizer state)", 1,
                         1024));
     k.push_back(string_key("parallel.pipeline_schedule", &TrainConfig::pipeline_schedule,
                            "order of the micro-batches' forward and backward passes in a pipeline: "

@@ -120,6 +120,35 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
          c.n_head);
 }
 
+// GPU ranks run pipeline stages (gpt_cuda_pp.cuh) with data-parallel copies of the
+// pipeline (dp x pp), ZeRO 0, over NCCL; not with tensor or context parallelism.
+void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
+  parallel::ProcessGroups& g = *o.groups;
+  const int pp = g.pipeline().world();
+  if (g.tensor().world() > 1 || g.context().world() > 1)
+    fail("parallel.pipeline_parallel = {} on GPU ranks runs with data-parallel copies only (this "
+         "job has {} tensor and {} context ranks): set parallel.tensor_parallel = 1, or "
+         "train.device = \"cpu\" (CPU ranks run dp x tp x pp)", pp, g.tensor().world(),
+         g.context().world());
+  if (!g.pipeline().device_stream() || (o.comm && o.comm->world() > 1 && !o.comm->device_stream()))
+    fail("parallel.pipeline_parallel = {} on GPU ranks sends the activations between stages and "
+         "sums the gradients on the GPU over NCCL; this run has the {} communicator: use "
+         "parallel.communicator = \"nccl\" (or auto)", pp, g.pipeline().backend());
+  if (o.zero_stage != 0 || o.sequence_parallel || o.offload_optimizer)
+    fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 and without sequence "
+         "parallelism (every stage holds the whole optimizer state): set parallel.zero_stage = 0 "
+         "and parallel.sequence_parallel = false", pp);
+  if (o.grad_comm != DType::f32 || o.grad_transport != "nccl")
+    fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
+         "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);
+  if (o.microbatches < 1 || o.batch % o.microbatches)
+    fail("parallel.microbatches = {} must divide the batch of {} rows", o.microbatches, o.batch);
+  if (pp > c.n_layer)
+    fail("{} pipeline stages for {} layers: at most one stage per layer", pp, c.n_layer);
+  if (o.pipeline_schedule != "gpipe" && o.pipeline_schedule != "1f1b")
+    fail("parallel.pipeline_schedule = \"{}\": use gpipe or 1f1b", o.pipeline_schedule);
+}
+
 }  // namespace
 
 std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c,
@@ -177,6 +206,7 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
            c.n_embd + 1, world);
   }
   if (device == "cuda" && o.groups && o.groups->tensor().world() > 1) check_gpu_tensor_parallel(c, o);
+  if (device == "cuda" && o.groups && o.groups->pipeline().world() > 1) check_gpu_pipeline(c, o);
   return device == "cuda" ? make_gpt_cuda(c, o) : make_gpt_cpu(c, o);
 }
 

@@ -72,9 +72,9 @@ GptPlacement placement(const GptConfig& c, const GptRunOptions& o) {
     p.embedding = g.embedding();
     p.stages = g.pipeline().world();
     p.stage = g.pipeline().rank();
-    // Layers split as evenly as they go: stage s holds [L s / pp, L (s + 1) / pp).
-    p.first_layer = c.n_layer * p.stage / p.stages;
-    p.end_layer = c.n_layer * (p.stage + 1) / p.stages;
+    const pipe::StageLayers layers = pipe::stage_layers(c.n_layer, p.stages, p.stage);
+    p.first_layer = layers.begin;
+    p.end_layer = layers.end;
   }
   return p;
 }

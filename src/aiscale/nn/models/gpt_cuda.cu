@@ -27,7 +27,11 @@
 // row-parallel outputs and column-parallel input gradients are summed over the group; with
 // several copies of the tensor group (dp x tp) each rank's gradients are then summed over
 // its data-parallel group after backward, without the reducer (with ZeRO-1 reduce-scattered
-// into the shards of optim/zero1.cuh instead). The environment variables
+// into the shards of optim/zero1.cuh instead). Pipeline stages (a pipeline group of several
+// ranks) are gpt_cuda_pp.cuh: the activation buffers are sized for one micro-batch, each
+// stage runs its layers over the micro-batches in its schedule's order (recomputing a
+// micro-batch's stage forward before its backward) and the stages' gradients are summed
+// over the job's ranks after backward. The environment variables
 // read here are listed, with what each is for, in core/env.cpp.
 #include <cuda_runtime.h>
 
@@ -60,6 +64,12 @@ namespace {
 // train.attention (or bench --attention) when it names kernels, else
 // AISCALE_CUDA_ATTENTION (which also knows the measurement variants), else automatic.
 // (make_gpt has checked the option's value; the variable's is checked here.)
+// Pipeline stages compute one micro-batch at a time: the activations are sized for it.
+int64_t rows_per_pass(const GptRunOptions& o, const parallel::Communicator* pipeline_group,
+                      const GptCudaPipelinePlan& plan) {
+  return pipeline_group ? o.batch / plan.microbatches : o.batch;
+}
+
 AttentionImpl choose_attention(const std::string& option, const std::string& variable) {
   static constexpr std::pair<const char*, AttentionImpl> kNames[] = {
       {"auto", AttentionImpl::automatic},       {"cudnn", AttentionImpl::cudnn},
@@ -77,7 +87,8 @@ AttentionImpl choose_attention(const std::string& option, const std::string& var
 
 GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
                  const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
-                 parallel::Communicator* data_group)
+                 parallel::Communicator* data_group, parallel::Communicator* pipeline_group,
+                 const GptCudaPipelinePlan& plan)
     : config_(c),
       options_(o),
       layout_(c),
@@ -85,7 +96,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
              /*vocab_parallel=*/false),
       t_(o.precision),
       es_(dtype_size(o.precision)),
-      B_(o.batch),
+      B_(rows_per_pass(o, pipeline_group, plan)),
       T_(o.seq),
       C_(c.n_embd),
       NH_(c.n_head),
@@ -93,7 +104,8 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       V_(c.vocab_size),
       Vp_((c.vocab_size + 127) / 128 * 128),
       maxT_(c.block_size),
-      N_(o.batch * o.seq) {
+      N_(rows_per_pass(o, pipeline_group, plan) * o.seq),
+      pipeline_(pipeline_group) {
   const int64_t tp = shard_.tp();
   Cl_ = C_ / tp;
   NHl_ = NH_ / tp;
@@ -172,6 +184,13 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   set_gradient_sync(false);
   warm_up();
   set_gradient_sync(true);
+  if (pipeline_) {
+    GptCudaPipelineSizes z;
+    z.tokens = o.batch * o.seq;
+    z.boundary_bytes = N_ * C_ * int64_t(es_);
+    z.bucket_ints = bucket_ints();
+    pp_ = std::make_unique<GptCudaPipeline>(*pipeline_, plan, z);
+  }
   // The warm-up forward (GEMM autotuning, first launches) is not a training step.
   if (timer_) timer_->forget();
   if (verbose_) {
@@ -194,6 +213,7 @@ GptCuda::~GptCuda() {
   zero1_.reset();
   zero3_.reset();  // waits for its collectives
   tp_.reset();     // waits for its all-reduces
+  pp_.reset();     // waits for its sends and receives
   reducer_.reset();  // waits for its collectives; unmaps the peers' buffers (copy engines)
   timer_.reset();
   gemm_.reset();
@@ -214,8 +234,8 @@ void GptCuda::warm_up() {
     tg[static_cast<size_t>(i)] = static_cast<int32_t>((x >> 32) % static_cast<uint64_t>(V_));
   }
   gemm_->set_autotune(autotune_);
-  forward(in.data(), tg.data());
-  backward(1.0f);
+  forward_batch(in.data(), tg.data());
+  backward_batch(1.0f);
   gemm_->set_autotune(false);
   zero_grad();
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -226,7 +246,7 @@ void GptCuda::warm_up() {
   dlogits_multiplier_ = 1.0f;
 }
 
-float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
+float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
   check_tokens(inputs, "token");
   if (targets) check_tokens(targets, "target");
   finish_comm();  // a ZeRO-1 all-gather of the working copy (bounded wait)
@@ -245,7 +265,7 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
                                      cudaMemcpyHostToDevice, stream_));
   const int32_t* d_inputs = d_tokens_;
   const int32_t* d_targets = d_tokens_ + N_;
-  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  const int64_t N = N_, C = C_, B = B_, T = T_;
   cudaStream_t s = stream_;
   if (gather_tokens) reducer_->gather_inputs(tokens_all_, h_tokens_all_, d_tokens_, N * 4);
 
@@ -253,7 +273,49 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
   prof_op("embedding_forward");
   if (zero3_) zero3_->begin_pass();
   cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
-  for (int64_t l = 0; l < L_; ++l) {
+  layers_forward(0, L_);
+  head_forward();
+  prof_op(nullptr);
+  forward_done_ = true;
+  if (!targets) {
+    logits_state_ = LogitsState::valid;
+    if (tp_) tp_->finish();
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  // Loss (and, fused, dlogits scaled for the expected grad_multiplier).
+  loss_forward(d_targets, grad_multiplier_hint_, loss_dev_);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_loss_, loss_dev_, 4, cudaMemcpyDeviceToHost, s));
+  AISCALE_CUDA_CHECK(cudaEventRecord(loss_ready_, s));
+  if (timer_) timer_->mark_forward_end(s);
+  lap(0);
+  // While the GPU runs the forward pass: group token positions for embedding backward.
+  AISCALE_CUDA_CHECK(cudaEventSynchronize(buckets_sent_));  // staging free again
+  if (gather_tokens) {
+    finish_comm();  // every rank's tokens are in h_tokens_all_
+    lap(1);
+    num_unique_ = cuda::build_token_buckets(h_tokens_all_, world_ * N, V_, h_unique_, h_offsets_,
+                                            h_positions_, bucket_counts_);
+  } else {
+    lap(1);
+    num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
+                                            bucket_counts_);
+  }
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_buckets_, h_buckets_, bucket_ints() * 4,
+                                     cudaMemcpyHostToDevice, s));
+  AISCALE_CUDA_CHECK(cudaEventRecord(buckets_sent_, s));
+  lap(2);
+  if (tp_) tp_->finish();  // bounded: a stopped peer fails here, not in the wait below
+  AISCALE_CUDA_CHECK(cudaEventSynchronize(loss_ready_));
+  lap(3);
+  return *h_loss_;
+}
+
+// Layers [l0, l1) forward: res(l0) in, res(l1) out.
+void GptCuda::layers_forward(int64_t l0, int64_t l1) {
+  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  cudaStream_t s = stream_;
+  for (int64_t l = l0; l < l1; ++l) {
     Acts& a = acts_[l];
     use_layer(l, +1);
     prof_op("layernorm_forward");
@@ -284,52 +346,31 @@ float GptCuda::forward(const int32_t* inputs, const int32_t* targets) {
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(res(l + 1));
   }
+}
+
+// The loss of the last head_forward into the device float *loss (and, fused, dlogits
+// scaled for grad_multiplier over the logits).
+void GptCuda::loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss) {
+  const int64_t N = N_;
+  dlogits_multiplier_ = grad_multiplier;
+  prof_op("softmax_xent_forward");
+  cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
+                     dlogits_multiplier_ / static_cast<float>(N), fused_xent_, stream_);
+  logits_state_ = fused_xent_ ? LogitsState::gradient : LogitsState::valid;
+  prof_op("mean_reduce");
+  cuda::mean_reduce(loss, losses_, N, stream_);
+  prof_op(nullptr);
+}
+
+// The final LayerNorm and the LM head: res(L) in, logits out.
+void GptCuda::head_forward() {
+  const int64_t N = N_, C = C_;
+  cudaStream_t s = stream_;
   prof_op("layernorm_forward");
   cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(L_), lnf_w(), lnf_b(), N, C, s);
   prof_op("matmul_forward", 2.0 * N * C * Vp_);
   cuda::linear_forward(*gemm_, t_, logits_, nullptr, lnf_, wte_w(), nullptr, nullptr, N, C,
                        Vp_, linear_, s);
-  prof_op(nullptr);
-  forward_done_ = true;
-  if (!targets) {
-    logits_state_ = LogitsState::valid;
-    if (tp_) tp_->finish();
-    AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
-    return std::numeric_limits<float>::quiet_NaN();
-  }
-  // Loss (and, fused, dlogits scaled for the expected grad_multiplier).
-  dlogits_multiplier_ = grad_multiplier_hint_;
-  prof_op("softmax_xent_forward");
-  cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
-                     dlogits_multiplier_ / static_cast<float>(N), fused_xent_, s);
-  logits_state_ = fused_xent_ ? LogitsState::gradient : LogitsState::valid;
-  prof_op("mean_reduce");
-  cuda::mean_reduce(loss_dev_, losses_, N, s);
-  prof_op(nullptr);
-  AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_loss_, loss_dev_, 4, cudaMemcpyDeviceToHost, s));
-  AISCALE_CUDA_CHECK(cudaEventRecord(loss_ready_, s));
-  if (timer_) timer_->mark_forward_end(s);
-  lap(0);
-  // While the GPU runs the forward pass: group token positions for embedding backward.
-  AISCALE_CUDA_CHECK(cudaEventSynchronize(buckets_sent_));  // staging free again
-  if (gather_tokens) {
-    finish_comm();  // every rank's tokens are in h_tokens_all_
-    lap(1);
-    num_unique_ = cuda::build_token_buckets(h_tokens_all_, world_ * N, V_, h_unique_, h_offsets_,
-                                            h_positions_, bucket_counts_);
-  } else {
-    lap(1);
-    num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
-                                            bucket_counts_);
-  }
-  AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_buckets_, h_buckets_, bucket_ints() * 4,
-                                     cudaMemcpyHostToDevice, s));
-  AISCALE_CUDA_CHECK(cudaEventRecord(buckets_sent_, s));
-  lap(2);
-  if (tp_) tp_->finish();  // bounded: a stopped peer fails here, not in the wait below
-  AISCALE_CUDA_CHECK(cudaEventSynchronize(loss_ready_));
-  lap(3);
-  return *h_loss_;
 }
 
 void GptCuda::set_profiler(profile::OpProfiler* p) {
@@ -340,6 +381,9 @@ void GptCuda::set_profiler(profile::OpProfiler* p) {
 }
 
 void GptCuda::logits_at(int64_t b, int64_t t, float* out) {
+  if (pp_)
+    throw Error("the logits of a pipeline are on its last stage only: sample with "
+                "parallel.pipeline_parallel = 1");
   if (!forward_done_) throw Error("logits are not available: run forward() first");
   if (b < 0 || b >= B_ || t < 0 || t >= T_)
     throw Error("logits_at(" + std::to_string(b) + ", " + std::to_string(t) +
@@ -360,8 +404,11 @@ std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOption
                                           const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,
                                           parallel::Communicator* tensor_group,
-                                          parallel::Communicator* data_group) {
-  return std::make_unique<GptCuda>(c, o, init_params, switches, tensor_group, data_group);
+                                          parallel::Communicator* data_group,
+                                          parallel::Communicator* pipeline_group,
+                                          const GptCudaPipelinePlan& plan) {
+  return std::make_unique<GptCuda>(c, o, init_params, switches, tensor_group, data_group,
+                                   pipeline_group, plan);
 }
 
 }  // namespace detail

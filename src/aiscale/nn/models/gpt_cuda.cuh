@@ -25,16 +25,38 @@ struct GptCudaSwitches {
 };
 GptCudaSwitches gpt_cuda_switches_from_env();
 
+// A pipeline stage's part (host code computes it with parallel/pipeline/schedule.h, whose
+// C++20 header the CUDA sources do not include): its layers and its schedule.
+struct GptCudaPipelinePlan {
+  struct Pass {
+    bool forward = true;
+    int microbatch = 0;
+  };
+  int microbatches = 1;
+  int64_t layer_begin = 0, layer_end = 0;  // [begin, end) of model.n_layer
+  std::vector<Pass> passes;                // this stage's forwards and backwards in order
+  int slots = 1;                           // micro-batches whose inputs it holds at once
+};
+// Stage `stage` of `stages`: the layers as on CPU ranks (parallel/pipeline/schedule.h's
+// stage_layers), o.pipeline_schedule's passes over o.microbatches (which must divide
+// o.batch). Host code in every build.
+GptCudaPipelinePlan gpt_cuda_pipeline_plan(const GptConfig& c, const GptRunOptions& o, int stages,
+                                           int stage);
+
 // Builds the model on the current CUDA device from initial parameters in the layout's
 // order (num_params values). tensor_group: the tensor-parallel group (a device
 // communicator of several ranks, each holding a slice of every layer: gpt_cuda_tp.cuh), or
 // null; data_group (with a tensor group only): the ranks holding the same slices in the
-// other data-parallel copies, over which the gradients are summed, or null (one copy).
+// other data-parallel copies, over which the gradients are summed, or null (one copy);
+// pipeline_group: the pipeline's ranks (a device communicator of several ranks, this rank
+// one stage of it: gpt_cuda_pp.cuh, doing `plan`), or null.
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
                                           const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,
                                           parallel::Communicator* tensor_group,
-                                          parallel::Communicator* data_group);
+                                          parallel::Communicator* data_group,
+                                          parallel::Communicator* pipeline_group = nullptr,
+                                          const GptCudaPipelinePlan& plan = {});
 
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
 int cuda_device_count_checked();

@@ -9,23 +9,67 @@
 
 namespace aiscale::nn::detail {
 
-void GptCuda::backward(float grad_multiplier) {
+void GptCuda::backward_batch(float grad_multiplier) {
   if (!has_targets_ || logits_state_ == LogitsState::consumed)
     throw Error("backward() needs a forward() with targets before it");
-  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  const int64_t N = N_, C = C_, B = B_, T = T_;
+  cudaStream_t s = stream_;
+  mark(profile::StepTimer::kBackward);
+  if (zero3_) zero3_->begin_backward();
+  head_backward(grad_multiplier, d_tokens_ + N_);
+  const bool overlapped = reducer_ && reducer_->overlapping();
+  layers_backward(0, L_, false);
+  const int64_t Nb = bucket_capacity();
+  mark(profile::StepTimer::kAfterLayer0);
+  if (overlapped) {
+    // Every rank's d(res0): the embedding backward over all ranks' positions adds the
+    // summed embedding gradient, once the buckets holding wte and wpe are reduced.
+    prof_op("allgather_input_gradients");
+    reducer_->gather_input_gradients(dres_all_, dres_, N * C * int64_t(es_));
+    prof_op("embedding_backward");
+    cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
+                             d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
+  } else {
+    prof_op("embedding_backward");
+    cuda::embedding_backward(t_, g_wte(), g_wpe(), dres_, d_buckets_, d_buckets_ + Nb,
+                             d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
+    ready(parallel::dp::kAfterBackward);  // one bucket: everything
+    if (zero3_) zero3_->resident_backward_done();
+  }
+  if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
+    if (zero1_) {  // ZeRO-1: each data rank keeps the sums of its part
+      prof_op("reduce_scatter_gradients");
+      zero1_->reduce_scatter(grads_, s);
+    } else {
+      prof_op("allreduce_gradients");
+      tp_->sum_gradients(grads_, P_);
+    }
+  }
+  prof_op(nullptr);
+  mark(profile::StepTimer::kAfterEmbedding);
+  AISCALE_CUDA_LAUNCH_CHECK();
+  if (verbose_ && !printed_plans_) {
+    printed_plans_ = true;
+    AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
+    std::fprintf(stderr, "[aiscale cuda] GEMM plans:\n%s", gemm_->summary().c_str());
+  }
+}
+
+// The LM head's and the final LayerNorm's backward: dlogits (of the last forward with
+// targets at d_targets) in, dres_ = d res(L) out.
+void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
+  const int64_t N = N_, C = C_;
   cudaStream_t s = stream_;
   float alpha = 1.0f;
   if (logits_state_ == LogitsState::gradient) {
     alpha = grad_multiplier / dlogits_multiplier_;
   } else {
     prof_op("softmax_xent_backward");
-    cuda::softmax_xent(t_, losses_, logits_, d_tokens_ + N_, N, V_, Vp_,
+    cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
                        grad_multiplier / static_cast<float>(N), true, s);
   }
   grad_multiplier_hint_ = grad_multiplier;
   logits_state_ = LogitsState::consumed;
-  mark(profile::StepTimer::kBackward);
-  if (zero3_) zero3_->begin_backward();
 
   // LM head (tied to wte): over the padded vocabulary for dlnf (padded rows of the
   // weight and of dlogits are zero), over the real rows for dwte.
@@ -39,14 +83,20 @@ void GptCuda::backward(float grad_multiplier) {
   cuda::linear_backward_weight(*gemm_, t_, g_wte(), nullptr, logits_, lnf_, N, C,
                                lm_head_padded_dw_ ? Vp_ : V_, Vp_, alpha, bias_scratch_,
                                linear_, s);
-  const bool overlapped = reducer_ && reducer_->overlapping();
   ready(kGptAfterLmHead);
   prof_op("layernorm_backward");
   cuda::layernorm_backward(t_, dres_, g_lnf(0), g_lnf(1),
                            L_ > 0 ? gl(L_ - 1, P::fcproj_b) : nullptr, dln_,
                            res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
+}
 
-  for (int64_t l = L_ - 1; l >= 0; --l) {
+// Layers [l1 - 1 .. l0] backward: dres_ = d res(l1) in, d res(l0) out. bias_from_dres: the
+// bias gradient of layer l1 - 1's MLP projection is the column sums of dres_ itself (a
+// pipeline stage's received gradient; else the final LayerNorm's backward made them).
+void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
+  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  cudaStream_t s = stream_;
+  for (int64_t l = l1 - 1; l >= l0; --l) {
     Acts& a = acts_[l];
     use_layer(l, -1);
     if (zero3_ && l > 0) zero3_->prepare_layer_grads(l - 1);
@@ -63,8 +113,13 @@ void GptCuda::backward(float grad_multiplier) {
     // MLP projection: dres = d(res[l + 1]); its bias gradient came from the LayerNorm
     // backward that produced dres.
     prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), nullptr, dres_, a.fc_gelu,
-                                 N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
+    const bool fcproj_bias = bias_from_dres && l == l1 - 1;
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), fcproj_bias ? bias_tmp_ : nullptr,
+                                 dres_, a.fc_gelu, N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
+    if (fcproj_bias) {
+      prof_op("add_inplace");
+      cuda::add_inplace(gl(l, P::fcproj_b), bias_tmp_, C, s);
+    }
     prof_op("matmul_backward", 2.0 * N * C * Fl);
     cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, in(P::fcproj_w)), N, Fl, C, C,
                                 1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
@@ -110,48 +165,16 @@ void GptCuda::backward(float grad_multiplier) {
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
+    // (The bias of layer l0 - 1 belongs to the previous pipeline stage, which takes the
+    // column sums of the gradient it receives: bias_from_dres.)
     prof_op("layernorm_backward");
     cuda::layernorm_backward(t_, dres_, gl(l, P::ln1_w), gl(l, P::ln1_b),
-                             l > 0 ? gl(l - 1, P::fcproj_b) : nullptr, dln_, res(l),
+                             l > l0 ? gl(l - 1, P::fcproj_b) : nullptr, dln_, res(l),
                              pw(l, in(P::ln1_w)), a.ln1_mean, a.ln1_rstd, N, C, true,
                              ln_scratch_, s);
     // (Without ZeRO the reducer holds layer 0's last part back until d(res0) is queued.)
     ready(static_cast<int>(l));
     if (zero3_) zero3_->layer_backward_done(l);
-  }
-  const int64_t Nb = bucket_capacity();
-  mark(profile::StepTimer::kAfterLayer0);
-  if (overlapped) {
-    // Every rank's d(res0): the embedding backward over all ranks' positions adds the
-    // summed embedding gradient, once the buckets holding wte and wpe are reduced.
-    prof_op("allgather_input_gradients");
-    reducer_->gather_input_gradients(dres_all_, dres_, N * C * int64_t(es_));
-    prof_op("embedding_backward");
-    cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
-                             d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
-  } else {
-    prof_op("embedding_backward");
-    cuda::embedding_backward(t_, g_wte(), g_wpe(), dres_, d_buckets_, d_buckets_ + Nb,
-                             d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
-    ready(parallel::dp::kAfterBackward);  // one bucket: everything
-    if (zero3_) zero3_->resident_backward_done();
-  }
-  if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
-    if (zero1_) {  // ZeRO-1: each data rank keeps the sums of its part
-      prof_op("reduce_scatter_gradients");
-      zero1_->reduce_scatter(grads_, s);
-    } else {
-      prof_op("allreduce_gradients");
-      tp_->sum_gradients(grads_, P_);
-    }
-  }
-  prof_op(nullptr);
-  mark(profile::StepTimer::kAfterEmbedding);
-  AISCALE_CUDA_LAUNCH_CHECK();
-  if (verbose_ && !printed_plans_) {
-    printed_plans_ = true;
-    AISCALE_CUDA_CHECK(cudaStreamSynchronize(s));
-    std::fprintf(stderr, "[aiscale cuda] GEMM plans:\n%s", gemm_->summary().c_str());
   }
 }
 

@@ -1,6 +1,7 @@
 // The CUDA GPT model's class, shared by its source files: gpt_cuda.cu (construction,
-// warm-up, forward, logits), gpt_cuda_backward.cu (backward) and gpt_cuda_state.cu (the
-// optimiser step, gradients, and the whole vectors checkpoints read and write). What the
+// warm-up, forward, logits), gpt_cuda_backward.cu (backward), gpt_cuda_state.cu (the
+// optimiser step, gradients, and the whole vectors checkpoints read and write) and
+// gpt_cuda_pp.cu (pipeline stages). What the
 // model does, and its precision, memory and fusions, are described in gpt_cuda.cu.
 #pragma once
 #include <cuda_runtime.h>
@@ -12,6 +13,7 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_cuda.cuh"
 #include "aiscale/nn/models/gpt_cuda_memory.cuh"
+#include "aiscale/nn/models/gpt_cuda_pp.cuh"
 #include "aiscale/nn/models/gpt_cuda_tp.cuh"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
@@ -34,7 +36,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
  public:
   GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
           const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
-          parallel::Communicator* data_group);
+          parallel::Communicator* data_group, parallel::Communicator* pipeline_group,
+          const GptCudaPipelinePlan& plan);
   ~GptCuda() override;
 
   const GptConfig& config() const override { return config_; }
@@ -53,8 +56,16 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // Parameters and optimizer state are untouched.
   void warm_up();
 
+  // With pipeline stages (gpt_cuda_pp.cuh) forward is the stages' evaluation pass over the
+  // micro-batches and training runs in forward_backward (the schedule); backward alone is
+  // refused. Without, the batch's pass on this GPU.
+  // (gpt_cuda_pp.cu)
   float forward(const int32_t* inputs, const int32_t* targets) override;
   void backward(float grad_multiplier) override;
+  float forward_backward(const int32_t* inputs, const int32_t* targets,
+                         float grad_multiplier) override;
+  bool pipelined() const override { return pp_ != nullptr; }
+  double pipeline_wait_s() const override { return wait_s_; }
   void set_profiler(profile::OpProfiler* p) override;
   void zero_grad() override;
   double grad_sum_squares() override;
@@ -72,13 +83,14 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void set_optimizer_state(const float* m, const float* v) override;
   float* grad_buffer() override { return grads_; }
   float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
-  size_t memory_bytes() const override { return arena_bytes_; }
+  size_t memory_bytes() const override { return arena_bytes_ + (pp_ ? pp_->bytes() : 0); }
   size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
   // Tensor parallelism: within a tensor group the gradients need no exchange (split tensors
   // are each rank's own, replicated ones equal), and between data-parallel copies this
   // model sums them itself (gpt_cuda_tp.cuh), so the trainer must not sum them.
+  // Pipeline stages sum their gradients over the job's ranks themselves (gpt_cuda_pp.cuh).
   bool data_parallel() const override {
-    return reducer_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr;
+    return reducer_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr || pipeline_ != nullptr;
   }
   void set_gradient_sync(bool on) override {
     if (reducer_) reducer_->set_sync(on);
@@ -99,6 +111,24 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void subscribe_reducer(bool fused_norm);
 
   GptCudaSizes sizes() const;
+
+  // The batch's forward and backward on this GPU (no pipeline stages; the warm-up's).
+  float forward_batch(const int32_t* inputs, const int32_t* targets);
+  void backward_batch(float grad_multiplier);
+  // Pieces of both (gpt_cuda.cu, gpt_cuda_backward.cu), shared with the pipeline's passes.
+  void layers_forward(int64_t l0, int64_t l1);
+  void head_forward();
+  void loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss);
+  void head_backward(float grad_multiplier, const int32_t* d_targets);
+  void layers_backward(int64_t l0, int64_t l1, bool bias_from_dres);
+  // Pipeline stages (gpt_cuda_pp.cu).
+  void pipeline_take_batch(const int32_t* inputs, const int32_t* targets);
+  void stage_compute(int m, float grad_multiplier, bool fresh, int loss_slot);
+  void stage_forward(int m, float grad_multiplier, bool training);
+  void stage_backward(int m, float grad_multiplier);
+  float pipeline_finish();
+  float pipeline_forward_backward(const int32_t* inputs, const int32_t* targets, float grad_multiplier);
+  float pipeline_forward(const int32_t* inputs, const int32_t* targets);
 
   // Backward has queued the work that completes the gradients of `point` on the stream.
   void ready(int point) {
@@ -217,6 +247,12 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   std::unique_ptr<optim::Zero1> zero1_;
   std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 over several ranks
   std::unique_ptr<GptCudaTensorParallel> tp_;  // parallel.tensor_parallel > 1
+  // parallel.pipeline_parallel > 1: the pipeline group (set from the start) and the stage
+  // (made after the warm-up, which runs the whole model on this GPU); the model stream's
+  // waits on the other stages in the last step.
+  parallel::Communicator* pipeline_ = nullptr;
+  std::unique_ptr<GptCudaPipeline> pp_;
+  double wait_s_ = 0.0;
   const void* layer_w_ = nullptr;        // ZeRO-3: the gathered layer now computing
   int64_t world_ = 1, rank_ = 0;
   int64_t Ppad_ = 0, S_ = 0;  // gradient buffer length, master/moment (shard) length

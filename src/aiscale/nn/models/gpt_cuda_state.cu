@@ -205,6 +205,11 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   }
   parallel::Communicator* comm = options_.comm;
   const bool several = comm && comm->world() > 1;
+  if (pipeline_) {  // whole buffers on every stage, summed over the job's ranks (gpt_cuda_pp.cuh)
+    S_ = Ppad_ = P_;
+    rank_ = several ? comm->rank() : 0;
+    return;
+  }
   // ZeRO-3 over several ranks, or on one GPU with the optimizer state on the host (the
   // layers then stream through the same buffers without collectives).
   if (options_.zero_stage == 3 && (several || options_.offload_optimizer)) {

@@ -2,17 +2,42 @@
 // they check the configuration, draw the initial parameters (host code, shared with the
 // CPU model so that both start from the same values for a seed) and hand over to
 // gpt_cuda.cu. Keeping this in a .cpp keeps host-only code (fmt, the RNG) out of nvcc and
-// makes aiscale_lib the only library that calls into aiscale_cuda.
+// makes aiscale_lib the only library that calls into aiscale_cuda. A GPU pipeline stage's
+// plan (its layers and schedule) is computed here too.
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt.h"
 
-#ifdef AISCALE_HAVE_CUDA
 #include "aiscale/nn/models/gpt_cuda.cuh"
+#include "aiscale/parallel/pipeline/schedule.h"
 #include "aiscale/parallel/process_groups.h"
-#endif
 
 namespace aiscale::nn {
+
+// Host code in every build (its unit tests run without CUDA).
+namespace detail {
+
+GptCudaPipelinePlan gpt_cuda_pipeline_plan(const GptConfig& c, const GptRunOptions& o, int stages,
+                                           int stage) {
+  namespace pipe = parallel::pipeline;
+  if (o.microbatches < 1 || o.batch % o.microbatches)
+    fail("parallel.microbatches = {} must divide the batch of {} rows", o.microbatches, o.batch);
+  if (stages > c.n_layer)
+    fail("{} pipeline stages for {} layers: at most one stage per layer", stages, c.n_layer);
+  GptCudaPipelinePlan plan;
+  plan.microbatches = o.microbatches;
+  const pipe::StageLayers layers = pipe::stage_layers(c.n_layer, stages, stage);
+  plan.layer_begin = layers.begin;
+  plan.layer_end = layers.end;
+  const pipe::StageSchedule schedule =
+      pipe::schedule_by_name(o.pipeline_schedule, stages, stage, o.microbatches);
+  for (const pipe::Pass& p : schedule)
+    plan.passes.push_back({p.kind == pipe::PassKind::forward, p.microbatch});
+  plan.slots = pipe::max_in_flight(schedule);
+  return plan;
+}
+
+}  // namespace detail
 
 #ifndef AISCALE_HAVE_CUDA
 
@@ -49,8 +74,14 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions&
       o.groups && o.groups->tensor().world() > 1 ? &o.groups->tensor() : nullptr;
   parallel::Communicator* data =
       tensor && o.groups->data().world() > 1 ? &o.groups->data() : nullptr;
+  // Pipeline stages (make_gpt has checked the layout: no tensor group beside them).
+  parallel::Communicator* pipeline =
+      o.groups && o.groups->pipeline().world() > 1 ? &o.groups->pipeline() : nullptr;
+  detail::GptCudaPipelinePlan plan;
+  if (pipeline) plan = detail::gpt_cuda_pipeline_plan(c, o, pipeline->world(), pipeline->rank());
   return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed),
-                                 detail::gpt_cuda_switches_from_env(), tensor, data);
+                                 detail::gpt_cuda_switches_from_env(), tensor, data, pipeline,
+                                 plan);
 }
 
 namespace detail {

@@ -6,6 +6,11 @@
 
 namespace aiscale::parallel::pipeline {
 
+StageLayers stage_layers(int64_t n_layer, int stages, int stage) {
+  AISCALE_CHECK(stages >= 1 && stage >= 0 && stage < stages && n_layer >= 0, "bad pipeline position");
+  return {n_layer * stage / stages, n_layer * (stage + 1) / stages};
+}
+
 StageSchedule gpipe_schedule(int stages, int stage, int microbatches) {
   AISCALE_CHECK(stage >= 0 && stage < stages && microbatches >= 1, "bad pipeline position");
   StageSchedule s;

@@ -10,10 +10,20 @@
 // stage holds at most pp - s micro-batches' activations. Both have the same bubble,
 // (pp - 1) / (microbatches + pp - 1) of the time with equal stage times.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace aiscale::parallel::pipeline {
+
+// The layers stage `stage` of `stages` holds, [begin, end): split as evenly as they go,
+// stage s holding [L s / stages, L (s + 1) / stages) (every stage at least one layer when
+// stages <= n_layer). The first stage also holds the embeddings, the last the final
+// LayerNorm and the LM head. Shared by the CPU and the GPU models.
+struct StageLayers {
+  int64_t begin = 0, end = 0;
+};
+StageLayers stage_layers(int64_t n_layer, int stages, int stage);
 
 enum class PassKind { forward, backward };
 
