@@ -1,6 +1,6 @@
-// Tensor parallelism and ZeRO-2/3 on CPU ranks over MPI (through `aiscale launch`): each
-// layout trains like one rank with the same global batch, and a checkpoint written at one
-// tensor-parallel size resumes at another.
+// Tensor parallelism, pipeline stages and ZeRO-2/3 on CPU ranks over MPI (through `aiscale
+// launch`): each layout trains like one rank with the same global batch, a checkpoint
+// written at one tensor-parallel size resumes at another, and the benchmark runs the layouts.
 //
 // Tolerance: the layouts sum the same fp32 values in another order (a row-parallel matmul
 // adds two half sums, the vocabulary-parallel cross-entropy sums exponentials per slice,
@@ -216,3 +216,25 @@ TEST(ModelParallelBench, BenchLanguageRunsTensorParallel) {
 }
 
 }  // namespace
+
+// The benchmark with two pipeline stages: the stages train one model on the same batches
+// (each token counted once per pipeline), and the record carries the schedule and the
+// share of a step the stages spent waiting for each other.
+TEST(ModelParallelBench, BenchLanguageRunsPipelineStages) {
+  const fs::path out = temp_dir("model-parallel-bench-pp") / "pp.jsonl";
+  auto r = run_aiscale("launch -n 2 --threads-per-rank 1 -- bench language --model gpt-tiny "
+                       "--batch 4 --seq 32 --pipeline-parallel 2 --pipeline-schedule gpipe "
+                       "--microbatches 2 --steps 2 --warmup 1 --output " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = read_bytes(out);
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  EXPECT_EQ(int(j["pipeline_parallel"]), 2) << text;
+  EXPECT_EQ(int(j["data_parallel"]), 1) << text;
+  EXPECT_EQ(j["pipeline_schedule"], "gpipe") << text;
+  EXPECT_EQ(int(j["microbatches"]), 2) << text;
+  const double bubble = j["pipeline_bubble_median"];
+  EXPECT_GT(bubble, 0.0) << text;  // a stage of two always waits for the other
+  EXPECT_LT(bubble, 1.0) << text;
+  const double per_device = j["tokens_per_s_per_device"];
+  EXPECT_NEAR(per_device, 4 * 32 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
+}

@@ -84,12 +84,13 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   tc.lr = 1e-4;
   tc.seed = o.seed;
   int threads = train::set_cpu_threads(o.run.threads);
-  // Tensor parallelism (--tensor-parallel): the ranks of a tensor group split one model and
-  // read the same batches; with more ranks than --tensor-parallel, data-parallel copies of
-  // the tensor group (placed as by aiscale train: train::grid_options).
+  // Tensor parallelism (--tensor-parallel) and pipeline stages (--pipeline-parallel): the
+  // ranks of a tensor group or a pipeline split one model and read the same batches; with
+  // more ranks than tp x pp, data-parallel copies of them (placed as by aiscale train:
+  // train::grid_options).
   const train::ParallelLayout layout = train::parallel_layout(tc, comm.world());
   std::unique_ptr<parallel::ProcessGroups> groups;
-  if (layout.tp > 1)
+  if (layout.tp > 1 || layout.pp > 1 || (o.run.device != "cuda" && o.run.zero_stage >= 2))
     groups = std::make_unique<parallel::ProcessGroups>(comm,
                                                        parallel::ProcessGrid(train::grid_options(layout)));
   const int data_rank = groups ? groups->coord().dp : comm.rank();
@@ -102,6 +103,9 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.seed = o.seed;
   ro.comm = comm.world() > 1 ? &comm : nullptr;
   ro.groups = groups.get();
+  ro.sequence_parallel = o.run.sequence_parallel;
+  ro.microbatches = static_cast<int>(o.run.microbatches);
+  ro.pipeline_schedule = o.run.pipeline_schedule;
   ro.zero_stage = o.run.zero_stage;
   ro.overlap = o.run.overlap;
   ro.offload_optimizer = o.run.offload_optimizer;
@@ -121,14 +125,17 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   // The GPU's energy, power limit and SM clock over the timed steps (NVML), per rank.
   std::unique_ptr<GpuPowerMeter> meter;
   if (o.run.device == "cuda") meter = std::make_unique<GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
-  std::vector<double> times;
+  std::vector<double> times, bubbles;
   train::StepLog step_log(o.steps_dir.empty() ? std::string() : o.steps_dir + "/steps.jsonl", comm);
   train::Progress progress("bench step", tc.steps, 10.0);
   for (int64_t i = 0; i < tc.steps; ++i) {
     if (meter && i == o.warmup) meter->start();
     train::StepStats s = trainer.step(i);
     step_log.add(trainer.step_record(s, /*warmup=*/i < o.warmup));
-    if (i >= o.warmup) times.push_back(s.step_time_s);
+    if (i >= o.warmup) {
+      times.push_back(s.step_time_s);
+      bubbles.push_back(s.pipeline_wait_s / s.step_time_s);
+    }
     if (comm.rank() == 0)
       progress.update(i + 1, fmt::format("{:.3f} s/step{}", s.step_time_s, i < o.warmup ? " (warm-up)" : ""));
   }
@@ -151,9 +158,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   comm.allreduce_sum(buf, 1);  // mean of medians across ranks (ranks are in lock-step)
   med = buf[0] / comm.world();
 
-  // A device's share of the tokens: a tensor group's ranks train on the same batch.
+  // A device's share of the tokens: the ranks of a tensor group or a pipeline train on the
+  // same batch.
   const double tokens_per_step_device =
-      static_cast<double>(o.run.batch_size * o.run.seq_len * o.run.grad_accum) / layout.tp;
+      static_cast<double>(o.run.batch_size * o.run.seq_len * o.run.grad_accum) / (layout.tp * layout.pp);
   const double flops_per_token = nn::gpt_train_flops_per_token(o.run.model, o.run.seq_len);
   const double tps_device = tokens_per_step_device / med;
   const double achieved_tflops = tps_device * flops_per_token / 1e12;
@@ -181,11 +189,23 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     j["gradient_sync"] = model->data_parallel()
                              ? (o.run.overlap ? "buckets overlapped with backward" : "after backward")
                              : "trainer all-reduce after backward";
-    if (layout.tp > 1) {
+    if (layout.tp > 1 || layout.pp > 1) {
       j["tensor_parallel"] = layout.tp;
+      j["pipeline_parallel"] = layout.pp;
       j["data_parallel"] = layout.dp;
-      j["gradient_sync"] = layout.dp == 1 ? "none: one model split over the tensor ranks"
-                                          : "fp32 all-reduce over each data-parallel group after backward";
+      j["gradient_sync"] = layout.dp == 1 && layout.pp == 1
+                               ? "none: one model split over the tensor ranks"
+                               : "fp32 all-reduce over each data-parallel group after backward";
+    }
+    if (layout.tp > 1) j["sequence_parallel"] = o.run.sequence_parallel;
+    if (layout.pp > 1) {
+      j["pipeline_schedule"] = o.run.pipeline_schedule;
+      j["microbatches"] = o.run.microbatches;
+      // The share of a step a stage spends waiting for the others: each rank's median over
+      // the timed steps, averaged over the ranks (the stages wait differently).
+      double b[1] = {median(bubbles)};
+      comm.allreduce_sum(b, 1);
+      j["pipeline_bubble_median"] = b[0] / comm.world();
     }
   }
   j["precision"] = o.run.precision;

@@ -61,12 +61,9 @@ train::TrainConfig bench_config(const RunOptions& run) {
 
 std::vector<std::string> bench_run_keys() {
   std::vector<std::string> keys = run_option_keys();
-  // The benchmark measures data parallelism (with ZeRO on GPUs) and tensor parallelism;
-  // pipelines run through aiscale train, and the metrics outputs belong to a training run's
-  // directory.
-  for (const char* k : {"train.steps", "parallel.pipeline_parallel",
-                        "parallel.pipeline_schedule", "parallel.microbatches",
-                        "parallel.sequence_parallel", "run.tensorboard", "run.mllog",
+  // The benchmark measures data parallelism (with ZeRO), tensor parallelism and pipeline
+  // stages; the metrics outputs belong to a training run's directory.
+  for (const char* k : {"train.steps", "run.tensorboard", "run.mllog",
                         // the gradient exchange's choices are measured by aiscale train and
                         // bench allreduce --algorithm
                         "parallel.allreduce", "parallel.ranks_per_node", "parallel.grad_mixing",
