@@ -59,6 +59,19 @@ class Watched final : public Communicator {
     Guard g(this, "all-gather");
     return inner_->allgather_push(d, b, e, consumer);
   }
+  bool fuses_sum_squares() const override { return inner_->fuses_sum_squares(); }
+  void allreduce_sum_squares_after(void* d, int64_t n, DType t, void* e, double* sumsq) override {
+    Guard g(this, "all-reduce");
+    inner_->allreduce_sum_squares_after(d, n, t, e, sumsq);
+  }
+  void send_after(const void* d, int64_t b, int peer) override {
+    Guard g(this, "send");
+    inner_->send_after(d, b, peer);
+  }
+  void recv_after(void* d, int64_t b, int peer) override {
+    Guard g(this, "receive");
+    inner_->recv_after(d, b, peer);
+  }
   void record(void* e) override { inner_->record(e); }
   // The group is watched like its parent, by a watchdog of its own.
   std::unique_ptr<Communicator> split(int color, int key) override {
