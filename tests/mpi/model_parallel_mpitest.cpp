@@ -47,6 +47,12 @@ class ModelParallel : public ::testing::Test {
     }
     EXPECT_LT(double(b.back()["loss"]), double(b.front()["loss"]));
   }
+  static void expect_same_losses(const std::string& run_a, const std::string& run_b) {
+    auto a = read_metrics(dir_ / "runs" / run_a), b = read_metrics(dir_ / "runs" / run_b);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(double(a[i]["loss"]), double(b[i]["loss"])) << run_b << " step " << i + 1;
+  }
   static fs::path dir_;
   static std::string config_;
 };
@@ -87,6 +93,12 @@ TEST_F(ModelParallel, SequenceParallelMatchesOneRank) {
                    "train.recompute=true run.name=sp2-recompute");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_like_one("sp2-recompute");
+  // Full recomputation: every layer's forward, with its collectives, run again in its
+  // backward; the same arithmetic as without, so the same losses to the bit.
+  r = train("", 2, "train.batch_size=8 parallel.tensor_parallel=2 parallel.sequence_parallel=true "
+                   "train.recompute_layers=true run.name=sp2-recompute-layers");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses("sp2", "sp2-recompute-layers");
 }
 
 TEST_F(ModelParallel, DataTimesTensorOnFourRanksMatchesOneRank) {
@@ -136,6 +148,13 @@ TEST_F(ModelParallel, PipelineBothSchedulesMatchOneRank) {
     EXPECT_TRUE(summary.contains("pipeline_bubble_median")) << summary.dump();
     EXPECT_EQ(summary["layout"]["pp"], 2);
   }
+  // Full recomputation inside the stages (each holding two micro-batches' layer inputs
+  // under 1F1B): the same losses to the bit.
+  auto r = train("", 2, "train.batch_size=8 parallel.pipeline_parallel=2 parallel.microbatches=4 "
+                        "parallel.pipeline_schedule=1f1b train.recompute_layers=true "
+                        "run.name=pp2-1f1b-recompute-layers");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_losses("pp2-1f1b", "pp2-1f1b-recompute-layers");
 }
 
 // Every axis at once on 4 ranks: 2 tensor ranks x 2 stages, ZeRO-2 over a data axis of 1,

@@ -83,16 +83,26 @@ TEST(GptModel, RecomputeGivesIdenticalGradients) {
   nn::GptRunOptions o;
   o.batch = f.B;
   o.seq = f.T;
-  std::vector<float> g1(f.params.size()), g2(f.params.size());
-  for (int pass = 0; pass < 2; ++pass) {
-    o.recompute = pass == 1;
+  // Plain, the LayerNorm and GELU outputs recomputed, whole layers recomputed (with and
+  // without the other option, which full recomputation makes moot).
+  std::vector<std::vector<float>> g(4, std::vector<float>(f.params.size()));
+  std::vector<size_t> bytes(4);
+  for (int pass = 0; pass < 4; ++pass) {
+    o.recompute = pass == 1 || pass == 3;
+    o.recompute_layers = pass >= 2;
     auto m = nn::make_gpt_cpu(f.config, o);
     m->set_params(f.params.data());
     m->forward(f.inputs.data(), f.targets.data());
     m->backward(1.0f);
-    m->get_grads(pass == 0 ? g1.data() : g2.data());
+    m->get_grads(g[pass].data());
+    bytes[pass] = m->memory_bytes();
   }
-  EXPECT_EQ(g1, g2);  // recomputation repeats the same arithmetic: bit-identical
+  // Recomputation repeats the same arithmetic: bit-identical.
+  for (int pass = 1; pass < 4; ++pass) EXPECT_EQ(g[0], g[pass]) << "pass " << pass;
+  // Each keeps less: full recomputation one layer's activations plus every layer's input.
+  EXPECT_LT(bytes[1], bytes[0]);
+  EXPECT_LT(bytes[2], bytes[1]);
+  EXPECT_EQ(bytes[2], bytes[3]);
 }
 
 TEST(GptModel, GradientAccumulationAddsUp) {

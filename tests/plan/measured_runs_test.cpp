@@ -24,8 +24,9 @@ constexpr double kTolerance = 0.10;
 struct Measured {
   std::string id, page, when, card, commit, host, system, model, precision = "bf16", transport = "nccl";
   std::string not_checked;
-  long gpus = 1, batch = 1;  // batch: per data-parallel rank (per tensor group)
-  int zero = 0, tensor_parallel = 1;
+  std::string schedule, recompute = "none";
+  long gpus = 1, batch = 1;  // batch: per data-parallel rank (per tensor group or pipeline)
+  int zero = 0, tensor_parallel = 1, pipeline_parallel = 1, microbatches = 1;
   double step_ms = 0, memory_gib = 0;
   bool in_sample = false;
 };
@@ -51,6 +52,10 @@ std::vector<Measured> measured_runs() {
     m.batch = t["batch"].value_or(1L);
     m.zero = static_cast<int>(t["zero"].value_or(0L));
     m.tensor_parallel = static_cast<int>(t["tensor_parallel"].value_or(1L));
+    m.pipeline_parallel = static_cast<int>(t["pipeline_parallel"].value_or(1L));
+    m.microbatches = static_cast<int>(t["microbatches"].value_or(1L));
+    m.schedule = t["schedule"].value_or(std::string());
+    m.recompute = t["recompute"].value_or(m.recompute);
     m.step_ms = t["step_ms"].value_or(0.0);
     m.memory_gib = t["memory_gib"].value_or(0.0);
     m.in_sample = t["in_sample"].value_or(false);
@@ -74,10 +79,14 @@ Prediction predict(const Measured& m) {
   r.tokens = 1e9;
   r.precision = parse_precision(m.precision);
   r.gpus = m.gpus;
-  r.global_batch = m.batch * (m.gpus / m.tensor_parallel);
-  r.pins.micro_batch = static_cast<int>(m.batch);
+  // A pipeline's batch is split into micro-batches: the planner's micro-batch, its
+  // accumulation steps the micro-batches.
+  r.global_batch = m.batch * (m.gpus / (m.tensor_parallel * m.pipeline_parallel));
+  r.pins.micro_batch = static_cast<int>(m.batch / m.microbatches);
   r.pins.zero = m.zero;
   r.pins.tp = m.tensor_parallel;
+  r.pins.pp = m.pipeline_parallel;
+  r.pins.recompute = parse_recompute(m.recompute);
   r.grad_transport = parse_grad_transport(m.transport);
   const PlanResult res = plan(r, cat.resolve(m.system), cat, cal, Assumptions{});
   EXPECT_EQ(res.ranked.size(), 1u) << m.id << ": " << (res.rejected.empty() ? "" : res.rejected[0].reason);
@@ -124,12 +133,19 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
     const std::string shape =
         cpu ? fmt::format("{} rank{} × {}, {}{}", m.gpus, m.gpus == 1 ? "" : "s", m.batch, m.precision,
                           m.gpus > 1 ? ", DDP over MPI" : "")
-            : fmt::format("{} × {}, {}, {}{}", m.gpus, m.batch, m.precision,
-                          m.tensor_parallel > 1 ? fmt::format("tensor parallel {}", m.tensor_parallel)
-                          : m.zero              ? fmt::format("ZeRO-{}", m.zero)
-                          : m.gpus > 1          ? "DDP"
-                                                : "1 GPU",
-                          m.transport == "copy-engine" ? ", copy engines" : "");
+            : fmt::format("{} × {}, {}, {}{}{}", m.gpus, m.batch, m.precision,
+                          m.pipeline_parallel > 1
+                              ? fmt::format("{}pp {} ({}, {} micro-batches)",
+                                            m.gpus > m.pipeline_parallel
+                                                ? fmt::format("dp {} x ", m.gpus / m.pipeline_parallel)
+                                                : "",
+                                            m.pipeline_parallel, m.schedule, m.microbatches)
+                          : m.tensor_parallel > 1 ? fmt::format("tensor parallel {}", m.tensor_parallel)
+                          : m.zero                ? fmt::format("ZeRO-{}", m.zero)
+                          : m.gpus > 1            ? "DDP"
+                                                  : "1 GPU",
+                          m.transport == "copy-engine" ? ", copy engines" : "",
+                          m.recompute == "full" ? ", layers recomputed" : "");
     const std::string row = fmt::format("| {} | {}, {}, {} | {} | {} | {} | {} | {} |\n", m.id, m.card,
                                         m.when, m.commit, shape, step_cell, step_err, mem_cell, mem_err);
     table += row;

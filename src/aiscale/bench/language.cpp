@@ -100,6 +100,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.seq = o.run.seq_len;
   ro.precision = parse_dtype(o.run.precision);
   ro.recompute = o.run.recompute;
+  ro.recompute_layers = o.run.recompute_layers;
   ro.seed = o.seed;
   ro.comm = comm.world() > 1 ? &comm : nullptr;
   ro.groups = groups.get();
@@ -129,7 +130,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   train::StepLog step_log(o.steps_dir.empty() ? std::string() : o.steps_dir + "/steps.jsonl", comm);
   train::Progress progress("bench step", tc.steps, 10.0);
   for (int64_t i = 0; i < tc.steps; ++i) {
-    if (meter && i == o.warmup) meter->start();
+    if (i == o.warmup) {
+      if (meter) meter->start();
+      if (o.run.device == "cuda") parallel::cuda_profiler_range(true);  // a profiler records the timed steps
+    }
     train::StepStats s = trainer.step(i);
     step_log.add(trainer.step_record(s, /*warmup=*/i < o.warmup));
     if (i >= o.warmup) {
@@ -139,6 +143,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     if (comm.rank() == 0)
       progress.update(i + 1, fmt::format("{:.3f} s/step{}", s.step_time_s, i < o.warmup ? " (warm-up)" : ""));
   }
+  if (o.run.device == "cuda") parallel::cuda_profiler_range(false);
   if (comm.rank() == 0) progress.finish();
   if (profiler) {
     trainer.end_profile();
@@ -209,7 +214,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     }
   }
   j["precision"] = o.run.precision;
-  j["recompute"] = o.run.recompute;
+  // "full" (every layer's forward run again in backward; the planner's calibration adds
+  // that work back), else whether the LayerNorm and GELU outputs were recomputed.
+  if (o.run.recompute_layers) j["recompute"] = "full";
+  else j["recompute"] = o.run.recompute;
   j["device_kind"] = o.run.device == "cuda" ? "gpu" : "cpu";
   j["device"] = o.run.device == "cuda" ? model->device_name() : cpu_model_name();
   j["attention"] = model->attention_kernels();

@@ -64,6 +64,7 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
   double loss = 0;
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
     comm.barrier();
+    if (i == o.warmup) parallel::cuda_profiler_range(true);  // a profiler records the timed steps
     Timer t;
     loss = model.forward_loaded(true);
     model.zero_grad();
@@ -75,6 +76,7 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
     comm.allreduce_sum(&seconds, 1);
     if (i >= o.warmup) times.push_back(seconds / comm.world());
   }
+  parallel::cuda_profiler_range(false);
   const double flops_per_image = 3.0 * host.forward_flops_per_image();
   nlohmann::json j = {{"bench", "vision"},
           {"model", o.model},

@@ -37,6 +37,7 @@ constexpr RunOptionDef kRunOptions[] = {
     {"train.precision", ""},
     {"train.threads", ""},
     {"train.recompute", "", true},
+    {"train.recompute_layers", "", true},
     {"train.attention", ""},
     {"parallel.communicator", ""},
     {"parallel.rendezvous", ""},

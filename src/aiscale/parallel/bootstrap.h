@@ -29,6 +29,10 @@ bool cuda_is_device_pointer(const void* p);
 std::string cuda_current_gpu_name();
 // "0000:19:00.0", the current device's PCI bus id (for NVML); "" without CUDA.
 std::string cuda_current_gpu_pci_bus_id();
+// Marks the start (true) or the end (false) of the work a CUDA profiler should record
+// (cudaProfilerStart/Stop: `nsys profile --capture-range=cudaProfilerApi`, `ncu
+// --profile-from-start off`); without a profiler attached, and without CUDA, nothing.
+void cuda_profiler_range(bool start);
 // Picks this rank's GPU from its node-local rank (-1: unknown, then device 0) modulo the
 // visible GPUs and makes it current; returns the device index. Fails without a GPU.
 int cuda_select_local_gpu(int local_rank);

@@ -9,6 +9,7 @@
 #include "aiscale/parallel/launch_env.h"
 
 #ifdef AISCALE_HAVE_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -119,6 +120,11 @@ std::string cuda_current_gpu_pci_bus_id() {
   return id;
 }
 
+void cuda_profiler_range(bool start) {
+  // A failure (no GPU yet) only means there is nothing to record.
+  (void)(start ? cudaProfilerStart() : cudaProfilerStop());
+}
+
 std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner) {
   return std::make_unique<HostStaged>(std::move(inner));
 }
@@ -130,6 +136,7 @@ int cuda_visible_gpus() { return 0; }
 void cuda_use_gpu(int) { fail("this aiscale was built without CUDA: rebuild with the cuda preset"); }
 std::string cuda_current_gpu_name() { return ""; }
 std::string cuda_current_gpu_pci_bus_id() { return ""; }
+void cuda_profiler_range(bool) {}
 std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner) { return inner; }
 
 #endif

@@ -20,9 +20,10 @@ namespace {
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
 //    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
 //  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI).
-//    train.recompute recomputes GELU and LayerNorm outputs,
-//    which is neither of Korthikanti's selective or full modes: plans without
-//    recomputation only.
+//    train.recompute_layers is Korthikanti's full recomputation (every layer's forward run
+//    again in its backward, on CPU and GPU ranks, with every layout); train.recompute
+//    (GELU and LayerNorm outputs) is neither of the selective or full modes and is
+//    planned as none; selective recomputation is not implemented.
 const std::vector<EngineSupport> kEngineSupport = {
     {"cuda",
      {WorkloadKind::transformer, WorkloadKind::cnn},
@@ -32,7 +33,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      1 << 20,
      {GradTransport::nccl, GradTransport::copy_engine},
      {0, 1},
-     {Recompute::none},
+     {Recompute::none, Recompute::full},
      true,
      {0, 1},
      true,
@@ -49,7 +50,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      1 << 20,
      {GradTransport::nccl},  // the planner's "nccl" stands for the default transport: MPI on CPU ranks
      {},
-     {Recompute::none},
+     {Recompute::none, Recompute::full},
      false,
      {},
      false,
@@ -128,8 +129,9 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
     return fmt::format("ZeRO-{} over the copy engines not implemented (ZeRO-{} runs over NCCL)",
                        l.zero, l.zero);
   if (!has(e.recompute, l.recompute))
-    return fmt::format("{} recomputation not implemented (aiscale's --recompute recomputes GELU "
-                       "and LayerNorm only)", to_string(l.recompute));
+    return fmt::format("{} recomputation not implemented (aiscale recomputes whole layers, "
+                       "--recompute-layers, or GELU and LayerNorm outputs, --recompute)",
+                       to_string(l.recompute));
   // (Under tensor parallelism ZeRO-1 shards one bucket per data group: no such bound.)
   if (e.zero1_ranks_at_most_width_plus_one && l.zero == 1 && w.is_transformer() && l.tp == 1 &&
       l.dp > w.gpt.n_embd + 1)

@@ -6,6 +6,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
+#include "aiscale/plan/engine_support.h"
 #include "aiscale/plan/memory.h"
 
 namespace aiscale::plan {
@@ -121,6 +122,13 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double ga = l.grad_accum;
   const TensorSplit split = tensor_split(acc);
+  // aiscale's GPU pipeline stages (nn/models/gpt_cuda_pp.cuh) keep the whole model on every
+  // stage: each micro-batch's backward first runs the stage's forward again from its
+  // stash, one fp32 all-reduce of every gradient over all the job's GPUs follows the
+  // backward (in place of data-parallel buckets), and every GPU runs AdamW over all the
+  // parameters.
+  const bool whole_stages = l.pp > 1 && w.is_transformer() && !part.is_cpu() && is_aiscale(acc) &&
+                            engine_support_for(false).pipeline_whole_model;
 
   // ---- compute, one micro-batch on one GPU ------------------------------------------
   double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;
@@ -138,6 +146,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     fwd_flops = ((per_token - lm_head) * share + lm_head / l.pp) * tokens_mb / 3.0;
     bwd_flops = 2.0 * fwd_flops;
     if (l.recompute == Recompute::full) recompute_flops = fwd_flops;
+    if (whole_stages) recompute_flops += fwd_flops;  // the stage's forward from its stash
     // Selective recomputation redoes attention's forward; a flash kernel recomputes its
     // scores in backward anyway (inside the utilisation), so there it changes nothing.
     if (l.recompute == Recompute::selective && w.attention == Attention::materialized)
@@ -183,7 +192,12 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   }
 
   // ---- data parallel -----------------------------------------------------------------
-  if (l.dp > 1) {
+  if (whole_stages) {  // every gradient, fp32, over every GPU of the job, after backward
+    const double grad_bytes =
+        params_per_gpu(w, l.tp, 1, false, split.vocab_parallel) * std::max(sb.gradients, 4.0);
+    e.dp_comm_s = hier_allreduce_time(grad_bytes, GroupShape{pl.g, pl.nodes}, fabric);
+    e.dp_exposed_s = e.dp_comm_s;
+  } else if (l.dp > 1) {
     const double psi = params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel);
     const double comm_bytes = std::max(sb.gradients, a.grad_comm_bytes);
     const double grad_bytes = psi * comm_bytes;
@@ -277,7 +291,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- optimizer update: memory-bound over the parameters this GPU updates -----------
   {
-    const double psi = params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel) / (l.zero >= 1 ? l.dp : 1);
+    const double psi = params_per_gpu(w, l.tp, whole_stages ? 1 : l.pp, false, split.vocab_parallel) /
+                       (l.zero >= 1 ? l.dp : 1);
     const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
                                                                  : a.sgd_bytes_touched);
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;

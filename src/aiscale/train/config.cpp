@@ -215,6 +215,11 @@ const std::vector<Key>& schema() {
                          "clip the global gradient norm to this; 0 disables"));
     k.push_back(bool_key("train.recompute", &TrainConfig::recompute,
                          "recompute LayerNorm and GELU outputs in backward to save memory"));
+    k.push_back(bool_key("train.recompute_layers", &TrainConfig::recompute_layers,
+                         "full activation recomputation: keep only each transformer layer's "
+                         "input in forward and run the layer's forward again in its backward "
+                         "(one layer's activations in memory instead of all; about a third "
+                         "more compute)"));
     k.push_back(string_key("train.attention", &TrainConfig::attention,
                            "GPU attention kernels: auto (cuDNN's fused engines where built in, "
                            "else the own flash kernels), cudnn, flash (own), simple (CUDA cores)",

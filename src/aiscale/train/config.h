@@ -38,6 +38,7 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;   // global-norm clip; 0 disables
   bool recompute = false;
+  bool recompute_layers = false;
   std::string attention = "auto";  // GPU attention kernels: auto | cudnn | flash | simple
   int64_t threads = 0;      // OpenMP/BLAS threads; 0 = all cores
   int64_t eval_every = 0;   // steps between validation passes; 0 = only at the end

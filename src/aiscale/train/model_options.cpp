@@ -10,6 +10,7 @@ nn::GptRunOptions gpt_run_options(const TrainConfig& c) {
   ro.seq = c.seq_len;
   ro.precision = parse_dtype(c.precision);
   ro.recompute = c.recompute;
+  ro.recompute_layers = c.recompute_layers;
   ro.decay_embeddings = c.decay_embeddings;
   ro.seed = c.seed;
   return ro;

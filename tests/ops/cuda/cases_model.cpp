@@ -118,7 +118,8 @@ void check_model(Recorder& r, const ModelCase& mc, DType t, bool recompute) {
 }
 
 // Properties of the CUDA model alone: grad_multiplier scaling, gradient accumulation,
-// recompute giving identical results, determinism of two runs.
+// recompute (LayerNorm/GELU outputs, whole layers) giving identical results, determinism
+// of two runs.
 void check_model_properties(Recorder& r, const ModelCase& mc, DType t) {
   const nn::GptConfig& c = mc.config;
   nn::GptRunOptions o;
@@ -128,6 +129,9 @@ void check_model_properties(Recorder& r, const ModelCase& mc, DType t) {
   auto a = nn::make_gpt_cuda(c, o);
   o.recompute = true;
   auto b = nn::make_gpt_cuda(c, o);
+  o.recompute = false;
+  o.recompute_layers = true;
+  auto full = nn::make_gpt_cuda(c, o);
   const int64_t N = mc.B * mc.T, P = c.num_params();
   std::mt19937 rng(11);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab_size - 1));
@@ -166,8 +170,19 @@ void check_model_properties(Recorder& r, const ModelCase& mc, DType t) {
   r.check("model recompute: same loss", la == lb);
   // dQ uses fp32 atomics (order varies): allow rounding-level differences.
   r.record("model recompute: same grads", t, dev::rel_err(gb, ga), t == DType::f32 ? 1e-6 : 5e-3);
-  std::printf("  memory: %.1f MiB without recompute, %.1f MiB with\n",
-              double(a->memory_bytes()) / 1048576.0, double(b->memory_bytes()) / 1048576.0);
+  // Whole layers recomputed: the same forward again, so the same loss and gradients (up
+  // to dQ's atomics), in less memory.
+  std::vector<float> gf(P);
+  full->zero_grad();
+  const float lf = full->forward(in.data(), tg.data());
+  full->backward(1.0f);
+  full->get_grads(gf.data());
+  r.check("model recompute layers: same loss", la == lf);
+  r.record("model recompute layers: same grads", t, dev::rel_err(gf, ga), t == DType::f32 ? 1e-6 : 5e-3);
+  r.check("model recompute layers: less memory", full->memory_bytes() < b->memory_bytes());
+  std::printf("  memory: %.1f MiB without recompute, %.1f MiB with, %.1f MiB recomputing layers\n",
+              double(a->memory_bytes()) / 1048576.0, double(b->memory_bytes()) / 1048576.0,
+              double(full->memory_bytes()) / 1048576.0);
 }
 
 const ModelCase kFlashCase{"L2 C128 NH2 (HS64) V500 B2 T96", {2, 2, 128, 128, 500}, 2, 96};

@@ -26,6 +26,9 @@ struct GptRunOptions {
   int64_t seq = 64;         // T: sequence length (<= block_size)
   DType precision = DType::f32;  // activations / matmul inputs; master weights stay fp32
   bool recompute = false;   // recompute GELU/LayerNorm outputs in backward (saves memory)
+  // Full activation recomputation: forward keeps each layer's input only; backward runs
+  // the layer's forward again before its backward (one layer's activations held).
+  bool recompute_layers = false;
   bool decay_embeddings = true;  // weight decay on wte/wpe too (GPT-2/nanoGPT: yes)
   std::string cpu_backend = "cpu";  // "cpu" (fast) or "reference"
   uint64_t seed = 1337;

@@ -24,9 +24,10 @@ void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * 4); 
 }  // namespace
 
 GptBlocks::GptBlocks(const ops::Backend& ops, const tp::TensorGroup& group, const GptConfig& c,
-                     int64_t B, int64_t T, bool recompute, int64_t first_layer,
-                     int64_t end_layer, bool head)
-    : ops_(ops), group_(group), recompute_(recompute), first_(first_layer),
+                     int64_t B, int64_t T, bool recompute, bool recompute_layers,
+                     int64_t first_layer, int64_t end_layer, bool head)
+    : ops_(ops), group_(group), recompute_(recompute && !recompute_layers),
+      recompute_layers_(recompute_layers), first_(first_layer),
       end_(end_layer < 0 ? c.n_layer : end_layer) {
   d_.B = B;
   d_.T = T;
@@ -38,7 +39,7 @@ GptBlocks::GptBlocks(const ops::Backend& ops, const tp::TensorGroup& group, cons
   d_.N = B * T;
   d_.R = group.rows(d_.N);
   d_.vocab = {group.rank * (c.vocab_size / group.size), c.vocab_size / group.size};
-  allocate(recompute, head);
+  allocate(head);
 }
 
 float* GptBlocks::stage_output_grad() {
@@ -104,6 +105,7 @@ void GptBlocks::layer_backward(int64_t l, const LayerParams& w, const LayerParam
   LayerActs& a = acts_[l - first_];
   const float* residual = layer_input(l);
   const bool gathered = group_.sequence_parallel && group_.split();
+  if (recompute_layers_) layer_forward(l, w);  // the layer's activations, into the shared set
   if (recompute_) {  // rebuild what forward did not keep for this layer
     ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, w.ln1_w, w.ln1_b, R, C);
     ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2_w, w.ln2_b, R, C);
@@ -146,7 +148,8 @@ void GptBlocks::embedding_backward(const int32_t* tokens, float* dwte, float* dw
                                d_.B, d_.T, d_.C);
 }
 
-void GptBlocks::allocate(bool rc, bool head) {
+void GptBlocks::allocate(bool head) {
+  const bool rc = recompute_, rl = recompute_layers_;
   const int64_t B = d_.B, T = d_.T, C = d_.C, Cl = d_.Cl, NH = d_.NH, N = d_.N, R = d_.R,
                 L = end_ - first_, Vl = head ? d_.vocab.size : 0;
   const bool sp = group_.sequence_parallel && group_.split();
@@ -162,6 +165,13 @@ void GptBlocks::allocate(bool rc, bool head) {
   size_t shared_f1 = rc && sp ? f("recompute.ln1_full", N * C) : kNone;
   size_t shared_f2 = rc && sp ? f("recompute.ln2_full", N * C) : kNone;
   for (int64_t l = 0; l < L; ++l) {
+    // Full recomputation: one set of buffers (named after the first layer) serves every
+    // layer; each layer keeps its output, the next layer's input.
+    if (rl && l > 0) {
+      idx[l] = idx[0];
+      idx[l].res3 = f(fmt::format("h.{}.residual3", first_ + l), R * C);
+      continue;
+    }
     std::string p = fmt::format("h.{}.", first_ + l);
     Idx& x = idx[l];
     x.ln1 = rc ? shared_ln1 : f(p + "ln1", R * C);

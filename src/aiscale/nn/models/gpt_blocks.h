@@ -38,10 +38,14 @@ struct GptDims {
 class GptBlocks {
  public:
   // The layers [first_layer, end_layer) (a pipeline stage's; all by default), with the
-  // head when `head`. B is the micro-batch this set of activations holds.
+  // head when `head`. B is the micro-batch this set of activations holds. recompute: the
+  // LayerNorm and GELU outputs are rebuilt in backward; recompute_layers (full
+  // recomputation): only each layer's output (the next one's input) is kept, and
+  // layer_backward runs the layer's forward again first, into one set of buffers shared by
+  // the layers.
   GptBlocks(const ops::Backend& ops, const parallel::tensor::TensorGroup& group,
-            const GptConfig& c, int64_t B, int64_t T, bool recompute, int64_t first_layer = 0,
-            int64_t end_layer = -1, bool head = true);
+            const GptConfig& c, int64_t B, int64_t T, bool recompute, bool recompute_layers,
+            int64_t first_layer = 0, int64_t end_layer = -1, bool head = true);
 
   const GptDims& dims() const { return d_; }
   size_t bytes() const { return arena_.bytes(); }
@@ -82,11 +86,11 @@ class GptBlocks {
   const float* layer_input(int64_t l) const {
     return l == first_ ? encoded_ : acts_[l - first_ - 1].residual3;
   }
-  void allocate(bool recompute, bool head);
+  void allocate(bool head);
 
   const ops::Backend& ops_;
   parallel::tensor::TensorGroup group_;
-  bool recompute_ = false;
+  bool recompute_ = false, recompute_layers_ = false;
   int64_t first_ = 0, end_ = 0;  // the layers held
   GptDims d_;
   Arena arena_;

@@ -93,7 +93,8 @@ class GptCpu final : public GptModel {
     }
     for (int i = 0; i < slots; ++i)
       slots_.push_back(std::make_unique<GptBlocks>(ops_, place_.tensor, c, o.batch / micro_, o.seq,
-                                                   o.recompute, place_.first_layer,
+                                                   o.recompute, o.recompute_layers,
+                                                   place_.first_layer,
                                                    place_.end_layer, place_.last()));
     inputs_.assign(size_t(o.batch * o.seq), 0);
     targets_.assign(inputs_.size(), 0);

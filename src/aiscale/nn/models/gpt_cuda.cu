@@ -197,14 +197,14 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     std::fprintf(stderr,
                  "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
                  "fused gelu %d, dgelu %d, bgrad %d, xent %d, lm-head pad %d, autotune %d, "
-                 "recompute %d\n",
+                 "recompute %d, recompute layers %d\n",
                  device_name_.c_str(), cuda::dtype_str(t_),
                  static_cast<long long>(B_), static_cast<long long>(T_),
                  double(arena_bytes_) / double(1 << 30),
                  attention_kernels().c_str(),
                  int(linear_.fused_gelu), int(linear_.fused_dgelu), int(linear_.fused_bgrad),
                  int(fused_xent_), int(lm_head_padded_dw_), int(autotune_),
-                 int(options_.recompute));
+                 int(options_.recompute), int(options_.recompute_layers));
   }
 }
 
@@ -313,11 +313,17 @@ float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
 
 // Layers [l0, l1) forward: res(l0) in, res(l1) out.
 void GptCuda::layers_forward(int64_t l0, int64_t l1) {
+  for (int64_t l = l0; l < l1; ++l) {
+    use_layer(l, +1);
+    layer_forward(l);
+  }
+}
+
+void GptCuda::layer_forward(int64_t l) {
   const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
   cudaStream_t s = stream_;
-  for (int64_t l = l0; l < l1; ++l) {
+  {
     Acts& a = acts_[l];
-    use_layer(l, +1);
     prof_op("layernorm_forward");
     cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
                             pw(l, in(P::ln1_b)), N, C, s);
@@ -346,6 +352,7 @@ void GptCuda::layers_forward(int64_t l0, int64_t l1) {
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(res(l + 1));
   }
+  acts_layer_ = l;
 }
 
 // The loss of the last head_forward into the device float *loss (and, fused, dlogits

@@ -100,7 +100,11 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
     Acts& a = acts_[l];
     use_layer(l, -1);
     if (zero3_ && l > 0) zero3_->prepare_layer_grads(l - 1);
-    if (options_.recompute) {
+    // Full recomputation: the layer's forward again from its input, kept in res(l) (the
+    // top layer's activations are still there after forward).
+    if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
+    acts_layer_ = -1;  // backward reuses the set's buffers
+    if (options_.recompute && !options_.recompute_layers) {
       prof_op("layernorm_forward");
       cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
                               pw(l, in(P::ln1_b)), N, C, s);

@@ -54,6 +54,12 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t shared_gelu = rc ? plan.add(size_t(N * Fm) * e) : 0;
   std::vector<Off> off(static_cast<size_t>(L));
   for (auto& x : off) {
+    // Full recomputation: the first layer's set serves every layer (the residual stream
+    // between the layers, o_res, stays whole).
+    if (z.recompute_layers && &x != &off[0]) {
+      x = off[0];
+      continue;
+    }
     x.ln1 = rc ? shared_ln1 : plan.add(size_t(N * C) * e);
     x.qkv = plan.add(size_t(N * 3 * Ca) * e);
     x.atty = plan.add(size_t(N * Ca) * e);

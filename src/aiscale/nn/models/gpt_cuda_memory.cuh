@@ -19,6 +19,7 @@ struct GptCudaSizes {
   int64_t Ca = 0, F = 0;
   size_t es = 4;           // bytes per value of the run's dtype
   bool recompute = false;  // one shared buffer for ln1, ln2, GELU output of every layer
+  bool recompute_layers = false;  // one set of every layer activation shared by the layers
   int64_t S = 0;           // master weights and moments (ZeRO-1: this rank's shard)
   int64_t Ppad = 0;        // gradients (rounded up to the ZeRO-1 world size)
   int64_t Pw = 0;          // working copy (with the padded vocabulary rows)

@@ -117,6 +117,12 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void backward_batch(float grad_multiplier);
   // Pieces of both (gpt_cuda.cu, gpt_cuda_backward.cu), shared with the pipeline's passes.
   void layers_forward(int64_t l0, int64_t l1);
+  // Layer l's forward: res(l) in, res(l + 1) and the layer's activations out (the layer's
+  // parameters in place: under ZeRO-3 gathered by use_layer).
+  void layer_forward(int64_t l);
+  // Full activation recomputation (options_.recompute_layers): the layer whose
+  // activations the one shared set holds (-1: none, or partly overwritten).
+  int64_t acts_layer_ = -1;
   void head_forward();
   void loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss);
   void head_backward(float grad_multiplier, const int32_t* d_targets);
