@@ -123,28 +123,37 @@ TEST_P(VisionOpsGpu, CudnnConvolutionsMatchTheReference) {
 TEST_P(VisionOpsGpu, PoolingMatchesTheReference) {
   const DType t = GetParam();
   const ops::vision::VisionBackend& ref = vision_reference_backend();
-  const ops::vision::PoolShape s{2, 8, 9, 9, 3, 2, 1};
-  const int64_t HW = s.H * s.W, OHW = s.OH() * s.OW();
   Rng rng(7);
-  const std::vector<float> x = rounded(t, random_vector(rng, size_t(s.in_size())));
-  const std::vector<float> dy = rounded(t, random_vector(rng, size_t(s.out_size())));
-  std::vector<float> y(s.out_size()), dx(s.in_size());
-  std::vector<int32_t> argmax(s.out_size());
-  ref.maxpool_forward(y.data(), argmax.data(), x.data(), s);
-  ref.maxpool_backward(dx.data(), dy.data(), argmax.data(), s);
-  DeviceBuffer gx(t, to_nhwc(x, s.N, s.C, HW)), gy(t, size_t(s.out_size())),
-      gdy(t, to_nhwc(dy, s.N, s.C, OHW)), gdx(t, size_t(s.in_size())),
-      garg(DType::f32, size_t(s.out_size()));
-  auto* am = static_cast<int32_t*>(garg.get());
-  cv::maxpool_forward(t, gy.get(), am, gx.get(), s.N, s.H, s.W, s.C, s.K, s.stride, s.pad, nullptr);
-  EXPECT_LT(relative_error(to_nchw(gy.download(), s.N, s.C, OHW), y), 1e-7);
-  std::vector<int32_t> am_host(s.out_size());
-  cudaMemcpy(am_host.data(), am, am_host.size() * 4, cudaMemcpyDeviceToHost);
-  std::vector<float> am_f(am_host.begin(), am_host.end()), am_ref(argmax.begin(), argmax.end());
-  EXPECT_EQ(to_nchw(am_f, s.N, s.C, OHW), am_ref);
-  cv::maxpool_backward(t, gdx.get(), gdy.get(), am, s.N, s.H, s.W, s.C, s.K, s.stride, s.pad,
-                       false, nullptr);
-  EXPECT_LT(relative_error(to_nchw(gdx.download(), s.N, s.C, HW), dx), tolerance(t));
+  // 16 channels: whole 16-byte groups (the vectorised kernels); 6: a thread per value.
+  for (const ops::vision::PoolShape s : {ops::vision::PoolShape{2, 16, 9, 9, 3, 2, 1},
+                                         ops::vision::PoolShape{2, 6, 9, 9, 3, 2, 1}}) {
+    SCOPED_TRACE("channels " + std::to_string(s.C));
+    const int64_t HW = s.H * s.W, OHW = s.OH() * s.OW();
+    const std::vector<float> x = rounded(t, random_vector(rng, size_t(s.in_size())));
+    const std::vector<float> dy = rounded(t, random_vector(rng, size_t(s.out_size())));
+    std::vector<float> y(s.out_size()), dx(s.in_size());
+    std::vector<int32_t> argmax(s.out_size());
+    ref.maxpool_forward(y.data(), argmax.data(), x.data(), s);
+    ref.maxpool_backward(dx.data(), dy.data(), argmax.data(), s);
+    DeviceBuffer gx(t, to_nhwc(x, s.N, s.C, HW)), gy(t, size_t(s.out_size())),
+        gdy(t, to_nhwc(dy, s.N, s.C, OHW)), gdx(t, size_t(s.in_size())),
+        garg(DType::f32, size_t(s.out_size()));
+    auto* am = static_cast<int32_t*>(garg.get());
+    cv::maxpool_forward(t, gy.get(), am, gx.get(), s.N, s.H, s.W, s.C, s.K, s.stride, s.pad, nullptr);
+    EXPECT_LT(relative_error(to_nchw(gy.download(), s.N, s.C, OHW), y), 1e-7);
+    std::vector<int32_t> am_host(s.out_size());
+    cudaMemcpy(am_host.data(), am, am_host.size() * 4, cudaMemcpyDeviceToHost);
+    std::vector<float> am_f(am_host.begin(), am_host.end()), am_ref(argmax.begin(), argmax.end());
+    EXPECT_EQ(to_nchw(am_f, s.N, s.C, OHW), am_ref);
+    cv::maxpool_backward(t, gdx.get(), gdy.get(), am, s.N, s.H, s.W, s.C, s.K, s.stride, s.pad,
+                         false, nullptr);
+    EXPECT_LT(relative_error(to_nchw(gdx.download(), s.N, s.C, HW), dx), tolerance(t));
+    // Accumulating onto what dx holds: twice the gradient.
+    cv::maxpool_backward(t, gdx.get(), gdy.get(), am, s.N, s.H, s.W, s.C, s.K, s.stride, s.pad,
+                         true, nullptr);
+    for (float& v : dx) v *= 2;
+    EXPECT_LT(relative_error(to_nchw(gdx.download(), s.N, s.C, HW), dx), tolerance(t));
+  }
 
   // Global average pooling, backward accumulating onto ones.
   const int64_t N = 2, C = 16, P = 49;

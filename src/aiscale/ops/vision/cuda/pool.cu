@@ -2,6 +2,15 @@
 // gathers instead of scattering: each input value sums the gradients of the (at most
 // ceil(K / stride)^2) windows that chose it, so overlapping windows need no atomics and
 // the result does not depend on the order of threads.
+//
+// Where the channels come in whole 16-byte groups (C a multiple of 8 in bf16/fp16, of 4 in
+// fp32) each thread takes one group: 16-byte loads and stores, and the position arithmetic
+// once per group instead of once per value. ResNet-50's stem pool (256 x 112 x 112 x 64
+// bf16 in, 3x3 stride 2) moves ~0.7 GB each way, ~0.25 ms at the H100's bandwidth; a
+// thread per value spent 1.3 ms forward and 3.1 ms backward in 64-bit index divisions.
+#include <cstdint>
+#include <initializer_list>
+
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/vision/cuda/vision_cuda.cuh"
 
@@ -74,6 +83,116 @@ __global__ void maxpool_bwd(T* dx, const T* dy, const int32_t* argmax, int64_t N
   }
 }
 
+// The vectorised pair: V channels (16 bytes of T) per thread.
+template <typename T, int V>
+struct alignas(16) Pack {
+  T v[V];
+};
+struct alignas(16) Int4 {
+  int32_t v[4];
+};
+
+template <typename T, int V>
+__global__ void maxpool_fwd_vec(T* y, int32_t* argmax, const T* x, int64_t N, int H, int W,
+                                int C, int OH, int OW, int K, int stride, int pad) {
+  const int CV = C / V;
+  const int64_t total = N * OH * OW * CV;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int cv = int(i % CV);
+    int64_t p = i / CV;
+    const int ow = int(p % OW);
+    p /= OW;
+    const int oh = int(p % OH);
+    const int64_t n = p / OH;
+    float best[V];
+    int32_t where[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) best[v] = -INFINITY, where[v] = -1;
+    for (int kh = 0; kh < K; ++kh) {
+      const int h = oh * stride - pad + kh;
+      if (h < 0 || h >= H) continue;
+      for (int kw = 0; kw < K; ++kw) {
+        const int w = ow * stride - pad + kw;
+        if (w < 0 || w >= W) continue;
+        const Pack<T, V> in = *reinterpret_cast<const Pack<T, V>*>(x + ((n * H + h) * W + w) * C + cv * V);
+        const int32_t here = h * W + w;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          const float f = to_f32<T>(in.v[v]);
+          if (where[v] < 0 || f > best[v]) best[v] = f, where[v] = here;
+        }
+      }
+    }
+    const int64_t o = ((n * OH + oh) * OW + ow) * C + cv * V;
+    Pack<T, V> out;
+#pragma unroll
+    for (int v = 0; v < V; ++v) out.v[v] = from_f32<T>(best[v]);
+    *reinterpret_cast<Pack<T, V>*>(y + o) = out;
+#pragma unroll
+    for (int q = 0; q < V / 4; ++q) {
+      Int4 a;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) a.v[v] = where[4 * q + v];
+      *reinterpret_cast<Int4*>(argmax + o + 4 * q) = a;
+    }
+  }
+}
+
+template <typename T, int V>
+__global__ void maxpool_bwd_vec(T* dx, const T* dy, const int32_t* argmax, int64_t N, int H,
+                                int W, int C, int OH, int OW, int K, int stride, int pad,
+                                bool accumulate) {
+  const int CV = C / V;
+  const int64_t total = N * H * W * CV;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int cv = int(i % CV);
+    int64_t p = i / CV;
+    const int w = int(p % W);
+    p /= W;
+    const int h = int(p % H);
+    const int64_t n = p / H;
+    const int oh_lo = h + pad - K + 1 > 0 ? (h + pad - K + 1 + stride - 1) / stride : 0;
+    const int oh_hi = min((h + pad) / stride, OH - 1);
+    const int ow_lo = w + pad - K + 1 > 0 ? (w + pad - K + 1 + stride - 1) / stride : 0;
+    const int ow_hi = min((w + pad) / stride, OW - 1);
+    const int32_t me = h * W + w;
+    float g[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) g[v] = 0.f;
+    for (int oh = oh_lo; oh <= oh_hi; ++oh) {
+      for (int ow = ow_lo; ow <= ow_hi; ++ow) {
+        const int64_t o = ((n * OH + oh) * OW + ow) * C + cv * V;
+        const Pack<T, V> d = *reinterpret_cast<const Pack<T, V>*>(dy + o);
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+          const Int4 a = *reinterpret_cast<const Int4*>(argmax + o + 4 * q);
+#pragma unroll
+          for (int v = 0; v < 4; ++v)
+            if (a.v[v] == me) g[4 * q + v] += to_f32<T>(d.v[4 * q + v]);
+        }
+      }
+    }
+    const int64_t at = ((n * H + h) * W + w) * C + cv * V;
+    Pack<T, V> out;
+    if (accumulate) out = *reinterpret_cast<const Pack<T, V>*>(dx + at);
+#pragma unroll
+    for (int v = 0; v < V; ++v) out.v[v] = from_f32<T>(g[v] + (accumulate ? to_f32<T>(out.v[v]) : 0.f));
+    *reinterpret_cast<Pack<T, V>*>(dx + at) = out;
+  }
+}
+
+// Whether the vectorised kernels take this call: whole 16-byte channel groups, aligned
+// buffers, positions within int32.
+bool vectorised(int64_t C, int64_t values_per_16_bytes, int64_t H, int64_t W,
+                std::initializer_list<const void*> ptrs) {
+  if (C % values_per_16_bytes != 0 || H * W >= (int64_t(1) << 31)) return false;
+  for (const void* q : ptrs)
+    if (reinterpret_cast<uintptr_t>(q) % 16 != 0) return false;
+  return true;
+}
+
 template <typename T>
 __global__ void avgpool_fwd(T* y, const T* x, int64_t N, int64_t HW, int64_t C) {
   const int64_t total = N * C;
@@ -113,6 +232,13 @@ void maxpool_forward(DType t, void* y, int32_t* argmax, const void* x, int64_t N
   const int64_t OH = pooled(H, K, stride, pad), OW = pooled(W, K, stride, pad);
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int V = 16 / sizeof(T);
+    if (vectorised(C, V, H, W, {y, argmax, x})) {
+      maxpool_fwd_vec<T, V><<<blocks_for(N * OH * OW * (C / V)), 256, 0, s>>>(
+          static_cast<T*>(y), argmax, static_cast<const T*>(x), N, int(H), int(W), int(C),
+          int(OH), int(OW), int(K), int(stride), int(pad));
+      return;
+    }
     maxpool_fwd<T><<<blocks_for(N * OH * OW * C), 256, 0, s>>>(
         static_cast<T*>(y), argmax, static_cast<const T*>(x), N, H, W, C, OH, OW, K, stride,
         pad);
@@ -126,6 +252,13 @@ void maxpool_backward(DType t, void* dx, const void* dy, const int32_t* argmax, 
   const int64_t OH = pooled(H, K, stride, pad), OW = pooled(W, K, stride, pad);
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int V = 16 / sizeof(T);
+    if (vectorised(C, V, H, W, {dx, dy, argmax})) {
+      maxpool_bwd_vec<T, V><<<blocks_for(N * H * W * (C / V)), 256, 0, s>>>(
+          static_cast<T*>(dx), static_cast<const T*>(dy), argmax, N, int(H), int(W), int(C),
+          int(OH), int(OW), int(K), int(stride), int(pad), accumulate);
+      return;
+    }
     maxpool_bwd<T><<<blocks_for(N * H * W * C), 256, 0, s>>>(
         static_cast<T*>(dx), static_cast<const T*>(dy), argmax, N, H, W, C, OH, OW, K, stride,
         pad, accumulate);
