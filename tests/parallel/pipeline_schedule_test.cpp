@@ -65,6 +65,26 @@ TEST(PipelineSchedule, BubbleIsTheTextbookFraction) {
   EXPECT_EQ(simulated_bubble(all_stages("gpipe", 1, 3)), 0.0);
 }
 
+// The GPU stages run a micro-batch's forward again before its backward (from the stashed
+// input), without waiting for the downstream gradient, unless their last pass was that
+// forward. 4 stages x 8 micro-batches, forward 1, backward 2, recomputation 1: under 1F1B
+// the first three stages recompute every micro-batch (8 x 4 units), the last never
+// (8 x 3); the pipeline ends at 39 units, 7 after the first stage's own work. GPipe runs
+// the backwards in micro-batch order, so every stage recomputes all 8 (32 units), ending
+// at 41.
+TEST(PipelineSchedule, RecomputationBeforeEachBackwardAsTheGpuStagesRunIt) {
+  PipelineRun run = simulate_pipeline(all_stages("1f1b", 4, 8), 1.0, 2.0, 1.0);
+  ASSERT_FALSE(run.deadlock);
+  EXPECT_DOUBLE_EQ(run.makespan, 39.0);
+  EXPECT_EQ(run.busy, (std::vector<double>{32, 32, 32, 24}));
+  run = simulate_pipeline(all_stages("gpipe", 4, 8), 1.0, 2.0, 1.0);
+  EXPECT_DOUBLE_EQ(run.makespan, 41.0);
+  EXPECT_EQ(run.busy, (std::vector<double>{32, 32, 32, 32}));
+  // Without recomputation it is the textbook pipeline: (m + pp - 1) x (forward + backward).
+  run = simulate_pipeline(all_stages("1f1b", 4, 8), 1.0, 2.0);
+  EXPECT_DOUBLE_EQ(run.makespan, 33.0);
+}
+
 TEST(PipelineSchedule, ABackwardBeforeItsForwardIsDetected) {
   // A backward before its forward is an error.
   std::vector<StageSchedule> bad = {{{PassKind::backward, 0}, {PassKind::forward, 0}}};

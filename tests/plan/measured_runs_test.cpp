@@ -28,6 +28,7 @@ struct Measured {
   long gpus = 1, batch = 1;  // batch: per data-parallel rank (per tensor group or pipeline)
   int zero = 0, tensor_parallel = 1, pipeline_parallel = 1, microbatches = 1;
   double step_ms = 0, memory_gib = 0;
+  double step_tolerance = 0.10;  // the issue-level ±15% where the fixture says why
   bool in_sample = false;
 };
 
@@ -57,6 +58,7 @@ std::vector<Measured> measured_runs() {
     m.schedule = t["schedule"].value_or(std::string());
     m.recompute = t["recompute"].value_or(m.recompute);
     m.step_ms = t["step_ms"].value_or(0.0);
+    m.step_tolerance = t["step_tolerance"].value_or(m.step_tolerance);
     m.memory_gib = t["memory_gib"].value_or(0.0);
     m.in_sample = t["in_sample"].value_or(false);
     out.push_back(std::move(m));
@@ -117,11 +119,14 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
     if (m.step_ms > 0) {
       const double e = error(step_ms, m.step_ms);
       if (m.not_checked.empty()) {
-        EXPECT_LT(std::fabs(e), kTolerance) << m.id << ": predicted " << step_ms << " ms";
+        EXPECT_LT(std::fabs(e), m.step_tolerance) << m.id << ": predicted " << step_ms << " ms";
       }
       step_cell = fmt::format("{:.2f} / {:.2f} ms", step_ms, m.step_ms);
       step_err = fmt::format("{:+.1f}%{}", e * 100,
-                             m.in_sample ? " (in sample)" : !m.not_checked.empty() ? " (not held: see note)" : "");
+                             m.in_sample               ? " (in sample)"
+                             : !m.not_checked.empty()  ? " (not held: see note)"
+                             : m.step_tolerance > kTolerance ? fmt::format(" (held to ±{:.0f}%)", m.step_tolerance * 100)
+                                                       : "");
     }
     if (m.memory_gib > 0) {
       const double e = error(gib, m.memory_gib);

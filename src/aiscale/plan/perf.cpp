@@ -7,6 +7,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
 #include "aiscale/plan/engine_support.h"
+#include "aiscale/parallel/pipeline/schedule.h"
 #include "aiscale/plan/memory.h"
 
 namespace aiscale::plan {
@@ -184,8 +185,24 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- pipeline: bubble of pp-1 micro-batch slots; one activation send forward and one
   // gradient send backward per micro-batch and stage boundary (scattered over tp).
-  if (l.pp > 1) {
+  if (l.pp > 1 && whole_stages) {
+    // The engine's schedule (1F1B where there are enough micro-batches, else GPipe) run
+    // through with this layout's pass times: the stage's recomputation before each
+    // backward fills part of the wait for the downstream gradient
+    // (parallel/pipeline/schedule.h simulate_pipeline).
+    namespace pipe = parallel::pipeline;
+    const int micro = static_cast<int>(ga);
+    std::vector<pipe::StageSchedule> tables;
+    for (int s = 0; s < l.pp; ++s)
+      tables.push_back(micro >= l.pp ? pipe::one_f_one_b_schedule(l.pp, s, micro)
+                                     : pipe::gpipe_schedule(l.pp, s, micro));
+    const double t_stash = fwd_flops / rate;  // the stage's forward again
+    const pipe::PipelineRun run = pipe::simulate_pipeline(tables, t_fwd, t_bwd - t_stash, t_stash);
+    e.bubble_s = std::max(0.0, run.makespan - e.compute_s);
+  } else if (l.pp > 1) {
     e.bubble_s = (l.pp - 1) * (t_mb + t_tp_mb);
+  }
+  if (l.pp > 1) {
     const double bytes = static_cast<double>(l.micro_batch) * w.seq_len * w.gpt.n_embd * act / l.tp;
     const Link link = pl.pp_crosses_nodes ? fabric.inter_per_gpu : fabric.intra;
     e.pp_comm_s = 2.0 * (ga + l.pp - 1) * p2p_time(bytes, link);

@@ -48,7 +48,8 @@ int max_in_flight(const StageSchedule& s) {
   return most;
 }
 
-double simulated_bubble(const std::vector<StageSchedule>& stages, double backward_cost) {
+PipelineRun simulate_pipeline(const std::vector<StageSchedule>& stages, double forward,
+                              double backward, double recompute) {
   const int pp = static_cast<int>(stages.size());
   int micro = 0;
   for (const auto& s : stages)
@@ -57,39 +58,52 @@ double simulated_bubble(const std::vector<StageSchedule>& stages, double backwar
   std::vector<std::vector<std::vector<double>>> done(
       2, std::vector<std::vector<double>>(pp, std::vector<double>(micro, -1.0)));
   std::vector<size_t> next(pp, 0);
-  std::vector<double> clock(pp, 0.0), busy(pp, 0.0);
+  std::vector<int> held(pp, -1);  // the micro-batch whose forward a stage ran last
+  PipelineRun run;
+  std::vector<double> clock(pp, 0.0);
+  run.busy.assign(pp, 0.0);
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < pp; ++s) {
       if (next[s] == stages[s].size()) continue;
       const Pass p = stages[s][next[s]];
       const bool fwd = p.kind == PassKind::forward;
-      double ready = clock[s];
+      double ready = clock[s], extra = 0.0;
       if (fwd && s > 0) {
         if (done[0][s - 1][p.microbatch] < 0) continue;
         ready = std::max(ready, done[0][s - 1][p.microbatch]);
       }
       if (!fwd) {
-        if (done[0][s][p.microbatch] < 0) return -1.0;  // backward before its forward
-        if (s + 1 < pp) {
-          if (done[1][s + 1][p.microbatch] < 0) continue;
-          ready = std::max(ready, done[1][s + 1][p.microbatch]);
+        if (done[0][s][p.microbatch] < 0) {  // backward before its forward
+          run.deadlock = true;
+          return run;
         }
+        if (s + 1 < pp && done[1][s + 1][p.microbatch] < 0) continue;
+        if (recompute > 0 && held[s] != p.microbatch) extra = recompute;
+        ready = std::max(ready + extra, s + 1 < pp ? done[1][s + 1][p.microbatch] : 0.0);
       }
-      const double cost = fwd ? 1.0 : backward_cost;
+      const double cost = fwd ? forward : backward;
       clock[s] = ready + cost;
-      busy[s] += cost;
+      run.busy[s] += cost + extra;
       done[fwd ? 0 : 1][s][p.microbatch] = clock[s];
+      held[s] = fwd ? p.microbatch : -1;
       ++next[s];
       progress = true;
     }
   }
   for (int s = 0; s < pp; ++s)
-    if (next[s] != stages[s].size()) return -1.0;  // deadlock
-  const double end = *std::max_element(clock.begin(), clock.end());
+    if (next[s] != stages[s].size()) run.deadlock = true;
+  run.makespan = *std::max_element(clock.begin(), clock.end());
+  return run;
+}
+
+double simulated_bubble(const std::vector<StageSchedule>& stages, double backward_cost) {
+  const PipelineRun run = simulate_pipeline(stages, 1.0, backward_cost);
+  if (run.deadlock) return -1.0;
+  const int pp = static_cast<int>(stages.size());
   double idle = 0.0;
-  for (int s = 0; s < pp; ++s) idle += end - busy[s];
-  return idle / (end * pp);
+  for (int s = 0; s < pp; ++s) idle += run.makespan - run.busy[s];
+  return idle / (run.makespan * pp);
 }
 
 }  // namespace aiscale::parallel::pipeline

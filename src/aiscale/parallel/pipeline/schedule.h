@@ -44,11 +44,21 @@ StageSchedule schedule_by_name(const std::string& name, int stages, int stage, i
 // not yet).
 int max_in_flight(const StageSchedule& s);
 
-// Runs every stage's table with unit-time passes (a backward takes `backward_cost` units)
-// where a forward of micro-batch m on stage s waits for stage s - 1's forward of m and a
-// backward for stage s + 1's backward of m, each stage in its table's order. Returns the
-// fraction of the stages' time spent idle before the last pass ends (the bubble), or a
-// negative number when the tables deadlock.
+// Runs every stage's table with passes of the given durations, where a forward of
+// micro-batch m on stage s waits for stage s - 1's forward of m and a backward for stage
+// s + 1's backward of m, each stage in its table's order. `recompute` > 0: before a
+// backward the stage first runs the micro-batch's forward again (from its stashed input,
+// as the GPU stages of nn/models/gpt_cuda_pp.cuh do), unless its last pass was that
+// micro-batch's forward; the recomputation does not wait for the downstream gradient.
+struct PipelineRun {
+  double makespan = 0;        // when the last pass ends
+  std::vector<double> busy;   // each stage's time computing
+  bool deadlock = false;      // the tables wait for each other
+};
+PipelineRun simulate_pipeline(const std::vector<StageSchedule>& stages, double forward,
+                              double backward, double recompute = 0.0);
+// The fraction of the stages' time spent idle before the last pass ends (the bubble), with
+// unit-time forwards and backwards of `backward_cost`; negative when the tables deadlock.
 double simulated_bubble(const std::vector<StageSchedule>& stages, double backward_cost = 2.0);
 
 }  // namespace aiscale::parallel::pipeline
