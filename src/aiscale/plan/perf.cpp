@@ -185,7 +185,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- pipeline: bubble of pp-1 micro-batch slots; one activation send forward and one
   // gradient send backward per micro-batch and stage boundary (scattered over tp).
-  if (l.pp > 1 && whole_stages) {
+  if (whole_stages) {
     // The engine's schedule (1F1B where there are enough micro-batches, else GPipe) run
     // through with this layout's pass times: the stage's recomputation before each
     // backward fills part of the wait for the downstream gradient

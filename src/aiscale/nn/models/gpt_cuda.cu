@@ -322,36 +322,34 @@ void GptCuda::layers_forward(int64_t l0, int64_t l1) {
 void GptCuda::layer_forward(int64_t l) {
   const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
   cudaStream_t s = stream_;
-  {
-    Acts& a = acts_[l];
-    prof_op("layernorm_forward");
-    cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
-                            pw(l, in(P::ln1_b)), N, C, s);
-    prof_op("matmul_forward", 6.0 * N * C * Cl);
-    cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)),
-                         pw(l, in(P::qkv_b)), nullptr, N, C, 3 * Cl, linear_, s);
-    prof_op("attention_forward", 2.0 * B * T * T * Cl);
-    if (cudnn_attention_)
-      cudnn_attention_->forward(a.atty, a.lse, a.qkv, cudnn_workspace_, s);
-    else
-      cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, Cl, NHl, attention_impl_, s);
-    prof_op("matmul_forward", 2.0 * N * C * Cl);
-    cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
-                         row_add(pw(l, in(P::proj_b))), row_add(res(l)), N, Cl, C, linear_, s);
-    if (tp_) prof_op("tensor_allreduce");
-    tp_sum(a.res_mid);
-    prof_op("layernorm_forward");
-    cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
-                            pw(l, in(P::ln2_b)), N, C, s);
-    prof_op("matmul_forward", 2.0 * N * C * Fl);
-    cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)),
-                         pw(l, in(P::fc_b)), nullptr, N, C, Fl, linear_, s);
-    prof_op("matmul_forward", 2.0 * N * C * Fl);
-    cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
-                         row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), N, Fl, C, linear_, s);
-    if (tp_) prof_op("tensor_allreduce");
-    tp_sum(res(l + 1));
-  }
+  Acts& a = acts_[l];
+  prof_op("layernorm_forward");
+  cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
+                          pw(l, in(P::ln1_b)), N, C, s);
+  prof_op("matmul_forward", 6.0 * N * C * Cl);
+  cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)),
+                       pw(l, in(P::qkv_b)), nullptr, N, C, 3 * Cl, linear_, s);
+  prof_op("attention_forward", 2.0 * B * T * T * Cl);
+  if (cudnn_attention_)
+    cudnn_attention_->forward(a.atty, a.lse, a.qkv, cudnn_workspace_, s);
+  else
+    cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, Cl, NHl, attention_impl_, s);
+  prof_op("matmul_forward", 2.0 * N * C * Cl);
+  cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
+                       row_add(pw(l, in(P::proj_b))), row_add(res(l)), N, Cl, C, linear_, s);
+  if (tp_) prof_op("tensor_allreduce");
+  tp_sum(a.res_mid);
+  prof_op("layernorm_forward");
+  cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
+                          pw(l, in(P::ln2_b)), N, C, s);
+  prof_op("matmul_forward", 2.0 * N * C * Fl);
+  cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)),
+                       pw(l, in(P::fc_b)), nullptr, N, C, Fl, linear_, s);
+  prof_op("matmul_forward", 2.0 * N * C * Fl);
+  cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
+                       row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), N, Fl, C, linear_, s);
+  if (tp_) prof_op("tensor_allreduce");
+  tp_sum(res(l + 1));
   acts_layer_ = l;
 }
 

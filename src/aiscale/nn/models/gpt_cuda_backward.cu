@@ -104,7 +104,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
     // top layer's activations are still there after forward).
     if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
     acts_layer_ = -1;  // backward reuses the set's buffers
-    if (options_.recompute && !options_.recompute_layers) {
+    if (recompute_norms()) {
       prof_op("layernorm_forward");
       cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
                               pw(l, in(P::ln1_b)), N, C, s);

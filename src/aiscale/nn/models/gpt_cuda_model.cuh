@@ -123,6 +123,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // Full activation recomputation (options_.recompute_layers): the layer whose
   // activations the one shared set holds (-1: none, or partly overwritten).
   int64_t acts_layer_ = -1;
+  // train.recompute's LayerNorm and GELU outputs: moot beside whole-layer recomputation.
+  bool recompute_norms() const { return options_.recompute && !options_.recompute_layers; }
   void head_forward();
   void loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss);
   void head_backward(float grad_multiplier, const int32_t* d_targets);

@@ -248,7 +248,7 @@ GptCudaSizes GptCuda::sizes() const {
   z.B = B_, z.T = T_, z.C = C_, z.NH = NHl_, z.L = L_, z.V = V_, z.Vp = Vp_, z.N = N_;
   z.Ca = Cl_, z.F = Fl_;
   z.es = es_;
-  z.recompute = options_.recompute && !options_.recompute_layers;
+  z.recompute = recompute_norms();
   z.recompute_layers = options_.recompute_layers;
   z.S = S_, z.Ppad = Ppad_, z.Pw = zero3_ ? S_ : Pw_;  // ZeRO-3: the working copy's shard
   if (zero3_ && zero3_->offload()) z.S = 0;  // master weights and moments on the host
