@@ -312,8 +312,8 @@ const std::vector<Key>& schema() {
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
                         "pipeline stages the layers are split into (at most model.n_layer; GPU "
-                        "ranks: ZeRO 0, no tensor parallelism, every stage holding the whole "
-                        "parameters and optimizer state)", 1,
+                        "ranks: ZeRO 0, no tensor parallelism, each stage holding its layers, "
+                        "the embeddings and the final norm)", 1,
                         1024));
     k.push_back(string_key("parallel.pipeline_schedule", &TrainConfig::pipeline_schedule,
                            "order of the micro-batches' forward and backward passes in a pipeline: "

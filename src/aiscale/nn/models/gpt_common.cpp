@@ -136,8 +136,8 @@ void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
          "parallel.communicator = \"nccl\" (or auto)", pp, g.pipeline().backend());
   if (o.zero_stage != 0 || o.sequence_parallel || o.offload_optimizer)
     fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 and without sequence "
-         "parallelism (every stage holds the whole optimizer state): set parallel.zero_stage = 0 "
-         "and parallel.sequence_parallel = false", pp);
+         "parallelism (each stage holds its own layers' optimizer state whole): set "
+         "parallel.zero_stage = 0 and parallel.sequence_parallel = false", pp);
   if (o.grad_comm != DType::f32 || o.grad_transport != "nccl")
     fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
          "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);
