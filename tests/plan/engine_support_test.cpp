@@ -190,7 +190,9 @@ TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
     EXPECT_EQ(c.layout.pp, 1);
     EXPECT_EQ(c.layout.zero, 0);
   }
-  // GPT-3 175B fits only with tensor/pipeline parallelism: a marked row beside none runnable.
+  // GPT-3 175B: ZeRO-3 with full recomputation fits the GPUs, but not the nodes' host
+  // memory, where every rank keeps whole vectors of the model; tensor and pipeline
+  // parallelism together would fit: a marked row beside none runnable.
   PlanRequest big;
   big.workload = make_workload("gpt3-175b");
   big.tokens = 300e9;
@@ -199,8 +201,28 @@ TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
   ASSERT_EQ(both.ranked.size(), 1u);
   EXPECT_FALSE(both.ranked[0].runs());
   ASSERT_EQ(both.rejected.size(), 1u);  // the runnable search found nothing that fits
-  EXPECT_NE(both.rejected[0].reason.find("does not fit in memory"), std::string::npos);
+  EXPECT_NE(both.rejected[0].reason.find("host memory"), std::string::npos) << both.rejected[0].reason;
 }
 
 }  // namespace
+// The host memory a node's ranks need at a checkpoint (every rank holds the whole model's
+// parameters and AdamW moments there): GPT-2 6.6B on 4 GPUs of a 512 GiB node fits (295
+// GiB), GPT-3 175B does not (7.6 TiB); an unknown node memory refuses nothing.
+TEST(PlanEngineSupport, HostMemoryBoundsTheModelPerNode) {
+  Layout four;
+  four.dp = 4;
+  EXPECT_EQ(host_memory_gap(make_workload("gpt2-6.6b"), four, 4, 512), "");
+  Layout many;
+  many.dp = 256;
+  many.zero = 3;
+  const std::string gap = host_memory_gap(make_workload("gpt3-175b"), many, 4, 512);
+  EXPECT_NE(gap.find("host memory"), std::string::npos) << gap;
+  EXPECT_NE(gap.find("512 GiB"), std::string::npos) << gap;
+  EXPECT_EQ(host_memory_gap(make_workload("gpt3-175b"), many, 4, 0), "");
+  // One rank on a node needs a quarter of what four do.
+  Layout one;
+  EXPECT_EQ(host_memory_gap(make_workload("gpt2-6.6b"), one, 4, 80), "");
+  EXPECT_NE(host_memory_gap(make_workload("gpt2-6.6b"), four, 4, 80), "");
+}
+
 }  // namespace aiscale::plan

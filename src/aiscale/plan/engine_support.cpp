@@ -140,6 +140,18 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   return "";
 }
 
+std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_node, double ram_gib) {
+  if (ram_gib <= 0 || !w.is_transformer()) return "";
+  const double ranks = static_cast<double>(std::min<long>(std::max(gpus_per_node, 1), l.gpus()));
+  const double need = 12.0 * static_cast<double>(w.params()) * ranks;
+  const double have = ram_gib * 1024.0 * 1024.0 * 1024.0;
+  if (need <= have) return "";
+  return fmt::format("each rank keeps the whole model's parameters and AdamW moments in host "
+                     "memory at a checkpoint (12 bytes per parameter): {:.0f} GiB for {:.0f} "
+                     "ranks per node, the node has {:.0f} GiB",
+                     need / (1024.0 * 1024.0 * 1024.0), ranks, ram_gib);
+}
+
 std::string engine_support_summary(bool cpu_partition) {
   const EngineSupport& e = engine_support_for(cpu_partition);
   const std::vector<int>& tensor_zero =

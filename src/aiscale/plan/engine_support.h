@@ -61,6 +61,12 @@ const EngineSupport& engine_support_for(bool cpu_partition);
 // (aiscale trains ZeRO 0 and 1)".
 std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu_partition);
 
+// Whether a node's host memory holds what each of its ranks keeps there at a checkpoint:
+// `aiscale train` builds the whole model's initial values on every rank and gathers whole
+// parameter and AdamW-moment vectors for a checkpoint (12 bytes per parameter per rank).
+// "" when it fits or the node's memory is unknown (ram_gib 0), else why not.
+std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_node, double ram_gib);
+
 // Why no layout of this workload can run at all (the model family or the precision), or "".
 std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_partition);
 

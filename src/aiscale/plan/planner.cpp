@@ -287,6 +287,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
 
   bool any_layout = false;
   std::string engine_gap_seen;  // the first layout skipped because aiscale train lacks it
+  std::string host_gap_seen;    // the first layout that fits the GPUs but not the host memory
   double least = std::numeric_limits<double>::infinity();
   Layout least_layout;
   for (int tp : tps) {
@@ -324,6 +325,15 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
               }
               break;  // larger micro-batches need more
             }
+            // A layout that fits the GPUs may still not fit the node's host memory, where
+            // every rank keeps whole vectors of the model.
+            if (gap.empty() && !part.is_cpu()) {
+              gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib);
+              if (!gap.empty() && !unsupported_too) {
+                if (host_gap_seen.empty()) host_gap_seen = gap;
+                break;  // larger micro-batches need as much
+              }
+            }
             Candidate c;
             c.target = t;
             c.layout = l;
@@ -339,7 +349,11 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
     }
   }
   if (out.best) return out;
-  if (!any_layout && !engine_gap_seen.empty()) {
+  if (!host_gap_seen.empty()) {
+    out.reason = fmt::format("no layout of {} GPU{} that `aiscale train` runs today fits the "
+                             "nodes' host memory ({}); --include-unsupported plans it anyway, "
+                             "marked", gpus, gpus == 1 ? "" : "s", host_gap_seen);
+  } else if (!any_layout && !engine_gap_seen.empty()) {
     out.reason = fmt::format("no layout of {} GPU{} that `aiscale train` runs today ({}); "
                              "--include-unsupported plans it anyway, marked", gpus,
                              gpus == 1 ? "" : "s", engine_gap_seen);
@@ -378,16 +392,19 @@ Sweep sweep(const PlanRequest& r, const Target& t, const MachineFigures& m, cons
   long cap = part.max_gpus();
   if (r.max_gpus > 0) cap = std::min(cap, r.max_gpus);
   Sweep out;
-  std::string memory_reason;
+  std::string memory_reason, host_reason;
   int below = 0;
   for (long n : gpu_counts(part, r.gpus > 0 ? r.gpus : cap, r.gpus)) {
     if (r.gpus > 0 && n != r.gpus) continue;
     Search s = best_layout(r, t, n, m, a, unsupported_too);
     if (!s.best) {
       // Memory is the telling reason where a count has layouts but none fits; later counts
-      // often fail only on how the batch splits.
+      // often fail only on how the batch splits. A count whose layouts fit the GPUs but not
+      // the nodes' host memory says more than the counts that fit neither.
       if (s.reason.rfind("does not fit in memory", 0) == 0) memory_reason = s.reason;
-      out.reason = memory_reason.empty() ? s.reason : memory_reason;
+      if (host_reason.empty() && s.reason.find("fits the nodes' host memory") != std::string::npos)
+        host_reason = s.reason;
+      out.reason = !host_reason.empty() ? host_reason : memory_reason.empty() ? s.reason : memory_reason;
       if (!out.runs.empty()) break;  // it fitted before: more GPUs only fail on the batch size
       continue;
     }

@@ -107,6 +107,8 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     const Workload w = workload_on(r, part);
     c.attention = w.attention;
     c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
+    if (c.engine_gap.empty() && !part.is_cpu())
+      c.engine_gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib);
     c.memory = memory_per_gpu(w, l, r.precision, a.memory,
                               accounting_for(c.runs(), part.is_cpu()));
     if (c.memory.total > part.accelerator.memory_bytes()) {
