@@ -9,7 +9,7 @@
 // - a pp = 2 checkpoint resumes on 1 GPU and the other way round (the checkpoints hold the
 //   whole model);
 // - on 4 GPUs (where visible) two data-parallel copies of a pp = 2 pipeline (dp 2 x pp 2)
-//   against 1 GPU;
+//   against 1 GPU, and tensor parallelism inside the stages (tp 2 x pp 2) against 1 GPU;
 // - a stage's arena holds its layers only (well under one GPU's for the whole model);
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
@@ -40,17 +40,19 @@ namespace {
 // gradients one after another in fp32 and its GEMMs see fewer rows (other algorithms,
 // other roundings in bf16), so the runs agree to rounding, not bitwise.
 void expect_pp_like_one_gpu(int dp, int pp, int micro, const std::string& schedule,
-                            const char* what, int steps = 20) {
+                            const char* what, int steps = 20, int tp = 1) {
   const auto [dir, cfg] = gpu_run_dir("gpu2-pp", steps);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto ppr = run_aiscale("launch -n " + std::to_string(dp * pp) + " --threads-per-rank 4 -- train -q -c " +
+  auto ppr = run_aiscale("launch -n " + std::to_string(dp * tp * pp) + " --threads-per-rank 4 -- train -q -c " +
                          cfg + " --set train.batch_size=" + std::to_string(16 / dp) +
                          " run.name=pp parallel.communicator=nccl parallel.pipeline_parallel=" +
                          std::to_string(pp) + " parallel.microbatches=" + std::to_string(micro) +
-                         " parallel.pipeline_schedule=" + schedule);
+                         " parallel.pipeline_schedule=" + schedule +
+                         " parallel.tensor_parallel=" + std::to_string(tp));
   ASSERT_EQ(ppr.exit_code, 0) << ppr.output;
-  EXPECT_NE(ppr.output.find("dp " + std::to_string(dp) + " x tp 1 x pp " + std::to_string(pp)),
+  EXPECT_NE(ppr.output.find("dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " +
+                            std::to_string(pp)),
             std::string::npos) << ppr.output;
   auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/pp");
   ASSERT_EQ(m1.size(), size_t(steps));
@@ -131,7 +133,7 @@ TEST(PipelineParallel, CheckpointsMoveToOneGpu) {
 
 // Layouts this version does not run on GPU pipelines: refused with the fix, before any GPU
 // memory.
-TEST(PipelineParallel, RefusesZeroTensorParallelismAndOtherExchanges) {
+TEST(PipelineParallel, RefusesZeroAndOtherExchanges) {
   const auto [dir, cfg] = gpu_run_dir("gpu2-pp-bad", 10);
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                              " --set parallel.communicator=nccl parallel.pipeline_parallel=2 "
@@ -139,7 +141,6 @@ TEST(PipelineParallel, RefusesZeroTensorParallelismAndOtherExchanges) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"parallel.zero_stage=1", "parallel.zero_stage = 0"},
       {"parallel.zero_stage=3", "parallel.zero_stage"},
-      {"parallel.tensor_parallel=2", "not both at once"},
       {"parallel.grad_comm=bf16", "parallel.grad_comm = \"fp32\""},
       {"parallel.grad_transport=copy-engine", "parallel.grad_transport = \"nccl\""},
       {"model.n_layer=1", "model.n_layer"},
@@ -152,6 +153,14 @@ TEST(PipelineParallel, RefusesZeroTensorParallelismAndOtherExchanges) {
 TEST(PipelineParallel, DataParallelCopiesMatchOneGpu) {
   need_gpus(4);
   expect_pp_like_one_gpu(2, 2, 2, "1f1b", "dp 2 x pp 2 on 4 GPUs");
+}
+
+// Tensor parallelism inside the stages on 4 GPUs: 2 tensor ranks x 2 stages against 1 GPU
+// (each stage's tensor ranks split its layers; the activations pass between the stages'
+// same tensor ranks).
+TEST(PipelineParallel, TensorParallelStagesMatchOneGpu) {
+  need_gpus(4);
+  expect_pp_like_one_gpu(1, 2, 2, "1f1b", "tp 2 x pp 2 on 4 GPUs", 20, 2);
 }
 
 // A stage holds its layers' state and activations only: on a model whose layers outweigh

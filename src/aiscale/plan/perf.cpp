@@ -202,8 +202,14 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
       tables.push_back(micro >= l.pp ? pipe::one_f_one_b_schedule(l.pp, s, micro)
                                      : pipe::gpipe_schedule(l.pp, s, micro));
     const double t_stash = fwd_flops / rate;  // the stage's forward again
-    const pipe::PipelineRun run = pipe::simulate_pipeline(tables, t_fwd, t_bwd - t_stash, t_stash);
-    e.bubble_s = std::max(0.0, run.makespan - e.compute_s);
+    // Tensor parallelism inside the stages: two all-reduces per layer forward, two backward
+    // (four with full recomputation), two more in the stage's recomputed forward.
+    const double per_layer = l.recompute == Recompute::full ? 6.0 : 4.0;
+    const double ar = t_tp_mb / per_layer;  // the layers' one all-reduce each
+    const pipe::PipelineRun run = pipe::simulate_pipeline(
+        tables, t_fwd + 2.0 * ar, t_bwd - t_stash + (per_layer - 2.0) * ar, t_stash + 2.0 * ar);
+    e.tp_comm_s += ga * 2.0 * ar;
+    e.bubble_s = std::max(0.0, run.makespan - e.compute_s - e.tp_comm_s);
   } else if (l.pp > 1) {
     e.bubble_s = (l.pp - 1) * (t_mb + t_tp_mb);
   }

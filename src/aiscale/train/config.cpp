@@ -306,7 +306,7 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, no pipeline stages); "
+                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, ZeRO 0 with pipeline stages); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
                         "tensor ranks consecutive",
                         1, 1024));

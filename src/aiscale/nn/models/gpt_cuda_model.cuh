@@ -226,6 +226,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // stage into a local one.
   void stage_gather(const float* local_dev, float* out) const;
   void stage_scatter(const float* in, float* local_dev);
+  // A whole vector holding this stage's values (zeros elsewhere) summed over the stages,
+  // the embeddings and the final norm taken from stage 0 (collective over the pipeline).
+  void stage_sum(float* full) const;
 
 
   GptConfig config_;

@@ -269,6 +269,7 @@ float GptCuda::pipeline_finish() {
                                        cudaMemcpyDeviceToHost, stream_));
   AISCALE_CUDA_LAUNCH_CHECK();
   p.finish();  // bounded: a stopped peer fails here
+  if (tp_) tp_->finish();  // the stage's tensor-parallel all-reduces, likewise
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   wait_s_ = p.waited_s();
   p.held = -1;

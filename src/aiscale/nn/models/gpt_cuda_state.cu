@@ -34,6 +34,17 @@ void GptCuda::zero_grad() {
 
 double GptCuda::grad_sum_squares() {
   if (reducer_) return reducer_->grad_sum_squares();
+  if (pipeline_ && tp_) {  // the same, each range's split values summed over the tensor group
+    finish_comm();
+    prof_op("sum_squares", 2.0 * double(P_));
+    const int64_t lo = shard_.layers_begin(), hi = shard_.lnf_w();
+    double s = tp_->range_grad_sum_squares(grads_, lo, hi);
+    if (pipeline_->rank() == 0)
+      s += tp_->range_grad_sum_squares(grads_, 0, lo) + tp_->range_grad_sum_squares(grads_, hi, P_);
+    prof_op(nullptr);
+    pipeline_->allreduce_sum(&s, 1);
+    return s;
+  }
   if (pipeline_) {
     // This stage's layers, and (stage 0 only) the embeddings and the final norm, which
     // every stage holds alike after the step's exchange: each value once over the stages.
@@ -106,6 +117,7 @@ void GptCuda::get_params(float* out) const {
                            "biases, embeddings) differ between the tensor-parallel ranks; the "
                            "checkpoint holds tensor rank 0's\n");
     tp_->gather(local, out);
+    if (pipeline_) stage_sum(out);
   } else if (zero3_) {
     zero3_->get_params(out);
   } else if (zero1_) {
@@ -142,6 +154,7 @@ void GptCuda::set_params(const float* in) {
 void GptCuda::get_grads(float* out) const {
   if (tp_) {
     tp_->gather(grads_, out);
+    if (pipeline_) stage_sum(out);
     return;
   }
   if (zero3_) {
@@ -168,6 +181,10 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
   if (tp_) {
     tp_->gather(zero1_ ? gather_local(m_) : m_, m);
     tp_->gather(zero1_ ? gather_local(v_) : v_, v);
+    if (pipeline_) {
+      stage_sum(m);
+      stage_sum(v);
+    }
     return;
   }
   if (zero3_) {
@@ -329,13 +346,19 @@ void GptCuda::check_tokens(const int32_t* x, const char* what) const {
 void GptCuda::stage_gather(const float* local_dev, float* out) const {
   std::vector<float> local(static_cast<size_t>(P_));
   download(local.data(), local_dev);
-  const int64_t n = layout_.size();
-  std::fill(out, out + n, 0.0f);
-  const bool shared_too = pipeline_->rank() == 0;
+  std::fill(out, out + layout_.size(), 0.0f);
   for (const ShardedTensor& t : shard_.tensors())
-    if (t.full.layer >= 0 || shared_too)
-      std::memcpy(out + t.full.offset, local.data() + t.offset, size_t(t.numel) * 4);
-  pipeline_->allreduce_sum(out, n);
+    std::memcpy(out + t.full.offset, local.data() + t.offset, size_t(t.numel) * 4);
+  stage_sum(out);
+}
+
+void GptCuda::stage_sum(float* full) const {
+  const int64_t n = layout_.size();
+  if (pipeline_->rank() != 0) {  // the embeddings and the final norm: stage 0's
+    std::fill(full, full + layout_.layers_begin(), 0.0f);
+    std::fill(full + layout_.lnf_w(), full + n, 0.0f);
+  }
+  pipeline_->allreduce_sum(full, n);
 }
 
 void GptCuda::stage_scatter(const float* in, float* local_dev) {

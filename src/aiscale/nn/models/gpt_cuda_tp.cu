@@ -136,6 +136,11 @@ double GptCudaTensorParallel::sharded_grad_sum_squares(const float* grads, int64
   return sum_squares(grads, begin, end, data_ != nullptr);
 }
 
+double GptCudaTensorParallel::range_grad_sum_squares(const float* grads, int64_t begin,
+                                                     int64_t end) {
+  return sum_squares(grads, begin, end, false);
+}
+
 double GptCudaTensorParallel::sum_squares(const float* grads, int64_t begin, int64_t end,
                                           bool over_data) {
   chunk_sum_squares<<<static_cast<unsigned>(chunks_), kThreads, 0, stream_>>>(
