@@ -1,13 +1,16 @@
 // Pipeline parallelism on GPUs over NCCL, through the aiscale binary: the layers split into
 // stages (nn/models/gpt_cuda_pp.cuh), the batch into micro-batches, the activations and
 // their gradients sent between the stages, each micro-batch's stage forward recomputed
-// before its backward, the stages' gradients summed over the job's ranks.
+// before its backward, each stage holding its layers with the embeddings and the final
+// norm, their gradients summed over the data-parallel copies and (the embeddings' and the
+// norm's) over the stages.
 // - pp = 2 on 2 GPUs with the gpipe and with the 1f1b schedule trains like 1 GPU with the
 //   same batch (the two stages read the same batches), and reports its bubble;
 // - a pp = 2 checkpoint resumes on 1 GPU and the other way round (the checkpoints hold the
 //   whole model);
 // - on 4 GPUs (where visible) two data-parallel copies of a pp = 2 pipeline (dp 2 x pp 2)
-//   against 1 GPU;
+//   against 1 GPU, and tensor parallelism inside the stages (tp 2 x pp 2) against 1 GPU;
+// - a stage's arena holds its layers only (well under one GPU's for the whole model);
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
 // Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL; the 4-GPU test also with
@@ -37,17 +40,19 @@ namespace {
 // gradients one after another in fp32 and its GEMMs see fewer rows (other algorithms,
 // other roundings in bf16), so the runs agree to rounding, not bitwise.
 void expect_pp_like_one_gpu(int dp, int pp, int micro, const std::string& schedule,
-                            const char* what, int steps = 20) {
+                            const char* what, int steps = 20, int tp = 1) {
   const auto [dir, cfg] = gpu_run_dir("gpu2-pp", steps);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto ppr = run_aiscale("launch -n " + std::to_string(dp * pp) + " --threads-per-rank 4 -- train -q -c " +
+  auto ppr = run_aiscale("launch -n " + std::to_string(dp * tp * pp) + " --threads-per-rank 4 -- train -q -c " +
                          cfg + " --set train.batch_size=" + std::to_string(16 / dp) +
                          " run.name=pp parallel.communicator=nccl parallel.pipeline_parallel=" +
                          std::to_string(pp) + " parallel.microbatches=" + std::to_string(micro) +
-                         " parallel.pipeline_schedule=" + schedule);
+                         " parallel.pipeline_schedule=" + schedule +
+                         " parallel.tensor_parallel=" + std::to_string(tp));
   ASSERT_EQ(ppr.exit_code, 0) << ppr.output;
-  EXPECT_NE(ppr.output.find("dp " + std::to_string(dp) + " x tp 1 x pp " + std::to_string(pp)),
+  EXPECT_NE(ppr.output.find("dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " +
+                            std::to_string(pp)),
             std::string::npos) << ppr.output;
   auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/pp");
   ASSERT_EQ(m1.size(), size_t(steps));
@@ -128,7 +133,7 @@ TEST(PipelineParallel, CheckpointsMoveToOneGpu) {
 
 // Layouts this version does not run on GPU pipelines: refused with the fix, before any GPU
 // memory.
-TEST(PipelineParallel, RefusesZeroTensorParallelismAndOtherExchanges) {
+TEST(PipelineParallel, RefusesZeroAndOtherExchanges) {
   const auto [dir, cfg] = gpu_run_dir("gpu2-pp-bad", 10);
   const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                              " --set parallel.communicator=nccl parallel.pipeline_parallel=2 "
@@ -136,7 +141,6 @@ TEST(PipelineParallel, RefusesZeroTensorParallelismAndOtherExchanges) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"parallel.zero_stage=1", "parallel.zero_stage = 0"},
       {"parallel.zero_stage=3", "parallel.zero_stage"},
-      {"parallel.tensor_parallel=2", "not both at once"},
       {"parallel.grad_comm=bf16", "parallel.grad_comm = \"fp32\""},
       {"parallel.grad_transport=copy-engine", "parallel.grad_transport = \"nccl\""},
       {"model.n_layer=1", "model.n_layer"},
@@ -149,6 +153,42 @@ TEST(PipelineParallel, RefusesZeroTensorParallelismAndOtherExchanges) {
 TEST(PipelineParallel, DataParallelCopiesMatchOneGpu) {
   need_gpus(4);
   expect_pp_like_one_gpu(2, 2, 2, "1f1b", "dp 2 x pp 2 on 4 GPUs");
+}
+
+// Tensor parallelism inside the stages on 4 GPUs: 2 tensor ranks x 2 stages against 1 GPU
+// (each stage's tensor ranks split its layers; the activations pass between the stages'
+// same tensor ranks).
+TEST(PipelineParallel, TensorParallelStagesMatchOneGpu) {
+  need_gpus(4);
+  expect_pp_like_one_gpu(1, 2, 2, "1f1b", "tp 2 x pp 2 on 4 GPUs", 20, 2);
+}
+
+// A stage holds its layers' state and activations only: on a model whose layers outweigh
+// its (byte) embeddings, two stages each take well under two thirds of one GPU's arena, and
+// the benchmark's record names the layout and counts each token once per pipeline.
+TEST(PipelineParallel, StagesHoldTheirLayersOnly) {
+  const fs::path dir = temp_dir("gpu2-pp-memory");
+  const std::string model = "bench language --model gpt-tiny --layers 16 --heads 4 --width 512 "
+                            "--vocab 256 --context 64 --batch 8 --seq 64 --device cuda "
+                            "--precision bf16 --steps 3 --warmup 1 --output ";
+  auto one = run_aiscale(model + (dir / "one.jsonl").string());
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto two = run_aiscale("launch -n 2 --threads-per-rank 4 -- " + model + (dir / "pp.jsonl").string() +
+                         " --pp 2 --microbatches 4 --pipeline-schedule 1f1b");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  auto first = [](const fs::path& f) {
+    const std::string text = read_bytes(f);
+    return nlohmann::json::parse(text.substr(0, text.find('\n')));
+  };
+  const nlohmann::json a = first(dir / "one.jsonl"), b = first(dir / "pp.jsonl");
+  EXPECT_EQ(int(b["pipeline_parallel"]), 2) << b.dump();
+  EXPECT_EQ(b["pipeline_schedule"], "1f1b") << b.dump();
+  const double m1 = a["peak_memory_bytes"], m2 = b["peak_memory_bytes"];
+  EXPECT_LT(m2, 0.65 * m1) << "stage arena " << m2 << " bytes against one GPU's " << m1;
+  const double per_device = b["tokens_per_s_per_device"];
+  EXPECT_NEAR(per_device, 8 * 64 / 2 / double(b["step_time_median_s"]), 1e-6 * per_device);
+  std::printf("[gpu2] arena: 1 GPU %.1f MiB, each of 2 stages %.1f MiB (%.2f); bubble %.3f\n",
+              m1 / 1048576.0, m2 / 1048576.0, m2 / m1, double(b["pipeline_bubble_median"]));
 }
 
 int main(int argc, char** argv) { return run_multi_gpu_tests(argc, argv); }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
@@ -92,4 +94,42 @@ TEST(GptShardLayout, ReplicatedVocabularyKeepsTheEmbeddingWhole) {
     for (size_t i = 0; i < values.size(); ++i) rebuilt[i] += mine[i];
   }
   EXPECT_EQ(rebuilt, values);
+}
+
+// A pipeline stage's layout: the embeddings, its layers and the final norm, in the GPT
+// layout's order; each layer where the whole model has it, shifted by the layers before the
+// stage; the stages' layers together cover every layer once.
+TEST(GptShardLayout, PipelineStageHoldsItsLayersAndTheEmbeddings) {
+  const GptConfig c{5, 2, 64, 32, 256};
+  const GptLayout full(c);
+  std::vector<float> values(static_cast<size_t>(full.size()));
+  std::iota(values.begin(), values.end(), 1.0f);
+  std::vector<int> layer_count(5, 0);
+  for (const auto [first, end] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}, {3, 5}}) {
+    const GptShardLayout s(c, 1, 0, false, first, end);
+    EXPECT_EQ(s.first_layer(), first);
+    EXPECT_EQ(s.end_layer(), end);
+    EXPECT_EQ(s.size(), full.layers_begin() + (end - first) * full.layer_size() + 2 * c.n_embd);
+    EXPECT_EQ(s.layers_begin(), full.layers_begin());
+    EXPECT_EQ(s.layer_begin(first), full.layers_begin());
+    EXPECT_EQ(s.lnf_w(), s.size() - 2 * c.n_embd);
+    EXPECT_EQ(s.units(), int(end - first) + 2);
+    EXPECT_EQ(s.unit_begin(int(end - first) + 1), s.lnf_w());
+    std::vector<float> local(static_cast<size_t>(s.size()));
+    s.extract(values.data(), local.data());
+    for (int64_t l = first; l < end; ++l) {
+      ++layer_count[size_t(l)];
+      for (int j = 0; j < kGptBlockParams; ++j)
+        EXPECT_EQ(local[s.at(l, GptBlockParam(j))], values[full.at(l, GptBlockParam(j))]) << l;
+    }
+    EXPECT_EQ(local[0], values[0]);                        // wte
+    EXPECT_EQ(local[s.wpe()], values[full.wpe()]);          // wpe
+    EXPECT_EQ(local[s.lnf_w()], values[full.lnf_w()]);      // ln_f
+    // Placing back writes the stage's values where they were.
+    std::vector<float> back(values.size(), 0.0f);
+    s.place(local.data(), back.data(), true);
+    EXPECT_EQ(back[full.at(first, GptBlockParam::fc_w)], values[full.at(first, GptBlockParam::fc_w)]);
+    if (first > 0) EXPECT_EQ(back[full.at(first - 1, GptBlockParam::fc_w)], 0.0f);
+  }
+  EXPECT_EQ(layer_count, std::vector<int>(5, 1));
 }

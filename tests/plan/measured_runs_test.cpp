@@ -23,7 +23,8 @@ constexpr double kTolerance = 0.10;
 
 struct Measured {
   std::string id, page, when, card, commit, host, system, model, precision = "bf16", transport = "nccl";
-  std::string not_checked;
+  std::string not_checked;  // why the step is not held
+  std::string superseded;   // why neither figure is held: the engine changed since
   std::string schedule, recompute = "none";
   long gpus = 1, batch = 1;  // batch: per data-parallel rank (per tensor group or pipeline)
   int zero = 0, tensor_parallel = 1, pipeline_parallel = 1, microbatches = 1;
@@ -49,6 +50,8 @@ std::vector<Measured> measured_runs() {
     m.precision = t["precision"].value_or(m.precision);
     m.transport = t["transport"].value_or(m.transport);
     m.not_checked = t["not_checked"].value_or(std::string());
+    m.superseded = t["superseded"].value_or(std::string());
+    if (!m.superseded.empty()) m.not_checked = m.superseded;
     m.gpus = t["gpus"].value_or(1L);
     m.batch = t["batch"].value_or(1L);
     m.zero = static_cast<int>(t["zero"].value_or(0L));
@@ -130,9 +133,11 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
     }
     if (m.memory_gib > 0) {
       const double e = error(gib, m.memory_gib);
-      EXPECT_LT(std::fabs(e), kTolerance) << m.id << ": predicted " << gib << " GiB";
+      if (m.superseded.empty()) {
+        EXPECT_LT(std::fabs(e), kTolerance) << m.id << ": predicted " << gib << " GiB";
+      }
       mem_cell = fmt::format("{:.2f} / {:.2f} GiB", gib, m.memory_gib);
-      mem_err = fmt::format("{:+.1f}%", e * 100);
+      mem_err = fmt::format("{:+.1f}%{}", e * 100, m.superseded.empty() ? "" : " (not held: see note)");
     }
     const bool cpu = p.cpu;
     const std::string shape =

@@ -117,7 +117,7 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
 }
 
 // GPU ranks run pipeline stages with data-parallel copies of the pipeline (world = dp x pp),
-// ZeRO 0, fp32 gradients over NCCL, not beside tensor parallelism.
+// ZeRO 0, fp32 gradients over NCCL, also with tensor parallelism inside the stages.
 TEST(ParallelLayout, GpuPipelineStagesRunWithDataParallelCopies) {
   auto c = parse_train_config(kTiny, "t.toml", {"parallel.pipeline_parallel=2", "train.device=cuda",
                                                 "parallel.microbatches=2"});
@@ -131,7 +131,8 @@ TEST(ParallelLayout, GpuPipelineStagesRunWithDataParallelCopies) {
     keys.push_back(std::move(key));
     return keys;
   };
-  expect_error(with("parallel.tensor_parallel=2"), {"not both at once", "set one of them to 1"});
+  auto tp = parse_train_config(kTiny, "t.toml", with("parallel.tensor_parallel=2"));
+  EXPECT_EQ(aiscale::train::describe(parallel_layout(tp, 8)), "dp 2 x tp 2 x pp 2");
   expect_error(with("parallel.zero_stage=1"), {"ZeRO 0", "parallel.zero_stage = 0"});
   expect_error(with("parallel.grad_comm=bf16"), {"parallel.grad_comm = \"fp32\""});
   expect_error(with("parallel.grad_transport=copy-engine"), {"parallel.grad_transport = \"nccl\""});

@@ -3,6 +3,7 @@
 // derived from the model's one parameter layout.
 #pragma once
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 
 namespace aiscale::optim {
@@ -10,6 +11,10 @@ namespace aiscale::optim {
 // Decay: the embeddings if decay_embeddings, each block's matrices. The working copy has
 // `work_shift` extra values (the padded vocabulary rows) after wte.
 cuda::AdamWLayout gpt_adamw_layout(const nn::GptLayout& layout, bool decay_embeddings,
+                                   int64_t work_shift);
+// The same over one rank's local buffer: its tensor-parallel slices of every block, or a
+// pipeline stage's layers (gpt_shard.h); the embeddings and the final norm as held.
+cuda::AdamWLayout gpt_adamw_layout(const nn::GptShardLayout& layout, bool decay_embeddings,
                                    int64_t work_shift);
 
 }  // namespace aiscale::optim

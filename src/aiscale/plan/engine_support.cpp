@@ -12,9 +12,10 @@ namespace {
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism with
-//    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); or
-//    pipeline stages with data-parallel copies (dp x pp, GPipe/1F1B, ZeRO 0 over NCCL, every
-//    stage holding the whole model's state), not combined with tensor parallelism.
+//    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); and
+//    pipeline stages with both (dp x tp x pp, GPipe/1F1B, ZeRO 0 over NCCL, each stage
+//    holding its layers with the embeddings and the final norm and recomputing its forward
+//    before each backward).
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
@@ -34,13 +35,13 @@ const std::vector<EngineSupport> kEngineSupport = {
      {GradTransport::nccl, GradTransport::copy_engine},
      {0, 1},
      {Recompute::none, Recompute::full},
-     true,
+     false,
      {0, 1},
      true,
      false,
      false,
      {0},
-     false,
+     true,
      true},
     {"cpu",
      {WorkloadKind::transformer, WorkloadKind::cnn},
@@ -118,7 +119,7 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (l.pp > 1 && !e.pipeline_zero_stages.empty() && !has(e.pipeline_zero_stages, l.zero))
     return fmt::format("{} pipeline stages run with ZeRO {} only (no ZeRO-{}) in this version",
                        cpu_partition ? "CPU" : "GPU", list_zero(e.pipeline_zero_stages), l.zero);
-  if (l.pp > 1 && e.pipeline_whole_model && l.transport != GradTransport::nccl)
+  if (l.pp > 1 && e.pipeline_recomputes_stages && l.transport != GradTransport::nccl)
     return "GPU pipeline stages sum their gradients over NCCL, not the copy engines";
   if (l.dp > 1 && !has(e.zero_stages, l.zero))
     return fmt::format("ZeRO-{} not implemented{} (aiscale trains ZeRO {})", l.zero,
@@ -156,7 +157,15 @@ std::string engine_support_summary(bool cpu_partition) {
   const std::vector<int>& tensor_zero =
       e.tensor_zero_stages.empty() ? e.zero_stages : e.tensor_zero_stages;
   std::string model_parallel;
-  if (e.max_tensor > 1 && e.max_pipeline > 1 && e.pipeline_with_tensor && !e.tensor_no_pipeline)
+  if (e.max_tensor > 1 && e.max_pipeline > 1 && e.pipeline_with_tensor && !e.tensor_no_pipeline &&
+      e.pipeline_recomputes_stages)
+    model_parallel = fmt::format("tensor parallelism (dp x tp, ZeRO {}) and pipeline stages "
+                                 "with it (dp x tp x pp, ZeRO {}, each stage's forward "
+                                 "recomputed before its backward)",
+                                 list_zero(tensor_zero),
+                                 list_zero(e.pipeline_zero_stages.empty() ? e.zero_stages
+                                                                          : e.pipeline_zero_stages));
+  else if (e.max_tensor > 1 && e.max_pipeline > 1 && e.pipeline_with_tensor && !e.tensor_no_pipeline)
     model_parallel = "tensor and pipeline parallelism";
   else if (e.max_tensor > 1 && e.max_pipeline > 1)
     model_parallel = fmt::format("tensor parallelism (dp x tp, ZeRO {}) or pipeline stages "
@@ -164,7 +173,7 @@ std::string engine_support_summary(bool cpu_partition) {
                                  list_zero(tensor_zero),
                                  list_zero(e.pipeline_zero_stages.empty() ? e.zero_stages
                                                                           : e.pipeline_zero_stages),
-                                 e.pipeline_whole_model ? ", the whole model's state on every stage" : "");
+                                 e.pipeline_recomputes_stages ? ", each stage's forward recomputed before its backward" : "");
   else if (e.max_tensor > 1)
     model_parallel = fmt::format("tensor parallelism (dp x tp, ZeRO {}), no pipeline stages",
                                  list_zero(tensor_zero));

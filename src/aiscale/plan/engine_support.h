@@ -41,12 +41,14 @@ struct EngineSupport {
   bool vocab_parallel = true;
   bool sequence_parallel = true;
   // Pipeline stages: the ZeRO stages they run with (empty: any of zero_stages except 3),
-  // whether they combine with tensor parallelism, and whether every stage holds the whole
-  // model's parameters, gradients and optimizer state (GPU ranks: each stage computes and
-  // sends only its part, but keeps and updates the whole model; plan/memory.cpp prices it).
+  // whether they combine with tensor parallelism, and whether they recompute (GPU ranks,
+  // nn/models/gpt_cuda_pp.cuh): each stage keeps one micro-batch's activations and the
+  // inputs in flight, runs each micro-batch's forward again before its backward, and holds
+  // the embeddings and the final norm beside its layers (summed over the stages after
+  // backward); plan/memory.cpp and plan/perf.cpp price it.
   std::vector<int> pipeline_zero_stages;
   bool pipeline_with_tensor = true;
-  bool pipeline_whole_model = false;
+  bool pipeline_recomputes_stages = false;
 };
 
 // The table, one row per device kind.

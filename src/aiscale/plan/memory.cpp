@@ -119,21 +119,34 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
 }
 
 MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
-                             const MemoryAssumptions& a, bool last, Accounting acc) {
-  if (l.pp > 1 && w.is_transformer() && is_aiscale(acc) &&
-      engine_support_for(acc == Accounting::aiscale_cpu).pipeline_whole_model) {
-    // aiscale's GPU stages hold the whole model's state and one micro-batch's activation
-    // buffers for every layer (nn/models/gpt_cuda_pp.cuh): priced as the whole model on
-    // one stage, plus the stash of the micro-batches' inputs in flight (1F1B: up to pp).
-    Layout whole = l;
-    whole.pp = 1;
-    whole.grad_accum = 1;
-    MemoryBreakdown m = stage_memory(w, whole, p, a, last, acc);
-    const double stash = std::min<double>(l.pp, l.grad_accum) * activation_bytes(p) *
-                         double(l.micro_batch) * double(w.seq_len) * double(w.gpt.n_embd);
-    m.buffers += stash;
-    m.total += stash * (1.0 + a.fragmentation);
-    m.workspace += stash * a.fragmentation;
+                             const MemoryAssumptions& a, bool last, Accounting acc,
+                             bool generic = false) {
+  if (!generic && l.pp > 1 && w.is_transformer() && is_aiscale(acc) &&
+      engine_support_for(acc == Accounting::aiscale_cpu).pipeline_recomputes_stages) {
+    // aiscale's GPU stages (nn/models/gpt_cuda_pp.cuh): the stage's layers with the
+    // embeddings and the final norm (as a last stage holds them, plus the position
+    // embedding), one micro-batch's activation buffers for the stage's layers and the LM
+    // head's on every stage (one micro-batch in flight: each forward is recomputed before
+    // its backward), the residual stream between every pair of layers, and the stash of
+    // the micro-batches' inputs in flight (1F1B: up to pp).
+    Layout one = l;
+    one.grad_accum = 1;
+    MemoryBreakdown m = stage_memory(w, one, p, a, /*last=*/true, acc, /*generic=*/true);
+    const StateBytes sb = state_bytes(w.optimizer, p);
+    const double bsh = activation_bytes(p) * double(l.micro_batch) * double(w.seq_len) *
+                       double(w.gpt.n_embd);
+    const double wpe = double(w.gpt.block_size) * double(w.gpt.n_embd);
+    const double layers_here = double((w.gpt.n_layer + l.pp - 1) / l.pp);
+    const double state = wpe * (sb.weights + sb.gradients + sb.optimizer);
+    const double extra = std::min<double>(l.pp, l.grad_accum) * bsh +
+                         (double(w.gpt.n_layer) + 1.0 - layers_here) * bsh;
+    m.params_on_gpu += wpe;
+    m.weights += wpe * sb.weights;
+    m.gradients += wpe * sb.gradients;
+    m.optimizer += wpe * sb.optimizer;
+    m.buffers += extra;
+    m.total += (state + extra) * (1.0 + a.fragmentation);
+    m.workspace += (state + extra) * a.fragmentation;
     m.stage = last ? "last" : "first";
     return m;
   }

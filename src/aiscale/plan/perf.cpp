@@ -123,13 +123,18 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   const StateBytes sb = state_bytes(w.optimizer, p);
   const double ga = l.grad_accum;
   const TensorSplit split = tensor_split(acc);
-  // aiscale's GPU pipeline stages (nn/models/gpt_cuda_pp.cuh) keep the whole model on every
-  // stage: each micro-batch's backward first runs the stage's forward again from its
-  // stash, one fp32 all-reduce of every gradient over all the job's GPUs follows the
-  // backward (in place of data-parallel buckets), and every GPU runs AdamW over all the
-  // parameters.
-  const bool whole_stages = l.pp > 1 && w.is_transformer() && !part.is_cpu() && is_aiscale(acc) &&
-                            engine_support_for(false).pipeline_whole_model;
+  // aiscale's GPU pipeline stages (nn/models/gpt_cuda_pp.cuh): each micro-batch's backward
+  // first runs the stage's forward again from its stash; after the backward the stage's
+  // gradients are summed over its data-parallel copies (one fp32 all-reduce, in place of
+  // buckets during backward) and the embeddings' and the final norm's over the stages,
+  // which all hold them; each GPU runs AdamW over what its stage holds.
+  const bool gpu_stages = l.pp > 1 && w.is_transformer() && !part.is_cpu() && is_aiscale(acc) &&
+                          engine_support_for(false).pipeline_recomputes_stages;
+  // The values such a stage holds: its layers, the embeddings and the final norm.
+  const double stage_params =
+      gpu_stages ? params_per_gpu(w, l.tp, l.pp, true, split.vocab_parallel) +
+                       double(w.gpt.block_size) * double(w.gpt.n_embd)
+                 : 0.0;
 
   // ---- compute, one micro-batch on one GPU ------------------------------------------
   double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;
@@ -147,7 +152,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     fwd_flops = ((per_token - lm_head) * share + lm_head / l.pp) * tokens_mb / 3.0;
     bwd_flops = 2.0 * fwd_flops;
     if (l.recompute == Recompute::full) recompute_flops = fwd_flops;
-    if (whole_stages) recompute_flops += fwd_flops;  // the stage's forward from its stash
+    if (gpu_stages) recompute_flops += fwd_flops;  // the stage's forward from its stash
     // Selective recomputation redoes attention's forward; a flash kernel recomputes its
     // scores in backward anyway (inside the utilisation), so there it changes nothing.
     if (l.recompute == Recompute::selective && w.attention == Attention::materialized)
@@ -185,7 +190,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- pipeline: bubble of pp-1 micro-batch slots; one activation send forward and one
   // gradient send backward per micro-batch and stage boundary (scattered over tp).
-  if (whole_stages) {
+  if (gpu_stages) {
     // The engine's schedule (1F1B where there are enough micro-batches, else GPipe) run
     // through with this layout's pass times: the stage's recomputation before each
     // backward fills part of the wait for the downstream gradient
@@ -197,8 +202,14 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
       tables.push_back(micro >= l.pp ? pipe::one_f_one_b_schedule(l.pp, s, micro)
                                      : pipe::gpipe_schedule(l.pp, s, micro));
     const double t_stash = fwd_flops / rate;  // the stage's forward again
-    const pipe::PipelineRun run = pipe::simulate_pipeline(tables, t_fwd, t_bwd - t_stash, t_stash);
-    e.bubble_s = std::max(0.0, run.makespan - e.compute_s);
+    // Tensor parallelism inside the stages: two all-reduces per layer forward, two backward
+    // (four with full recomputation), two more in the stage's recomputed forward.
+    const double per_layer = l.recompute == Recompute::full ? 6.0 : 4.0;
+    const double ar = t_tp_mb / per_layer;  // the layers' one all-reduce each
+    const pipe::PipelineRun run = pipe::simulate_pipeline(
+        tables, t_fwd + 2.0 * ar, t_bwd - t_stash + (per_layer - 2.0) * ar, t_stash + 2.0 * ar);
+    e.tp_comm_s += ga * 2.0 * ar;
+    e.bubble_s = std::max(0.0, run.makespan - e.compute_s - e.tp_comm_s);
   } else if (l.pp > 1) {
     e.bubble_s = (l.pp - 1) * (t_mb + t_tp_mb);
   }
@@ -209,10 +220,14 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   }
 
   // ---- data parallel -----------------------------------------------------------------
-  if (whole_stages) {  // every gradient, fp32, over every GPU of the job, after backward
-    const double grad_bytes =
-        params_per_gpu(w, l.tp, 1, false, split.vocab_parallel) * std::max(sb.gradients, 4.0);
-    e.dp_comm_s = hier_allreduce_time(grad_bytes, GroupShape{pl.g, pl.nodes}, fabric);
+  if (gpu_stages) {  // after backward, nothing beside it: the stage's gradients over its
+                     // copies, the embeddings' and the final norm's over the stages
+    const double bytes_per_value = std::max(sb.gradients, 4.0);
+    const auto& g = w.gpt;
+    const double shared = (double(g.vocab_size) + double(g.block_size) + 2.0) * double(g.n_embd);
+    const GroupShape stages = pl.pp_crosses_nodes ? GroupShape{1, l.pp} : GroupShape{l.pp, 1};
+    e.dp_comm_s = (l.dp > 1 ? hier_allreduce_time(stage_params * bytes_per_value, pl.dp, fabric) : 0.0) +
+                  hier_allreduce_time(shared * bytes_per_value, stages, fabric);
     e.dp_exposed_s = e.dp_comm_s;
   } else if (l.dp > 1) {
     const double psi = params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel);
@@ -308,8 +323,9 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- optimizer update: memory-bound over the parameters this GPU updates -----------
   {
-    const double psi = params_per_gpu(w, l.tp, whole_stages ? 1 : l.pp, false, split.vocab_parallel) /
-                       (l.zero >= 1 ? l.dp : 1);
+    const double psi = gpu_stages ? stage_params
+                                  : params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel) /
+                                        (l.zero >= 1 ? l.dp : 1);
     const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
                                                                  : a.sgd_bytes_touched);
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;

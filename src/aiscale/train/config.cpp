@@ -306,14 +306,14 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, no pipeline stages); "
+                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, ZeRO 0 with pipeline stages); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
                         "tensor ranks consecutive",
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
                         "pipeline stages the layers are split into (at most model.n_layer; GPU "
-                        "ranks: ZeRO 0, no tensor parallelism, every stage holding the whole "
-                        "parameters and optimizer state)", 1,
+                        "ranks: ZeRO 0, no tensor parallelism, each stage holding its layers, "
+                        "the embeddings and the final norm)", 1,
                         1024));
     k.push_back(string_key("parallel.pipeline_schedule", &TrainConfig::pipeline_schedule,
                            "order of the micro-batches' forward and backward passes in a pipeline: "

@@ -65,17 +65,12 @@ void check_parallel_config(const TrainConfig& c) {
     if (!asked.empty())
       fail("{} run on CPU ranks (MPI) in this version; GPU ranks run data parallelism with "
            "ZeRO stages 0, 1 and 3, tensor parallelism with data-parallel copies (dp x tp, "
-           "ZeRO 0 or 1), or pipeline stages with data-parallel copies (dp x pp, ZeRO 0): set "
+           "ZeRO 0 or 1), and pipeline stages with both (dp x tp x pp, ZeRO 0): set "
            "train.device = \"cpu\", or leave zero_stage at 0, 1 or 3 and sequence_parallel off",
            fmt::join(asked, ", "));
-    if (tp > 1 && pp > 1)
-      fail("parallel.tensor_parallel = {} with parallel.pipeline_parallel = {} on GPU ranks: "
-           "GPU ranks run tensor parallelism or pipeline stages, not both at once in this "
-           "version: set one of them to 1, or train.device = \"cpu\" (CPU ranks run dp x tp x "
-           "pp)", tp, pp);
     if (pp > 1 && c.zero_stage != 0)
-      fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 in this version (every "
-           "stage holds the whole optimizer state): set parallel.zero_stage = 0, or "
+      fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 in this version (each "
+           "stage holds its own layers' optimizer state whole): set parallel.zero_stage = 0, or "
            "parallel.pipeline_parallel = 1 to shard with ZeRO-{}", pp, c.zero_stage);
     if (pp > 1 && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
       fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 "

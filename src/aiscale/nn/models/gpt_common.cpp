@@ -92,15 +92,14 @@ namespace {
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
 // the gradients summed over each data group, or with ZeRO-1 reduce-scattered into the
-// optimiser state's shards), over NCCL, without ZeRO-2/3, pipeline stages or sequence
-// parallelism.
+// optimiser state's shards) and inside pipeline stages (dp x tp x pp, ZeRO 0), over NCCL,
+// without ZeRO-2/3 or sequence parallelism.
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
-  if (g.pipeline().world() > 1 || g.context().world() > 1)
-    fail("parallel.tensor_parallel = {} on GPU ranks runs with data-parallel copies only (this "
-         "job has {} pipeline stages and {} context ranks): set parallel.pipeline_parallel = 1",
-         tp, g.pipeline().world(), g.context().world());
+  if (g.context().world() > 1)
+    fail("parallel.tensor_parallel = {} on GPU ranks does not run with context parallelism "
+         "(this job has {} context ranks)", tp, g.context().world());
   if (!g.tensor().device_stream() || (g.data().world() > 1 && !g.data().device_stream()))
     fail("parallel.tensor_parallel = {} on GPU ranks sums the layers' outputs and the "
          "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
@@ -121,23 +120,22 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
 }
 
 // GPU ranks run pipeline stages (gpt_cuda_pp.cuh) with data-parallel copies of the
-// pipeline (dp x pp), ZeRO 0, over NCCL; not with tensor or context parallelism.
+// pipeline and tensor parallelism inside each stage (dp x tp x pp), ZeRO 0, over NCCL; not
+// with context parallelism.
 void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int pp = g.pipeline().world();
-  if (g.tensor().world() > 1 || g.context().world() > 1)
-    fail("parallel.pipeline_parallel = {} on GPU ranks runs with data-parallel copies only (this "
-         "job has {} tensor and {} context ranks): set parallel.tensor_parallel = 1, or "
-         "train.device = \"cpu\" (CPU ranks run dp x tp x pp)", pp, g.tensor().world(),
-         g.context().world());
+  if (g.context().world() > 1)
+    fail("parallel.pipeline_parallel = {} on GPU ranks does not run with context parallelism "
+         "(this job has {} context ranks)", pp, g.context().world());
   if (!g.pipeline().device_stream() || (o.comm && o.comm->world() > 1 && !o.comm->device_stream()))
     fail("parallel.pipeline_parallel = {} on GPU ranks sends the activations between stages and "
          "sums the gradients on the GPU over NCCL; this run has the {} communicator: use "
          "parallel.communicator = \"nccl\" (or auto)", pp, g.pipeline().backend());
   if (o.zero_stage != 0 || o.sequence_parallel || o.offload_optimizer)
     fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 and without sequence "
-         "parallelism (every stage holds the whole optimizer state): set parallel.zero_stage = 0 "
-         "and parallel.sequence_parallel = false", pp);
+         "parallelism (each stage holds its own layers' optimizer state whole): set "
+         "parallel.zero_stage = 0 and parallel.sequence_parallel = false", pp);
   if (o.grad_comm != DType::f32 || o.grad_transport != "nccl")
     fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
          "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);

@@ -93,7 +93,8 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       options_(o),
       layout_(c),
       shard_(c, tensor_group ? tensor_group->world() : 1, tensor_group ? tensor_group->rank() : 0,
-             /*vocab_parallel=*/false),
+             /*vocab_parallel=*/false, pipeline_group ? plan.layer_begin : 0,
+             pipeline_group ? plan.layer_end : -1),
       t_(o.precision),
       es_(dtype_size(o.precision)),
       B_(rows_per_pass(o, pipeline_group, plan)),
@@ -105,7 +106,10 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       Vp_((c.vocab_size + 127) / 128 * 128),
       maxT_(c.block_size),
       N_(rows_per_pass(o, pipeline_group, plan) * o.seq),
-      pipeline_(pipeline_group) {
+      pipeline_(pipeline_group),
+      data_group_(pipeline_group ? data_group : nullptr),
+      lb_(shard_.first_layer()),
+      le_(shard_.end_layer()) {
   const int64_t tp = shard_.tp();
   Cl_ = C_ / tp;
   NHl_ = NH_ / tp;
@@ -273,7 +277,7 @@ float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
   prof_op("embedding_forward");
   if (zero3_) zero3_->begin_pass();
   cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
-  layers_forward(0, L_);
+  layers_forward(lb_, le_);
   head_forward();
   prof_op(nullptr);
   forward_done_ = true;
@@ -367,12 +371,13 @@ void GptCuda::loss_forward(const int32_t* d_targets, float grad_multiplier, floa
   prof_op(nullptr);
 }
 
-// The final LayerNorm and the LM head: res(L) in, logits out.
+// The final LayerNorm and the LM head: res(le_) in (res(L) but in a pipeline stage's
+// warm-up), logits out.
 void GptCuda::head_forward() {
   const int64_t N = N_, C = C_;
   cudaStream_t s = stream_;
   prof_op("layernorm_forward");
-  cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(L_), lnf_w(), lnf_b(), N, C, s);
+  cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(le_), lnf_w(), lnf_b(), N, C, s);
   prof_op("matmul_forward", 2.0 * N * C * Vp_);
   cuda::linear_forward(*gemm_, t_, logits_, nullptr, lnf_, wte_w(), nullptr, nullptr, N, C,
                        Vp_, linear_, s);

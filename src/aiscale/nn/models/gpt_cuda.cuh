@@ -46,10 +46,11 @@ GptCudaPipelinePlan gpt_cuda_pipeline_plan(const GptConfig& c, const GptRunOptio
 // Builds the model on the current CUDA device from initial parameters in the layout's
 // order (num_params values). tensor_group: the tensor-parallel group (a device
 // communicator of several ranks, each holding a slice of every layer: gpt_cuda_tp.cuh), or
-// null; data_group (with a tensor group only): the ranks holding the same slices in the
-// other data-parallel copies, over which the gradients are summed, or null (one copy);
-// pipeline_group: the pipeline's ranks (a device communicator of several ranks, this rank
-// one stage of it: gpt_cuda_pp.cuh, doing `plan`), or null.
+// null; data_group (with a tensor group or a pipeline): the ranks holding the same slices
+// or stage in the other data-parallel copies, over which the gradients are summed, or null
+// (one copy); pipeline_group: the pipeline's ranks (a device communicator of several ranks,
+// this rank one stage of it: gpt_cuda_pp.cuh, doing `plan`, holding its layers, the
+// embeddings and the final norm), or null.
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
                                           const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,

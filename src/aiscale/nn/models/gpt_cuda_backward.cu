@@ -18,7 +18,7 @@ void GptCuda::backward_batch(float grad_multiplier) {
   if (zero3_) zero3_->begin_backward();
   head_backward(grad_multiplier, d_tokens_ + N_);
   const bool overlapped = reducer_ && reducer_->overlapping();
-  layers_backward(0, L_, false);
+  layers_backward(lb_, le_, false);
   const int64_t Nb = bucket_capacity();
   mark(profile::StepTimer::kAfterLayer0);
   if (overlapped) {
@@ -86,8 +86,8 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
   ready(kGptAfterLmHead);
   prof_op("layernorm_backward");
   cuda::layernorm_backward(t_, dres_, g_lnf(0), g_lnf(1),
-                           L_ > 0 ? gl(L_ - 1, P::fcproj_b) : nullptr, dln_,
-                           res(L_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
+                           le_ > lb_ ? gl(le_ - 1, P::fcproj_b) : nullptr, dln_,
+                           res(le_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
 }
 
 // Layers [l1 - 1 .. l0] backward: dres_ = d res(l1) in, d res(l0) out. bias_from_dres: the

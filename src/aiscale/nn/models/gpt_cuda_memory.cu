@@ -53,11 +53,13 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t shared_ln2 = rc ? plan.add(size_t(N * C) * e) : 0;
   const size_t shared_gelu = rc ? plan.add(size_t(N * Fm) * e) : 0;
   std::vector<Off> off(static_cast<size_t>(L));
-  for (auto& x : off) {
+  const int64_t lb = z.layer_begin, le = z.layer_end < 0 ? L : z.layer_end;
+  for (int64_t l = lb; l < le; ++l) {
+    Off& x = off[static_cast<size_t>(l)];
     // Full recomputation: the first layer's set serves every layer (the residual stream
     // between the layers, o_res, stays whole).
-    if (z.recompute_layers && &x != &off[0]) {
-      x = off[0];
+    if (z.recompute_layers && l != lb) {
+      x = off[static_cast<size_t>(lb)];
       continue;
     }
     x.ln1 = rc ? shared_ln1 : plan.add(size_t(N * C) * e);
@@ -73,6 +75,8 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
     x.ln2_rstd = plan.add(size_t(N) * 4);
     x.lse = plan.add(size_t(z.B * z.NH * z.T) * 4);
   }
+  for (int64_t l = 0; l < L; ++l)  // another stage's layers: never computed here
+    if (l < lb || l >= le) off[static_cast<size_t>(l)] = off[static_cast<size_t>(lb)];
   const size_t o_lnf = plan.add(size_t(N * C) * e);
   const size_t o_lnf_mean = plan.add(size_t(N) * 4), o_lnf_rstd = plan.add(size_t(N) * 4);
   const size_t o_logits = plan.add(size_t(N * z.Vp) * e);

@@ -20,6 +20,9 @@ struct GptCudaSizes {
   size_t es = 4;           // bytes per value of the run's dtype
   bool recompute = false;  // one shared buffer for ln1, ln2, GELU output of every layer
   bool recompute_layers = false;  // one set of every layer activation shared by the layers
+  // The layers computed here (a pipeline stage's; default all): only they get activation
+  // buffers (the others' entries alias the first's and are never used).
+  int64_t layer_begin = 0, layer_end = -1;
   int64_t S = 0;           // master weights and moments (ZeRO-1: this rank's shard)
   int64_t Ppad = 0;        // gradients (rounded up to the ZeRO-1 world size)
   int64_t Pw = 0;          // working copy (with the padded vocabulary rows)

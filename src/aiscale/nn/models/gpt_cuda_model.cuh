@@ -187,7 +187,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   const void* wte_w() const { return zero3_ ? zero3_->wte() : work_; }
   const void* wpe_w() const { return zero3_ ? zero3_->at_resident(Vp_ * C_) : at(work_, Vp_ * C_); }
   const void* lnf_w() const {
-    return zero3_ ? zero3_->at_resident(zero3_->shards().resident_lnf()) : at(work_, work_layer_off(L_));
+    return zero3_ ? zero3_->at_resident(zero3_->shards().resident_lnf())
+                  : at(work_, shard_.lnf_w() + (Vp_ - V_) * C_);
   }
   const void* lnf_b() const { return at(const_cast<void*>(lnf_w()), C_); }
   // ZeRO-3: layer l is about to compute in direction dir (+1 forward, -1 backward).
@@ -200,7 +201,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // GPT layout itself.)
   int64_t layer_off(int64_t l) const { return shard_.layer_begin(l); }
   int64_t in(P p) const { return shard_.in_layer(p); }
-  int64_t lnf_w_off() const { return layer_off(L_); }
+  int64_t lnf_w_off() const { return shard_.lnf_w(); }
   float* g(int64_t off) const { return grads_ + off; }
   float* gl(int64_t l, P p) const {
     return zero3_ ? zero3_->layer_grads(l) + in(p) : g(layer_off(l) + in(p));
@@ -222,12 +223,22 @@ class GptCuda final : public GptModel, private GptCudaMemory {
 
   void download(float* out, const float* src) const;
   void upload(float* dst, const float* in);
+  // Pipeline stages: a local vector (device, shard_ order) into the whole model's (host,
+  // every rank; collective over the pipeline group), and a whole vector's part for this
+  // stage into a local one.
+  void stage_gather(const float* local_dev, float* out) const;
+  void stage_scatter(const float* in, float* local_dev);
+  // A whole vector holding this stage's values (zeros elsewhere) summed over the stages,
+  // the embeddings and the final norm taken from stage 0 (collective over the pipeline).
+  void stage_sum(float* full) const;
 
 
   GptConfig config_;
   GptRunOptions options_;
   GptLayout layout_;
-  GptShardLayout shard_;  // this tensor rank's slices (the GPT layout with one rank)
+  // This rank's parameters: its tensor-parallel slices, or a pipeline stage's layers with
+  // the embeddings and the final norm (the GPT layout with one rank and one stage).
+  GptShardLayout shard_;
   DType t_;
   size_t es_;
   int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;  // P_: local values
@@ -256,9 +267,13 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 over several ranks
   std::unique_ptr<GptCudaTensorParallel> tp_;  // parallel.tensor_parallel > 1
   // parallel.pipeline_parallel > 1: the pipeline group (set from the start) and the stage
-  // (made after the warm-up, which runs the whole model on this GPU); the model stream's
-  // waits on the other stages in the last step.
+  // (made after the warm-up, which runs the stage's layers on this GPU); the model stream's
+  // waits on the other stages in the last step; the data-parallel copies of this stage
+  // (null: one copy), over which its gradients are summed.
   parallel::Communicator* pipeline_ = nullptr;
+  parallel::Communicator* data_group_ = nullptr;
+  // The layers this rank computes: a pipeline stage's, else [0, L).
+  int64_t lb_ = 0, le_ = 0;
   std::unique_ptr<GptCudaPipeline> pp_;
   double wait_s_ = 0.0;
   const void* layer_w_ = nullptr;        // ZeRO-3: the gathered layer now computing

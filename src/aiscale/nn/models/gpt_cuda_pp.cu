@@ -269,6 +269,7 @@ float GptCuda::pipeline_finish() {
                                        cudaMemcpyDeviceToHost, stream_));
   AISCALE_CUDA_LAUNCH_CHECK();
   p.finish();  // bounded: a stopped peer fails here
+  if (tp_) tp_->finish();  // the stage's tensor-parallel all-reduces, likewise
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   wait_s_ = p.waited_s();
   p.held = -1;
@@ -294,12 +295,15 @@ float GptCuda::pipeline_forward_backward(const int32_t* inputs, const int32_t* t
     else stage_backward(pass.microbatch, per_micro);
   }
   const float loss = pipeline_finish();
-  // The stages' parts of the gradients and the data-parallel copies', summed at once
-  // (the job's ranks are pipeline x data-parallel ranks); off while accumulating.
-  parallel::Communicator* all = options_.comm;
-  if (tp_sync_ && all && all->world() > 1) {
+  // Off while accumulating: the data-parallel copies' sums of this stage's gradients, then
+  // the embeddings' and the final norm's over the stages (the first stage's embedding
+  // backward, the last stage's LM head and norm, zeros elsewhere), so that every stage
+  // updates them alike.
+  if (tp_sync_) {
     prof_op("allreduce_gradients");
-    all->allreduce_sum(grads_, P_);
+    if (data_group_) data_group_->allreduce_sum(grads_, P_);
+    pipeline_->allreduce_sum(grads_, shard_.layers_begin());
+    pipeline_->allreduce_sum(g(shard_.lnf_w()), P_ - shard_.lnf_w());
     prof_op(nullptr);
   }
   return loss;

@@ -10,14 +10,15 @@
 // recomputation per stage; skipped when the buffers still hold that micro-batch, as on the
 // last stage of 1F1B), so GPipe and 1F1B are only two orders of the same two passes.
 //
-// Parameters, gradients and optimizer state stay whole on every rank: a stage computes
-// only its part of the gradients (the rest stay zero), and after backward one fp32
-// all-reduce over the job's communicator (pipeline x data-parallel ranks) sums the stages'
-// parts and the data-parallel copies at once. Every rank then runs the same AdamW on the
-// same sums, so the parameters stay equal everywhere: the gradient norm, checkpoints and
-// the tied token embedding (used by the first and the last stage) need nothing else.
-// Memory per GPU is therefore not reduced by the stages (known limitation), only the
-// compute and the activations (one micro-batch's).
+// What a stage holds: the parameters, gradients and AdamW state of its layers, of the
+// embeddings and of the final norm (the GPT layout cut to the stage: gpt_shard.h), and
+// activation buffers for its layers only. The embeddings and the final norm are on every
+// stage so that all stages update them alike: after backward the stage's gradients are
+// summed over its data-parallel copies (fp32 all-reduce over the data group), then the
+// embeddings' and the final norm's over the stages (the first stage's embedding backward
+// and the last stage's LM head and norm; zeros elsewhere), and every stage runs AdamW on
+// what it holds. The gradient norm counts each value once (the stages' layers, stage 0's
+// embeddings and norm); checkpoints gather the stages' layers into the whole model.
 //
 // Ordering. Two NCCL communicators over the pipeline's ranks, each with its own stream:
 // `forward` carries the activations downstream, `backward` the gradients upstream, so each

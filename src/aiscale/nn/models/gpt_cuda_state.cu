@@ -34,6 +34,34 @@ void GptCuda::zero_grad() {
 
 double GptCuda::grad_sum_squares() {
   if (reducer_) return reducer_->grad_sum_squares();
+  if (pipeline_ && tp_) {  // the same, each range's split values summed over the tensor group
+    finish_comm();
+    prof_op("sum_squares", 2.0 * double(P_));
+    const int64_t lo = shard_.layers_begin(), hi = shard_.lnf_w();
+    double s = tp_->range_grad_sum_squares(grads_, lo, hi);
+    if (pipeline_->rank() == 0)
+      s += tp_->range_grad_sum_squares(grads_, 0, lo) + tp_->range_grad_sum_squares(grads_, hi, P_);
+    prof_op(nullptr);
+    pipeline_->allreduce_sum(&s, 1);
+    return s;
+  }
+  if (pipeline_) {
+    // This stage's layers, and (stage 0 only) the embeddings and the final norm, which
+    // every stage holds alike after the step's exchange: each value once over the stages.
+    prof_op("sum_squares", 2.0 * double(P_));
+    auto sum = [&](const float* x, int64_t n) {
+      cuda::sum_squares(sumsq_dev_, x, n, sumsq_scratch_, stream_);
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
+      AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return h_sumsq_[0];
+    };
+    const int64_t lo = shard_.layers_begin(), hi = shard_.lnf_w();
+    double s = sum(g(lo), hi - lo);
+    if (pipeline_->rank() == 0) s += sum(grads_, lo) + sum(g(hi), P_ - hi);
+    prof_op(nullptr);
+    pipeline_->allreduce_sum(&s, 1);
+    return s;
+  }
   if (zero3_) return zero3_->grad_sum_squares();
   if (tp_) {
     finish_comm();  // the last input gradients' sums (bounded wait)
@@ -60,8 +88,9 @@ void GptCuda::update(const ops::AdamWParams& hp) {
   finish_comm();
   mark(profile::StepTimer::kUpdate);
   const cuda::AdamWLayout L =
-      tp_ ? tp_->adamw_layout(options_.decay_embeddings, (Vp_ - V_) * C_)
-          : optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
+      tp_         ? tp_->adamw_layout(options_.decay_embeddings, (Vp_ - V_) * C_)
+      : pipeline_ ? optim::gpt_adamw_layout(shard_, options_.decay_embeddings, (Vp_ - V_) * C_)
+                  : optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
   prof_op("adamw_update");
   if (zero3_) {
     zero3_->update(hp);  // on the shards (or the host's); gathered when used
@@ -88,10 +117,13 @@ void GptCuda::get_params(float* out) const {
                            "biases, embeddings) differ between the tensor-parallel ranks; the "
                            "checkpoint holds tensor rank 0's\n");
     tp_->gather(local, out);
+    if (pipeline_) stage_sum(out);
   } else if (zero3_) {
     zero3_->get_params(out);
   } else if (zero1_) {
     zero1_->gather(master_, out, grads_, stream_);
+  } else if (pipeline_) {
+    stage_gather(master_, out);
   } else {
     download(out, master_);
   }
@@ -105,6 +137,7 @@ void GptCuda::set_params(const float* in) {
   finish_comm();
   float* full = zero1_ ? grads_ : master_;  // ZeRO-1: the whole vector passes through grads_
   if (tp_) tp_->scatter(in, full);  // this rank's slices
+  else if (pipeline_) stage_scatter(in, full);  // this stage's layers, the embeddings, ln_f
   else upload(full, in);
   // Working copy: wte rows, then (after the zero padded rows) everything else.
   cuda::cast_from_f32(t_, work_, full, V_ * C_, stream_);
@@ -121,6 +154,7 @@ void GptCuda::set_params(const float* in) {
 void GptCuda::get_grads(float* out) const {
   if (tp_) {
     tp_->gather(grads_, out);
+    if (pipeline_) stage_sum(out);
     return;
   }
   if (zero3_) {
@@ -128,7 +162,8 @@ void GptCuda::get_grads(float* out) const {
     return;
   }
   finish_comm();
-  download(out, grads_);
+  if (pipeline_) stage_gather(grads_, out);
+  else download(out, grads_);
 }
 
 void GptCuda::set_grads(const float* in) {
@@ -138,6 +173,7 @@ void GptCuda::set_grads(const float* in) {
   }
   finish_comm();
   if (tp_) tp_->scatter(in, grads_);
+  else if (pipeline_) stage_scatter(in, grads_);
   else upload(grads_, in);
 }
 
@@ -145,6 +181,10 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
   if (tp_) {
     tp_->gather(zero1_ ? gather_local(m_) : m_, m);
     tp_->gather(zero1_ ? gather_local(v_) : v_, v);
+    if (pipeline_) {
+      stage_sum(m);
+      stage_sum(v);
+    }
     return;
   }
   if (zero3_) {
@@ -154,6 +194,11 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
   if (zero1_) {
     zero1_->gather(m_, m, grads_, stream_);
     zero1_->gather(v_, v, grads_, stream_);
+    return;
+  }
+  if (pipeline_) {
+    stage_gather(m_, m);
+    stage_gather(v_, v);
     return;
   }
   download(m, m_);
@@ -186,6 +231,11 @@ void GptCuda::set_optimizer_state(const float* m, const float* v) {
     tp_->scatter(v, v_);
     return;
   }
+  if (pipeline_) {
+    stage_scatter(m, m_);
+    stage_scatter(v, v_);
+    return;
+  }
   upload(m_, m);
   upload(v_, v);
 }
@@ -205,7 +255,7 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   }
   parallel::Communicator* comm = options_.comm;
   const bool several = comm && comm->world() > 1;
-  if (pipeline_) {  // whole buffers on every stage, summed over the job's ranks (gpt_cuda_pp.cuh)
+  if (pipeline_) {  // the stage's buffers, summed over its copies and stages (gpt_cuda_pp.cuh)
     S_ = Ppad_ = P_;
     rank_ = several ? comm->rank() : 0;
     return;
@@ -250,6 +300,7 @@ GptCudaSizes GptCuda::sizes() const {
   z.es = es_;
   z.recompute = recompute_norms();
   z.recompute_layers = options_.recompute_layers;
+  z.layer_begin = lb_, z.layer_end = le_;
   z.S = S_, z.Ppad = Ppad_, z.Pw = zero3_ ? S_ : Pw_;  // ZeRO-3: the working copy's shard
   if (zero3_ && zero3_->offload()) z.S = 0;  // master weights and moments on the host
   if (zero3_) {
@@ -287,6 +338,33 @@ void GptCuda::check_tokens(const int32_t* x, const char* what) const {
       throw Error(std::string(what) + " id " + std::to_string(x[i]) + " at position " +
                   std::to_string(i) + " is outside the vocabulary 0.." + std::to_string(V_ - 1) +
                   ": the data does not match model.vocab_size");
+}
+
+// Pipeline stages: each holds its layers, the embeddings and the final norm (alike on every
+// stage), so the whole vector is every stage's layers and stage 0's others, summed over the
+// pipeline group (each value comes from one stage; the others add zeros).
+void GptCuda::stage_gather(const float* local_dev, float* out) const {
+  std::vector<float> local(static_cast<size_t>(P_));
+  download(local.data(), local_dev);
+  std::fill(out, out + layout_.size(), 0.0f);
+  for (const ShardedTensor& t : shard_.tensors())
+    std::memcpy(out + t.full.offset, local.data() + t.offset, size_t(t.numel) * 4);
+  stage_sum(out);
+}
+
+void GptCuda::stage_sum(float* full) const {
+  const int64_t n = layout_.size();
+  if (pipeline_->rank() != 0) {  // the embeddings and the final norm: stage 0's
+    std::fill(full, full + layout_.layers_begin(), 0.0f);
+    std::fill(full + layout_.lnf_w(), full + n, 0.0f);
+  }
+  pipeline_->allreduce_sum(full, n);
+}
+
+void GptCuda::stage_scatter(const float* in, float* local_dev) {
+  std::vector<float> local(static_cast<size_t>(P_));
+  shard_.extract(in, local.data());
+  upload(local_dev, local.data());
 }
 
 void GptCuda::download(float* out, const float* src) const {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/optim/adamw_layout.cuh"
 
 namespace aiscale::nn::detail {
 namespace {
@@ -135,6 +136,11 @@ double GptCudaTensorParallel::sharded_grad_sum_squares(const float* grads, int64
   return sum_squares(grads, begin, end, data_ != nullptr);
 }
 
+double GptCudaTensorParallel::range_grad_sum_squares(const float* grads, int64_t begin,
+                                                     int64_t end) {
+  return sum_squares(grads, begin, end, false);
+}
+
 double GptCudaTensorParallel::sum_squares(const float* grads, int64_t begin, int64_t end,
                                           bool over_data) {
   chunk_sum_squares<<<static_cast<unsigned>(chunks_), kThreads, 0, stream_>>>(
@@ -206,26 +212,7 @@ bool GptCudaTensorParallel::replicated_agree(const float* local_dev) {
 
 cuda::AdamWLayout GptCudaTensorParallel::adamw_layout(bool decay_embeddings,
                                                       int64_t work_shift) const {
-  const GptShardLayout& l = layout_;
-  cuda::AdamWLayout L;
-  L.n = l.size();
-  L.embeddings_end = l.layers_begin();
-  L.decay_embeddings = decay_embeddings;
-  L.layers_begin = l.layers_begin();
-  L.layer_size = l.layer_size();
-  L.n_layer = l.config().n_layer;
-  // A block's four matrices, each as this rank holds it.
-  const GptBlockParam matrices[4] = {GptBlockParam::qkv_w, GptBlockParam::proj_w,
-                                     GptBlockParam::fc_w, GptBlockParam::fcproj_w};
-  for (int j = 0; j < 4; ++j) {
-    const ShardedTensor& s = l.tensors()[2 + static_cast<int>(matrices[j])];
-    AISCALE_CUDA_REQUIRE(s.full.is_matrix, "AdamW: a GPT block matrix is not a matrix");
-    L.decay_begin[j] = l.in_layer(matrices[j]);
-    L.decay_end[j] = L.decay_begin[j] + s.numel;
-  }
-  L.work_split = l.wpe();
-  L.work_shift = work_shift;
-  return L;
+  return optim::gpt_adamw_layout(layout_, decay_embeddings, work_shift);
 }
 
 }  // namespace aiscale::nn::detail

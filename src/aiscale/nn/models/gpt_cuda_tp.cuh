@@ -101,6 +101,10 @@ class GptCudaTensorParallel {
   // [begin, end) of the local buffer holds summed values on this rank; the squares of
   // those ranges are added over the data group (collective over both groups).
   double sharded_grad_sum_squares(const float* grads, int64_t begin, int64_t end);
+  // The same over [begin, end) of the local buffer only (a pipeline stage's layers, or the
+  // embeddings and the final norm that stage 0 counts for the pipeline); collective over
+  // the tensor group.
+  double range_grad_sum_squares(const float* grads, int64_t begin, int64_t end);
 
   // Whole flat vector (GptLayout order) on the host <-> this rank's local buffer (device,
   // layout().size() fp32 values). gather is a collective (every rank calls it, all get

@@ -72,11 +72,12 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions&
   // group (the ranks holding the same slices).
   parallel::Communicator* tensor =
       o.groups && o.groups->tensor().world() > 1 ? &o.groups->tensor() : nullptr;
-  parallel::Communicator* data =
-      tensor && o.groups->data().world() > 1 ? &o.groups->data() : nullptr;
-  // Pipeline stages (make_gpt has checked the layout: no tensor group beside them).
+  // Pipeline stages (make_gpt has checked the layout: no tensor group beside them): each
+  // stage's gradients are summed over its data group too.
   parallel::Communicator* pipeline =
       o.groups && o.groups->pipeline().world() > 1 ? &o.groups->pipeline() : nullptr;
+  parallel::Communicator* data =
+      (tensor || pipeline) && o.groups->data().world() > 1 ? &o.groups->data() : nullptr;
   detail::GptCudaPipelinePlan plan;
   if (pipeline) plan = detail::gpt_cuda_pipeline_plan(c, o, pipeline->world(), pipeline->rank());
   return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed),

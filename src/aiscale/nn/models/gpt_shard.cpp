@@ -24,14 +24,19 @@ constexpr Split kBlockSplit[kGptBlockParams] = {
 
 }  // namespace
 
-GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel)
-    : config_(c), tp_(tp), rank_(rank) {
+GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel,
+                               int64_t first_layer, int64_t end_layer)
+    : config_(c), tp_(tp), rank_(rank), first_(first_layer),
+      end_(end_layer < 0 ? c.n_layer : end_layer) {
   AISCALE_CHECK(tp >= 1 && rank >= 0 && rank < tp && c.n_head % tp == 0 &&
                     c.n_embd % tp == 0 && (!vocab_parallel || c.vocab_size % tp == 0),
                 "tensor-parallel layout {} of {} does not fit the model", rank, tp);
+  AISCALE_CHECK(first_ >= 0 && first_ <= end_ && end_ <= c.n_layer,
+                "pipeline stage layers [{}, {}) do not fit {} layers", first_, end_, c.n_layer);
   const GptLayout full(c);
   int64_t offset = 0;
   for (const GptParamInfo& p : full.tensors()) {
+    if (p.layer >= 0 && (p.layer < first_ || p.layer >= end_)) continue;  // another stage's
     ShardedTensor t;
     t.full = p;
     if (p.name == "wte.weight") {
@@ -52,7 +57,7 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_
   size_ = offset;
   wpe_ = tensors_[1].offset;
   layers_begin_ = tensors_[2].offset;
-  if (c.n_layer > 0) {
+  if (end_ > first_) {
     for (int j = 0; j < kGptBlockParams; ++j)
       block_offset_[j] = tensors_[2 + j].offset - layers_begin_;
     layer_size_ = tensors_[2 + kGptBlockParams].offset - layers_begin_;
@@ -61,7 +66,7 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_
 
 int64_t GptShardLayout::unit_begin(int u) const {
   if (u == 0) return 0;
-  return layer_begin(u - 1);  // u = n_layer + 1: the final norm
+  return layers_begin_ + (u - 1) * layer_size_;  // u = layers() + 1: the final norm
 }
 
 void GptShardLayout::runs(const ShardedTensor& t,

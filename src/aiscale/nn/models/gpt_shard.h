@@ -10,6 +10,11 @@
 //
 // Local flat order is the GPT layout's order. The local buffer splits into units for
 // ZeRO: the embeddings, each layer, the final LayerNorm.
+//
+// A pipeline stage's layout (first_layer, end_layer) holds the embeddings, the layers
+// [first_layer, end_layer) and the final LayerNorm: layer_begin(l) is defined for the
+// stage's layers only, and the units are the embeddings, the stage's layers in order and
+// the final norm.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -31,7 +36,8 @@ struct ShardedTensor {
 
 class GptShardLayout {
  public:
-  GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel = true);
+  GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel = true,
+                 int64_t first_layer = 0, int64_t end_layer = -1);
 
   const GptConfig& config() const { return config_; }
   int tp() const { return tp_; }
@@ -40,16 +46,21 @@ class GptShardLayout {
   int64_t size() const { return size_; }  // values this rank holds
 
   int64_t wpe() const { return wpe_; }
+  // The layers held: [first_layer(), end_layer()) (all of them unless a pipeline stage's).
+  int64_t first_layer() const { return first_; }
+  int64_t end_layer() const { return end_; }
+  int64_t layers() const { return end_ - first_; }
   int64_t layers_begin() const { return layers_begin_; }
   int64_t layer_size() const { return layer_size_; }
-  int64_t layer_begin(int64_t l) const { return layers_begin_ + l * layer_size_; }
+  int64_t layer_begin(int64_t l) const { return layers_begin_ + (l - first_) * layer_size_; }
   int64_t in_layer(GptBlockParam p) const { return block_offset_[static_cast<int>(p)]; }
   int64_t at(int64_t l, GptBlockParam p) const { return layer_begin(l) + in_layer(p); }
-  int64_t lnf_w() const { return layer_begin(config_.n_layer); }
+  int64_t lnf_w() const { return layer_begin(end_); }
   int64_t lnf_b() const { return lnf_w() + config_.n_embd; }
 
-  // ZeRO units [begin, end): 0 the embeddings, 1 + l layer l, n_layer + 1 the final norm.
-  int units() const { return static_cast<int>(config_.n_layer) + 2; }
+  // ZeRO units [begin, end): 0 the embeddings, 1 + i the i-th layer held, layers() + 1 the
+  // final norm.
+  int units() const { return static_cast<int>(layers()) + 2; }
   int64_t unit_begin(int u) const;
   int64_t unit_end(int u) const { return u + 1 == units() ? size_ : unit_begin(u + 1); }
 
@@ -69,6 +80,7 @@ class GptShardLayout {
 
   GptConfig config_;
   int tp_ = 1, rank_ = 0;
+  int64_t first_ = 0, end_ = 0;
   std::vector<ShardedTensor> tensors_;
   int64_t size_ = 0, wpe_ = 0, layers_begin_ = 0, layer_size_ = 0;
   int64_t block_offset_[kGptBlockParams] = {};
