@@ -96,8 +96,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     if (reducer_) reducer_->set_sync(on);
     tp_sync_ = on;
   }
+  // Pipeline stages hold their own layers: a checkpoint gathers them from every stage.
   bool collective_state() const override {
-    return zero1_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr;
+    return zero1_ != nullptr || (zero3_ && world_ > 1) || tp_ != nullptr || pipeline_ != nullptr;
   }
 
  private:
