@@ -145,10 +145,11 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
                           m.gpus > 1 ? ", DDP over MPI" : "")
             : fmt::format("{} × {}, {}, {}{}{}", m.gpus, m.batch, m.precision,
                           m.pipeline_parallel > 1
-                              ? fmt::format("{}pp {} ({}, {} micro-batches)",
-                                            m.gpus > m.pipeline_parallel
-                                                ? fmt::format("dp {} x ", m.gpus / m.pipeline_parallel)
+                              ? fmt::format("{}{}pp {} ({}, {} micro-batches)",
+                                            m.gpus > m.pipeline_parallel * m.tensor_parallel
+                                                ? fmt::format("dp {} x ", m.gpus / (m.pipeline_parallel * m.tensor_parallel))
                                                 : "",
+                                            m.tensor_parallel > 1 ? fmt::format("tp {} x ", m.tensor_parallel) : "",
                                             m.pipeline_parallel, m.schedule, m.microbatches)
                           : m.tensor_parallel > 1 ? fmt::format("tensor parallel {}", m.tensor_parallel)
                           : m.zero                ? fmt::format("ZeRO-{}", m.zero)
