@@ -102,9 +102,13 @@ TEST(CommConfig, ZeroStageAndBuckets) {
   e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 3\n"
                    "grad_transport = \"copy-engine\"\n");
   EXPECT_NE(e.find("parallel.grad_transport = \"nccl\""), std::string::npos) << e;
-  // GPU ranks run ZeRO stages 0, 1 and 3; stage 2 only on CPU ranks.
-  e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 2\n");
-  EXPECT_NE(e.find("0, 1 and 3"), std::string::npos) << e;
+  // GPU ranks run ZeRO stages 0 to 3; ZeRO-2, like ZeRO-3, reduces fp32 gradients over NCCL.
+  EXPECT_EQ(train::parse_train_config("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\n"
+                                      "zero_stage = 2\n", "t.toml", {}).zero_stage, 2);
+  e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nzero_stage = 2\n"
+                   "grad_comm = \"bf16\"\n");
+  EXPECT_NE(e.find("parallel.zero_stage = 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("parallel.grad_comm = \"fp32\""), std::string::npos) << e;
   EXPECT_EQ(train::parse_train_config("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\n"
                                       "zero_stage = 3\n", "t.toml", {}).zero_stage, 3);
   e = config_error("[parallel]\nbucket_mib = 0\n");

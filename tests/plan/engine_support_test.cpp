@@ -113,9 +113,12 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   l.zero = 1;
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
   EXPECT_NE(engine_gap(gpt, l, Precision::fp32, true).find("ZeRO-1"), std::string::npos);
-  l.zero = 2;
-  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("ZeRO-2"), std::string::npos);
-  l.zero = 3;  // GPU ZeRO-3 runs over NCCL, not over the copy engines
+  l.zero = 2;  // GPU ZeRO-2 and ZeRO-3 run over NCCL, not over the copy engines
+  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  l.transport = GradTransport::copy_engine;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);
+  l.transport = GradTransport::nccl;
+  l.zero = 3;
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
   l.transport = GradTransport::copy_engine;
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);

@@ -12,7 +12,7 @@
 namespace aiscale::optim {
 
 Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t vocab_padded,
-             DType t, bool offload, bool decay_embeddings)
+             DType t, bool offload, bool decay_embeddings, bool gathered_layers)
     : comm_(comm),
       layout_(layout),
       z_(layout, vocab_padded, comm ? comm->world() : 1, comm ? comm->rank() : 0),
@@ -20,10 +20,11 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t 
       es_(dtype_size(t)),
       L_(layout.config().n_layer),
       offload_(offload),
-      decay_embeddings_(decay_embeddings) {
+      decay_embeddings_(decay_embeddings),
+      gathered_(gathered_layers) {
   multi_ = comm && comm->world() > 1;
   if (multi_ && !comm->device_stream())
-    throw Error("parallel.zero_stage = 3 on GPUs needs a device communicator (NCCL); the " +
+    throw Error(std::string("parallel.zero_stage = ") + (gathered_ ? "2" : "3") + " on GPUs needs a device communicator (NCCL); the " +
                 comm->backend() +
                 " communicator has no device stream: use parallel.communicator = \"nccl\"");
   if (multi_) {
@@ -41,6 +42,10 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t 
   make(&resident_reduced_);
   for (auto& e : slot_ready_) make(&e);
   for (auto& e : reduced_) make(&e);
+  if (gathered_) {
+    layer_ready_.resize(size_t(L_));
+    for (auto& e : layer_ready_) make(&e);
+  }
   if (offload_) {
     const size_t n = size_t(z_.shards_size());
     for (float** p : {&h_master_, &h_m_, &h_v_, &h_grads_}) {
@@ -59,6 +64,8 @@ Zero3::~Zero3() {
   if (comm_stream_) cudaStreamSynchronize(comm_stream_);
   for (cudaEvent_t e : {model_mark_, resident_ready_, comm_done_, resident_reduced_, slot_ready_[0],
                         slot_ready_[1], reduced_[0], reduced_[1], reduced_[2]})
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : layer_ready_)
     if (e) cudaEventDestroy(e);
   if (own_stream_) cudaStreamDestroy(own_stream_);
   for (void* p : {static_cast<void*>(h_master_), static_cast<void*>(h_m_), static_cast<void*>(h_v_),
@@ -100,12 +107,21 @@ void Zero3::begin_pass() {
     fetch(0, b_.resident);
     fetch(z_.lnf_unit(), static_cast<char*>(b_.resident) + z_.resident_lnf() * int64_t(es_));
     record(resident_ready_);
+    // ZeRO-2: every layer's gather queued now, in the order the forward reads them.
+    for (int64_t l = 0; gathered_ && l < L_; ++l) {
+      fetch(GptZero3Layout::layer_unit(l), slot(l));
+      record(layer_ready_[size_t(l)]);
+    }
     resident_valid_ = true;
   }
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, resident_ready_, 0));
 }
 
 const void* Zero3::layer(int64_t l, int dir) {
+  if (gathered_) {  // gathered since the last update (begin_pass)
+    AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, layer_ready_[size_t(l)], 0));
+    return slot(l);
+  }
   bool marked = false;
   for (int64_t j : {l, l + dir}) {
     if (j < 0 || j >= L_) continue;
@@ -113,13 +129,13 @@ const void* Zero3::layer(int64_t l, int dir) {
     if (slot_holds_[s] == j) continue;
     if (!marked) after_model();  // the slot's previous layer is done with it
     marked = true;
-    fetch(GptZero3Layout::layer_unit(j), b_.slot[s]);
+    fetch(GptZero3Layout::layer_unit(j), slot(s));
     record(slot_ready_[s]);
     slot_holds_[s] = j;
   }
   const int s = static_cast<int>(l % 2);
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, slot_ready_[s], 0));
-  return b_.slot[s];
+  return slot(s);
 }
 
 void Zero3::begin_backward() {

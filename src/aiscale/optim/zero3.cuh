@@ -22,8 +22,18 @@
 // With one rank (no communicator) the same machinery streams the layers through the two
 // buffers without collectives: a model that fits one GPU only with its optimizer state on
 // the host trains there.
+//
+// ZeRO-2 (gathered_layers): the same shards of gradients, master weights and AdamW moments,
+// the same reduce-scatter of each layer's gradients after its backward, but every layer's
+// working copy stays gathered from one update to the next: one buffer per layer instead of
+// two rotating ones, each all-gathered once per step (queued in order at the step's first
+// forward, the model waiting for each layer only right before it computes) and read again
+// by the backward without a second gather. Model state per GPU: 16 / world bytes per
+// parameter plus the whole working copy (2 in bf16).
 #pragma once
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "aiscale/core/dtype.h"
 #include "aiscale/nn/models/gpt_layout.h"
@@ -36,8 +46,9 @@ namespace aiscale::optim {
 class Zero3 {
  public:
   // comm: the data-parallel ranks (null: one rank). offload: the optimizer state on the host.
+  // gathered_layers: ZeRO-2 (the layers' parameters kept gathered), else ZeRO-3.
   Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t vocab_padded, DType t,
-        bool offload, bool decay_embeddings);
+        bool offload, bool decay_embeddings, bool gathered_layers = false);
   ~Zero3();
   Zero3(const Zero3&) = delete;
   Zero3& operator=(const Zero3&) = delete;
@@ -45,6 +56,10 @@ class Zero3 {
   const GptZero3Layout& shards() const { return z_; }
   int64_t shards_size() const { return z_.shards_size(); }
   bool offload() const { return offload_; }
+  bool gathered_layers() const { return gathered_; }
+  // Gathered-layer buffers the model allocates (layer_padded() values of t each, one after
+  // another in Buffers::slots): 2 rotating ones, or (ZeRO-2) one per layer.
+  int64_t slots() const { return gathered_ ? L_ : 2; }
 
   // Memory, allocated by the model in its arena.
   struct Buffers {
@@ -52,7 +67,7 @@ class Zero3 {
     float *master = nullptr, *m = nullptr, *v = nullptr, *grads = nullptr;
     void* work = nullptr;            // shards_size() values of t: this rank's working copy
     void* resident = nullptr;        // resident_size() of t: embeddings and ln_f gathered
-    void* slot[2] = {nullptr, nullptr};          // layer_padded() of t each
+    void* slots = nullptr;           // slots() x layer_padded() of t
     float* layer_grads[3] = {nullptr, nullptr, nullptr};  // layer_padded() each
     float* resident_grads = nullptr;  // resident_size()
     double* sum_squares = nullptr;    // 1
@@ -101,6 +116,9 @@ class Zero3 {
 
  private:
   void fetch(int u, void* dst);  // gather unit u into dst on the communicator's stream
+  void* slot(int64_t i) const {
+    return static_cast<char*>(b_.slots) + i * z_.layer_padded() * int64_t(es_);
+  }
   void after_model();            // the communicator's stream waits for the model's work
   void record(cudaEvent_t e);    // on the communicator's stream
   // This rank's shards of a whole flat host vector into `shard` (device or host memory),
@@ -113,7 +131,7 @@ class Zero3 {
   parallel::Communicator* comm_;  // null or one rank: no collectives
   bool multi_ = false;            // several ranks
   cudaStream_t comm_stream_ = nullptr, own_stream_ = nullptr;
-  bool offload_ = false, decay_embeddings_ = true;
+  bool offload_ = false, decay_embeddings_ = true, gathered_ = false;
   // Offload: pinned host shards (master, m, v, gradients; the working copy in t).
   float *h_master_ = nullptr, *h_m_ = nullptr, *h_v_ = nullptr, *h_grads_ = nullptr;
   void* h_work_ = nullptr;
@@ -129,6 +147,7 @@ class Zero3 {
   cudaEvent_t reduced_[3] = {nullptr, nullptr, nullptr};
   cudaEvent_t resident_reduced_ = nullptr;
   int64_t slot_holds_[2] = {-1, -1};
+  std::vector<cudaEvent_t> layer_ready_;  // ZeRO-2: layer l's gather of this step
   bool resident_valid_ = false;
 };
 

@@ -11,7 +11,7 @@ namespace {
 // nn/models/gpt_common.cpp make_gpt()):
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
-//    stage 0, 1 (up to n_embd + 1 ranks) or 3 (NCCL only); tensor parallelism with
+//    stage 0, 1 (up to n_embd + 1 ranks), 2 or 3 (2 and 3 over NCCL only); tensor parallelism with
 //    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); and
 //    pipeline stages with both (dp x tp x pp, GPipe/1F1B, ZeRO 0 over NCCL, each stage
 //    holding its layers with the embeddings and the final norm and recomputing its forward
@@ -29,7 +29,7 @@ const std::vector<EngineSupport> kEngineSupport = {
     {"cuda",
      {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32, Precision::bf16, Precision::fp16},
-     {0, 1, 3},
+     {0, 1, 2, 3},
      1 << 20,
      1 << 20,
      {GradTransport::nccl, GradTransport::copy_engine},

@@ -160,9 +160,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
   m.optimizer = sb.optimizer * psi / (l.zero >= 1 ? nd : 1.0);
   if (w.is_transformer()) {
     m.activations = transformer_activations(w, l, p, last, acc);
-    if (l.zero == 3) {  // two layers' full parameters gathered ahead of use
-      const double c = static_cast<double>(w.gpt.n_embd);
-      m.buffers = 2.0 * (12.0 * c * c + 13.0 * c) * sb.weights;
+    const double c = static_cast<double>(w.gpt.n_embd);
+    const double layer = 12.0 * c * c + 13.0 * c;
+    if (l.zero == 3) m.buffers = 2.0 * layer * sb.weights;  // two layers gathered ahead of use
+    if (l.zero >= 2 && l.dp > 1 && acc == Accounting::aiscale_gpu) {
+      // aiscale's GPU ZeRO-2/3 (optim/zero3.cuh): three layers' fp32 gradient buffers (one
+      // computing, two reduce-scattering), the embeddings and the final norm gathered
+      // whole with their fp32 gradients, and (ZeRO-2, whose layers stay gathered in the
+      // weights above) this rank's shard of the working copy that AdamW writes.
+      const auto& g = w.gpt;
+      const double resident = (std::ceil(double(g.vocab_size) / 128.0) * 128.0 + double(g.block_size)) * c + 2.0 * c;
+      m.buffers += 3.0 * layer * 4.0 + resident * (4.0 + sb.weights);
+      if (l.zero == 2) m.buffers += sb.weights * psi / nd;
     }
     if (l.zero == 1 && l.dp > 1 && is_aiscale(acc)) {
       // aiscale's ZeRO-1 all-gathers the new working copy into a flat buffer of its own

@@ -300,9 +300,9 @@ const std::vector<Key>& schema() {
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
                         "weights and AdamW moments sharded over the GPU data-parallel ranks "
                         "(NCCL); 2: ZeRO-2, "
-                        "also the gradients reduce-scattered and kept as shards (CPU ranks); 3: "
-                        "ZeRO-3, also the parameters sharded, gathered block by block (CPU "
-                        "ranks, and GPU ranks over NCCL)", 0, 3));
+                        "also the gradients reduce-scattered and kept as shards (CPU ranks, and "
+                        "GPU ranks over NCCL); 3: ZeRO-3, also the parameters sharded, gathered "
+                        "block by block (CPU ranks, and GPU ranks over NCCL)", 0, 3));
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
@@ -312,8 +312,8 @@ const std::vector<Key>& schema() {
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
                         "pipeline stages the layers are split into (at most model.n_layer; GPU "
-                        "ranks: ZeRO 0, no tensor parallelism, each stage holding its layers, "
-                        "the embeddings and the final norm)", 1,
+                        "ranks: ZeRO 0, each stage holding its layers, the embeddings and the "
+                        "final norm)", 1,
                         1024));
     k.push_back(string_key("parallel.pipeline_schedule", &TrainConfig::pipeline_schedule,
                            "order of the micro-batches' forward and backward passes in a pipeline: "
@@ -476,9 +476,10 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.grad_transport == "copy-engine" && c.device != "cuda")
     fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients: it needs "
          "train.device = \"cuda\" (else use \"nccl\")", source);
-  if (c.zero_stage == 3 && c.device == "cuda" && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
-    fail("{}: parallel.zero_stage = 3 on GPU ranks reduces fp32 gradients over NCCL: set "
-         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", source);
+  if (c.zero_stage >= 2 && c.device == "cuda" && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
+    fail("{}: parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
+         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", source,
+         c.zero_stage);
   if (c.offload_optimizer && (c.device != "cuda" || c.zero_stage != 3))
     fail("{}: parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
          "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off", source);

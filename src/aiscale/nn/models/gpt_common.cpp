@@ -153,10 +153,6 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
                                    const GptRunOptions& o) {
   if (o.zero_stage < 0 || o.zero_stage > 3)
     fail("parallel.zero_stage = {}: aiscale implements stages 0 to 3", o.zero_stage);
-  if (o.zero_stage == 2 && device != "cpu")
-    fail("parallel.zero_stage = 2 (ZeRO-2) is implemented for CPU ranks; GPU ranks run stages "
-         "0, 1 and 3: set parallel.zero_stage to 1 (optimiser state sharded) or 3 (parameters "
-         "and gradients too), or train.device = \"cpu\"");
   if (o.bucket_mib <= 0) fail("parallel.bucket_mib = {} must be positive", o.bucket_mib);
   const int world = o.comm ? o.comm->world() : 1;
   if (o.grad_comm != DType::f32 && o.grad_comm != DType::bf16)
@@ -178,14 +174,14 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
     fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
          "one node; this run has train.device = \"{}\" and the {} communicator: use "
          "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
-  if (o.zero_stage == 3 && world > 1 && device == "cuda" && !o.comm->device_stream())
-    fail("parallel.zero_stage = 3 on GPU ranks gathers and reduces on the GPU over NCCL; this "
+  if (o.zero_stage >= 2 && world > 1 && device == "cuda" && !o.comm->device_stream())
+    fail("parallel.zero_stage = {} on GPU ranks gathers and reduces on the GPU over NCCL; this "
          "run has the {} communicator: use parallel.communicator = \"nccl\" (or auto)",
-         o.comm->backend());
-  if (o.zero_stage == 3 && device == "cuda" && (o.grad_comm != DType::f32 ||
+         o.zero_stage, o.comm->backend());
+  if (o.zero_stage >= 2 && device == "cuda" && (o.grad_comm != DType::f32 ||
                                                 o.grad_transport != "nccl"))
-    fail("parallel.zero_stage = 3 on GPU ranks reduces fp32 gradients over NCCL: set "
-         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"");
+    fail("parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
+         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", o.zero_stage);
   if (o.offload_optimizer && (device != "cuda" || o.zero_stage != 3))
     fail("parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
          "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off");

@@ -162,7 +162,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     optim::Zero3::Buffers b;
     b.master = master_, b.m = m_, b.v = v_, b.grads = grads_, b.work = work_;
     b.resident = z3_resident_;
-    for (int i = 0; i < 2; ++i) b.slot[i] = z3_slot_[i];
+    b.slots = z3_slots_;
     for (int i = 0; i < 3; ++i) b.layer_grads[i] = z3_layer_grads_[i];
     b.resident_grads = z3_resident_grads_;
     b.sum_squares = sumsq_dev_;

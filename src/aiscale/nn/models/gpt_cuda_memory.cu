@@ -122,9 +122,9 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t o_gather = gather_bytes > logits_bytes ? plan.add(gather_bytes) : 0;
   const bool z3 = z.zero3_layer > 0;
   const size_t o_z3_resident = z3 ? plan.add(size_t(z.zero3_resident) * e) : 0;
-  size_t o_z3_slot[2] = {0, 0}, o_z3_grads[3] = {0, 0, 0};
+  size_t o_z3_slots = 0, o_z3_grads[3] = {0, 0, 0};
   if (z3) {
-    for (auto& o : o_z3_slot) o = plan.add(size_t(z.zero3_layer) * e);
+    o_z3_slots = plan.add(size_t(z.zero3_slots * z.zero3_layer) * e);
     for (auto& o : o_z3_grads) o = plan.add(size_t(z.zero3_layer) * 4);
   }
   const size_t o_z3_resident_grads = z3 ? plan.add(size_t(z.zero3_resident) * 4) : 0;
@@ -186,7 +186,7 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   if (z.zero) gather_ = o_gather ? X(o_gather) : logits_;
   if (z3) {
     z3_resident_ = X(o_z3_resident);
-    for (int i = 0; i < 2; ++i) z3_slot_[i] = X(o_z3_slot[i]);
+    z3_slots_ = X(o_z3_slots);
     for (int i = 0; i < 3; ++i) z3_layer_grads_[i] = F(o_z3_grads[i]);
     z3_resident_grads_ = F(o_z3_resident_grads);
   }

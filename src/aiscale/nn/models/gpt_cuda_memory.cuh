@@ -34,9 +34,10 @@ struct GptCudaSizes {
   bool zero = false;           // ZeRO-1: the flat working copy to gather into
   size_t buckets = 0;          // the reducer's buckets (a sum of squares each, ZeRO-1)
   size_t comm_buffer_bytes = 0;  // the reducer's bf16 bucket copies
-  // ZeRO-3 (optim/zero3.cuh): values of the resident units gathered (embeddings, ln_f) and
-  // of one gathered layer; 0 without ZeRO-3.
-  int64_t zero3_resident = 0, zero3_layer = 0;
+  // ZeRO-3 and ZeRO-2 (optim/zero3.cuh): values of the resident units gathered (embeddings,
+  // ln_f) and of one gathered layer (0 without them), and the gathered-layer buffers (2
+  // rotating ones under ZeRO-3, one per layer under ZeRO-2).
+  int64_t zero3_resident = 0, zero3_layer = 0, zero3_slots = 2;
 };
 
 class GptCudaMemory {
@@ -94,7 +95,7 @@ class GptCudaMemory {
   // ZeRO-3: the gathered embeddings and ln_f (t), two gathered layers (t), three layer
   // gradient buffers and the resident units' gradients (fp32).
   void* z3_resident_ = nullptr;
-  void* z3_slot_[2] = {nullptr, nullptr};
+  void* z3_slots_ = nullptr;  // zero3_slots gathered layers, one after another
   float* z3_layer_grads_[3] = {nullptr, nullptr, nullptr};
   float* z3_resident_grads_ = nullptr;
 

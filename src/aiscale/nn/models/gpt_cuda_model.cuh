@@ -265,7 +265,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // Data parallelism (subscribe_reducer): null without it.
   std::unique_ptr<parallel::dp::Reducer> reducer_;
   std::unique_ptr<optim::Zero1> zero1_;
-  std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 over several ranks
+  std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 (or 2) over several ranks
   std::unique_ptr<GptCudaTensorParallel> tp_;  // parallel.tensor_parallel > 1
   // parallel.pipeline_parallel > 1: the pipeline group (set from the start) and the stage
   // (made after the warm-up, which runs the stage's layers on this GPU); the model stream's

@@ -261,10 +261,13 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
     return;
   }
   // ZeRO-3 over several ranks, or on one GPU with the optimizer state on the host (the
-  // layers then stream through the same buffers without collectives).
-  if (options_.zero_stage == 3 && (several || options_.offload_optimizer)) {
+  // layers then stream through the same buffers without collectives); ZeRO-2 over several
+  // ranks (the same shards, the layers kept gathered).
+  const bool zero2 = options_.zero_stage == 2 && several;
+  if ((options_.zero_stage == 3 && (several || options_.offload_optimizer)) || zero2) {
     zero3_ = std::make_unique<optim::Zero3>(several ? comm : nullptr, layout_, Vp_, t_,
-                                            options_.offload_optimizer, options_.decay_embeddings);
+                                            options_.offload_optimizer, options_.decay_embeddings,
+                                            /*gathered_layers=*/zero2);
     dp_ = several;
     world_ = several ? comm->world() : 1;
     rank_ = several ? comm->rank() : 0;
@@ -306,6 +309,7 @@ GptCudaSizes GptCuda::sizes() const {
   if (zero3_) {
     z.zero3_resident = zero3_->shards().resident_size();
     z.zero3_layer = zero3_->shards().layer_padded();
+    z.zero3_slots = zero3_->slots();
   }
   z.cudnn_workspace_bytes = cudnn_attention_ ? cudnn_attention_->workspace_bytes() : 0;
   z.world = world_;
