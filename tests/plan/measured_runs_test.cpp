@@ -29,7 +29,7 @@ struct Measured {
   long gpus = 1, batch = 1;  // batch: per data-parallel rank (per tensor group or pipeline)
   int zero = 0, tensor_parallel = 1, pipeline_parallel = 1, microbatches = 1;
   double step_ms = 0, memory_gib = 0;
-  double step_tolerance = 0.10;  // the issue-level ±15% where the fixture says why
+  double step_tolerance = 0.10;  // ±15% where the fixture says why
   bool in_sample = false;
 };
 

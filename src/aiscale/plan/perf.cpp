@@ -13,6 +13,12 @@
 namespace aiscale::plan {
 namespace {
 
+// Time per FLOP of a transformer layer's forward against the mean of its forward and
+// backward, from the GPT-2 124M op table (docs/results/machine.md, one H100, bf16): the
+// layers' forward (matmuls without the LM head, attention, LayerNorm) took 18.6 ms of the
+// layers' 60.9 ms over three steps, 0.305 of the time for a third of the FLOPs.
+constexpr double kForwardTimePerFlop = 0.915;
+
 struct Placement {
   int g = 1;            // GPUs used per node
   int nodes = 1;
@@ -151,8 +157,16 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
                                : 6.0 * static_cast<double>(g.vocab_size) * g.n_embd;
     fwd_flops = ((per_token - lm_head) * share + lm_head / l.pp) * tokens_mb / 3.0;
     bwd_flops = 2.0 * fwd_flops;
-    if (l.recompute == Recompute::full) recompute_flops = fwd_flops;
-    if (gpu_stages) recompute_flops += fwd_flops;  // the stage's forward from its stash
+    // A recomputed forward runs at the forward's own rate, faster per FLOP than the step's
+    // mean (kForwardTimePerFlop). Full recomputation redoes the layers, not the LM head
+    // (2·V·d per token, on the last stage, whole on every tensor rank unless the vocabulary
+    // is split); a GPU pipeline stage recomputes its whole forward, the head included.
+    const double head_fwd =
+        2.0 * static_cast<double>(g.vocab_size) * g.n_embd * tokens_mb /
+        ((split.vocab_parallel ? static_cast<double>(l.tp) : 1.0) * l.pp);
+    if (l.recompute == Recompute::full)
+      recompute_flops = std::max(0.0, fwd_flops - head_fwd) * kForwardTimePerFlop;
+    if (gpu_stages) recompute_flops += fwd_flops * kForwardTimePerFlop;
     // Selective recomputation redoes attention's forward; a flash kernel recomputes its
     // scores in backward anyway (inside the utilisation), so there it changes nothing.
     if (l.recompute == Recompute::selective && w.attention == Attention::materialized)
