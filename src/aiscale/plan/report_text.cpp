@@ -109,7 +109,7 @@ std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, cons
       "  memory per {} ({} stage): weights {} + gradients {} + optimizer {} + activations {}{}{} + "
       "workspace {} = {} of {}\n",
       acc.cpu_node ? "node" : "GPU", m.stage, gib(m.weights, 2), gib(m.gradients, 2), gib(m.optimizer, 2), gib(m.activations, 2), att,
-      m.buffers > 0 ? " + ZeRO-3 buffers " + gib(m.buffers, 2) : std::string(), gib(m.workspace, 2),
+      m.buffers > 0 ? " + buffers " + gib(m.buffers, 2) : std::string(), gib(m.workspace, 2),
       gib(m.total, 2), gib(acc.memory_bytes(), 0));
 }
 
