@@ -9,6 +9,8 @@
 //   tp = 2 group (dp 2 x tp 2) against 1 GPU, through checkpoints to and from plain data
 //   parallelism, and in the benchmark; dp 2 x tp 2 with ZeRO-1 against it without ZeRO,
 //   and through checkpoints to and from ZeRO 0;
+// - sequence parallelism (tp = 2 on 2 GPUs, also with accumulation and recomputation, and
+//   dp 2 x tp 2 on 4) against 1 GPU, and its smaller arena;
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
 // Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL; the 4-GPU tests also with
@@ -41,15 +43,17 @@ const char* kDisagree = "differ between the tensor-parallel ranks";
 // into partial sums added in bf16 by the all-reduce, so the runs agree to bf16 rounding, not
 // bitwise.
 // step_tol / mean_tol: the later steps' loss tolerances (step 1 is held to 1e-3 always).
+// tp_only: --set keys of the tensor-parallel run only.
 void expect_tp_like_one_gpu(int dp, int tp, const std::string& common, const char* what,
-                            double step_tol = 1e-2, double mean_tol = 3e-3, int steps = 50) {
+                            double step_tol = 1e-2, double mean_tol = 3e-3, int steps = 50,
+                            const std::string& tp_only = "") {
   const auto [dir, cfg] = gpu_run_dir("gpu2-tp", steps);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 " + common + " run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto tpr = run_aiscale("launch -n " + std::to_string(dp * tp) + " --threads-per-rank 4 -- train -q -c " +
                          cfg + " --set train.batch_size=" + std::to_string(16 / dp) + " " + common +
                          " run.name=tp parallel.communicator=nccl parallel.tensor_parallel=" +
-                         std::to_string(tp));
+                         std::to_string(tp) + " " + tp_only);
   ASSERT_EQ(tpr.exit_code, 0) << tpr.output;
   EXPECT_NE(tpr.output.find("dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp 1"),
             std::string::npos) << tpr.output;
@@ -107,6 +111,46 @@ void expect_tp2_refuses(int ranks, const std::string& name,
 
 TEST(TensorParallel, TwoRanksMatchOneGpu) { expect_tp_like_one_gpu(1, 2, "", "tp 2 on 2 GPUs"); }
 
+// Sequence parallelism: each rank's LayerNorms and residual stream on its half of the
+// tokens, the LayerNorm outputs all-gathered and the row-parallel outputs reduce-scattered
+// (the same sums as the all-reduces, in another order), the LayerNorms' weight gradients
+// summed over the ranks after the last micro-step.
+TEST(TensorParallel, SequenceParallelMatchesOneGpu) {
+  expect_tp_like_one_gpu(1, 2, "", "tp 2 with sequence parallelism on 2 GPUs", 1e-2, 3e-3, 50,
+                         "parallel.sequence_parallel=true");
+}
+
+// The same with 2 micro-steps of accumulation (the LayerNorm gradients' partial sums add up
+// over the micro-steps before their one sum over the ranks) and whole-layer recomputation
+// (the recomputed forward's gathers and reduce-scatters again).
+TEST(TensorParallel, SequenceParallelAccumulatesAndRecomputes) {
+  expect_tp_like_one_gpu(1, 2, "train.batch_size=8 train.grad_accum=2",
+                         "tp 2, sequence parallelism, 2 micro-steps, layers recomputed", 1e-2, 3e-3, 50,
+                         "train.batch_size=8 train.recompute_layers=true parallel.sequence_parallel=true");
+}
+
+// Each rank keeps its rows of the residual stream only: the arena shrinks.
+TEST(TensorParallel, SequenceParallelShrinksTheArena) {
+  const fs::path dir = temp_dir("gpu2-tp-sp-memory");
+  const std::string bench = "launch -n 2 --threads-per-rank 4 -- bench language --model gpt-tiny "
+                            "--layers 16 --heads 4 --width 512 --vocab 256 --context 256 --batch 8 "
+                            "--seq 256 --device cuda --precision bf16 --steps 3 --warmup 1 "
+                            "--tensor-parallel 2 ";
+  double arena[2] = {0, 0};
+  for (int sp : {0, 1}) {
+    const fs::path out = dir / (sp ? "sp.jsonl" : "tp.jsonl");
+    auto r = run_aiscale(bench + (sp ? "--sequence-parallel " : "") + "--output " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string text = read_bytes(out);
+    const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+    EXPECT_EQ(bool(j["sequence_parallel"]), sp == 1) << j.dump();
+    arena[sp] = j["peak_memory_bytes"];
+  }
+  EXPECT_LT(arena[1], arena[0]);
+  std::printf("[gpu2] arena at tp 2: %.1f MiB, with sequence parallelism %.1f MiB\n",
+              arena[0] / 1048576.0, arena[1] / 1048576.0);
+}
+
 // 10 steps at tp = 2 resumed on 1 GPU to 20, and 10 on 1 GPU resumed at tp = 2, against 20
 // straight tp = 2 steps: a slice written to or read from the wrong place would jump the
 // loss at step 11. With the own flash kernels and recomputation (the other test runs the
@@ -132,7 +176,9 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
 TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
   expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=3", "parallel.zero_stage = 1"},
-                                         {"model.n_head=1", "model.n_head = 1"}});
+                                         {"model.n_head=1", "model.n_head = 1"},
+                                         {"parallel.sequence_parallel=true train.recompute=true",
+                                          "train.recompute = false"}});
 }
 
 // Four heads of 64 (width 256), one per rank. Step 1 agrees as at tp = 2 (measured on 4
@@ -155,6 +201,13 @@ TEST(TensorParallel, FourRanksMatchOneGpu) {
 TEST(TensorParallel, DataParallelCopiesMatchOneGpu) {
   need_gpus(4);
   expect_tp_like_one_gpu(2, 2, "", "dp 2 x tp 2 on 4 GPUs", 1e-2, 3e-3, 20);
+}
+
+// The same with sequence parallelism inside each tensor group.
+TEST(TensorParallel, DataParallelCopiesWithSequenceParallelMatchOneGpu) {
+  need_gpus(4);
+  expect_tp_like_one_gpu(2, 2, "", "dp 2 x tp 2, sequence parallelism, on 4 GPUs", 1e-2, 3e-3, 20,
+                         "parallel.sequence_parallel=true");
 }
 
 // dp 2 x tp 2 checkpoints hold the whole model: 10 steps at dp 2 x tp 2 resumed on 2 GPUs

@@ -59,11 +59,11 @@ void check_parallel_config(const TrainConfig& c) {
          "a pipeline would repeat per micro-batch: combine pipeline_parallel > 1 with "
          "parallel.zero_stage 0 or 2");
   if (c.device != "cpu") {
-    if (c.sequence_parallel)
-      fail("parallel.sequence_parallel = true runs on CPU ranks (MPI) in this version; GPU "
-           "ranks run data parallelism with ZeRO stages 0 to 3, tensor parallelism with "
-           "data-parallel copies (dp x tp, ZeRO 0 or 1), and pipeline stages with both (dp x "
-           "tp x pp, ZeRO 0): set train.device = \"cpu\", or parallel.sequence_parallel = false");
+    if (c.sequence_parallel && pp > 1)
+      fail("parallel.sequence_parallel = true on GPU ranks runs with tensor parallelism and "
+           "its data-parallel copies (dp x tp), not with pipeline stages in this version: set "
+           "parallel.pipeline_parallel = 1, parallel.sequence_parallel = false, or "
+           "train.device = \"cpu\"");
     if (pp > 1 && c.zero_stage != 0)
       fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 in this version (each "
            "stage holds its own layers' optimizer state whole): set parallel.zero_stage = 0, or "

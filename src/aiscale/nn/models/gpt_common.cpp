@@ -105,10 +105,14 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
          "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
          "communicator: use parallel.communicator = \"nccl\" (or auto)", tp,
          g.tensor().backend());
-  if (o.zero_stage > 1 || o.sequence_parallel)
-    fail("parallel.tensor_parallel = {} on GPU ranks runs with ZeRO 0 or 1 and without sequence "
-         "parallelism: set parallel.zero_stage = 0 or 1 and parallel.sequence_parallel = false "
-         "(data-parallel copies of the tensor group shard at most the optimizer state)", tp);
+  if (o.zero_stage > 1)
+    fail("parallel.tensor_parallel = {} on GPU ranks runs with ZeRO 0 or 1: set "
+         "parallel.zero_stage = 0 or 1 (data-parallel copies of the tensor group shard at most "
+         "the optimizer state)", tp);
+  if (o.sequence_parallel && o.recompute && !o.recompute_layers)
+    fail("parallel.sequence_parallel = true on GPU ranks does not run with train.recompute (the "
+         "LayerNorm and GELU outputs recomputed): set train.recompute = false, or "
+         "train.recompute_layers = true to recompute whole layers");
   if (g.data().world() > 1 && (o.grad_comm != DType::f32 || o.grad_transport != "nccl"))
     fail("parallel.tensor_parallel = {} with {} data-parallel copies on GPU ranks sums the "
          "copies' gradients in fp32 over NCCL: set parallel.grad_comm = \"fp32\" and "

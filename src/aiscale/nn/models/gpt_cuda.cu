@@ -155,6 +155,14 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   }
   if (tensor_group)
     tp_ = std::make_unique<GptCudaTensorParallel>(*tensor_group, data_group, shard_, t_, stream_);
+  sp_ = tp_ && o.sequence_parallel && !pipeline_group;
+  if (sp_) {
+    AISCALE_CUDA_REQUIRE(N_ % shard_.tp() == 0, "sequence parallelism: the tokens must split over the tensor ranks");
+    const int64_t C = C_;
+    AISCALE_CUDA_REQUIRE(shard_.in_layer(P::ln1_b) == shard_.in_layer(P::ln1_w) + C &&
+                             shard_.in_layer(P::ln2_b) == shard_.in_layer(P::ln2_w) + C,
+                         "sequence parallelism packs each LayerNorm's weight and bias together");
+  }
   subscribe_reducer(sw.fused_norm);
   if (zero3_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
   allocate(sizes());
@@ -276,7 +284,13 @@ float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
   mark(profile::StepTimer::kForward, targets != nullptr);
   prof_op("embedding_forward");
   if (zero3_) zero3_->begin_pass();
-  cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
+  if (sp_) {  // every row (as every tensor rank does alike), then this rank's block
+    cuda::embedding_forward(t_, sp_final_, d_inputs, wte_w(), wpe_w(), B, T, C, s);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), sp_block(sp_final_), size_t(sp_n() * C) * es_,
+                                       cudaMemcpyDeviceToDevice, s));
+  } else {
+    cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
+  }
   layers_forward(lb_, le_);
   head_forward();
   prof_op(nullptr);
@@ -325,11 +339,16 @@ void GptCuda::layers_forward(int64_t l0, int64_t l1) {
 
 void GptCuda::layer_forward(int64_t l) {
   const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  const int64_t R = sp_ ? sp_n() : N;  // rows of the residual stream here
   cudaStream_t s = stream_;
   Acts& a = acts_[l];
   prof_op("layernorm_forward");
-  cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),
-                          pw(l, in(P::ln1_b)), N, C, s);
+  cuda::layernorm_forward(t_, sp_ ? sp_block(a.ln1) : a.ln1, a.ln1_mean, a.ln1_rstd, res(l),
+                          pw(l, in(P::ln1_w)), pw(l, in(P::ln1_b)), R, C, s);
+  if (sp_) {
+    prof_op("tensor_allgather");
+    tp_->allgather(a.ln1, R * C);
+  }
   prof_op("matmul_forward", 6.0 * N * C * Cl);
   cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)),
                        pw(l, in(P::qkv_b)), nullptr, N, C, 3 * Cl, linear_, s);
@@ -339,22 +358,58 @@ void GptCuda::layer_forward(int64_t l) {
   else
     cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, Cl, NHl, attention_impl_, s);
   prof_op("matmul_forward", 2.0 * N * C * Cl);
-  cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
-                       row_add(pw(l, in(P::proj_b))), row_add(res(l)), N, Cl, C, linear_, s);
-  if (tp_) prof_op("tensor_allreduce");
-  tp_sum(a.res_mid);
+  if (sp_) {  // partial sums (rank 0 adds the bias), reduce-scattered, plus the residual
+    cuda::linear_forward(*gemm_, t_, sp_full_, nullptr, a.atty, pw(l, in(P::proj_w)),
+                         row_add(pw(l, in(P::proj_b))), nullptr, N, Cl, C, linear_, s);
+    prof_op("tensor_reduce_scatter");
+    void* sum = sp_reduce(sp_full_);
+    prof_op("residual_forward");
+    cuda::residual_forward(t_, a.res_mid, sum, res(l), R * C, s);
+  } else {
+    cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
+                         row_add(pw(l, in(P::proj_b))), row_add(res(l)), N, Cl, C, linear_, s);
+    if (tp_) prof_op("tensor_allreduce");
+    tp_sum(a.res_mid);
+  }
   prof_op("layernorm_forward");
-  cuda::layernorm_forward(t_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)),
-                          pw(l, in(P::ln2_b)), N, C, s);
+  cuda::layernorm_forward(t_, sp_ ? sp_block(a.ln2) : a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid,
+                          pw(l, in(P::ln2_w)), pw(l, in(P::ln2_b)), R, C, s);
+  if (sp_) {
+    prof_op("tensor_allgather");
+    tp_->allgather(a.ln2, R * C);
+  }
   prof_op("matmul_forward", 2.0 * N * C * Fl);
   cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)),
                        pw(l, in(P::fc_b)), nullptr, N, C, Fl, linear_, s);
   prof_op("matmul_forward", 2.0 * N * C * Fl);
-  cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
-                       row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), N, Fl, C, linear_, s);
-  if (tp_) prof_op("tensor_allreduce");
-  tp_sum(res(l + 1));
+  if (sp_) {
+    cuda::linear_forward(*gemm_, t_, sp_full_, nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
+                         row_add(pw(l, in(P::fcproj_b))), nullptr, N, Fl, C, linear_, s);
+    prof_op("tensor_reduce_scatter");
+    void* sum = sp_reduce(sp_full_);
+    prof_op("residual_forward");
+    cuda::residual_forward(t_, res(l + 1), sum, a.res_mid, R * C, s);
+  } else {
+    cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
+                         row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), N, Fl, C, linear_, s);
+    if (tp_) prof_op("tensor_allreduce");
+    tp_sum(res(l + 1));
+  }
   acts_layer_ = l;
+}
+
+// Sequence parallelism's exchanges (gpt_cuda_model.cuh).
+void GptCuda::sp_gather(void* full, const void* local) {
+  const int64_t count = sp_n() * C_;
+  void* mine = sp_block(full);
+  if (mine != local)
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(mine, local, size_t(count) * es_, cudaMemcpyDeviceToDevice, stream_));
+  tp_->allgather(full, count);
+}
+
+void* GptCuda::sp_reduce(void* full) {
+  tp_->reduce_scatter(full, sp_n() * C_);
+  return sp_block(full);
 }
 
 // The loss of the last head_forward into the device float *loss (and, fused, dlogits
@@ -372,12 +427,16 @@ void GptCuda::loss_forward(const int32_t* d_targets, float grad_multiplier, floa
 }
 
 // The final LayerNorm and the LM head: res(le_) in (res(L) but in a pipeline stage's
-// warm-up), logits out.
+// warm-up; under sequence parallelism every rank's rows of it, gathered), logits out.
 void GptCuda::head_forward() {
   const int64_t N = N_, C = C_;
   cudaStream_t s = stream_;
+  if (sp_) {  // the last residual's rows gathered: the head runs on all of them
+    prof_op("tensor_allgather");
+    sp_gather(sp_final_, res(le_));
+  }
   prof_op("layernorm_forward");
-  cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, res(le_), lnf_w(), lnf_b(), N, C, s);
+  cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, head_in(), lnf_w(), lnf_b(), N, C, s);
   prof_op("matmul_forward", 2.0 * N * C * Vp_);
   cuda::linear_forward(*gemm_, t_, logits_, nullptr, lnf_, wte_w(), nullptr, nullptr, N, C,
                        Vp_, linear_, s);

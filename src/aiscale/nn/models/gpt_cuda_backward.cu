@@ -30,12 +30,17 @@ void GptCuda::backward_batch(float grad_multiplier) {
     cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
                              d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
   } else {
+    if (sp_) {  // every rank's rows of d res(0): the embedding backward over all of them
+      prof_op("tensor_allgather");
+      sp_gather(sp_full_, dres_);
+    }
     prof_op("embedding_backward");
-    cuda::embedding_backward(t_, g_wte(), g_wpe(), dres_, d_buckets_, d_buckets_ + Nb,
-                             d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
+    cuda::embedding_backward(t_, g_wte(), g_wpe(), sp_ ? sp_full_ : dres_, d_buckets_,
+                             d_buckets_ + Nb, d_buckets_ + 2 * Nb + 1, num_unique_, B, T, C, s);
     ready(parallel::dp::kAfterBackward);  // one bucket: everything
     if (zero3_) zero3_->resident_backward_done();
   }
+  if (sp_ && tp_sync_) sp_sum_norm_grads();
   if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
     if (zero1_) {  // ZeRO-1: each data rank keeps the sums of its part
       prof_op("reduce_scatter_gradients");
@@ -85,15 +90,24 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
                                linear_, s);
   ready(kGptAfterLmHead);
   prof_op("layernorm_backward");
+  // (Under sequence parallelism the last layer's projection bias gradient comes from the
+  // gathered gradient in layers_backward, like every other row-parallel bias.)
   cuda::layernorm_backward(t_, dres_, g_lnf(0), g_lnf(1),
-                           le_ > lb_ ? gl(le_ - 1, P::fcproj_b) : nullptr, dln_,
-                           res(le_), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
+                           le_ > lb_ && !sp_ ? gl(le_ - 1, P::fcproj_b) : nullptr, dln_,
+                           head_in(), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
+  if (sp_ && shard_.rank() > 0)  // this rank's rows of d res(L) to the front of dres_
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(dres_, sp_block(dres_), size_t(sp_n() * C) * es_,
+                                       cudaMemcpyDeviceToDevice, s));
 }
 
 // Layers [l1 - 1 .. l0] backward: dres_ = d res(l1) in, d res(l0) out. bias_from_dres: the
 // bias gradient of layer l1 - 1's MLP projection is the column sums of dres_ itself (a
 // pipeline stage's received gradient; else the final LayerNorm's backward made them).
 void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
+  if (sp_) {
+    layers_backward_sp(l0, l1);
+    return;
+  }
   const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
   cudaStream_t s = stream_;
   for (int64_t l = l1 - 1; l >= l0; --l) {
@@ -180,6 +194,105 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
     ready(static_cast<int>(l));
     if (zero3_) zero3_->layer_backward_done(l);
   }
+}
+
+// The same under sequence parallelism (gpt_cuda_model.cuh): dres_'s first n rows hold this
+// rank's rows of d res(l1) in and of d res(l0) out. Each row-parallel layer's output
+// gradient is gathered whole (sp_full_) for its weight, bias and input gradients, so the
+// bias gradients are the same on every tensor rank; each column-parallel layer's input
+// gradient (partial sums over the ranks) is reduce-scattered to the rank's rows for the
+// LayerNorm backward, whose weight gradients stay partial until sp_sum_norm_grads.
+void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
+  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  const int64_t R = sp_n();
+  cudaStream_t s = stream_;
+  for (int64_t l = l1 - 1; l >= l0; --l) {
+    Acts& a = acts_[l];
+    use_layer(l, -1);
+    if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
+    acts_layer_ = -1;
+    // MLP projection: d(res[l + 1]) gathered.
+    prof_op("tensor_allgather");
+    sp_gather(sp_full_, dres_);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), bias_tmp_, sp_full_, a.fc_gelu,
+                                 N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::fcproj_b), bias_tmp_, C, s);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
+    cuda::linear_backward_input(*gemm_, t_, dfc_, sp_full_, pw(l, in(P::fcproj_w)), N, Fl, C, C,
+                                1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
+                                 Fl, Fl, 1.0f, bias_scratch_, linear_, s);
+    prof_op("matmul_backward", 2.0 * N * C * Fl);
+    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, Fl, Fl,
+                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    prof_op("tensor_reduce_scatter");
+    const void* dln2 = sp_reduce(dln_);
+    prof_op("layernorm_backward");
+    cuda::layernorm_backward(t_, dres_, gl(l, P::ln2_w), gl(l, P::ln2_b), nullptr, dln2,
+                             a.res_mid, pw(l, in(P::ln2_w)), a.ln2_mean, a.ln2_rstd, R, C, true,
+                             ln_scratch_, s);
+    // Attention projection: d(res_mid) gathered.
+    prof_op("tensor_allgather");
+    sp_gather(sp_full_, dres_);
+    prof_op("matmul_backward", 2.0 * N * C * Cl);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), bias_tmp_, sp_full_, a.atty, N, Cl,
+                                 C, C, 1.0f, bias_scratch_, linear_, s);
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::proj_b), bias_tmp_, C, s);
+    prof_op("matmul_backward", 2.0 * N * C * Cl);
+    cuda::linear_backward_input(*gemm_, t_, datty_, sp_full_, pw(l, in(P::proj_w)), N, Cl, C, C,
+                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    prof_op("attention_backward", 4.0 * B * T * T * Cl);
+    if (cudnn_attention_)
+      cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
+                                 cudnn_workspace_, s);
+    else
+      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
+                               dq_accum_, delta_, attention_impl_, s);
+    prof_op("matmul_backward", 6.0 * N * C * Cl);
+    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
+                                 3 * Cl, 3 * Cl, 1.0f, bias_scratch_, linear_, s);
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * Cl, s);
+    prof_op("matmul_backward", 6.0 * N * C * Cl);
+    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * Cl, 3 * Cl,
+                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    prof_op("tensor_reduce_scatter");
+    const void* dln1 = sp_reduce(dln_);
+    prof_op("layernorm_backward");
+    cuda::layernorm_backward(t_, dres_, gl(l, P::ln1_w), gl(l, P::ln1_b), nullptr, dln1, res(l),
+                             pw(l, in(P::ln1_w)), a.ln1_mean, a.ln1_rstd, R, C, true,
+                             ln_scratch_, s);
+  }
+  prof_op(nullptr);
+}
+
+// The LayerNorms' weight and bias gradients of every layer (each over this rank's rows),
+// packed, summed over the tensor ranks in fp32, and put back: then they are the whole
+// batch's, alike on every tensor rank, like the other replicated parameters' gradients.
+void GptCuda::sp_sum_norm_grads() {
+  const int64_t C = C_, L = le_ - lb_;
+  if (L <= 0) return;
+  const size_t pitch = size_t(shard_.layer_size()) * 4, width = size_t(2 * C) * 4;
+  float* pack = sp_ln_pack_;
+  float* ln1 = g(shard_.layer_begin(lb_) + in(P::ln1_w));
+  float* ln2 = g(shard_.layer_begin(lb_) + in(P::ln2_w));
+  prof_op("tensor_allreduce_norm_gradients");
+  AISCALE_CUDA_CHECK(cudaMemcpy2DAsync(pack, width, ln1, pitch, width, size_t(L),
+                                       cudaMemcpyDeviceToDevice, stream_));
+  AISCALE_CUDA_CHECK(cudaMemcpy2DAsync(pack + 2 * C * L, width, ln2, pitch, width, size_t(L),
+                                       cudaMemcpyDeviceToDevice, stream_));
+  tp_->allreduce_f32(pack, 4 * C * L);
+  AISCALE_CUDA_CHECK(cudaMemcpy2DAsync(ln1, pitch, pack, width, width, size_t(L),
+                                       cudaMemcpyDeviceToDevice, stream_));
+  AISCALE_CUDA_CHECK(cudaMemcpy2DAsync(ln2, pitch, pack + 2 * C * L, width, width, size_t(L),
+                                       cudaMemcpyDeviceToDevice, stream_));
+  prof_op(nullptr);
 }
 
 }  // namespace aiscale::nn::detail

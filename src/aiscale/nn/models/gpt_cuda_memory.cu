@@ -47,8 +47,10 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t o_m = plan.add(size_t(z.S) * 4), o_v = plan.add(size_t(z.S) * 4);
   const size_t o_work = plan.add(size_t(z.Pw) * e);
   const size_t o_ws = plan.add(cuda::Gemm::kWorkspaceBytes);
+  // The residual stream: this rank's rows only under sequence parallelism.
+  const int64_t R = z.sp_rows > 0 ? z.sp_rows : N;
   std::vector<size_t> o_res;
-  for (int64_t l = 0; l <= L; ++l) o_res.push_back(plan.add(size_t(N * C) * e));
+  for (int64_t l = 0; l <= L; ++l) o_res.push_back(plan.add(size_t(R * C) * e));
   const size_t shared_ln1 = rc ? plan.add(size_t(N * C) * e) : 0;
   const size_t shared_ln2 = rc ? plan.add(size_t(N * C) * e) : 0;
   const size_t shared_gelu = rc ? plan.add(size_t(N * Fm) * e) : 0;
@@ -65,7 +67,7 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
     x.ln1 = rc ? shared_ln1 : plan.add(size_t(N * C) * e);
     x.qkv = plan.add(size_t(N * 3 * Ca) * e);
     x.atty = plan.add(size_t(N * Ca) * e);
-    x.res_mid = plan.add(size_t(N * C) * e);
+    x.res_mid = plan.add(size_t(R * C) * e);
     x.ln2 = rc ? shared_ln2 : plan.add(size_t(N * C) * e);
     x.fc_pre = plan.add(size_t(N * Fm) * e);
     x.fc_gelu = rc ? shared_gelu : plan.add(size_t(N * Fm) * e);
@@ -128,6 +130,10 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
     for (auto& o : o_z3_grads) o = plan.add(size_t(z.zero3_layer) * 4);
   }
   const size_t o_z3_resident_grads = z3 ? plan.add(size_t(z.zero3_resident) * 4) : 0;
+  const bool sp = z.sp_rows > 0;
+  const size_t o_sp_full = sp ? plan.add(size_t(N * C) * e) : 0;
+  const size_t o_sp_final = sp ? plan.add(size_t(N * C) * e) : 0;
+  const size_t o_sp_pack = sp ? plan.add(size_t(z.sp_ln_pack) * 4) : 0;
   const size_t o_buckets = plan.add(bucket_ints() * 4);
   const size_t o_logits_row = plan.add(size_t(z.Vp) * 4);
 
@@ -189,6 +195,11 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
     z3_slots_ = X(o_z3_slots);
     for (int i = 0; i < 3; ++i) z3_layer_grads_[i] = F(o_z3_grads[i]);
     z3_resident_grads_ = F(o_z3_resident_grads);
+  }
+  if (sp) {
+    sp_full_ = X(o_sp_full);
+    sp_final_ = X(o_sp_final);
+    sp_ln_pack_ = F(o_sp_pack);
   }
   d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
   logits_row_ = F(o_logits_row);

@@ -38,6 +38,12 @@ struct GptCudaSizes {
   // ln_f) and of one gathered layer (0 without them), and the gathered-layer buffers (2
   // rotating ones under ZeRO-3, one per layer under ZeRO-2).
   int64_t zero3_resident = 0, zero3_layer = 0, zero3_slots = 2;
+  // Sequence parallelism (tensor parallelism with parallel.sequence_parallel): this rank's
+  // rows of the residual stream (N / tp; 0: off), which then holds only them; a whole
+  // (N, C) buffer for the row-parallel outputs and the gathered gradients, one for the
+  // gathered final residual, and the LayerNorm gradients packed for their sum.
+  int64_t sp_rows = 0;
+  int64_t sp_ln_pack = 0;  // fp32 values
 };
 
 class GptCudaMemory {
@@ -98,6 +104,10 @@ class GptCudaMemory {
   void* z3_slots_ = nullptr;  // zero3_slots gathered layers, one after another
   float* z3_layer_grads_[3] = {nullptr, nullptr, nullptr};
   float* z3_resident_grads_ = nullptr;
+  // Sequence parallelism: (N, C) of t each, and the packed LayerNorm gradients (fp32).
+  void* sp_full_ = nullptr;
+  void* sp_final_ = nullptr;
+  float* sp_ln_pack_ = nullptr;
 
 
  private:

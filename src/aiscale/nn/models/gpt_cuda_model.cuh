@@ -130,6 +130,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss);
   void head_backward(float grad_multiplier, const int32_t* d_targets);
   void layers_backward(int64_t l0, int64_t l1, bool bias_from_dres);
+  void layers_backward_sp(int64_t l0, int64_t l1);
   // Pipeline stages (gpt_cuda_pp.cu).
   void pipeline_take_batch(const int32_t* inputs, const int32_t* targets);
   void stage_compute(int m, float grad_multiplier, bool fresh, int loss_slot);
@@ -156,6 +157,25 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void tp_sum(void* x) {
     if (tp_) tp_->allreduce(x, N_ * C_);
   }
+  // Sequence parallelism (sp_): this rank's rows of the residual stream are rows
+  // [rank * n, (rank + 1) * n) of the micro-batch's N (n = N / tp). The LayerNorms run on
+  // them; their outputs are all-gathered for the column-parallel layers, and the
+  // row-parallel layers' partial outputs (N, C) are reduce-scattered to them. Backward
+  // mirrors it; the LayerNorms' weight gradients, taken over each rank's rows, are summed
+  // over the tensor ranks after the last micro-step (sp_sum_norm_grads). The embeddings,
+  // the final LayerNorm and the LM head run on all N rows as without it.
+  bool sp_ = false;
+  int64_t sp_n() const { return N_ / shard_.tp(); }
+  // This rank's block of an (N, C) buffer.
+  void* sp_block(void* full) const { return at(full, int64_t(shard_.rank()) * sp_n() * C_); }
+  // `local` (n rows) into its block of `full`, then every rank's block gathered there.
+  void sp_gather(void* full, const void* local);
+  // The sum over the tensor ranks of `full`'s (N, C) partial values: this rank's block of
+  // the sums, returned (in place; the other blocks are left undefined).
+  void* sp_reduce(void* full);
+  void sp_sum_norm_grads();
+  // The final LayerNorm's input: the gathered last residual under sequence parallelism.
+  void* head_in() const { return sp_ ? sp_final_ : res(le_); }
   // --profile: the op now starting on the model's stream (nullptr: the last one ended).
   void prof_op(const char* name, double flops = 0) {
     if (op_recorder_) op_recorder_->mark(name, flops);

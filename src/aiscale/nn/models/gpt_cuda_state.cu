@@ -311,6 +311,10 @@ GptCudaSizes GptCuda::sizes() const {
     z.zero3_layer = zero3_->shards().layer_padded();
     z.zero3_slots = zero3_->slots();
   }
+  if (sp_) {
+    z.sp_rows = N_ / shard_.tp();
+    z.sp_ln_pack = 4 * L_ * C_;
+  }
   z.cudnn_workspace_bytes = cudnn_attention_ ? cudnn_attention_->workspace_bytes() : 0;
   z.world = world_;
   z.gathered = reducer_ && overlap_;

@@ -113,6 +113,27 @@ void GptCudaTensorParallel::allreduce(void* data, int64_t n) {
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
 }
 
+void GptCudaTensorParallel::allgather(void* data, int64_t count) {
+  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
+  comm_.allgather_after(data, count * int64_t(dtype_size(t_)), ready_);
+  comm_.record(done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+}
+
+void GptCudaTensorParallel::reduce_scatter(void* data, int64_t count) {
+  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
+  comm_.reduce_scatter_sum_after(data, count, t_, ready_);
+  comm_.record(done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+}
+
+void GptCudaTensorParallel::allreduce_f32(float* data, int64_t n) {
+  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
+  comm_.allreduce_sum_after(data, n, DType::f32, ready_);
+  comm_.record(done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+}
+
 void GptCudaTensorParallel::finish() {
   comm_.wait();
   if (data_) data_->wait();

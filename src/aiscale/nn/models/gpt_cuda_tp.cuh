@@ -79,6 +79,15 @@ class GptCudaTensorParallel {
   // after the work queued on the model's stream; the model's stream then waits for it on
   // the GPU (the host does not wait).
   void allreduce(void* data, int64_t n);
+  // Sequence parallelism, in place and ordered the same way: `data` holds tp() parts of
+  // `count` values of the run's dtype, this rank's at [rank() * count, ...). allgather:
+  // every rank's part arrives in its place; reduce_scatter: this rank's part becomes the
+  // sum over the ranks of theirs (the rest is left undefined).
+  void allgather(void* data, int64_t count);
+  void reduce_scatter(void* data, int64_t count);
+  // In-place fp32 sum over the tensor ranks (the LayerNorms' gradients under sequence
+  // parallelism), ordered the same way.
+  void allreduce_f32(float* data, int64_t n);
   // Bounded wait for the queued all-reduces (both groups'): a peer that stopped fails this
   // rank (after the communicator's timeout) instead of leaving the GPU waiting for ever.
   void finish();
