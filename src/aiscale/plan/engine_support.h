@@ -36,8 +36,10 @@ struct EngineSupport {
   // Under tensor parallelism: the token embedding and the tied LM head split by vocabulary
   // rows (CPU ranks) or whole on every tensor rank, each computing all the logits (GPU
   // ranks, nn/models/gpt_cuda_tp.cuh); sequence parallelism (CPU ranks) or the LayerNorms
-  // and the residual stream whole on every rank (GPU ranks). The planner counts memory and
-  // work accordingly (plan/memory.h TensorSplit).
+  // and the residual stream whole on every rank (GPU ranks: their default; with
+  // parallel.sequence_parallel the residual stream is split, which the planner does not
+  // price, so the arena comes out below the plan). The planner counts memory and work
+  // accordingly (plan/memory.h TensorSplit).
   bool vocab_parallel = true;
   bool sequence_parallel = true;
   // Pipeline stages: the ZeRO stages they run with (empty: any of zero_stages except 3),
