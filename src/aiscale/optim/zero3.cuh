@@ -56,7 +56,6 @@ class Zero3 {
   const GptZero3Layout& shards() const { return z_; }
   int64_t shards_size() const { return z_.shards_size(); }
   bool offload() const { return offload_; }
-  bool gathered_layers() const { return gathered_; }
   // Gathered-layer buffers the model allocates (layer_padded() values of t each, one after
   // another in Buffers::slots): 2 rotating ones, or (ZeRO-2) one per layer.
   int64_t slots() const { return gathered_ ? L_ : 2; }

@@ -169,7 +169,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
       // whole with their fp32 gradients, and (ZeRO-2, whose layers stay gathered in the
       // weights above) this rank's shard of the working copy that AdamW writes.
       const auto& g = w.gpt;
-      const double resident = (std::ceil(double(g.vocab_size) / 128.0) * 128.0 + double(g.block_size)) * c + 2.0 * c;
+      const double vocab_rows = std::ceil(double(g.vocab_size) / 128.0) * 128.0;
+      const double resident = (vocab_rows + double(g.block_size)) * c + 2.0 * c;
       m.buffers += 3.0 * layer * 4.0 + resident * (4.0 + sb.weights);
       if (l.zero == 2) m.buffers += sb.weights * psi / nd;
     }

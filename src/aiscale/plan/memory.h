@@ -28,7 +28,8 @@ struct MemoryBreakdown {
   double params_on_gpu = 0;  // parameters the most loaded GPU holds before ZeRO sharding
   double weights = 0, gradients = 0, optimizer = 0;
   double activations = 0;
-  double buffers = 0;        // gathered parameters, layer gradients, pipeline stashes, ZeRO-1's flat copy
+  // Gathered parameters, layer gradient buffers, pipeline stashes, ZeRO-1's flat copy.
+  double buffers = 0;
   double workspace = 0;      // fixed + fragmentation margin (MemoryAssumptions)
   double total = 0;
   std::string stage;         // pipeline stage that needs the most: "first", "last" or "all"

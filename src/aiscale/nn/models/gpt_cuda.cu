@@ -157,7 +157,8 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     tp_ = std::make_unique<GptCudaTensorParallel>(*tensor_group, data_group, shard_, t_, stream_);
   sp_ = tp_ && o.sequence_parallel && !pipeline_group;
   if (sp_) {
-    AISCALE_CUDA_REQUIRE(N_ % shard_.tp() == 0, "sequence parallelism: the tokens must split over the tensor ranks");
+    AISCALE_CUDA_REQUIRE(N_ % shard_.tp() == 0,
+                         "sequence parallelism: the tokens must split over the tensor ranks");
     const int64_t C = C_;
     AISCALE_CUDA_REQUIRE(shard_.in_layer(P::ln1_b) == shard_.in_layer(P::ln1_w) + C &&
                              shard_.in_layer(P::ln2_b) == shard_.in_layer(P::ln2_w) + C,
@@ -403,7 +404,8 @@ void GptCuda::sp_gather(void* full, const void* local) {
   const int64_t count = sp_n() * C_;
   void* mine = sp_block(full);
   if (mine != local)
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(mine, local, size_t(count) * es_, cudaMemcpyDeviceToDevice, stream_));
+    AISCALE_CUDA_CHECK(
+        cudaMemcpyAsync(mine, local, size_t(count) * es_, cudaMemcpyDeviceToDevice, stream_));
   tp_->allgather(full, count);
 }
 
