@@ -72,7 +72,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void update(const ops::AdamWParams& hp) override;
   void logits_at(int64_t b, int64_t t, float* out) override;
 
-  // With ZeRO-1 or ZeRO-3 the state is sharded: get_params / get_optimizer_state gather it
+  // With ZeRO-1, ZeRO-2 or ZeRO-3 the state is sharded: get_params / get_optimizer_state gather it
   // (every rank must call them) and use the gradient buffers as scratch. With tensor
   // parallelism each rank holds its slices and they speak whole vectors too (collective).
   void get_params(float* out) const override;
