@@ -100,6 +100,60 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
                                        cudaMemcpyDeviceToDevice, s));
 }
 
+// Layer l's MLP backward: dout = d res(l + 1) (N rows) in, the MLP's weight and bias
+// gradients added (the projection's bias from dout's column sums only when `proj_bias`:
+// else the LayerNorm backward that produced dout gives it), dln_ = d of the MLP's input
+// (ln2's output; partial sums over the tensor ranks under tensor parallelism) out.
+void GptCuda::mlp_backward(int64_t l, const void* dout, bool proj_bias) {
+  const int64_t N = N_, C = C_, Fl = Fl_;
+  cudaStream_t s = stream_;
+  Acts& a = acts_[l];
+  prof_op("matmul_backward", 2.0 * N * C * Fl);
+  cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), proj_bias ? bias_tmp_ : nullptr,
+                               dout, a.fc_gelu, N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
+  if (proj_bias) {
+    prof_op("add_inplace");
+    cuda::add_inplace(gl(l, P::fcproj_b), bias_tmp_, C, s);
+  }
+  prof_op("matmul_backward", 2.0 * N * C * Fl);
+  cuda::linear_backward_input(*gemm_, t_, dfc_, dout, pw(l, in(P::fcproj_w)), N, Fl, C, C,
+                              1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
+  prof_op("add_inplace");
+  cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
+  // MLP first layer (column-parallel: its input gradient is summed over the tensor ranks).
+  prof_op("matmul_backward", 2.0 * N * C * Fl);
+  cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
+                               Fl, Fl, 1.0f, bias_scratch_, linear_, s);
+  prof_op("matmul_backward", 2.0 * N * C * Fl);
+  cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, Fl, Fl,
+                              1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+}
+
+// Layer l's attention and QKV projection backward: datty_ (d of the attention output) in,
+// the QKV weight and bias gradients added, dln_ = d of the QKV input (ln1's output; partial
+// sums over the tensor ranks under tensor parallelism) out.
+void GptCuda::attention_qkv_backward(int64_t l) {
+  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_;
+  cudaStream_t s = stream_;
+  Acts& a = acts_[l];
+  prof_op("attention_backward", 4.0 * B * T * T * Cl);
+  if (cudnn_attention_)
+    cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
+                               cudnn_workspace_, s);
+  else
+    cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
+                             dq_accum_, delta_, attention_impl_, s);
+  prof_op("matmul_backward", 6.0 * N * C * Cl);
+  cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
+                               3 * Cl, 3 * Cl, 1.0f, bias_scratch_, linear_, s);
+  prof_op("add_inplace");
+  cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * Cl, s);
+  if (l == 0) ready(kGptLayer0Qkv);
+  prof_op("matmul_backward", 6.0 * N * C * Cl);
+  cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * Cl, 3 * Cl,
+                              1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+}
+
 // Layers [l1 - 1 .. l0] backward: dres_ = d res(l1) in, d res(l0) out. bias_from_dres: the
 // bias gradient of layer l1 - 1's MLP projection is the column sums of dres_ itself (a
 // pipeline stage's received gradient; else the final LayerNorm's backward made them).
@@ -108,7 +162,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
     layers_backward_sp(l0, l1);
     return;
   }
-  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  const int64_t N = N_, C = C_, Cl = Cl_, Fl = Fl_;
   cudaStream_t s = stream_;
   for (int64_t l = l1 - 1; l >= l0; --l) {
     Acts& a = acts_[l];
@@ -130,26 +184,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
     }
     // MLP projection: dres = d(res[l + 1]); its bias gradient came from the LayerNorm
     // backward that produced dres.
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    const bool fcproj_bias = bias_from_dres && l == l1 - 1;
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), fcproj_bias ? bias_tmp_ : nullptr,
-                                 dres_, a.fc_gelu, N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
-    if (fcproj_bias) {
-      prof_op("add_inplace");
-      cuda::add_inplace(gl(l, P::fcproj_b), bias_tmp_, C, s);
-    }
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_input(*gemm_, t_, dfc_, dres_, pw(l, in(P::fcproj_w)), N, Fl, C, C,
-                                1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
-    // MLP first layer (column-parallel: its input gradient is summed over the tensor ranks).
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
-                                 Fl, Fl, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, Fl, Fl,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    mlp_backward(l, dres_, bias_from_dres && l == l1 - 1);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
     prof_op("layernorm_backward");
@@ -164,23 +199,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
     prof_op("matmul_backward", 2.0 * N * C * Cl);
     cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, Cl, C, C,
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
-    prof_op("attention_backward", 4.0 * B * T * T * Cl);
-    if (cudnn_attention_)
-      cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
-                                 cudnn_workspace_, s);
-    else
-      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
-                               dq_accum_, delta_, attention_impl_, s);
-    // QKV projection (column-parallel: its input gradient is summed over the tensor ranks).
-    prof_op("matmul_backward", 6.0 * N * C * Cl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
-                                 3 * Cl, 3 * Cl, 1.0f, bias_scratch_, linear_, s);
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * Cl, s);
-    if (l == 0) ready(kGptLayer0Qkv);
-    prof_op("matmul_backward", 6.0 * N * C * Cl);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * Cl, 3 * Cl,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    attention_qkv_backward(l);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
     // (The bias of layer l0 - 1 belongs to the previous pipeline stage, which takes the
@@ -203,7 +222,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
 // gradient (partial sums over the ranks) is reduce-scattered to the rank's rows for the
 // LayerNorm backward, whose weight gradients stay partial until sp_sum_norm_grads.
 void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
-  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
+  const int64_t N = N_, C = C_, Cl = Cl_;
   const int64_t R = sp_n();
   cudaStream_t s = stream_;
   for (int64_t l = l1 - 1; l >= l0; --l) {
@@ -214,22 +233,7 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
     // MLP projection: d(res[l + 1]) gathered.
     prof_op("tensor_allgather");
     sp_gather(sp_full_, dres_);
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), bias_tmp_, sp_full_, a.fc_gelu,
-                                 N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::fcproj_b), bias_tmp_, C, s);
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_input(*gemm_, t_, dfc_, sp_full_, pw(l, in(P::fcproj_w)), N, Fl, C, C,
-                                1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
-                                 Fl, Fl, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, Fl, Fl,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    mlp_backward(l, sp_full_, true);
     prof_op("tensor_reduce_scatter");
     const void* dln2 = sp_reduce(dln_);
     prof_op("layernorm_backward");
@@ -247,21 +251,7 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
     prof_op("matmul_backward", 2.0 * N * C * Cl);
     cuda::linear_backward_input(*gemm_, t_, datty_, sp_full_, pw(l, in(P::proj_w)), N, Cl, C, C,
                                 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
-    prof_op("attention_backward", 4.0 * B * T * T * Cl);
-    if (cudnn_attention_)
-      cudnn_attention_->backward(dqkv_, datty_, a.qkv, a.atty, a.lse, dq_accum_, delta_,
-                                 cudnn_workspace_, s);
-    else
-      cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
-                               dq_accum_, delta_, attention_impl_, s);
-    prof_op("matmul_backward", 6.0 * N * C * Cl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
-                                 3 * Cl, 3 * Cl, 1.0f, bias_scratch_, linear_, s);
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * Cl, s);
-    prof_op("matmul_backward", 6.0 * N * C * Cl);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * Cl, 3 * Cl,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    attention_qkv_backward(l);
     prof_op("tensor_reduce_scatter");
     const void* dln1 = sp_reduce(dln_);
     prof_op("layernorm_backward");

@@ -131,6 +131,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void head_backward(float grad_multiplier, const int32_t* d_targets);
   void layers_backward(int64_t l0, int64_t l1, bool bias_from_dres);
   void layers_backward_sp(int64_t l0, int64_t l1);
+  void attention_qkv_backward(int64_t l);
+  void mlp_backward(int64_t l, const void* dout, bool proj_bias);
   // Pipeline stages (gpt_cuda_pp.cu).
   void pipeline_take_batch(const int32_t* inputs, const int32_t* targets);
   void stage_compute(int m, float grad_multiplier, bool fresh, int loss_slot);

@@ -106,32 +106,30 @@ GptCudaTensorParallel::~GptCudaTensorParallel() {
   if (data_done_) cudaEventDestroy(data_done_);
 }
 
-void GptCudaTensorParallel::allreduce(void* data, int64_t n) {
+// The tensor group's collective `queue(event)` after the work queued on the model's stream
+// (the event marks it), and the model's stream waiting for it on the GPU.
+template <typename Queue>
+void GptCudaTensorParallel::ordered(Queue&& queue) {
   AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
-  comm_.allreduce_sum_after(data, n, t_, ready_);
+  queue(static_cast<void*>(ready_));
   comm_.record(done_);
   AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+}
+
+void GptCudaTensorParallel::allreduce(void* data, int64_t n) {
+  ordered([&](void* ready) { comm_.allreduce_sum_after(data, n, t_, ready); });
 }
 
 void GptCudaTensorParallel::allgather(void* data, int64_t count) {
-  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
-  comm_.allgather_after(data, count * int64_t(dtype_size(t_)), ready_);
-  comm_.record(done_);
-  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+  ordered([&](void* ready) { comm_.allgather_after(data, count * int64_t(dtype_size(t_)), ready); });
 }
 
 void GptCudaTensorParallel::reduce_scatter(void* data, int64_t count) {
-  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
-  comm_.reduce_scatter_sum_after(data, count, t_, ready_);
-  comm_.record(done_);
-  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+  ordered([&](void* ready) { comm_.reduce_scatter_sum_after(data, count, t_, ready); });
 }
 
 void GptCudaTensorParallel::allreduce_f32(float* data, int64_t n) {
-  AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
-  comm_.allreduce_sum_after(data, n, DType::f32, ready_);
-  comm_.record(done_);
-  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, done_, 0));
+  ordered([&](void* ready) { comm_.allreduce_sum_after(data, n, DType::f32, ready); });
 }
 
 void GptCudaTensorParallel::finish() {

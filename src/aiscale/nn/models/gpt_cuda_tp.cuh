@@ -131,6 +131,8 @@ class GptCudaTensorParallel {
 
  private:
   std::vector<float> download(const float* local_dev);
+  template <typename Queue>
+  void ordered(Queue&& queue);
   double sum_squares(const float* grads, int64_t begin, int64_t end, bool over_data);
 
   parallel::Communicator& comm_;
