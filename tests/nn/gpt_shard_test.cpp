@@ -105,7 +105,7 @@ TEST(GptShardLayout, PipelineStageHoldsItsLayersAndTheEmbeddings) {
   std::vector<float> values(static_cast<size_t>(full.size()));
   std::iota(values.begin(), values.end(), 1.0f);
   std::vector<int> layer_count(5, 0);
-  for (const auto [first, end] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}, {3, 5}}) {
+  for (const auto& [first, end] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}, {3, 5}}) {
     const GptShardLayout s(c, 1, 0, false, first, end);
     EXPECT_EQ(s.first_layer(), first);
     EXPECT_EQ(s.end_layer(), end);
@@ -129,7 +129,9 @@ TEST(GptShardLayout, PipelineStageHoldsItsLayersAndTheEmbeddings) {
     std::vector<float> back(values.size(), 0.0f);
     s.place(local.data(), back.data(), true);
     EXPECT_EQ(back[full.at(first, GptBlockParam::fc_w)], values[full.at(first, GptBlockParam::fc_w)]);
-    if (first > 0) EXPECT_EQ(back[full.at(first - 1, GptBlockParam::fc_w)], 0.0f);
+    if (first > 0) {
+      EXPECT_EQ(back[full.at(first - 1, GptBlockParam::fc_w)], 0.0f);
+    }
   }
   EXPECT_EQ(layer_count, std::vector<int>(5, 1));
 }

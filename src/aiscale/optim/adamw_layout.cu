@@ -1,33 +1,8 @@
 #include "aiscale/optim/adamw_layout.cuh"
 
-#include <string>
-
 #include "aiscale/ops/cuda/common.cuh"
 
 namespace aiscale::optim {
-
-cuda::AdamWLayout gpt_adamw_layout(const nn::GptLayout& layout, bool decay_embeddings,
-                                   int64_t work_shift) {
-  cuda::AdamWLayout L;
-  L.n = layout.size();
-  L.embeddings_end = layout.embeddings_end();
-  L.decay_embeddings = decay_embeddings;
-  L.layers_begin = layout.layers_begin();
-  L.layer_size = layout.layer_size();
-  L.n_layer = layout.config().n_layer;
-  int j = 0;
-  for (const auto& p : layout.tensors()) {
-    if (p.layer != 0 || !p.is_matrix) continue;
-    AISCALE_CUDA_REQUIRE(j < 4, "AdamW: a GPT block has more than four matrices");
-    L.decay_begin[j] = p.offset - layout.layer_begin(0);
-    L.decay_end[j] = L.decay_begin[j] + p.shape.numel();
-    ++j;
-  }
-  AISCALE_CUDA_REQUIRE(j == 4, "AdamW: a GPT block has " + std::to_string(j) + " matrices, not four");
-  L.work_split = layout.wpe();
-  L.work_shift = work_shift;
-  return L;
-}
 
 cuda::AdamWLayout gpt_adamw_layout(const nn::GptShardLayout& l, bool decay_embeddings,
                                    int64_t work_shift) {
@@ -50,6 +25,12 @@ cuda::AdamWLayout gpt_adamw_layout(const nn::GptShardLayout& l, bool decay_embed
   L.work_split = l.wpe();
   L.work_shift = work_shift;
   return L;
+}
+
+cuda::AdamWLayout gpt_adamw_layout(const nn::GptLayout& layout, bool decay_embeddings,
+                                   int64_t work_shift) {
+  // One rank holding every layer: the GPT layout itself.
+  return gpt_adamw_layout(nn::GptShardLayout(layout.config(), 1, 0), decay_embeddings, work_shift);
 }
 
 }  // namespace aiscale::optim

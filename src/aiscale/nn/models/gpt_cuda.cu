@@ -107,9 +107,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       maxT_(c.block_size),
       N_(rows_per_pass(o, pipeline_group, plan) * o.seq),
       pipeline_(pipeline_group),
-      data_group_(pipeline_group ? data_group : nullptr),
-      lb_(shard_.first_layer()),
-      le_(shard_.end_layer()) {
+      data_group_(pipeline_group ? data_group : nullptr) {
   const int64_t tp = shard_.tp();
   Cl_ = C_ / tp;
   NHl_ = NH_ / tp;
@@ -292,7 +290,7 @@ float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
   } else {
     cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
   }
-  layers_forward(lb_, le_);
+  layers_forward(lb(), le());
   head_forward();
   prof_op(nullptr);
   forward_done_ = true;
@@ -428,14 +426,14 @@ void GptCuda::loss_forward(const int32_t* d_targets, float grad_multiplier, floa
   prof_op(nullptr);
 }
 
-// The final LayerNorm and the LM head: res(le_) in (res(L) but in a pipeline stage's
+// The final LayerNorm and the LM head: res(le()) in (res(L) but in a pipeline stage's
 // warm-up; under sequence parallelism every rank's rows of it, gathered), logits out.
 void GptCuda::head_forward() {
   const int64_t N = N_, C = C_;
   cudaStream_t s = stream_;
   if (sp_) {  // the last residual's rows gathered: the head runs on all of them
     prof_op("tensor_allgather");
-    sp_gather(sp_final_, res(le_));
+    sp_gather(sp_final_, res(le()));
   }
   prof_op("layernorm_forward");
   cuda::layernorm_forward(t_, lnf_, lnf_mean_, lnf_rstd_, head_in(), lnf_w(), lnf_b(), N, C, s);

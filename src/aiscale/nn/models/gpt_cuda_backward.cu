@@ -18,7 +18,7 @@ void GptCuda::backward_batch(float grad_multiplier) {
   if (zero3_) zero3_->begin_backward();
   head_backward(grad_multiplier, d_tokens_ + N_);
   const bool overlapped = reducer_ && reducer_->overlapping();
-  layers_backward(lb_, le_, false);
+  layers_backward(lb(), le(), false);
   const int64_t Nb = bucket_capacity();
   mark(profile::StepTimer::kAfterLayer0);
   if (overlapped) {
@@ -93,7 +93,7 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
   // (Under sequence parallelism the last layer's projection bias gradient comes from the
   // gathered gradient in layers_backward, like every other row-parallel bias.)
   cuda::layernorm_backward(t_, dres_, g_lnf(0), g_lnf(1),
-                           le_ > lb_ && !sp_ ? gl(le_ - 1, P::fcproj_b) : nullptr, dln_,
+                           le() > lb() && !sp_ ? gl(le() - 1, P::fcproj_b) : nullptr, dln_,
                            head_in(), lnf_w(), lnf_mean_, lnf_rstd_, N, C, false, ln_scratch_, s);
   if (sp_ && shard_.rank() > 0)  // this rank's rows of d res(L) to the front of dres_
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(dres_, sp_block(dres_), size_t(sp_n() * C) * es_,
@@ -266,12 +266,12 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
 // packed, summed over the tensor ranks in fp32, and put back: then they are the whole
 // batch's, alike on every tensor rank, like the other replicated parameters' gradients.
 void GptCuda::sp_sum_norm_grads() {
-  const int64_t C = C_, L = le_ - lb_;
+  const int64_t C = C_, L = le() - lb();
   if (L <= 0) return;
   const size_t pitch = size_t(shard_.layer_size()) * 4, width = size_t(2 * C) * 4;
   float* pack = sp_ln_pack_;
-  float* ln1 = g(shard_.layer_begin(lb_) + in(P::ln1_w));
-  float* ln2 = g(shard_.layer_begin(lb_) + in(P::ln2_w));
+  float* ln1 = g(shard_.layer_begin(lb()) + in(P::ln1_w));
+  float* ln2 = g(shard_.layer_begin(lb()) + in(P::ln2_w));
   prof_op("tensor_allreduce_norm_gradients");
   AISCALE_CUDA_CHECK(cudaMemcpy2DAsync(pack, width, ln1, pitch, width, size_t(L),
                                        cudaMemcpyDeviceToDevice, stream_));

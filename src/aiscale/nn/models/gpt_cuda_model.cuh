@@ -177,7 +177,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void* sp_reduce(void* full);
   void sp_sum_norm_grads();
   // The final LayerNorm's input: the gathered last residual under sequence parallelism.
-  void* head_in() const { return sp_ ? sp_final_ : res(le_); }
+  void* head_in() const { return sp_ ? sp_final_ : res(le()); }
   // --profile: the op now starting on the model's stream (nullptr: the last one ended).
   void prof_op(const char* name, double flops = 0) {
     if (op_recorder_) op_recorder_->mark(name, flops);
@@ -295,8 +295,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // (null: one copy), over which its gradients are summed.
   parallel::Communicator* pipeline_ = nullptr;
   parallel::Communicator* data_group_ = nullptr;
-  // The layers this rank computes: a pipeline stage's, else [0, L).
-  int64_t lb_ = 0, le_ = 0;
+  // The layers this rank computes [lb(), le()): a pipeline stage's, else [0, L).
+  int64_t lb() const { return shard_.first_layer(); }
+  int64_t le() const { return shard_.end_layer(); }
   std::unique_ptr<GptCudaPipeline> pp_;
   double wait_s_ = 0.0;
   const void* layer_w_ = nullptr;        // ZeRO-3: the gathered layer now computing

@@ -34,30 +34,22 @@ void GptCuda::zero_grad() {
 
 double GptCuda::grad_sum_squares() {
   if (reducer_) return reducer_->grad_sum_squares();
-  if (pipeline_ && tp_) {  // the same, each range's split values summed over the tensor group
-    finish_comm();
-    prof_op("sum_squares", 2.0 * double(P_));
-    const int64_t lo = shard_.layers_begin(), hi = shard_.lnf_w();
-    double s = tp_->range_grad_sum_squares(grads_, lo, hi);
-    if (pipeline_->rank() == 0)
-      s += tp_->range_grad_sum_squares(grads_, 0, lo) + tp_->range_grad_sum_squares(grads_, hi, P_);
-    prof_op(nullptr);
-    pipeline_->allreduce_sum(&s, 1);
-    return s;
-  }
   if (pipeline_) {
     // This stage's layers, and (stage 0 only) the embeddings and the final norm, which
     // every stage holds alike after the step's exchange: each value once over the stages.
+    // Under tensor parallelism each range's split values are summed over the tensor group.
+    finish_comm();
     prof_op("sum_squares", 2.0 * double(P_));
-    auto sum = [&](const float* x, int64_t n) {
-      cuda::sum_squares(sumsq_dev_, x, n, sumsq_scratch_, stream_);
+    auto sum = [&](int64_t a, int64_t b) {
+      if (tp_) return tp_->range_grad_sum_squares(grads_, a, b);
+      cuda::sum_squares(sumsq_dev_, g(a), b - a, sumsq_scratch_, stream_);
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
       AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
       return h_sumsq_[0];
     };
     const int64_t lo = shard_.layers_begin(), hi = shard_.lnf_w();
-    double s = sum(g(lo), hi - lo);
-    if (pipeline_->rank() == 0) s += sum(grads_, lo) + sum(g(hi), P_ - hi);
+    double s = sum(lo, hi);
+    if (pipeline_->rank() == 0) s += sum(0, lo) + sum(hi, P_);
     prof_op(nullptr);
     pipeline_->allreduce_sum(&s, 1);
     return s;
@@ -87,10 +79,9 @@ double GptCuda::grad_sum_squares() {
 void GptCuda::update(const ops::AdamWParams& hp) {
   finish_comm();
   mark(profile::StepTimer::kUpdate);
+  // This rank's local buffer: its tensor-parallel slices, its pipeline stage, or the model.
   const cuda::AdamWLayout L =
-      tp_         ? tp_->adamw_layout(options_.decay_embeddings, (Vp_ - V_) * C_)
-      : pipeline_ ? optim::gpt_adamw_layout(shard_, options_.decay_embeddings, (Vp_ - V_) * C_)
-                  : optim::gpt_adamw_layout(layout_, options_.decay_embeddings, (Vp_ - V_) * C_);
+      optim::gpt_adamw_layout(shard_, options_.decay_embeddings, (Vp_ - V_) * C_);
   prof_op("adamw_update");
   if (zero3_) {
     zero3_->update(hp);  // on the shards (or the host's); gathered when used
@@ -303,7 +294,7 @@ GptCudaSizes GptCuda::sizes() const {
   z.es = es_;
   z.recompute = recompute_norms();
   z.recompute_layers = options_.recompute_layers;
-  z.layer_begin = lb_, z.layer_end = le_;
+  z.layer_begin = lb(), z.layer_end = le();
   z.S = S_, z.Ppad = Ppad_, z.Pw = zero3_ ? S_ : Pw_;  // ZeRO-3: the working copy's shard
   if (zero3_ && zero3_->offload()) z.S = 0;  // master weights and moments on the host
   if (zero3_) {

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "aiscale/ops/cuda/common.cuh"
-#include "aiscale/optim/adamw_layout.cuh"
 
 namespace aiscale::nn::detail {
 namespace {
@@ -227,11 +226,6 @@ bool GptCudaTensorParallel::replicated_agree(const float* local_dev) {
   double differ = first != h ? 1.0 : 0.0;
   comm_.allreduce_sum(&differ, 1);
   return differ == 0.0;
-}
-
-cuda::AdamWLayout GptCudaTensorParallel::adamw_layout(bool decay_embeddings,
-                                                      int64_t work_shift) const {
-  return optim::gpt_adamw_layout(layout_, decay_embeddings, work_shift);
 }
 
 }  // namespace aiscale::nn::detail

@@ -124,11 +124,6 @@ class GptCudaTensorParallel {
   // rank (collective).
   bool replicated_agree(const float* local_dev);
 
-  // The fused AdamW kernel's view of the local buffer: decay on the local matrices (and
-  // the embeddings when decay_embeddings), the working copy shifted by work_shift after
-  // wte like the whole model's.
-  cuda::AdamWLayout adamw_layout(bool decay_embeddings, int64_t work_shift) const;
-
  private:
   std::vector<float> download(const float* local_dev);
   template <typename Queue>
