@@ -8,8 +8,9 @@
 //   same batch (the two stages read the same batches), and reports its bubble;
 // - a pp = 2 checkpoint resumes on 1 GPU and the other way round (the checkpoints hold the
 //   whole model);
-// - on 4 GPUs (where visible) two data-parallel copies of a pp = 2 pipeline (dp 2 x pp 2)
-//   against 1 GPU, and tensor parallelism inside the stages (tp 2 x pp 2) against 1 GPU;
+// - on 4 GPUs (where visible) two data-parallel copies of a pp = 2 pipeline (dp 2 x pp 2),
+//   also with ZeRO-1 over the copies, against 1 GPU, and tensor parallelism inside the
+//   stages (tp 2 x pp 2) against 1 GPU;
 // - a stage's arena holds its layers only (well under one GPU's for the whole model);
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
@@ -40,7 +41,8 @@ namespace {
 // gradients one after another in fp32 and its GEMMs see fewer rows (other algorithms,
 // other roundings in bf16), so the runs agree to rounding, not bitwise.
 void expect_pp_like_one_gpu(int dp, int pp, int micro, const std::string& schedule,
-                            const char* what, int steps = 20, int tp = 1) {
+                            const char* what, int steps = 20, int tp = 1,
+                            const std::string& extra = "") {
   const auto [dir, cfg] = gpu_run_dir("gpu2-pp", steps);
   auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
   ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -49,7 +51,7 @@ void expect_pp_like_one_gpu(int dp, int pp, int micro, const std::string& schedu
                          " run.name=pp parallel.communicator=nccl parallel.pipeline_parallel=" +
                          std::to_string(pp) + " parallel.microbatches=" + std::to_string(micro) +
                          " parallel.pipeline_schedule=" + schedule +
-                         " parallel.tensor_parallel=" + std::to_string(tp));
+                         " parallel.tensor_parallel=" + std::to_string(tp) + extra);
   ASSERT_EQ(ppr.exit_code, 0) << ppr.output;
   EXPECT_NE(ppr.output.find("dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " +
                             std::to_string(pp)),
@@ -139,7 +141,7 @@ TEST(PipelineParallel, RefusesZeroAndOtherExchanges) {
                              " --set parallel.communicator=nccl parallel.pipeline_parallel=2 "
                              "parallel.microbatches=2 ";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"parallel.zero_stage=1", "parallel.zero_stage = 0"},
+      {"parallel.zero_stage=2", "parallel.zero_stage = 1"},
       {"parallel.zero_stage=3", "parallel.zero_stage"},
       {"parallel.grad_comm=bf16", "parallel.grad_comm = \"fp32\""},
       {"parallel.grad_transport=copy-engine", "parallel.grad_transport = \"nccl\""},
@@ -153,6 +155,17 @@ TEST(PipelineParallel, RefusesZeroAndOtherExchanges) {
 TEST(PipelineParallel, DataParallelCopiesMatchOneGpu) {
   need_gpus(4);
   expect_pp_like_one_gpu(2, 2, 2, "1f1b", "dp 2 x pp 2 on 4 GPUs");
+}
+
+// ZeRO-1 over the data-parallel copies of a pp = 2 pipeline on 4 GPUs: the stages' sums of
+// the embeddings and the final norm first, then a reduce-scatter over each stage's copies;
+// AdamW on each data rank's part of the stage, the working copy all-gathered; the norm
+// from the parts. Against 1 GPU (the final weights read from its checkpoint, gathered from
+// the parts).
+TEST(PipelineParallel, ZeroOneOverTheCopiesMatchesOneGpu) {
+  need_gpus(4);
+  expect_pp_like_one_gpu(2, 2, 2, "1f1b", "dp 2 x pp 2, ZeRO-1, on 4 GPUs", 20, 1,
+                         " parallel.zero_stage=1");
 }
 
 // Tensor parallelism inside the stages on 4 GPUs: 2 tensor ranks x 2 stages against 1 GPU

@@ -124,7 +124,7 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
 }
 
 // GPU ranks run pipeline stages with data-parallel copies of the pipeline (world = dp x pp),
-// ZeRO 0, fp32 gradients over NCCL, also with tensor parallelism inside the stages.
+// ZeRO 0 or 1, fp32 gradients over NCCL, also with tensor parallelism inside the stages.
 TEST(ParallelLayout, GpuPipelineStagesRunWithDataParallelCopies) {
   auto c = parse_train_config(kTiny, "t.toml", {"parallel.pipeline_parallel=2", "train.device=cuda",
                                                 "parallel.microbatches=2"});
@@ -140,10 +140,12 @@ TEST(ParallelLayout, GpuPipelineStagesRunWithDataParallelCopies) {
   };
   auto tp = parse_train_config(kTiny, "t.toml", with("parallel.tensor_parallel=2"));
   EXPECT_EQ(aiscale::train::describe(parallel_layout(tp, 8)), "dp 2 x tp 2 x pp 2");
-  expect_error(with("parallel.zero_stage=1"), {"ZeRO 0", "parallel.zero_stage = 0"});
+  auto z1 = parse_train_config(kTiny, "t.toml", with("parallel.zero_stage=1"));
+  EXPECT_EQ(aiscale::train::describe(parallel_layout(z1, 4)), "dp 2 x tp 1 x pp 2");
   expect_error(with("parallel.grad_comm=bf16"), {"parallel.grad_comm = \"fp32\""});
   expect_error(with("parallel.grad_transport=copy-engine"), {"parallel.grad_transport = \"nccl\""});
-  expect_error(with("parallel.zero_stage=2"), {"ZeRO 0", "parallel.zero_stage = 0"});
+  expect_error(with("parallel.zero_stage=2"), {"ZeRO 0 or 1", "parallel.zero_stage = 1"});
+  expect_error(with("parallel.zero_stage=3"), {"parallel.zero_stage = 3", "pipeline_parallel > 1"});
 }
 
 // The ranks' places (train::grid_options, shared by aiscale train and bench language):

@@ -13,7 +13,7 @@ namespace {
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks), 2 or 3 (2 and 3 over NCCL only); tensor parallelism with
 //    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary kept whole); and
-//    pipeline stages with both (dp x tp x pp, GPipe/1F1B, ZeRO 0 over NCCL, each stage
+//    pipeline stages with both (dp x tp x pp, GPipe/1F1B, ZeRO 0 or 1 over NCCL, each stage
 //    holding its layers with the embeddings and the final norm and recomputing its forward
 //    before each backward).
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
@@ -40,7 +40,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      true,
      false,
      false,
-     {0},
+     {0, 1},
      true,
      true},
     {"cpu",

@@ -137,13 +137,14 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
                        double(w.gpt.n_embd);
     const double wpe = double(w.gpt.block_size) * double(w.gpt.n_embd);
     const double layers_here = double((w.gpt.n_layer + l.pp - 1) / l.pp);
-    const double state = wpe * (sb.weights + sb.gradients + sb.optimizer);
+    const double wpe_optimizer = sb.optimizer / (l.zero >= 1 ? double(l.dp) : 1.0);  // ZeRO-1
+    const double state = wpe * (sb.weights + sb.gradients + wpe_optimizer);
     const double extra = std::min<double>(l.pp, l.grad_accum) * bsh +
                          (double(w.gpt.n_layer) + 1.0 - layers_here) * bsh;
     m.params_on_gpu += wpe;
     m.weights += wpe * sb.weights;
     m.gradients += wpe * sb.gradients;
-    m.optimizer += wpe * sb.optimizer;
+    m.optimizer += wpe * wpe_optimizer;
     m.buffers += extra;
     m.total += (state + extra) * (1.0 + a.fragmentation);
     m.workspace += (state + extra) * a.fragmentation;

@@ -235,13 +235,20 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- data parallel -----------------------------------------------------------------
   if (gpu_stages) {  // after backward, nothing beside it: the stage's gradients over its
-                     // copies, the embeddings' and the final norm's over the stages
+                     // copies, the embeddings' and the final norm's over the stages; under
+                     // ZeRO-1 a reduce-scatter over the copies instead, and after the update
+                     // an all-gather of the new working copy
     const double bytes_per_value = std::max(sb.gradients, 4.0);
     const auto& g = w.gpt;
     const double shared = (double(g.vocab_size) + double(g.block_size) + 2.0) * double(g.n_embd);
     const GroupShape stages = pl.pp_crosses_nodes ? GroupShape{1, l.pp} : GroupShape{l.pp, 1};
-    e.dp_comm_s = (l.dp > 1 ? hier_allreduce_time(stage_params * bytes_per_value, pl.dp, fabric) : 0.0) +
-                  hier_allreduce_time(shared * bytes_per_value, stages, fabric);
+    double copies = 0;
+    if (l.dp > 1 && l.zero >= 1)
+      copies = hier_reduce_scatter_time(stage_params * bytes_per_value, pl.dp, fabric, 1) +
+               hier_allgather_time(stage_params * sb.weights, pl.dp, fabric);
+    else if (l.dp > 1)
+      copies = hier_allreduce_time(stage_params * bytes_per_value, pl.dp, fabric);
+    e.dp_comm_s = copies + hier_allreduce_time(shared * bytes_per_value, stages, fabric);
     e.dp_exposed_s = e.dp_comm_s;
   } else if (l.dp > 1) {
     const double psi = params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel);
@@ -337,9 +344,9 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
 
   // ---- optimizer update: memory-bound over the parameters this GPU updates -----------
   {
-    const double psi = gpu_stages ? stage_params
-                                  : params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel) /
-                                        (l.zero >= 1 ? l.dp : 1);
+    const double psi = (gpu_stages ? stage_params
+                                   : params_per_gpu(w, l.tp, l.pp, false, split.vocab_parallel)) /
+                       (l.zero >= 1 ? l.dp : 1);
     const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
                                                                  : a.sgd_bytes_touched);
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;

@@ -306,13 +306,13 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, ZeRO 0 with pipeline stages); "
+                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, also with pipeline stages); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
                         "tensor ranks consecutive",
                         1, 1024));
     k.push_back(int_key("parallel.pipeline_parallel", &TrainConfig::pipeline_parallel,
                         "pipeline stages the layers are split into (at most model.n_layer; GPU "
-                        "ranks: ZeRO 0, each stage holding its layers, the embeddings and the "
+                        "ranks: ZeRO 0 or 1, each stage holding its layers, the embeddings and the "
                         "final norm)", 1,
                         1024));
     k.push_back(string_key("parallel.pipeline_schedule", &TrainConfig::pipeline_schedule,

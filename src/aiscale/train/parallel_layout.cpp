@@ -64,10 +64,11 @@ void check_parallel_config(const TrainConfig& c) {
            "its data-parallel copies (dp x tp), not with pipeline stages in this version: set "
            "parallel.pipeline_parallel = 1, parallel.sequence_parallel = false, or "
            "train.device = \"cpu\"");
-    if (pp > 1 && c.zero_stage != 0)
-      fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 in this version (each "
-           "stage holds its own layers' optimizer state whole): set parallel.zero_stage = 0, or "
-           "parallel.pipeline_parallel = 1 to shard with ZeRO-{}", pp, c.zero_stage);
+    if (pp > 1 && c.zero_stage > 1)
+      fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 in this version "
+           "(the stage's data-parallel copies shard at most its optimizer state): set "
+           "parallel.zero_stage = 1 (or 0), or parallel.pipeline_parallel = 1 to shard with "
+           "ZeRO-{}", pp, c.zero_stage);
     if (pp > 1 && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
       fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 "
            "over NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"",

@@ -124,7 +124,7 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
 }
 
 // GPU ranks run pipeline stages (gpt_cuda_pp.cuh) with data-parallel copies of the
-// pipeline and tensor parallelism inside each stage (dp x tp x pp), ZeRO 0, over NCCL; not
+// pipeline and tensor parallelism inside each stage (dp x tp x pp), ZeRO 0 or 1, over NCCL; not
 // with context parallelism.
 void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
@@ -136,10 +136,10 @@ void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
     fail("parallel.pipeline_parallel = {} on GPU ranks sends the activations between stages and "
          "sums the gradients on the GPU over NCCL; this run has the {} communicator: use "
          "parallel.communicator = \"nccl\" (or auto)", pp, g.pipeline().backend());
-  if (o.zero_stage != 0 || o.sequence_parallel || o.offload_optimizer)
-    fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 and without sequence "
-         "parallelism (each stage holds its own layers' optimizer state whole): set "
-         "parallel.zero_stage = 0 and parallel.sequence_parallel = false", pp);
+  if (o.zero_stage > 1 || o.sequence_parallel || o.offload_optimizer)
+    fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 and without "
+         "sequence parallelism (the stage's data-parallel copies shard at most its optimizer "
+         "state): set parallel.zero_stage = 0 or 1 and parallel.sequence_parallel = false", pp);
   if (o.grad_comm != DType::f32 || o.grad_transport != "nccl")
     fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
          "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);
@@ -197,9 +197,10 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
            device, o.comm->backend());
     // Shard boundaries fall on multiples of the world size, each inside the bias of a
     // residual projection (n_embd values): see gpt_gradient_order in gpt_layout.h. (Under
-    // tensor parallelism the data group shards one bucket: no such bound.)
-    const bool tensor_parallel = o.groups && o.groups->tensor().world() > 1;
-    if (!tensor_parallel && world > c.n_embd + 1)
+    // tensor or pipeline parallelism the data group shards one bucket: no such bound.)
+    const bool one_bucket = o.groups && (o.groups->tensor().world() > 1 ||
+                                         o.groups->pipeline().world() > 1);
+    if (!one_bucket && world > c.n_embd + 1)
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);
   }

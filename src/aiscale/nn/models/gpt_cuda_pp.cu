@@ -299,11 +299,18 @@ float GptCuda::pipeline_forward_backward(const int32_t* inputs, const int32_t* t
   // the embeddings' and the final norm's over the stages (the first stage's embedding
   // backward, the last stage's LM head and norm, zeros elsewhere), so that every stage
   // updates them alike.
+  // Under ZeRO-1 the stages' sums come first, on the whole local buffers (the data ranks'
+  // parts of a stage's buffer depend on its length), then each data rank keeps the sums of
+  // its part (reduce-scatter over the copies).
   if (tp_sync_) {
     prof_op("allreduce_gradients");
-    if (data_group_) data_group_->allreduce_sum(grads_, P_);
+    if (data_group_ && !zero1_) data_group_->allreduce_sum(grads_, P_);
     pipeline_->allreduce_sum(grads_, shard_.layers_begin());
     pipeline_->allreduce_sum(g(shard_.lnf_w()), P_ - shard_.lnf_w());
+    if (zero1_) {
+      prof_op("reduce_scatter_gradients");
+      zero1_->reduce_scatter(grads_, stream_);
+    }
     prof_op(nullptr);
   }
   return loss;

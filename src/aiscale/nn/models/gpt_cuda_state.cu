@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,10 +39,17 @@ double GptCuda::grad_sum_squares() {
     // This stage's layers, and (stage 0 only) the embeddings and the final norm, which
     // every stage holds alike after the step's exchange: each value once over the stages.
     // Under tensor parallelism each range's split values are summed over the tensor group.
+    // Under ZeRO-1 a data rank holds the sums of its part [olo, ohi) of the local buffer
+    // only: each range cut to it, the squares added over the data group.
     finish_comm();
     prof_op("sum_squares", 2.0 * double(P_));
+    int64_t olo = 0, ohi = P_;
+    if (zero1_) std::tie(olo, ohi) = zero1_->owned(zero1_->buckets().front());
     auto sum = [&](int64_t a, int64_t b) {
-      if (tp_) return tp_->range_grad_sum_squares(grads_, a, b);
+      a = std::max(a, olo), b = std::min(b, ohi);
+      if (tp_) return zero1_ ? tp_->sharded_grad_sum_squares(grads_, a, b)
+                             : tp_->range_grad_sum_squares(grads_, a, b);
+      if (b <= a) return 0.0;
       cuda::sum_squares(sumsq_dev_, g(a), b - a, sumsq_scratch_, stream_);
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(h_sumsq_, sumsq_dev_, 8, cudaMemcpyDeviceToHost, stream_));
       AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -50,6 +58,7 @@ double GptCuda::grad_sum_squares() {
     const int64_t lo = shard_.layers_begin(), hi = shard_.lnf_w();
     double s = sum(lo, hi);
     if (pipeline_->rank() == 0) s += sum(0, lo) + sum(hi, P_);
+    if (zero1_ && !tp_) data_group_->allreduce_sum(&s, 1);  // (tp: summed over it above)
     prof_op(nullptr);
     pipeline_->allreduce_sum(&s, 1);
     return s;
@@ -111,10 +120,10 @@ void GptCuda::get_params(float* out) const {
     if (pipeline_) stage_sum(out);
   } else if (zero3_) {
     zero3_->get_params(out);
+  } else if (pipeline_) {
+    stage_gather(zero1_ ? gather_local(master_) : master_, out);
   } else if (zero1_) {
     zero1_->gather(master_, out, grads_, stream_);
-  } else if (pipeline_) {
-    stage_gather(master_, out);
   } else {
     download(out, master_);
   }
@@ -182,14 +191,14 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
     zero3_->get_moments(m, v);
     return;
   }
+  if (pipeline_) {
+    stage_gather(zero1_ ? gather_local(m_) : m_, m);
+    stage_gather(zero1_ ? gather_local(v_) : v_, v);
+    return;
+  }
   if (zero1_) {
     zero1_->gather(m_, m, grads_, stream_);
     zero1_->gather(v_, v, grads_, stream_);
-    return;
-  }
-  if (pipeline_) {
-    stage_gather(m_, m);
-    stage_gather(v_, v);
     return;
   }
   download(m, m_);
@@ -202,10 +211,15 @@ void GptCuda::set_optimizer_state(const float* m, const float* v) {
     return;
   }
   finish_comm();
-  if (zero1_ && tp_) {  // this rank's slices (through grads_), then its data rank's parts
-    tp_->scatter(m, grads_);
+  if (zero1_ && (tp_ || pipeline_)) {  // this rank's slices or stage (through grads_), then
+                                       // its data rank's parts
+    auto local = [&](const float* whole) {
+      if (tp_) tp_->scatter(whole, grads_);
+      else stage_scatter(whole, grads_);
+    };
+    local(m);
     zero1_->scatter(grads_, m_, stream_);
-    tp_->scatter(v, grads_);
+    local(v);
     zero1_->scatter(grads_, v_, stream_);
     AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -249,6 +263,14 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   if (pipeline_) {  // the stage's buffers, summed over its copies and stages (gpt_cuda_pp.cuh)
     S_ = Ppad_ = P_;
     rank_ = several ? comm->rank() : 0;
+    // ZeRO-1 over the stage's data-parallel copies: the local buffer's shards,
+    // reduce-scattered after the schedule.
+    if (options_.zero_stage == 1 && data_group_ && data_group_->world() > 1) {
+      zero1_ = std::make_unique<optim::Zero1>(*data_group_, P_);
+      zero_ = true;
+      Ppad_ = zero1_->padded_size();
+      S_ = zero1_->shard_size();
+    }
     return;
   }
   // ZeRO-3 over several ranks, or on one GPU with the optimizer state on the host (the
