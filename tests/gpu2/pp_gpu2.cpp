@@ -10,7 +10,7 @@
 //   whole model);
 // - on 4 GPUs (where visible) two data-parallel copies of a pp = 2 pipeline (dp 2 x pp 2),
 //   also with ZeRO-1 over the copies, against 1 GPU, and tensor parallelism inside the
-//   stages (tp 2 x pp 2) against 1 GPU;
+//   stages (tp 2 x pp 2, also with sequence parallelism) against 1 GPU;
 // - a stage's arena holds its layers only (well under one GPU's for the whole model);
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
 //   taken.
@@ -174,6 +174,16 @@ TEST(PipelineParallel, ZeroOneOverTheCopiesMatchesOneGpu) {
 TEST(PipelineParallel, TensorParallelStagesMatchOneGpu) {
   need_gpus(4);
   expect_pp_like_one_gpu(1, 2, 2, "1f1b", "tp 2 x pp 2 on 4 GPUs", 20, 2);
+}
+
+// The same with sequence parallelism inside the stages: each tensor rank passes its rows of
+// the residual stream to the same tensor rank of the next stage (and their gradients back),
+// the first stage's embedding backward gathers every rank's rows, and each stage sums its
+// LayerNorms' gradients over its tensor ranks.
+TEST(PipelineParallel, SequenceParallelStagesMatchOneGpu) {
+  need_gpus(4);
+  expect_pp_like_one_gpu(1, 2, 2, "1f1b", "tp 2 x pp 2, sequence parallelism, on 4 GPUs", 20, 2,
+                         " parallel.sequence_parallel=true");
 }
 
 // A stage holds its layers' state and activations only: on a model whose layers outweigh

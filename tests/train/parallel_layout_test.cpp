@@ -113,13 +113,15 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   // CPU ranks: ZeRO-1 stays a GPU stage, with or without tensor parallelism.
   expect_error({"parallel.tensor_parallel=2", "parallel.zero_stage=1"},
                {"parallel.zero_stage = 1", "train.device = \"cuda\""});
-  // Sequence parallelism runs with GPU tensor parallelism (dp x tp), not with stages.
+  // Sequence parallelism runs with GPU tensor parallelism (dp x tp), also inside stages.
   auto sp = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
                                                  "parallel.sequence_parallel=true"});
   EXPECT_EQ(parallel_layout(sp, 4).dp, 2);
-  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.sequence_parallel=true",
-                "parallel.pipeline_parallel=2", "parallel.microbatches=2"},
-               {"parallel.pipeline_parallel = 1", "parallel.sequence_parallel = false"});
+  auto sp_pp = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
+                                                    "parallel.sequence_parallel=true",
+                                                    "parallel.pipeline_parallel=2",
+                                                    "parallel.microbatches=2"});
+  EXPECT_EQ(aiscale::train::describe(parallel_layout(sp_pp, 4)), "dp 1 x tp 2 x pp 2");
   expect_error({"parallel.tensor_parallel=4", "train.device=cuda"}, {"model.n_head = 2"});
 }
 

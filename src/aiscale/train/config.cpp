@@ -326,7 +326,7 @@ const std::vector<Key>& schema() {
     k.push_back(bool_key("parallel.sequence_parallel", &TrainConfig::sequence_parallel,
                          "split the LayerNorm and residual regions over the tensor-parallel "
                          "ranks by token (all-gather / reduce-scatter around them); needs "
-                         "parallel.tensor_parallel > 1 (GPU ranks: not with pipeline stages)"));
+                         "parallel.tensor_parallel > 1"));
     k.push_back(bool_key("parallel.offload_optimizer", &TrainConfig::offload_optimizer,
                          "GPU ranks with parallel.zero_stage = 3 (also one GPU): keep the fp32 "
                          "master weights and AdamW moments in host memory and run AdamW on the "

@@ -59,11 +59,6 @@ void check_parallel_config(const TrainConfig& c) {
          "a pipeline would repeat per micro-batch: combine pipeline_parallel > 1 with "
          "parallel.zero_stage 0 or 2");
   if (c.device != "cpu") {
-    if (c.sequence_parallel && pp > 1)
-      fail("parallel.sequence_parallel = true on GPU ranks runs with tensor parallelism and "
-           "its data-parallel copies (dp x tp), not with pipeline stages in this version: set "
-           "parallel.pipeline_parallel = 1, parallel.sequence_parallel = false, or "
-           "train.device = \"cpu\"");
     if (pp > 1 && c.zero_stage > 1)
       fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 in this version "
            "(the stage's data-parallel copies shard at most its optimizer state): set "

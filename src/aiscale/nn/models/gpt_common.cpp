@@ -136,10 +136,10 @@ void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
     fail("parallel.pipeline_parallel = {} on GPU ranks sends the activations between stages and "
          "sums the gradients on the GPU over NCCL; this run has the {} communicator: use "
          "parallel.communicator = \"nccl\" (or auto)", pp, g.pipeline().backend());
-  if (o.zero_stage > 1 || o.sequence_parallel || o.offload_optimizer)
-    fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 and without "
-         "sequence parallelism (the stage's data-parallel copies shard at most its optimizer "
-         "state): set parallel.zero_stage = 0 or 1 and parallel.sequence_parallel = false", pp);
+  if (o.zero_stage > 1 || o.offload_optimizer)
+    fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 (the stage's "
+         "data-parallel copies shard at most its optimizer state): set parallel.zero_stage = 0 "
+         "or 1 and parallel.offload_optimizer = false", pp);
   if (o.grad_comm != DType::f32 || o.grad_transport != "nccl")
     fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
          "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);

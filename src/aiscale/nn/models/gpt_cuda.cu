@@ -153,7 +153,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   }
   if (tensor_group)
     tp_ = std::make_unique<GptCudaTensorParallel>(*tensor_group, data_group, shard_, t_, stream_);
-  sp_ = tp_ && o.sequence_parallel && !pipeline_group;
+  sp_ = tp_ && o.sequence_parallel;
   if (sp_) {
     AISCALE_CUDA_REQUIRE(N_ % shard_.tp() == 0,
                          "sequence parallelism: the tokens must split over the tensor ranks");
@@ -198,7 +198,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   if (pipeline_) {
     GptCudaPipelineSizes z;
     z.tokens = o.batch * o.seq;
-    z.boundary_bytes = N_ * C_ * int64_t(es_);
+    z.boundary_bytes = boundary_rows() * C_ * int64_t(es_);
     z.bucket_ints = bucket_ints();
     pp_ = std::make_unique<GptCudaPipeline>(*pipeline_, plan, z);
   }
@@ -276,20 +276,14 @@ float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
                                      cudaMemcpyHostToDevice, stream_));
   const int32_t* d_inputs = d_tokens_;
   const int32_t* d_targets = d_tokens_ + N_;
-  const int64_t N = N_, C = C_, B = B_, T = T_;
+  const int64_t N = N_;
   cudaStream_t s = stream_;
   if (gather_tokens) reducer_->gather_inputs(tokens_all_, h_tokens_all_, d_tokens_, N * 4);
 
   mark(profile::StepTimer::kForward, targets != nullptr);
   prof_op("embedding_forward");
   if (zero3_) zero3_->begin_pass();
-  if (sp_) {  // every row (as every tensor rank does alike), then this rank's block
-    cuda::embedding_forward(t_, sp_final_, d_inputs, wte_w(), wpe_w(), B, T, C, s);
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), sp_block(sp_final_), size_t(sp_n() * C) * es_,
-                                       cudaMemcpyDeviceToDevice, s));
-  } else {
-    cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B, T, C, s);
-  }
+  embedding_forward(d_inputs);
   layers_forward(lb(), le());
   head_forward();
   prof_op(nullptr);
@@ -395,6 +389,19 @@ void GptCuda::layer_forward(int64_t l) {
     tp_sum(res(l + 1));
   }
   acts_layer_ = l;
+}
+
+// The token and position embeddings of N tokens (device ids) into res(0); under sequence
+// parallelism every row (as every tensor rank computes them alike), then this rank's.
+void GptCuda::embedding_forward(const int32_t* d_inputs) {
+  cudaStream_t s = stream_;
+  if (!sp_) {
+    cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B_, T_, C_, s);
+    return;
+  }
+  cuda::embedding_forward(t_, sp_final_, d_inputs, wte_w(), wpe_w(), B_, T_, C_, s);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), sp_block(sp_final_), size_t(sp_n() * C_) * es_,
+                                     cudaMemcpyDeviceToDevice, s));
 }
 
 // Sequence parallelism's exchanges (gpt_cuda_model.cuh).

@@ -176,6 +176,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // the sums, returned (in place; the other blocks are left undefined).
   void* sp_reduce(void* full);
   void sp_sum_norm_grads();
+  // Rows of the residual stream on this rank, and of what pipeline stages pass on.
+  int64_t boundary_rows() const { return sp_ ? sp_n() : N_; }
+  void embedding_forward(const int32_t* d_inputs);
   // The final LayerNorm's input: the gathered last residual under sequence parallelism.
   void* head_in() const { return sp_ ? sp_final_ : res(le()); }
   // --profile: the op now starting on the model's stream (nullptr: the last one ended).

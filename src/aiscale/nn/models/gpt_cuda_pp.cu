@@ -185,10 +185,11 @@ void GptCuda::stage_compute(int m, float grad_multiplier, bool fresh, int loss_s
   const int slot = p.slot(m);
   if (p.first()) {
     prof_op("embedding_forward");
-    cuda::embedding_forward(t_, res(0), p.tokens() + m * N_, wte_w(), wpe_w(), B_, T_, C_, s);
+    embedding_forward(p.tokens() + m * N_);
   } else {
     if (fresh) p.stall(s, p.slot_filled(slot));
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(p.layer_begin()), p.stash(slot), size_t(N_ * C_) * es_,
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(p.layer_begin()), p.stash(slot),
+                                       size_t(boundary_rows() * C_) * es_,
                                        cudaMemcpyDeviceToDevice, s));
   }
   if (!p.last()) p.stall(s, p.out_sent);  // res(end) has left for the next stage
@@ -204,7 +205,7 @@ void GptCuda::stage_compute(int m, float grad_multiplier, bool fresh, int loss_s
 void GptCuda::stage_forward(int m, float grad_multiplier, bool training) {
   GptCudaPipeline& p = *pp_;
   const int slot = p.slot(m);
-  const int64_t bytes = N_ * C_ * int64_t(es_);
+  const int64_t bytes = boundary_rows() * C_ * int64_t(es_);
   if (!p.first()) {  // into the stash slot, once its last micro-batch has been read
     parallel::Communicator& in = p.forward_comm();
     GptCudaPipeline::comm_waits(in, p.slot_free(slot));
@@ -226,7 +227,7 @@ void GptCuda::stage_forward(int m, float grad_multiplier, bool training) {
 void GptCuda::stage_backward(int m, float grad_multiplier) {
   GptCudaPipeline& p = *pp_;
   cudaStream_t s = stream_;
-  const int64_t bytes = N_ * C_ * int64_t(es_);
+  const int64_t bytes = boundary_rows() * C_ * int64_t(es_);
   parallel::Communicator& grads = p.backward_comm();
   if (!p.last()) {  // queued first: it arrives while the stage recomputes
     GptCudaPipeline::comm_waits(grads, p.grad_in_free);
@@ -248,9 +249,13 @@ void GptCuda::stage_backward(int m, float grad_multiplier) {
   if (p.first()) {
     const int64_t Nb = bucket_capacity();
     const int32_t* b = p.buckets(m);
+    if (sp_) {  // every tensor rank's rows of d res(0)
+      prof_op("tensor_allgather");
+      sp_gather(sp_full_, dres_);
+    }
     prof_op("embedding_backward");
-    cuda::embedding_backward(t_, g_wte(), g_wpe(), dres_, b, b + Nb, b + 2 * Nb + 1,
-                             p.unique_tokens()[size_t(m)], B_, T_, C_, s);
+    cuda::embedding_backward(t_, g_wte(), g_wpe(), sp_ ? sp_full_ : dres_, b, b + Nb,
+                             b + 2 * Nb + 1, p.unique_tokens()[size_t(m)], B_, T_, C_, s);
   } else {
     AISCALE_CUDA_CHECK(cudaEventRecord(p.grad_out_ready, s));
     GptCudaPipeline::comm_waits(grads, p.grad_out_ready);
@@ -303,6 +308,7 @@ float GptCuda::pipeline_forward_backward(const int32_t* inputs, const int32_t* t
   // parts of a stage's buffer depend on its length), then each data rank keeps the sums of
   // its part (reduce-scatter over the copies).
   if (tp_sync_) {
+    if (sp_) sp_sum_norm_grads();  // the stage's LayerNorms, over its tensor ranks
     prof_op("allreduce_gradients");
     if (data_group_ && !zero1_) data_group_->allreduce_sum(grads_, P_);
     pipeline_->allreduce_sum(grads_, shard_.layers_begin());
