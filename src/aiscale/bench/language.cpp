@@ -198,9 +198,13 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
       j["tensor_parallel"] = layout.tp;
       j["pipeline_parallel"] = layout.pp;
       j["data_parallel"] = layout.dp;
-      j["gradient_sync"] = layout.dp == 1 && layout.pp == 1
-                               ? "none: one model split over the tensor ranks"
-                               : "fp32 all-reduce over each data-parallel group after backward";
+      if (layout.dp == 1)
+        j["gradient_sync"] = layout.pp == 1 ? "none: one model split over the tensor ranks"
+                                            : "the embeddings' gradients summed over the stages";
+      else
+        j["gradient_sync"] = o.run.zero_stage == 1
+                                 ? "fp32 reduce-scatter over each data-parallel group after backward (ZeRO-1)"
+                                 : "fp32 all-reduce over each data-parallel group after backward";
     }
     if (layout.tp > 1) j["sequence_parallel"] = o.run.sequence_parallel;
     if (layout.pp > 1) {
