@@ -96,6 +96,42 @@ TEST(GptShardLayout, ReplicatedVocabularyKeepsTheEmbeddingWhole) {
   EXPECT_EQ(rebuilt, values);
 }
 
+// The CUDA model's vocabulary split where tp does not divide the vocabulary: 257 token rows
+// over 4 ranks in slices of ceil(257 / 4) = 65 rows rounded up to 8, 72: ranks 0-2 hold 72
+// real rows each, rank 3 the last 41 and 31 zero padding rows. Every rank's buffer has the
+// same length; the ranks' real rows together hold the embedding once.
+TEST(GptShardLayout, UnevenVocabularySlicesArePadded) {
+  const GptConfig c{2, 4, 64, 32, 257};
+  EXPECT_EQ(gpu_vocab_align(257, 4), 8);
+  EXPECT_EQ(gpu_vocab_align(50257, 4), 128);
+  EXPECT_EQ(vocab_slice_rows(50257, 2, 128), 25216);
+  const GptLayout full(c);
+  std::vector<float> values(static_cast<size_t>(full.size()));
+  std::iota(values.begin(), values.end(), 1.0f);
+  std::vector<float> rebuilt(values.size(), 0.0f);
+  int64_t size = -1;
+  for (int r = 0; r < 4; ++r) {
+    const GptShardLayout l(c, 4, r, true, 0, -1, 8);
+    EXPECT_TRUE(l.vocab_parallel());
+    EXPECT_EQ(l.vocab_slice(), 72);
+    EXPECT_EQ(l.vocab_begin(), 72 * r);
+    EXPECT_EQ(l.vocab_rows(), r < 3 ? 72 : 41);
+    EXPECT_EQ(l.tensors()[0].numel, 72 * 64);
+    EXPECT_EQ(l.wpe(), 72 * 64);
+    if (size >= 0) EXPECT_EQ(l.size(), size);
+    size = l.size();
+    std::vector<float> local(static_cast<size_t>(l.size()), -1.0f);
+    l.extract(values.data(), local.data());
+    EXPECT_EQ(local[0], values[static_cast<size_t>(72 * r * 64)]);
+    for (int64_t i = l.vocab_rows() * 64; i < 72 * 64; ++i)
+      ASSERT_EQ(local[static_cast<size_t>(i)], 0.0f) << "padding row value " << i;
+    std::vector<float> mine(values.size(), 0.0f);
+    l.place(local.data(), mine.data(), r == 0);
+    for (size_t i = 0; i < values.size(); ++i) rebuilt[i] += mine[i];
+  }
+  EXPECT_EQ(rebuilt, values);
+}
+
 // A pipeline stage's layout: the embeddings, its layers and the final norm, in the GPT
 // layout's order; each layer where the whole model has it, shifted by the layers before the
 // stage; the stages' layers together cover every layer once.

@@ -122,25 +122,24 @@ TEST(PlanMemory, TensorAndPipelineSplitTheParameters) {
   EXPECT_DOUBLE_EQ(params_per_gpu(w, 1, 4), 3 * (12.0 * 768 * 768 + 13 * 768) + 50257.0 * 768 + 1024.0 * 768);
 }
 
-TEST(PlanMemory, GpuTensorParallelismKeepsTheVocabularyAndResidualStreamWhole) {
+TEST(PlanMemory, GpuTensorParallelismSplitsTheVocabularyNotTheResidualStream) {
   // aiscale's GPU ranks (nn/models/gpt_cuda_tp.cuh): the token embedding with the tied LM
-  // head whole on every tensor rank, each computing all the logits, and no sequence
-  // parallelism: per layer 8·s·b·h bytes whole (LayerNorm inputs and outputs, residual
-  // stream) and 24·s·b·h split. CPU ranks split the vocabulary and the sequence.
+  // head split by vocabulary rows, each rank's logits its slice's columns (ceil(50257 / 2)
+  // rounded up to 128: 25,216), and no sequence parallelism: per layer 8·s·b·h bytes whole
+  // (LayerNorm inputs and outputs, residual stream) and 24·s·b·h split. CPU ranks split the
+  // sequence too.
   const Workload w = make_workload("gpt2-124m");
-  EXPECT_DOUBLE_EQ(params_per_gpu(w, 2, 1, false, false),
-                   42554880.0 + 50257.0 * 768 + 786432.0 + 1536.0);
   Layout l;
   l.tp = 2;
   l.micro_batch = 4;
   const MemoryBreakdown gpu = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
   const MemoryBreakdown cpu = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_cpu);
-  EXPECT_DOUBLE_EQ(gpu.params_on_gpu, params_per_gpu(w, 2, 1, false, false));
+  EXPECT_DOUBLE_EQ(gpu.params_on_gpu, params_per_gpu(w, 2, 1));
   EXPECT_DOUBLE_EQ(cpu.params_on_gpu, params_per_gpu(w, 2, 1));
   const double sbh = 1024.0 * 4 * 768;
   const double lse = 4.0 * 12 * 1024 * 4 / 2;  // flash attention's log-sum-exp, split by heads
   const double logits = 2.0 * 1024 * 4 * 50304;  // bf16, padded vocabulary, whole
-  EXPECT_DOUBLE_EQ(gpu.activations, 12 * ((8 + 24.0 / 2) * sbh + lse) + 4 * sbh + logits);
+  EXPECT_DOUBLE_EQ(gpu.activations, 12 * ((8 + 24.0 / 2) * sbh + lse) + 4 * sbh + 2.0 * 1024 * 4 * 25216);
   EXPECT_DOUBLE_EQ(cpu.activations, 12 * (32.0 / 2 * sbh + lse) + 4 * sbh / 2 + logits / 2);
   // One tensor rank: the same either way.
   l.tp = 1;
@@ -154,7 +153,7 @@ TEST(PlanMemory, GpuTensorParallelismWithZeroOneShardsTheOptimizerOverTheDataGro
   // the fp32 gradients whole; the flat all-gather buffer shares the logits' memory where it
   // fits there.
   const Workload w = make_workload("gpt2-124m");
-  const double psi = params_per_gpu(w, 2, 1, false, false);
+  const double psi = params_per_gpu(w, 2, 1);
   Layout l;
   l.tp = 2;
   l.dp = 4;
@@ -167,7 +166,7 @@ TEST(PlanMemory, GpuTensorParallelismWithZeroOneShardsTheOptimizerOverTheDataGro
   EXPECT_DOUBLE_EQ(z1.optimizer, sb.optimizer * psi / 4);
   EXPECT_DOUBLE_EQ(z1.weights, z0.weights);
   EXPECT_DOUBLE_EQ(z1.gradients, z0.gradients);
-  const double logits = 2.0 * 1024 * 4 * 50304;  // bf16, padded vocabulary
+  const double logits = 2.0 * 1024 * 4 * 25216;  // bf16, the rank's padded vocabulary slice
   EXPECT_DOUBLE_EQ(z1.buffers, psi * sb.weights > logits ? psi * sb.weights : 0.0);
   EXPECT_LT(z1.total, z0.total);
 }

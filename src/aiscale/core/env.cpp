@@ -60,6 +60,10 @@ const Variable kVariables[] = {
     {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
      "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
      "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_CUDA_VOCAB_PARALLEL", "0 | 1", "1", Kind::measurement,
+     "0: under tensor parallelism the token embedding and the tied LM head whole on every "
+     "tensor rank (each computing all the logits) instead of split by vocabulary rows (read "
+     "in nn/models/gpt_factory_nocuda.cpp)"},
     {"AISCALE_CUDNN_CONV_ENGINES", "auto | exhaustive | legacy", "auto", Kind::measurement,
      "legacy: the GPU vision convolutions choose among cuDNN's legacy algorithms only, "
      "without timing its graph-API engines beside them; exhaustive: time every graph-API "

@@ -27,15 +27,15 @@ struct EngineSupport {
   std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
   // Tensor parallelism with data-parallel copies only (dp x tp): no pipeline stages, and
   // with tp > 1 only these ZeRO stages (empty: any of zero_stages). GPU ranks: ZeRO 0 or 1
-  // (ZeRO-1 shards the optimizer state over each data group), the vocabulary whole.
+  // (ZeRO-1 shards the optimizer state over each data group).
   bool tensor_no_pipeline = false;
   std::vector<int> tensor_zero_stages;
   // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:
   // at most n_embd + 1 ranks (nn/models/gpt_common.cpp).
   bool zero1_ranks_at_most_width_plus_one = false;
   // Under tensor parallelism: the token embedding and the tied LM head split by vocabulary
-  // rows (CPU ranks) or whole on every tensor rank, each computing all the logits (GPU
-  // ranks, nn/models/gpt_cuda_tp.cuh); sequence parallelism (CPU ranks) or the LayerNorms
+  // rows (CPU and GPU ranks; nn/models/gpt_shard.h) or whole on every tensor rank, each
+  // computing all the logits; sequence parallelism (CPU ranks) or the LayerNorms
   // and the residual stream whole on every rank (GPU ranks: their default; with
   // parallel.sequence_parallel the residual stream is split, which the planner does not
   // price, so the arena comes out below the plan). The planner counts memory and work

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "aiscale/core/error.h"
+#include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/plan/engine_support.h"
 
 namespace aiscale::plan {
@@ -32,6 +33,14 @@ double layer_params_per_gpu(const Workload& w, int tp) {
   // 12C² matrices and 7C biases (qkv 3C, fc 4C) split over tp; the two output projection
   // biases and the two LayerNorms (6C) replicated.
   return (12.0 * c * c + 7.0 * c) / tp + 6.0 * c;
+}
+
+// The LM head's logit columns on one of aiscale's GPU ranks: the vocabulary padded to 128,
+// or a tensor rank's padded slice of it (nn/models/gpt_shard.h).
+double gpu_logit_columns(const Workload& w, int tp, bool vocab_parallel) {
+  const int64_t v = w.gpt.vocab_size;
+  if (vocab_parallel && tp > 1) return double(nn::vocab_slice_rows(v, tp, nn::gpu_vocab_align(v, tp)));
+  return std::ceil(double(v) / 128.0) * 128.0;
 }
 
 double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage, bool vocab_parallel) {
@@ -113,8 +122,10 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
   const double vocab_tp = split.vocab_parallel ? l.tp : 1.0;
   double logits = 0;
   if (has_output)
-    logits = aiscale ? elem * s * b * std::ceil(v / 128.0) * 128.0 / vocab_tp  // padded, in place
-                     : 4.0 * s * b * v / vocab_tp * scale;                     // fp32 for the loss
+    logits = acc == Accounting::aiscale_gpu
+                 ? elem * s * b * gpu_logit_columns(w, l.tp, split.vocab_parallel)  // padded, in place
+             : aiscale ? elem * s * b * std::ceil(v / 128.0) * 128.0 / vocab_tp
+                       : 4.0 * s * b * v / vocab_tp * scale;  // fp32 for the loss
   return bytes + other * scale + logits;
 }
 
@@ -178,10 +189,9 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
     if (l.zero == 1 && l.dp > 1 && is_aiscale(acc)) {
       // aiscale's ZeRO-1 all-gathers the new working copy into a flat buffer of its own
       // (optim/zero1.cuh), which shares the logits' memory where it fits there.
-      const auto& g = w.gpt;
       const double logits = activation_bytes(p) * static_cast<double>(l.micro_batch) *
                             static_cast<double>(w.seq_len) *
-                            std::ceil(static_cast<double>(g.vocab_size) / 128.0) * 128.0;
+                            gpu_logit_columns(w, l.tp, tensor_split(acc).vocab_parallel);
       const double flat = psi * sb.weights;
       if (flat > logits) m.buffers += flat;
     }

@@ -150,8 +150,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     const double per_token = nn::gpt_train_flops_per_token(g, w.seq_len);
     const double attention = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len);
     const double share = 1.0 / (static_cast<double>(l.tp) * l.pp);
-    // A vocabulary kept whole on every tensor rank (aiscale's GPU ranks) has every rank
-    // compute all the logits: the LM head's 6·V·d per token is not split.
+    // A vocabulary kept whole on every tensor rank has every rank compute all the logits:
+    // the LM head's 6·V·d per token is not split.
     const double lm_head = split.vocab_parallel || l.tp == 1
                                ? 0.0
                                : 6.0 * static_cast<double>(g.vocab_size) * g.n_embd;
@@ -191,16 +191,21 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   // ---- tensor parallel: 2 all-reduces forward, 2 backward per layer (+2 if the forward
   // is recomputed), of the layer's activations (b·s·h); sequence parallelism replaces each
   // with a reduce-scatter + all-gather of the same volume.
-  double t_tp_mb = 0;
-  if (l.tp > 1) {
+  // A vocabulary split over the tensor ranks adds one all-reduce of the same size each way:
+  // the embedding's sum over the ranks' slices (first stage) and the LM head's input
+  // gradient (last stage).
+  double t_tp_mb = 0, t_vocab_mb = 0;
+  if (l.tp > 1 && w.is_transformer()) {
     const auto& g = w.gpt;
     const double bytes = static_cast<double>(l.micro_batch) * w.seq_len * g.n_embd * act;
     const double per_layer = (l.recompute == Recompute::full) ? 6.0 : 4.0;
     const double layers_here = static_cast<double>((g.n_layer + l.pp - 1) / l.pp);
-    t_tp_mb = layers_here * per_layer * hier_allreduce_time(bytes, pl.tp, fabric);
+    const double ar = hier_allreduce_time(bytes, pl.tp, fabric);
+    t_tp_mb = layers_here * per_layer * ar;
+    if (split.vocab_parallel) t_vocab_mb = (l.pp == 1 ? 2.0 : 1.0) * ar;
   }
   e.compute_s = ga * t_mb;
-  e.tp_comm_s = ga * t_tp_mb;
+  e.tp_comm_s = ga * (t_tp_mb + t_vocab_mb);
 
   // ---- pipeline: bubble of pp-1 micro-batch slots; one activation send forward and one
   // gradient send backward per micro-batch and stage boundary (scattered over tp).
@@ -240,7 +245,9 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
                      // an all-gather of the new working copy
     const double bytes_per_value = std::max(sb.gradients, 4.0);
     const auto& g = w.gpt;
-    const double shared = (double(g.vocab_size) + double(g.block_size) + 2.0) * double(g.n_embd);
+    const double shared =
+        (double(g.vocab_size) / (split.vocab_parallel ? l.tp : 1) + double(g.block_size) + 2.0) *
+        double(g.n_embd);
     const GroupShape stages = pl.pp_crosses_nodes ? GroupShape{1, l.pp} : GroupShape{l.pp, 1};
     double copies = 0;
     if (l.dp > 1 && l.zero >= 1)

@@ -93,8 +93,9 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       options_(o),
       layout_(c),
       shard_(c, tensor_group ? tensor_group->world() : 1, tensor_group ? tensor_group->rank() : 0,
-             /*vocab_parallel=*/false, pipeline_group ? plan.layer_begin : 0,
-             pipeline_group ? plan.layer_end : -1),
+             sw.vocab_parallel, pipeline_group ? plan.layer_begin : 0,
+             pipeline_group ? plan.layer_end : -1,
+             gpu_vocab_align(c.vocab_size, tensor_group ? tensor_group->world() : 1)),
       t_(o.precision),
       es_(dtype_size(o.precision)),
       B_(rows_per_pass(o, pipeline_group, plan)),
@@ -102,8 +103,8 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       C_(c.n_embd),
       NH_(c.n_head),
       L_(c.n_layer),
-      V_(c.vocab_size),
-      Vp_((c.vocab_size + 127) / 128 * 128),
+      V_(shard_.vocab_slice()),
+      Vp_(shard_.vocab_parallel() ? shard_.vocab_slice() : (c.vocab_size + 127) / 128 * 128),
       maxT_(c.block_size),
       N_(rows_per_pass(o, pipeline_group, plan) * o.seq),
       pipeline_(pipeline_group),
@@ -241,8 +242,9 @@ void GptCuda::warm_up() {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    in[static_cast<size_t>(i)] = static_cast<int32_t>(x % static_cast<uint64_t>(V_));
-    tg[static_cast<size_t>(i)] = static_cast<int32_t>((x >> 32) % static_cast<uint64_t>(V_));
+    in[static_cast<size_t>(i)] = static_cast<int32_t>(x % static_cast<uint64_t>(config_.vocab_size));
+    tg[static_cast<size_t>(i)] =
+        static_cast<int32_t>((x >> 32) % static_cast<uint64_t>(config_.vocab_size));
   }
   gemm_->set_autotune(autotune_);
   forward_batch(in.data(), tg.data());
@@ -305,12 +307,12 @@ float GptCuda::forward_batch(const int32_t* inputs, const int32_t* targets) {
   if (gather_tokens) {
     finish_comm();  // every rank's tokens are in h_tokens_all_
     lap(1);
-    num_unique_ = cuda::build_token_buckets(h_tokens_all_, world_ * N, V_, h_unique_, h_offsets_,
-                                            h_positions_, bucket_counts_);
+    num_unique_ = cuda::build_token_buckets(h_tokens_all_, world_ * N, config_.vocab_size,
+                                            h_unique_, h_offsets_, h_positions_, bucket_counts_);
   } else {
     lap(1);
-    num_unique_ = cuda::build_token_buckets(inputs, N, V_, h_unique_, h_offsets_, h_positions_,
-                                            bucket_counts_);
+    num_unique_ = cuda::build_token_buckets(inputs, N, shard_.vocab_rows(), h_unique_, h_offsets_,
+                                            h_positions_, bucket_counts_, shard_.vocab_begin());
   }
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(d_buckets_, h_buckets_, bucket_ints() * 4,
                                      cudaMemcpyHostToDevice, s));
@@ -393,8 +395,27 @@ void GptCuda::layer_forward(int64_t l) {
 
 // The token and position embeddings of N tokens (device ids) into res(0); under sequence
 // parallelism every row (as every tensor rank computes them alike), then this rank's.
+// A vocabulary split over the tensor ranks: each rank looks up the tokens it holds (zeros
+// for the others, the position embedding added by rank 0 only) and the sum over the ranks
+// (all-reduced, or under sequence parallelism reduce-scattered to the rank's rows) is the
+// embedding.
 void GptCuda::embedding_forward(const int32_t* d_inputs) {
   cudaStream_t s = stream_;
+  if (shard_.vocab_parallel()) {
+    const void* wpe = shard_.rank() == 0 ? wpe_w() : nullptr;
+    void* out = sp_ ? sp_final_ : res(0);
+    cuda::embedding_forward(t_, out, d_inputs, wte_w(), wpe, B_, T_, C_, s, shard_.vocab_begin(),
+                            shard_.vocab_rows());
+    prof_op(sp_ ? "tensor_reduce_scatter" : "tensor_allreduce");
+    if (!sp_) {
+      tp_sum(out);
+      return;
+    }
+    const void* mine = sp_reduce(sp_final_);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), mine, size_t(sp_n() * C_) * es_,
+                                       cudaMemcpyDeviceToDevice, s));
+    return;
+  }
   if (!sp_) {
     cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B_, T_, C_, s);
     return;
@@ -425,12 +446,28 @@ void GptCuda::loss_forward(const int32_t* d_targets, float grad_multiplier, floa
   const int64_t N = N_;
   dlogits_multiplier_ = grad_multiplier;
   prof_op("softmax_xent_forward");
-  cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
-                     dlogits_multiplier_ / static_cast<float>(N), fused_xent_, stream_);
+  softmax_xent(d_targets, dlogits_multiplier_ / static_cast<float>(N), fused_xent_);
   logits_state_ = fused_xent_ ? LogitsState::gradient : LogitsState::valid;
   prof_op("mean_reduce");
   cuda::mean_reduce(loss, losses_, N, stream_);
   prof_op(nullptr);
+}
+
+// The softmax cross-entropy of logits_ (losses_, and with write_grad dlogits in place):
+// over the whole vocabulary, or with the vocabulary split over the tensor ranks from every
+// rank's per-row statistics (collective over the tensor group).
+void GptCuda::softmax_xent(const int32_t* d_targets, float dscale, bool write_grad) {
+  if (!shard_.vocab_parallel()) {
+    cuda::softmax_xent(t_, losses_, logits_, d_targets, N_, V_, Vp_, dscale, write_grad, stream_);
+    return;
+  }
+  const int tp = shard_.tp();
+  cuda::softmax_xent_stats(t_, xent_stats_ + int64_t(shard_.rank()) * N_ * 3, logits_, d_targets,
+                           N_, shard_.vocab_rows(), Vp_, shard_.vocab_begin(), stream_);
+  tp_->allgather_f32(xent_stats_, N_ * 3);
+  cuda::softmax_xent_split(t_, losses_, logits_, d_targets, xent_stats_, tp, N_,
+                           shard_.vocab_rows(), Vp_, shard_.vocab_begin(), dscale, write_grad,
+                           stream_);
 }
 
 // The final LayerNorm and the LM head: res(le()) in (res(L) but in a pipeline stage's
@@ -460,6 +497,9 @@ void GptCuda::logits_at(int64_t b, int64_t t, float* out) {
   if (pp_)
     throw Error("the logits of a pipeline are on its last stage only: sample with "
                 "parallel.pipeline_parallel = 1");
+  if (shard_.vocab_parallel())
+    throw Error("the logits are split over the tensor ranks' vocabulary slices: sample with "
+                "parallel.tensor_parallel = 1");
   if (!forward_done_) throw Error("logits are not available: run forward() first");
   if (b < 0 || b >= B_ || t < 0 || t >= T_)
     throw Error("logits_at(" + std::to_string(b) + ", " + std::to_string(t) +

@@ -18,6 +18,7 @@ struct GptCudaSwitches {
   bool fused_bgrad = true;         // AISCALE_CUDA_FUSED_BGRAD
   bool fused_xent = true;          // AISCALE_CUDA_FUSED_XENT
   bool lm_head_pad = true;         // AISCALE_CUDA_LMHEAD_PAD
+  bool vocab_parallel = true;      // AISCALE_CUDA_VOCAB_PARALLEL
   bool autotune = true;            // AISCALE_CUDA_AUTOTUNE
   bool fused_norm = true;          // AISCALE_CUDA_FUSED_NORM (the data-parallel reducer's)
   bool verbose = false;            // AISCALE_CUDA_VERBOSE

@@ -27,7 +27,7 @@ void GptCuda::backward_batch(float grad_multiplier) {
     prof_op("allgather_input_gradients");
     reducer_->gather_input_gradients(dres_all_, dres_, N * C * int64_t(es_));
     prof_op("embedding_backward");
-    cuda::embedding_backward(t_, grads_, g(V_ * C), dres_all_, d_buckets_, d_buckets_ + Nb,
+    cuda::embedding_backward(t_, grads_, g(shard_.wpe()), dres_all_, d_buckets_, d_buckets_ + Nb,
                              d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
   } else {
     if (sp_) {  // every rank's rows of d res(0): the embedding backward over all of them
@@ -70,8 +70,7 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
     alpha = grad_multiplier / dlogits_multiplier_;
   } else {
     prof_op("softmax_xent_backward");
-    cuda::softmax_xent(t_, losses_, logits_, d_targets, N, V_, Vp_,
-                       grad_multiplier / static_cast<float>(N), true, s);
+    softmax_xent(d_targets, grad_multiplier / static_cast<float>(N), true);
   }
   grad_multiplier_hint_ = grad_multiplier;
   logits_state_ = LogitsState::consumed;
@@ -81,6 +80,10 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
   prof_op("matmul_backward", 2.0 * N * C * Vp_);
   cuda::linear_backward_input(*gemm_, t_, dln_, logits_, wte_w(), N, C, Vp_, Vp_, alpha,
                               nullptr, nullptr, bias_scratch_, linear_, s);
+  if (shard_.vocab_parallel()) {  // each rank's vocabulary slice's part of d ln_f
+    prof_op("tensor_allreduce");
+    tp_sum(dln_);
+  }
   // dwte over the real V rows; or, measured option, over all Vp rows: the padded rows
   // then add exact zeros (dlogits is 0 there) to the first gradients of wpe, which
   // follow wte in the flat buffer, and the GEMM's n is a multiple of 128.

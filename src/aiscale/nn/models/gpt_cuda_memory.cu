@@ -134,6 +134,7 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t o_sp_full = sp ? plan.add(size_t(N * C) * e) : 0;
   const size_t o_sp_final = sp ? plan.add(size_t(N * C) * e) : 0;
   const size_t o_sp_pack = sp ? plan.add(size_t(z.sp_ln_pack) * 4) : 0;
+  const size_t o_xent_stats = z.xent_stats ? plan.add(size_t(z.xent_stats) * 4) : 0;
   const size_t o_buckets = plan.add(bucket_ints() * 4);
   const size_t o_logits_row = plan.add(size_t(z.Vp) * 4);
 
@@ -201,6 +202,7 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
     sp_final_ = X(o_sp_final);
     sp_ln_pack_ = F(o_sp_pack);
   }
+  if (z.xent_stats) xent_stats_ = F(o_xent_stats);
   d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
   logits_row_ = F(o_logits_row);
 

@@ -44,6 +44,9 @@ struct GptCudaSizes {
   // gathered final residual, and the LayerNorm gradients packed for their sum.
   int64_t sp_rows = 0;
   int64_t sp_ln_pack = 0;  // fp32 values
+  // A vocabulary split over the tensor ranks: every rank's per-row softmax statistics
+  // (tp x N x 3 fp32 values; 0: a whole vocabulary).
+  int64_t xent_stats = 0;
 };
 
 class GptCudaMemory {
@@ -83,7 +86,7 @@ class GptCudaMemory {
   void *dres_ = nullptr, *dln_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dfc_ = nullptr;
   void* cudnn_workspace_ = nullptr;
   float *dq_accum_ = nullptr, *delta_ = nullptr, *bias_scratch_ = nullptr, *bias_tmp_ = nullptr;
-  float *ln_scratch_ = nullptr, *logits_row_ = nullptr;
+  float *ln_scratch_ = nullptr, *logits_row_ = nullptr, *xent_stats_ = nullptr;
   double *sumsq_scratch_ = nullptr, *sumsq_dev_ = nullptr;
   int32_t *d_tokens_ = nullptr, *d_buckets_ = nullptr;
 

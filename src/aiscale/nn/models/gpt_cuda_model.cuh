@@ -128,6 +128,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   bool recompute_norms() const { return options_.recompute && !options_.recompute_layers; }
   void head_forward();
   void loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss);
+  void softmax_xent(const int32_t* d_targets, float dscale, bool write_grad);
   void head_backward(float grad_multiplier, const int32_t* d_targets);
   void layers_backward(int64_t l0, int64_t l1, bool bias_from_dres);
   void layers_backward_sp(int64_t l0, int64_t l1);
@@ -233,7 +234,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     return zero3_ ? zero3_->layer_grads(l) + in(p) : g(layer_off(l) + in(p));
   }
   float* g_wte() const { return zero3_ ? zero3_->resident_grads() : grads_; }
-  float* g_wpe() const { return zero3_ ? zero3_->resident_grads() + Vp_ * C_ : g(V_ * C_); }
+  float* g_wpe() const { return zero3_ ? zero3_->resident_grads() + Vp_ * C_ : g(shard_.wpe()); }
   float* g_lnf(int64_t k) const {  // k = 0: weight, 1: bias
     return zero3_ ? zero3_->resident_grads() + zero3_->shards().resident_lnf() + k * C_
                   : g(lnf_w_off() + k * C_);
@@ -267,6 +268,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   GptShardLayout shard_;
   DType t_;
   size_t es_;
+  // V_: the token embedding's rows in the master weights (the vocabulary, or this tensor
+  // rank's slice of it with its padding rows), Vp_: in the working copy and the logits (the
+  // vocabulary padded to 128 rows, or the slice); the real rows are shard_.vocab_rows().
   int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;  // P_: local values
   // This tensor rank's attention width, heads and MLP width (C, NH, 4C with one rank).
   int64_t Cl_, NHl_, Fl_;

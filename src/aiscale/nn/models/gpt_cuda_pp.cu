@@ -148,13 +148,13 @@ void GptCuda::pipeline_take_batch(const int32_t* inputs, const int32_t* targets)
   GptCudaPipeline& p = *pp_;
   const int64_t all = N_ * p.micro();
   for (int64_t i = 0; i < all; ++i) {
-    if (inputs[i] < 0 || inputs[i] >= V_)
+    if (inputs[i] < 0 || inputs[i] >= config_.vocab_size)
       throw Error("token id " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary 0.." + std::to_string(V_ - 1) +
+                  " is outside the vocabulary 0.." + std::to_string(config_.vocab_size - 1) +
                   ": the data does not match model.vocab_size");
-    if (targets && (targets[i] < 0 || targets[i] >= V_))
+    if (targets && (targets[i] < 0 || targets[i] >= config_.vocab_size))
       throw Error("target id " + std::to_string(targets[i]) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary 0.." + std::to_string(V_ - 1));
+                  " is outside the vocabulary 0.." + std::to_string(config_.vocab_size - 1));
   }
   // The last step ended with the stream idle: the staging is free.
   std::memcpy(p.host_tokens(), inputs, size_t(all) * 4);
@@ -166,8 +166,9 @@ void GptCuda::pipeline_take_batch(const int32_t* inputs, const int32_t* targets)
   const int64_t Nb = bucket_capacity();
   for (int m = 0; m < p.micro(); ++m) {
     int32_t* b = p.host_buckets(m);
-    p.unique_tokens()[size_t(m)] = cuda::build_token_buckets(inputs + m * N_, N_, V_, b, b + Nb,
-                                                             b + 2 * Nb + 1, bucket_counts_);
+    p.unique_tokens()[size_t(m)] = cuda::build_token_buckets(
+        inputs + m * N_, N_, shard_.vocab_rows(), b, b + Nb, b + 2 * Nb + 1, bucket_counts_,
+        shard_.vocab_begin());
   }
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(p.buckets(0), p.host_buckets(0),
                                      size_t(p.micro()) * bucket_ints() * 4,

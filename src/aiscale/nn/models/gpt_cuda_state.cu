@@ -328,6 +328,7 @@ GptCudaSizes GptCuda::sizes() const {
     z.sp_rows = N_ / shard_.tp();
     z.sp_ln_pack = 4 * L_ * C_;
   }
+  if (shard_.vocab_parallel()) z.xent_stats = int64_t(shard_.tp()) * N_ * 3;
   z.cudnn_workspace_bytes = cudnn_attention_ ? cudnn_attention_->workspace_bytes() : 0;
   z.world = world_;
   z.gathered = reducer_ && overlap_;
@@ -355,9 +356,9 @@ float* GptCuda::gather_local(const float* shard) const {
 
 void GptCuda::check_tokens(const int32_t* x, const char* what) const {
   for (int64_t i = 0; i < N_; ++i)
-    if (x[i] < 0 || x[i] >= V_)
+    if (x[i] < 0 || x[i] >= config_.vocab_size)
       throw Error(std::string(what) + " id " + std::to_string(x[i]) + " at position " +
-                  std::to_string(i) + " is outside the vocabulary 0.." + std::to_string(V_ - 1) +
+                  std::to_string(i) + " is outside the vocabulary 0.." + std::to_string(config_.vocab_size - 1) +
                   ": the data does not match model.vocab_size");
 }
 

@@ -127,6 +127,10 @@ void GptCudaTensorParallel::reduce_scatter(void* data, int64_t count) {
   ordered([&](void* ready) { comm_.reduce_scatter_sum_after(data, count, t_, ready); });
 }
 
+void GptCudaTensorParallel::allgather_f32(float* data, int64_t count) {
+  ordered([&](void* ready) { comm_.allgather_after(data, count * 4, ready); });
+}
+
 void GptCudaTensorParallel::allreduce_f32(float* data, int64_t n) {
   ordered([&](void* ready) { comm_.allreduce_sum_after(data, n, DType::f32, ready); });
 }

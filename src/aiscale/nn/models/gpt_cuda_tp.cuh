@@ -3,14 +3,22 @@
 // model's flat vectors. The model (gpt_cuda.cu, gpt_cuda_backward.cu) computes on its
 // local slices and calls in here at the four points of a layer that need the other ranks.
 //
-// What a rank holds (nn/models/gpt_shard.h with a replicated vocabulary):
+// What a rank holds (nn/models/gpt_shard.h):
 // - the attention's QKV projection and the MLP's first layer column-split: rows of heads
 //   [r NH/tp, (r+1) NH/tp) of each of Q, K and V, and rows [r 4C/tp, (r+1) 4C/tp) of the
 //   MLP, with their biases;
 // - the two output projections row-split: the matching input columns;
+// - the token embedding with the tied LM head split by vocabulary rows (nn/models/gpt_shard.h:
+//   rank r the token ids [r Vs, r Vs + its real rows), Vs = ceil(V / tp) rounded up to the
+//   GEMMs' 128 rows, the last slices padded with zero rows): the embedding lookup of the
+//   tokens a rank holds is summed over the ranks (the position embedding added by rank 0),
+//   the LM head computes the rank's columns of the logits, and the softmax cross-entropy
+//   combines the ranks' per-row (max, sum of exp, target logit) (gathered, N x 3 values a
+//   rank) into the same loss on every rank and each rank's columns of dlogits; the LM
+//   head's input gradient is a partial sum, all-reduced before the final LayerNorm's
+//   backward;
 // - everything else whole on every rank: LayerNorms, the output projections' biases, the
-//   position embedding, and the token embedding with the tied LM head (a replicated
-//   vocabulary: each rank computes the whole logits and loss).
+//   position embedding.
 //
 // Forward, the output of a row-parallel projection is a partial sum on each rank; only
 // rank 0's GEMM epilogue adds the bias and the residual, so the in-place all-reduce
@@ -88,6 +96,8 @@ class GptCudaTensorParallel {
   // In-place fp32 sum over the tensor ranks (the LayerNorms' gradients under sequence
   // parallelism), ordered the same way.
   void allreduce_f32(float* data, int64_t n);
+  // allgather of fp32 values (the vocabulary-parallel softmax's per-row statistics).
+  void allgather_f32(float* data, int64_t count);
   // Bounded wait for the queued all-reduces (both groups'): a peer that stopped fails this
   // rank (after the communicator's timeout) instead of leaving the GPU waiting for ever.
   void finish();

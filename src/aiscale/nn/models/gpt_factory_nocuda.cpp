@@ -94,6 +94,7 @@ GptCudaSwitches gpt_cuda_switches_from_env() {
   s.fused_bgrad = env::flag("AISCALE_CUDA_FUSED_BGRAD");
   s.fused_xent = env::flag("AISCALE_CUDA_FUSED_XENT");
   s.lm_head_pad = env::flag("AISCALE_CUDA_LMHEAD_PAD");
+  s.vocab_parallel = env::flag("AISCALE_CUDA_VOCAB_PARALLEL");
   s.autotune = env::flag("AISCALE_CUDA_AUTOTUNE");
   s.fused_norm = env::flag("AISCALE_CUDA_FUSED_NORM");
   s.verbose = env::flag("AISCALE_CUDA_VERBOSE");

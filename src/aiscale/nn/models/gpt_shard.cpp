@@ -24,13 +24,24 @@ constexpr Split kBlockSplit[kGptBlockParams] = {
 
 }  // namespace
 
+int64_t vocab_slice_rows(int64_t vocab, int tp, int64_t align) {
+  const int64_t rows = (vocab + tp - 1) / tp;
+  return (rows + align - 1) / align * align;
+}
+
+int64_t gpu_vocab_align(int64_t vocab, int tp) { return (vocab + tp - 1) / tp >= 4096 ? 128 : 8; }
+
 GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel,
-                               int64_t first_layer, int64_t end_layer)
-    : config_(c), tp_(tp), rank_(rank), first_(first_layer),
-      end_(end_layer < 0 ? c.n_layer : end_layer) {
+                               int64_t first_layer, int64_t end_layer, int64_t vocab_align)
+    : config_(c), tp_(tp), rank_(rank), vocab_parallel_(vocab_parallel && tp > 1),
+      first_(first_layer), end_(end_layer < 0 ? c.n_layer : end_layer) {
   AISCALE_CHECK(tp >= 1 && rank >= 0 && rank < tp && c.n_head % tp == 0 &&
-                    c.n_embd % tp == 0 && (!vocab_parallel || c.vocab_size % tp == 0),
+                    c.n_embd % tp == 0 && vocab_align >= 1 &&
+                    (!vocab_parallel || vocab_align > 1 || c.vocab_size % tp == 0),
                 "tensor-parallel layout {} of {} does not fit the model", rank, tp);
+  vocab_slice_ = vocab_parallel_ ? vocab_slice_rows(c.vocab_size, tp, vocab_align) : c.vocab_size;
+  vocab_begin_ = vocab_parallel_ ? rank * vocab_slice_ : 0;
+  vocab_rows_ = std::clamp<int64_t>(c.vocab_size - vocab_begin_, 0, vocab_slice_);
   AISCALE_CHECK(first_ >= 0 && first_ <= end_ && end_ <= c.n_layer,
                 "pipeline stage layers [{}, {}) do not fit {} layers", first_, end_, c.n_layer);
   const GptLayout full(c);
@@ -50,6 +61,7 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_
     }
     if (tp == 1) t.kind = ShardKind::replicated;
     t.numel = t.kind == ShardKind::replicated ? p.shape.numel() : p.shape.numel() / tp;
+    if (p.name == "wte.weight") t.numel = vocab_slice_ * c.n_embd;
     t.offset = offset;
     offset += t.numel;
     tensors_.push_back(t);
@@ -78,6 +90,10 @@ void GptShardLayout::runs(const ShardedTensor& t,
   }
   const int64_t rows = t.full.shape.ndim >= 2 ? t.full.shape[0] : total;
   const int64_t cols = total / rows;
+  if (t.kind == ShardKind::rows && t.full.name == "wte.weight") {  // the real rows only
+    fn(t.full.offset + vocab_begin_ * cols, t.offset, vocab_rows_ * cols);
+    return;
+  }
   if (t.kind == ShardKind::rows) {
     const int64_t block_rows = rows / t.parts, slice_rows = block_rows / tp_;
     for (int p = 0; p < t.parts; ++p)
@@ -91,6 +107,9 @@ void GptShardLayout::runs(const ShardedTensor& t,
 }
 
 void GptShardLayout::extract(const float* full, float* local) const {
+  if (vocab_rows_ < vocab_slice_)  // the slice's padding rows
+    std::memset(local + tensors_[0].offset + vocab_rows_ * config_.n_embd, 0,
+                size_t((vocab_slice_ - vocab_rows_) * config_.n_embd) * 4);
   for (const auto& t : tensors_)
     runs(t, [&](int64_t f, int64_t l, int64_t n) { std::memcpy(local + l, full + f, size_t(n) * 4); });
 }

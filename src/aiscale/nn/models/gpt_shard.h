@@ -5,8 +5,15 @@
 // output projections) a slice of their input columns, the token embedding (tied LM head) a
 // slice of the vocabulary; LayerNorms, the position embedding and the row-parallel biases
 // are whole on every rank (replicated). With one rank it is the GPT layout itself.
-// With vocab_parallel = false the token embedding is whole on every rank too (the CUDA
-// model's tensor parallelism: a replicated LM head, so tp need not divide the vocabulary).
+// With vocab_parallel = false the token embedding is whole on every rank too.
+//
+// The vocabulary split: every rank holds vocab_slice() rows of the token embedding, rank r
+// the token ids [r vocab_slice(), r vocab_slice() + vocab_rows()). vocab_slice() is
+// ceil(V / tp) rounded up to vocab_align rows, so the last ranks' slices may end in padding
+// rows (zero, no token maps to them): every rank's local buffer has the same length and its
+// tensors the same offsets, whether or not tp divides the vocabulary. With vocab_align = 1
+// (the CPU model) tp must divide the vocabulary and there is no padding; the CUDA model
+// aligns the slices for its GEMMs (gpu_vocab_align()).
 //
 // Local flat order is the GPT layout's order. The local buffer splits into units for
 // ZeRO: the embeddings, each layer, the final LayerNorm.
@@ -37,7 +44,7 @@ struct ShardedTensor {
 class GptShardLayout {
  public:
   GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_parallel = true,
-                 int64_t first_layer = 0, int64_t end_layer = -1);
+                 int64_t first_layer = 0, int64_t end_layer = -1, int64_t vocab_align = 1);
 
   const GptConfig& config() const { return config_; }
   int tp() const { return tp_; }
@@ -46,6 +53,12 @@ class GptShardLayout {
   int64_t size() const { return size_; }  // values this rank holds
 
   int64_t wpe() const { return wpe_; }
+  // The token embedding's rows held: vocab_slice() (with padding), the real ones
+  // vocab_rows(), for the token ids from vocab_begin(). Unsplit: the whole vocabulary.
+  bool vocab_parallel() const { return vocab_parallel_; }
+  int64_t vocab_slice() const { return vocab_slice_; }
+  int64_t vocab_rows() const { return vocab_rows_; }
+  int64_t vocab_begin() const { return vocab_begin_; }
   // The layers held: [first_layer(), end_layer()) (all of them unless a pipeline stage's).
   int64_t first_layer() const { return first_; }
   int64_t end_layer() const { return end_; }
@@ -80,10 +93,18 @@ class GptShardLayout {
 
   GptConfig config_;
   int tp_ = 1, rank_ = 0;
+  bool vocab_parallel_ = false;
+  int64_t vocab_slice_ = 0, vocab_rows_ = 0, vocab_begin_ = 0;
   int64_t first_ = 0, end_ = 0;
   std::vector<ShardedTensor> tensors_;
   int64_t size_ = 0, wpe_ = 0, layers_begin_ = 0, layer_size_ = 0;
   int64_t block_offset_[kGptBlockParams] = {};
 };
+
+// The rows of a vocabulary slice: ceil(vocab / tp) rounded up to `align`.
+int64_t vocab_slice_rows(int64_t vocab, int tp, int64_t align);
+// The CUDA model's alignment of its vocabulary slices: 128 rows (the GEMMs' tile) where a
+// slice has thousands of rows, else 8 (one 16-byte pack of bf16 values).
+int64_t gpu_vocab_align(int64_t vocab, int tp);
 
 }  // namespace aiscale::nn

@@ -117,9 +117,12 @@ void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, cons
 // ---------------------------------------------------------------------------------------
 // Elementwise and small ops (elementwise.cu)
 
-// out (B, T, C) = wte[tokens] + wpe[t]. tokens (B, T) on the device.
+// out (B, T, C) = wte[tokens] + wpe[t]. tokens (B, T) on the device. A slice of the
+// vocabulary (tensor parallelism): wte holds the rows of token ids [vocab_begin,
+// vocab_begin + vocab_rows), other tokens add zeros; wpe null: no position embedding added.
 void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte,
-                       const void* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s);
+                       const void* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s,
+                       int64_t vocab_begin = 0, int64_t vocab_rows = INT64_MAX);
 
 // Deterministic embedding backward: tokens grouped by id on the host (TokenBuckets).
 // dwte (V, C) fp32 +=, dwpe (maxT, C) fp32 +=, dout (B, T, C) of type t.
@@ -130,8 +133,10 @@ void embedding_backward(DType t, float* dwte, float* dwpe, const void* dout,
 
 // Host side of the above: groups the positions 0..N-1 by token id (counting sort, stable).
 // unique_tokens (<= N), offsets (<= N + 1), positions (N); `counts` is V ints of scratch.
+// Only the token ids [first, first + V) are grouped (a vocabulary slice), as ids - first.
 int64_t build_token_buckets(const int32_t* tokens, int64_t N, int64_t V, int32_t* unique_tokens,
-                            int32_t* offsets, int32_t* positions, std::vector<int32_t>& counts);
+                            int32_t* offsets, int32_t* positions, std::vector<int32_t>& counts,
+                            int64_t first = 0);
 
 void gelu_forward(DType t, void* out, const void* inp, int64_t n, cudaStream_t s);
 // dinp = gelu'(inp) * dout; dinp may alias dout.
@@ -220,6 +225,17 @@ void attention_backward(DType t, void* dqkv, const void* dout, const void* qkv,
 // and the padded columns [V, Vp) by 0.
 void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, int64_t N,
                   int64_t V, int64_t Vp, float dscale, bool write_grad, cudaStream_t s);
+// The same with the vocabulary split over tp tensor ranks (logits (N, Vp) hold this rank's
+// columns, the first V real, for the token ids from vocab_begin). softmax_xent_stats writes
+// this rank's (max, sum of exp relative to it, target logit or 0) per row into stats
+// (N x 3); the ranks' stats are then gathered into all_stats (tp x N x 3), from which
+// softmax_xent_split gives every rank the same losses and, with write_grad, its columns of
+// dlogits in place.
+void softmax_xent_stats(DType t, float* stats, const void* logits, const int32_t* targets,
+                        int64_t N, int64_t V, int64_t Vp, int64_t vocab_begin, cudaStream_t s);
+void softmax_xent_split(DType t, float* losses, void* logits, const int32_t* targets,
+                        const float* all_stats, int tp, int64_t N, int64_t V, int64_t Vp,
+                        int64_t vocab_begin, float dscale, bool write_grad, cudaStream_t s);
 // out (1 value) = mean of x (n), fixed-order sum.
 void mean_reduce(float* out, const float* x, int64_t n, cudaStream_t s);
 // out (V, fp32) = x (C) @ w (V, C)^T, rounded to t as the GEMM's output is.

@@ -47,7 +47,8 @@ void check_packed(int64_t n, const char* what) {
 
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte,
-                                         const T* wpe, int64_t N, int T_, int C) {
+                                         const T* wpe, int64_t N, int T_, int C,
+                                         int64_t vocab_begin, int64_t vocab_rows) {
   constexpr int V = Pack<T>::N;
   const int64_t packs_per_row = C / V;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -55,11 +56,15 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T*
   const int64_t row = i / packs_per_row;
   const int c = static_cast<int>(i % packs_per_row) * V;
   const int t = static_cast<int>(row % T_);
-  const Pack<T> a = load_pack(wte + int64_t(tokens[row]) * C + c);
-  const Pack<T> b = load_pack(wpe + int64_t(t) * C + c);
+  const int64_t token = int64_t(tokens[row]) - vocab_begin;
+  const bool held = token >= 0 && token < vocab_rows;
+  Pack<T> a, b;
+  if (held) a = load_pack(wte + token * C + c);
+  if (wpe) b = load_pack(wpe + int64_t(t) * C + c);
   Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, a.get(k) + b.get(k));
+  for (int k = 0; k < V; ++k)
+    o.set(k, (held ? a.get(k) : 0.0f) + (wpe ? b.get(k) : 0.0f));
   store_pack(out + row * C + c, o);
 }
 
@@ -290,14 +295,15 @@ __global__ void cast_to_f32_kernel(float* out, const T* in, int64_t n) {
 // ---------------------------------------------------------------------------------------
 
 void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wte,
-                       const void* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
+                       const void* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s,
+                       int64_t vocab_begin, int64_t vocab_rows) {
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
     check_packed<X>(C, "embedding_forward");
     const int64_t items = B * T * (C / Pack<X>::N);
     embedding_forward_kernel<X><<<grid_for(items, 256), 256, 0, s>>>(
         static_cast<X*>(out), tokens, static_cast<const X*>(wte), static_cast<const X*>(wpe),
-        B * T, static_cast<int>(T), static_cast<int>(C));
+        B * T, static_cast<int>(T), static_cast<int>(C), vocab_begin, vocab_rows);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
@@ -325,9 +331,12 @@ void embedding_backward(DType t, float* dwte, float* dwpe, const void* dout,
 }
 
 int64_t build_token_buckets(const int32_t* tokens, int64_t N, int64_t V, int32_t* unique_tokens,
-                            int32_t* offsets, int32_t* positions, std::vector<int32_t>& counts) {
+                            int32_t* offsets, int32_t* positions, std::vector<int32_t>& counts,
+                            int64_t first) {
   counts.assign(static_cast<size_t>(V), 0);
-  for (int64_t i = 0; i < N; ++i) ++counts[static_cast<size_t>(tokens[i])];
+  const auto held = [&](int64_t i) { return tokens[i] >= first && tokens[i] - first < V; };
+  for (int64_t i = 0; i < N; ++i)
+    if (held(i)) ++counts[static_cast<size_t>(tokens[i] - first)];
   // Exclusive prefix over tokens that occur; counts[] becomes each token's write cursor.
   int64_t num_unique = 0;
   int32_t running = 0;
@@ -342,7 +351,7 @@ int64_t build_token_buckets(const int32_t* tokens, int64_t N, int64_t V, int32_t
   }
   offsets[num_unique] = running;
   for (int64_t i = 0; i < N; ++i)
-    positions[counts[static_cast<size_t>(tokens[i])]++] = static_cast<int32_t>(i);
+    if (held(i)) positions[counts[static_cast<size_t>(tokens[i] - first)]++] = static_cast<int32_t>(i);
   return num_unique;
 }
 

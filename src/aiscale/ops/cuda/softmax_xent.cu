@@ -211,6 +211,100 @@ __global__ void logits_row_kernel(float* out, const T* x, const T* w, int V, int
   if (lane == 0) out[v] = to_f32<T>(from_f32<T>(acc));
 }
 
+// The block's (max, sum of exp) pairs combined into every thread's (m, s).
+__device__ __forceinline__ void block_combine(float& m, float& s, float* red_m, float* red_s) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+  if (lane == 0) {
+    red_m[warp] = m;
+    red_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kXentThreads / 32 ? red_m[lane] : -FLT_MAX;
+    s = lane < kXentThreads / 32 ? red_s[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) {
+      red_m[0] = m;
+      red_s[0] = s;
+    }
+  }
+  __syncthreads();
+  m = red_m[0];
+  s = red_s[0];
+}
+
+// A vocabulary slice's statistics of one row per block: (max, sum of exp(x - max)) over
+// the real columns [0, V), and the target's logit where this slice holds it (else 0).
+template <typename T>
+__global__ void __launch_bounds__(kXentThreads)
+    xent_stats_kernel(float* stats, const T* logits, const int32_t* targets, int V, int Vp,
+                      int64_t vocab_begin) {
+  constexpr int PV = Pack<T>::N;
+  __shared__ float red_m[32], red_s[32];
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * Vp;
+  const int packs = Vp / PV;
+  float m = -FLT_MAX, s = 0.0f;
+  for (int p = threadIdx.x; p < packs; p += kXentThreads) {
+    const Pack<T> v = load_pack(x + int64_t(p) * PV);
+    float pm = -FLT_MAX;
+#pragma unroll
+    for (int k = 0; k < PV; ++k)
+      if (p * PV + k < V) pm = fmaxf(pm, v.get(k));
+    float ps = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PV; ++k)
+      if (p * PV + k < V) ps += __expf(v.get(k) - pm);
+    combine(m, s, pm, ps);
+  }
+  block_combine(m, s, red_m, red_s);
+  if (threadIdx.x == 0) {
+    const int64_t col = int64_t(targets[row]) - vocab_begin;
+    stats[row * 3] = m;
+    stats[row * 3 + 1] = s;
+    stats[row * 3 + 2] = col >= 0 && col < V ? to_f32<T>(x[col]) : 0.0f;
+  }
+}
+
+// Every rank's statistics of a row (all_stats: tp x N x 3) combined in rank order (the
+// same on every rank): the loss, and with write_grad this slice's dlogits in place.
+template <typename T>
+__global__ void __launch_bounds__(kXentThreads)
+    xent_split_kernel(float* losses, T* logits, const int32_t* targets, const float* all_stats,
+                      int tp, int64_t N, int V, int Vp, int64_t vocab_begin, float dscale,
+                      bool write_grad) {
+  constexpr int PV = Pack<T>::N;
+  const int64_t row = blockIdx.x;
+  float m = -FLT_MAX, s = 0.0f, target_logit = 0.0f;
+  for (int r = 0; r < tp; ++r) {
+    const float* st = all_stats + (int64_t(r) * N + row) * 3;
+    combine(m, s, st[0], st[1]);
+    target_logit += st[2];  // one rank holds the target, the others add 0
+  }
+  const float lse = m + __logf(s);
+  if (threadIdx.x == 0) losses[row] = lse - target_logit;
+  if (!write_grad) return;
+  T* x = logits + row * Vp;
+  const int64_t target = int64_t(targets[row]) - vocab_begin;
+  for (int p = threadIdx.x; p < Vp / PV; p += kXentThreads) {
+    const Pack<T> v = load_pack_cs(x + int64_t(p) * PV);
+    Pack<T> d;
+#pragma unroll
+    for (int k = 0; k < PV; ++k) {
+      const int col = p * PV + k;
+      float g = 0.0f;
+      if (col < V) g = dscale * (__expf(v.get(k) - lse) - (col == target ? 1.0f : 0.0f));
+      d.set(k, g);
+    }
+    store_pack(x + int64_t(p) * PV, d);
+  }
+}
+
 }  // namespace
 
 void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, int64_t N,
@@ -235,6 +329,32 @@ void softmax_xent(DType t, float* losses, void* logits, const int32_t* targets, 
       softmax_xent_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
           losses, static_cast<X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
           dscale, write_grad);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void softmax_xent_stats(DType t, float* stats, const void* logits, const int32_t* targets,
+                        int64_t N, int64_t V, int64_t Vp, int64_t vocab_begin, cudaStream_t s) {
+  if (N <= 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    AISCALE_CUDA_REQUIRE(Vp % Pack<X>::N == 0 && Vp >= V, "softmax_xent_stats: vocabulary slice " + std::to_string(Vp));
+    xent_stats_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
+        stats, static_cast<const X*>(logits), targets, static_cast<int>(V), static_cast<int>(Vp),
+        vocab_begin);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void softmax_xent_split(DType t, float* losses, void* logits, const int32_t* targets,
+                        const float* all_stats, int tp, int64_t N, int64_t V, int64_t Vp,
+                        int64_t vocab_begin, float dscale, bool write_grad, cudaStream_t s) {
+  if (N <= 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    xent_split_kernel<X><<<static_cast<unsigned>(N), kXentThreads, 0, s>>>(
+        losses, static_cast<X*>(logits), targets, all_stats, tp, N, static_cast<int>(V),
+        static_cast<int>(Vp), vocab_begin, dscale, write_grad);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
