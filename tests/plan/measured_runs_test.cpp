@@ -155,7 +155,9 @@ TEST(PlanMeasuredRuns, StepTimeAndMemoryWithinTenPercent) {
                           : m.zero                ? fmt::format("ZeRO-{}", m.zero)
                           : m.gpus > 1            ? "DDP"
                                                   : "1 GPU",
-                          m.transport == "copy-engine" ? ", copy engines" : "",
+                          m.transport == "copy-engine"                 ? ", copy engines"
+                          : m.zero && (m.pipeline_parallel > 1 || m.tensor_parallel > 1) ? fmt::format(", ZeRO-{}", m.zero)
+                                                                       : std::string(),
                           m.recompute == "full" ? ", layers recomputed" : "");
     const std::string row = fmt::format("| {} | {}, {}, {} | {} | {} | {} | {} | {} |\n", m.id, m.card,
                                         m.when, m.commit, shape, step_cell, step_err, mem_cell, mem_err);

@@ -21,7 +21,7 @@ void check_parallel_config(const TrainConfig& c) {
     if (m.n_embd % tp != 0)
       fail("parallel.tensor_parallel = {} does not divide model.n_embd = {}: choose a "
            "tensor_parallel that divides the width", tp, m.n_embd);
-    // (GPU ranks keep the vocabulary whole on every tensor rank.)
+    // (GPU ranks split the vocabulary in padded slices: any tensor_parallel fits it.)
     if (c.device == "cpu" && m.vocab_size % tp != 0)
       fail("parallel.tensor_parallel = {} does not divide model.vocab_size = {}: each tensor "
            "rank holds an equal slice of the vocabulary; pad the vocabulary to a multiple of {} "
