@@ -11,14 +11,15 @@
 
 namespace aiscale::optim {
 
-Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t vocab_padded,
-             DType t, bool offload, bool decay_embeddings, bool gathered_layers)
+Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int64_t vocab_padded,
+             DType t, bool offload, bool decay_embeddings, bool gathered_layers,
+             parallel::Communicator* tensor_group)
     : comm_(comm),
       layout_(layout),
       z_(layout, vocab_padded, comm ? comm->world() : 1, comm ? comm->rank() : 0),
       t_(t),
       es_(dtype_size(t)),
-      L_(layout.config().n_layer),
+      L_(layout.layers()),
       offload_(offload),
       decay_embeddings_(decay_embeddings),
       gathered_(gathered_layers) {
@@ -54,6 +55,33 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t 
     }
     AISCALE_CUDA_CHECK(cudaMallocHost(&h_work_, n * es_));
   }
+  if (tensor_group && tensor_group->world() > 1) {
+    if (offload_)
+      throw Error("parallel.offload_optimizer = true does not run with tensor parallelism on "
+                  "GPUs: set parallel.offload_optimizer = false or parallel.tensor_parallel = 1");
+    tensor_ = tensor_group;
+    // This rank's shard buffer cut at tensor boundaries: the norm counts the split tensors'
+    // squares on every tensor rank and the replicated ones once.
+    for (int u = 0; u < z_.units(); ++u) {
+      const int64_t ob = z_.owned_begin(u);
+      for (const auto& r : z_.runs(ob, z_.owned_end(u))) {
+        const int64_t so = z_.shard_offset(u) + (r.work - ob);
+        layout_.for_each_in(r.flat, r.flat + r.n,
+                            [&](int64_t b, int64_t e, const nn::ShardedTensor& x) {
+                              const bool rep = x.kind == nn::ShardKind::replicated;
+                              const int64_t at = so + (b - r.flat);
+                              if (!pieces_.empty() && pieces_.back().replicated == rep &&
+                                  pieces_.back().offset + pieces_.back().n == at)
+                                pieces_.back().n += e - b;
+                              else if (e > b)
+                                pieces_.push_back(Piece{at, e - b, rep});
+                            });
+      }
+    }
+    if (!pieces_.empty())
+      AISCALE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&piece_sums_),
+                                    pieces_.size() * sizeof(double)));
+  }
 }
 
 Zero3::~Zero3() {
@@ -68,6 +96,7 @@ Zero3::~Zero3() {
   for (cudaEvent_t e : layer_ready_)
     if (e) cudaEventDestroy(e);
   if (own_stream_) cudaStreamDestroy(own_stream_);
+  if (piece_sums_) cudaFree(piece_sums_);
   for (void* p : {static_cast<void*>(h_master_), static_cast<void*>(h_m_), static_cast<void*>(h_v_),
                   static_cast<void*>(h_grads_), h_work_})
     if (p) cudaFreeHost(p);
@@ -185,6 +214,7 @@ void Zero3::zero_grad() {
 
 double Zero3::grad_sum_squares() {
   finish();
+  if (tensor_) return tensor_grad_sum_squares();
   cuda::sum_squares(b_.sum_squares, b_.grads, z_.shards_size(), b_.sum_squares_scratch, stream_);
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(b_.host_sum_squares, b_.sum_squares, 8,
                                      cudaMemcpyDeviceToHost, stream_));
@@ -192,6 +222,24 @@ double Zero3::grad_sum_squares() {
   double s = *b_.host_sum_squares;
   if (multi_) comm_->allreduce_sum(&s, 1);
   return s;
+}
+
+double Zero3::tensor_grad_sum_squares() {
+  for (size_t i = 0; i < pieces_.size(); ++i)
+    cuda::sum_squares(piece_sums_ + i, b_.grads + pieces_[i].offset, pieces_[i].n,
+                      b_.sum_squares_scratch, stream_);
+  std::vector<double> sums(pieces_.size());
+  if (!sums.empty())
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(sums.data(), piece_sums_, sums.size() * sizeof(double),
+                                       cudaMemcpyDeviceToHost, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double parts[2] = {0.0, 0.0};  // split, replicated (fixed order)
+  for (size_t i = 0; i < sums.size(); ++i) parts[pieces_[i].replicated ? 1 : 0] += sums[i];
+  // Every summed value lies in one data rank's shard; the data groups of the tensor ranks
+  // cut their buffers alike, so the replicated part is the same on every tensor rank.
+  if (multi_) comm_->allreduce_sum(parts, 2);
+  tensor_->allreduce_sum(parts, 1);
+  return parts[0] + parts[1];
 }
 
 void Zero3::update(const ops::AdamWParams& hp) {

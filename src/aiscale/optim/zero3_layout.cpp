@@ -9,6 +9,10 @@ namespace aiscale::optim {
 
 GptZero3Layout::GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded, int world,
                                int rank)
+    : GptZero3Layout(nn::GptShardLayout(layout.config(), 1, 0), vocab_padded, world, rank) {}
+
+GptZero3Layout::GptZero3Layout(const nn::GptShardLayout& layout, int64_t vocab_padded, int world,
+                               int rank)
     : world_(world), rank_(rank) {
   const nn::GptConfig& c = layout.config();
   if (world < 1 || rank < 0 || rank >= world)
@@ -16,13 +20,17 @@ GptZero3Layout::GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded
   if (vocab_padded < c.vocab_size)
     fail("ZeRO-3 layout: {} padded vocabulary rows for a vocabulary of {}", vocab_padded,
          c.vocab_size);
+  // The padded rows follow wte's rows: the token embedding must be whole on this rank, and
+  // the units are the whole model's (layer l is unit 1 + l).
+  if (layout.tensors().empty() || layout.tensors().front().numel != c.vocab_size * c.n_embd)
+    fail("ZeRO-3 layout: the token embedding is split over the tensor ranks");
+  if (layout.first_layer() != 0 || layout.end_layer() != c.n_layer)
+    fail("ZeRO-3 layout: a pipeline stage's layers");
   const int64_t shift = (vocab_padded - c.vocab_size) * c.n_embd;
   vocab_rows_ = c.vocab_size * c.n_embd;
   padded_rows_end_ = vocab_rows_ + shift;
   bounds_.push_back(0);
-  bounds_.push_back(layout.embeddings_end() + shift);
-  for (int64_t l = 0; l < c.n_layer; ++l) bounds_.push_back(layout.layer_end(l) + shift);
-  bounds_.push_back(layout.size() + shift);
+  for (int u = 0; u < layout.units(); ++u) bounds_.push_back(layout.unit_end(u) + shift);
   offset_.push_back(0);
   for (int u = 0; u < units(); ++u) {
     const int64_t per_rank = (unit_size(u) + world - 1) / world;

@@ -3,6 +3,11 @@
 // parameter layout (nn/models/gpt_layout.h) that checkpoints and the optimiser's weight
 // decay speak.
 //
+// Under tensor parallelism the "flat layout" is the tensor rank's local buffer (its
+// nn::GptShardLayout with the vocabulary whole on every rank, the CUDA model's): the same
+// units, each the rank's slice of a layer, sharded over the rank's data-parallel group.
+// With one tensor rank that buffer is the GPT layout itself and so are the shards.
+//
 // Units are ranges of the *working layout* (the flat layout with the LM head's padded
 // vocabulary rows after wte, so that a gathered unit is exactly the buffer the kernels
 // read):
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
 
 namespace aiscale::optim {
 
@@ -31,6 +37,9 @@ class GptZero3Layout {
 
   // vocab_padded: the working layout's vocabulary rows (>= vocab_size).
   GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded, int world, int rank);
+  // A tensor rank's local buffer (the token embedding whole, as the CUDA model keeps it;
+  // every layer held: no pipeline stage).
+  GptZero3Layout(const nn::GptShardLayout& layout, int64_t vocab_padded, int world, int rank);
 
   int world() const { return world_; }
   int rank() const { return rank_; }

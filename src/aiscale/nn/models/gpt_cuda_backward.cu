@@ -41,7 +41,8 @@ void GptCuda::backward_batch(float grad_multiplier) {
     if (zero3_) zero3_->resident_backward_done();
   }
   if (sp_ && tp_sync_) sp_sum_norm_grads();
-  if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
+  // dp x tp: the copies' local gradients summed (ZeRO-2/3: reduce-scattered layer by layer).
+  if (tp_ && tp_->dp() > 1 && tp_sync_ && !zero3_) {
     if (zero1_) {  // ZeRO-1: each data rank keeps the sums of its part
       prof_op("reduce_scatter_gradients");
       zero1_->reduce_scatter(grads_, s);
