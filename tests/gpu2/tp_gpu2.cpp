@@ -9,8 +9,8 @@
 //   tp = 2 group (dp 2 x tp 2) against 1 GPU, through checkpoints to and from plain data
 //   parallelism, and in the benchmark; dp 2 x tp 2 with ZeRO-1 against it without ZeRO,
 //   and through checkpoints to and from ZeRO 0; dp 2 x tp 2 with ZeRO-2 and ZeRO-3 against
-//   1 GPU, ZeRO-3 through checkpoints to and from plain data parallelism, and in the
-//   benchmark;
+//   1 GPU (ZeRO-3 also with sequence parallelism, accumulation and recomputation), ZeRO-3
+//   through checkpoints to and from plain data parallelism, and in the benchmark;
 // - sequence parallelism (tp = 2 on 2 GPUs, also with accumulation and recomputation, and
 //   dp 2 x tp 2 on 4) against 1 GPU, and its smaller arena;
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
@@ -179,9 +179,7 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
 
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
 TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
-  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=3 parallel.sequence_parallel=true",
-                                          "parallel.sequence_parallel = false"},
-                                         {"parallel.zero_stage=3 parallel.offload_optimizer=true",
+  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=3 parallel.offload_optimizer=true",
                                           "parallel.offload_optimizer = false"},
                                          {"model.n_head=1", "model.n_head = 1"},
                                          {"parallel.sequence_parallel=true train.recompute=true",
@@ -333,6 +331,19 @@ TEST(TensorParallel, DataParallelCopiesWithZeroThreeMatchOneGpu) {
   need_gpus(4);
   expect_tp_like_one_gpu(2, 2, "", "dp 2 x tp 2, ZeRO-3, on 4 GPUs", 1e-2, 3e-3, 20,
                          "parallel.zero_stage=3");
+}
+
+// The same under ZeRO-3 with sequence parallelism (each layer's LayerNorm gradients summed
+// over the tensor ranks before the layer is reduce-scattered over the data group), two
+// micro-steps of accumulation per copy (the shards add them up) and whole-layer
+// recomputation (the recomputed forward reads the layer gathered for its backward).
+TEST(TensorParallel, DataParallelCopiesWithZeroThreeSequenceParallelAccumulatesAndRecomputes) {
+  need_gpus(4);
+  expect_tp_like_one_gpu(2, 2, "",
+                         "dp 2 x tp 2, ZeRO-3, sequence parallelism, 2 micro-steps, layers "
+                         "recomputed, on 4 GPUs", 1e-2, 3e-3, 20,
+                         "train.batch_size=4 train.grad_accum=2 train.recompute_layers=true "
+                         "parallel.zero_stage=3 parallel.sequence_parallel=true");
 }
 
 // dp 2 x tp 2 ZeRO-3 checkpoints hold the whole model and its AdamW moments, gathered from

@@ -23,6 +23,13 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int
       offload_(offload),
       decay_embeddings_(decay_embeddings),
       gathered_(gathered_layers) {
+  // (Checked before anything is allocated: a constructor that throws frees nothing.)
+  if (tensor_group && tensor_group->world() > 1) {
+    if (offload_)
+      throw Error("parallel.offload_optimizer = true does not run with tensor parallelism on "
+                  "GPUs: set parallel.offload_optimizer = false or parallel.tensor_parallel = 1");
+    tensor_ = tensor_group;
+  }
   multi_ = comm && comm->world() > 1;
   if (multi_ && !comm->device_stream())
     throw Error(std::string("parallel.zero_stage = ") + (gathered_ ? "2" : "3") +
@@ -55,11 +62,7 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int
     }
     AISCALE_CUDA_CHECK(cudaMallocHost(&h_work_, n * es_));
   }
-  if (tensor_group && tensor_group->world() > 1) {
-    if (offload_)
-      throw Error("parallel.offload_optimizer = true does not run with tensor parallelism on "
-                  "GPUs: set parallel.offload_optimizer = false or parallel.tensor_parallel = 1");
-    tensor_ = tensor_group;
+  if (tensor_) {
     // This rank's shard buffer cut at tensor boundaries: the norm counts the split tensors'
     // squares on every tensor rank and the replicated ones once.
     for (int u = 0; u < z_.units(); ++u) {

@@ -68,13 +68,8 @@ void check_parallel_config(const TrainConfig& c) {
       fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 "
            "over NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"",
            pp);
-    // ZeRO-2/3 shard each tensor rank's slices over its data-parallel group; sequence
-    // parallelism sums its LayerNorm gradients over the tensor ranks only after the last
-    // micro-step, when ZeRO has already reduce-scattered them layer by layer.
-    if (tp > 1 && c.zero_stage > 1 && c.sequence_parallel)
-      fail("parallel.sequence_parallel = true on GPU ranks does not run with "
-           "parallel.zero_stage = {} in this version: set parallel.sequence_parallel = false, "
-           "or parallel.zero_stage = 1 (or 0)", c.zero_stage);
+    // (ZeRO-2/3 shard each tensor rank's slices over its data-parallel group, whose
+    // optimizer step runs on the GPU.)
     if (tp > 1 && c.offload_optimizer)
       fail("parallel.offload_optimizer = true does not run with parallel.tensor_parallel = {} "
            "on GPU ranks in this version: set parallel.offload_optimizer = false, or "

@@ -93,8 +93,8 @@ namespace {
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
 // the gradients summed over each data group, with ZeRO-1 reduce-scattered into the
 // optimiser state's shards, with ZeRO-2/3 each rank's slices sharded over its data group)
-// and inside pipeline stages (dp x tp x pp, ZeRO 0 or 1), over NCCL; ZeRO-2/3 not with
-// sequence parallelism, nor the optimizer state on the host.
+// and inside pipeline stages (dp x tp x pp, ZeRO 0 or 1), over NCCL; not with the
+// optimizer state on the host.
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
@@ -106,10 +106,6 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
          "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
          "communicator: use parallel.communicator = \"nccl\" (or auto)", tp,
          g.tensor().backend());
-  if (o.zero_stage > 1 && o.sequence_parallel)
-    fail("parallel.sequence_parallel = true on GPU ranks does not run with "
-         "parallel.zero_stage = {}: set parallel.sequence_parallel = false, or "
-         "parallel.zero_stage = 1 (or 0)", o.zero_stage);
   if (o.offload_optimizer)
     fail("parallel.offload_optimizer = true does not run with parallel.tensor_parallel = {} on "
          "GPU ranks: set parallel.offload_optimizer = false, or parallel.tensor_parallel = 1",

@@ -284,11 +284,6 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
     // ZeRO-2/3 over the data group: the local buffer as optim::Zero3's whole model, its
     // layers gathered over the data group and their gradients reduce-scattered there.
     if (options_.zero_stage >= 2 && tp_->dp() > 1) {
-      if (sp_)
-        throw Error("parallel.sequence_parallel = true does not run with parallel.zero_stage = " +
-                    std::to_string(options_.zero_stage) +
-                    " on GPU ranks: set parallel.sequence_parallel = false or "
-                    "parallel.zero_stage = 1 (or 0)");
       zero3_ = std::make_unique<optim::Zero3>(
           tp_->data_group(), shard_, Vp_, t_, options_.offload_optimizer,
           options_.decay_embeddings, /*gathered_layers=*/options_.zero_stage == 2,

@@ -55,9 +55,9 @@
 // reduce-scatters on the data group's; both are ordered against the model's stream by
 // events, which orders them with each other. The norm is Zero3's: the shards' squares,
 // split and replicated apart, summed over the data group, the split ones over the tensor
-// group. Not with sequence parallelism (its LayerNorm gradients are summed over the
-// tensor ranks after the last micro-step, when ZeRO has already reduce-scattered them) nor
-// with the optimizer state on the host.
+// group. Under sequence parallelism each layer's LayerNorm gradients are summed over the
+// tensor ranks right after its backward (every micro-step), before the layer is
+// reduce-scattered. Not with the optimizer state on the host.
 #pragma once
 #include <cuda_runtime.h>
 
