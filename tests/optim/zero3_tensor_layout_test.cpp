@@ -117,6 +117,46 @@ TEST(Zero3TensorLayout, ShardsGatherBackToTheLocalVector) {
   }
 }
 
+// The pieces the gradient norm sums apart: over the data ranks they cover every value of the
+// local buffer once, split and replicated as its tensors are, and nothing else.
+TEST(Zero3TensorLayout, PiecesCoverTheLocalBufferByKind) {
+  for (int tp : {1, 2, 4}) {
+    const nn::GptShardLayout s = slices(tp, tp - 1);
+    int64_t split = 0, replicated = 0;
+    for (const auto& t : s.tensors()) (t.kind == nn::ShardKind::replicated ? replicated : split) += t.numel;
+    for (int world : {1, 2, 3}) {
+      int64_t seen_split = 0, seen_replicated = 0;
+      for (int r = 0; r < world; ++r) {
+        const optim::GptZero3Layout z(s, 128, world, r);
+        // Mark each local value a piece holds through the shards of a local vector of its
+        // own positions.
+        std::vector<float> local(static_cast<size_t>(s.size()));
+        for (size_t i = 0; i < local.size(); ++i) local[i] = static_cast<float>(i) + 1.0f;
+        std::vector<float> shards(static_cast<size_t>(z.shards_size()));
+        z.flat_to_shards(local.data(), shards.data());
+        int64_t end = 0;
+        for (const auto& p : z.pieces(s)) {
+          ASSERT_GE(p.offset, end);  // in order, no overlap
+          end = p.offset + p.n;
+          ASSERT_LE(end, z.shards_size());
+          for (int64_t i = p.offset; i < end; ++i) {
+            const float v = shards[static_cast<size_t>(i)];
+            ASSERT_GT(v, 0.0f) << "padding in a piece";
+            const int64_t at = static_cast<int64_t>(v) - 1;
+            bool rep = false;
+            for (const auto& t : s.tensors())
+              if (at >= t.offset && at < t.offset + t.numel) rep = t.kind == nn::ShardKind::replicated;
+            ASSERT_EQ(rep, p.replicated) << "local value " << at;
+          }
+          (p.replicated ? seen_replicated : seen_split) += p.n;
+        }
+      }
+      EXPECT_EQ(seen_split, split) << "tp " << tp << ", " << world << " data ranks";
+      EXPECT_EQ(seen_replicated, replicated) << "tp " << tp << ", " << world << " data ranks";
+    }
+  }
+}
+
 // The padded vocabulary rows follow whole wte rows: a vocabulary split over the tensor
 // ranks, or a pipeline stage's layers, is refused.
 TEST(Zero3TensorLayout, RefusesASplitVocabularyOrAStage) {

@@ -63,24 +63,7 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int
     AISCALE_CUDA_CHECK(cudaMallocHost(&h_work_, n * es_));
   }
   if (tensor_) {
-    // This rank's shard buffer cut at tensor boundaries: the norm counts the split tensors'
-    // squares on every tensor rank and the replicated ones once.
-    for (int u = 0; u < z_.units(); ++u) {
-      const int64_t ob = z_.owned_begin(u);
-      for (const auto& r : z_.runs(ob, z_.owned_end(u))) {
-        const int64_t so = z_.shard_offset(u) + (r.work - ob);
-        layout_.for_each_in(r.flat, r.flat + r.n,
-                            [&](int64_t b, int64_t e, const nn::ShardedTensor& x) {
-                              const bool rep = x.kind == nn::ShardKind::replicated;
-                              const int64_t at = so + (b - r.flat);
-                              if (!pieces_.empty() && pieces_.back().replicated == rep &&
-                                  pieces_.back().offset + pieces_.back().n == at)
-                                pieces_.back().n += e - b;
-                              else if (e > b)
-                                pieces_.push_back(Piece{at, e - b, rep});
-                            });
-      }
-    }
+    pieces_ = z_.pieces(layout_);
     if (!pieces_.empty())
       AISCALE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&piece_sums_),
                                     pieces_.size() * sizeof(double)));

@@ -150,15 +150,10 @@ class Zero3 {
   float *h_master_ = nullptr, *h_m_ = nullptr, *h_v_ = nullptr, *h_grads_ = nullptr;
   void* h_work_ = nullptr;
   nn::GptShardLayout layout_;
-  // With a tensor group: the pieces of the shard buffer inside one tensor each (adjacent
-  // ones of a kind merged): where, how many values, whether replicated; a device sum per
-  // piece.
+  // With a tensor group: the shard buffer's split and replicated pieces (GptZero3Layout::
+  // pieces), a device sum of squares per piece.
   parallel::Communicator* tensor_ = nullptr;
-  struct Piece {
-    int64_t offset = 0, n = 0;
-    bool replicated = false;
-  };
-  std::vector<Piece> pieces_;
+  std::vector<GptZero3Layout::Piece> pieces_;
   double* piece_sums_ = nullptr;
   GptZero3Layout z_;
   DType t_;

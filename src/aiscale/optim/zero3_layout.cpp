@@ -56,6 +56,26 @@ std::vector<GptZero3Layout::Run> GptZero3Layout::runs(int64_t begin, int64_t end
   return out;
 }
 
+std::vector<GptZero3Layout::Piece> GptZero3Layout::pieces(const nn::GptShardLayout& layout) const {
+  std::vector<Piece> out;
+  for (int u = 0; u < units(); ++u) {
+    const int64_t ob = owned_begin(u);
+    for (const Run& r : runs(ob, owned_end(u))) {
+      const int64_t so = shard_offset(u) + (r.work - ob);
+      layout.for_each_in(r.flat, r.flat + r.n, [&](int64_t b, int64_t e, const nn::ShardedTensor& x) {
+        const bool rep = x.kind == nn::ShardKind::replicated;
+        const int64_t at = so + (b - r.flat);
+        if (e <= b) return;
+        if (!out.empty() && out.back().replicated == rep && out.back().offset + out.back().n == at)
+          out.back().n += e - b;
+        else
+          out.push_back(Piece{at, e - b, rep});
+      });
+    }
+  }
+  return out;
+}
+
 void GptZero3Layout::flat_to_shards(const float* flat, float* shards) const {
   std::fill(shards, shards + shards_size(), 0.0f);
   for (int u = 0; u < units(); ++u) {

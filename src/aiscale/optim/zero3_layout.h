@@ -75,6 +75,16 @@ class GptZero3Layout {
   // The runs of working-layout range [begin, end), skipping the padded vocabulary rows.
   std::vector<Run> runs(int64_t begin, int64_t end) const;
 
+  // This rank's shard buffer cut where its values change between tensors split over the
+  // tensor ranks and replicated ones (`layout`: the one this geometry was made from), in
+  // order, adjacent pieces of a kind merged: the gradient norm counts the split tensors'
+  // squares on every tensor rank and the replicated ones once. The padding is in none.
+  struct Piece {
+    int64_t offset = 0, n = 0;  // in the shard buffer
+    bool replicated = false;
+  };
+  std::vector<Piece> pieces(const nn::GptShardLayout& layout) const;
+
   // Host copies between a whole flat vector and this rank's shard buffer (shards_size()
   // values; padding left zero), and between a gathered unit (padded(u) values, working
   // layout from unit_begin(u)) and the flat vector.

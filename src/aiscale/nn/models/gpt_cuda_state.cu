@@ -118,7 +118,8 @@ void GptCuda::get_params(float* out) const {
     const float* local = zero1_ ? gather_local(master_) : master_;
     // The replicated parameters must have stayed the same on every tensor rank (the
     // checkpoint keeps rank 0's): said loudly if not.
-    const bool agree = zero3_ ? tp_->replicated_agree_host(held.data()) : tp_->replicated_agree(local);
+    const bool agree =
+        zero3_ ? tp_->replicated_agree_host(held.data()) : tp_->replicated_agree(local);
     if (!agree && tp_->rank() == 0)
       std::fprintf(stderr, "[aiscale cuda] warning: the replicated parameters (LayerNorms, "
                            "biases, embeddings) differ between the tensor-parallel ranks; the "
