@@ -96,6 +96,10 @@ void expect_bench_language_tp2(int ranks, const std::string& name, int zero_stag
   }
   EXPECT_EQ(int(j["world_size"]), ranks) << text;
   EXPECT_EQ(int(j["zero_stage"]), zero_stage) << text;
+  if (ranks > 2 && zero_stage >= 2) {  // each layer reduce-scattered during backward
+    EXPECT_NE(j["gradient_sync"].get<std::string>().find("ZeRO-" + std::to_string(zero_stage)),
+              std::string::npos) << text;
+  }
   const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
   EXPECT_NEAR(total, ranks * per_device, 1e-6 * total);
   EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
