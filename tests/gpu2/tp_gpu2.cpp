@@ -8,7 +8,9 @@
 // - on 4 GPUs (where visible) tp = 4 against 1 GPU, and two data-parallel copies of a
 //   tp = 2 group (dp 2 x tp 2) against 1 GPU, through checkpoints to and from plain data
 //   parallelism, and in the benchmark; dp 2 x tp 2 with ZeRO-1 against it without ZeRO,
-//   and through checkpoints to and from ZeRO 0;
+//   and through checkpoints to and from ZeRO 0; dp 2 x tp 2 with ZeRO-2 and ZeRO-3 against
+//   1 GPU (ZeRO-3 also with sequence parallelism, accumulation and recomputation), ZeRO-3
+//   through checkpoints to and from plain data parallelism, and in the benchmark;
 // - sequence parallelism (tp = 2 on 2 GPUs, also with accumulation and recomputation, and
 //   dp 2 x tp 2 on 4) against 1 GPU, and its smaller arena;
 // - layouts that this version does not run on GPUs are refused before any GPU memory is
@@ -77,13 +79,14 @@ void expect_tp_like_one_gpu(int dp, int tp, const std::string& common, const cha
 // `aiscale bench language` at tp = 2 on `ranks` GPUs (ranks / 2 data-parallel copies where
 // more than 2): one JSON record naming the layout, tokens counted once per tensor group
 // (each copy's batch once).
-void expect_bench_language_tp2(int ranks, const std::string& name) {
+// zero_stage: its --zero-stage (reported back).
+void expect_bench_language_tp2(int ranks, const std::string& name, int zero_stage = 0) {
   auto dir = temp_dir(name);
   const fs::path out = dir / "bench.jsonl";
   auto r = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- bench language "
                        "--model gpt-tiny --layers 2 --heads 2 --width 128 --vocab 256 --context 64 --batch 4 "
                        "--seq 64 --device cuda --precision bf16 --tensor-parallel 2 --steps 3 --warmup 1 "
-                       "--output " + out.string());
+                       "--zero-stage " + std::to_string(zero_stage) + " --output " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string text = read_bytes(out);
   const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
@@ -92,6 +95,11 @@ void expect_bench_language_tp2(int ranks, const std::string& name) {
     EXPECT_EQ(int(j["data_parallel"]), ranks / 2) << text;
   }
   EXPECT_EQ(int(j["world_size"]), ranks) << text;
+  EXPECT_EQ(int(j["zero_stage"]), zero_stage) << text;
+  if (ranks > 2 && zero_stage >= 2) {  // each layer reduce-scattered during backward
+    EXPECT_NE(j["gradient_sync"].get<std::string>().find("ZeRO-" + std::to_string(zero_stage)),
+              std::string::npos) << text;
+  }
   const double per_device = j["tokens_per_s_per_device"], total = j["tokens_per_s"];
   EXPECT_NEAR(total, ranks * per_device, 1e-6 * total);
   EXPECT_NEAR(per_device, 4 * 64 / 2 / double(j["step_time_median_s"]), 1e-6 * per_device);
@@ -175,7 +183,8 @@ TEST(TensorParallel, CheckpointsMoveBetweenLayouts) {
 
 // Layouts this version does not run on GPUs: refused with the fix, before any GPU memory.
 TEST(TensorParallel, RefusesZeroAndUnevenHeads) {
-  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=3", "parallel.zero_stage = 1"},
+  expect_tp2_refuses(2, "gpu2-tp-bad", {{"parallel.zero_stage=3 parallel.offload_optimizer=true",
+                                          "parallel.offload_optimizer = false"},
                                          {"model.n_head=1", "model.n_head = 1"},
                                          {"parallel.sequence_parallel=true train.recompute=true",
                                           "train.recompute = false"}});
@@ -307,6 +316,87 @@ TEST(TensorParallel, DataParallelCopiesRefuseOtherGradientExchanges) {
 TEST(TensorParallel, BenchLanguageRunsDataParallelCopies) {
   need_gpus(4);
   expect_bench_language_tp2(4, "gpu2-dptp-bench");
+}
+
+// dp 2 x tp 2 with ZeRO-2 and ZeRO-3 (optim/zero3.cuh over each data group, each tensor
+// rank's slices sharded: ZeRO-3 gathers each layer's slice before it computes, ZeRO-2 keeps
+// them gathered from one update to the next; both reduce-scatter each layer's gradients
+// after its backward) against 1 GPU with the whole batch, 20 steps, with the dp 2 x tp 2
+// test's tolerances: the copies' sums are the same two fp32 values added (a reduce-scatter
+// instead of an all-reduce), the norm's squares added in another order. The replicated
+// parameters stay bitwise equal over the tensor ranks (checked at every checkpoint).
+TEST(TensorParallel, DataParallelCopiesWithZeroTwoMatchOneGpu) {
+  need_gpus(4);
+  expect_tp_like_one_gpu(2, 2, "", "dp 2 x tp 2, ZeRO-2, on 4 GPUs", 1e-2, 3e-3, 20,
+                         "parallel.zero_stage=2");
+}
+
+TEST(TensorParallel, DataParallelCopiesWithZeroThreeMatchOneGpu) {
+  need_gpus(4);
+  expect_tp_like_one_gpu(2, 2, "", "dp 2 x tp 2, ZeRO-3, on 4 GPUs", 1e-2, 3e-3, 20,
+                         "parallel.zero_stage=3");
+}
+
+// The same under ZeRO-3 with sequence parallelism (each layer's LayerNorm gradients summed
+// over the tensor ranks before the layer is reduce-scattered over the data group), two
+// micro-steps of accumulation per copy (the shards add them up) and whole-layer
+// recomputation (the recomputed forward reads the layer gathered for its backward).
+TEST(TensorParallel, DataParallelCopiesWithZeroThreeSequenceParallelAccumulatesAndRecomputes) {
+  need_gpus(4);
+  expect_tp_like_one_gpu(2, 2, "",
+                         "dp 2 x tp 2, ZeRO-3, sequence parallelism, 2 micro-steps, layers "
+                         "recomputed, on 4 GPUs", 1e-2, 3e-3, 20,
+                         "train.batch_size=4 train.grad_accum=2 train.recompute_layers=true "
+                         "parallel.zero_stage=3 parallel.sequence_parallel=true");
+}
+
+// dp 2 x tp 2 ZeRO-3 checkpoints hold the whole model and its AdamW moments, gathered from
+// the shards of every tensor rank: 10 steps resumed on 2 GPUs under plain data parallelism
+// (dp 2, ZeRO 0: the same data order) to 20, and 10 steps there resumed at dp 2 x tp 2 with
+// ZeRO-3, against 20 straight dp 2 x tp 2 ZeRO-3 steps. A run resumes with the same number
+// of data-parallel ranks only (the data order depends on it), so one GPU with the whole
+// batch is compared through its own 20 steps: the final checkpoints' weights agree.
+TEST(TensorParallel, DataParallelCopiesWithZeroThreeCheckpointsMoveToOneGpuLayouts) {
+  need_gpus(4);
+  const auto [dir, cfg] = gpu_run_dir("gpu2-dptp-zero3-ckpt", 20);
+  const std::string four = "launch -n 4 --threads-per-rank 4 -- train -q ";
+  const std::string two = "launch -n 2 --threads-per-rank 4 -- train -q ";
+  const std::string common = " train.schedule=constant train.batch_size=8 parallel.communicator=nccl";
+  const std::string z3 = " parallel.tensor_parallel=2 parallel.zero_stage=3";
+  const std::string plain = " parallel.tensor_parallel=1 parallel.zero_stage=0";
+  ResumedRuns runs;
+  ASSERT_NO_FATAL_FAILURE(run_resumed_across(dir, cfg, {four, common + z3, z3},
+                                             {two, common + plain, plain}, &runs));
+  EXPECT_NE(runs.straight.output.find("dp 2 x tp 2 x pp 1"), std::string::npos) << runs.straight.output;
+  EXPECT_EQ(runs.straight.output.find(kDisagree), std::string::npos) << runs.straight.output;
+  EXPECT_EQ(runs.a10.output.find(kDisagree), std::string::npos) << runs.a10.output;
+  EXPECT_EQ(runs.b20.output.find(kDisagree), std::string::npos) << runs.b20.output;
+  ResumeComparison r;
+  ASSERT_NO_FATAL_FAILURE(compare_resumed_runs(dir, "dp 2 x tp 2 ZeRO-3 -> dp 2 resume",
+                                               "dp 2 -> dp 2 x tp 2 ZeRO-3 resume", &r));
+  auto one = run_aiscale("train -q -c " + cfg +
+                         " --set run.name=one train.schedule=constant train.batch_size=16");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const double w_one = weight_distance(dir / "runs/one", dir / "runs/straight", 20);
+  EXPECT_LT(w_one, 5e-2);
+  // The moments: the whole vectors (every tensor rank's slices, gathered from the shards).
+  auto s1 = train::read_checkpoint((dir / "runs/one/checkpoints" / train::checkpoint_name(20)).string(), true);
+  auto s4 = train::read_checkpoint((dir / "runs/straight/checkpoints" / train::checkpoint_name(20)).string(), true);
+  ASSERT_EQ(s1.m.size(), s4.m.size());
+  const double m_rel = vector_distance(s1.m, s4.m), v_rel = vector_distance(s1.v, s4.v);
+  EXPECT_LT(m_rel, 1e-1);
+  EXPECT_LT(v_rel, 1e-1);
+  std::printf("[gpu2] checkpoints across dp 2 x tp 2 ZeRO-3 and dp 2: steps 11-20 loss relative "
+              "difference max %.2e (dp2xtp2 ZeRO-3 -> dp2) and %.2e (dp2 -> dp2xtp2 ZeRO-3); final "
+              "weights relative L2 %.2e and %.2e; against 1 GPU x16 at step 20: weights %.2e, AdamW "
+              "m %.2e, v %.2e\n", r.a.max_rel, r.b.max_rel, r.weights_a, r.weights_b, w_one, m_rel,
+              v_rel);
+}
+
+// The benchmark at dp 2 x tp 2 with ZeRO-3: it runs and reports the stage.
+TEST(TensorParallel, BenchLanguageRunsDataParallelCopiesWithZeroThree) {
+  need_gpus(4);
+  expect_bench_language_tp2(4, "gpu2-dptp-zero3-bench", 3);
 }
 
 int main(int argc, char** argv) { return aiscale::testsupport::gpu2::run_multi_gpu_tests(argc, argv); }

@@ -71,7 +71,7 @@ TEST(PlanEngineSupport, TensorAndPipelineSizesAgreeWithTheTrainConfig) {
     EXPECT_EQ(e.max_pipeline > 1, layout_accepted(e.device, 1, 2))
         << "device " << e.device << ": pipeline_parallel = 2; update kEngineSupport";
   }
-  // The ZeRO stages a tensor-parallel layout runs with (GPU ranks: 0 and 1).
+  // The ZeRO stages a tensor-parallel layout runs with (GPU ranks: 0 to 3).
   for (const EngineSupport& e : engine_support())
     if (e.max_tensor > 1)
       for (int zero = 0; zero <= 3; ++zero) {
@@ -124,13 +124,19 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);
   l.transport = GradTransport::nccl;
   l.zero = 0;
-  l.tp = 2;  // GPU tensor parallelism with data-parallel copies (here 8), ZeRO 0 or 1
-  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
-  l.zero = 1;
-  EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
-  l.zero = 3;
-  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("tensor parallelism runs with ZeRO 0 and 1"),
+  l.tp = 2;  // GPU tensor parallelism with data-parallel copies (here 8), ZeRO 0 to 3
+  for (int zero = 0; zero <= 3; ++zero) {
+    l.zero = zero;
+    EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "") << "ZeRO-" << zero;
+  }
+  l.zero = 2;  // ZeRO-2/3 beside tensor parallelism: over NCCL, not the copy engines
+  l.transport = GradTransport::copy_engine;
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("copy engines"), std::string::npos);
+  l.transport = GradTransport::nccl;
+  l.pp = 2;  // but not inside pipeline stages
+  EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline stages run with ZeRO 0 and 1 only"),
             std::string::npos) << engine_gap(gpt, l, Precision::bf16, false);
+  l.pp = 1;
   l.dp = 1026;  // one bucket per data group under tensor parallelism: no n_embd + 1 bound
   l.zero = 1;
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
@@ -178,9 +184,6 @@ TEST(PlanEngineSupport, DefaultPlansRankOnlyRunnableLayouts) {
     EXPECT_TRUE(c.runs()) << c.target.label() << ": " << c.engine_gap;
     EXPECT_EQ(c.layout.pp, 1);
     EXPECT_NE(c.layout.zero, 2);
-    if (c.layout.tp > 1) {  // GPU tensor parallelism: ZeRO 0 or 1
-      EXPECT_LE(c.layout.zero, 1);
-    }
   }
   // ResNet-50 trains on GPUs with plain data parallelism: only such rows are ranked.
   PlanRequest cnn;

@@ -1,6 +1,8 @@
 // Memory per GPU against the ZeRO paper's formulas and Korthikanti et al.'s activations.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "aiscale/core/error.h"
 #include "aiscale/plan/memory.h"
 
@@ -169,6 +171,41 @@ TEST(PlanMemory, GpuTensorParallelismWithZeroOneShardsTheOptimizerOverTheDataGro
   const double logits = 2.0 * 1024 * 4 * 25216;  // bf16, the rank's padded vocabulary slice
   EXPECT_DOUBLE_EQ(z1.buffers, psi * sb.weights > logits ? psi * sb.weights : 0.0);
   EXPECT_LT(z1.total, z0.total);
+}
+
+TEST(PlanMemory, GpuTensorParallelismWithZeroTwoAndThreeShardsEachRanksSlices) {
+  // dp x tp with ZeRO-2/3 on GPU ranks (optim/zero3.cuh over the data group, the local
+  // buffer as its model): the tensor-local state divided by dp as ZeRO-2/3 divide the whole
+  // model's, the gathered layers and the three fp32 layer gradient buffers each of a rank's
+  // slice of a layer, the embeddings (the rank's vocabulary slice, 25,216 rows at tp 2, and
+  // the position embedding) and the final norm with their fp32 gradients, and under ZeRO-2
+  // the rank's shard of the working copy.
+  const Workload w = make_workload("gpt2-124m");
+  const double psi = params_per_gpu(w, 2, 1);
+  const double slice = layer_params_per_gpu(w, 2);
+  const double c = w.gpt.n_embd;
+  const double resident = (25216.0 + w.gpt.block_size) * c + 2 * c;
+  Layout l;
+  l.tp = 2;
+  l.dp = 4;
+  l.micro_batch = 4;
+  const StateBytes sb = state_bytes(Optimizer::adamw, Precision::bf16);
+  l.zero = 1;
+  const MemoryBreakdown z1 = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  l.zero = 2;
+  const MemoryBreakdown z2 = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  l.zero = 3;
+  const MemoryBreakdown z3 = memory_per_gpu(w, l, Precision::bf16, {}, Accounting::aiscale_gpu);
+  EXPECT_DOUBLE_EQ(z2.gradients, sb.gradients * psi / 4);
+  EXPECT_DOUBLE_EQ(z2.weights, sb.weights * psi);
+  EXPECT_DOUBLE_EQ(z3.weights, sb.weights * psi / 4);
+  EXPECT_DOUBLE_EQ(z3.optimizer, sb.optimizer * psi / 4);
+  EXPECT_DOUBLE_EQ(z2.buffers, 3 * slice * 4 + resident * (4 + sb.weights) + sb.weights * psi / 4);
+  EXPECT_DOUBLE_EQ(z3.buffers, 2 * slice * sb.weights + 3 * slice * 4 + resident * (4 + sb.weights));
+  // (On a model this small ZeRO-2 need not beat ZeRO-1: the embeddings and their fp32
+  // gradients kept gathered outweigh the gradients' shards.)
+  EXPECT_LT(z3.total, z2.total);
+  EXPECT_DOUBLE_EQ(z1.gradients, sb.gradients * psi);
 }
 
 TEST(PlanMemory, GpuPipelineStagesHoldTheirLayersAndTheEmbeddings) {

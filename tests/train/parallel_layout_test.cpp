@@ -82,8 +82,8 @@ TEST(ParallelLayout, ZeroStageCombinations) {
 }
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group
-// (world = dp x tp), with ZeRO 0 or 1 and without pipeline stages or sequence parallelism,
-// with the vocabulary whole on every rank.
+// (world = dp x tp), with ZeRO 0 to 3, also inside pipeline stages (ZeRO 0 or 1 there) and
+// with sequence parallelism, with the vocabulary whole on every rank.
 TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
                                                 "model.vocab_size=255"});
@@ -102,14 +102,20 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
     EXPECT_NE(m.find("5 rank(s)"), std::string::npos) << m;
     EXPECT_NE(m.find("multiple of 2"), std::string::npos) << m;
   }
-  // ZeRO-1 shards the optimizer state over each data group; ZeRO-2/3 are refused with the fix.
-  auto z1 = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
-                                                 "parallel.zero_stage=1"});
-  EXPECT_EQ(parallel_layout(z1, 4).dp, 2);
-  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=3"},
-               {"ZeRO 0 or 1", "parallel.zero_stage = 1", "parallel.tensor_parallel = 1"});
-  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=2"},
-               {"ZeRO 0 or 1", "parallel.zero_stage = 1", "parallel.tensor_parallel = 1"});
+  // ZeRO-1 shards the optimizer state over each data group, ZeRO-2/3 each tensor rank's
+  // slices too (also with sequence parallelism); not with the optimizer state on the host
+  // (refused with the fix).
+  for (const char* stage : {"parallel.zero_stage=1", "parallel.zero_stage=2",
+                            "parallel.zero_stage=3"}) {
+    for (const char* sp : {"parallel.sequence_parallel=false", "parallel.sequence_parallel=true"}) {
+      auto z = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
+                                                    stage, sp});
+      EXPECT_EQ(parallel_layout(z, 4).dp, 2) << stage << " " << sp;
+    }
+  }
+  expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=3",
+                "parallel.offload_optimizer=true"},
+               {"parallel.offload_optimizer = false", "parallel.tensor_parallel = 1"});
   // CPU ranks: ZeRO-1 stays a GPU stage, with or without tensor parallelism.
   expect_error({"parallel.tensor_parallel=2", "parallel.zero_stage=1"},
                {"parallel.zero_stage = 1", "train.device = \"cuda\""});
@@ -148,6 +154,10 @@ TEST(ParallelLayout, GpuPipelineStagesRunWithDataParallelCopies) {
   expect_error(with("parallel.grad_transport=copy-engine"), {"parallel.grad_transport = \"nccl\""});
   expect_error(with("parallel.zero_stage=2"), {"ZeRO 0 or 1", "parallel.zero_stage = 1"});
   expect_error(with("parallel.zero_stage=3"), {"parallel.zero_stage = 3", "pipeline_parallel > 1"});
+  // ZeRO-2 beside tensor parallelism runs without stages only.
+  expect_error({"parallel.pipeline_parallel=2", "train.device=cuda", "parallel.microbatches=2",
+                "parallel.tensor_parallel=2", "parallel.zero_stage=2"},
+               {"ZeRO 0 or 1", "parallel.pipeline_parallel = 1"});
 }
 
 // The ranks' places (train::grid_options, shared by aiscale train and bench language):

@@ -202,9 +202,13 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
         j["gradient_sync"] = layout.pp == 1 ? "none: one model split over the tensor ranks"
                                             : "the embeddings' gradients summed over the stages";
       else
-        j["gradient_sync"] = o.run.zero_stage == 1
-                                 ? "fp32 reduce-scatter over each data-parallel group after backward (ZeRO-1)"
-                                 : "fp32 all-reduce over each data-parallel group after backward";
+        j["gradient_sync"] =
+            o.run.zero_stage == 1
+                ? "fp32 reduce-scatter over each data-parallel group after backward (ZeRO-1)"
+            : o.run.zero_stage >= 2
+                ? "fp32 reduce-scatter of each layer over each data-parallel group during "
+                  "backward (ZeRO-" + std::to_string(o.run.zero_stage) + ")"
+                : "fp32 all-reduce over each data-parallel group after backward";
     }
     if (layout.tp > 1) j["sequence_parallel"] = o.run.sequence_parallel;
     if (layout.pp > 1) {

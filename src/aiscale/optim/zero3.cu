@@ -11,17 +11,25 @@
 
 namespace aiscale::optim {
 
-Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t vocab_padded,
-             DType t, bool offload, bool decay_embeddings, bool gathered_layers)
+Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int64_t vocab_padded,
+             DType t, bool offload, bool decay_embeddings, bool gathered_layers,
+             parallel::Communicator* tensor_group)
     : comm_(comm),
       layout_(layout),
       z_(layout, vocab_padded, comm ? comm->world() : 1, comm ? comm->rank() : 0),
       t_(t),
       es_(dtype_size(t)),
-      L_(layout.config().n_layer),
+      L_(layout.layers()),
       offload_(offload),
       decay_embeddings_(decay_embeddings),
       gathered_(gathered_layers) {
+  // (Checked before anything is allocated: a constructor that throws frees nothing.)
+  if (tensor_group && tensor_group->world() > 1) {
+    if (offload_)
+      throw Error("parallel.offload_optimizer = true does not run with tensor parallelism on "
+                  "GPUs: set parallel.offload_optimizer = false or parallel.tensor_parallel = 1");
+    tensor_ = tensor_group;
+  }
   multi_ = comm && comm->world() > 1;
   if (multi_ && !comm->device_stream())
     throw Error(std::string("parallel.zero_stage = ") + (gathered_ ? "2" : "3") +
@@ -54,6 +62,12 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t 
     }
     AISCALE_CUDA_CHECK(cudaMallocHost(&h_work_, n * es_));
   }
+  if (tensor_) {
+    pieces_ = z_.pieces(layout_);
+    if (!pieces_.empty())
+      AISCALE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&piece_sums_),
+                                    pieces_.size() * sizeof(double)));
+  }
 }
 
 Zero3::~Zero3() {
@@ -68,6 +82,7 @@ Zero3::~Zero3() {
   for (cudaEvent_t e : layer_ready_)
     if (e) cudaEventDestroy(e);
   if (own_stream_) cudaStreamDestroy(own_stream_);
+  if (piece_sums_) cudaFree(piece_sums_);
   for (void* p : {static_cast<void*>(h_master_), static_cast<void*>(h_m_), static_cast<void*>(h_v_),
                   static_cast<void*>(h_grads_), h_work_})
     if (p) cudaFreeHost(p);
@@ -185,6 +200,7 @@ void Zero3::zero_grad() {
 
 double Zero3::grad_sum_squares() {
   finish();
+  if (tensor_) return tensor_grad_sum_squares();
   cuda::sum_squares(b_.sum_squares, b_.grads, z_.shards_size(), b_.sum_squares_scratch, stream_);
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(b_.host_sum_squares, b_.sum_squares, 8,
                                      cudaMemcpyDeviceToHost, stream_));
@@ -192,6 +208,24 @@ double Zero3::grad_sum_squares() {
   double s = *b_.host_sum_squares;
   if (multi_) comm_->allreduce_sum(&s, 1);
   return s;
+}
+
+double Zero3::tensor_grad_sum_squares() {
+  for (size_t i = 0; i < pieces_.size(); ++i)
+    cuda::sum_squares(piece_sums_ + i, b_.grads + pieces_[i].offset, pieces_[i].n,
+                      b_.sum_squares_scratch, stream_);
+  std::vector<double> sums(pieces_.size());
+  if (!sums.empty())
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(sums.data(), piece_sums_, sums.size() * sizeof(double),
+                                       cudaMemcpyDeviceToHost, stream_));
+  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double parts[2] = {0.0, 0.0};  // split, replicated (fixed order)
+  for (size_t i = 0; i < sums.size(); ++i) parts[pieces_[i].replicated ? 1 : 0] += sums[i];
+  // Every summed value lies in one data rank's shard; the data groups of the tensor ranks
+  // cut their buffers alike, so the replicated part is the same on every tensor rank.
+  if (multi_) comm_->allreduce_sum(parts, 2);
+  tensor_->allreduce_sum(parts, 1);
+  return parts[0] + parts[1];
 }
 
 void Zero3::update(const ops::AdamWParams& hp) {

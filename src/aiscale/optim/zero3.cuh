@@ -30,6 +30,15 @@
 // forward, the model waiting for each layer only right before it computes) and read again
 // by the backward without a second gather. Model state per GPU: 16 / world bytes per
 // parameter plus the whole working copy (2 in bf16).
+//
+// Beside tensor parallelism (dp x tp): each tensor rank's local buffer (its
+// nn::GptShardLayout: its slices of the layers, the replicated tensors whole) takes the
+// place of the whole model, sharded over the rank's data-parallel group; a gathered layer
+// is the rank's slice of it. The tensor ranks' local buffers have the same length and the
+// replicated tensors the same offsets, so every data group cuts its buffer alike: the
+// replicated gradients, equal on the tensor ranks of a copy, are reduced alike and the
+// replicated parameters stay equal across the tensor group. The gradient norm counts the
+// split tensors' squares on every tensor rank and the replicated ones once.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -37,6 +46,7 @@
 
 #include "aiscale/core/dtype.h"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/ops/ops.h"
 #include "aiscale/optim/zero3_layout.h"
 #include "aiscale/parallel/comm.h"
@@ -45,10 +55,13 @@ namespace aiscale::optim {
 
 class Zero3 {
  public:
-  // comm: the data-parallel ranks (null: one rank). offload: the optimizer state on the host.
+  // comm: the data-parallel ranks (null: one rank). layout: this rank's parameters (the
+  // whole model's, or its tensor-parallel slices). offload: the optimizer state on the host.
   // gathered_layers: ZeRO-2 (the layers' parameters kept gathered), else ZeRO-3.
-  Zero3(parallel::Communicator* comm, const nn::GptLayout& layout, int64_t vocab_padded, DType t,
-        bool offload, bool decay_embeddings, bool gathered_layers = false);
+  // tensor_group: the tensor-parallel group (several ranks) for the gradient norm, or null.
+  Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int64_t vocab_padded,
+        DType t, bool offload, bool decay_embeddings, bool gathered_layers = false,
+        parallel::Communicator* tensor_group = nullptr);
   ~Zero3();
   Zero3(const Zero3&) = delete;
   Zero3& operator=(const Zero3&) = delete;
@@ -98,7 +111,8 @@ class Zero3 {
 
   // --- optimiser (after backward) ---
   void zero_grad();
-  // Sum of squares of the summed gradients over all ranks' shards.
+  // Sum of squares of the summed gradients over all ranks' shards (with a tensor group: of
+  // the whole model's, the split tensors' summed over the tensor ranks too).
   double grad_sum_squares();
   void update(const ops::AdamWParams& hp);
   // Waits (bounded by the communicator's timeout) for the queued collectives.
@@ -125,6 +139,7 @@ class Zero3 {
   void scatter(const float* flat, float* shard);
   void gather(const float* shard, float* flat);
   void update_on_host(const ops::AdamWParams& hp);
+  double tensor_grad_sum_squares();
   cudaStream_t comm_stream() const { return comm_stream_; }
 
   parallel::Communicator* comm_;  // null or one rank: no collectives
@@ -134,7 +149,12 @@ class Zero3 {
   // Offload: pinned host shards (master, m, v, gradients; the working copy in t).
   float *h_master_ = nullptr, *h_m_ = nullptr, *h_v_ = nullptr, *h_grads_ = nullptr;
   void* h_work_ = nullptr;
-  nn::GptLayout layout_;
+  nn::GptShardLayout layout_;
+  // With a tensor group: the shard buffer's split and replicated pieces (GptZero3Layout::
+  // pieces), a device sum of squares per piece.
+  parallel::Communicator* tensor_ = nullptr;
+  std::vector<GptZero3Layout::Piece> pieces_;
+  double* piece_sums_ = nullptr;
   GptZero3Layout z_;
   DType t_;
   size_t es_;

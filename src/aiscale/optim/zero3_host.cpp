@@ -11,6 +11,13 @@ namespace aiscale::optim {
 void zero3_host_adamw(const GptZero3Layout& z, const nn::GptLayout& layout, bool decay_embeddings,
                       float* master, float* m, float* v, const float* grads, void* work, DType t,
                       const ops::AdamWParams& hp) {
+  zero3_host_adamw(z, nn::GptShardLayout(layout.config(), 1, 0), decay_embeddings, master, m, v,
+                   grads, work, t, hp);
+}
+
+void zero3_host_adamw(const GptZero3Layout& z, const nn::GptShardLayout& layout,
+                      bool decay_embeddings, float* master, float* m, float* v,
+                      const float* grads, void* work, DType t, const ops::AdamWParams& hp) {
   ops::AdamWParams no_decay = hp;
   no_decay.weight_decay = 0.0f;
   const auto& tensors = layout.tensors();
@@ -22,12 +29,12 @@ void zero3_host_adamw(const GptZero3Layout& z, const nn::GptLayout& layout, bool
       const int64_t end = r.flat + r.n;
       while (f < end) {
         auto it = std::upper_bound(tensors.begin(), tensors.end(), f,
-                                   [](int64_t x, const nn::GptParamInfo& p) { return x < p.offset; });
-        const nn::GptParamInfo& p = *(it - 1);
-        const int64_t stop = std::min(end, p.offset + p.shape.numel());
+                                   [](int64_t x, const nn::ShardedTensor& p) { return x < p.offset; });
+        const nn::ShardedTensor& p = *(it - 1);
+        const int64_t stop = std::min(end, p.offset + p.numel);
         const int64_t s = z.shard_offset(u) + (r.work - ob) + (f - r.flat);
         ops::cpu::adamw_update(master + s, grads + s, m + s, v + s, stop - f,
-                               nn::GptLayout::decays(p, decay_embeddings) ? hp : no_decay);
+                               nn::GptLayout::decays(p.full, decay_embeddings) ? hp : no_decay);
         f = stop;
       }
     }

@@ -5,6 +5,7 @@
 #pragma once
 #include "aiscale/core/dtype.h"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/ops/ops.h"
 #include "aiscale/optim/zero3_layout.h"
 
@@ -15,5 +16,9 @@ namespace aiscale::optim {
 void zero3_host_adamw(const GptZero3Layout& z, const nn::GptLayout& layout, bool decay_embeddings,
                       float* master, float* m, float* v, const float* grads, void* work, DType t,
                       const ops::AdamWParams& hp);
+// The same over a tensor rank's local buffer (its shard layout, the shards' flat positions).
+void zero3_host_adamw(const GptZero3Layout& z, const nn::GptShardLayout& layout,
+                      bool decay_embeddings, float* master, float* m, float* v,
+                      const float* grads, void* work, DType t, const ops::AdamWParams& hp);
 
 }  // namespace aiscale::optim

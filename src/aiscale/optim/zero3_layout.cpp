@@ -9,20 +9,27 @@ namespace aiscale::optim {
 
 GptZero3Layout::GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded, int world,
                                int rank)
+    : GptZero3Layout(nn::GptShardLayout(layout.config(), 1, 0), vocab_padded, world, rank) {}
+
+GptZero3Layout::GptZero3Layout(const nn::GptShardLayout& layout, int64_t vocab_padded, int world,
+                               int rank)
     : world_(world), rank_(rank) {
   const nn::GptConfig& c = layout.config();
   if (world < 1 || rank < 0 || rank >= world)
     fail("ZeRO-3 layout: rank {} of {} ranks", rank, world);
-  if (vocab_padded < c.vocab_size)
-    fail("ZeRO-3 layout: {} padded vocabulary rows for a vocabulary of {}", vocab_padded,
-         c.vocab_size);
-  const int64_t shift = (vocab_padded - c.vocab_size) * c.n_embd;
-  vocab_rows_ = c.vocab_size * c.n_embd;
+  // The token embedding's rows this rank holds: the vocabulary, or its tensor rank's slice.
+  const int64_t rows = layout.vocab_slice();
+  if (vocab_padded < rows)
+    fail("ZeRO-3 layout: {} padded vocabulary rows for {} token embedding rows", vocab_padded,
+         rows);
+  // The units are the whole model's (layer l is unit 1 + l).
+  if (layout.first_layer() != 0 || layout.end_layer() != c.n_layer)
+    fail("ZeRO-3 layout: a pipeline stage's layers");
+  const int64_t shift = (vocab_padded - rows) * c.n_embd;
+  vocab_rows_ = rows * c.n_embd;
   padded_rows_end_ = vocab_rows_ + shift;
   bounds_.push_back(0);
-  bounds_.push_back(layout.embeddings_end() + shift);
-  for (int64_t l = 0; l < c.n_layer; ++l) bounds_.push_back(layout.layer_end(l) + shift);
-  bounds_.push_back(layout.size() + shift);
+  for (int u = 0; u < layout.units(); ++u) bounds_.push_back(layout.unit_end(u) + shift);
   offset_.push_back(0);
   for (int u = 0; u < units(); ++u) {
     const int64_t per_rank = (unit_size(u) + world - 1) / world;
@@ -45,6 +52,26 @@ std::vector<GptZero3Layout::Run> GptZero3Layout::runs(int64_t begin, int64_t end
   if (begin < std::min(end, vocab_rows_)) out.push_back({begin, begin, std::min(end, vocab_rows_) - begin});
   const int64_t b = std::max(begin, padded_rows_end_);
   if (b < end) out.push_back({b, b - shift, end - b});
+  return out;
+}
+
+std::vector<GptZero3Layout::Piece> GptZero3Layout::pieces(const nn::GptShardLayout& layout) const {
+  std::vector<Piece> out;
+  for (int u = 0; u < units(); ++u) {
+    const int64_t ob = owned_begin(u);
+    for (const Run& r : runs(ob, owned_end(u))) {
+      const int64_t so = shard_offset(u) + (r.work - ob);
+      layout.for_each_in(r.flat, r.flat + r.n, [&](int64_t b, int64_t e, const nn::ShardedTensor& x) {
+        const bool rep = x.kind == nn::ShardKind::replicated;
+        const int64_t at = so + (b - r.flat);
+        if (e <= b) return;
+        if (!out.empty() && out.back().replicated == rep && out.back().offset + out.back().n == at)
+          out.back().n += e - b;
+        else
+          out.push_back(Piece{at, e - b, rep});
+      });
+    }
+  }
   return out;
 }
 

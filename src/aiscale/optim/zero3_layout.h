@@ -3,6 +3,12 @@
 // parameter layout (nn/models/gpt_layout.h) that checkpoints and the optimiser's weight
 // decay speak.
 //
+// Under tensor parallelism the "flat layout" is the tensor rank's local buffer (its
+// nn::GptShardLayout, the CUDA model's: its slice of the vocabulary, already padded to the
+// GEMMs' rows, or the whole vocabulary): the same units, each the rank's slice of a layer,
+// sharded over the rank's data-parallel group.
+// With one tensor rank that buffer is the GPT layout itself and so are the shards.
+//
 // Units are ranges of the *working layout* (the flat layout with the LM head's padded
 // vocabulary rows after wte, so that a gathered unit is exactly the buffer the kernels
 // read):
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_shard.h"
 
 namespace aiscale::optim {
 
@@ -29,8 +36,10 @@ class GptZero3Layout {
  public:
   static constexpr int64_t kAlign = 64;  // values: 256-byte aligned fp32 shards
 
-  // vocab_padded: the working layout's vocabulary rows (>= vocab_size).
+  // vocab_padded: the working layout's vocabulary rows (>= the token embedding's rows).
   GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded, int world, int rank);
+  // A tensor rank's local buffer (every layer held: no pipeline stage).
+  GptZero3Layout(const nn::GptShardLayout& layout, int64_t vocab_padded, int world, int rank);
 
   int world() const { return world_; }
   int rank() const { return rank_; }
@@ -65,6 +74,16 @@ class GptZero3Layout {
   };
   // The runs of working-layout range [begin, end), skipping the padded vocabulary rows.
   std::vector<Run> runs(int64_t begin, int64_t end) const;
+
+  // This rank's shard buffer cut where its values change between tensors split over the
+  // tensor ranks and replicated ones (`layout`: the one this geometry was made from), in
+  // order, adjacent pieces of a kind merged: the gradient norm counts the split tensors'
+  // squares on every tensor rank and the replicated ones once. The padding is in none.
+  struct Piece {
+    int64_t offset = 0, n = 0;  // in the shard buffer
+    bool replicated = false;
+  };
+  std::vector<Piece> pieces(const nn::GptShardLayout& layout) const;
 
   // Host copies between a whole flat vector and this rank's shard buffer (shards_size()
   // values; padding left zero), and between a gathered unit (padded(u) values, working

@@ -12,8 +12,8 @@ namespace {
 //  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks), 2 or 3 (2 and 3 over NCCL only); tensor parallelism with
-//    data-parallel copies (dp x tp, ZeRO 0 or 1 over NCCL; the vocabulary split, padded
-//    slices); and
+//    data-parallel copies (dp x tp, ZeRO 0 to 3 over NCCL, ZeRO-2/3 sharding each tensor
+//    rank's slices over its data group; the vocabulary split in padded slices); and
 //    pipeline stages with both (dp x tp x pp, GPipe/1F1B, ZeRO 0 or 1 over NCCL, each stage
 //    holding its layers with the embeddings and the final norm and recomputing its forward
 //    before each backward).
@@ -37,7 +37,7 @@ const std::vector<EngineSupport> kEngineSupport = {
      {0, 1},
      {Recompute::none, Recompute::full},
      false,
-     {0, 1},
+     {0, 1, 2, 3},
      true,
      true,
      false,

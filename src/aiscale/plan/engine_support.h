@@ -26,8 +26,9 @@ struct EngineSupport {
   std::vector<int> copy_engine_zero_stages;
   std::vector<Recompute> recompute;        // the planner's recomputation modes it matches
   // Tensor parallelism with data-parallel copies only (dp x tp): no pipeline stages, and
-  // with tp > 1 only these ZeRO stages (empty: any of zero_stages). GPU ranks: ZeRO 0 or 1
-  // (ZeRO-1 shards the optimizer state over each data group).
+  // with tp > 1 only these ZeRO stages (empty: any of zero_stages). GPU ranks: ZeRO 0 to 3
+  // (ZeRO-1 shards the optimizer state over each data group, ZeRO-2/3 each tensor rank's
+  // slices).
   bool tensor_no_pipeline = false;
   std::vector<int> tensor_zero_stages;
   // ZeRO-1 shards at multiples of the world size inside a residual projection's bias:

@@ -67,9 +67,6 @@ std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
   if (l.pp > 1 && l.zero >= 2)
     return fmt::format("ZeRO-{} with pipeline parallelism (pp {}) is not supported (DeepSpeed "
                        "allows ZeRO-1 with pipelines): use --zero-stage 1 or --pp 1", l.zero, l.pp);
-  if (l.zero == 3 && l.tp > 1)
-    return fmt::format("ZeRO-3 is modelled as FSDP without tensor parallelism: use --tp 1 or a "
-                       "lower ZeRO stage");
   return std::nullopt;
 }
 

@@ -173,15 +173,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
   if (w.is_transformer()) {
     m.activations = transformer_activations(w, l, p, last, acc);
     const double c = static_cast<double>(w.gpt.n_embd);
-    const double layer = 12.0 * c * c + 13.0 * c;
+    // ZeRO-3 gathers a tensor rank's slice of a layer (dp x tp: each rank's local buffer
+    // sharded over its data group); the whole layer, 12C² + 13C, with one tensor rank.
+    const double layer = layer_params_per_gpu(w, l.tp);
     if (l.zero == 3) m.buffers = 2.0 * layer * sb.weights;  // two layers gathered ahead of use
     if (l.zero >= 2 && l.dp > 1 && acc == Accounting::aiscale_gpu) {
       // aiscale's GPU ZeRO-2/3 (optim/zero3.cuh): three layers' fp32 gradient buffers (one
       // computing, two reduce-scattering), the embeddings and the final norm gathered
-      // whole with their fp32 gradients, and (ZeRO-2, whose layers stay gathered in the
-      // weights above) this rank's shard of the working copy that AdamW writes.
+      // with their fp32 gradients (a tensor rank's slice of the vocabulary), and (ZeRO-2,
+      // whose layers stay gathered in the weights above) this rank's shard of the working
+      // copy that AdamW writes.
       const auto& g = w.gpt;
-      const double vocab_rows = std::ceil(double(g.vocab_size) / 128.0) * 128.0;
+      const double vocab_rows = gpu_logit_columns(w, l.tp, tensor_split(acc).vocab_parallel);
       const double resident = (vocab_rows + double(g.block_size)) * c + 2.0 * c;
       m.buffers += 3.0 * layer * 4.0 + resident * (4.0 + sb.weights);
       if (l.zero == 2) m.buffers += sb.weights * psi / nd;

@@ -306,7 +306,8 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and (CPU "
                         "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 or 1, also with pipeline stages); "
+                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 to 3, not with "
+                        "parallel.offload_optimizer; ZeRO 0 or 1 with pipeline stages); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
                         "tensor ranks consecutive",
                         1, 1024));
@@ -328,7 +329,8 @@ const std::vector<Key>& schema() {
                          "ranks by token (all-gather / reduce-scatter around them); needs "
                          "parallel.tensor_parallel > 1"));
     k.push_back(bool_key("parallel.offload_optimizer", &TrainConfig::offload_optimizer,
-                         "GPU ranks with parallel.zero_stage = 3 (also one GPU): keep the fp32 "
+                         "GPU ranks with parallel.zero_stage = 3 (also one GPU; not with tensor "
+                         "parallelism): keep the fp32 "
                          "master weights and AdamW moments in host memory and run AdamW on the "
                          "CPU (6 instead of 18 bytes per parameter on the GPUs, before sharding)"));
     k.push_back(bool_key("parallel.overlap", &TrainConfig::overlap,

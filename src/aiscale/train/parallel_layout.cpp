@@ -68,11 +68,12 @@ void check_parallel_config(const TrainConfig& c) {
       fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 "
            "over NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"",
            pp);
-    if (tp > 1 && c.zero_stage > 1)
-      fail("parallel.tensor_parallel = {} on GPU ranks runs with ZeRO 0 or 1 in this version "
-           "(its data-parallel copies shard at most the optimizer state, not the parameters): "
-           "set parallel.zero_stage = 1 (or 0), or parallel.tensor_parallel = 1 to shard with "
-           "ZeRO-{}", tp, c.zero_stage);
+    // (ZeRO-2/3 shard each tensor rank's slices over its data-parallel group, whose
+    // optimizer step runs on the GPU.)
+    if (tp > 1 && c.offload_optimizer)
+      fail("parallel.offload_optimizer = true does not run with parallel.tensor_parallel = {} "
+           "on GPU ranks in this version: set parallel.offload_optimizer = false, or "
+           "parallel.tensor_parallel = 1", tp);
   }
 }
 

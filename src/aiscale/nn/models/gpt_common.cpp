@@ -91,9 +91,10 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
 namespace {
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
-// the gradients summed over each data group, or with ZeRO-1 reduce-scattered into the
-// optimiser state's shards) and inside pipeline stages (dp x tp x pp, ZeRO 0), over NCCL,
-// without ZeRO-2/3 or sequence parallelism.
+// the gradients summed over each data group, with ZeRO-1 reduce-scattered into the
+// optimiser state's shards, with ZeRO-2/3 each rank's slices sharded over its data group)
+// and inside pipeline stages (dp x tp x pp, ZeRO 0 or 1), over NCCL; not with the
+// optimizer state on the host.
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
@@ -105,10 +106,10 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
          "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
          "communicator: use parallel.communicator = \"nccl\" (or auto)", tp,
          g.tensor().backend());
-  if (o.zero_stage > 1)
-    fail("parallel.tensor_parallel = {} on GPU ranks runs with ZeRO 0 or 1: set "
-         "parallel.zero_stage = 0 or 1 (data-parallel copies of the tensor group shard at most "
-         "the optimizer state)", tp);
+  if (o.offload_optimizer)
+    fail("parallel.offload_optimizer = true does not run with parallel.tensor_parallel = {} on "
+         "GPU ranks: set parallel.offload_optimizer = false, or parallel.tensor_parallel = 1",
+         tp);
   if (o.sequence_parallel && o.recompute && !o.recompute_layers)
     fail("parallel.sequence_parallel = true on GPU ranks does not run with train.recompute (the "
          "LayerNorm and GELU outputs recomputed): set train.recompute = false, or "

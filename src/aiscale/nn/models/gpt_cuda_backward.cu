@@ -40,8 +40,9 @@ void GptCuda::backward_batch(float grad_multiplier) {
     ready(parallel::dp::kAfterBackward);  // one bucket: everything
     if (zero3_) zero3_->resident_backward_done();
   }
-  if (sp_ && tp_sync_) sp_sum_norm_grads();
-  if (tp_ && tp_->dp() > 1 && tp_sync_) {  // dp x tp: the copies' local gradients summed
+  if (sp_ && tp_sync_ && !zero3_) sp_sum_norm_grads();  // (ZeRO-2/3: layer by layer)
+  // dp x tp: the copies' local gradients summed (ZeRO-2/3: reduce-scattered layer by layer).
+  if (tp_ && tp_->dp() > 1 && tp_sync_ && !zero3_) {
     if (zero1_) {  // ZeRO-1: each data rank keeps the sums of its part
       prof_op("reduce_scatter_gradients");
       zero1_->reduce_scatter(grads_, s);
@@ -223,7 +224,9 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
 // gradient is gathered whole (sp_full_) for its weight, bias and input gradients, so the
 // bias gradients are the same on every tensor rank; each column-parallel layer's input
 // gradient (partial sums over the ranks) is reduce-scattered to the rank's rows for the
-// LayerNorm backward, whose weight gradients stay partial until sp_sum_norm_grads.
+// LayerNorm backward, whose weight gradients stay partial until sp_sum_norm_grads (under
+// ZeRO-2/3 they are summed over the tensor ranks before the layer's gradients are
+// reduce-scattered over the data group, each micro-step).
 void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
   const int64_t N = N_, C = C_, Cl = Cl_;
   const int64_t R = sp_n();
@@ -231,6 +234,9 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
   for (int64_t l = l1 - 1; l >= l0; --l) {
     Acts& a = acts_[l];
     use_layer(l, -1);
+    // (Each layer writes its own gradients only: its projection biases come from the
+    // gathered gradients. begin_backward has prepared the last layer's buffer.)
+    if (zero3_ && l + 1 < l1) zero3_->prepare_layer_grads(l);
     if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
     acts_layer_ = -1;
     // MLP projection: d(res[l + 1]) gathered.
@@ -261,6 +267,12 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
     cuda::layernorm_backward(t_, dres_, gl(l, P::ln1_w), gl(l, P::ln1_b), nullptr, dln1, res(l),
                              pw(l, in(P::ln1_w)), a.ln1_mean, a.ln1_rstd, R, C, true,
                              ln_scratch_, s);
+    if (zero3_) {  // the LayerNorms' (weight, bias) pairs summed, then the layer reduced
+      prof_op("tensor_allreduce_norm_gradients");
+      tp_->allreduce_f32(gl(l, P::ln1_w), 2 * C);
+      tp_->allreduce_f32(gl(l, P::ln2_w), 2 * C);
+      zero3_->layer_backward_done(l);
+    }
   }
   prof_op(nullptr);
 }

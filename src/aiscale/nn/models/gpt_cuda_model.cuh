@@ -108,7 +108,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // parallelism on the device); ZeRO-1's optimiser side shards along its buckets. With
   // ZeRO-3 there is no reducer: optim::Zero3 gathers the parameters and reduce-scatters
   // the gradients unit by unit. Under tensor parallelism there is none either: the data
-  // group's sums are tp_'s, or with ZeRO-1 zero1_'s reduce-scatter over the data group.
+  // group's sums are tp_'s, with ZeRO-1 zero1_'s reduce-scatter over the data group, with
+  // ZeRO-2/3 zero3_'s over it.
   void subscribe_reducer(bool fused_norm);
 
   GptCudaSizes sizes() const;
@@ -248,6 +249,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // gradients are overwritten, as plain ZeRO-1's gather does).
   float* gather_local(const float* shard) const;
 
+  // dp x tp with ZeRO-2/3: this rank's slices of a whole vector (host).
+  std::vector<float> local_part(const float* full) const;
+
   void download(float* out, const float* src) const;
   void upload(float* dst, const float* in);
   // Pipeline stages: a local vector (device, shard_ order) into the whole model's (host,
@@ -294,7 +298,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // Data parallelism (subscribe_reducer): null without it.
   std::unique_ptr<parallel::dp::Reducer> reducer_;
   std::unique_ptr<optim::Zero1> zero1_;
-  std::unique_ptr<optim::Zero3> zero3_;  // parallel.zero_stage = 3 (or 2) over several ranks
+  // parallel.zero_stage = 3 (or 2) over several ranks (under tensor parallelism: over the
+  // data group, each rank's local buffer sharded).
+  std::unique_ptr<optim::Zero3> zero3_;
   std::unique_ptr<GptCudaTensorParallel> tp_;  // parallel.tensor_parallel > 1
   // parallel.pipeline_parallel > 1: the pipeline group (set from the start) and the stage
   // (made after the warm-up, which runs the stage's layers on this GPU); the model stream's

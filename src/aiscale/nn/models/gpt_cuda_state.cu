@@ -63,7 +63,10 @@ double GptCuda::grad_sum_squares() {
     pipeline_->allreduce_sum(&s, 1);
     return s;
   }
-  if (zero3_) return zero3_->grad_sum_squares();
+  if (zero3_) {
+    if (tp_) tp_->finish();  // the tensor group's last sums (bounded wait)
+    return zero3_->grad_sum_squares();
+  }
   if (tp_) {
     finish_comm();  // the last input gradients' sums (bounded wait)
     prof_op("sum_squares", 2.0 * double(P_));
@@ -109,14 +112,20 @@ void GptCuda::update(const ops::AdamWParams& hp) {
 
 void GptCuda::get_params(float* out) const {
   if (tp_) {
+    // ZeRO-2/3: the local vector gathered over the data group.
+    std::vector<float> held(zero3_ ? static_cast<size_t>(P_) : 0);
+    if (zero3_) zero3_->get_params(held.data());
     const float* local = zero1_ ? gather_local(master_) : master_;
     // The replicated parameters must have stayed the same on every tensor rank (the
     // checkpoint keeps rank 0's): said loudly if not.
-    if (!tp_->replicated_agree(local) && tp_->rank() == 0)
+    const bool agree =
+        zero3_ ? tp_->replicated_agree_host(held.data()) : tp_->replicated_agree(local);
+    if (!agree && tp_->rank() == 0)
       std::fprintf(stderr, "[aiscale cuda] warning: the replicated parameters (LayerNorms, "
                            "biases, embeddings) differ between the tensor-parallel ranks; the "
                            "checkpoint holds tensor rank 0's\n");
-    tp_->gather(local, out);
+    if (zero3_) tp_->gather_host(held.data(), out);
+    else tp_->gather(local, out);
     if (pipeline_) stage_sum(out);
   } else if (zero3_) {
     zero3_->get_params(out);
@@ -131,7 +140,7 @@ void GptCuda::get_params(float* out) const {
 
 void GptCuda::set_params(const float* in) {
   if (zero3_) {
-    zero3_->set_params(in);
+    zero3_->set_params(tp_ ? local_part(in).data() : in);
     return;
   }
   finish_comm();
@@ -152,6 +161,12 @@ void GptCuda::set_params(const float* in) {
 }
 
 void GptCuda::get_grads(float* out) const {
+  if (tp_ && zero3_) {
+    std::vector<float> local(static_cast<size_t>(P_));
+    zero3_->get_grads(local.data());
+    tp_->gather_host(local.data(), out);
+    return;
+  }
   if (tp_) {
     tp_->gather(grads_, out);
     if (pipeline_) stage_sum(out);
@@ -168,7 +183,7 @@ void GptCuda::get_grads(float* out) const {
 
 void GptCuda::set_grads(const float* in) {
   if (zero3_) {
-    zero3_->set_grads(in);
+    zero3_->set_grads(tp_ ? local_part(in).data() : in);
     return;
   }
   finish_comm();
@@ -178,6 +193,13 @@ void GptCuda::set_grads(const float* in) {
 }
 
 void GptCuda::get_optimizer_state(float* m, float* v) const {
+  if (tp_ && zero3_) {
+    std::vector<float> lm(static_cast<size_t>(P_)), lv(static_cast<size_t>(P_));
+    zero3_->get_moments(lm.data(), lv.data());
+    tp_->gather_host(lm.data(), m);
+    tp_->gather_host(lv.data(), v);
+    return;
+  }
   if (tp_) {
     tp_->gather(zero1_ ? gather_local(m_) : m_, m);
     tp_->gather(zero1_ ? gather_local(v_) : v_, v);
@@ -206,6 +228,10 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
 }
 
 void GptCuda::set_optimizer_state(const float* m, const float* v) {
+  if (zero3_ && tp_) {
+    zero3_->set_moments(local_part(m).data(), local_part(v).data());
+    return;
+  }
   if (zero3_) {
     zero3_->set_moments(m, v);
     return;
@@ -256,6 +282,15 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
       Ppad_ = zero1_->padded_size();
       S_ = zero1_->shard_size();
     }
+    // ZeRO-2/3 over the data group: the local buffer as optim::Zero3's whole model, its
+    // layers gathered over the data group and their gradients reduce-scattered there.
+    if (options_.zero_stage >= 2 && tp_->dp() > 1) {
+      zero3_ = std::make_unique<optim::Zero3>(
+          tp_->data_group(), shard_, Vp_, t_, options_.offload_optimizer,
+          options_.decay_embeddings, /*gathered_layers=*/options_.zero_stage == 2,
+          &tp_->tensor_group());
+      S_ = Ppad_ = zero3_->shards_size();
+    }
     return;
   }
   parallel::Communicator* comm = options_.comm;
@@ -278,7 +313,7 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   // ranks (the same shards, the layers kept gathered).
   const bool zero2 = options_.zero_stage == 2 && several;
   if ((options_.zero_stage == 3 && (several || options_.offload_optimizer)) || zero2) {
-    zero3_ = std::make_unique<optim::Zero3>(several ? comm : nullptr, layout_, Vp_, t_,
+    zero3_ = std::make_unique<optim::Zero3>(several ? comm : nullptr, shard_, Vp_, t_,
                                             options_.offload_optimizer, options_.decay_embeddings,
                                             /*gathered_layers=*/zero2);
     dp_ = several;
@@ -352,6 +387,12 @@ float* GptCuda::gather_local(const float* shard) const {
                                      stream_));
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return grads_;
+}
+
+std::vector<float> GptCuda::local_part(const float* full) const {
+  std::vector<float> local(static_cast<size_t>(P_));
+  shard_.extract(full, local.data());
+  return local;
 }
 
 void GptCuda::check_tokens(const int32_t* x, const char* what) const {

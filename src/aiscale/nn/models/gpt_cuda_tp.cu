@@ -194,12 +194,15 @@ std::vector<float> GptCudaTensorParallel::download(const float* local_dev) {
 
 void GptCudaTensorParallel::gather(const float* local_dev, float* full_host) {
   finish();
-  const std::vector<float> local = download(local_dev);
+  gather_host(download(local_dev).data(), full_host);
+}
+
+void GptCudaTensorParallel::gather_host(const float* local, float* full_host) {
   const int64_t n = layout_.config().num_params();
   std::fill(full_host, full_host + n, 0.0f);
   // Each value is written by one rank (the replicated ones by rank 0), zeros elsewhere:
   // the sum over the ranks is exact.
-  layout_.place(local.data(), full_host, layout_.rank() == 0);
+  layout_.place(local, full_host, layout_.rank() == 0);
   comm_.allreduce_sum(full_host, n);
 }
 
@@ -214,14 +217,17 @@ void GptCudaTensorParallel::scatter(const float* full_host, float* local_dev) {
 
 bool GptCudaTensorParallel::replicated_agree(const float* local_dev) {
   finish();
-  const std::vector<float> local = download(local_dev);
+  return replicated_agree_host(download(local_dev).data());
+}
+
+bool GptCudaTensorParallel::replicated_agree_host(const float* local) {
   // FNV-1a over the bits of the replicated values, rank 0's sent to every rank.
   uint64_t h = 1469598103934665603ull;
   for (const ShardedTensor& s : layout_.tensors()) {
     if (s.kind != ShardKind::replicated) continue;
     for (int64_t i = 0; i < s.numel; ++i) {
       uint32_t bits;
-      std::memcpy(&bits, &local[static_cast<size_t>(s.offset + i)], 4);
+      std::memcpy(&bits, local + s.offset + i, 4);
       h = (h ^ bits) * 1099511628211ull;
     }
   }

@@ -30,8 +30,8 @@
 // ranks pick the same algorithms): the replicated parameters' gradients, and so the
 // parameters, stay bitwise equal without any exchange of their own. get_params checks it.
 //
-// Data parallelism beside it (world = dp x tp; ZeRO 0 here, ZeRO-1 below): the job's ranks
-// form dp copies of the tensor group, tensor ranks consecutive (parallel/grid.h's default
+// Data parallelism beside it (world = dp x tp; ZeRO 0 here, ZeRO-1 to 3 below): the job's
+// ranks form dp copies of the tensor group, tensor ranks consecutive (parallel/grid.h's default
 // order), and the ranks with the same tensor rank form a data-parallel group. Each rank's
 // local gradient buffer (its slices and the replicated tensors) is summed over its
 // data-parallel group after the backward of a synchronising step (sum_gradients(): one fp32
@@ -54,6 +54,18 @@
 // same total as without ZeRO. The tensor ranks' local buffers have the same length and
 // their replicated tensors the same offsets, so every data group cuts its buffer alike and
 // the replicated parameters stay equal across the tensor group.
+//
+// ZeRO-2 and ZeRO-3 beside it (parallel.zero_stage = 2, 3): optim/zero3.cuh over the data
+// group with this rank's local buffer as its model: the layers' slices gathered over the
+// data group (ZeRO-3: right before each layer computes; ZeRO-2: once per step), each
+// layer's gradients reduce-scattered into the shards after its backward, nothing summed
+// here. The tensor group's all-reduces run on its communicator's stream, the gathers and
+// reduce-scatters on the data group's; both are ordered against the model's stream by
+// events, which orders them with each other. The norm is Zero3's: the shards' squares,
+// split and replicated apart, summed over the data group, the split ones over the tensor
+// group. Under sequence parallelism each layer's LayerNorm gradients are summed over the
+// tensor ranks right after its backward (every micro-step), before the layer is
+// reduce-scattered. Not with the optimizer state on the host.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -105,8 +117,10 @@ class GptCudaTensorParallel {
   // Data-parallel copies of the tensor group: their number and this rank's copy.
   int dp() const { return data_ ? data_->world() : 1; }
   int dp_rank() const { return data_ ? data_->rank() : 0; }
-  // The data-parallel group (null with one copy), for ZeRO-1's shards over it.
+  // The data-parallel group (null with one copy), for ZeRO's shards over it, and the
+  // tensor group (ZeRO-2/3's gradient norm).
   parallel::Communicator* data_group() const { return data_; }
+  parallel::Communicator& tensor_group() const { return comm_; }
   // In-place fp32 sum over the data-parallel group of n gradient values at `grads`
   // (device), after the work queued on the model's stream, which then waits for it on the
   // GPU. Nothing with one copy.
@@ -130,9 +144,12 @@ class GptCudaTensorParallel {
   // the whole vector); scatter is not.
   void gather(const float* local_dev, float* full_host);
   void scatter(const float* full_host, float* local_dev);
-  // Whether the replicated values of `local_dev` are bitwise the same on every tensor
-  // rank (collective).
+  // gather from a local vector on the host (ZeRO-2/3 gather it over the data group there).
+  void gather_host(const float* local_host, float* full_host);
+  // Whether the replicated values of `local_dev` (replicated_agree_host: of a local vector
+  // on the host) are bitwise the same on every tensor rank (collective).
   bool replicated_agree(const float* local_dev);
+  bool replicated_agree_host(const float* local_host);
 
  private:
   std::vector<float> download(const float* local_dev);
