@@ -20,6 +20,33 @@ __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) 
   m = mx;
 }
 
+// The block's (max, sum of exp) pairs combined into every thread's (m, s).
+__device__ __forceinline__ void block_combine(float& m, float& s, float* red_m, float* red_s) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+  if (lane == 0) {
+    red_m[warp] = m;
+    red_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < kXentThreads / 32 ? red_m[lane] : -FLT_MAX;
+    s = lane < kXentThreads / 32 ? red_s[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) {
+      red_m[0] = m;
+      red_s[0] = s;
+    }
+  }
+  __syncthreads();
+  m = red_m[0];
+  s = red_s[0];
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kXentThreads)
     softmax_xent_kernel(float* losses, T* logits, const int32_t* targets, int V, int Vp,
@@ -55,35 +82,8 @@ __global__ void __launch_bounds__(kXentThreads)
       }
     }
   }
-  // Block reduction of (m, s).
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    combine(m, s, m2, s2);
-  }
-  if (lane == 0) {
-    red_m[warp] = m;
-    red_s[warp] = s;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < kXentThreads / 32 ? red_m[lane] : -FLT_MAX;
-    s = lane < kXentThreads / 32 ? red_s[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-      const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      combine(m, s, m2, s2);
-    }
-    if (lane == 0) {
-      red_m[0] = m;
-      red_s[0] = s;
-    }
-  }
-  __syncthreads();
-  const float lse = red_m[0] + __logf(red_s[0]);
+  block_combine(m, s, red_m, red_s);
+  const float lse = m + __logf(s);
   const int target = targets[row];
   if (threadIdx.x == 0) losses[row] = lse - to_f32<T>(x[target]);
   if (!write_grad) return;
@@ -209,33 +209,6 @@ __global__ void logits_row_kernel(float* out, const T* x, const T* w, int V, int
   }
   acc = warp_sum(acc);
   if (lane == 0) out[v] = to_f32<T>(from_f32<T>(acc));
-}
-
-// The block's (max, sum of exp) pairs combined into every thread's (m, s).
-__device__ __forceinline__ void block_combine(float& m, float& s, float* red_m, float* red_s) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-  if (lane == 0) {
-    red_m[warp] = m;
-    red_s[warp] = s;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < kXentThreads / 32 ? red_m[lane] : -FLT_MAX;
-    s = lane < kXentThreads / 32 ? red_s[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-      combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    if (lane == 0) {
-      red_m[0] = m;
-      red_s[0] = s;
-    }
-  }
-  __syncthreads();
-  m = red_m[0];
-  s = red_s[0];
 }
 
 // A vocabulary slice's statistics of one row per block: (max, sum of exp(x - max)) over
