@@ -118,7 +118,9 @@ TEST(GptShardLayout, UnevenVocabularySlicesArePadded) {
     EXPECT_EQ(l.vocab_rows(), r < 3 ? 72 : 41);
     EXPECT_EQ(l.tensors()[0].numel, 72 * 64);
     EXPECT_EQ(l.wpe(), 72 * 64);
-    if (size >= 0) EXPECT_EQ(l.size(), size);
+    if (size >= 0) {
+      EXPECT_EQ(l.size(), size);
+    }
     size = l.size();
     std::vector<float> local(static_cast<size_t>(l.size()), -1.0f);
     l.extract(values.data(), local.data());
@@ -130,6 +132,11 @@ TEST(GptShardLayout, UnevenVocabularySlicesArePadded) {
     for (size_t i = 0; i < values.size(); ++i) rebuilt[i] += mine[i];
   }
   EXPECT_EQ(rebuilt, values);
+  // The CPU model's slices (no alignment): 129 rows each, the second with 128 real ones.
+  const GptShardLayout cpu(c, 2, 1);
+  EXPECT_EQ(cpu.vocab_slice(), 129);
+  EXPECT_EQ(cpu.vocab_begin(), 129);
+  EXPECT_EQ(cpu.vocab_rows(), 128);
 }
 
 // A pipeline stage's layout: the embeddings, its layers and the final norm, in the GPT

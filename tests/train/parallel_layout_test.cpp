@@ -49,10 +49,12 @@ TEST(ParallelLayout, ValidLayoutsParse) {
   EXPECT_EQ(aiscale::train::describe(l), "dp 4 x tp 2 x pp 1");
 }
 
-TEST(ParallelLayout, TensorParallelMustDivideHeadsAndVocabulary) {
+// The heads split whole; the vocabulary in padded slices, so any tensor_parallel fits it
+// (on CPU ranks as on GPUs).
+TEST(ParallelLayout, TensorParallelMustDivideTheHeadsNotTheVocabulary) {
   expect_error({"parallel.tensor_parallel=4"}, {"model.n_head = 2", "parallel.tensor_parallel = 4"});
-  expect_error({"model.vocab_size=255", "parallel.tensor_parallel=2"},
-               {"model.vocab_size = 255", "pad the vocabulary", "model.vocab_size = 256"});
+  auto c = parse_train_config(kTiny, "t.toml", {"model.vocab_size=255", "parallel.tensor_parallel=2"});
+  EXPECT_EQ(parallel_layout(c, 2).tp, 2);
 }
 
 TEST(ParallelLayout, PipelineAndMicrobatches) {
@@ -83,7 +85,7 @@ TEST(ParallelLayout, ZeroStageCombinations) {
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group
 // (world = dp x tp), with ZeRO 0 to 3, also inside pipeline stages (ZeRO 0 or 1 there) and
-// with sequence parallelism, with the vocabulary whole on every rank.
+// with sequence parallelism, the vocabulary split in padded slices.
 TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   auto c = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
                                                 "model.vocab_size=255"});

@@ -304,9 +304,9 @@ const std::vector<Key>& schema() {
                         "GPU ranks over NCCL); 3: ZeRO-3, also the parameters sharded, gathered "
                         "block by block (CPU ranks, and GPU ranks over NCCL)", 0, 3));
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
-                        "ranks that split each layer's matrices, attention heads and (CPU "
-                        "ranks) vocabulary (divides model.n_head, model.n_embd and, on CPU "
-                        "ranks, model.vocab_size; GPU ranks: ZeRO 0 to 3, not with "
+                        "ranks that split each layer's matrices, attention heads and the "
+                        "vocabulary (divides model.n_head and model.n_embd; the vocabulary in "
+                        "padded slices; GPU ranks: ZeRO 0 to 3, not with "
                         "parallel.offload_optimizer; ZeRO 0 or 1 with pipeline stages); "
                         "data-parallel ranks = world / (tensor_parallel x pipeline_parallel), "
                         "tensor ranks consecutive",

@@ -21,12 +21,7 @@ void check_parallel_config(const TrainConfig& c) {
     if (m.n_embd % tp != 0)
       fail("parallel.tensor_parallel = {} does not divide model.n_embd = {}: choose a "
            "tensor_parallel that divides the width", tp, m.n_embd);
-    // (GPU ranks split the vocabulary in padded slices: any tensor_parallel fits it.)
-    if (c.device == "cpu" && m.vocab_size % tp != 0)
-      fail("parallel.tensor_parallel = {} does not divide model.vocab_size = {}: each tensor "
-           "rank holds an equal slice of the vocabulary; pad the vocabulary to a multiple of {} "
-           "(e.g. model.vocab_size = {}) or choose another tensor_parallel", tp, m.vocab_size,
-           tp, (m.vocab_size + tp - 1) / tp * tp);
+    // (The vocabulary splits in padded slices: any tensor_parallel fits it.)
   }
   if (pp > m.n_layer)
     fail("parallel.pipeline_parallel = {} is more than model.n_layer = {}: every stage needs at "

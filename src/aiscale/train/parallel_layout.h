@@ -14,8 +14,8 @@ struct ParallelLayout {
   int world() const { return dp * tp * pp; }
 };
 
-// What the config alone decides (no rank count): tensor_parallel divides the heads, the
-// width and the vocabulary; pipeline_parallel is at most the layers; micro-batches divide
+// What the config alone decides (no rank count): tensor_parallel divides the heads and the
+// width (the vocabulary splits in padded slices); pipeline_parallel is at most the layers; micro-batches divide
 // the batch and are enough for 1F1B; sequence parallelism has tensor ranks and tokens to
 // split; ZeRO-2/3 only with options they work with; and which combinations this build
 // runs. Throws Error naming the keys and the fix.

@@ -1,5 +1,7 @@
 #include "aiscale/nn/models/gpt_blocks.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <limits>
 
@@ -38,7 +40,11 @@ GptBlocks::GptBlocks(const ops::Backend& ops, const tp::TensorGroup& group, cons
   d_.Cl = c.n_embd / group.size;
   d_.N = B * T;
   d_.R = group.rows(d_.N);
-  d_.vocab = {group.rank * (c.vocab_size / group.size), c.vocab_size / group.size};
+  // The rank's real rows of its vocabulary slice (nn/models/gpt_shard.h; a slice may end in
+  // padding rows where the tensor ranks do not divide the vocabulary).
+  const int64_t slice = vocab_slice_rows(c.vocab_size, group.size, 1);
+  const int64_t first = group.rank * slice;
+  d_.vocab = {first, std::clamp<int64_t>(c.vocab_size - first, 0, slice)};
   allocate(head);
 }
 

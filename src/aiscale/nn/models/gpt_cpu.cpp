@@ -39,9 +39,9 @@ const GptConfig& checked(const GptConfig& c, const GptRunOptions& o) {
          "layout: run it with aiscale train", o.zero_stage);
   if (!o.groups) return c;
   const int tp = o.groups->tensor().world(), pp = o.groups->pipeline().world();
-  if (c.n_head % tp || c.n_embd % tp || c.vocab_size % tp)
-    fail("parallel.tensor_parallel = {} must divide model.n_head ({}), model.n_embd ({}) and "
-         "model.vocab_size ({})", tp, c.n_head, c.n_embd, c.vocab_size);
+  if (c.n_head % tp || c.n_embd % tp)
+    fail("parallel.tensor_parallel = {} must divide model.n_head ({}) and model.n_embd ({})", tp,
+         c.n_head, c.n_embd);
   const int micro = pp > 1 ? o.microbatches : 1;
   if (micro < 1 || o.batch % micro)
     fail("parallel.microbatches = {} must divide the batch of {} rows", micro, o.batch);
@@ -165,8 +165,18 @@ class GptCpu final : public GptModel {
     if (!logits) fail("logits are not available: run forward() first (backward consumes them)");
     const int64_t Vl = slots_[0]->dims().vocab.size;
     const float* row = logits + (b * options_.seq + t) * Vl;
-    if (place_.tensor.split()) place_.tensor.comm->allgather(row, out, Vl);  // vocabulary order
-    else std::copy(row, row + Vl, out);
+    if (!place_.tensor.split()) {
+      std::copy(row, row + Vl, out);
+      return;
+    }
+    // Every rank's slice, padded to the slice length, in vocabulary order: the padding
+    // entries all lie past the last token id.
+    const int tp = place_.tensor.comm->world();
+    const int64_t slice = vocab_slice_rows(config_.vocab_size, tp, 1);
+    std::vector<float> mine(static_cast<size_t>(slice), 0.0f), all(static_cast<size_t>(slice * tp));
+    std::copy(row, row + Vl, mine.begin());
+    place_.tensor.comm->allgather(mine.data(), all.data(), slice);
+    std::copy(all.begin(), all.begin() + config_.vocab_size, out);
   }
 
   using Kind = GptCpuState::Kind;

@@ -36,8 +36,7 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_
     : config_(c), tp_(tp), rank_(rank), vocab_parallel_(vocab_parallel && tp > 1),
       first_(first_layer), end_(end_layer < 0 ? c.n_layer : end_layer) {
   AISCALE_CHECK(tp >= 1 && rank >= 0 && rank < tp && c.n_head % tp == 0 &&
-                    c.n_embd % tp == 0 && vocab_align >= 1 &&
-                    (!vocab_parallel || vocab_align > 1 || c.vocab_size % tp == 0),
+                    c.n_embd % tp == 0 && vocab_align >= 1,
                 "tensor-parallel layout {} of {} does not fit the model", rank, tp);
   vocab_slice_ = vocab_parallel_ ? vocab_slice_rows(c.vocab_size, tp, vocab_align) : c.vocab_size;
   vocab_begin_ = vocab_parallel_ ? rank * vocab_slice_ : 0;

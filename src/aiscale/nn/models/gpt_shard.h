@@ -11,9 +11,9 @@
 // the token ids [r vocab_slice(), r vocab_slice() + vocab_rows()). vocab_slice() is
 // ceil(V / tp) rounded up to vocab_align rows, so the last ranks' slices may end in padding
 // rows (zero, no token maps to them): every rank's local buffer has the same length and its
-// tensors the same offsets, whether or not tp divides the vocabulary. With vocab_align = 1
-// (the CPU model) tp must divide the vocabulary and there is no padding; the CUDA model
-// aligns the slices for its GEMMs (gpu_vocab_align()).
+// tensors the same offsets, whether or not tp divides the vocabulary. The CPU model takes
+// vocab_align = 1 (no padding where tp divides the vocabulary); the CUDA model aligns the
+// slices for its GEMMs (gpu_vocab_align()). Both compute over the real rows only.
 //
 // Local flat order is the GPT layout's order. The local buffer splits into units for
 // ZeRO: the embeddings, each layer, the final LayerNorm.

@@ -118,8 +118,8 @@ void vocab_xent_forward(const ops::Backend& ops, const TensorGroup& g, float* lo
   float* row_sum = row_max + n;                  // (N)
   std::vector<float> local(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * V;
-    local[i] = *std::max_element(row, row + V);
+    const float* row = logits + i * V;  // (a slice may hold no real rows)
+    local[i] = V > 0 ? *std::max_element(row, row + V) : -std::numeric_limits<float>::infinity();
   }
   g.comm->allgather(local.data(), gathered, n);
   for (int64_t i = 0; i < n; ++i) {
