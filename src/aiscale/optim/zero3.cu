@@ -23,13 +23,9 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int
       offload_(offload),
       decay_embeddings_(decay_embeddings),
       gathered_(gathered_layers) {
-  // (Checked before anything is allocated: a constructor that throws frees nothing.)
-  if (tensor_group && tensor_group->world() > 1) {
-    if (offload_)
-      throw Error("parallel.offload_optimizer = true does not run with tensor parallelism on "
-                  "GPUs: set parallel.offload_optimizer = false or parallel.tensor_parallel = 1");
-    tensor_ = tensor_group;
-  }
+  if (tensor_group && tensor_group->world() > 1) tensor_ = tensor_group;
+  // (make_gpt refuses the offload with tensor parallelism, naming the key, before this.)
+  AISCALE_CUDA_REQUIRE(!(tensor_ && offload_), "ZeRO-3: the optimizer offload with tensor parallelism");
   multi_ = comm && comm->world() > 1;
   if (multi_ && !comm->device_stream())
     throw Error(std::string("parallel.zero_stage = ") + (gathered_ ? "2" : "3") +
@@ -214,7 +210,8 @@ double Zero3::tensor_grad_sum_squares() {
   for (size_t i = 0; i < pieces_.size(); ++i)
     cuda::sum_squares(piece_sums_ + i, b_.grads + pieces_[i].offset, pieces_[i].n,
                       b_.sum_squares_scratch, stream_);
-  std::vector<double> sums(pieces_.size());
+  std::vector<double>& sums = piece_sums_host_;
+  sums.resize(pieces_.size());
   if (!sums.empty())
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(sums.data(), piece_sums_, sums.size() * sizeof(double),
                                        cudaMemcpyDeviceToHost, stream_));

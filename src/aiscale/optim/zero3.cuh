@@ -155,6 +155,7 @@ class Zero3 {
   parallel::Communicator* tensor_ = nullptr;
   std::vector<GptZero3Layout::Piece> pieces_;
   double* piece_sums_ = nullptr;
+  std::vector<double> piece_sums_host_;  // pieces_.size(), read back each step
   GptZero3Layout z_;
   DType t_;
   size_t es_;

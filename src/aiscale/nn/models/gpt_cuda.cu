@@ -394,34 +394,24 @@ void GptCuda::layer_forward(int64_t l) {
 }
 
 // The token and position embeddings of N tokens (device ids) into res(0); under sequence
-// parallelism every row (as every tensor rank computes them alike), then this rank's.
-// A vocabulary split over the tensor ranks: each rank looks up the tokens it holds (zeros
-// for the others, the position embedding added by rank 0 only) and the sum over the ranks
+// parallelism every row into sp_final_, then this rank's rows into res(0). With the
+// vocabulary split over the tensor ranks each rank looks up the tokens it holds (zeros for
+// the others, the position embedding added by rank 0 only) and the sum over the ranks
 // (all-reduced, or under sequence parallelism reduce-scattered to the rank's rows) is the
 // embedding.
 void GptCuda::embedding_forward(const int32_t* d_inputs) {
   cudaStream_t s = stream_;
-  if (shard_.vocab_parallel()) {
-    const void* wpe = shard_.rank() == 0 ? wpe_w() : nullptr;
-    void* out = sp_ ? sp_final_ : res(0);
-    cuda::embedding_forward(t_, out, d_inputs, wte_w(), wpe, B_, T_, C_, s, shard_.vocab_begin(),
-                            shard_.vocab_rows());
-    prof_op(sp_ ? "tensor_reduce_scatter" : "tensor_allreduce");
-    if (!sp_) {
-      tp_sum(out);
-      return;
-    }
-    const void* mine = sp_reduce(sp_final_);
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), mine, size_t(sp_n() * C_) * es_,
-                                       cudaMemcpyDeviceToDevice, s));
-    return;
-  }
+  const bool split = shard_.vocab_parallel();
+  void* out = sp_ ? sp_final_ : res(0);
+  cuda::embedding_forward(t_, out, d_inputs, wte_w(), split && shard_.rank() > 0 ? nullptr : wpe_w(),
+                          B_, T_, C_, s, shard_.vocab_begin(), shard_.vocab_rows());
+  if (split) prof_op(sp_ ? "tensor_reduce_scatter" : "tensor_allreduce");
   if (!sp_) {
-    cuda::embedding_forward(t_, res(0), d_inputs, wte_w(), wpe_w(), B_, T_, C_, s);
+    if (split) tp_sum(out);
     return;
   }
-  cuda::embedding_forward(t_, sp_final_, d_inputs, wte_w(), wpe_w(), B_, T_, C_, s);
-  AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), sp_block(sp_final_), size_t(sp_n() * C_) * es_,
+  const void* mine = split ? sp_reduce(sp_final_) : sp_block(sp_final_);
+  AISCALE_CUDA_CHECK(cudaMemcpyAsync(res(0), mine, size_t(sp_n() * C_) * es_,
                                      cudaMemcpyDeviceToDevice, s));
 }
 

@@ -228,12 +228,8 @@ void GptCuda::get_optimizer_state(float* m, float* v) const {
 }
 
 void GptCuda::set_optimizer_state(const float* m, const float* v) {
-  if (zero3_ && tp_) {
-    zero3_->set_moments(local_part(m).data(), local_part(v).data());
-    return;
-  }
   if (zero3_) {
-    zero3_->set_moments(m, v);
+    zero3_->set_moments(tp_ ? local_part(m).data() : m, tp_ ? local_part(v).data() : v);
     return;
   }
   finish_comm();
