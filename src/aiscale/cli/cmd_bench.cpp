@@ -18,7 +18,9 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/rank_failure.h"
 #include "aiscale/train/config.h"
+#include "aiscale/train/parallel_layout.h"
 
 namespace aiscale::cli {
 namespace {
@@ -329,25 +331,38 @@ void add_bench_command(CLI::App& app) {
       profile::check_writable_dir(o.profile_dir, args->run_dir.empty() ? "--output" : "--run-dir");
     }
     const train::TrainConfig& c = o.run;
+    try {  // alike on every rank, before any communicator: rank 0 alone says why
+      train::parallel_layout(c, c.communicator == "none" ? 1 : parallel::launched_world_size());
+    } catch (const Error& e) {
+      throw parallel::AlikeOnEveryRank(e.what());
+    }
     // Before the model: a GPU rank's communicator also selects the rank's GPU.
     parallel::CommOptions co;
     co.kind = c.communicator;
     co.device = c.device;
     co.rendezvous = c.rendezvous;
-    auto comm = parallel::make_communicator(co);
-    if (!args->run_dir.empty()) {
-      o.steps_dir = args->run_dir;
-      if (comm->rank() == 0) prepare_bench_run_dir(args->run_dir);
-      train::write_environment(args->run_dir, *comm, c.device, train::to_toml(c));
-    }
-    nlohmann::json j = bench::run_language_bench(o, *comm);
-    if (comm->rank() == 0) {
-      std::printf("%s\n", j.dump().c_str());
-      std::fflush(stdout);
-      append_json_line(args->output, j);
-      // Written last: its presence marks a finished benchmark run.
-      if (!args->run_dir.empty())
-        atomic_write_file((std::filesystem::path(args->run_dir) / "bench.jsonl").string(), j.dump() + "\n");
+    // Held outside the work, so that a failure is printed (and the peers ended) before the
+    // communicator goes (parallel/rank_failure.h).
+    parallel::RankContext context;
+    context.comm = parallel::make_communicator(co);
+    auto& comm = context.comm;
+    try {
+      if (!args->run_dir.empty()) {
+        o.steps_dir = args->run_dir;
+        if (comm->rank() == 0) prepare_bench_run_dir(args->run_dir);
+        train::write_environment(args->run_dir, *comm, c.device, train::to_toml(c));
+      }
+      nlohmann::json j = bench::run_language_bench(o, *comm);
+      if (comm->rank() == 0) {
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+        append_json_line(args->output, j);
+        // Written last: its presence marks a finished benchmark run.
+        if (!args->run_dir.empty())
+          atomic_write_file((std::filesystem::path(args->run_dir) / "bench.jsonl").string(), j.dump() + "\n");
+      }
+    } catch (...) {
+      parallel::report_rank_failure(context);
     }
   });
 

@@ -5,6 +5,7 @@
 
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
+#include "aiscale/core/exception_text.h"
 #include "aiscale/launch/local.h"
 
 namespace aiscale::cli {
@@ -16,7 +17,9 @@ void add_launch_command(CLI::App& app) {
       "launch",
       "Start N ranks of an aiscale command on this machine (through OpenMPI's mpirun), e.g.\n"
       "  aiscale launch -n 2 -- train --config configs/quickstart.toml\n"
-      "A rank that dies ends the others. On clusters use srun or mpirun directly (docs/guide/launching.md).");
+      "A rank that dies ends the others; when the job fails, the last line says which ranks failed "
+      "and why, and the exit status is mpirun's. On clusters use srun or mpirun directly "
+      "(docs/guide/launching.md).");
   cmd->add_option("-n,--ranks", l->ranks, "number of ranks")->capture_default_str()->check(integer_in(1, 65536));
   cmd->add_option("--threads-per-rank", l->threads_per_rank,
                   "OpenMP/BLAS threads per rank (0 = cores / ranks)")->capture_default_str();
@@ -29,7 +32,8 @@ void add_launch_command(CLI::App& app) {
       fmt::print("{}\n", fmt::join(launch::local_launch_argv(*l, "aiscale"), " "));
       return;
     }
-    launch::exec_local_launch(*l);
+    const int status = launch::run_local_launch(*l);
+    if (status != 0) throw ReportedFailure(status);  // the ranks and the summary said why
   });
 }
 

@@ -5,6 +5,7 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
+#include "aiscale/parallel/rank_failure.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/session.h"
 #include "aiscale/train/vision_config.h"
@@ -55,7 +56,16 @@ void add_train_command(CLI::App& app) {
       throw CLI::RequiredError("--config (or --resume RUN_DIR)");
     const std::vector<std::string> from_options = run->overrides();
     req->overrides.insert(req->overrides.begin(), from_options.begin(), from_options.end());
-    int code = train::run_training(*req);
+    // The communicator is held here, so that a failure is printed (and the peers ended)
+    // before it goes: parallel/rank_failure.h.
+    parallel::RankContext context;
+    req->rank_context = &context;
+    int code = 0;
+    try {
+      code = train::run_training(*req);
+    } catch (...) {
+      parallel::report_rank_failure(context);
+    }
     if (code != 0) std::exit(code);
   });
 }

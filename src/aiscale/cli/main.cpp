@@ -2,16 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
-#include <exception>
-#include <filesystem>
-#include <new>
-
-#include <nlohmann/json.hpp>
 
 #include "aiscale/cli/commands.h"
-#include "aiscale/core/error.h"
-#include "aiscale/core/log.h"
 #include "aiscale/core/paths.h"
+#include "aiscale/parallel/rank_failure.h"
 
 int main(int argc, char** argv) {
   // A write beyond the file-size limit (ulimit -f) then fails with EFBIG, which the writers
@@ -39,25 +33,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const aiscale::Error& e) {
-    aiscale::log::error("{}", e.what());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    aiscale::log::error("out of memory: the model, batch or data asked for more memory than this "
-                        "machine has; use a smaller model, train.batch_size or train.seq_len");
-    return 1;
-  } catch (const std::filesystem::filesystem_error& e) {
-    aiscale::log::error("file system error on '{}'{}: {}; check the path, its permissions and "
-                        "the free space", e.path1().string(),
-                        e.path2().empty() ? "" : " -> '" + e.path2().string() + "'",
-                        e.code().message());
-    return 1;
-  } catch (const nlohmann::json::exception& e) {
-    aiscale::log::error("malformed JSON in an input file: {}", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    aiscale::log::error("{}", e.what());
-    return 2;
+  } catch (...) {
+    // Printed with the rank when several run, and recorded for `aiscale launch`'s summary
+    // (parallel/rank_failure.h).
+    return aiscale::parallel::report_failure_at_exit();
   }
   return 0;
 }

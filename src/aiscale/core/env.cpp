@@ -30,8 +30,13 @@ const Variable kVariables[] = {
      "parallel.timeout_s; costs ~50 us per collective (63 instead of 13 us at 1 MiB on 2 "
      "H100s). 1 (default): blocking, the calls bounded by a monitor thread that ends the "
      "process (parallel/nccl/call_monitor.h; docs/guide/communication.md)"},
+    {"AISCALE_FAILURE_DIR", "a directory", "", Kind::user,
+     "where a failing rank records its error as rank-R.json; aiscale launch sets it to a folder "
+     "of its own and prints one summary line from the records (parallel/rank_failure.cpp, "
+     "launch/local.cpp); set it on a shared file system to collect the failures of srun jobs"},
     // --- test: fault injection ---
-    {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | term@STEP | slow@RANK:MS", "", Kind::test,
+    {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | fail@STEP:RANK | term@STEP | slow@RANK:MS | blowup@STEP",
+     "", Kind::test,
      "makes a training run fail on purpose, for the tests of failure handling "
      "(train/session.cpp; aiscale launch passes it to the ranks)"},
     // --- diagnostics: print or time, change no result ---

@@ -19,6 +19,7 @@ void set_rank(int rank, int world) {
   state().rank = rank;
   state().world = world;
 }
+int world() { return state().world; }
 void set_level(Level level) { state().level = level; }
 bool enabled(Level level) { return level >= state().level; }
 

@@ -10,6 +10,7 @@ namespace aiscale::log {
 
 enum class Level { debug, info, warn, error };
 void set_rank(int rank, int world);
+int world();  // as set by set_rank (1 until then)
 void set_level(Level level);
 bool enabled(Level level);
 void write(Level level, const std::string& message);

@@ -24,6 +24,7 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/process_groups.h"
+#include "aiscale/parallel/rank_failure.h"
 #include "aiscale/parallel/watchdog.h"
 #include "aiscale/profile/op_profiler.h"
 #include "aiscale/profile/profile_report.h"
@@ -157,8 +158,8 @@ ResumePoint choose_resume_point(const TrainRequest& req, const nn::GptConfig& mo
 // What every rank must agree on before step 1.
 int64_t resume_step_of(const std::optional<ResumePoint>& r) { return r ? r->state.step : 0; }
 
-RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
-                            const parallel::Communicator& comm, int64_t start_step) {
+// The resolved configuration and the world, as "section.key = value" lines.
+RankFingerprint config_fingerprint(const TrainConfig& c, const parallel::Communicator& comm) {
   RankFingerprint f;
   std::string toml = to_toml(c);
   std::string section;
@@ -174,10 +175,17 @@ RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, cons
     }
     f.lines.push_back(section + "." + line);
   }
-  f.lines.push_back("data.train (as read) = " + train.describe());
-  if (val) f.lines.push_back("data.val (as read) = " + val->describe());
   f.lines.push_back(fmt::format("world.size = {}", comm.world()));
   f.lines.push_back("world.backend = " + comm.backend());
+  return f;
+}
+
+// The configuration, the data as each rank reads it, and the step it starts from.
+RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
+                            const parallel::Communicator& comm, int64_t start_step) {
+  RankFingerprint f = config_fingerprint(c, comm);
+  f.lines.push_back("data.train (as read) = " + train.describe());
+  if (val) f.lines.push_back("data.val (as read) = " + val->describe());
   f.lines.push_back(fmt::format("resume.step = {}", start_step));
   return f;
 }
@@ -192,12 +200,13 @@ FaultPlan fault_plan_from_env() {
   int rank = 0;
   if (std::sscanf(s.c_str(), "nan@%lld", &step) == 1) f.nan_step = step;
   else if (std::sscanf(s.c_str(), "kill@%lld:%d", &step, &rank) == 2) f.kill_step = step, f.kill_rank = rank;
+  else if (std::sscanf(s.c_str(), "fail@%lld:%d", &step, &rank) == 2) f.fail_step = step, f.fail_rank = rank;
   else if (std::sscanf(s.c_str(), "term@%lld", &step) == 1) f.term_step = step;
   else if (std::sscanf(s.c_str(), "slow@%d:%lf", &rank, &f.slow_ms) == 2 && std::isfinite(f.slow_ms) &&
            f.slow_ms >= 0 && f.slow_ms <= 3.6e6) f.slow_rank = rank;
   else if (std::sscanf(s.c_str(), "blowup@%lld", &step) == 1) f.blowup_step = step;
   else fail("environment variable AISCALE_FAULT='{}' is not understood: use nan@STEP, "
-            "kill@STEP:RANK, term@STEP, slow@RANK:MS (0 to 3600000) or blowup@STEP", s);
+            "kill@STEP:RANK, fail@STEP:RANK, term@STEP, slow@RANK:MS (0 to 3600000) or blowup@STEP", s);
   return f;
 }
 
@@ -220,7 +229,16 @@ int run_training(const TrainRequest& req) {
     overrides.push_back("run.name=\"" + rd.filename().string() + "\"");
   }
   if (config_path.empty()) fail("no config: pass --config FILE (or --resume RUN_DIR)");
-  TrainConfig c = load_train_config(config_path, overrides);
+  // What the config and the launcher's rank count decide is checked before any communicator
+  // is built: every rank refuses alike and rank 0 alone says why (parallel/rank_failure.h).
+  TrainConfig c;
+  ParallelLayout planned;
+  try {
+    c = load_train_config(config_path, overrides);
+    planned = parallel_layout(c, c.communicator == "none" ? 1 : parallel::launched_world_size());
+  } catch (const Error& e) {
+    throw parallel::AlikeOnEveryRank(e.what());
+  }
   const FaultPlan fault = fault_plan_from_env();
   validate::omp_num_threads_env();
   // Validated against the config's model before any buffer is sized from it.
@@ -235,7 +253,12 @@ int run_training(const TrainRequest& req) {
   co.timeout_s = c.timeout_s;
   co.allreduce = c.allreduce;
   co.ranks_per_node = static_cast<int>(c.ranks_per_node);
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(co);
+  // The communicator outlives this function when the caller holds it (cli/cmd_train.cpp):
+  // a failure is then printed before the communicator goes, and ends the peers.
+  parallel::RankContext own_context;
+  parallel::RankContext& context = req.rank_context ? *req.rank_context : own_context;
+  context.comm = parallel::make_communicator(co);
+  std::unique_ptr<parallel::Communicator>& comm = context.comm;
   if (comm->world() > 1) {
     // NCCL bounds its own waits by timeout_s and then aborts the communicator, which ends
     // its kernels and fails with a message naming the call; the watchdog stays behind it
@@ -249,7 +272,10 @@ int run_training(const TrainRequest& req) {
   if (c.parameter_servers > 0) return run_parameter_server_training(req, c, config_path, *comm);
   // The layout is checked before anything is allocated; the ranks of one data-parallel
   // coordinate (a tensor group, a pipeline) read the same batches.
-  const ParallelLayout layout = parallel_layout(c, world);
+  // Ranks started with other configs (another layout) stop here, naming the keys, before
+  // the groups below would split the world in ways that never meet.
+  if (world > 1) check_ranks_agree(*comm, config_fingerprint(c, *comm));
+  const ParallelLayout layout = world == planned.world() ? planned : parallel_layout(c, world);
   std::unique_ptr<parallel::ProcessGroups> groups;
   int data_rank = rank;
   if (layout.tp > 1 || layout.pp > 1 || c.zero_stage >= 2) {
@@ -357,6 +383,7 @@ int run_training(const TrainRequest& req) {
     name = buf;
   }
   RunDirectory run_dir(c.run_dir, name, /*resume=*/resume.has_value(), rank == 0);
+  context.run_dir = run_dir.path();
   run_dir.write_config(to_toml(c));
   write_environment(run_dir.path(), *comm, c.device, to_toml(c));
   std::unique_ptr<MetricsOutputs> outputs;
@@ -444,6 +471,9 @@ int run_training(const TrainRequest& req) {
     position_after_last_step = train_src->position();
     if (stop_diverged) return false;
     if (s.step == fault.kill_step && rank == fault.kill_rank) std::raise(SIGKILL);
+    if (s.step == fault.fail_step && rank == fault.fail_rank)
+      fail("AISCALE_FAULT=fail@{}:{}: rank {} fails on purpose after step {}", s.step, rank, rank,
+           s.step);
     if (s.step == fault.term_step) g_stop_signal = SIGTERM;
     // Ranks must agree on stopping, or the others would wait in the next all-reduce.
     double stop = g_stop_signal != 0 ? 1.0 : 0.0;

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace aiscale::parallel {
+struct RankContext;
+}
+
 namespace aiscale::train {
 
 struct TrainRequest {
@@ -17,6 +21,9 @@ struct TrainRequest {
   bool quiet = false;
   // --profile STEPS: profile this many steps after the warm-up step (run dir's profile/).
   std::optional<int64_t> profile_steps;
+  // When set, the run's communicator and run directory are kept here, so that the caller
+  // can report a failure before the communicator goes (parallel/rank_failure.h).
+  parallel::RankContext* rank_context = nullptr;
 };
 
 // Exit code of a run stopped because it diverged (loss far above its running level, or
@@ -30,14 +37,16 @@ int run_training(const TrainRequest& request);
 // Fault injection for tests, from the environment variable AISCALE_FAULT:
 //   "nan@S"         the gradients of step S (1-based) become NaN on every rank
 //   "kill@S:R"      rank R kills itself with SIGKILL after step S
+//   "fail@S:R"      rank R fails with an error after step S (the others wait for it in
+//                   the next collective: the report of a rank-local failure)
 //   "term@S"        every rank behaves as if SIGTERM arrived after step S
 //   "slow@R:MS"     rank R waits MS milliseconds on the host before every backward pass
 //                   (a straggler: the others run ahead as far as the collectives let them)
 //   "blowup@S"      every weight is multiplied by 30 before the update of step S (the loss
 //                   jumps far above its running level: divergence detection)
 struct FaultPlan {
-  int64_t nan_step = -1, kill_step = -1, term_step = -1, blowup_step = -1;
-  int kill_rank = 0;
+  int64_t nan_step = -1, kill_step = -1, term_step = -1, blowup_step = -1, fail_step = -1;
+  int kill_rank = 0, fail_rank = 0;
   int slow_rank = -1;
   double slow_ms = 0;
 };

@@ -18,6 +18,7 @@
 #include "aiscale/nn/models/resnet_cuda.h"
 #include "aiscale/optim/sgd.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/rank_failure.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/safetensors.h"
@@ -145,14 +146,24 @@ int run_vision_training(const TrainRequest& req) {
     overrides.push_back("run.dir=\"" + rd.parent_path().string() + "\"");
     overrides.push_back("run.name=\"" + rd.filename().string() + "\"");
   }
-  const VisionTrainConfig c = load_vision_config(config_path, overrides);
+  VisionTrainConfig c;
+  try {  // alike on every rank: rank 0 alone says why (parallel/rank_failure.h)
+    c = load_vision_config(config_path, overrides);
+  } catch (const Error& e) {
+    throw parallel::AlikeOnEveryRank(e.what());
+  }
   validate::omp_num_threads_env();
   const bool gpu = c.device == "cuda";
   parallel::CommOptions comm_options;
   comm_options.kind = c.communicator;
   comm_options.device = c.device;
   comm_options.timeout_s = c.timeout_s;
-  std::unique_ptr<parallel::Communicator> comm = parallel::make_communicator(comm_options);
+  // Held by the caller when it asks (cli/cmd_train.cpp), to report a failure before the
+  // communicator goes.
+  parallel::RankContext own_context;
+  parallel::RankContext& context = req.rank_context ? *req.rank_context : own_context;
+  context.comm = parallel::make_communicator(comm_options);
+  std::unique_ptr<parallel::Communicator>& comm = context.comm;
   const int rank = comm->rank(), world = comm->world();
   log::set_rank(rank, world);
   const int threads = set_cpu_threads(c.threads);
@@ -249,6 +260,7 @@ int run_vision_training(const TrainRequest& req) {
     log::info("resuming from {} (step {})", *dir, start_step);
   }
   RunDirectory run_dir(c.run_dir, name, resuming, rank == 0);
+  context.run_dir = run_dir.path();
   run_dir.write_config(to_toml(c));
   if (rank == 0) {
     const std::string where =
