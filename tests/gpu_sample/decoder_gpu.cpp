@@ -12,6 +12,7 @@
 #include "aiscale/core/rng.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_cuda_decoder.h"
+#include "aiscale/nn/models/gpt_decoder.h"
 #include "aiscale/parallel/bootstrap.h"
 
 namespace aiscale::nn {
@@ -147,6 +148,54 @@ TEST(CudaDecoder, RowsOutsideItsLimitsAreRefused) {
   EXPECT_THROW(dec->run(&token, 1, &zero, 1), std::exception);
   DecodeRow ok{1, 0, 5};
   EXPECT_NO_THROW(dec->run(&ok, 1, &zero, 1));
+}
+
+// The GptDecoder interface on the GPU against the CPU decoder: the same calls (prompts of
+// different lengths in chunks of max_rows, then steps where some streams idle) give the
+// same logits within bf16 rounding.
+TEST(CudaDecoder, FeedMatchesTheCpuDecoderWithChunksAndIdleStreams) {
+  Case k = make_case(2, 4, 128, 300, 64);
+  const int64_t V = 300, S = 3;
+  GptDecoderOptions o;
+  o.streams = S;
+  o.context = 48;
+  o.max_rows = 5;  // prompts of 7, 3 and 11 tokens go through in chunks
+  auto cpu = make_gpt_decoder("cpu", k.config, o);
+  auto gpu = make_gpt_decoder("cuda", k.config, o);
+  cpu->set_params(k.params.data());
+  gpu->set_params(k.params.data());
+  std::vector<float> a(S * V, 0.0f), b(S * V, 0.0f);
+  const auto prompt = random_tokens(7 + 3 + 11, V, 5);
+  const int64_t counts[S] = {7, 3, 11};
+  cpu->feed(prompt.data(), counts, a.data());
+  gpu->feed(prompt.data(), counts, b.data());
+  for (int64_t s = 0; s < S; ++s)
+    EXPECT_LT(relative_error(b.data() + s * V, a.data() + s * V, V), kTolerance) << "stream " << s;
+  for (int step = 0; step < 12; ++step) {
+    int64_t c[S] = {1, step % 3 == 0 ? 0 : 1, 1};  // stream 1 idles every third step
+    std::vector<int32_t> t;
+    for (int64_t s = 0; s < S; ++s)
+      if (c[s]) t.push_back(static_cast<int32_t>((step * 31 + s * 7) % V));
+    cpu->feed(t.data(), c, a.data());
+    gpu->feed(t.data(), c, b.data());
+    for (int64_t s = 0; s < S; ++s) {
+      if (!c[s]) continue;
+      EXPECT_LT(relative_error(b.data() + s * V, a.data() + s * V, V), kTolerance)
+          << "stream " << s << " step " << step;
+      EXPECT_EQ(gpu->length(s), cpu->length(s));
+    }
+  }
+  // A full window is refused alike, and a reset stream starts again at position 0.
+  int64_t too_many[S] = {0, 0, 48};
+  std::vector<int32_t> t48(48, 1);
+  EXPECT_THROW(gpu->feed(t48.data(), too_many, b.data()), std::exception);
+  gpu->reset(2);
+  cpu->reset(2);
+  int64_t one[S] = {0, 0, 1};
+  const int32_t tok = 9;
+  cpu->feed(&tok, one, a.data());
+  gpu->feed(&tok, one, b.data());
+  EXPECT_LT(relative_error(b.data() + 2 * V, a.data() + 2 * V, V), kTolerance);
 }
 
 }  // namespace

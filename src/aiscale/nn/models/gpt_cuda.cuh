@@ -65,7 +65,8 @@ std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOption
 // The decoder of gpt_cuda_decoder.h on the current device (make_cuda_gpt_decoder has checked
 // the shape and the limits).
 std::unique_ptr<CudaGptDecoder> create_cuda_gpt_decoder(const GptConfig& c, const float* params,
-                                                        int max_streams, int max_rows);
+                                                        int max_streams, int max_rows,
+                                                        int context);
 int cuda_device_count_checked();
 
 }  // namespace aiscale::nn::detail

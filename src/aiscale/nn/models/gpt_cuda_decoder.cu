@@ -1,9 +1,10 @@
 // The GPT-2 decoder with a key/value cache on one GPU (gpt_cuda_decoder.h).
 //
-// Buffers, allocated once (R = max_rows, S = max_streams, T = block_size, C = n_embd):
+// Buffers, allocated once (R = max_rows, S = max_streams, C = n_embd):
 //   weights    bf16 copy of the flat parameters (GptLayout order)
-//   k/v cache  (n_layer, S, n_head, T, head_size) bf16 each: a stream's positions of one
-//              head are contiguous, so attention reads them in order
+//   k/v cache  (n_layer, S, n_head, W, head_size) bf16 each (W = the context, at most
+//              block_size): a stream's positions of one head are contiguous, so attention
+//              reads them in order
 //   x (R, C) residual stream, ln (R, C), qkv (R, 3C), att (R, C), fc and its
 //   pre-activation (R, 4C), all bf16; LayerNorm statistics (R) fp32
 //   logits (R, V) fp32 on the device and in pinned host memory
@@ -140,8 +141,8 @@ T* device_alloc(size_t count) {
 
 class Decoder final : public CudaGptDecoder {
  public:
-  Decoder(const GptConfig& c, const float* params, int max_streams, int max_rows)
-      : c_(c), layout_(c), max_streams_(max_streams), max_rows_(max_rows),
+  Decoder(const GptConfig& c, const float* params, int max_streams, int max_rows, int context)
+      : c_(c), layout_(c), max_streams_(max_streams), max_rows_(max_rows), context_(context),
         cached_(static_cast<size_t>(max_streams), 0) {
     const int64_t C = c.n_embd, R = max_rows, V = c.vocab_size, n = layout_.size();
     AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -152,7 +153,7 @@ class Decoder final : public CudaGptDecoder {
     cuda::cast_from_f32(DType::bf16, weights_, staging, n, stream_);
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     AISCALE_CUDA_CHECK(cudaFree(staging));
-    const int64_t cache = c.n_layer * int64_t(max_streams) * c.block_size * C;
+    const int64_t cache = c.n_layer * int64_t(max_streams) * context * C;
     k_cache_ = device_alloc<bf16>(cache);
     v_cache_ = device_alloc<bf16>(cache);
     x_ = device_alloc<bf16>(R * C);
@@ -181,6 +182,7 @@ class Decoder final : public CudaGptDecoder {
 
   ~Decoder() override {
     for (auto& [n, g] : graphs_) cudaGraphExecDestroy(g);
+    if (registered_) cudaHostUnregister(registered_);
     gemm_.reset();
     for (void* p : {(void*)weights_, (void*)k_cache_, (void*)v_cache_, (void*)x_, (void*)ln_,
                     (void*)qkv_, (void*)att_, (void*)fc_, (void*)fc_pre_, (void*)selected_,
@@ -195,10 +197,11 @@ class Decoder final : public CudaGptDecoder {
 
   int max_streams() const override { return max_streams_; }
   int max_rows() const override { return max_rows_; }
+  int context() const override { return context_; }
   std::string device_name() const override { return device_name_; }
 
-  const float* run(const DecodeRow* rows, int n_rows, const int32_t* out_rows,
-                   int n_out) override {
+  const float* run(const DecodeRow* rows, int n_rows, const int32_t* out_rows, int n_out,
+                   float* dest) override {
     check(rows, n_rows, out_rows, n_out);
     bool all_logits = n_out == n_rows;
     for (int i = 0; i < n_rows; ++i) {
@@ -233,8 +236,25 @@ class Decoder final : public CudaGptDecoder {
     } else {
       enqueue(n_rows, n_out);
     }
+    // The logits to the caller's buffer (pinned once here, so that the copy runs at the
+    // link's speed and needs no second copy), else to the decoder's own pinned buffer.
+    float* to = dest ? dest : host_logits_;
+    const size_t bytes = size_t(n_out) * c_.vocab_size * sizeof(float);
+    if (dest && (dest != registered_ || bytes > registered_bytes_)) {
+      if (registered_) cudaHostUnregister(registered_);
+      registered_ = nullptr;
+      registered_bytes_ = 0;
+      if (cudaHostRegister(dest, bytes, cudaHostRegisterDefault) == cudaSuccess) {
+        registered_ = dest;
+        registered_bytes_ = bytes;
+      } else {
+        cudaGetLastError();  // pageable memory: the copy still works, more slowly
+      }
+    }
+    if (n_out > 0)
+      AISCALE_CUDA_CHECK(cudaMemcpyAsync(to, logits_, bytes, cudaMemcpyDeviceToHost, stream_));
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return host_logits_;
+    return to;
   }
 
  private:
@@ -259,10 +279,10 @@ class Decoder final : public CudaGptDecoder {
       if (r.token < 0 || r.token >= c_.vocab_size)
         throw Error("decoder: token id " + std::to_string(r.token) + " outside the vocabulary of " +
                     std::to_string(c_.vocab_size));
-      if (r.position < 0 || r.position >= c_.block_size)
+      if (r.position < 0 || r.position >= context_)
         throw Error("decoder: position " + std::to_string(r.position) +
-                    " outside the model's context of " + std::to_string(c_.block_size) +
-                    " (model.block_size)");
+                    " outside the decoder's context of " + std::to_string(context_) +
+                    " positions");
       if (r.position > cached[r.stream])
         throw Error("decoder: stream " + std::to_string(r.stream) + " position " +
                     std::to_string(r.position) + " after only " + std::to_string(cached[r.stream]) +
@@ -277,7 +297,7 @@ class Decoder final : public CudaGptDecoder {
   void enqueue(int n_rows, int n_out) {
     const int64_t C = c_.n_embd, V = c_.vocab_size, R = n_rows;
     const int NH = static_cast<int>(c_.n_head), HS = static_cast<int>(C / c_.n_head);
-    const int T = static_cast<int>(c_.block_size);
+    const int T = context_;
     const int threads = 256;
     const DType t = DType::bf16;
     const cuda::LinearOptions lo;
@@ -338,13 +358,11 @@ class Decoder final : public CudaGptDecoder {
     if (!gemm_->run(g, stream_))
       throw Error("decoder: cuBLASLt has no algorithm for the LM head (" + std::to_string(V) +
                   " x " + std::to_string(n_out) + " x " + std::to_string(C) + ")");
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_logits_, logits_, n_out * V * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_));
   }
 
   GptConfig c_;
   GptLayout layout_;
-  int max_streams_, max_rows_;
+  int max_streams_, max_rows_, context_;
   std::vector<int32_t> cached_;  // positions each stream holds in the cache
   cudaStream_t stream_ = nullptr;
   bf16 *weights_ = nullptr, *k_cache_ = nullptr, *v_cache_ = nullptr;
@@ -353,6 +371,8 @@ class Decoder final : public CudaGptDecoder {
   float *mean_ = nullptr, *rstd_ = nullptr, *logits_ = nullptr, *host_logits_ = nullptr;
   int32_t *rows_ = nullptr, *out_rows_ = nullptr, *host_rows_ = nullptr, *host_out_rows_ = nullptr;
   void* workspace_ = nullptr;
+  float* registered_ = nullptr;  // the caller's logits buffer, pinned by cudaHostRegister
+  size_t registered_bytes_ = 0;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::map<int, cudaGraphExec_t> graphs_;  // decoding steps by number of streams
   std::map<int, int> eager_steps_;
@@ -363,8 +383,9 @@ class Decoder final : public CudaGptDecoder {
 
 namespace detail {
 std::unique_ptr<CudaGptDecoder> create_cuda_gpt_decoder(const GptConfig& c, const float* params,
-                                                        int max_streams, int max_rows) {
-  return std::make_unique<Decoder>(c, params, max_streams, max_rows);
+                                                        int max_streams, int max_rows,
+                                                        int context) {
+  return std::make_unique<Decoder>(c, params, max_streams, max_rows, context);
 }
 }  // namespace detail
 

@@ -19,7 +19,7 @@ namespace aiscale::nn {
 // One position of one stream.
 struct DecodeRow {
   int32_t stream = 0;    // 0 .. max_streams-1
-  int32_t position = 0;  // 0 .. block_size-1; the stream's positions before it are cached
+  int32_t position = 0;  // 0 .. context-1; the stream's positions before it are cached
   int32_t token = 0;     // 0 .. vocab_size-1
 };
 
@@ -28,18 +28,23 @@ class CudaGptDecoder {
   virtual ~CudaGptDecoder() = default;
   // Runs `rows` (the rows of one stream in increasing position, without gaps after what
   // the cache holds) and returns the fp32 logits (n_out, vocab_size) of the rows
-  // out_rows[0..n_out) (indices into rows), in pinned host memory valid until the next
-  // call. Throws Error for a row outside the decoder's limits.
-  virtual const float* run(const DecodeRow* rows, int n_rows, const int32_t* out_rows,
-                           int n_out) = 0;
+  // out_rows[0..n_out) (indices into rows): in `dest` (host memory of n_out x vocab_size
+  // floats, pinned by the decoder at its first use and kept pinned while it is passed
+  // again), or with dest null in the decoder's pinned buffer, valid until the next call.
+  // Throws Error for a row outside the decoder's limits.
+  virtual const float* run(const DecodeRow* rows, int n_rows, const int32_t* out_rows, int n_out,
+                           float* dest = nullptr) = 0;
   virtual int max_streams() const = 0;
   virtual int max_rows() const = 0;
+  virtual int context() const = 0;  // positions each stream's cache holds
   virtual std::string device_name() const = 0;
 };
 
 // A decoder of the model with flat fp32 parameters `params` (GptLayout order, num_params
-// values) for up to `max_streams` streams and `max_rows` rows per call, on the current GPU.
+// values) for up to `max_streams` streams of `context` positions (1..block_size; 0: the
+// block size) and `max_rows` rows per call, on the current GPU.
 std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig& c, const float* params,
-                                                      int max_streams, int max_rows);
+                                                      int max_streams, int max_rows,
+                                                      int context = 0);
 
 }  // namespace aiscale::nn

@@ -50,7 +50,8 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig&, const GptRunOptions&) 
 
 bool cuda_available() { return false; }
 
-std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig&, const float*, int, int) {
+std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig&, const float*, int, int,
+                                                      int) {
   throw Error(
       "this aiscale was built without CUDA: rebuild with a CUDA compiler (cmake --preset cuda) "
       "to sample on a GPU, or sample on the CPU (--device cpu)");
@@ -114,7 +115,7 @@ GptCudaSwitches gpt_cuda_switches_from_env() {
 bool cuda_available() { return detail::cuda_device_count_checked() > 0; }
 
 std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig& c, const float* params,
-                                                      int max_streams, int max_rows) {
+                                                      int max_streams, int max_rows, int context) {
   c.validate();
   if (!cuda_available())
     fail("no CUDA GPU is visible (cudaGetDeviceCount found none): sample on a GPU node or with "
@@ -128,7 +129,11 @@ std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig& c, const 
   if (max_streams < 1 || max_rows < 1)
     fail("the CUDA decoder needs at least one stream and one row (asked: {} streams, {} rows)",
          max_streams, max_rows);
-  return detail::create_cuda_gpt_decoder(c, params, max_streams, max_rows);
+  if (context == 0) context = static_cast<int>(c.block_size);
+  if (context < 1 || context > c.block_size)
+    fail("a decoding context of {} positions is outside 1..{} (model.block_size)", context,
+         c.block_size);
+  return detail::create_cuda_gpt_decoder(c, params, max_streams, max_rows, context);
 }
 
 #endif
