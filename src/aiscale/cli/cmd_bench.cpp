@@ -259,6 +259,9 @@ void add_loader_command(CLI::App* bench) {
                      "on: decode only the crop's rows and columns of each JPEG (libjpeg's "
                      "jpeg_skip_scanlines/jpeg_crop_scanline); off: the whole image, then crop")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  loader->add_flag("--skip-corrupt", args->o.skip_corrupt,
+                   "skip records that cannot be decoded (counted in skipped_corrupt) instead of "
+                   "stopping with an error naming the first");
   loader->add_option("--gpu-images-per-s", args->o.gpu_images_per_s,
                      "images/s one GPU trains at (e.g. from bench vision): adds ratio_to_gpu")
       ->check(number_in(0));
