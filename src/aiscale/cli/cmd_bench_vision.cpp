@@ -75,6 +75,7 @@ void add_bench_vision_command(CLI::App* bench) {
     co.kind = args->communicator;
     co.device = args->o.device;
     auto comm = parallel::make_communicator(co);
+    check_output_before_measuring(*comm, args->output, "--output");
     const nlohmann::json j = bench::run_vision_bench(args->o, *comm);
     if (comm->rank() != 0) return;
     std::printf("%s\n", j.dump().c_str());

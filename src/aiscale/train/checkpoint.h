@@ -86,6 +86,18 @@ void check_resume_directory(const std::string& path);
 // longer a step_N folder, it is never loaded or pruned, and the user can inspect it.
 std::string set_checkpoint_aside(const std::string& dir, const std::string& suffix);
 
+// A diverged run's state, kept for inspection but never resumed from: written with the
+// folder protocol as checkpoints/diverged-step_N (COMPLETE last; an earlier one of that
+// name is replaced). Not a step_N name, so complete_checkpoints() never lists it, --resume
+// never takes it and pruning never counts it. Returns the folder's path.
+std::string diverged_checkpoint_name(int64_t step);  // "diverged-step_00000010"
+std::string write_diverged_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s);
+// Sets aside as step_N.diverged every complete checkpoint after step `last_good_step` (the
+// weights of a run whose loss was already climbing), so that --resume takes the newest
+// good one. Returns the new paths, oldest first.
+std::vector<std::string> set_aside_checkpoints_after(const std::string& checkpoints_dir,
+                                                     int64_t last_good_step);
+
 // Writes checkpoints on a background thread: save() copies nothing (it takes the
 // snapshot by value) and returns at once; a new save waits for the previous write.
 class AsyncCheckpointer {

@@ -240,6 +240,14 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.divergence_window", &TrainConfig::divergence_window,
                         "steps whose mean loss is the running level divergence is judged by", 1,
                         100000));
+    k.push_back(real_key("train.divergence_climb_factor", &TrainConfig::divergence_climb_factor,
+                         "stop the run (exit 3) when the median loss of the last "
+                         "train.divergence_climb_window steps exceeds this many times the "
+                         "lowest median of that many consecutive steps so far (a sustained "
+                         "climb, which no single step shows); 0 turns it off",
+                         0.0, 1e6));
+    k.push_back(int_key("train.divergence_climb_window", &TrainConfig::divergence_climb_window,
+                        "steps whose median loss a sustained climb is judged by", 2, 100000));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
                            "aiscale launch), then NCCL on GPUs (train.device = cuda) and MPI on "
@@ -455,6 +463,9 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.divergence_factor > 0 && c.divergence_factor <= 1.0)
     fail("{}: train.divergence_factor = {} would stop a healthy run: use a factor above 1 (the "
          "default is 5), or 0 to turn the check off", source, c.divergence_factor);
+  if (c.divergence_climb_factor > 0 && c.divergence_climb_factor <= 1.0)
+    fail("{}: train.divergence_climb_factor = {} would stop a healthy run: use a factor above 1 "
+         "(the default is 1.5), or 0 to turn the check off", source, c.divergence_climb_factor);
   if (c.min_lr_ratio > 1.0)
     fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
   if (c.beta1 >= 1.0 || c.beta2 >= 1.0)

@@ -48,6 +48,9 @@ struct TrainConfig {
   int64_t max_nonfinite_steps = 10;  // skipped updates (NaN/Inf) before the run stops
   double divergence_factor = 5.0;    // stop when a loss exceeds this x its running level; 0: off
   int64_t divergence_window = 20;    // steps in the running level (their mean loss)
+  double divergence_climb_factor = 1.5;  // stop when the median loss of the last climb window
+                                     // exceeds this x the lowest such median; 0: off
+  int64_t divergence_climb_window = 100;  // steps in a climb window
 
   // [parallel]
   std::string communicator = "auto";  // auto | mpi | nccl | none

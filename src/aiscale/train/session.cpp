@@ -448,7 +448,9 @@ int run_training(const TrainRequest& req) {
       snapshot(c, *model, position_after_last_step, step, data_world, nonfinite);
     last_checkpoint = step;
   };
-  DivergenceDetector divergence(c.divergence_factor, c.divergence_window);
+  DivergenceDetector divergence(c.divergence_factor, c.divergence_window,
+                                c.divergence_climb_factor, c.divergence_climb_window);
+  int64_t last_good_step = 0;  // after a loss divergence: the newest state judged good
   trainer.after_step = [&](const StepStats& s) {
     // The loss is the mean over ranks and the norm that of the summed gradients: every
     // rank decides alike, without a collective.
@@ -464,6 +466,7 @@ int run_training(const TrainRequest& req) {
       }
     } else if (auto why = divergence.observe(s.step, s.loss)) {
       diverged = *why;
+      last_good_step = divergence.last_good_step();
       stop_diverged = true;
     }
     last_step = s.step;
@@ -517,10 +520,31 @@ int run_training(const TrainRequest& req) {
   }
 
   const bool diverged_stop = !diverged.empty();
+  std::vector<std::string> set_aside;  // step_N checkpoints of a climb, now step_N.diverged
+  std::string diverged_state;          // where the diverged weights were kept, if they were
   if (diverged_stop && std::isfinite(r.final_loss) && nonfinite <= c.max_nonfinite_steps) {
-    // The loss ran away: the weights in memory produced it and are not saved over the
-    // last good checkpoint; one is written only when none exists, so nothing is lost.
-    if (last_checkpoint == 0) save_checkpoint(r.steps);
+    // The loss ran away: the weights in memory produced it, and so did those of any
+    // checkpoint after the last good step (a climb spans several). Those are set aside,
+    // so that --resume takes the newest good one; the weights in memory are never a step_N
+    // checkpoint. When no good checkpoint is left they are kept as diverged-step_N (never
+    // resumed from), so that nothing trained is lost.
+    char keep = 0;
+    if (rank == 0) {
+      checkpointer->wait();
+      set_aside = set_aside_checkpoints_after(ckpt_dir, last_good_step);
+      keep = latest_checkpoint(ckpt_dir) ? 0 : 1;
+    }
+    if (model->collective_state()) {  // every rank takes part in gathering the state
+      if (world > 1) comm->broadcast_bytes(&keep, 1, 0);
+      if (keep) {
+        const CheckpointState state =
+            snapshot(c, *model, position_after_last_step, r.steps, data_world, nonfinite);
+        if (rank == 0) diverged_state = write_diverged_checkpoint(ckpt_dir, state);
+      }
+    } else if (keep) {
+      diverged_state = write_diverged_checkpoint(
+          ckpt_dir, snapshot(c, *model, position_after_last_step, r.steps, data_world, nonfinite));
+    }
   } else if (r.steps != last_checkpoint) {
     // Also on a signal, and after NaN/Inf steps (their updates were skipped: the model
     // holds the last good state). Written before the summary marks the run done.
@@ -558,7 +582,13 @@ int run_training(const TrainRequest& req) {
   if (r.val_loss >= 0) summary["val_loss"] = r.val_loss;
   if (r.pipeline_bubble_median >= 0) summary["pipeline_bubble_median"] = r.pipeline_bubble_median;
   summary["communication"] = r.communication;
-  if (diverged_stop) summary["diverged"] = diverged;
+  if (diverged_stop) {
+    summary["diverged"] = diverged;
+    // Only a checkpoint of a good state is named as the run's checkpoint.
+    summary["checkpoint"] = newest ? nlohmann::json(*newest) : nlohmann::json(nullptr);
+    if (!diverged_state.empty()) summary["diverged_checkpoint"] = diverged_state;
+    if (!set_aside.empty()) summary["checkpoints_set_aside"] = set_aside;
+  }
   if (!late_error.empty()) summary["final_evaluation_error"] = late_error;
   run_dir.write_summary(summary);
   if (rank == 0) {
@@ -573,11 +603,25 @@ int run_training(const TrainRequest& req) {
                 format_count(r.tokens_per_s_median).c_str());
     std::printf("run directory: %s\n", run_dir.path().c_str());
     std::fflush(stdout);
-    if (diverged_stop)
-      log::error("training diverged and was stopped: {}. The last good state is checkpoint {}; "
-                 "lower train.lr (or raise train.divergence_factor, 0 turns the check off) and "
-                 "resume with aiscale train --resume {} --checkpoint STEP",
-                 diverged, newest ? *newest : "(none)", run_dir.path());
+    if (diverged_stop) {
+      std::string kept;
+      if (!set_aside.empty())
+        kept += fmt::format(" The checkpoints written while the loss climbed are set aside as "
+                            "{} (never resumed from).", fmt::join(set_aside, ", "));
+      if (!diverged_state.empty())
+        kept += fmt::format(" The diverged weights are kept in {} for inspection; it is never "
+                            "resumed from.", diverged_state);
+      const std::string fix =
+          "lower train.lr (or raise train.divergence_factor or "
+          "train.divergence_climb_factor; 0 turns a check off)";
+      if (newest)
+        log::error("training diverged and was stopped: {}.{} The last good state is checkpoint "
+                   "{}: {} and resume from it with aiscale train --resume {}", diverged, kept,
+                   *newest, fix, run_dir.path());
+      else
+        log::error("training diverged and was stopped: {}.{} No checkpoint holds a good state: "
+                   "{} and start the run again", diverged, kept, fix);
+    }
   }
   if (diverged_stop) return kExitDiverged;
   if (!late_error.empty())

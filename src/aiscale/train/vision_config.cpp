@@ -130,6 +130,10 @@ const std::vector<Key>& schema() {
                            "training images: crop-flip (random-resized-crop + horizontal "
                            "flip), flip (resize + flip) or none (resize)",
                            {"crop-flip", "flip", "none"}));
+    k.push_back(bool_key("data.skip_corrupt", &Config::skip_corrupt,
+                         "false: a record of the image store that cannot be decoded stops the "
+                         "run with an error naming it; true: it is skipped (the batch takes the "
+                         "next record), with one warning and the count in summary.json"));
     k.push_back(int_key("data.synthetic_images", &Config::synthetic_images,
                         "synthetic: images in the set", 1, kBig));
     k.push_back(int_key("data.synthetic_channels", &Config::synthetic_channels,
