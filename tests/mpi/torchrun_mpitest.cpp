@@ -2,7 +2,8 @@
 // python3-torch for /usr/bin/python3) train over the TCP communicator exactly as the same
 // config on 2 MPI ranks: with --standalone, with the static rendezvous (torchrun's agent
 // serves its own store on --master_port, aiscale's rank 0 takes the next port), and as two
-// one-rank "nodes" meeting through a c10d rendezvous. The losses are compared bit for bit:
+// one-rank "nodes" meeting through a c10d rendezvous; so do ranks started as srun without
+// an MPI plugin starts them, meeting through a rendezvous file. The losses are compared bit for bit:
 // with 2 ranks every sum has two terms, and a + b = b + a in floating point, so the TCP
 // communicator's order of addition cannot differ from MPI's.
 #include <gtest/gtest.h>
@@ -52,9 +53,11 @@ std::vector<double> losses(const fs::path& run) {
   return out;
 }
 
-class Torchrun : public ::testing::Test {
+// The reference run on MPI ranks, shared by the tests of ranks started without MPI.
+class WithoutMpi : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (!reference_.empty()) return;  // set up by the other suite of this program
     torch_ = run_command("/usr/bin/python3 -c 'import torch.distributed.run'");
     dir_ = temp_dir("torchrun");
     write_byte_shards(dir_);
@@ -64,11 +67,6 @@ class Torchrun : public ::testing::Test {
     ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
     reference_ = losses(dir_ / "runs/mpi");
     ASSERT_EQ(reference_.size(), 8u);
-  }
-  void SetUp() override {
-    ASSERT_EQ(torch_.exit_code, 0)
-        << "torchrun needs PyTorch for /usr/bin/python3: install Debian's python3-torch "
-           "(scripts/setup.sh does)\n" << torch_.output;
   }
   static std::string train(const std::string& name) {
     return "train -q -c " + config_ + " --set train.steps=8 train.eval_batches=1 run.name=" + name;
@@ -83,10 +81,19 @@ class Torchrun : public ::testing::Test {
   static std::string config_;
   static std::vector<double> reference_;
 };
-RunOutput Torchrun::torch_;
-fs::path Torchrun::dir_;
-std::string Torchrun::config_;
-std::vector<double> Torchrun::reference_;
+RunOutput WithoutMpi::torch_;
+fs::path WithoutMpi::dir_;
+std::string WithoutMpi::config_;
+std::vector<double> WithoutMpi::reference_;
+
+class Torchrun : public WithoutMpi {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(torch_.exit_code, 0)
+        << "torchrun needs PyTorch for /usr/bin/python3: install Debian's python3-torch "
+           "(scripts/setup.sh does)\n" << torch_.output;
+  }
+};
 
 }  // namespace
 
@@ -150,4 +157,30 @@ TEST_F(Torchrun, TwoNodesOfOneRankEach) {
     both += output;
   }
   expect_like_mpi("nodes", both);
+}
+
+// Two ranks started as srun without an MPI plugin starts them (SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID and no MPI variables), meeting through a rendezvous file: rank 0 serves the
+// store on a free port and writes its address there, and removes the file once all joined.
+TEST_F(WithoutMpi, SrunWithoutMpiMeetsThroughAFile) {
+  const std::string rdv = (dir_ / "rdv").string();
+  std::string cmd = "{ ";
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = (dir_ / ("srun" + std::to_string(r))).string();
+    cmd += "(env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u RANK -u WORLD_SIZE "
+           "SLURM_PROCID=" + std::to_string(r) + " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(r) +
+           " timeout 120 " + aiscale() + " " + train("srun") + " parallel.rendezvous=file:" + rdv +
+           " > " + log + ".log 2>&1; echo $? > " + log + ".rc) & ";
+  }
+  cmd += "wait; }";
+  run_command(cmd);
+  std::string both;
+  for (int r = 0; r < 2; ++r) {
+    const fs::path log = dir_ / ("srun" + std::to_string(r));
+    const std::string output = read_bytes(log.string() + ".log");
+    EXPECT_EQ(std::atoi(read_bytes(log.string() + ".rc").c_str()), 0) << output;
+    both += output;
+  }
+  expect_like_mpi("srun", both);
+  EXPECT_FALSE(fs::exists(rdv));
 }
