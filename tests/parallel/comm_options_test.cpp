@@ -67,7 +67,7 @@ TEST(CommConfig, ErrorsNameTheKeyAndTheFix) {
   EXPECT_NE(e.find("needs train.device = \"cuda\""), std::string::npos) << e;
   EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
   e = config_error("[parallel]\ncommunicator = \"gloo\"\n");
-  EXPECT_NE(e.find("auto, mpi, nccl, none"), std::string::npos) << e;
+  EXPECT_NE(e.find("auto, mpi, tcp, nccl, none"), std::string::npos) << e;
   e = config_error("[parallel]\ngrad_reduce = \"mean\"\n");
   EXPECT_NE(e.find("average, sum"), std::string::npos) << e;
   e = config_error("[parallel]\nrendezvous = \"gloo://node1:29500\"\n");
