@@ -275,12 +275,16 @@ TEST(TcpCommunicator, ClosedPeerIsNamed) {
     for (int k = 0; k < 3; ++k) c.allreduce_sum(v.data(), 1000);
   }, o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Rank 2's absence is found first by rank 0 or rank 1 (or both); one that fails first
+  // closes its connections too, so the other may find that instead.
   for (int r : {0, 1}) {
-    EXPECT_NE(errors[static_cast<size_t>(r)].find("rank 2 has closed its connection"), std::string::npos)
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("(TCP all-reduce): rank "), std::string::npos)
         << errors[static_cast<size_t>(r)];
-    EXPECT_NE(errors[static_cast<size_t>(r)].find("TCP all-reduce"), std::string::npos)
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("has closed its connection"), std::string::npos)
         << errors[static_cast<size_t>(r)];
   }
+  EXPECT_TRUE(errors[0].find("rank 2 has closed") != std::string::npos ||
+              errors[1].find("rank 2 has closed") != std::string::npos) << errors[0] << "\n" << errors[1];
   EXPECT_EQ(errors[2], "");
   EXPECT_LT(seconds, 10.0);
 }
@@ -292,7 +296,7 @@ TEST(TcpCommunicator, StalledPeerIsNamedWithinTheTimeout) {
   o.timeout_s = 1;
   double waited = 0;
   auto errors = tcp_ranks(2, [&](Communicator& c, int r) {
-    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(4000));
     const auto start = std::chrono::steady_clock::now();
     try {
       c.barrier();
@@ -308,7 +312,7 @@ TEST(TcpCommunicator, StalledPeerIsNamedWithinTheTimeout) {
   EXPECT_NE(errors[0].find("rank 0 (TCP barrier): no data moved for 1 s between this rank and rank 1"),
             std::string::npos) << errors[0];
   EXPECT_GE(waited, 0.9);
-  EXPECT_LT(waited, 2.0);
+  EXPECT_LT(waited, 3.0);
   // By the time rank 1 comes, rank 0 has gone.
   EXPECT_NE(errors[1].find("rank 0 has closed its connection"), std::string::npos) << errors[1];
 }
