@@ -376,5 +376,10 @@ TEST(TcpCommunicator, MeetThroughARendezvousFile) {
   const std::string e = error_of([&] { open_job_store(parse_rendezvous("auto"), env, 1); });
   EXPECT_NE(e.find("by srun as rank 1 of 2"), std::string::npos) << e;
   EXPECT_NE(e.find("parallel.rendezvous = \"file:/shared/path\""), std::string::npos) << e;
+  // Under mpirun "tcp" needs a rendezvous too (or MPI).
+  env.source = "openmpi";
+  const std::string m = error_of([&] { open_job_store(parse_rendezvous("auto"), env, 1); });
+  EXPECT_NE(m.find("started by an MPI launcher (openmpi)"), std::string::npos) << m;
+  EXPECT_NE(m.find("parallel.communicator = \"mpi\""), std::string::npos) << m;
   fs::remove_all(dir);
 }

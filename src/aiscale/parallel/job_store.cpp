@@ -25,6 +25,11 @@ std::string client_address(const std::string& store_host, int store_port) {
 JobStore open_job_store(const Rendezvous& configured, const LaunchEnv& env, double timeout_s) {
   Rendezvous rv = configured;
   if (rv.kind == Rendezvous::Kind::automatic) {
+    if (env.mpi_launcher())
+      fail("parallel.communicator = \"tcp\" on rank {} of {} started by an MPI launcher ({}): "
+           "its ranks meet through a store, so set parallel.rendezvous = \"file:/shared/path\" "
+           "or \"tcp://host:port\", or use parallel.communicator = \"mpi\" (or \"auto\")",
+           env.rank, env.world, env.source);
     if (env.source != "env")
       fail("this process was started {} as rank {} of {} without an MPI launcher, so the ranks "
            "have no way to meet: set parallel.rendezvous = \"file:/shared/path\" (a folder every "
