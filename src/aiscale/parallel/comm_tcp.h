@@ -27,8 +27,8 @@ struct TcpOptions {
 };
 
 // Collective over `world` ranks that share `store` (its keys under `prefix`): this rank's
-// communicator. A world of one needs no store. The store must outlive the communicator and
-// every group split from it (they share it: it is held here).
+// communicator. A world of one needs no store (null). The communicator and every group
+// split from it hold the store (rank 0's serves the others) until the last of them goes.
 std::unique_ptr<Communicator> make_tcp_communicator(std::shared_ptr<Store> store,
                                                     const std::string& prefix, int rank,
                                                     int world, const TcpOptions& options);
