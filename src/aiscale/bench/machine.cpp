@@ -306,7 +306,7 @@ plan::MachineProfile run_machine_bench(const MachineBenchOptions& o, parallel::C
 
   if (comm.world() > 1) {
     AllreduceBenchOptions ao;
-    ao.backend = comm.on_device() ? "nccl" : "mpi";
+    ao.backend = comm.on_device() ? "nccl" : comm.backend() == "tcp" ? "tcp" : "mpi";
     ao.min_bytes = ao.max_bytes = std::max<int64_t>(4, s.allreduce_bytes / 4 * 4);
     ao.iters = o.quick ? 5 : 20;
     ao.warmup = o.quick ? 1 : 5;

@@ -90,8 +90,10 @@ void add_allreduce_command(CLI::App* bench) {
       "All-reduce bandwidth over message sizes, like nccl-tests: in-place fp32 sum, one JSON line "
       "per size with time, algbw and busbw = algbw*2(n-1)/n (run one rank per GPU through "
       "aiscale launch, mpirun or srun)");
-  ar->add_option("--backend", args->o.backend, "nccl (GPU buffers) or mpi (host buffers)")
-      ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi"}));
+  ar->add_option("--backend", args->o.backend,
+                 "nccl (GPU buffers), mpi (host buffers) or tcp (host buffers, the TCP "
+                 "communicator of ranks started without MPI, e.g. by torchrun)")
+      ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi", "tcp"}));
   ar->add_option("--algorithm", args->o.algorithm,
                  "library (MPI's or NCCL's own all-reduce), ring (hand-written chunked ring: "
                  "MPI point-to-point on CPUs; NCCL send/receive and an add kernel per 4 MiB "
@@ -117,7 +119,7 @@ void add_allreduce_command(CLI::App* bench) {
   ar->add_option("--system", args->o.system, "machine name for the records (default: $SLURM_CLUSTER_NAME)");
   ar->add_option("--nodes", args->o.nodes, "nodes for the records (default: $SLURM_JOB_NUM_NODES)");
   ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
-  ar->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi, file:/shared/path or tcp://host:port")->capture_default_str();
+  ar->add_option("--rendezvous", args->rendezvous, "nccl, tcp: auto, mpi (nccl), file:/shared/path or tcp://host:port")->capture_default_str();
   ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
       ->capture_default_str()->check(number_in(0.001, 2592000));
   ar->add_option("--output,-o", args->output, "also append the JSON lines to this file");

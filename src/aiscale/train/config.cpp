@@ -250,14 +250,17 @@ const std::vector<Key>& schema() {
                         "steps whose median loss a sustained climb is judged by", 2, 100000));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
-                           "aiscale launch), then NCCL on GPUs (train.device = cuda) and MPI on "
-                           "CPUs", {"auto", "mpi", "nccl", "none"}));
+                           "aiscale launch, torchrun), then NCCL on GPUs (train.device = cuda); on "
+                           "CPUs MPI under an MPI launcher, else TCP (torchrun, srun without MPI "
+                           "given parallel.rendezvous)", {"auto", "mpi", "tcp", "nccl", "none"}));
     k.push_back(string_key("parallel.rendezvous", &TrainConfig::rendezvous,
-                           "how NCCL ranks meet: auto (MPI when launched by mpirun or srun "
-                           "--mpi=pmix; the TCP store at MASTER_ADDR:MASTER_PORT when launched "
-                           "with RANK/WORLD_SIZE), mpi, file:/shared/path (rank 0 writes the NCCL "
-                           "id there; ranks from the launcher) or tcp://host:port (rank 0 serves "
-                           "a TCP store there)"));
+                           "how NCCL and TCP ranks meet: auto (MPI when launched by mpirun or "
+                           "srun --mpi=pmix; the TCP store at MASTER_ADDR, port MASTER_PORT (or "
+                           "MASTER_PORT+1 beside torchrun's own store, or AISCALE_STORE_PORT), "
+                           "when launched with RANK/WORLD_SIZE), mpi (NCCL only), "
+                           "file:/shared/path (rank 0 writes the NCCL id or its store's address "
+                           "there; ranks from the launcher) or tcp://host:port (rank 0 serves a "
+                           "TCP store there)"));
     k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
                            "older spelling of parallel.grad_mixing's average and sum: average: "
                            "gradients are averaged over ranks (DDP); sum: summed, world-size "
@@ -272,8 +275,9 @@ const std::vector<Key>& schema() {
                            "power-of-two ranks); docs/guide/communication.md",
                            {"average", "sum", "adasum"}));
     k.push_back(string_key("parallel.allreduce", &TrainConfig::allreduce,
-                           "CPU ranks (MPI): how float buffers are summed: library (MPI's own "
-                           "all-reduce), ring (chunked, pipelined ring over point-to-point "
+                           "CPU ranks (MPI, TCP): how float buffers are summed: library (MPI's "
+                           "own all-reduce; over TCP every rank adds small buffers in rank order, "
+                           "the ring sums large ones), ring (chunked, pipelined ring over point-to-point "
                            "messages) or hierarchical (reduce inside each node, ring between "
                            "one rank per node, broadcast inside the node); GPU ranks (NCCL, fp32 "
                            "gradients, no ZeRO, tensor or pipeline parallelism) run ring and "
@@ -472,7 +476,7 @@ void validate(const TrainConfig& c, const std::string& source) {
     fail("{}: train.beta1 and train.beta2 must be below 1 (got {}, {})", source, c.beta1, c.beta2);
   if (c.communicator == "nccl" && c.device != "cuda")
     fail("{}: parallel.communicator = \"nccl\" needs train.device = \"cuda\" (NCCL connects "
-         "GPUs); use \"auto\" or \"mpi\" for CPU ranks", source);
+         "GPUs); use \"auto\", \"mpi\" or \"tcp\" for CPU ranks", source);
   try {
     parallel::parse_rendezvous(c.rendezvous);
   } catch (const Error& e) {

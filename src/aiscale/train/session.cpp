@@ -265,9 +265,10 @@ int run_training(const TrainRequest& req) {
   std::unique_ptr<parallel::Communicator>& comm = context.comm;
   if (comm->world() > 1) {
     // NCCL bounds its own waits by timeout_s and then aborts the communicator, which ends
-    // its kernels and fails with a message naming the call; the watchdog stays behind it
-    // as the last resort.
-    const double watchdog_s = comm->on_device() ? c.timeout_s + 30 : c.timeout_s;
+    // its kernels and fails with a message naming the call (TCP fails naming the peer); the
+    // watchdog stays behind it as the last resort.
+    const double watchdog_s =
+        comm->on_device() || comm->backend() == "tcp" ? c.timeout_s + 30 : c.timeout_s;
     comm = parallel::with_watchdog(std::move(comm), watchdog_s);
   }
   const int rank = comm->rank(), world = comm->world();

@@ -201,9 +201,9 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.log_every", &Config::log_every, "steps between metrics lines", 1,
                         kBig));
     k.push_back(string_key("parallel.communicator", &Config::communicator,
-                           "auto: several ranks talk over NCCL on GPUs, MPI on CPUs; one "
-                           "process otherwise",
-                           {"auto", "mpi", "nccl", "none"}));
+                           "auto: several ranks talk over NCCL on GPUs, MPI on CPUs (TCP "
+                           "without an MPI launcher: torchrun); one process otherwise",
+                           {"auto", "mpi", "tcp", "nccl", "none"}));
     k.push_back(bool_key("parallel.sync_batchnorm", &Config::sync_batchnorm,
                          "batch norm statistics over every rank's images (one all-reduce per "
                          "layer) instead of each rank's own"));
