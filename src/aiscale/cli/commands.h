@@ -9,6 +9,8 @@ void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // `bench vision` (cmd_bench_vision.cpp), added by add_bench_command.
 void add_bench_vision_command(CLI::App* bench);
+// `bench sample` (cmd_bench_sample.cpp), added by add_bench_command.
+void add_bench_sample_command(CLI::App* bench);
 void add_sample_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_data_command(CLI::App& app);
