@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SampleArgs {
-  std::string run_dir, checkpoint, prompts_file, tokenizer;
+  std::string run_dir, checkpoint, prompts_file, tokenizer, device = "cpu";
   std::vector<std::string> prompts, stops;
   train::SampleOptions o;
   int64_t samples = 1;
@@ -128,16 +128,17 @@ void run_sample(const SampleArgs& a) {
   d.streams = std::min<int64_t>(streams, a.batch > 0 ? a.batch : 16);
   // The window the model was trained on: its positions beyond were never trained.
   d.context = a.context > 0 ? a.context : std::min(s.model.block_size, c.seq_len);
-  auto decoder = nn::make_gpt_decoder_cpu(s.model, d);
+  auto decoder = nn::make_gpt_decoder(a.device, s.model, d);
   decoder->set_params(s.params.data());
   std::vector<float>().swap(s.params);  // the decoder holds its copy
 
   train::SampleOptions o = a.o;
   o.end_of_text = tok->eot();
   for (const std::string& stop : a.stops) o.stop.push_back(train::unescape(stop));
-  std::fprintf(stderr, "checkpoint %s (step %lld), %lld stream%s of %lld positions\n", ckpt.c_str(),
-               static_cast<long long>(s.step), static_cast<long long>(streams),
-               streams == 1 ? "" : "s", static_cast<long long>(decoder->context()));
+  std::fprintf(stderr, "checkpoint %s (step %lld), %lld stream%s of %lld positions on %s\n",
+               ckpt.c_str(), static_cast<long long>(s.step), static_cast<long long>(streams),
+               streams == 1 ? "" : "s", static_cast<long long>(decoder->context()),
+               decoder->device_name().c_str());
 
   // One stream prints its text as it is produced; several print each stream when it ends,
   // or a JSON object per stream with --jsonl.
@@ -194,6 +195,10 @@ void add_sample_command(CLI::App& app) {
       "with a key/value cache, temperature, top-k, top-p and stop sequences");
   cmd->add_option("--run,-r", a->run_dir, "run directory: its newest complete checkpoint is used");
   cmd->add_option("--checkpoint", a->checkpoint, "a checkpoint folder (runs/X/checkpoints/step_N)");
+  cmd->add_option("--device", a->device,
+                  "cpu, or cuda: decode on this process's GPU (bf16 weights and cache, the "
+                  "decoding steps replayed as CUDA graphs)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--prompt,-p", a->prompts,
                   "text to continue; repeat for several prompts (default: a newline; \"\": start "
                   "a new document from end-of-text)")

@@ -35,7 +35,8 @@ GptDecoderOptions resolved_decoder_options(const GptConfig& c, const GptDecoderO
 std::unique_ptr<GptDecoder> make_gpt_decoder(const std::string& device, const GptConfig& c,
                                              const GptDecoderOptions& o) {
   if (device == "cpu") return make_gpt_decoder_cpu(c, o);
-  fail("decoding runs on the CPU only (asked for device '{}'): use device cpu", device);
+  if (device == "cuda") return make_gpt_decoder_cuda(c, o);
+  fail("unknown device '{}' for decoding: use cpu or cuda", device);
 }
 
 }  // namespace aiscale::nn

@@ -12,8 +12,8 @@
 // The logits match GptModel::forward over the same window (tests/nn/gpt_decoder_test.cpp:
 // within 1e-4, the last bits of the different GEMM shapes).
 //
-// The CPU implementation is gpt_decoder_cpu.cpp; a device implementation takes the same
-// calls (host token ids in, host logits out) and keeps its cache in device memory.
+// The CPU implementation is gpt_decoder_cpu.cpp; the GPU one, gpt_decoder_cuda.cpp, takes
+// the same calls (host token ids in, host logits out) and keeps its cache in device memory.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -73,7 +73,11 @@ class GptDecoder {
 GptDecoderOptions resolved_decoder_options(const GptConfig& c, const GptDecoderOptions& o);
 
 std::unique_ptr<GptDecoder> make_gpt_decoder_cpu(const GptConfig& c, const GptDecoderOptions& o);
-// By device name; "cpu" only for now (the error says so for any other).
+// On the current GPU (gpt_decoder_cuda.cpp over gpt_cuda_decoder.h: bf16 weights and cache,
+// fp32 logits; decoding steps replayed as CUDA graphs). Without CUDA, set_params fails
+// naming the fix.
+std::unique_ptr<GptDecoder> make_gpt_decoder_cuda(const GptConfig& c, const GptDecoderOptions& o);
+// By device name: "cpu" or "cuda".
 std::unique_ptr<GptDecoder> make_gpt_decoder(const std::string& device, const GptConfig& c,
                                              const GptDecoderOptions& o);
 
