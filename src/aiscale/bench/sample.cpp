@@ -83,10 +83,12 @@ nlohmann::json run_sample_bench(const SampleBenchOptions& o) {
   j["prompt_len"] = P;
   j["tokens"] = o.tokens;
   j["context"] = context;
-  j["device_kind"] = "cpu";
-  j["device"] = o.device == "cpu" ? cpu_model_name() : dec->device_name();
-  j["threads"] = omp_get_max_threads();
-  j["precision"] = "fp32";
+  const bool cpu = o.device == "cpu";
+  j["device_kind"] = cpu ? "cpu" : "gpu";
+  j["device"] = cpu ? cpu_model_name() : dec->device_name();
+  if (cpu) j["threads"] = omp_get_max_threads();
+  // The CPU decoder computes in fp32; the GPU decoder holds bf16 weights and cache.
+  j["precision"] = cpu ? "fp32" : "bf16";
   j["prefill_s"] = prefill_s;
   j["prefill_tokens_per_s"] = double(S * P) / prefill_s;
   j["decode_s"] = decode_s;

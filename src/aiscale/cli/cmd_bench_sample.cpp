@@ -26,6 +26,8 @@ void add_bench_sample_command(CLI::App* bench) {
       "sequences decoded together (one JSON line)");
   cmd->add_option("--model,--preset", args->o.model, "GPT preset")
       ->capture_default_str()->check(CLI::IsMember(nn::gpt_preset_names()));
+  cmd->add_option("--device", args->o.device, "cpu, or cuda (this process's GPU)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--streams", args->o.streams, "sequences decoded together")
       ->capture_default_str()->check(integer_in(1, 4096));
   cmd->add_option("--prompt-len", args->o.prompt_len, "prompt tokens prefilled per stream")
