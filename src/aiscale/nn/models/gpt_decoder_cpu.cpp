@@ -1,6 +1,6 @@
 // The GPT decoder on the CPU (gpt_decoder.h): fp32, the training model's ops (ops::cpu_backend:
 // embedding, LayerNorm, GELU, residual, OpenBLAS GEMM) over the rows being fed, and the
-// cached attention of gpt_decoder_cpu_attention.h. One row is a matrix-vector product per
+// cached attention of gpt_decoder_cpu_kernels.h. One row is a matrix-vector product per
 // weight matrix: decoding a token reads every weight once, so a step's time is the
 // weights' bytes over the memory bandwidth, and streams decoded together share that read.
 #include <cblas.h>
@@ -13,12 +13,16 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt_decoder.h"
-#include "aiscale/nn/models/gpt_decoder_cpu_attention.h"
+#include "aiscale/nn/models/gpt_decoder_cpu_kernels.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/ops/ops.h"
 
 namespace aiscale::nn {
 namespace {
+
+// Up to this many rows a linear layer streams its weights once (few_rows_linear); beyond,
+// sgemm's packing pays for itself.
+constexpr int64_t kFewRows = 16;
 
 class GptDecoderCpu final : public GptDecoder {
  public:
@@ -124,21 +128,30 @@ class GptDecoderCpu final : public GptDecoder {
     return cache.data() + ((s * config_.n_layer + l) * W) * C;
   }
 
-  // out (R, OC) = in (R, C) @ w (OC, C)^T + b. One row is a matrix-vector product:
-  // OpenBLAS's sgemv streams the matrix once, where sgemm would first pack it.
+  // out (R, OC) = in (R, C) @ w (OC, C)^T + b, by the number of rows:
+  // - one (decoding one stream): OpenBLAS's sgemv, which streams the matrix once. On the
+  //   2-core development VM it also held up best while other work loaded the machine
+  //   (docs/results/cpu.md);
+  // - up to kFewRows (decoding several streams): few_rows_linear, which also streams the
+  //   matrix once, using each weight row for every input row; sgemm would pack the whole
+  //   matrix first, several times slower for two to eight rows;
+  // - more (prefill): sgemm, through the training op.
   void linear(float* out, const float* in, const float* w, const float* b, int64_t R,
               int64_t C, int64_t OC) const {
-    if (R > 1) {
+    if (R > kFewRows) {
       ops_.matmul_forward(out, in, w, b, R, C, OC);
-      return;
+    } else if (R > 1) {
+      few_rows_linear(out, in, w, b, R, C, OC);
+    } else {
+      float beta = 0.0f;
+      if (b) {
+        std::memcpy(out, b, size_t(OC) * sizeof(float));
+        beta = 1.0f;
+      }
+      AISCALE_CHECK(C <= INT_MAX && OC <= INT_MAX, "matrix {} x {} too large for BLAS", OC, C);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(OC), int(C), 1.0f, w, int(C), in, 1, beta,
+                  out, 1);
     }
-    float beta = 0.0f;
-    if (b) {
-      std::memcpy(out, b, size_t(OC) * sizeof(float));
-      beta = 1.0f;
-    }
-    AISCALE_CHECK(C <= INT_MAX && OC <= INT_MAX, "matrix {} x {} too large for BLAS", OC, C);
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(OC), int(C), 1.0f, w, int(C), in, 1, beta, out, 1);
   }
 
   // The rows row_*[0, R) through the model; the logits of each row that is the last of
