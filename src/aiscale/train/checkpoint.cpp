@@ -119,6 +119,16 @@ bool is_checkpoint_name(const std::string& name) {
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
+void set_checkpoint_layout(CheckpointState& s, const TrainConfig& c, int data_world) {
+  s.world_size = data_world;
+  s.tensor_parallel = c.tensor_parallel;
+  s.pipeline_parallel = c.pipeline_parallel;
+  s.zero_stage = c.zero_stage;
+  s.batch_size = c.batch_size;
+  s.grad_accum = c.grad_accum;
+  s.seq_len = c.seq_len;
+}
+
 // Folders step_N with a COMPLETE marker, oldest first (names sort by step).
 std::vector<std::string> complete_checkpoints(const std::string& checkpoints_dir) {
   std::vector<std::string> complete;
@@ -182,9 +192,15 @@ void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
 void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
   nlohmann::ordered_json state = {{"step", s.step},
                                   {"data_epoch", s.data.epoch},
-                                  {"data_index", s.data.index},
+                                  {"data_sample", s.data.sample},
                                   {"seed", s.seed},
                                   {"world_size", s.world_size},
+                                  {"tensor_parallel", s.tensor_parallel},
+                                  {"pipeline_parallel", s.pipeline_parallel},
+                                  {"zero_stage", s.zero_stage},
+                                  {"batch_size", s.batch_size},
+                                  {"grad_accum", s.grad_accum},
+                                  {"seq_len", s.seq_len},
                                   {"nonfinite_steps", s.nonfinite_steps},
                                   {"n_params", s.params.size()},
                                   {"config_toml", s.config_toml},
@@ -218,9 +234,7 @@ nn::GptConfig read_checkpoint_model(const std::string& dir) {
 CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
                                 const nn::GptConfig* expected) {
   const fs::path d(dir);
-  if (!is_complete(d))
-    fail("'{}' is not a complete checkpoint (no COMPLETE marker): it was interrupted while being "
-         "written; use an earlier one", dir);
+  if (const std::string why = why_not_a_checkpoint(dir); !why.empty()) fail("{}", why);
   CheckpointState s;
   // The small metadata first, validated, and compared with the run's model before the
   // weights are read or any buffer is sized from a count in the files.

@@ -500,7 +500,8 @@ void validate(const TrainConfig& c, const std::string& source) {
 }  // namespace
 
 TrainConfig parse_train_config(const std::string& text, const std::string& source,
-                               const std::vector<std::string>& overrides) {
+                               const std::vector<std::string>& overrides,
+                               const ConfigAdjustment& adjust) {
   TrainConfig c;
   toml::table root;
   try {
@@ -535,11 +536,17 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
     toml::table wrapper{{key.substr(0, dot), section}};
     apply_table(c, wrapper, "--set " + o);
   }
+  if (adjust) {
+    std::vector<std::string> set_keys;
+    for (const auto& o : overrides) set_keys.push_back(o.substr(0, o.find('=')));
+    adjust(c, set_keys);
+  }
   validate(c, source);
   return c;
 }
 
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const ConfigAdjustment& adjust) {
   if (!std::filesystem::exists(path))
     fail("cannot read config file '{}': no such file; check the path (examples are in configs/)", path);
   validate::regular_file(path, "config file");
@@ -547,7 +554,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   if (!in) fail("cannot read config file '{}': check the path (examples are in configs/)", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_train_config(ss.str(), path, overrides);
+  return parse_train_config(ss.str(), path, overrides, adjust);
 }
 
 std::string to_toml(const TrainConfig& c) {

@@ -3,6 +3,7 @@
 // message naming it, the value and what is allowed.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,11 +97,19 @@ struct TrainConfig {
 // key parallel.grad_reduce asked for it.
 std::string grad_mixing_of(const TrainConfig& c);
 
+// Called on a parsed configuration before it is validated, with the keys the overrides
+// set ("parallel.microbatches", ...): a resumed run resets there the keys of its old
+// layout that the new one cannot take (train/resume_layout.h).
+using ConfigAdjustment =
+    std::function<void(TrainConfig& c, const std::vector<std::string>& set_keys)>;
+
 // Parse a TOML file (path for messages), then apply overrides "section.key=value".
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const ConfigAdjustment& adjust = {});
 // Same from TOML text (tests).
 TrainConfig parse_train_config(const std::string& toml_text, const std::string& source_name,
-                               const std::vector<std::string>& overrides);
+                               const std::vector<std::string>& overrides,
+                               const ConfigAdjustment& adjust = {});
 // Every key with its value, as TOML: written into the run directory.
 std::string to_toml(const TrainConfig& c);
 // Documentation of every key (for `aiscale train --help-config` and docs).

@@ -39,6 +39,7 @@
 #include "aiscale/train/model_options.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
+#include "aiscale/train/resume_layout.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/trainer.h"
@@ -80,7 +81,7 @@ CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPo
   s.step = step;
   s.data = data;
   s.seed = c.seed;
-  s.world_size = world;
+  set_checkpoint_layout(s, c, world);
   s.nonfinite_steps = nonfinite;
   s.config_toml = to_toml(c);
   const size_t n = static_cast<size_t>(model.num_params());
@@ -219,8 +220,7 @@ int run_training(const TrainRequest& req) {
   // Image classifiers ([model] kind = "resnet") have their own schema and loop.
   if (is_vision_request(req)) return run_vision_training(req);
   if (!req.resume_dir.empty()) {
-    if (!fs::is_directory(req.resume_dir))
-      fail("--resume '{}': no such run directory", req.resume_dir);
+    check_resume_directory(req.resume_dir);
     if (config_path.empty()) config_path = (fs::path(req.resume_dir) / "config.toml").string();
     // The run directory stays where it is.
     fs::path rd = fs::absolute(req.resume_dir).lexically_normal();
@@ -233,8 +233,12 @@ int run_training(const TrainRequest& req) {
   // is built: every rank refuses alike and rank 0 alone says why (parallel/rank_failure.h).
   TrainConfig c;
   ParallelLayout planned;
+  std::vector<std::string> resume_config_notes;  // keys of the old layout reset
   try {
-    c = load_train_config(config_path, overrides);
+    c = req.resume_dir.empty()
+            ? load_train_config(config_path, overrides)
+            : load_resumed_config(config_path, overrides, parallel::launched_world_size(),
+                                  &resume_config_notes);
     planned = parallel_layout(c, c.communicator == "none" ? 1 : parallel::launched_world_size());
   } catch (const Error& e) {
     throw parallel::AlikeOnEveryRank(e.what());
@@ -292,24 +296,19 @@ int run_training(const TrainRequest& req) {
   auto train_src = make_shard_source(c.train_data, c.batch_size, c.seq_len, data_rank, data_world, c.seed,
                                      /*shuffle=*/true, c.model.vocab_size);
   std::unique_ptr<BatchSource> val_src;
-  if (!c.val_data.empty()) {
+  // Every shard's token ids are checked against the vocabulary as the sources open them.
+  if (!c.val_data.empty())
     val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, data_rank, data_world, c.seed,
                                 /*shuffle=*/false, c.model.vocab_size);
-    // The batches every evaluation reads, checked now (token ids against the vocabulary)
-    // rather than after training, when a failure would come too late.
-    std::vector<int32_t> in(static_cast<size_t>(c.batch_size * c.seq_len)), out(in.size());
-    for (int64_t i = 0; i < c.eval_batches; ++i) val_src->next_batch(in.data(), out.data());
-    val_src->rewind();
-  }
 
   if (resume) {
     const auto& r = resume->state;
-    // The data order depends on the data-parallel ranks only: a checkpoint moves between
-    // tensor-parallel layouts (it holds the whole tensors).
-    if (r.world_size != data_world)
-      fail("checkpoint '{}' was written by {} data-parallel rank(s), this job has {} ({}): "
-           "resume with the same number of ranks (the data order depends on it)", resume->dir,
-           r.world_size, data_world, describe(layout));
+    // Any layout resumes any other: the checkpoint holds whole tensors and its data position
+    // counts samples. What changed is said (another seq_len is refused).
+    std::vector<std::string> notes = resume_notes(r, c, layout, resume->dir);
+    notes.insert(notes.begin(), resume_config_notes.begin(), resume_config_notes.end());
+    if (rank == 0)
+      for (const auto& n : notes) log::info("resume note: {}", n);
     if (r.step >= c.steps)
       fail("run '{}' already reached step {} of train.steps = {}: raise it with --set "
            "train.steps=N to train further", req.resume_dir, r.step, c.steps);
