@@ -218,7 +218,7 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--top-p", a->o.sampling.top_p,
                   "nucleus sampling: among the fewest most likely tokens whose probability sums "
                   "to at least P (after temperature and top-k); 1 = all")
-      ->capture_default_str()->check(number_in(1e-6, 1));
+      ->capture_default_str()->check(positive_number())->check(number_in(0, 1));
   cmd->add_option("--stop", a->stops,
                   "end a sample where this text appears in it (not printed); repeatable; \\n, \\t, "
                   "\\\\ are read as escapes")
