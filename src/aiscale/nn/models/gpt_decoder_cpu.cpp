@@ -24,6 +24,24 @@ namespace {
 // sgemm's packing pays for itself.
 constexpr int64_t kFewRows = 16;
 
+// While a feed runs, OpenMP may give the decoder's parallel loops fewer threads than asked
+// when the machine is busy (omp_set_dynamic; libgomp gives the cores not taken by the load
+// average). Decoding several streams is ~50 parallel loops a token, each a few hundred
+// microseconds: on the 2-core development VM with other work running, threads spinning at
+// the loops' ends while the thread they wait for had no core made a step of 8 streams of
+// GPT-2 124M take 500 ms, against 57 ms so (and 57 ms on one thread; docs/results/cpu.md).
+// The setting is the calling thread's, restored when the feed returns.
+class DynamicThreads {
+ public:
+  DynamicThreads() : was_(omp_get_dynamic()) { omp_set_dynamic(1); }
+  ~DynamicThreads() { omp_set_dynamic(was_); }
+  DynamicThreads(const DynamicThreads&) = delete;
+  DynamicThreads& operator=(const DynamicThreads&) = delete;
+
+ private:
+  int was_;
+};
+
 class GptDecoderCpu final : public GptDecoder {
  public:
   GptDecoderCpu(const GptConfig& c, const GptDecoderOptions& o)
@@ -86,6 +104,7 @@ class GptDecoderCpu final : public GptDecoder {
     for (int64_t i = 0; i < total; ++i)
       if (tokens[i] < 0 || tokens[i] >= V)
         fail("token id {} is outside the model's vocabulary 0..{}", tokens[i], V - 1);
+    const DynamicThreads dynamic;
     // Rows in stream order, `max_rows` at a time; a stream's rows in one chunk attend to
     // the keys its earlier rows (this chunk's or an earlier one's) wrote into the cache.
     int64_t n = 0;
