@@ -169,10 +169,11 @@ void run_sample(const SampleArgs& a) {
       std::printf("\n");
       if (a.print_ids) print_ids(r.ids);
     } else {
-      std::printf("--- %lld/%lld (prompt %lld): %zu tokens, %s ---\n%s%s\n",
+      std::printf("--- %lld/%lld (prompt %lld): %zu token%s, %s ---\n%s%s\n",
                   static_cast<long long>(r.index + 1), static_cast<long long>(streams),
                   static_cast<long long>(r.index / a.samples + 1), r.ids.size(),
-                  train::stop_reason_name(r.reason), prompt.c_str(), r.text.c_str());
+                  r.ids.size() == 1 ? "" : "s", train::stop_reason_name(r.reason), prompt.c_str(),
+                  r.text.c_str());
       if (a.print_ids) print_ids(r.ids);
     }
     std::fflush(stdout);
