@@ -81,7 +81,7 @@ std::vector<int32_t> reference_greedy(const ByteModel& m, std::vector<int32_t> p
     if (static_cast<int64_t>(window.size()) < W) {
       window.push_back(next);
     } else {
-      const int64_t keep = slide_keep(W);
+      const int64_t keep = std::max<int64_t>(1, W / 2);  // half the window, at least one token
       window.assign(history.end() - keep, history.end());
     }
   }

@@ -386,6 +386,7 @@ void add_bench_command(CLI::App& app) {
   add_machine_command(bench);
   add_loader_command(bench);
   add_bench_vision_command(bench);
+  add_bench_sample_command(bench);
 }
 
 }  // namespace aiscale::cli

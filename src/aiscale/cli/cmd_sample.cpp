@@ -169,10 +169,11 @@ void run_sample(const SampleArgs& a) {
       std::printf("\n");
       if (a.print_ids) print_ids(r.ids);
     } else {
-      std::printf("--- %lld/%lld (prompt %lld): %zu tokens, %s ---\n%s%s\n",
+      std::printf("--- %lld/%lld (prompt %lld): %zu token%s, %s ---\n%s%s\n",
                   static_cast<long long>(r.index + 1), static_cast<long long>(streams),
                   static_cast<long long>(r.index / a.samples + 1), r.ids.size(),
-                  train::stop_reason_name(r.reason), prompt.c_str(), r.text.c_str());
+                  r.ids.size() == 1 ? "" : "s", train::stop_reason_name(r.reason), prompt.c_str(),
+                  r.text.c_str());
       if (a.print_ids) print_ids(r.ids);
     }
     std::fflush(stdout);
@@ -218,7 +219,7 @@ void add_sample_command(CLI::App& app) {
   cmd->add_option("--top-p", a->o.sampling.top_p,
                   "nucleus sampling: among the fewest most likely tokens whose probability sums "
                   "to at least P (after temperature and top-k); 1 = all")
-      ->capture_default_str()->check(number_in(1e-6, 1));
+      ->capture_default_str()->check(positive_number())->check(number_in(0, 1));
   cmd->add_option("--stop", a->stops,
                   "end a sample where this text appears in it (not printed); repeatable; \\n, \\t, "
                   "\\\\ are read as escapes")

@@ -20,6 +20,8 @@ void add_bench_vision_command(CLI::App* bench);
 // cannot be written, rank 0 saying why. Nothing for an empty path.
 void check_output_before_measuring(parallel::Communicator& comm, const std::string& path,
                                    const std::string& what);
+// `bench sample` (cmd_bench_sample.cpp), added by add_bench_command.
+void add_bench_sample_command(CLI::App* bench);
 void add_sample_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_data_command(CLI::App& app);

@@ -63,6 +63,7 @@ class Generator {
         counts_[s] = 0;
         if (!slot.active) continue;
         counts_[s] = int64_t(slot.history.size()) - slot.feed_from;
+        AISCALE_CHECK(counts_[s] > 0, "an active stream with nothing to feed");  // it would never end
         std::copy(slot.history.begin() + slot.feed_from, slot.history.end(), tokens_.begin() + n);
         n += counts_[s];
       }

@@ -1,7 +1,7 @@
 // The GPT decoder on the CPU (gpt_decoder.h): fp32, the training model's ops (ops::cpu_backend:
-// embedding, LayerNorm, GELU, residual, OpenBLAS GEMM) over the rows being fed, and the
-// cached attention of gpt_decoder_cpu_attention.h. One row is a matrix-vector product per
-// weight matrix: decoding a token reads every weight once, so a step's time is the
+// embedding, LayerNorm, GELU, residual, sgemm) over the rows being fed, with the kernels of
+// gpt_decoder_cpu_kernels.h (attention over the cache, linear layers of a few rows) and
+// OpenBLAS's sgemv. Decoding a token reads every weight once, so a step's time is the
 // weights' bytes over the memory bandwidth, and streams decoded together share that read.
 #include <cblas.h>
 #include <omp.h>
@@ -13,12 +13,34 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt_decoder.h"
-#include "aiscale/nn/models/gpt_decoder_cpu_attention.h"
+#include "aiscale/nn/models/gpt_decoder_cpu_kernels.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/ops/ops.h"
 
 namespace aiscale::nn {
 namespace {
+
+// Up to this many rows a linear layer streams its weights once (few_rows_linear); beyond,
+// sgemm's packing pays for itself.
+constexpr int64_t kFewRows = 16;
+
+// While a feed runs, OpenMP may give the decoder's parallel loops fewer threads than asked
+// when the machine is busy (omp_set_dynamic; libgomp gives the cores not taken by the load
+// average). Decoding several streams is ~50 parallel loops a token, each a few hundred
+// microseconds: on the 2-core development VM with other work running, threads spinning at
+// the loops' ends while the thread they wait for had no core made a step of 8 streams of
+// GPT-2 124M take 500 ms, against 57 ms so (and 57 ms on one thread; docs/results/cpu.md).
+// The setting is the calling thread's, restored when the feed returns.
+class DynamicThreads {
+ public:
+  DynamicThreads() : was_(omp_get_dynamic()) { omp_set_dynamic(1); }
+  ~DynamicThreads() { omp_set_dynamic(was_); }
+  DynamicThreads(const DynamicThreads&) = delete;
+  DynamicThreads& operator=(const DynamicThreads&) = delete;
+
+ private:
+  int was_;
+};
 
 class GptDecoderCpu final : public GptDecoder {
  public:
@@ -82,6 +104,7 @@ class GptDecoderCpu final : public GptDecoder {
     for (int64_t i = 0; i < total; ++i)
       if (tokens[i] < 0 || tokens[i] >= V)
         fail("token id {} is outside the model's vocabulary 0..{}", tokens[i], V - 1);
+    const DynamicThreads dynamic;
     // Rows in stream order, `max_rows` at a time; a stream's rows in one chunk attend to
     // the keys its earlier rows (this chunk's or an earlier one's) wrote into the cache.
     int64_t n = 0;
@@ -124,21 +147,30 @@ class GptDecoderCpu final : public GptDecoder {
     return cache.data() + ((s * config_.n_layer + l) * W) * C;
   }
 
-  // out (R, OC) = in (R, C) @ w (OC, C)^T + b. One row is a matrix-vector product:
-  // OpenBLAS's sgemv streams the matrix once, where sgemm would first pack it.
+  // out (R, OC) = in (R, C) @ w (OC, C)^T + b, by the number of rows:
+  // - one (decoding one stream): OpenBLAS's sgemv, which streams the matrix once; on the
+  //   2-core development VM a step of GPT-2 124M took 29-30 ms so against 34 ms through
+  //   few_rows_linear (2 threads, load average 4);
+  // - up to kFewRows (decoding several streams): few_rows_linear, which also streams the
+  //   matrix once, using each weight row for every input row; sgemm would pack the whole
+  //   matrix first, several times slower for two to eight rows;
+  // - more (prefill): sgemm, through the training op.
   void linear(float* out, const float* in, const float* w, const float* b, int64_t R,
               int64_t C, int64_t OC) const {
-    if (R > 1) {
+    if (R > kFewRows) {
       ops_.matmul_forward(out, in, w, b, R, C, OC);
-      return;
+    } else if (R > 1) {
+      few_rows_linear(out, in, w, b, R, C, OC);
+    } else {
+      float beta = 0.0f;
+      if (b) {
+        std::memcpy(out, b, size_t(OC) * sizeof(float));
+        beta = 1.0f;
+      }
+      AISCALE_CHECK(C <= INT_MAX && OC <= INT_MAX, "matrix {} x {} too large for BLAS", OC, C);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(OC), int(C), 1.0f, w, int(C), in, 1, beta,
+                  out, 1);
     }
-    float beta = 0.0f;
-    if (b) {
-      std::memcpy(out, b, size_t(OC) * sizeof(float));
-      beta = 1.0f;
-    }
-    AISCALE_CHECK(C <= INT_MAX && OC <= INT_MAX, "matrix {} x {} too large for BLAS", OC, C);
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(OC), int(C), 1.0f, w, int(C), in, 1, beta, out, 1);
   }
 
   // The rows row_*[0, R) through the model; the logits of each row that is the last of

@@ -3,10 +3,11 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-#include "aiscale/nn/models/gpt_decoder_cpu_attention.h"
+#include "aiscale/nn/models/gpt_decoder_cpu_kernels.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -74,7 +75,55 @@ AISCALE_CPU_HOT void attend(float* out, float* scores, const float* q, const flo
   }
 }
 
+// out[r * OC + o] = b[o] + w_o . in_r for the weight rows o in [begin, end): four weight
+// rows at a time against each input row, so an input load feeds four accumulators and the
+// four rows stay in L1 while every input row passes.
+AISCALE_CPU_HOT void linear_columns(float* out, const float* in, const float* w, const float* b,
+                                    int64_t R, int64_t C, int64_t OC, int64_t begin, int64_t end) {
+  int64_t o = begin;
+  for (; o + 4 <= end; o += 4) {
+    const float *w0 = w + o * C, *w1 = w0 + C, *w2 = w1 + C, *w3 = w2 + C;
+    for (int64_t r = 0; r < R; ++r) {
+      const float* x = in + r * C;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int64_t c = 0; c < C; ++c) {
+        s0 += w0[c] * x[c];
+        s1 += w1[c] * x[c];
+        s2 += w2[c] * x[c];
+        s3 += w3[c] * x[c];
+      }
+      float* y = out + r * OC + o;
+      y[0] = s0 + (b ? b[o] : 0.0f);
+      y[1] = s1 + (b ? b[o + 1] : 0.0f);
+      y[2] = s2 + (b ? b[o + 2] : 0.0f);
+      y[3] = s3 + (b ? b[o + 3] : 0.0f);
+    }
+  }
+  for (; o < end; ++o) {
+    const float* wo = w + o * C;
+    for (int64_t r = 0; r < R; ++r) {
+      const float* x = in + r * C;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < C; ++c) s += wo[c] * x[c];
+      out[r * OC + o] = s + (b ? b[o] : 0.0f);
+    }
+  }
+}
+
 }  // namespace
+
+void few_rows_linear(float* out, const float* in, const float* w, const float* b, int64_t R,
+                     int64_t C, int64_t OC) {
+  // Chunks of 64 columns (a multiple of four), dealt out dynamically: on a shared machine a
+  // paused thread's share is taken by the others.
+  constexpr int64_t kChunk = 64;
+  const int64_t chunks = (OC + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(dynamic, 1) if (ops::cpu::worth_threads(chunks, R * C * kChunk))
+  for (int64_t i = 0; i < chunks; ++i)
+    linear_columns(out, in, w, b, R, C, OC, i * kChunk, std::min(OC, (i + 1) * kChunk));
+}
 
 void cached_attention_forward(float* out, const float* qkv, int64_t qkv_stride,
                               const CachedRow* rows, int64_t R, int64_t stride, int64_t C,
