@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The paths a user walks first, on a GPU host: the decoder of `aiscale sample --device cuda`
-# against the CPU model, and the errors of GPU ranks (a layout the ranks cannot hold, a
-# rank-local failure, a resume into another layout) as a user sees them through
-# `aiscale launch`. Logs under $OUT, a short table last. From the repository root, with
-# .devdeps (the Debian packages the build needs) and data/fortunes (the tokenized fortunes)
-# carried:
-#   bash bench/gpu/user_paths.sh [stages...]   stages: build decoder errors (default: all)
+# against the CPU model and its speed (`aiscale bench sample`, 1 and 64 streams of GPT-2
+# 124M), sampling a trained run on the GPU, the errors of GPU ranks (a layout the ranks
+# cannot hold, a rank-local failure, a resume into another layout) as a user sees them
+# through `aiscale launch`, and the whole GPU test set (label gpu: torchrun on 2 GPUs, the
+# resume matrix, every layout). Logs under $OUT, a short table last. From the repository
+# root, with .devdeps (the Debian packages the build needs) and data/fortunes (the tokenized
+# fortunes) carried:
+#   bash bench/gpu/user_paths.sh [stages...]   stages: build decoder sample errors tests
+#   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 OUT=${OUT:-/tmp/aiscale-user-paths-out}
 mkdir -p "$OUT"
-stages=" ${*:-build decoder errors} "
+stages=" ${*:-build decoder sample errors tests} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 source bench/gpu/host_common.sh
 BIN=build/cuda/aiscale
@@ -22,12 +25,41 @@ NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 table=()
 row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
 
-if has build; then build_cuda aiscale aiscale_gpu_sample_tests; else use_devdeps; fi
+if has build; then
+  if has tests; then build_cuda all; else build_cuda aiscale aiscale_gpu_sample_tests; fi
+else
+  use_devdeps
+fi
 
 if has decoder; then
   log "decoder against the CPU model"
   timeout 300 build/cuda/tests/gpu_sample/aiscale_gpu_sample_tests > "$OUT/decoder.log" 2>&1
   row "decoder tests (exit code)" "$? ($(grep -c '\[       OK' "$OUT/decoder.log") ok, $(grep -c '\[  FAILED' "$OUT/decoder.log") failed)"
+fi
+
+if has sample; then
+  log "bench sample: GPT-2 124M on one GPU, 1 and 64 streams"
+  for streams in 1 64; do
+    CUDA_VISIBLE_DEVICES=0 timeout 120 "$BIN" bench sample --device cuda --model gpt2-124m \
+      --streams "$streams" --prompt-len 64 --tokens 256 --output "$OUT/bench_sample.jsonl" \
+      >> "$OUT/sample.log" 2>&1
+    row "bench sample, $streams stream(s) (exit code)" "$?"
+  done
+  python3 - "$OUT/bench_sample.jsonl" >> "$OUT/sample.log" 2>&1 <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    print("streams", j.get("streams"), {k: v for k, v in j.items() if "tokens_per_s" in k or "step" in k})
+PY
+  grep '^streams' "$OUT/sample.log" | while read -r line; do row "  decode" "$line"; done
+  log "train a quick-start model on the GPU, then sample it there"
+  timeout 120 "$BIN" train -q -c configs/quickstart.toml --set train.device=cuda \
+    train.precision=bf16 train.steps=60 run.dir="$OUT/runs" run.name=gpu_sample \
+    > "$OUT/sample_train.log" 2>&1
+  ( time timeout 60 "$BIN" sample --run "$OUT/runs/gpu_sample" --device cuda --prompt "The" \
+      --tokens 120 --min-tokens 120 --temperature 0.8 --top-k 40 --seed 1 ) \
+    > "$OUT/sample_gpu.txt" 2>&1
+  row "sample --device cuda (exit code)" "$(grep -c 'tokens/s' "$OUT/sample_gpu.txt") summary line(s): $(grep 'tokens/s' "$OUT/sample_gpu.txt" | tail -1)"
 fi
 
 # One case of the error paths: its exit code, how many "error:" lines the ranks printed,
@@ -56,8 +88,15 @@ if has errors && [ "$NGPUS" -ge 2 ]; then
   timeout 240 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp2 \
     parallel.tensor_parallel=2 > "$OUT/train_tp2.log" 2>&1
   row "train tp 2 (exit code)" "$?"
-  error_case resume_tp2_as_dp2 "$BIN" launch -n 2 -- train -q --resume "$OUT/runs/tp2" \
+  error_case resume_tp2_as_dp2_ok "$BIN" launch -n 2 -- train -q --resume "$OUT/runs/tp2" \
     --set parallel.tensor_parallel=1 train.steps=16
+fi
+
+if has tests; then
+  log "the GPU test set (ctest -L gpu)"
+  (cd build/cuda && timeout 420 ctest -L gpu --timeout 300 > "$OUT/ctest_gpu.log" 2>&1)
+  row "ctest -L gpu" "$(grep -E 'tests passed' "$OUT/ctest_gpu.log" | tail -1)"
+  grep -E '\(Failed\)|\(Timeout\)|\*\*\*' "$OUT/ctest_gpu.log" | head -10 | while read -r line; do row "  failed" "$line"; done
 fi
 
 echo

@@ -7,6 +7,7 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
 #include "aiscale/nn/models/gpt_config.h"
 #include "aiscale/train/sources.h"
 
@@ -44,6 +45,7 @@ void add_bench_sample_command(CLI::App* bench) {
   cmd->add_option("--seed", args->o.seed, "seed of the random weights and prompts")->capture_default_str();
   cmd->add_option("--output,-o", args->output, "also append the JSON line to this file");
   cmd->callback([args] {
+    if (!args->output.empty()) check_output_file(args->output, "--output");  // before measuring
     train::set_cpu_threads(args->threads);
     const nlohmann::json j = bench::run_sample_bench(args->o);
     std::printf("%s\n", j.dump().c_str());
