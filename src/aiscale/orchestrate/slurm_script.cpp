@@ -107,6 +107,11 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
     j.nodes = r.nodes > 0 ? r.nodes : 1;
     j.ntasks = j.nodes * j.tasks_per_node;
   }
+  // More nodes than the partition has would wait in the queue for ever (or be refused after it).
+  if (part && part->nodes > 0 && j.nodes > part->nodes)
+    fail("{} node(s) asked for ({} rank(s) at {} per node), but {} has {} nodes: ask for fewer "
+         "ranks or nodes{}", j.nodes, j.ntasks, j.tasks_per_node, j.label, part->nodes,
+         r.ranks > 0 ? " (lower the study's counts)" : "");
   // GPUs follow the ranks of a node (a 2-rank point on a 4-GPU node asks for 2).
   if (j.gpus_per_node > 0 && r.gpus_per_node < 0) j.gpus_per_node = std::min(j.gpus_per_node, j.tasks_per_node);
   j.cpus_per_task = r.cpus_per_task > 0 ? r.cpus_per_task
