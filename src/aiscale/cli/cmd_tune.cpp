@@ -3,6 +3,7 @@
 // MPI ranks; or the scaling table of many models (--scaling).
 //   aiscale tune study.toml [--set study.trials=50] [--fresh] [--scaling 1,100,1000]
 //   aiscale tune --synthetic-csv data.csv [--rows 100000] [--seed 1]
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -153,6 +154,19 @@ void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dat
     return;
   }
   print_outcome(c, out);
+  // A trial whose model diverged scores NaN and ranks last; a search in which every trial
+  // did has no result, and the exit status says so.
+  int64_t diverged = 0;
+  for (const auto& t : out.trials) diverged += std::isfinite(t.score) ? 0 : 1;
+  if (diverged > 0 && diverged < static_cast<int64_t>(out.trials.size()))
+    std::printf("%lld of %zu trial(s) diverged (score NaN, ranked last)\n", static_cast<long long>(diverged),
+                out.trials.size());
+  std::fflush(stdout);
+  if (!out.trials.empty() && diverged == static_cast<int64_t>(out.trials.size()))
+    fail("every one of the {} trial(s) of {} diverged (score NaN; see {}/results.csv): the search "
+         "found nothing; narrow the ranges that make training unstable (a lower [params.lr] or "
+         "[fixed] lr, fewer epochs) or check the data ([data])",
+         out.trials.size(), a.config, c.dir);
 }
 
 }  // namespace
@@ -191,6 +205,8 @@ void add_tune_command(CLI::App& app) {
       "leaves tasks/<task>.json, so a study run again resumes where it stopped. Results: "
       "results.csv and results.json (one row per trial, the default hyperparameters first); the best "
       "trial retrained on all rows in best/. `aiscale report DIR` draws a tune directory.\n"
+      "Exit status: 0 when the search has a result; 1 when it was refused, failed, or every "
+      "trial diverged (score NaN).\n"
       "See docs/guide/tune.md.");
   cmd->callback([a] { run_tune(*a); });
 }
