@@ -56,8 +56,9 @@ void skip_path_checks(CLI::App* app) {
       } catch (const CLI::OptionNotFound&) {
         break;
       }
-      const std::string& name = v->get_name();
-      if (name == "FILE" || name == "DIR" || name == "PATH(existing)" || name == "PATH(non-existing)")
+      // CLI11's path checks are told by their description (they have no name).
+      const std::string desc = v->get_description();
+      if (desc == "FILE" || desc == "DIR" || desc == "PATH(existing)" || desc == "PATH(non-existing)")
         v->active(false);
     }
   }
