@@ -5,6 +5,7 @@
 //   aiscale tune --synthetic-csv data.csv [--rows 100000] [--seed 1]
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
@@ -183,9 +185,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--scaling", a->scaling,
                   "instead of a search, time N randomly drawn models for each N in this list "
                   "(e.g. 1,100,1000) and write the scaling table (scaling.csv, scaling.json)");
-  cmd->add_option("--threads", a->threads, "CPU threads per rank (0: all cores or OMP_NUM_THREADS; overrides study.threads)");
+  cmd->add_option("--threads", a->threads, "CPU threads per rank (0: all cores or OMP_NUM_THREADS; overrides study.threads)")
+      ->check(thread_count());
   cmd->add_option("--threads-per-task", a->threads_per_task,
-                  "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)");
+                  "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)")
+      ->check(thread_count());
   cmd->add_flag("--fresh", a->fresh, "discard the finished tasks of an earlier run in the tune directory (default: resume)");
   cmd->add_flag("-q,--quiet", a->quiet, "print only the summary");
   cmd->add_option("--shard", a->shard,
@@ -195,9 +199,10 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--synthetic-csv", a->synthetic_csv,
                   "write the synthetic regression (y = 3x1 - 2x2 + x3 x4 + sin(pi x5) + 0.5 x6^2 + noise) "
                   "as CSV to this file and stop");
-  cmd->add_option("--rows", a->rows, "rows of --synthetic-csv (default 100000)");
+  cmd->add_option("--rows", a->rows, "rows of --synthetic-csv (default 100000)")->check(integer_in(1, 100'000'000));
   cmd->add_option("--noise", a->noise, "noise standard deviation of --synthetic-csv (default 0.1)");
-  cmd->add_option("--seed", a->seed, "seed of --synthetic-csv (default 1)");
+  cmd->add_option("--seed", a->seed, "seed of --synthetic-csv (default 1)")
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->footer(
       "Tasks are trials x folds; one task per thread when there are at least as many tasks as "
       "threads, else the threads are shared out among the tasks. Under mpirun (or aiscale launch, "

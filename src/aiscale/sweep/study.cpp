@@ -1,6 +1,7 @@
 #include "aiscale/sweep/study.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/data/token_loader.h"
 #include "aiscale/train/config.h"
@@ -106,6 +108,18 @@ constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
 constexpr int64_t kMaxSteps = int64_t{1} << 40;
 constexpr int64_t kMaxEpochs = 1000000;
 constexpr int64_t kMaxRepeats = 1000;
+
+// The range of a study's integer key, for a value beyond 64 bits (core/toml_errors.h).
+IntRange study_key_range(const std::string& key) {
+  static const std::map<std::string, std::pair<int64_t, int64_t>> ranges = {
+      {"counts", {1, kMaxStudyRanks}},        {"repeats", {1, kMaxRepeats}},
+      {"threads_per_rank", {0, validate::kMaxThreads}}, {"workload.batch", {1, kMaxBatch}},
+      {"workload.global_batch", {1, kMaxGlobalBatch}}, {"workload.grad_accum", {1, kMaxBatch}},
+      {"measure.steps", {1, kMaxSteps}},       {"measure.epoch", {1, kMaxEpochs}},
+      {"measure.epochs", {1, kMaxEpochs}}};
+  const auto it = ranges.find(key);
+  return it == ranges.end() ? IntRange() : IntRange(it->second);
+}
 
 // Settings that the study sets per point, so a workload must not set them itself.
 const std::vector<std::pair<std::string, std::string>>& study_owned_train_keys() {
@@ -225,6 +239,7 @@ Study parse_study(const std::string& text, const std::string& source, const std:
   try {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
+    if (auto m = toml_integer_out_of_range(e, text, source, study_key_range)) fail("{}", *m);
     fail("{}: not valid TOML at line {}: {}", source, e.source().begin.line, e.description());
   }
   check_keys(root, {"name", "description", "kind", "counts", "precisions", "repeats", "device",
