@@ -146,7 +146,8 @@ void add_scale_command(CLI::App& app) {
                             sweep::kMaxRanksPerCore));
   cmd->add_option("--stop-timeout", args->stop_timeout_s,
                   "on SIGINT or SIGTERM: seconds the running point's processes get to end (they "
-                  "get the signal) before they are killed; the point is recorded as interrupted")
+                  "get the signal) before they are killed (0: at once); the point is recorded as "
+                  "interrupted")
       ->capture_default_str()->check(number_in(0, 86400));
   cmd->add_option("--scheduler", args->scheduler,
                   "local: run the points one after another here, through mpirun; slurm: submit "
