@@ -34,6 +34,10 @@ const Variable kVariables[] = {
      "where a failing rank records its error as rank-R.json; aiscale launch sets it to a folder "
      "of its own and prints one summary line from the records (parallel/rank_failure.cpp, "
      "launch/local.cpp); set it on a shared file system to collect the failures of srun jobs"},
+    {"AISCALE_STUDY_POINT", "a directory", "", Kind::user,
+     "set by aiscale scale on every process of a point it runs (mpirun and the ranks inherit "
+     "it): the point's folder, by which its processes are found to pass a stop signal on, and "
+     "left-over ones before a rerun (sweep/point_processes.cpp); not meant to be set by hand"},
     // --- test: fault injection ---
     {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | fail@STEP:RANK | term@STEP | slow@RANK:MS | blowup@STEP",
      "", Kind::test,
