@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -77,21 +78,46 @@ void signal_processes(const std::vector<PointProcess>& processes, int sig) {
   for (const auto& p : processes) ::kill(p.pid, sig);
 }
 
+namespace {
+
+// The processes of `point_dir`, looked for a few times: a process in the middle of exec
+// (a script starting its next program) may show no environment for a moment, and one
+// missed scan must not count as "none left".
+std::vector<PointProcess> find_settled(const std::string& point_dir, int scans) {
+  std::vector<PointProcess> found;
+  for (int i = 0; i < scans && found.empty(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    found = find_point_processes(point_dir);
+  }
+  return found;
+}
+
+}  // namespace
+
 int end_point_processes(const std::string& point_dir, int sig, double deadline_s) {
-  auto left = find_point_processes(point_dir);
+  auto left = find_settled(point_dir, 4);
   const int found = static_cast<int>(left.size());
   if (left.empty()) return 0;
-  if (sig != 0) signal_processes(left, sig);
+  std::set<pid_t> signalled;
+  auto signal_new = [&] {
+    if (sig == 0) return;
+    for (const auto& p : left)
+      if (signalled.insert(p.pid).second) ::kill(p.pid, sig);
+  };
+  signal_new();
   const double until = now_s() + deadline_s;
   while (!left.empty() && now_s() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    left = find_point_processes(point_dir);
+    left = find_settled(point_dir, 3);
+    // One that appeared since (a process caught in exec at the first look) gets it too,
+    // once: a second signal may mean "stop now" to a rank that is writing a checkpoint.
+    signal_new();
   }
   // What would not end in time is killed; the kernel ends it at once, its parent reaps it.
   for (int attempt = 0; !left.empty() && attempt < 100; ++attempt) {
     signal_processes(left, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    left = find_point_processes(point_dir);
+    left = find_settled(point_dir, 3);
   }
   return found;
 }
