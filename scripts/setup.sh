@@ -12,7 +12,8 @@ pkgs=(build-essential cmake ninja-build pkg-config
   chromium  # headless browser: the HTML report's check (tests/report)
   clang libclang-rt-14-dev libomp-14-dev  # the asan preset and the libFuzzer targets (tests/fuzz)
   liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev  # image stores: LMDB, JPEG (TurboJPEG + libjpeg API)/PNG decoding, gzip'd IDX
-  dataset-fashion-mnist)  # Fashion-MNIST's IDX files (aiscale data pack-images, tests/data)
+  dataset-fashion-mnist  # Fashion-MNIST's IDX files (aiscale data pack-images, tests/data)
+  python3-torch)  # torchrun (/usr/bin/python3 -m torch.distributed.run) for tests/mpi/torchrun_mpitest.cpp
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
 [ -n "${AISCALE_SETUP_EXTRA:-}" ] && pkgs+=(${AISCALE_SETUP_EXTRA})

@@ -64,6 +64,11 @@ TEST(ImageIdx, BadFilesNameTheFileAndTheFix) {
   write_gzip(dir / "short.gz", idx_bytes({5, 2, 2}, std::vector<uint8_t>(7)));
   EXPECT_NE(error_of([&] { read_idx((dir / "short.gz").string()); }).find("truncated"),
             std::string::npos);
+  // Dimensions whose product wraps past 2^64 to 0: refused as corrupt, not read as empty.
+  write_plain(dir / "wraps", idx_bytes({1u << 20, 1u << 20, 1u << 24}, {1, 2, 3}));
+  const std::string wraps = error_of([&] { read_idx((dir / "wraps").string()); });
+  EXPECT_NE(wraps.find("implausible size"), std::string::npos) << wraps;
+  EXPECT_NE(wraps.find("wraps"), std::string::npos) << wraps;
   // Counts that disagree, and the two files swapped.
   write_plain(dir / "images", idx_bytes({4, 1, 1}, {1, 2, 3, 4}));
   write_plain(dir / "labels", idx_bytes({3}, {0, 1, 2}));

@@ -206,28 +206,44 @@ std::string damaged_store(const fs::path& dir) {
   return (dir / "store").string();
 }
 
-TEST(ImageStore, CorruptRecordsAreSkippedAndCountedOrAnErrorByOption) {
+// By default a corrupt record stops the source with an error naming the store, the record
+// (index and key), why, and the option that skips; with the option the records are
+// skipped and counted exactly (those of the batches served), with one warning.
+TEST(ImageStore, CorruptRecordsAreAnErrorByDefaultOrSkippedAndCountedByOption) {
   const fs::path dir = testsupport::temp_dir("store-corrupt");
   ImageSourceConfig c;
   c.path = damaged_store(dir);
   c.batch_size = 4;
   c.train = false;
   c.threads = 2;
+  c.skip_corrupt_option = "data.skip_corrupt = true";
   {
+    auto strict = open_image_source(c);
+    ImageBatch b;
+    const std::string message = error_of([&] { strict->next_batch(b); });
+    EXPECT_TRUE(contains(message, "record 3 (LMDB key 0x0000000000000003) cannot be decoded as "
+                                  "jpeg")) << message;
+    EXPECT_TRUE(contains(message, c.path)) << message;
+    EXPECT_TRUE(contains(message, "re-pack it")) << message;
+    EXPECT_TRUE(contains(message, "skip such records with data.skip_corrupt = true")) << message;
+  }
+  {
+    c.skip_corrupt = true;
     auto src = open_image_source(c);
     ImageBatch b;
-    src->next_batch(b);
-    src->next_batch(b);
+    testing::internal::CaptureStderr();
+    src->next_batch(b);  // records 0-2, then 4 for the corrupt 3
+    EXPECT_EQ(src->stats().skipped_corrupt, 1);
+    src->next_batch(b);  // records 4, 6 for the corrupt 5 (label 7), 6, 7
+    const std::string warnings = testing::internal::GetCapturedStderr();
     EXPECT_EQ(b.n, 4);
     for (int32_t label : b.labels) EXPECT_LT(label, 2);
-    EXPECT_GE(src->stats().skipped_corrupt, 2);
+    EXPECT_EQ(src->stats().skipped_corrupt, 2);
+    EXPECT_TRUE(contains(warnings, "record 3 (LMDB key 0x0000000000000003)")) << warnings;
+    EXPECT_FALSE(contains(warnings, "record 5")) << "one warning only: " << warnings;
+    c.skip_corrupt = false;
   }
-  c.skip_corrupt = false;
-  auto strict = open_image_source(c);
   ImageBatch b;
-  const std::string message = error_of([&] { strict->next_batch(b); });
-  EXPECT_TRUE(contains(message, "record 3 (jpeg) cannot be decoded")) << message;
-  EXPECT_TRUE(contains(message, c.path)) << message;
   fs::remove_all(dir);
   // A label out of range, alone in its batch.
   const fs::path dir2 = testsupport::temp_dir("store-label");
@@ -237,8 +253,46 @@ TEST(ImageStore, CorruptRecordsAreSkippedAndCountedOrAnErrorByOption) {
   strict2->next_batch(b);  // records 0, 1
   strict2->restore({0, 2});
   const std::string label_message = error_of([&] { strict2->next_batch(b); });
-  EXPECT_TRUE(contains(label_message, "record 5 has label 7, outside [0, 2)")) << label_message;
+  EXPECT_TRUE(contains(label_message, "record 5 (LMDB key 0x0000000000000005) has label 7, "
+                                      "outside [0, 2)")) << label_message;
   fs::remove_all(dir2);
+}
+
+// A store cut short (an interrupted copy): LMDB would map the missing pages and the first
+// read of one would end the process with SIGBUS. It is refused at open, naming the file,
+// both lengths and the fix, by every way of reading it.
+TEST(ImageStore, TruncatedStoreIsRefusedBeforeAnyRecordIsRead) {
+  const fs::path dir = testsupport::temp_dir("store-truncated");
+  test_images::write_folder(dir / "images", {{"a", 12}, {"b", 12}}, 96, 80);
+  PackImagesOptions o;
+  o.folder = (dir / "images").string();
+  o.output = (dir / "store").string();
+  pack_images(o);
+  const fs::path data = dir / "store" / "data.mdb";
+  const uintmax_t full = fs::file_size(data);
+  ASSERT_GE(full, 4u * 4096) << "the test needs a store of several pages";
+  const uintmax_t cut = full / 2 / 4096 * 4096;
+  fs::resize_file(data, cut);
+  ImageSourceConfig c;
+  c.path = o.output;
+  c.batch_size = 2;
+  for (const std::string& stage :
+       std::vector<std::string>{"none", "ram", "local:" + (dir / "stage").string()}) {
+    c.stage = stage;
+    const std::string message = error_of([&] { open_image_source(c); });
+    EXPECT_TRUE(contains(message, "is truncated")) << stage << ": " << message;
+    EXPECT_TRUE(contains(message, data.string())) << stage << ": " << message;
+    EXPECT_TRUE(contains(message, fmt::format("ends at byte {},", cut))) << stage << ": " << message;
+    EXPECT_TRUE(contains(message, "its header says it runs to byte")) << stage << ": " << message;
+    EXPECT_TRUE(contains(message, "re-pack it")) << stage << ": " << message;
+  }
+  EXPECT_FALSE(fs::exists(dir / "stage"));  // refused before the copy
+  // Shorter than LMDB's own header pages.
+  fs::resize_file(data, 100);
+  c.stage = "none";
+  const std::string tiny = error_of([&] { open_image_source(c); });
+  EXPECT_TRUE(contains(tiny, "ends at byte 100, shorter than LMDB's two header pages")) << tiny;
+  fs::remove_all(dir);
 }
 
 TEST(ImageStore, ForeignOrMissingStoresAreRefusedWithTheFix) {

@@ -176,7 +176,7 @@ TEST_F(TokenLoaderTest, PositionSaveAndRestoreResumesExactly) {
   TokenLoader original(glob, 8, 4, 0, 1, 11, true);
   starts(original, 100);  // into epoch 1
   const TokenLoader::Position saved = original.position();
-  EXPECT_EQ(saved, (TokenLoader::Position{1, 36}));
+  EXPECT_EQ(saved, (TokenLoader::Position{1, 36 * 8}));  // samples, not batches
   const auto expected = starts(original, 50);
 
   TokenLoader resumed(glob, 8, 4, 0, 1, 11, true);
@@ -184,13 +184,81 @@ TEST_F(TokenLoaderTest, PositionSaveAndRestoreResumesExactly) {
   EXPECT_EQ(resumed.epoch(), 1);
   EXPECT_EQ(starts(resumed, 50), expected);
 
-  // The end of an epoch is the start of the next one.
-  resumed.restore({2, 64});
+  // The end of an epoch is the start of the next one, and so is a position with fewer
+  // windows left than a global batch takes.
+  resumed.restore({2, 512});
   EXPECT_EQ(resumed.position(), (TokenLoader::Position{3, 0}));
+  resumed.restore({2, 505});
+  EXPECT_EQ(resumed.position(), (TokenLoader::Position{3, 0}));
+  resumed.restore({2, 504});
+  EXPECT_EQ(resumed.position(), (TokenLoader::Position{2, 504}));
   resumed.reset();
   EXPECT_EQ(resumed.position(), (TokenLoader::Position{0, 0}));
-  EXPECT_THROW(resumed.restore({0, 65}), Error);
+  EXPECT_THROW(resumed.restore({0, 513}), Error);
   EXPECT_THROW(resumed.restore({-1, 0}), Error);
+}
+
+// The position counts samples of the epoch's order, so a loader of another world size or
+// batch size restored at it continues with the same window of the same order: what a run
+// resumed in another layout relies on.
+TEST_F(TokenLoaderTest, PositionMeansTheSameForAnyGlobalBatch) {
+  const std::string glob = make_shards({8001});  // 1000 windows of T = 8
+  TokenLoader one(glob, 8, 8, 0, 1, 3, true);
+  starts(one, 10);
+  const TokenLoader::Position saved = one.position();
+  ASSERT_EQ(saved, (TokenLoader::Position{0, 80}));
+  const auto next = starts(one, 4);  // windows 80 .. 111 of epoch 0's order
+  for (size_t i = 0; i < next.size(); ++i) EXPECT_EQ(next[i], 8 * one.window_at(0, 80 + int64_t(i)));
+  // Two ranks with half the batch: rank 0 the first 4 windows of each 8, rank 1 the next.
+  TokenLoader rank0(glob, 4, 8, 0, 2, 3, true), rank1(glob, 4, 8, 1, 2, 3, true);
+  rank0.restore(saved);
+  rank1.restore(saved);
+  for (int k = 0; k < 4; ++k) {
+    const auto a = starts(rank0, 1), b = starts(rank1, 1);
+    EXPECT_EQ(a, std::vector<int64_t>(next.begin() + 8 * k, next.begin() + 8 * k + 4)) << k;
+    EXPECT_EQ(b, std::vector<int64_t>(next.begin() + 8 * k + 4, next.begin() + 8 * k + 8)) << k;
+  }
+  EXPECT_EQ(rank0.position(), (TokenLoader::Position{0, 112}));
+  // One rank with a batch of 3 (another global batch): the same windows in the same order.
+  TokenLoader three(glob, 3, 8, 0, 1, 3, true);
+  three.restore(saved);
+  const auto by_three = starts(three, 11);  // 33 windows
+  EXPECT_EQ(std::vector<int64_t>(by_three.begin(), by_three.begin() + 32), next);
+  EXPECT_EQ(three.position(), (TokenLoader::Position{0, 113}));
+  // Its epoch ends where fewer than 3 windows are left: 333 batches, 999 windows.
+  three.restore({0, 996});
+  starts(three, 1);
+  EXPECT_EQ(three.position(), (TokenLoader::Position{1, 0}));
+}
+
+// Token ids against a vocabulary: the first id outside it, its shard and offset.
+TEST_F(TokenLoaderTest, FindsTheFirstTokenOutsideTheVocabulary) {
+  const std::string glob = make_shards({300, 700});  // ids 0..299, then 300..999
+  TokenLoader loader(glob, 1, 4, 0, 1, 0, false);
+  EXPECT_FALSE(loader.find_token_outside(1000).has_value());
+  EXPECT_FALSE(loader.find_token_outside(50257).has_value());
+  auto bad = loader.find_token_outside(256);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->shard.filename(), "x_train_000000.bin");
+  EXPECT_EQ(bad->offset, 256);
+  EXPECT_EQ(bad->id, 256);
+  EXPECT_EQ(bad->max_id, 299);
+  bad = loader.find_token_outside(500);  // in the second shard, 200 tokens in
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->shard.filename(), "x_train_000001.bin");
+  EXPECT_EQ(bad->offset, 200);
+  EXPECT_EQ(bad->id, 500);
+  EXPECT_EQ(bad->max_id, 999);
+  // One id at the end of a long shard (past any SIMD block), found by the same pass.
+  std::vector<uint16_t> tokens(100003, 7);
+  tokens.back() = 60000;
+  write_token_shard(dir_ / "y_train_000000.bin", std::span<const uint16_t>(tokens));
+  const MappedTokenShard shard(dir_ / "y_train_000000.bin");
+  const auto last = find_token_outside_vocabulary(shard, 50257);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->offset, 100002);
+  EXPECT_EQ(last->id, 60000);
+  EXPECT_FALSE(find_token_outside_vocabulary(shard, 60001).has_value());
 }
 
 TEST_F(TokenLoaderTest, GlobWithNoMatchNamesThePattern) {

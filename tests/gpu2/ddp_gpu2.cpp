@@ -6,7 +6,7 @@
 //   sums equals the norm's own pass;
 // - ZeRO-1 trains like plain data parallelism, and its sharded state survives checkpoints
 //   (written under ZeRO-1 and resumed without it, and the other way round);
-// - ranks started without MPI meet through a rendezvous file;
+// - ranks started without MPI meet through a rendezvous file, and under the real torchrun;
 // - a rank that dies makes the other fail within a bounded time instead of hanging.
 // Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL.
 #include <gtest/gtest.h>
@@ -267,6 +267,51 @@ TEST(Gpu2, TorchrunStyleLaunchMeetsThroughTheTcpStore) {
     }
   }
   fs::remove_all(dir);
+}
+
+// The real torchrun (the host's `torchrun`, else python3 -m torch.distributed.run):
+// --standalone with 2 GPUs trains like 1 GPU with the whole batch (the tolerances of
+// expect_like_one_gpu), NCCL's id travelling through aiscale's store beside the agent's; the
+// static rendezvous, whose agent serves its store on --master_port
+// (TORCHELASTIC_USE_AGENT_STORE=True), puts aiscale's store on the next port. "-r 2 -t 2"
+// (stderr to a file and the console) because torch 1.13 under Python 3.11 cannot parse its
+// own default "0"; torch 2.x takes it alike.
+TEST(Gpu2, TorchrunTrainsOnTwoGpus) {
+  std::string torchrun;
+  if (run_command("command -v torchrun").exit_code == 0) torchrun = "torchrun";
+  else if (run_command("python3 -c 'import torch.distributed.run'").exit_code == 0)
+    torchrun = "python3 -m torch.distributed.run";
+  ASSERT_FALSE(torchrun.empty()) << "no torchrun on PATH and no PyTorch for python3: install "
+                                    "PyTorch on this GPU host to run this test";
+  torchrun += " -r 2 -t 2 ";
+  const auto [dir, cfg] = gpu_run_dir("gpu2-torchrun", 50);
+  auto one = run_aiscale("train -q -c " + cfg + " --set train.batch_size=16 run.name=one");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::string train = std::string(" --no_python ") + AISCALE_BINARY + " train -q -c " + cfg +
+                            " --set train.batch_size=8 parallel.communicator=nccl run.name=";
+  auto two = run_command("env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=4 " +
+                         torchrun + "--standalone --nproc_per_node=2" + train + "two");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("2 rank(s) [nccl]"), std::string::npos) << two.output;
+  auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/two");
+  ASSERT_EQ(m1.size(), 50u);
+  ASSERT_EQ(m2.size(), 50u);
+  EXPECT_NEAR(double(m2[0]["loss"]), double(m1[0]["loss"]), 1e-3 * double(m1[0]["loss"]));
+  const LossComparison c = compare_losses(m1, m2, 1, 51, 1e-2, "torchrun --standalone");
+  EXPECT_LT(c.mean_rel, 3e-3);
+  EXPECT_LT(weight_distance(dir / "runs/one", dir / "runs/two", 50), 5e-2);
+
+  const int port = 29500 + static_cast<int>(::getpid() % 2000) * 2;
+  auto st = run_command("env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=4 " +
+                        torchrun + "--rdzv_backend=static --master_addr=127.0.0.1 --master_port=" +
+                        std::to_string(port) + " --nnodes=1 --node_rank=0 --nproc_per_node=2" + train +
+                        "static train.steps=5");
+  ASSERT_EQ(st.exit_code, 0) << st.output;
+  EXPECT_NE(st.output.find("TCP store 127.0.0.1:" + std::to_string(port + 1)), std::string::npos) << st.output;
+  EXPECT_EQ(read_metrics(dir / "runs/static").size(), 5u);
+  std::printf("[gpu2] torchrun --standalone, 2 GPUs x8 vs 1 GPU x16, 50 steps: loss relative "
+              "difference max %.2e mean %.2e; static rendezvous: aiscale's store on port %d\n",
+              c.max_rel, c.mean_rel, port + 1);
 }
 
 TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer(""); }

@@ -25,3 +25,21 @@ TEST(BenchMachine, TwoMpiRanksAddTheAllreduce) {
   EXPECT_GT(p.gemm_peak_tflops.at("fp32"), 0);
   EXPECT_NE(r.output.find("\"figure\":\"allreduce\""), std::string::npos) << r.output;
 }
+
+// Before any measurement, on every rank alike: an output rank 0 cannot write, and an
+// all-reduce message that the ranks of this host cannot hold.
+TEST(BenchMachine, TwoRanksStopBeforeMeasuringOnAnUnwritableOutputOrAnOversizedMessage) {
+  auto r = run_aiscale("launch -n 2 --threads-per-rank 1 -- bench machine --device cpu --quick "
+                       "--output /proc/m.toml");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--output '/proc/m.toml': cannot create a file in folder '/proc'"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("GEMM fp"), std::string::npos) << r.output;  // nothing measured
+  r = run_aiscale("launch -n 2 --threads-per-rank 1 -- bench machine --device cpu --quick "
+                  "--allreduce-bytes 1099511627776");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--allreduce-bytes 1099511627776:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the largest --allreduce-bytes that fits is"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("GEMM fp"), std::string::npos) << r.output;
+}

@@ -67,7 +67,7 @@ TEST(CommConfig, ErrorsNameTheKeyAndTheFix) {
   EXPECT_NE(e.find("needs train.device = \"cuda\""), std::string::npos) << e;
   EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
   e = config_error("[parallel]\ncommunicator = \"gloo\"\n");
-  EXPECT_NE(e.find("auto, mpi, nccl, none"), std::string::npos) << e;
+  EXPECT_NE(e.find("auto, mpi, tcp, nccl, none"), std::string::npos) << e;
   e = config_error("[parallel]\ngrad_reduce = \"mean\"\n");
   EXPECT_NE(e.find("average, sum"), std::string::npos) << e;
   e = config_error("[parallel]\nrendezvous = \"gloo://node1:29500\"\n");
@@ -237,15 +237,20 @@ TEST(AllreduceBench, CommandLineErrors) {
   }
 }
 
-// A CPU run launched torchrun-style (RANK/WORLD_SIZE, no mpirun) says that CPU ranks need MPI.
-TEST(CommFactory, TorchrunStyleCpuRanksNeedMpi) {
+// CPU ranks launched torchrun-style (RANK/WORLD_SIZE, no mpirun) talk TCP: rank 1 alone
+// looks for rank 0's store (MASTER_PORT, there being no torchrun agent) and says where it
+// looked; parallel.communicator = "mpi" is refused naming "tcp".
+TEST(CommFactory, TorchrunStyleCpuRanksTalkTcp) {
   auto dir = temp_dir("torchrun-cpu");
   write_byte_shards(dir, 4000, 1000);
   const std::string cfg = tiny_config(dir);
-  auto r = run_aiscale("train -q -c " + cfg + " --set train.steps=3",
-                       "env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS "
-                       "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500");
+  const std::string env = "env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK -u SLURM_NTASKS "
+                          "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=9";
+  auto r = run_aiscale("train -q -c " + cfg + " --set train.steps=3 parallel.timeout_s=1", env);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("could not reach the TCP store at 127.0.0.1:9"), std::string::npos) << r.output;
+  r = run_aiscale("train -q -c " + cfg + " --set train.steps=3 parallel.communicator=mpi", env);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("rank 1 of 2 through RANK/WORLD_SIZE"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("CPU ranks communicate through MPI"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("parallel.communicator = \"auto\" or \"tcp\""), std::string::npos) << r.output;
 }

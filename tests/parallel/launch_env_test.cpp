@@ -190,17 +190,62 @@ TEST(LaunchEnv, TorchrunStyleMistakesAreNamed) {
   EXPECT_NE(err.find("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2"), std::string::npos) << err;
 }
 
-// CPU ranks talk through MPI: a torchrun-style launch without an MPI launcher says so.
-TEST(LaunchEnv, CpuRanksWithoutMpiAreRefused) {
+// parallel.communicator = "mpi" on ranks launched torchrun-style without an MPI launcher
+// names the launch and the fix ("auto" or "tcp").
+TEST(LaunchEnv, MpiWithoutAnMpiLauncherIsRefused) {
   FakeEnv env{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "n"}, {"MASTER_PORT", "1"}}};
   const LaunchEnv e = launch_env_from(env.lookup());
-  std::string err = error_of([&] { require_mpi_for_cpu_ranks(e, env.lookup()); });
+  std::string err = error_of([&] { require_mpi_launcher(e, env.lookup()); });
   EXPECT_NE(err.find("rank 0 of 2 through RANK/WORLD_SIZE"), std::string::npos) << err;
-  EXPECT_NE(err.find("CPU ranks communicate through MPI"), std::string::npos) << err;
+  EXPECT_NE(err.find("parallel.communicator = \"auto\" or \"tcp\""), std::string::npos) << err;
   EXPECT_NE(err.find("aiscale launch -n 2"), std::string::npos) << err;
   // mpirun underneath: MPI is there, nothing to refuse.
   env.vars["OMPI_COMM_WORLD_SIZE"] = "2";
-  EXPECT_EQ(error_of([&] { require_mpi_for_cpu_ranks(e, env.lookup()); }), "");
+  EXPECT_EQ(error_of([&] { require_mpi_launcher(e, env.lookup()); }), "");
   FakeEnv slurm{{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}};
-  EXPECT_EQ(error_of([&] { require_mpi_for_cpu_ranks(launch_env_from(slurm.lookup()), slurm.lookup()); }), "");
+  EXPECT_EQ(error_of([&] { require_mpi_launcher(launch_env_from(slurm.lookup()), slurm.lookup()); }), "");
+}
+
+// torchrun's agent serves a c10d store on MASTER_PORT when it says so
+// (TORCHELASTIC_USE_AGENT_STORE=True: static rendezvous; c10d in recent PyTorch): aiscale's
+// store then takes MASTER_PORT+1; AISCALE_STORE_PORT overrides both; keys carry the run id
+// and the restart.
+TEST(LaunchEnv, StorePortBesideTorchrunsOwnStore) {
+  FakeEnv env{{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node01"}, {"MASTER_PORT", "29500"},
+               {"TORCHELASTIC_USE_AGENT_STORE", "False"}, {"TORCHELASTIC_RUN_ID", "job7"},
+               {"TORCHELASTIC_RESTART_COUNT", "0"}}};
+  LaunchEnv e = launch_env_from(env.lookup());
+  EXPECT_FALSE(e.agent_store);
+  EXPECT_EQ(aiscale_store_port(e), 29500);
+  EXPECT_EQ(tcp_rendezvous_from(e).port, 29500);
+  EXPECT_EQ(store_key_prefix(e), "aiscale/job7/0/");
+  env.vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env.vars["TORCHELASTIC_RESTART_COUNT"] = "2";
+  e = launch_env_from(env.lookup());
+  EXPECT_TRUE(e.agent_store);
+  Rendezvous r = tcp_rendezvous_from(e);
+  EXPECT_EQ(r.host, "node01");
+  EXPECT_EQ(r.port, 29501);
+  EXPECT_NE(r.port_origin.find("MASTER_PORT+1"), std::string::npos) << r.port_origin;
+  EXPECT_NE(r.port_origin.find("AISCALE_STORE_PORT"), std::string::npos) << r.port_origin;
+  EXPECT_EQ(store_key_prefix(e), "aiscale/job7/2/");
+  env.vars["AISCALE_STORE_PORT"] = "31000";
+  e = launch_env_from(env.lookup());
+  EXPECT_EQ(tcp_rendezvous_from(e).port, 31000);
+  EXPECT_NE(tcp_rendezvous_from(e).port_origin.find("AISCALE_STORE_PORT=31000"), std::string::npos);
+  env.vars["AISCALE_STORE_PORT"] = "0";
+  std::string err = error_of([&] { launch_env_from(env.lookup()); });
+  EXPECT_NE(err.find("AISCALE_STORE_PORT=0 is not a TCP port"), std::string::npos) << err;
+  env.vars.erase("AISCALE_STORE_PORT");
+  env.vars["MASTER_PORT"] = "65535";
+  err = error_of([&] { aiscale_store_port(launch_env_from(env.lookup())); });
+  EXPECT_NE(err.find("past 65535"), std::string::npos) << err;
+  // Outside torchrun: no run id.
+  FakeEnv plain{{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "n"}, {"MASTER_PORT", "29500"}}};
+  EXPECT_EQ(store_key_prefix(launch_env_from(plain.lookup())), "aiscale/");
+  // A restarted attempt's rendezvous file is its own.
+  FakeEnv restarted{{{"TORCHELASTIC_RESTART_COUNT", "3"}}};
+  EXPECT_EQ(rendezvous_file_for_job("/shared/rdv", restarted.lookup()), "/shared/rdv.restart3");
+  FakeEnv first{{{"TORCHELASTIC_RESTART_COUNT", "0"}}};
+  EXPECT_EQ(rendezvous_file_for_job("/shared/rdv", first.lookup()), "/shared/rdv");
 }

@@ -27,8 +27,10 @@ TEST(PlanFlops, Gpt2XlOnTenBillionTokens) {
   EXPECT_NEAR(e.flops / 1e20, 1.029, 0.001);
 }
 
-TEST(PlanFlops, CnnWorkedExampleFromTheReference) {
-  // reference/systems.md: 11.4e9 MACs × 2 × 3 × 1.2e6 images × 128 epochs ≈ 1.05e19 FLOP.
+TEST(PlanFlops, CnnWorkedExample) {
+  // The counting method of OpenAI's "AI and Compute" appendix (2018,
+  // https://openai.com/index/ai-and-compute/) on its ImageNet-scale CNN example:
+  // 11.4e9 MACs × 2 × 3 × 1.2e6 images × 128 epochs ≈ 1.05e19 FLOP.
   const ComputeEstimate e = cnn_training_flops(11.4e9, 1.2e6, 128);
   EXPECT_DOUBLE_EQ(e.flops, 11.4e9 * 2 * 3 * 1.2e6 * 128);
   EXPECT_NEAR(e.flops / 1e19, 1.05, 0.01);

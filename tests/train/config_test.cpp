@@ -144,6 +144,14 @@ TEST(TrainConfig, DivergenceKeys) {
   std::string e = error_of("[train]\ndivergence_factor = 0.5\n");
   EXPECT_NE(e.find("train.divergence_factor"), std::string::npos) << e;
   EXPECT_EQ(error_of("[train]\ndivergence_factor = 0\n"), "");
+  EXPECT_EQ(c.divergence_climb_factor, 1.5);
+  EXPECT_EQ(c.divergence_climb_window, 100);
+  e = error_of("[train]\ndivergence_climb_factor = 1.0\n");
+  EXPECT_NE(e.find("train.divergence_climb_factor"), std::string::npos) << e;
+  EXPECT_NE(e.find("0 to turn the check off"), std::string::npos) << e;
+  e = error_of("[train]\ndivergence_climb_window = 1\n");
+  EXPECT_NE(e.find("train.divergence_climb_window"), std::string::npos) << e;
+  EXPECT_EQ(error_of("[train]\ndivergence_climb_factor = 0\n"), "");
 }
 
 // An integer beyond 64 bits is out of range, with the key's range, in the file and in a --set.

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "../support/run_support.h"
+#include "aiscale/data/images/store_format.h"
 #include "aiscale/train/vision_config.h"
 
 namespace aiscale {
@@ -92,6 +93,60 @@ TEST(VisionTrain, SigtermWritesACheckpointAndResumes) {
   ASSERT_GE(b.size(), 14u);
   for (size_t i = 9; i < 14; ++i)
     EXPECT_NEAR(b[i]["loss"].get<double>(), a[i]["loss"].get<double>(), 1e-6) << "step " << i + 1;
+}
+
+// 32 raw 8x8 grey images of two classes (bright and dark); record 5 holds too few bytes.
+std::string store_with_a_corrupt_record(const fs::path& dir) {
+  data::ImageStoreWriter writer((dir / "store").string(), 1 << 20);
+  for (int i = 0; i < 32; ++i) {
+    const int label = i % 2;
+    std::vector<uint8_t> px(i == 5 ? 10 : 64);
+    for (size_t p = 0; p < px.size(); ++p) px[p] = uint8_t(label ? 40 + p % 7 : 200 - p % 5);
+    writer.add({label, data::ImageEncoding::raw, 1, 8, 8}, px.data(), px.size());
+  }
+  data::ImageStoreMeta meta;
+  meta.classes = 2;
+  meta.class_names = {"bright", "dark"};
+  meta.channels = 1;
+  meta.height = meta.width = 8;
+  meta.mean = {0.5f};
+  meta.std = {0.3f};
+  writer.finish(meta);
+  return (dir / "store").string();
+}
+
+// A corrupt record stops the run at once, naming the store, the record and the option; with
+// data.skip_corrupt = true the run trains, warns once and counts the skipped records in
+// summary.json (one epoch of 8 steps meets record 5 once; the validation pass once).
+TEST(VisionTrain, CorruptRecordStopsTheRunUnlessSkippedAndTheSkipsAreCounted) {
+  const fs::path dir = temp_dir("vision-corrupt");
+  const std::string store = store_with_a_corrupt_record(dir);
+  const fs::path config = dir / "corrupt.toml";
+  std::ofstream(config) << "[model]\nkind = \"resnet\"\npreset = \"resnet-small\"\n"
+                        << "[data]\nkind = \"lmdb\"\ntrain = \"" << store << "\"\nval = \""
+                        << store << "\"\nloader_threads = 2\n"
+                        << "[train]\nbatch_size = 4\nsteps = 8\nthreads = 1\n"
+                        << "[run]\ndir = \"" << dir.string() << "\"\n";
+  const RunOutput strict = run_aiscale("train -q -c " + config.string() + " --set run.name=strict",
+                                       "OMP_WAIT_POLICY=passive");
+  EXPECT_EQ(strict.exit_code, 1) << strict.output;
+  EXPECT_NE(strict.output.find("record 5 (LMDB key 0x0000000000000005)"), std::string::npos)
+      << strict.output;
+  EXPECT_NE(strict.output.find(store), std::string::npos) << strict.output;
+  EXPECT_NE(strict.output.find("skip such records with data.skip_corrupt = true"), std::string::npos) << strict.output;
+  EXPECT_FALSE(fs::exists(dir / "strict/summary.json"));
+
+  const RunOutput skipping = run_aiscale("train -q -c " + config.string() +
+                                             " --set run.name=skipping data.skip_corrupt=true",
+                                         "OMP_WAIT_POLICY=passive");
+  ASSERT_EQ(skipping.exit_code, 0) << skipping.output;
+  EXPECT_NE(skipping.output.find("record 5 (LMDB key 0x0000000000000005)"), std::string::npos)
+      << skipping.output;
+  const auto summary = nlohmann::json::parse(std::ifstream(dir / "skipping/summary.json"));
+  EXPECT_EQ(summary["skipped_corrupt"]["train"], 1) << summary.dump();
+  EXPECT_EQ(summary["skipped_corrupt"]["val"], 1) << summary.dump();
+  EXPECT_NE(skipping.output.find("1 training image(s) and 1 image(s) of the last validation"),
+            std::string::npos) << skipping.output;
 }
 
 TEST(VisionTrain, ConfigErrorsNameTheKey) {

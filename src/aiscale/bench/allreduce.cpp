@@ -103,8 +103,8 @@ std::vector<int64_t> allreduce_bench_sizes(const AllreduceBenchOptions& o) {
 
 void run_allreduce_bench(const AllreduceBenchOptions& o, parallel::Communicator& comm,
                          const std::function<void(const nlohmann::json&)>& on_result) {
-  if (o.backend != "nccl" && o.backend != "mpi")
-    fail("--backend '{}' is not known: use nccl or mpi", o.backend);
+  if (o.backend != "nccl" && o.backend != "mpi" && o.backend != "tcp")
+    fail("--backend '{}' is not known: use nccl, mpi or tcp", o.backend);
   const std::vector<int64_t> sizes = allreduce_bench_sizes(o);
   const int world = comm.world(), rank = comm.rank();
   const bool device = comm.on_device();

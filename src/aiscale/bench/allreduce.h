@@ -21,7 +21,7 @@ struct AllreduceBenchOptions {
   int64_t iters = 20;       // timed all-reduces per size
   int64_t warmup = 5;       // untimed all-reduces per size first
   int64_t repeats = 3;      // timed loops of `iters` per size; the median loop counts
-  std::string backend = "nccl";  // nccl (device buffers) or mpi (host buffers)
+  std::string backend = "nccl";  // nccl (device buffers), mpi or tcp (host buffers)
   std::string system;       // machine name for the record ("" = $SLURM_CLUSTER_NAME if set)
   int64_t nodes = 0;        // nodes for the record (0 = $SLURM_JOB_NUM_NODES if set)
   bool check = true;        // verify one all-reduce per size against the exact sum

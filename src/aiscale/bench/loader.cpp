@@ -119,6 +119,8 @@ std::vector<nlohmann::json> run_loader_bench(const LoaderBenchOptions& o,
     c.threads = threads;
     c.stage = o.stage;
     c.roi_decode = o.roi_decode;
+    c.skip_corrupt = o.skip_corrupt;
+    c.skip_corrupt_option = "--skip-corrupt";
     c.repeat = 1;
     if (o.layout == "nhwc") c.layout = data::ImageLayout::nhwc;
     else if (o.layout != "nchw") fail("bench loader: layout '{}': use nchw or nhwc", o.layout);

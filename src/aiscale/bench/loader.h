@@ -27,6 +27,7 @@ struct LoaderBenchOptions {
   std::string stage = "none";       // as ImageSourceConfig::stage
   std::string layout = "nchw";
   bool roi_decode = true;           // JPEG: decode only the crop's region (false: whole image)
+  bool skip_corrupt = false;        // a corrupt record: false an error, true skipped and counted
   uint64_t seed = 1;
   double gpu_images_per_s = 0;      // when > 0: each record compares with this consumer
 };

@@ -10,6 +10,7 @@
 
 #include "aiscale/bench/allreduce.h"
 #include "aiscale/bench/machine_cpu.h"
+#include "aiscale/bench/machine_memory.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/nn/models/gpt_config.h"
@@ -276,6 +277,19 @@ plan::MachineProfile run_machine_bench(const MachineBenchOptions& o, parallel::C
     p.driver = id.driver;
   }
 #endif
+  // Every size against the memory, on every rank alike, before the first measurement.
+  MachineSizes sizes;
+  sizes.gpu = gpu;
+  sizes.model = o.model;
+  sizes.batch = s.batch;
+  sizes.seq = s.seq;
+  sizes.seq_named = o.seq > 0 && o.batch == 0;
+  sizes.max_size = s.max_size;
+  sizes.stream_bytes = s.stream_bytes;
+  sizes.allreduce_bytes = s.allreduce_bytes;
+  sizes.world = comm.world();
+  sizes.ranks_per_host = (comm.world() + p.nodes - 1) / std::max(1, p.nodes);
+  check_sizes_fit(sizes, usable_memory(p.gpu_memory_gib * 1024.0 * 1024.0 * 1024.0));
   if (lead) {
     progress(fmt::format("{} on {} ({}){}", p.device() , p.host, gpu ? "GPU" : fmt::format("{} threads", p.threads),
                          comm.world() > 1 ? fmt::format(", {} ranks: rank 0 measures the node, then "
@@ -292,7 +306,7 @@ plan::MachineProfile run_machine_bench(const MachineBenchOptions& o, parallel::C
 
   if (comm.world() > 1) {
     AllreduceBenchOptions ao;
-    ao.backend = comm.on_device() ? "nccl" : "mpi";
+    ao.backend = comm.on_device() ? "nccl" : comm.backend() == "tcp" ? "tcp" : "mpi";
     ao.min_bytes = ao.max_bytes = std::max<int64_t>(4, s.allreduce_bytes / 4 * 4);
     ao.iters = o.quick ? 5 : 20;
     ao.warmup = o.quick ? 1 : 5;

@@ -90,8 +90,10 @@ void add_allreduce_command(CLI::App* bench) {
       "All-reduce bandwidth over message sizes, like nccl-tests: in-place fp32 sum, one JSON line "
       "per size with time, algbw and busbw = algbw*2(n-1)/n (run one rank per GPU through "
       "aiscale launch, mpirun or srun)");
-  ar->add_option("--backend", args->o.backend, "nccl (GPU buffers) or mpi (host buffers)")
-      ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi"}));
+  ar->add_option("--backend", args->o.backend,
+                 "nccl (GPU buffers), mpi (host buffers) or tcp (host buffers, the TCP "
+                 "communicator of ranks started without MPI, e.g. by torchrun)")
+      ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi", "tcp"}));
   ar->add_option("--algorithm", args->o.algorithm,
                  "library (MPI's or NCCL's own all-reduce), ring (hand-written chunked ring: "
                  "MPI point-to-point on CPUs; NCCL send/receive and an add kernel per 4 MiB "
@@ -119,7 +121,7 @@ void add_allreduce_command(CLI::App* bench) {
                  "nodes for the records (default, or 0: $SLURM_JOB_NUM_NODES)")
       ->check(integer_in(0, 1'000'000));
   ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
-  ar->add_option("--rendezvous", args->rendezvous, "nccl: auto, mpi, file:/shared/path or tcp://host:port")->capture_default_str();
+  ar->add_option("--rendezvous", args->rendezvous, "nccl, tcp: auto, mpi (nccl), file:/shared/path or tcp://host:port")->capture_default_str();
   ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
       ->capture_default_str()->check(number_in(0.001, 2592000));
   ar->add_option("--output,-o", args->output, "also append the JSON lines to this file");
@@ -133,6 +135,7 @@ void add_allreduce_command(CLI::App* bench) {
     co.allreduce = args->o.algorithm;
     co.ranks_per_node = static_cast<int>(args->o.ranks_per_node);
     auto comm = parallel::make_communicator(co);
+    check_output_before_measuring(*comm, args->output, "--output");
     bench::run_allreduce_bench(args->o, *comm, [&](const nlohmann::json& j) {
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
@@ -147,19 +150,6 @@ struct MachineArgs {
   std::string jsonl;   // also append the JSON lines here
   std::string rendezvous = "auto";
 };
-
-// The profile's folder must exist and the name must not be a folder: checked before the
-// measurements, so a typo costs no benchmark time.
-void check_profile_path(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    fail("--output '{}' is a directory: give a file name, e.g. {}/machine-profile.toml", path, path);
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent, ec))
-    fail("--output '{}': folder '{}' does not exist; create it or choose another file", path,
-         parent.string());
-}
 
 void add_machine_command(CLI::App* bench) {
   auto args = std::make_shared<MachineArgs>();
@@ -191,7 +181,8 @@ void add_machine_command(CLI::App* bench) {
   m->add_flag("--quick", args->o.quick, "small sizes and 2 repeats: a first look in a few seconds");
   m->add_option("--output,-o", args->output,
                 "write the machine profile here (TOML, written aside and renamed; "
-                "docs/guide/machine-profile.md)");
+                "docs/guide/machine-profile.md); checked writable, and every size checked "
+                "against the memory, before anything is measured");
   m->add_option("--jsonl", args->jsonl, "also append the JSON lines to this file");
   m->add_option("--rendezvous", args->rendezvous, "GPU ranks: auto, mpi, file:/shared/path or tcp://host:port")
       ->capture_default_str();
@@ -199,11 +190,14 @@ void add_machine_command(CLI::App* bench) {
             "mpirun, srun) to add the all-reduce: rank 0 measures the node while the others wait, "
             "then every rank joins the all-reduce. Progress goes to stderr.");
   m->callback([args] {
-    if (!args->output.empty()) check_profile_path(args->output);
     parallel::CommOptions co;
     co.device = bench::machine_bench_device(args->o.device);
     co.rendezvous = args->rendezvous;
     auto comm = parallel::make_communicator(co);
+    // Both outputs, and the sizes against the memory (in run_machine_bench), before the
+    // minutes of measuring.
+    check_output_before_measuring(*comm, args->output, "--output");
+    check_output_before_measuring(*comm, args->jsonl, "--jsonl");
     bench::MachineBenchOptions o = args->o;
     o.device = co.device;
     o.command = bench::this_command_line();
@@ -261,6 +255,9 @@ void add_loader_command(CLI::App* bench) {
                      "on: decode only the crop's rows and columns of each JPEG (libjpeg's "
                      "jpeg_skip_scanlines/jpeg_crop_scanline); off: the whole image, then crop")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  loader->add_flag("--skip-corrupt", args->o.skip_corrupt,
+                   "skip records that cannot be decoded (counted in skipped_corrupt) instead of "
+                   "stopping with an error naming the first");
   loader->add_option("--gpu-images-per-s", args->o.gpu_images_per_s,
                      "images/s one GPU trains at (e.g. from bench vision): adds ratio_to_gpu")
       ->check(number_in(0));
@@ -276,6 +273,7 @@ void add_loader_command(CLI::App* bench) {
     } catch (const std::exception&) {
       fail("--size '{}': give WxH (e.g. 500x375) or one side (e.g. 256)", size);
     }
+    if (!args->output.empty()) check_output_file(args->output, "--output");
     bench::run_loader_bench(o, [&](const nlohmann::json& j) {
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
@@ -285,6 +283,23 @@ void add_loader_command(CLI::App* bench) {
 }
 
 }  // namespace
+
+// A typo in an output path must not cost the measurement.
+void check_output_before_measuring(parallel::Communicator& comm, const std::string& path,
+                                   const std::string& what) {
+  if (path.empty()) return;
+  std::string why;
+  if (comm.rank() == 0) {
+    try {
+      check_output_file(path, what);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  char failed = why.empty() ? 0 : 1;
+  if (comm.world() > 1) comm.broadcast_bytes(&failed, 1, 0);
+  if (failed) throw parallel::AlikeOnEveryRank(why.empty() ? what + " cannot be written" : why);
+}
 
 void add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks: each prints one JSON line per result");
@@ -353,6 +368,7 @@ void add_bench_command(CLI::App& app) {
     context.comm = parallel::make_communicator(co);
     auto& comm = context.comm;
     try {
+      if (comm->rank() == 0 && !args->output.empty()) check_output_file(args->output, "--output");
       if (!args->run_dir.empty()) {
         o.steps_dir = args->run_dir;
         if (comm->rank() == 0) prepare_bench_run_dir(args->run_dir);

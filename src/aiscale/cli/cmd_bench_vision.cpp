@@ -68,15 +68,16 @@ void add_bench_vision_command(CLI::App* bench) {
       ->capture_default_str()
       ->check(integer_in(0, 4096));
   cmd->add_option("--communicator", args->communicator,
-                  "auto (several ranks: NCCL with --device cuda, else MPI), mpi, nccl or none")
+                  "auto (several ranks: NCCL with --device cuda, else MPI, or TCP without an MPI launcher), mpi, tcp, nccl or none")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "mpi", "nccl", "none"}));
+      ->check(CLI::IsMember({"auto", "mpi", "tcp", "nccl", "none"}));
   cmd->add_option("--output,-o", args->output, "also append the JSON line to this file");
   cmd->callback([args] {
     parallel::CommOptions co;
     co.kind = args->communicator;
     co.device = args->o.device;
     auto comm = parallel::make_communicator(co);
+    check_output_before_measuring(*comm, args->output, "--output");
     const nlohmann::json j = bench::run_vision_bench(args->o, *comm);
     if (comm->rank() != 0) return;
     std::printf("%s\n", j.dump().c_str());

@@ -1,16 +1,21 @@
-// aiscale sample: generate text from a checkpoint.
+// aiscale sample: generate text from a checkpoint, through the key/value-cache decoder.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/log.h"
 #include "aiscale/data/tokenizer.h"
-#include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_decoder.h"
 #include "aiscale/train/checkpoint.h"
+#include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/generate.h"
 #include "aiscale/train/sources.h"
@@ -18,17 +23,78 @@
 namespace aiscale::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct SampleArgs {
-  std::string run_dir, checkpoint, prompt = "\n", tokenizer;
+  std::string run_dir, checkpoint, prompts_file, tokenizer, device = "cpu";
+  std::vector<std::string> prompts, stops;
   train::SampleOptions o;
-  uint64_t seed = 42;
   int64_t samples = 1;
+  int64_t batch = 0;
+  int64_t context = 0;
   int64_t threads = 0;
   bool print_ids = false;
+  bool jsonl = false;
 };
 
+bool same_shape(const nn::GptConfig& a, const nn::GptConfig& b) {
+  return a.n_layer == b.n_layer && a.n_head == b.n_head && a.n_embd == b.n_embd &&
+         a.block_size == b.block_size && a.vocab_size == b.vocab_size;
+}
+
+// The model is the checkpoint's own: its config.json, whose tensors the weights match,
+// and the resolved config it was saved with (state.json) must describe the same model,
+// or the checkpoint was edited (a head count, say, changes no tensor shape). The run's
+// config.toml is only compared: edited after training, it does not change the model.
+void check_model_sources(const train::CheckpointState& s, const train::TrainConfig& saved,
+                         const std::string& ckpt, const std::string& run_dir) {
+  if (!same_shape(s.model, saved.model))
+    fail("checkpoint '{}' disagrees with itself: config.json describes {}, but the state it was "
+         "saved with (state.json) {}: one of them was edited; restore config.json from the run's "
+         "config.toml (or sample another checkpoint)",
+         ckpt, train::model_shape_text(s.model), train::model_shape_text(saved.model));
+  if (run_dir.empty()) return;
+  const std::string path = (fs::path(run_dir) / "config.toml").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return;
+  try {
+    const train::TrainConfig now = train::parse_train_config(read_file(path), path, {});
+    if (!same_shape(now.model, s.model))
+      log::warn("'{}' now describes {}, but the checkpoint holds {}: sampling the checkpoint's "
+                "model", path, train::model_shape_text(now.model), train::model_shape_text(s.model));
+  } catch (const Error& e) {
+    log::warn("'{}' cannot be read ({}): sampling the checkpoint's own model", path, e.what());
+  }
+}
+
+// The prompts: every --prompt, then the lines of --prompts-file (blank lines skipped).
+std::vector<std::string> gather_prompts(const SampleArgs& a) {
+  std::vector<std::string> prompts = a.prompts;
+  if (!a.prompts_file.empty()) {
+    const std::string text = read_file(a.prompts_file);
+    size_t begin = 0;
+    while (begin < text.size()) {
+      size_t end = text.find('\n', begin);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(begin, end - begin);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) prompts.push_back(std::move(line));
+      begin = end + 1;
+    }
+    if (prompts.size() == a.prompts.size())
+      fail("--prompts-file '{}' holds no prompt: write one per line", a.prompts_file);
+  }
+  if (prompts.empty()) prompts.push_back("\n");
+  return prompts;
+}
+
+void print_ids(const std::vector<int32_t>& ids) {
+  std::printf("ids: [");
+  for (size_t k = 0; k < ids.size(); ++k) std::printf("%s%d", k ? ", " : "", ids[k]);
+  std::printf("]\n");
+}
+
 void run_sample(const SampleArgs& a) {
-  namespace fs = std::filesystem;
   std::string ckpt = a.checkpoint;
   if (ckpt.empty()) {
     if (a.run_dir.empty()) fail("give --run RUN_DIR or --checkpoint CHECKPOINT_DIR");
@@ -37,74 +103,149 @@ void run_sample(const SampleArgs& a) {
     ckpt = *latest;
   }
   train::CheckpointState s = train::read_checkpoint(ckpt, /*with_optimizer=*/false);
-  train::TrainConfig c = train::parse_train_config(s.config_toml, ckpt + "/state.json", {});
+  const train::TrainConfig c = train::parse_train_config(s.config_toml, ckpt + "/state.json", {});
+  check_model_sources(s, c, ckpt, a.run_dir);
   train::set_cpu_threads(a.threads);
   auto tok = data::make_tokenizer(a.tokenizer.empty() ? c.tokenizer : a.tokenizer);
   if (tok->vocab_size() > s.model.vocab_size)
     fail("tokenizer '{}' has {} tokens but the model only {}: pass --tokenizer byte or gpt2 to match "
          "the data it was trained on", tok->name(), tok->vocab_size(), s.model.vocab_size);
-  nn::GptRunOptions ro;
-  ro.batch = 1;
-  ro.seq = std::min(s.model.block_size, c.seq_len);
-  auto model = nn::make_gpt_cpu(s.model, ro);
-  model->set_params(s.params.data());
-  Rng rng(a.seed);
-  train::SampleOptions o = a.o;
-  o.stop_token = tok->eot();
-  std::fprintf(stderr, "checkpoint %s (step %lld)\n", ckpt.c_str(), static_cast<long long>(s.step));
-  for (int64_t i = 0; i < a.samples; ++i) {
-    std::vector<int32_t> ids;
-    tok->encode_append(a.prompt, ids);
-    std::printf("%s", a.prompt.c_str());
-    std::fflush(stdout);
-    // Decode incrementally: print the text of all generated ids so far minus what was printed
-    // (a multi-byte character may span several tokens).
-    std::vector<int32_t> generated;
-    size_t printed = 0;
-    std::vector<int32_t> all_ids = train::generate(*model, ids, o, rng, [&](int32_t id) {
-      if (id == tok->eot()) {  // a document ends; with --min-tokens the next one follows
-        std::printf("\n");
-        generated.clear();
-        printed = 0;
-        return;
-      }
-      generated.push_back(id);
-      std::string text = tok->decode(generated);
-      if (text.size() > printed) {
-        std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
-        std::fflush(stdout);
-        printed = text.size();
-      }
-    });
-    std::printf("\n%s", i + 1 < a.samples ? "---\n" : "");
-    if (a.print_ids) {
-      std::printf("ids: [");
-      for (size_t k = 0; k < all_ids.size(); ++k) std::printf("%s%d", k ? ", " : "", all_ids[k]);
-      std::printf("]\n");
+  if (a.context > s.model.block_size)
+    fail("--context {} is longer than the model's {} positions (model.block_size): give at most {}",
+         a.context, s.model.block_size, s.model.block_size);
+
+  const std::vector<std::string> prompts = gather_prompts(a);
+  std::vector<std::vector<int32_t>> ids;  // each prompt --samples times, in order
+  std::vector<const std::string*> texts;
+  for (const std::string& p : prompts)
+    for (int64_t k = 0; k < a.samples; ++k) {
+      ids.push_back(tok->encode(p));
+      texts.push_back(&p);
     }
+  const int64_t streams = static_cast<int64_t>(ids.size());
+
+  nn::GptDecoderOptions d;
+  d.streams = std::min<int64_t>(streams, a.batch > 0 ? a.batch : 16);
+  // The window the model was trained on: its positions beyond were never trained.
+  d.context = a.context > 0 ? a.context : std::min(s.model.block_size, c.seq_len);
+  auto decoder = nn::make_gpt_decoder(a.device, s.model, d);
+  decoder->set_params(s.params.data());
+  std::vector<float>().swap(s.params);  // the decoder holds its copy
+
+  train::SampleOptions o = a.o;
+  o.end_of_text = tok->eot();
+  for (const std::string& stop : a.stops) o.stop.push_back(train::unescape(stop));
+  std::fprintf(stderr, "checkpoint %s (step %lld), %lld stream%s of %lld positions on %s\n",
+               ckpt.c_str(), static_cast<long long>(s.step), static_cast<long long>(streams),
+               streams == 1 ? "" : "s", static_cast<long long>(decoder->context()),
+               decoder->device_name().c_str());
+
+  // One stream prints its text as it is produced; several print each stream when it ends,
+  // or a JSON object per stream with --jsonl.
+  const bool live = streams == 1 && !a.jsonl;
+  if (live) {
+    std::printf("%s", texts[0]->c_str());
+    std::fflush(stdout);
   }
+  train::GenerateCallbacks cb;
+  if (live)
+    cb.on_text = [](int64_t, std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+  cb.on_done = [&](const train::SampleResult& r) {
+    const std::string& prompt = *texts[size_t(r.index)];
+    if (a.jsonl) {
+      nlohmann::ordered_json j = {{"index", r.index},
+                                  {"prompt", prompt},
+                                  {"text", r.text},
+                                  {"tokens", r.ids.size()},
+                                  {"stop_reason", train::stop_reason_name(r.reason)}};
+      if (r.reason == train::StopReason::stop_sequence) j["stop_sequence"] = r.stop_sequence;
+      j["ids"] = r.ids;
+      // Text cut mid-character (a token limit inside a UTF-8 sequence) is not valid UTF-8.
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else if (live) {
+      std::printf("\n");
+      if (a.print_ids) print_ids(r.ids);
+    } else {
+      std::printf("--- %lld/%lld (prompt %lld): %zu tokens, %s ---\n%s%s\n",
+                  static_cast<long long>(r.index + 1), static_cast<long long>(streams),
+                  static_cast<long long>(r.index / a.samples + 1), r.ids.size(),
+                  train::stop_reason_name(r.reason), prompt.c_str(), r.text.c_str());
+      if (a.print_ids) print_ids(r.ids);
+    }
+    std::fflush(stdout);
+  };
+  train::GenerateStats stats;
+  train::generate(*decoder, *tok, ids, o, cb, &stats);
+  std::fprintf(stderr, "sample: %lld tokens in %.2f s (%.1f tokens/s), %lld prompt tokens\n",
+               static_cast<long long>(stats.generated_tokens), stats.seconds,
+               stats.seconds > 0 ? static_cast<double>(stats.generated_tokens) / stats.seconds : 0.0,
+               static_cast<long long>(stats.prompt_tokens));
 }
 
 }  // namespace
 
 void add_sample_command(CLI::App& app) {
   auto a = std::make_shared<SampleArgs>();
-  auto* cmd = app.add_subcommand("sample", "Generate text from a trained model's checkpoint");
+  auto* cmd = app.add_subcommand(
+      "sample",
+      "Generate text from a trained model's checkpoint: prompts decoded together as one batch "
+      "with a key/value cache, temperature, top-k, top-p and stop sequences");
   cmd->add_option("--run,-r", a->run_dir, "run directory: its newest complete checkpoint is used");
   cmd->add_option("--checkpoint", a->checkpoint, "a checkpoint folder (runs/X/checkpoints/step_N)");
-  cmd->add_option("--prompt,-p", a->prompt, "text to continue")->capture_default_str();
-  cmd->add_option("--tokens,-n", a->o.max_new_tokens, "tokens to generate")->capture_default_str()->check(integer_in(1));
+  cmd->add_option("--device", a->device,
+                  "cpu, or cuda: decode on this process's GPU (bf16 weights and cache, the "
+                  "decoding steps replayed as CUDA graphs)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--prompt,-p", a->prompts,
+                  "text to continue; repeat for several prompts (default: a newline; \"\": start "
+                  "a new document from end-of-text)")
+      ->expected(1)->take_all();
+  cmd->add_option("--prompts-file", a->prompts_file,
+                  "a file of prompts, one per line (blank lines skipped), after any --prompt");
+  cmd->add_option("--tokens,-n", a->o.max_new_tokens, "tokens to generate per sample")
+      ->capture_default_str()->check(integer_in(1));
   cmd->add_option("--min-tokens", a->o.min_new_tokens,
                   "generate at least this many tokens: an end-of-text token before then starts a new "
                   "line instead of ending the sample (default 0: stop at the first end-of-text)")
       ->capture_default_str()->check(integer_in(0));
-  cmd->add_option("--temperature", a->o.temperature, "sampling temperature; 0 = greedy")->capture_default_str()->check(number_in(0));
-  cmd->add_option("--top-k", a->o.top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str()->check(integer_in(0));
-  cmd->add_option("--samples", a->samples, "how many continuations")->capture_default_str()->check(integer_in(1));
-  cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
-  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")->check(CLI::IsMember({"gpt2", "byte"}));
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)");
-  cmd->add_flag("--print-ids", a->print_ids, "also print every generated token id, end-of-text included (\"ids: [...]\")");
+  cmd->add_option("--temperature", a->o.sampling.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str()->check(number_in(0));
+  cmd->add_option("--top-k", a->o.sampling.top_k, "sample among the k most likely tokens; 0 = all")
+      ->capture_default_str()->check(integer_in(0));
+  cmd->add_option("--top-p", a->o.sampling.top_p,
+                  "nucleus sampling: among the fewest most likely tokens whose probability sums "
+                  "to at least P (after temperature and top-k); 1 = all")
+      ->capture_default_str()->check(number_in(1e-6, 1));
+  cmd->add_option("--stop", a->stops,
+                  "end a sample where this text appears in it (not printed); repeatable; \\n, \\t, "
+                  "\\\\ are read as escapes")
+      ->expected(1)->take_all();
+  cmd->add_option("--samples", a->samples, "continuations of each prompt")
+      ->capture_default_str()->check(integer_in(1, 1 << 20));
+  cmd->add_option("--batch", a->batch,
+                  "samples decoded together (default: all of them, at most 16); more wait for a "
+                  "free stream")
+      ->check(integer_in(1, 1 << 20));
+  cmd->add_option("--context", a->context,
+                  "positions a sample's window holds (default: the run's train.seq_len, at most "
+                  "model.block_size); a full window slides by half")
+      ->check(integer_in(1, 1 << 30));
+  cmd->add_option("--seed", a->o.seed, "random seed: the same seed, the same text")->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")
+      ->check(CLI::IsMember({"gpt2", "byte"}));
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(thread_count());
+  cmd->add_flag("--jsonl", a->jsonl,
+                "print one JSON object per sample as it ends: index, prompt, text, tokens, "
+                "stop_reason (length, end_of_text or stop_sequence), stop_sequence, ids");
+  cmd->add_flag("--print-ids", a->print_ids,
+                "also print every generated token id, end-of-text included (\"ids: [...]\")");
+  cmd->footer(
+      "One sample prints its text as it is generated; several print each sample when it ends. "
+      "Sample i of a run draws from its own random stream of --seed, so the same options give "
+      "the same text. See docs/guide/training.md#generating-text.");
   cmd->callback([a] { run_sample(*a); });
 }
 

@@ -27,7 +27,8 @@ void add_train_command(CLI::App& app) {
                      ->check(CLI::ExistingFile);
   cmd->add_option("--resume", req->resume_dir,
                   "continue RUN_DIR from its newest complete checkpoint (its config.toml is "
-                  "used unless --config is given)");
+                  "used unless --config is given), also in another layout, rank count or batch "
+                  "(--set parallel.*, train.batch_size; docs/guide/checkpoints.md)");
   cmd->add_option("--checkpoint", req->checkpoint_step,
                   "with --resume: continue from this step's checkpoint instead of the newest "
                   "(newer ones are set aside as step_N.superseded)")

@@ -6,6 +6,7 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/core/paths.h"
 #include "aiscale/parallel/rank_failure.h"
+#include "aiscale/train/environment.h"
 
 int main(int argc, char** argv) {
   // A write beyond the file-size limit (ulimit -f) then fails with EFBIG, which the writers
@@ -13,9 +14,10 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"aiscale — train AI models across GPUs and nodes, measure how well it scales, "
                "and choose the machine and layout.\nSee docs/ for the user guide."};
-  // The version and where this binary finds its data (installed copy or source tree).
+  // The version, commit and libraries, and where this binary finds its data (installed copy
+  // or source tree).
   app.set_version_flag("--version", [] {
-    return std::string("aiscale ") + AISCALE_VERSION + "\n" + aiscale::data_paths_summary();
+    return aiscale::train::version_text() + aiscale::data_paths_summary();
   });
   app.require_subcommand(1);
   app.fallthrough(false);

@@ -34,6 +34,11 @@ const Variable kVariables[] = {
      "where a failing rank records its error as rank-R.json; aiscale launch sets it to a folder "
      "of its own and prints one summary line from the records (parallel/rank_failure.cpp, "
      "launch/local.cpp); set it on a shared file system to collect the failures of srun jobs"},
+    {"AISCALE_STORE_PORT", "a TCP port", "", Kind::user,
+     "the port of the TCP store rank 0 serves in a torchrun-style launch (RANK/WORLD_SIZE with "
+     "MASTER_ADDR), the same on every rank; unset: MASTER_PORT, or MASTER_PORT+1 where "
+     "torchrun's agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True) "
+     "(parallel/launch_env.cpp; docs/guide/launching.md)"},
     {"AISCALE_STUDY_POINT", "a directory", "", Kind::user,
      "set by aiscale scale on every process of a point it runs (mpirun and the ranks inherit "
      "it): the point's folder, by which its processes are found to pass a stop signal on, and "

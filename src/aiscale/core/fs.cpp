@@ -67,6 +67,36 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+void check_output_file(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) fail("{}: the file name is empty: give a file to write", what);
+  if (fs::is_directory(path, ec))
+    fail("{} '{}' is a folder: give a file name in it, e.g. {}", what, path,
+         (fs::path(path) / "results.jsonl").string());
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (!fs::is_directory(dir, ec))
+    fail("{} '{}': folder '{}' does not exist; create it or choose another file", what, path, dir);
+  if (fs::exists(path, ec)) {
+    // O_NONBLOCK: a FIFO without a reader fails at once instead of blocking here.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      fail("{} '{}': the file exists and cannot be written ({}); choose another file or fix its "
+           "permissions", what, path, std::strerror(errno));
+    ::close(fd);
+    return;
+  }
+  const std::string probe = (fs::path(dir) / (".aiscale-write-test." + std::to_string(::getpid())))
+                                .string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    fail("{} '{}': cannot create a file in folder '{}' ({}); choose a folder you can write to",
+         what, path, dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";

@@ -9,6 +9,11 @@ namespace aiscale {
 void atomic_write_file(const std::string& path, std::string_view content);
 void fsync_directory(const std::string& dir);
 std::string read_file(const std::string& path);  // throws Error naming the path
+// Before long work whose result goes to `path`: fails naming `what` (the option, e.g.
+// "--output") and the path unless a file can be written there — not a folder, its folder
+// exists, a new file can be created in it (tried: a read-only mount is found too, not
+// only permissions), and an existing file opens for writing. Nothing is left behind.
+void check_output_file(const std::string& path, const std::string& what);
 // Machine description for benchmark records: "hostname", CPU model name.
 std::string host_name();
 std::string cpu_model_name();

@@ -107,8 +107,8 @@ void TokenLoader::copy_tokens(int64_t start, int64_t count, int32_t* out) const 
 }
 
 void TokenLoader::next_batch(int32_t* inputs, int32_t* targets) {
-  const int64_t B = config_.batch_size, T = config_.seq_len;
-  const int64_t first = position_.index * config_.world_size * B + config_.rank * B;
+  const int64_t B = config_.batch_size, T = config_.seq_len, G = config_.world_size * B;
+  const int64_t first = position_.sample + config_.rank * B;
   const IndexPermutation order = window_order(windows_, config_.seed, position_.epoch);
   for (int64_t j = 0; j < B; ++j) {
     const int64_t w = config_.shuffle ? static_cast<int64_t>(order(first + j)) : first + j;
@@ -116,17 +116,25 @@ void TokenLoader::next_batch(int32_t* inputs, int32_t* targets) {
     std::memcpy(inputs + j * T, window_buffer_.data(), T * sizeof(int32_t));
     std::memcpy(targets + j * T, window_buffer_.data() + 1, T * sizeof(int32_t));
   }
-  if (++position_.index == batches_per_epoch_) position_ = {position_.epoch + 1, 0};
+  position_.sample += G;
+  // Fewer windows left than a global batch takes: the epoch ends here.
+  if (position_.sample + G > windows_) position_ = {position_.epoch + 1, 0};
 }
 
 void TokenLoader::restore(Position position) {
-  if (position.epoch < 0 || position.index < 0 || position.index > batches_per_epoch_)
-    fail("cannot resume the token loader at epoch {}, batch {}: an epoch of these shards has {} "
-         "global batches of {} x {} windows; was the checkpoint made with other data, batch size "
-         "or world size?", position.epoch, position.index, batches_per_epoch_,
-         config_.world_size, config_.batch_size);
-  if (position.index == batches_per_epoch_) position = {position.epoch + 1, 0};
+  if (position.epoch < 0 || position.sample < 0 || position.sample > windows_)
+    fail("cannot resume the token loader at epoch {}, sample {}: an epoch of these shards has {} "
+         "windows of T+1 = {} tokens; was the checkpoint made with other data or another "
+         "sequence length?", position.epoch, position.sample, windows_, config_.seq_len + 1);
+  if (position.sample + config_.world_size * config_.batch_size > windows_)
+    position = {position.epoch + 1, 0};
   position_ = position;
+}
+
+std::optional<TokenOutsideVocabulary> TokenLoader::find_token_outside(int64_t vocab_size) const {
+  for (const MappedTokenShard& shard : shards_)
+    if (auto bad = find_token_outside_vocabulary(shard, vocab_size)) return bad;
+  return std::nullopt;
 }
 
 }  // namespace aiscale::data

@@ -14,12 +14,19 @@
 //    with batch B see together (rank 0 the first B, rank 1 the next B).
 //  - An epoch has W / G global batches; the W mod G windows left at the end of the
 //    order are skipped in that epoch (with shuffle, different ones each epoch).
+//  - The position is counted in windows of the epoch's order (samples), not in batches:
+//    it means the same for any G, so a run resumed with another world size, batch size
+//    or accumulation continues with the same window of the same order. Where fewer than
+//    G windows remain, the epoch ends.
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "aiscale/data/token_check.h"
 #include "aiscale/data/token_shard.h"
 
 namespace aiscale::data {
@@ -38,11 +45,12 @@ struct TokenLoaderConfig {
 
 class TokenLoader {
  public:
-  // Where the stream stands: `index` global batches of epoch `epoch` have been served.
-  // Identical on every rank; save it in checkpoints and restore() it to resume exactly.
+  // Where the stream stands: the first `sample` windows of epoch `epoch`'s order have been
+  // served (by all ranks together). Identical on every rank and independent of the world
+  // size and batch size; save it in checkpoints and restore() it to resume exactly.
   struct Position {
     int64_t epoch = 0;
-    int64_t index = 0;
+    int64_t sample = 0;
     bool operator==(const Position&) const = default;
   };
 
@@ -59,7 +67,8 @@ class TokenLoader {
   // The epoch the next batch comes from (= full epochs completed).
   int64_t epoch() const { return position_.epoch; }
   Position position() const { return position_; }
-  // Throws aiscale::Error if `position` is outside this loader's stream.
+  // Throws aiscale::Error if `position` is outside this loader's stream. A position with
+  // fewer than a global batch of windows left in its epoch is the next epoch's start.
   void restore(Position position);
   // Back to the first batch of epoch 0 (e.g. before each validation pass).
   void reset() { restore({}); }
@@ -76,6 +85,10 @@ class TokenLoader {
 
   // The window (its start is window * T) at position `i` of epoch `epoch`'s order.
   int64_t window_at(int64_t epoch, int64_t i) const;
+
+  // The first token id >= vocab_size in the shards, in stream order (nullopt: none).
+  // A parallel pass over the memory-mapped tokens (token_check.h).
+  std::optional<TokenOutsideVocabulary> find_token_outside(int64_t vocab_size) const;
 
  private:
   void copy_tokens(int64_t start, int64_t count, int32_t* out) const;

@@ -19,6 +19,12 @@ std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceS
 int mpi_node_local_rank();
 bool mpi_compiled();
 
+// CPU ranks over TCP (comm_tcp.cpp): rank and world from the launcher's environment, met
+// through the job's store (job_store.h: MASTER_ADDR and aiscale_store_port under torchrun,
+// or parallel.rendezvous = "file:..." / "tcp://..."), floats summed with
+// parallel.allreduce's algorithm.
+std::unique_ptr<Communicator> make_tcp_communicator(const CommOptions& options);
+
 // GPUs this process can see; 0 without CUDA or without a GPU. cuda_device.cpp.
 int cuda_visible_gpus();
 // Makes `device` current for this thread (the model and NCCL use the current device).

@@ -1,5 +1,5 @@
 // Collective communication between ranks, behind one interface: a single-process
-// implementation, MPI (CPU ranks) and NCCL (GPU ranks, one process per GPU).
+// implementation, MPI and TCP (CPU ranks) and NCCL (GPU ranks, one process per GPU).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -128,16 +128,19 @@ class Communicator {
 // What a run asks of its communicator.
 struct CommOptions {
   // "auto": one process unless launched as several ranks; then NCCL when device is
-  // "cuda" (and aiscale was built with NCCL), else MPI. "mpi", "nccl", "none" force one.
+  // "cuda" (and aiscale was built with NCCL), else MPI under an MPI launcher and TCP
+  // without one (torchrun-style RANK/WORLD_SIZE, or parallel.rendezvous file:/tcp:).
+  // "mpi", "tcp", "nccl", "none" force one.
   std::string kind = "auto";
   std::string device = "cpu";  // "cpu" or "cuda": a CUDA rank also gets its node-local GPU
-  // How NCCL ranks find each other: "auto" (MPI when launched by mpirun/srun with MPI,
-  // the TCP store at MASTER_ADDR:MASTER_PORT when launched torchrun-style with RANK and
-  // WORLD_SIZE, else an error naming the fix), "mpi", "file:/shared/path" (rank 0 writes
-  // the NCCL id there; ranks and world from the launcher's environment) or
-  // "tcp://host:port" (rank 0 serves a TCP store there).
+  // How NCCL and TCP ranks find each other: "auto" (NCCL: MPI when launched by mpirun/srun
+  // with MPI; both: the TCP store at MASTER_ADDR and aiscale_store_port (launch_env.h) when
+  // launched torchrun-style with RANK and WORLD_SIZE, else an error naming the fix), "mpi"
+  // (NCCL only), "file:/shared/path" (rank 0 writes the NCCL id, or its TCP store's address,
+  // there; ranks and world from the launcher's environment) or "tcp://host:port" (rank 0
+  // serves a TCP store there).
   std::string rendezvous = "auto";
-  double timeout_s = 300;  // NCCL: a collective or the set-up stalled this long fails the rank
+  double timeout_s = 300;  // NCCL, TCP: a collective or the set-up stalled this long fails the rank
   // parallel.allreduce: how float buffers are summed: "library" (MPI's or NCCL's own),
   // "ring" or "hierarchical" (CPU ranks: parallel/algorithms/ over MPI; GPU ranks:
   // parallel/nccl/device_algorithms.h over NCCL send/receive).
@@ -149,8 +152,8 @@ struct CommOptions {
 // One rank, no communication.
 std::unique_ptr<Communicator> make_single_process();
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options);
-// "auto": MPI when the process was launched as one of several ranks (mpirun, srun,
-// aiscale launch), else a single process; "mpi" forces MPI; "none" a single process.
+// "auto": MPI or TCP when the process was launched as one of several ranks (as above),
+// else a single process; "mpi" or "tcp" forces one; "none" a single process.
 // (CPU ranks; same as make_communicator({kind}).)
 std::unique_ptr<Communicator> make_communicator(const std::string& kind = "auto");
 // Ranks announced by the launcher's environment (WORLD_SIZE with RANK, OMPI_COMM_WORLD_SIZE,

@@ -1,5 +1,7 @@
 // Chooses and builds the communicator of a run from parallel.communicator, the device
-// and the launcher's environment.
+// and the launcher's environment: one process; NCCL for GPU ranks; for CPU ranks MPI under
+// an MPI launcher (mpirun, srun --mpi=..., aiscale launch) and TCP without one (torchrun,
+// srun without an MPI plugin given parallel.rendezvous).
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
@@ -14,22 +16,50 @@
 namespace aiscale::parallel {
 namespace {
 
+const char* process_env(const char* name) { return std::getenv(name); }
+
+// A CUDA rank of a host communicator (MPI, TCP) takes its node's GPU and stages device
+// buffers on the host; the hand-written algorithms run on NCCL only.
+void refuse_host_algorithms_on_gpus(const CommOptions& o, const char* backend) {
+  if (o.device == "cuda" && algorithms::parse_allreduce_algorithm(o.allreduce) !=
+                                algorithms::AllreduceAlgorithm::library)
+    fail("parallel.allreduce = \"{}\" on GPU ranks runs over NCCL (device point-to-point), "
+         "not {} with host staging: use parallel.communicator = \"nccl\" (an aiscale built "
+         "with NCCL), or parallel.allreduce = \"library\"", o.allreduce, backend);
+}
+
 // MPI ranks; a CUDA rank also takes its node's GPU and stages device buffers on the host.
 std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
   algorithms::AllreduceSetting setting;
   setting.algorithm = algorithms::parse_allreduce_algorithm(o.allreduce);
   setting.ranks_per_node = o.ranks_per_node;
-  if (o.device == "cuda" && setting.algorithm != algorithms::AllreduceAlgorithm::library)
-    fail("parallel.allreduce = \"{}\" on GPU ranks runs over NCCL (device point-to-point), "
-         "not MPI with host staging: use parallel.communicator = \"nccl\" (an aiscale built "
-         "with NCCL), or parallel.allreduce = \"library\"", o.allreduce);
+  refuse_host_algorithms_on_gpus(o, "MPI");
   const LaunchEnv env = launch_env();
-  require_mpi_for_cpu_ranks(env, [](const char* n) { return std::getenv(n); });
+  require_mpi_launcher(env, process_env);
   auto comm = make_mpi_communicator(setting);
   if (o.device != "cuda") return comm;
   int local = env.local_rank >= 0 && env.world == comm->world() ? env.local_rank : mpi_node_local_rank();
   cuda_select_local_gpu(local);
   return with_host_staging(std::move(comm));
+}
+
+// TCP ranks (comm_tcp.h), the same way.
+std::unique_ptr<Communicator> tcp_ranks(const CommOptions& o) {
+  refuse_host_algorithms_on_gpus(o, "TCP");
+  auto comm = make_tcp_communicator(o);
+  if (o.device != "cuda") return comm;
+  const LaunchEnv env = launch_env();
+  cuda_select_local_gpu(env.local_rank >= 0 ? env.local_rank : env.rank);
+  return with_host_staging(std::move(comm));
+}
+
+// Whether host ranks of "auto" talk TCP: started without an MPI launcher, torchrun-style
+// (RANK/WORLD_SIZE) or with a rendezvous to meet through (srun without an MPI plugin).
+bool host_ranks_over_tcp(const CommOptions& o) {
+  if (mpi_launched(process_env)) return false;
+  if (launch_env().source == "env") return true;
+  const Rendezvous::Kind k = parse_rendezvous(o.rendezvous).kind;
+  return k == Rendezvous::Kind::file || k == Rendezvous::Kind::tcp;
 }
 
 // NCCL ranks, summing fp32 device buffers with parallel.allreduce's algorithm.
@@ -74,11 +104,11 @@ void Communicator::reduce_scatter_sum(const float* in, float* out, int64_t count
 }
 void Communicator::send(const float*, int64_t, int peer) {
   fail("the {} communicator has no point-to-point send (to rank {}): pipeline stages need "
-       "MPI ranks", backend(), peer);
+       "MPI or TCP ranks", backend(), peer);
 }
 void Communicator::recv(float*, int64_t, int peer) {
   fail("the {} communicator has no point-to-point receive (from rank {}): pipeline stages "
-       "need MPI ranks", backend(), peer);
+       "need MPI or TCP ranks", backend(), peer);
 }
 void Communicator::send_after(const void*, int64_t, int peer) {
   fail("the {} communicator has no device point-to-point send (to rank {}): the GPU all-reduce "
@@ -109,16 +139,18 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
     if (launched <= 1) return make_single_process();
     if (o.device == "cuda") {
       if (nccl_compiled()) return nccl_ranks(o);
-      log::warn("aiscale was built without NCCL: the {} GPU ranks all-reduce through MPI and "
-                "host memory (slow); install NCCL (nccl.h, libnccl) and rebuild", launched);
+      log::warn("aiscale was built without NCCL: the {} GPU ranks all-reduce through {} and "
+                "host memory (slow); install NCCL (nccl.h, libnccl) and rebuild", launched,
+                host_ranks_over_tcp(o) ? "TCP" : "MPI");
     }
-    return mpi_ranks(o);
+    return host_ranks_over_tcp(o) ? tcp_ranks(o) : mpi_ranks(o);
   }
   if (o.kind == "mpi") return mpi_ranks(o);
+  if (o.kind == "tcp") return tcp_ranks(o);
   if (o.kind == "nccl") {
     if (o.device != "cuda")
       fail("parallel.communicator = \"nccl\" needs train.device = \"cuda\" (NCCL connects GPUs); "
-           "use \"mpi\" or \"auto\" on CPUs");
+           "use \"auto\", \"mpi\" or \"tcp\" on CPUs");
     if (!nccl_compiled())
       fail("parallel.communicator = \"nccl\": this aiscale was built without NCCL{}: install NCCL "
            "(nccl.h and libnccl, e.g. Debian's libnccl-dev or NVIDIA's packages) and rebuild with "
@@ -131,7 +163,7 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& o) {
       );
     return nccl_ranks(o);
   }
-  fail("unknown communicator '{}': use auto, mpi, nccl or none", o.kind);
+  fail("unknown communicator '{}': use auto, mpi, tcp, nccl or none", o.kind);
 }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& kind) {

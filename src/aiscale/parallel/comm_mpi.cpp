@@ -99,8 +99,10 @@ class MpiCommunicator final : public Communicator {
     const int launched = launched_world_size();
     if (launched > 1 && world_ != launched)
       fail("the launcher started {} tasks but MPI sees {} rank(s): under Slurm use "
-           "`srun --mpi=pmix` (or pmi2; `srun --mpi=list` shows what the site has), or start "
-           "the ranks with mpirun", launched, world_);
+           "`srun --mpi=pmix` (or pmi2; `srun --mpi=list` shows what the site has), start "
+           "the ranks with mpirun, or let CPU ranks talk TCP without MPI: "
+           "parallel.rendezvous = \"file:/shared/path\" (a folder every node shares)",
+           launched, world_);
     if (setting_.algorithm == algorithms::AllreduceAlgorithm::hierarchical)
       set_up_nodes(setting_.ranks_per_node > 0 ? algorithms::forced_node_key(rank_, setting_.ranks_per_node)
                                                : shared_memory_node_key());

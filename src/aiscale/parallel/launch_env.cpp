@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <optional>
 
+#include <fmt/format.h>
+
+#include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::parallel {
@@ -63,6 +66,19 @@ LaunchEnv launch_env_from(const EnvLookup& getenv) {
              "(e.g. 29500)", *port);
       e.master_port = *port;
     }
+    // torchrun sets these in every worker's environment (torch 1.9 and later).
+    if (const char* v = getenv("TORCHELASTIC_USE_AGENT_STORE"); v && *v)
+      e.agent_store = std::string(v) == "True" || std::string(v) == "true" || std::string(v) == "1";
+    if (const char* v = getenv("TORCHELASTIC_RUN_ID"); v && *v) e.run_id = v;
+    if (auto n = int_var(getenv, "TORCHELASTIC_RESTART_COUNT")) e.restart_count = *n;
+    (void)env::variable("AISCALE_STORE_PORT");  // registered in core/env.cpp
+    if (auto port = int_var(getenv, "AISCALE_STORE_PORT")) {
+      if (*port < 1 || *port > 65535)
+        fail("AISCALE_STORE_PORT={} is not a TCP port: use a free port in 1..65535 on rank 0's "
+             "host, the same on every rank (or unset it: MASTER_PORT, or MASTER_PORT+1 under "
+             "torchrun)", *port);
+      e.store_port_override = *port;
+    }
     return e;
   }
   return e;
@@ -78,13 +94,13 @@ bool mpi_launched(const EnvLookup& getenv) {
   return false;
 }
 
-void require_mpi_for_cpu_ranks(const LaunchEnv& env, const EnvLookup& getenv) {
+void require_mpi_launcher(const LaunchEnv& env, const EnvLookup& getenv) {
   if (env.source != "env" || env.world <= 1 || mpi_launched(getenv)) return;
-  fail("this process was started as rank {} of {} through RANK/WORLD_SIZE (torchrun-style) "
-       "without MPI, but CPU ranks communicate through MPI: start them with `aiscale launch -n "
-       "{}`, mpirun or srun --mpi=pmix; the RANK/WORLD_SIZE launch serves GPU runs "
-       "(train.device = \"cuda\"), whose NCCL ranks meet through the TCP store at "
-       "MASTER_ADDR:MASTER_PORT", env.rank, env.world, env.world);
+  fail("parallel.communicator = \"mpi\", but this process was started as rank {} of {} through "
+       "RANK/WORLD_SIZE (torchrun-style) without an MPI launcher: set parallel.communicator = "
+       "\"auto\" or \"tcp\" (CPU ranks then talk TCP, meeting through the store at MASTER_ADDR), "
+       "or start the ranks with `aiscale launch -n {}`, mpirun or srun --mpi=pmix",
+       env.rank, env.world, env.world);
 }
 
 namespace {
@@ -105,6 +121,16 @@ bool split_host_port(const std::string& text, std::string& host, int& port) {
 
 }  // namespace
 
+int aiscale_store_port(const LaunchEnv& env) {
+  if (env.store_port_override > 0) return env.store_port_override;
+  if (!env.agent_store) return env.master_port;
+  if (env.master_port >= 65535)
+    fail("MASTER_PORT={}: torchrun's agent serves its store there, so aiscale's store would take "
+         "the next port, past 65535: choose a lower --master-port, or set AISCALE_STORE_PORT to a "
+         "free port on rank 0's host (the same on every rank)", env.master_port);
+  return env.master_port + 1;
+}
+
 Rendezvous tcp_rendezvous_from(const LaunchEnv& env) {
   if (env.master_addr.empty() || env.master_port < 0)
     fail("rank {} of {} was started with RANK/WORLD_SIZE but without {}: set MASTER_ADDR to rank "
@@ -114,8 +140,25 @@ Rendezvous tcp_rendezvous_from(const LaunchEnv& env) {
   Rendezvous r;
   r.kind = Rendezvous::Kind::tcp;
   r.host = env.master_addr;
-  r.port = env.master_port;
+  r.port = aiscale_store_port(env);
+  if (env.store_port_override > 0)
+    r.port_origin = fmt::format("AISCALE_STORE_PORT={}: set it to another free port (the same on "
+                                "every rank)", r.port);
+  else if (env.agent_store)
+    r.port_origin = fmt::format("MASTER_PORT+1 (torchrun's agent serves its own store on "
+                                "MASTER_PORT={}): choose another --master-port, or set "
+                                "AISCALE_STORE_PORT to a free port (the same on every rank)",
+                                env.master_port);
+  else
+    r.port_origin = fmt::format("MASTER_PORT={}: choose another MASTER_PORT, or set "
+                                "AISCALE_STORE_PORT to a free port (the same on every rank)",
+                                env.master_port);
   return r;
+}
+
+std::string store_key_prefix(const LaunchEnv& env) {
+  if (env.run_id.empty()) return "aiscale/";
+  return "aiscale/" + env.run_id + "/" + std::to_string(env.restart_count) + "/";
 }
 
 Rendezvous parse_rendezvous(const std::string& text) {
@@ -155,6 +198,12 @@ std::string rendezvous_file_for_job(const std::string& path, const EnvLookup& ge
       out += ".";
       out += step;
     }
+  }
+  // torchrun restarts its workers in place: a new attempt must not read the old one's file.
+  const char* restart = getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restart && *restart && std::string(restart) != "0") {
+    out += ".restart";
+    out += restart;
   }
   return out;
 }

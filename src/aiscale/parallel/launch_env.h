@@ -18,6 +18,13 @@ struct LaunchEnv {
   // host and a free port on it; "" and -1 when unset.
   std::string master_addr;
   int master_port = -1;
+  // torchrun's elastic agent (torch.distributed.run): whether it serves a c10d TCP store of
+  // its own on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True: static rendezvous, and c10d
+  // rendezvous in recent PyTorch), the job's run id and how often it restarted the workers.
+  bool agent_store = false;
+  std::string run_id;      // TORCHELASTIC_RUN_ID; "" outside torchrun
+  int restart_count = 0;   // TORCHELASTIC_RESTART_COUNT
+  int store_port_override = -1;  // AISCALE_STORE_PORT; -1 when unset
   bool mpi_launcher() const { return source == "openmpi" || source == "mpich" || source == "pmix"; }
 };
 
@@ -40,8 +47,9 @@ LaunchEnv launch_env();  // from the process environment
 // launch_env chose: its rank variables are set.
 bool mpi_launched(const EnvLookup& getenv);
 // Fails, naming the fix, when the ranks were launched torchrun-style (RANK/WORLD_SIZE)
-// without an MPI launcher: CPU ranks communicate through MPI only.
-void require_mpi_for_cpu_ranks(const LaunchEnv& env, const EnvLookup& getenv);
+// without an MPI launcher but MPI was asked for (parallel.communicator = "mpi"): such
+// ranks talk TCP ("auto" or "tcp").
+void require_mpi_launcher(const LaunchEnv& env, const EnvLookup& getenv);
 
 // parallel.rendezvous: "auto", "mpi", "file:/path" or "tcp://host:port".
 struct Rendezvous {
@@ -49,17 +57,31 @@ struct Rendezvous {
   std::string path;  // for file
   std::string host;  // for tcp: rank 0's host (its store server listens on `port`)
   int port = 0;
+  // Where the port comes from and how to choose another, for the message of a port that
+  // rank 0 cannot bind ("" for parallel.rendezvous = "tcp://host:port").
+  std::string port_origin;
 };
 // Throws Error naming the value and the allowed forms.
 Rendezvous parse_rendezvous(const std::string& text);
 
-// The TCP store address of a torchrun-style launch (MASTER_ADDR, MASTER_PORT). Throws
-// Error naming the missing variable and the fix when either is unset.
+// The port of aiscale's own TCP store in a torchrun-style launch: AISCALE_STORE_PORT when
+// set, else MASTER_PORT + 1 when torchrun's agent already serves its store on MASTER_PORT
+// (agent_store), else MASTER_PORT. Throws Error naming the variables when the port would
+// lie past 65535.
+int aiscale_store_port(const LaunchEnv& env);
+
+// The TCP store address of a torchrun-style launch: MASTER_ADDR and aiscale_store_port.
+// Throws Error naming the missing variable and the fix when either is unset.
 Rendezvous tcp_rendezvous_from(const LaunchEnv& env);
 
+// The prefix of every key aiscale sets in a job's store: "aiscale/" and, under torchrun,
+// "<TORCHELASTIC_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>/", so that the workers of a restart
+// never read what an earlier attempt of the job left in a store that outlived it.
+std::string store_key_prefix(const LaunchEnv& env);
+
 // The rendezvous file of this job step: the configured path, with ".<SLURM_JOB_ID>.<SLURM_STEP_ID>"
-// appended when Slurm gives them, so that jobs sharing one configured path (and a file
-// left by a killed job) do not meet each other.
+// appended when Slurm gives them (and ".restart<N>" under torchrun after a restart), so that
+// jobs sharing one configured path (and a file left by a killed job) do not meet each other.
 std::string rendezvous_file_for_job(const std::string& path, const EnvLookup& getenv);
 
 // The GPU of a rank: its node-local rank modulo the GPUs it can see (with Slurm's

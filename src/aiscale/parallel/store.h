@@ -81,9 +81,11 @@ std::unique_ptr<Store> make_file_store(const std::string& folder, double timeout
 // TCP store at host:port. The rank with `serve` = true starts the server (listening on
 // every interface at `port`; 0 picks a free port, see tcp_store_port) and is a client of
 // it like every other rank. A client retries the connection until timeout_s (rank 0 may
-// start later). store_tcp.cpp.
+// start later). `port_origin` says, for the error of a port that is taken, where the port
+// comes from and how to choose another ("MASTER_PORT=29500: choose another ..."); "" names
+// MASTER_PORT and parallel.rendezvous. store_tcp.cpp.
 std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool serve,
-                                      double timeout_s);
+                                      double timeout_s, const std::string& port_origin = "");
 // The port a TCP store's server listens on (useful after asking for port 0); -1 when
 // `store` is not a TCP store that serves.
 int tcp_store_port(Store& store);

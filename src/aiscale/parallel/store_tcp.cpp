@@ -6,11 +6,6 @@
 // (u32 length + bytes), value (u32 length + bytes; add: the delta as decimal text); a
 // reply is status (1 byte: 0 found/done, 1 missing) and a value (u32 length + bytes).
 // Lengths are little-endian as on every host aiscale runs on.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,36 +23,21 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/parallel/store.h"
+#include "aiscale/parallel/tcp_socket.h"
 
 namespace aiscale::parallel {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using tcp::Clock;
+using tcp::connect_until;
+using tcp::host_port;
+using tcp::listen_any;
+using tcp::recv_all;
+using tcp::send_all;
+using tcp::set_io_timeout;
+using tcp::set_no_delay;
 constexpr uint32_t kMaxField = 64u << 20;  // refuse absurd lengths (not an aiscale peer)
 
-// Whole-buffer send/receive; false when the peer closed or the socket failed.
-bool send_all(int fd, const void* data, size_t n) {
-  auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-bool recv_all(int fd, void* data, size_t n) {
-  auto* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
 bool send_field(int fd, std::string_view s) {
   const uint32_t n = static_cast<uint32_t>(s.size());
   return send_all(fd, &n, 4) && send_all(fd, s.data(), s.size());
@@ -80,45 +60,17 @@ int64_t parse_counter(const std::string& text, bool& ok) {
 
 class TcpStoreServer {
  public:
-  explicit TcpStoreServer(int port) {
-    listen_fd_ = ::socket(AF_INET6, SOCK_STREAM, 0);
-    if (listen_fd_ >= 0) {
-      int off = 0;  // dual stack: IPv4 clients too
-      ::setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-    } else {
-      listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-      ipv4_ = true;
-    }
-    if (listen_fd_ < 0) fail("TCP store: cannot create a socket: {}", std::strerror(errno));
-    int on = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    int rc;
-    if (ipv4_) {
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    } else {
-      sockaddr_in6 a{};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      a.sin6_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    }
-    if (rc != 0 || ::listen(listen_fd_, 1024) != 0) {
-      const int err = errno;
-      ::close(listen_fd_);
+  TcpStoreServer(int port, const std::string& port_origin) {
+    int err = 0;
+    listen_fd_ = listen_any(port, 1024, &port_, &err);
+    if (listen_fd_ < 0) {
+      const std::string origin = port_origin.empty()
+                                     ? "choose another MASTER_PORT (or port in parallel.rendezvous)"
+                                     : "the port is " + port_origin;
       fail("rank 0 cannot serve the TCP store on port {}: {}{}", port, std::strerror(err),
-           err == EADDRINUSE ? ": another program (or an earlier run still ending) holds it; "
-                               "choose another MASTER_PORT (or port in parallel.rendezvous)"
-                             : "");
+           err == EADDRINUSE ? ": another program (or an earlier run still ending) holds it; " + origin
+                             : std::string());
     }
-    sockaddr_storage bound{};
-    socklen_t len = sizeof bound;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-    port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
 
@@ -144,8 +96,7 @@ class TcpStoreServer {
       if (::poll(&p, 1, 50) <= 0) continue;
       const int fd = ::accept(listen_fd_, nullptr, nullptr);
       if (fd < 0) continue;
-      int on = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+      set_no_delay(fd);
       std::lock_guard<std::mutex> lock(mutex_);
       connections_.push_back(fd);
       threads_.emplace_back([this, fd] { serve(fd); });
@@ -190,7 +141,6 @@ class TcpStoreServer {
   }
 
   int listen_fd_ = -1;
-  bool ipv4_ = false;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;  // the table, the connections and their threads
@@ -202,56 +152,12 @@ class TcpStoreServer {
 
 // ---- client ----
 
-// Connects to host:port before `deadline`, retrying while nobody listens yet; -1 on timeout
-// with the last reason in `why`.
-int connect_until(const std::string& host, int port, Clock::time_point deadline, std::string& why) {
-  double pause = 0.01;
-  for (;;) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-    if (gai != 0) {
-      why = std::string("cannot resolve the host name: ") + ::gai_strerror(gai);
-    } else {
-      for (addrinfo* a = found; a; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
-        if (fd < 0) continue;
-        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS) {
-          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-          pollfd p{fd, POLLOUT, 0};
-          int err = ETIMEDOUT;
-          if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 1))) == 1) {
-            socklen_t len = sizeof err;
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          }
-          rc = err == 0 ? 0 : -1;
-          errno = err;
-        }
-        if (rc == 0) {
-          ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-          ::freeaddrinfo(found);
-          return fd;
-        }
-        why = std::strerror(errno);
-        ::close(fd);
-      }
-      ::freeaddrinfo(found);
-    }
-    if (Clock::now() >= deadline) return -1;
-    std::this_thread::sleep_for(std::chrono::duration<double>(pause));
-    pause = std::min(pause * 2, 0.5);
-  }
-}
-
 class TcpStore final : public Store {
  public:
-  TcpStore(std::string host, int port, bool serve, double timeout_s)
+  TcpStore(std::string host, int port, bool serve, double timeout_s, const std::string& port_origin)
       : Store(timeout_s), host_(std::move(host)), port_(port) {
     if (serve) {
-      server_ = std::make_unique<TcpStoreServer>(port);
+      server_ = std::make_unique<TcpStoreServer>(port, port_origin);
       port_ = server_->port();
     }
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -263,15 +169,9 @@ class TcpStore final : public Store {
            "running, that MASTER_ADDR (or the host in parallel.rendezvous) names rank 0's host "
            "as this node sees it, and that MASTER_PORT is open between the nodes (firewall)",
            address(), timeout_s, why);
-    int on = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    set_no_delay(fd_);
     // Every reply is bounded like the waits: a server that stops answering fails the rank.
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(timeout_s);
-    tv.tv_usec = static_cast<suseconds_t>((timeout_s - static_cast<double>(tv.tv_sec)) * 1e6);
-    if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1000;
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    set_io_timeout(fd_, timeout_s);
   }
   ~TcpStore() override {
     if (fd_ >= 0) ::close(fd_);
@@ -296,10 +196,7 @@ class TcpStore final : public Store {
   int served_port() const { return server_ ? port_ : -1; }
 
  private:
-  std::string address() const {
-    const bool v6 = host_.find(':') != std::string::npos;
-    return (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
-  }
+  std::string address() const { return host_port(host_, port_); }
 
   char request(char op, const std::string& key, std::string_view value, std::string* reply = nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -326,10 +223,11 @@ class TcpStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool serve, double timeout_s) {
+std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool serve, double timeout_s,
+                                      const std::string& port_origin) {
   if (port < 0 || port > 65535 || (port == 0 && !serve))
     fail("TCP store port {} is not a port to connect to: use 1..65535 (e.g. MASTER_PORT=29500)", port);
-  return std::make_unique<TcpStore>(host, port, serve, timeout_s);
+  return std::make_unique<TcpStore>(host, port, serve, timeout_s, port_origin);
 }
 
 int tcp_store_port(Store& store) {

@@ -47,7 +47,9 @@ struct Assumptions {
   // compiled reached 42% of the H200's bf16 peak on GPT-2 124M at 16 × 1024 tokens
   // (docs/results/one-gpu.md, 2026-11-26), 0.42 / 0.92 = 45% on the curve; aiscale 46-50%.
   double transformer_utilisation = 0.45;
-  // The worked estimate in reference/systems.md used 33% for its CNN example.
+  // OpenAI's "AI and Compute" (Amodei and Hernandez, 2018,
+  // https://openai.com/index/ai-and-compute/) assumed 33% GPU utilisation when estimating
+  // training compute from GPU time, and its worked estimates include CNNs.
   double cnn_utilisation = 0.33;
   // CPU partitions (fp32): aiscale's measured CPU training step, 81.7 GFLOP/s on 2 cores
   // of a Zen 3 EPYC at 2.45 GHz (docs/results/cpu.md, idle machine), over those cores'

@@ -243,8 +243,9 @@ std::string systems_text(const Catalog& cat) {
                       network_text(p), std::string(to_string(p.network.topology))});
   }
   out += text_table(rows, 4);
-  out += "\n  ? = not in our sources (planned as one GPU / one node).  * = link assumed from the "
-         "GPU's datasheet (site does not state it).\n  intra-node: per GPU, one direction.\n\n";
+  out += "\n  ? = not in the catalogue's sources (planned as one GPU / one node).  * = link "
+         "assumed from the GPU's datasheet (site does not state it).\n  intra-node: per GPU, one "
+         "direction.\n\n";
 
   std::vector<std::vector<std::string>> acc = {{"accelerator", "vendor", "memory", "HBM TB/s",
                                                 "FP64", "FP32", "TF32", "FP16", "BF16", "FP8"}};

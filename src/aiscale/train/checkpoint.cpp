@@ -119,6 +119,16 @@ bool is_checkpoint_name(const std::string& name) {
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
 
+void set_checkpoint_layout(CheckpointState& s, const TrainConfig& c, int data_world) {
+  s.world_size = data_world;
+  s.tensor_parallel = c.tensor_parallel;
+  s.pipeline_parallel = c.pipeline_parallel;
+  s.zero_stage = c.zero_stage;
+  s.batch_size = c.batch_size;
+  s.grad_accum = c.grad_accum;
+  s.seq_len = c.seq_len;
+}
+
 // Folders step_N with a COMPLETE marker, oldest first (names sort by step).
 std::vector<std::string> complete_checkpoints(const std::string& checkpoints_dir) {
   std::vector<std::string> complete;
@@ -149,11 +159,13 @@ std::string set_checkpoint_aside(const std::string& dir, const std::string& suff
   return to.string();
 }
 
-void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
-                             const std::vector<std::pair<std::string, std::string>>& files,
-                             int64_t keep_last) {
-  const fs::path final_dir = fs::path(checkpoints_dir) / checkpoint_name(step);
-  const fs::path tmp_dir = fs::path(checkpoints_dir) / (checkpoint_name(step) + ".tmp");
+namespace {
+
+// The folder protocol: `files` written into NAME.tmp/, renamed to NAME, COMPLETE last.
+fs::path write_folder(const std::string& checkpoints_dir, const std::string& folder, int64_t step,
+                      const std::vector<std::pair<std::string, std::string>>& files) {
+  const fs::path final_dir = fs::path(checkpoints_dir) / folder;
+  const fs::path tmp_dir = fs::path(checkpoints_dir) / (folder + ".tmp");
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
   fs::create_directories(tmp_dir, ec);
@@ -164,6 +176,16 @@ void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
   if (ec) fail("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message());
   fsync_directory(checkpoints_dir);
   atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", step));
+  return final_dir;
+}
+
+}  // namespace
+
+void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
+                             const std::vector<std::pair<std::string, std::string>>& files,
+                             int64_t keep_last) {
+  write_folder(checkpoints_dir, checkpoint_name(step), step, files);
+  std::error_code ec;
 
   // Keep the newest keep_last complete checkpoints. Renamed first (atomic: from then on it
   // is no checkpoint), then deleted; leftovers of a kill during a deletion go too.
@@ -179,25 +201,55 @@ void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
     if (e.path().filename().string().ends_with(".deleting")) fs::remove_all(e.path(), ec);
 }
 
-void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> checkpoint_files(const CheckpointState& s) {
   nlohmann::ordered_json state = {{"step", s.step},
                                   {"data_epoch", s.data.epoch},
-                                  {"data_index", s.data.index},
+                                  {"data_sample", s.data.sample},
                                   {"seed", s.seed},
                                   {"world_size", s.world_size},
+                                  {"tensor_parallel", s.tensor_parallel},
+                                  {"pipeline_parallel", s.pipeline_parallel},
+                                  {"zero_stage", s.zero_stage},
+                                  {"batch_size", s.batch_size},
+                                  {"grad_accum", s.grad_accum},
+                                  {"seq_len", s.seq_len},
                                   {"nonfinite_steps", s.nonfinite_steps},
                                   {"n_params", s.params.size()},
                                   {"config_toml", s.config_toml},
                                   {"aiscale_version", AISCALE_VERSION},
                                   {"written", utc_iso8601()}};
-  write_checkpoint_folder(
-      checkpoints_dir, s.step,
-      {{"model.safetensors", safetensors_serialize(to_hf_tensors(s.model, s.params),
-                                                   {{"format", "pt"}, {"producer", "aiscale"}})},
-       {"config.json", hf_config_json(s.model)},
-       {"optimizer.bin", optimizer_bytes(s)},
-       {"state.json", state.dump(2) + "\n"}},
-      keep_last);
+  return {{"model.safetensors", safetensors_serialize(to_hf_tensors(s.model, s.params),
+                                                      {{"format", "pt"}, {"producer", "aiscale"}})},
+          {"config.json", hf_config_json(s.model)},
+          {"optimizer.bin", optimizer_bytes(s)},
+          {"state.json", state.dump(2) + "\n"}};
+}
+
+int64_t step_of(const std::string& checkpoint_dir) {
+  return std::stoll(fs::path(checkpoint_dir).filename().string().substr(5));
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
+  write_checkpoint_folder(checkpoints_dir, s.step, checkpoint_files(s), keep_last);
+}
+
+std::string diverged_checkpoint_name(int64_t step) { return "diverged-" + checkpoint_name(step); }
+
+std::string write_diverged_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s) {
+  return write_folder(checkpoints_dir, diverged_checkpoint_name(s.step), s.step, checkpoint_files(s))
+      .string();
+}
+
+std::vector<std::string> set_aside_checkpoints_after(const std::string& checkpoints_dir,
+                                                     int64_t last_good_step) {
+  std::vector<std::string> moved;
+  for (const std::string& dir : complete_checkpoints(checkpoints_dir))
+    if (step_of(dir) > last_good_step) moved.push_back(set_checkpoint_aside(dir, "diverged"));
+  return moved;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {
@@ -218,9 +270,7 @@ nn::GptConfig read_checkpoint_model(const std::string& dir) {
 CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
                                 const nn::GptConfig* expected) {
   const fs::path d(dir);
-  if (!is_complete(d))
-    fail("'{}' is not a complete checkpoint (no COMPLETE marker): it was interrupted while being "
-         "written; use an earlier one", dir);
+  if (const std::string why = why_not_a_checkpoint(dir); !why.empty()) fail("{}", why);
   CheckpointState s;
   // The small metadata first, validated, and compared with the run's model before the
   // weights are read or any buffer is sized from a count in the files.

@@ -6,7 +6,8 @@
 //                      stored (in, out)), loadable by transformers' GPT2LMHeadModel
 //   config.json        Hugging Face GPT2Config for that
 //   optimizer.bin      AdamW moments m and v (fp32, aiscale layout)
-//   state.json         step, data position, seed, world size, resolved config
+//   state.json         step, data position (samples of the epoch's order), seed, the
+//                      layout and batch it was written in, resolved config
 //   COMPLETE           written last: only checkpoints with it are ever loaded
 // Writing: files go into step_N.tmp/, each fsynced; the folder is renamed to step_N and
 // fsynced; then COMPLETE is written atomically. Older complete checkpoints beyond
@@ -31,13 +32,28 @@ namespace aiscale::train {
 struct CheckpointState {
   nn::GptConfig model;
   int64_t step = 0;  // optimizer steps completed
-  DataPosition data;
+  DataPosition data;  // samples of the epoch's order, whatever the layout
   uint64_t seed = 0;
-  int world_size = 1;
+  int world_size = 1;  // data-parallel ranks (dp) of the run that wrote it
+  // The rest of the writer's layout and its batch (parallel.* and train.* keys), for the
+  // notes of a run resumed in another layout; a checkpoint older than these fields has
+  // them read from its config_toml (0: not known).
+  int64_t tensor_parallel = 1, pipeline_parallel = 1, zero_stage = 0;
+  int64_t batch_size = 0, grad_accum = 1, seq_len = 0;
+  // The data position was read as global batches (data_index, checkpoints before the
+  // position counted samples) and converted: data_index x world_size x batch_size.
+  bool position_converted = false;
   int64_t nonfinite_steps = 0;
   std::string config_toml;
   std::vector<float> params, m, v;  // fp32, gpt_param_infos order
 };
+
+// Tokens one optimizer step of the writer took (0: not known).
+inline int64_t tokens_per_step(const CheckpointState& s) {
+  return s.world_size * s.batch_size * s.grad_accum * s.seq_len;
+}
+// The layout and batch fields of `s` from a run's config and its data-parallel ranks.
+void set_checkpoint_layout(CheckpointState& s, const TrainConfig& c, int data_world);
 
 std::string checkpoint_name(int64_t step);  // "step_00000010"
 void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last);
@@ -58,9 +74,29 @@ CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
 // Only the model of a checkpoint (its config.json, validated): cheap, to compare shapes
 // before anything else is read.
 nn::GptConfig read_checkpoint_model(const std::string& dir);
+// Where a checkpoint folder is wanted (checkpoint_paths.cpp): empty when `path` is a
+// complete checkpoint, else why not, as a sentence naming the path and what to give
+// instead: no such path, a file, a run directory, its checkpoints/ folder, a folder
+// without checkpoint files, or one whose write was interrupted.
+std::string why_not_a_checkpoint(const std::string& path);
+// --resume takes a run directory: refuses (naming the path and the fix) a missing path,
+// a file, a checkpoint folder or a checkpoints/ folder given in its place.
+void check_resume_directory(const std::string& path);
 // Renames a checkpoint folder to <name>.<suffix> (e.g. "corrupt", "superseded"): no
 // longer a step_N folder, it is never loaded or pruned, and the user can inspect it.
 std::string set_checkpoint_aside(const std::string& dir, const std::string& suffix);
+
+// A diverged run's state, kept for inspection but never resumed from: written with the
+// folder protocol as checkpoints/diverged-step_N (COMPLETE last; an earlier one of that
+// name is replaced). Not a step_N name, so complete_checkpoints() never lists it, --resume
+// never takes it and pruning never counts it. Returns the folder's path.
+std::string diverged_checkpoint_name(int64_t step);  // "diverged-step_00000010"
+std::string write_diverged_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s);
+// Sets aside as step_N.diverged every complete checkpoint after step `last_good_step` (the
+// weights of a run whose loss was already climbing), so that --resume takes the newest
+// good one. Returns the new paths, oldest first.
+std::vector<std::string> set_aside_checkpoints_after(const std::string& checkpoints_dir,
+                                                     int64_t last_good_step);
 
 // Writes checkpoints on a background thread: save() copies nothing (it takes the
 // snapshot by value) and returns at once; a new save waits for the previous write.

@@ -1,6 +1,10 @@
 #include "aiscale/train/checkpoint_check.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/validate.h"
@@ -22,6 +26,42 @@ int64_t int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t 
     fail("'{}' is corrupt: \"{}\" = {} is out of range", source, key, v.dump());
   return validate::in_range(v.get<int64_t>(), lo, hi, fmt::format("'{}': \"{}\"", source, key),
                             "the file is corrupt or edited; resume from another checkpoint");
+}
+
+// An integer key of the resolved configuration a checkpoint carries (state.json's
+// config_toml), or `fallback` where the text or the key cannot be read.
+int64_t config_toml_int(const toml::table* root, const char* section, const char* key,
+                        int64_t fallback) {
+  if (!root) return fallback;
+  const auto v = (*root)[section][key].value<int64_t>();
+  return v ? *v : fallback;
+}
+
+// The layout, the batch and the data position of a checkpoint written before state.json
+// recorded them: its position counted global batches of world_size x train.batch_size
+// windows, the batch size known from the config it carries.
+void read_legacy_position(CheckpointState& s, int64_t index, const std::string& source) {
+  std::optional<toml::table> parsed;
+  try {
+    parsed = toml::parse(s.config_toml, source);
+  } catch (const toml::parse_error&) {
+  }
+  const toml::table* root = parsed ? &*parsed : nullptr;
+  s.batch_size = config_toml_int(root, "train", "batch_size", 0);
+  s.grad_accum = config_toml_int(root, "train", "grad_accum", 1);
+  s.seq_len = config_toml_int(root, "train", "seq_len", 0);
+  s.tensor_parallel = config_toml_int(root, "parallel", "tensor_parallel", 1);
+  s.pipeline_parallel = config_toml_int(root, "parallel", "pipeline_parallel", 1);
+  s.zero_stage = config_toml_int(root, "parallel", "zero_stage", 0);
+  if (s.batch_size < 1 && index > 0)
+    fail("'{}' counts its data position in global batches (data_index = {}) but its "
+         "config_toml does not say train.batch_size, so the position cannot be converted to "
+         "samples: the file is damaged or edited; resume from another checkpoint",
+         source, index);
+  s.data.sample = validate::checked_product(
+      validate::checked_product(index, int64_t{s.world_size}, "data_index x world_size"),
+      std::max<int64_t>(s.batch_size, 1), "data_index x world_size x batch_size");
+  s.position_converted = true;
 }
 
 }  // namespace
@@ -51,7 +91,6 @@ void checkpoint_state_from_json(const nlohmann::json& state, CheckpointState& s,
   constexpr int64_t kMaxCount = int64_t{1} << 40;
   s.step = int_field(state, "step", 0, kMaxCount, source);
   s.data.epoch = int_field(state, "data_epoch", 0, kMaxCount, source);
-  s.data.index = int_field(state, "data_index", 0, kMaxCount, source);
   const auto& seed = state.contains("seed") ? state.at("seed") : nlohmann::json();
   if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<int64_t>() < 0))
     fail("'{}' is corrupt: \"seed\" must be a non-negative integer", source);
@@ -63,6 +102,18 @@ void checkpoint_state_from_json(const nlohmann::json& state, CheckpointState& s,
   if (!state.contains("config_toml") || !state.at("config_toml").is_string())
     fail("'{}' is corrupt: \"config_toml\" must be a string", source);
   s.config_toml = state.at("config_toml").get<std::string>();
+  if (state.contains("data_sample")) {
+    s.data.sample = int_field(state, "data_sample", 0, kMaxCount, source);
+    s.tensor_parallel = int_field(state, "tensor_parallel", 1, 1 << 20, source);
+    s.pipeline_parallel = int_field(state, "pipeline_parallel", 1, 1 << 20, source);
+    s.zero_stage = int_field(state, "zero_stage", 0, 3, source);
+    s.batch_size = int_field(state, "batch_size", 1, kMaxCount, source);
+    s.grad_accum = int_field(state, "grad_accum", 1, kMaxCount, source);
+    s.seq_len = int_field(state, "seq_len", 1, kMaxCount, source);
+    s.position_converted = false;
+  } else {
+    read_legacy_position(s, int_field(state, "data_index", 0, kMaxCount, source), source);
+  }
   const int64_t n = int_field(state, "n_params", 1, int64_t{1} << 40, source);
   if (n != s.model.num_params())
     fail("'{}' says the checkpoint holds {} parameters, but its config.json describes a model "

@@ -16,8 +16,12 @@ struct CheckpointState;
 // The model of a checkpoint's config.json (Hugging Face GPT2Config): every field an
 // integer in the range a config key allows, and a valid GPT shape. `source` names the file.
 nn::GptConfig checkpoint_model_from_json(const nlohmann::json& hf, const std::string& source);
-// state.json's fields into `s` (step, data position, seed, world size, ...), each checked
-// for type and range; n_params must equal the model's parameter count.
+// state.json's fields into `s` (step, data position, seed, layout and batch, ...), each
+// checked for type and range; n_params must equal the model's parameter count. A
+// checkpoint written before the position counted samples (it has data_index, global
+// batches) is converted exactly: data_index x world_size x train.batch_size of its
+// config_toml, which also gives the layout and batch fields; refused where that batch
+// size cannot be read.
 void checkpoint_state_from_json(const nlohmann::json& state, CheckpointState& s,
                                 const std::string& source);
 // "L=2 H=4 C=64 T=32 V=256": a shape as both sides of a mismatch are named.

@@ -244,16 +244,27 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.divergence_window", &TrainConfig::divergence_window,
                         "steps whose mean loss is the running level divergence is judged by", 1,
                         100000));
+    k.push_back(real_key("train.divergence_climb_factor", &TrainConfig::divergence_climb_factor,
+                         "stop the run (exit 3) when the median loss of the last "
+                         "train.divergence_climb_window steps exceeds this many times the "
+                         "lowest median of that many consecutive steps so far (a sustained "
+                         "climb, which no single step shows); 0 turns it off",
+                         0.0, 1e6));
+    k.push_back(int_key("train.divergence_climb_window", &TrainConfig::divergence_climb_window,
+                        "steps whose median loss a sustained climb is judged by", 2, 100000));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
-                           "aiscale launch), then NCCL on GPUs (train.device = cuda) and MPI on "
-                           "CPUs", {"auto", "mpi", "nccl", "none"}));
+                           "aiscale launch, torchrun), then NCCL on GPUs (train.device = cuda); on "
+                           "CPUs MPI under an MPI launcher, else TCP (torchrun, srun without MPI "
+                           "given parallel.rendezvous)", {"auto", "mpi", "tcp", "nccl", "none"}));
     k.push_back(string_key("parallel.rendezvous", &TrainConfig::rendezvous,
-                           "how NCCL ranks meet: auto (MPI when launched by mpirun or srun "
-                           "--mpi=pmix; the TCP store at MASTER_ADDR:MASTER_PORT when launched "
-                           "with RANK/WORLD_SIZE), mpi, file:/shared/path (rank 0 writes the NCCL "
-                           "id there; ranks from the launcher) or tcp://host:port (rank 0 serves "
-                           "a TCP store there)"));
+                           "how NCCL and TCP ranks meet: auto (MPI when launched by mpirun or "
+                           "srun --mpi=pmix; the TCP store at MASTER_ADDR, port MASTER_PORT (or "
+                           "MASTER_PORT+1 beside torchrun's own store, or AISCALE_STORE_PORT), "
+                           "when launched with RANK/WORLD_SIZE), mpi (NCCL only), "
+                           "file:/shared/path (rank 0 writes the NCCL id or its store's address "
+                           "there; ranks from the launcher) or tcp://host:port (rank 0 serves a "
+                           "TCP store there)"));
     k.push_back(string_key("parallel.grad_reduce", &TrainConfig::grad_reduce,
                            "older spelling of parallel.grad_mixing's average and sum: average: "
                            "gradients are averaged over ranks (DDP); sum: summed, world-size "
@@ -268,8 +279,9 @@ const std::vector<Key>& schema() {
                            "power-of-two ranks); docs/guide/communication.md",
                            {"average", "sum", "adasum"}));
     k.push_back(string_key("parallel.allreduce", &TrainConfig::allreduce,
-                           "CPU ranks (MPI): how float buffers are summed: library (MPI's own "
-                           "all-reduce), ring (chunked, pipelined ring over point-to-point "
+                           "CPU ranks (MPI, TCP): how float buffers are summed: library (MPI's "
+                           "own all-reduce; over TCP every rank adds small buffers in rank order, "
+                           "the ring sums large ones), ring (chunked, pipelined ring over point-to-point "
                            "messages) or hierarchical (reduce inside each node, ring between "
                            "one rank per node, broadcast inside the node); GPU ranks (NCCL, fp32 "
                            "gradients, no ZeRO, tensor or pipeline parallelism) run ring and "
@@ -473,13 +485,16 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.divergence_factor > 0 && c.divergence_factor <= 1.0)
     fail("{}: train.divergence_factor = {} would stop a healthy run: use a factor above 1 (the "
          "default is 5), or 0 to turn the check off", source, c.divergence_factor);
+  if (c.divergence_climb_factor > 0 && c.divergence_climb_factor <= 1.0)
+    fail("{}: train.divergence_climb_factor = {} would stop a healthy run: use a factor above 1 "
+         "(the default is 1.5), or 0 to turn the check off", source, c.divergence_climb_factor);
   if (c.min_lr_ratio > 1.0)
     fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
   if (c.beta1 >= 1.0 || c.beta2 >= 1.0)
     fail("{}: train.beta1 and train.beta2 must be below 1 (got {}, {})", source, c.beta1, c.beta2);
   if (c.communicator == "nccl" && c.device != "cuda")
     fail("{}: parallel.communicator = \"nccl\" needs train.device = \"cuda\" (NCCL connects "
-         "GPUs); use \"auto\" or \"mpi\" for CPU ranks", source);
+         "GPUs); use \"auto\", \"mpi\" or \"tcp\" for CPU ranks", source);
   try {
     parallel::parse_rendezvous(c.rendezvous);
   } catch (const Error& e) {
@@ -528,7 +543,8 @@ IntRange integer_range(const std::string& key) {
 }  // namespace
 
 TrainConfig parse_train_config(const std::string& text, const std::string& source,
-                               const std::vector<std::string>& overrides) {
+                               const std::vector<std::string>& overrides,
+                               const ConfigAdjustment& adjust) {
   TrainConfig c;
   Origins origins;
   toml::table root;
@@ -574,6 +590,11 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
     toml::table wrapper{{key.substr(0, dot), section}};
     apply_table(c, wrapper, origin, false, origins);
   }
+  if (adjust) {
+    std::vector<std::string> set_keys;
+    for (const auto& o : overrides) set_keys.push_back(o.substr(0, o.find('=')));
+    adjust(c, set_keys);
+  }
   try {
     validate(c, source);
   } catch (const Error& e) {
@@ -582,7 +603,8 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
   return c;
 }
 
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const ConfigAdjustment& adjust) {
   if (!std::filesystem::exists(path))
     fail("cannot read config file '{}': no such file; check the path (examples are in configs/)", path);
   validate::regular_file(path, "config file");
@@ -590,7 +612,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   if (!in) fail("cannot read config file '{}': check the path (examples are in configs/)", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_train_config(ss.str(), path, overrides);
+  return parse_train_config(ss.str(), path, overrides, adjust);
 }
 
 std::string to_toml(const TrainConfig& c) {

@@ -3,6 +3,7 @@
 // message naming it, the value and what is allowed.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct TrainConfig {
   int64_t max_nonfinite_steps = 10;  // skipped updates (NaN/Inf) before the run stops
   double divergence_factor = 5.0;    // stop when a loss exceeds this x its running level; 0: off
   int64_t divergence_window = 20;    // steps in the running level (their mean loss)
+  double divergence_climb_factor = 1.5;  // stop when the median loss of the last climb window
+                                     // exceeds this x the lowest such median; 0: off
+  int64_t divergence_climb_window = 100;  // steps in a climb window
 
   // [parallel]
   std::string communicator = "auto";  // auto | mpi | nccl | none
@@ -96,13 +100,21 @@ struct TrainConfig {
 // key parallel.grad_reduce asked for it.
 std::string grad_mixing_of(const TrainConfig& c);
 
+// Called on a parsed configuration before it is validated, with the keys the overrides
+// set ("parallel.microbatches", ...): a resumed run resets there the keys of its old
+// layout that the new one cannot take (train/resume_layout.h).
+using ConfigAdjustment =
+    std::function<void(TrainConfig& c, const std::vector<std::string>& set_keys)>;
+
 // Parse a TOML file (path for messages), then apply overrides "section.key=value". Errors
 // name where each value they are about came from: the file and line ("run.toml:7"), the
 // override ("--set train.steps=50"), or the option it was made from (below).
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const ConfigAdjustment& adjust = {});
 // Same from TOML text (tests).
 TrainConfig parse_train_config(const std::string& toml_text, const std::string& source_name,
-                               const std::vector<std::string>& overrides);
+                               const std::vector<std::string>& overrides,
+                               const ConfigAdjustment& adjust = {});
 // Records that the override `key=value` was made from a command-line option (`--steps 50`),
 // so that errors about it name the option the user gave rather than a --set they did not
 // write. The overrides pass through the training session as text; this is how their

@@ -46,7 +46,9 @@ std::string cuda_version_text(int v) {  // 12040 -> "12.4"
   return v > 0 ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : "";
 }
 
-nlohmann::json libraries() {
+}  // namespace
+
+nlohmann::json library_versions() {
   nlohmann::json j;
   int runtime = 0, driver = 0;
 #ifdef AISCALE_HAVE_CUDA
@@ -76,6 +78,8 @@ nlohmann::json libraries() {
   j["openblas"] = blas ? blas : "";
   return j;
 }
+
+namespace {
 
 std::string command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -128,6 +132,34 @@ nlohmann::json this_rank(int rank, const std::string& device) {
 
 }  // namespace
 
+std::string version_text() {
+  const BuildInfo& b = build_info();
+  std::string built = b.cuda ? fmt::format("CUDA (nvcc {})", b.cuda_compiler) : "CPU only (no CUDA)";
+  if (b.nccl) built += ", NCCL";
+  if (b.mpi) built += ", MPI";
+  const nlohmann::json lib = library_versions();
+  std::string runs;
+  auto add = [&](const char* name, const char* key) {
+    const std::string v = lib.value(key, "");
+    if (!v.empty()) runs += fmt::format("{}{} {}", runs.empty() ? "" : ", ", name, v);
+  };
+  add("CUDA runtime", "cuda_runtime");
+  add("CUDA driver", "cuda_driver");
+  add("NVIDIA driver", "nvidia_driver");
+  add("cuDNN", "cudnn");
+  add("NCCL", "nccl");
+  std::string mpi = lib.value("mpi", "");
+  if (const size_t comma = mpi.find(','); comma != std::string::npos) mpi.resize(comma);
+  if (!mpi.empty()) runs += (runs.empty() ? "" : ", ") + mpi;
+  std::string blas = lib.value("openblas", "");
+  if (const size_t space = blas.find(' ', blas.find(' ') + 1); space != std::string::npos)
+    blas.resize(space);  // "OpenBLAS 0.3.21 ..." -> "OpenBLAS 0.3.21"
+  if (!blas.empty()) runs += (runs.empty() ? "" : ", ") + blas;
+  return fmt::format("aiscale {} (commit {}, {} build, {})\nbuilt with: {}\nruns with: {}\n",
+                     b.version, b.git_commit, b.build_type, b.compiler, built,
+                     runs.empty() ? "(no optional library found)" : runs);
+}
+
 std::string fnv1a64_hex(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : text) {
@@ -152,7 +184,7 @@ nlohmann::json environment_record(parallel::Communicator& comm, const std::strin
                 {"cuda", b.cuda},
                 {"nccl", b.nccl},
                 {"mpi", b.mpi}};
-  j["libraries"] = libraries();
+  j["libraries"] = library_versions();
   j["device"] = device;
   j["world_size"] = comm.world();
   j["communicator"] = comm.backend();

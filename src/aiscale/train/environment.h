@@ -23,6 +23,14 @@ nlohmann::json environment_record(parallel::Communicator& comm, const std::strin
 void write_environment(const std::string& dir, parallel::Communicator& comm,
                        const std::string& device, const std::string& config_toml);
 
+// The libraries this process runs with: cuda_runtime, cuda_driver, nvidia_driver, cudnn,
+// nccl, mpi, openblas (each "" where absent). No collective; MPI need not be initialised.
+nlohmann::json library_versions();
+
+// What `aiscale --version` prints before the data paths: the version, the commit, the build
+// and the libraries it was built and runs with.
+std::string version_text();
+
 // FNV-1a, 64 bits, as 16 hex digits (the config hash of the record).
 std::string fnv1a64_hex(const std::string& text);
 

@@ -1,61 +1,177 @@
 #include "aiscale/train/generate.h"
 
 #include <algorithm>
-#include <cmath>
+#include <span>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/rng.h"
+#include "aiscale/core/timer.h"
+#include "aiscale/data/tokenizer.h"
+#include "aiscale/nn/models/gpt_decoder.h"
 
 namespace aiscale::train {
 
-int32_t sample_logits(std::vector<float>& logits, float temperature, int64_t top_k, Rng& rng) {
-  const int64_t V = static_cast<int64_t>(logits.size());
-  if (temperature <= 0.0f)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  float cutoff = -INFINITY;
-  if (top_k > 0 && top_k < V) {
-    std::vector<float> sorted(logits);
-    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<float>());
-    cutoff = sorted[top_k - 1];
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::length: return "length";
+    case StopReason::end_of_text: return "end_of_text";
+    case StopReason::stop_sequence: return "stop_sequence";
   }
-  const float maxv = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float& x : logits) {
-    x = x < cutoff ? 0.0f : std::exp((x - maxv) / temperature);
-    sum += x;
-  }
-  double u = static_cast<double>(rng.uniform()) * sum, acc = 0.0;
-  for (int64_t i = 0; i < V; ++i) {
-    acc += logits[i];
-    if (u < acc) return static_cast<int32_t>(i);
-  }
-  for (int64_t i = V - 1; i >= 0; --i)  // rounding at the very end of the range
-    if (logits[i] > 0) return static_cast<int32_t>(i);
-  return 0;
+  return "?";
 }
 
-std::vector<int32_t> generate(nn::GptModel& model, std::vector<int32_t> tokens,
-                              const SampleOptions& o, Rng& rng,
-                              const std::function<void(int32_t)>& on_token) {
-  if (model.options().batch != 1) fail("generate() needs a model built with batch 1");
-  if (tokens.empty()) fail("the prompt is empty after tokenizing: give some text");
-  const int64_t T = model.options().seq, V = model.config().vocab_size;
-  std::vector<int32_t> window(T), out;
-  std::vector<float> logits(V);
-  for (int64_t n = 0; n < o.max_new_tokens; ++n) {
-    // The last T tokens; positions after the context are padding that a causal model
-    // cannot see from the position we read.
-    const int64_t len = std::min<int64_t>(T, static_cast<int64_t>(tokens.size()));
-    std::copy(tokens.end() - len, tokens.end(), window.begin());
-    std::fill(window.begin() + len, window.end(), 0);
-    model.forward(window.data(), nullptr);
-    model.logits_at(0, len - 1, logits.data());
-    int32_t next = sample_logits(logits, o.temperature, o.top_k, rng);
-    tokens.push_back(next);
-    out.push_back(next);
-    if (on_token) on_token(next);
-    if (next == o.stop_token && static_cast<int64_t>(out.size()) >= o.min_new_tokens) break;
+int64_t slide_keep(int64_t context) { return std::max<int64_t>(1, context / 2); }
+
+uint64_t stream_seed(uint64_t seed, int64_t stream) {
+  // Rng seeds through splitmix64, so neighbouring seeds already give unrelated streams.
+  return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(stream);
+}
+
+namespace {
+
+// One decoder stream and the prompt it is continuing.
+struct Slot {
+  bool active = false;
+  std::vector<int32_t> history;  // the prompt and every token generated since
+  int64_t feed_from = 0;         // the next feed is history[feed_from, end)
+  SampleResult result;
+  StopText text;
+  size_t shown = 0;              // bytes of text passed to on_text
+  Rng rng;
+};
+
+class Generator {
+ public:
+  Generator(nn::GptDecoder& d, const data::Tokenizer& tok,
+            const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o,
+            const GenerateCallbacks& cb, GenerateStats& stats)
+      : dec_(d), tok_(tok), prompts_(prompts), o_(o), cb_(cb), stats_(stats),
+        slots_(size_t(d.streams())), results_(prompts.size()) {
+    const int64_t S = d.streams();
+    tokens_.resize(size_t(S * d.context()));
+    counts_.assign(size_t(S), 0);
+    logits_.assign(size_t(S * d.vocab_size()), 0.0f);
   }
-  return out;
+
+  std::vector<SampleResult> run() {
+    Timer timer;
+    for (int64_t s = 0; s < dec_.streams(); ++s) start(s);
+    while (std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.active; })) {
+      int64_t n = 0;
+      for (size_t s = 0; s < slots_.size(); ++s) {
+        const Slot& slot = slots_[s];
+        counts_[s] = 0;
+        if (!slot.active) continue;
+        counts_[s] = int64_t(slot.history.size()) - slot.feed_from;
+        std::copy(slot.history.begin() + slot.feed_from, slot.history.end(), tokens_.begin() + n);
+        n += counts_[s];
+      }
+      dec_.feed(tokens_.data(), counts_.data(), logits_.data());
+      for (int64_t s = 0; s < dec_.streams(); ++s)
+        if (counts_[s] > 0) next_token(s);
+    }
+    stats_.seconds += timer.seconds();
+    return std::move(results_);
+  }
+
+ private:
+  // Puts the next prompt, if any, into stream s.
+  void start(int64_t s) {
+    Slot& slot = slots_[size_t(s)];
+    slot.active = next_ < prompts_.size();
+    if (!slot.active) return;
+    const int64_t index = static_cast<int64_t>(next_++);
+    slot.history = prompts_[size_t(index)];
+    if (slot.history.empty()) {
+      if (o_.end_of_text < 0) fail("prompt {} is empty: give some text", index + 1);
+      slot.history.push_back(o_.end_of_text);
+    }
+    const int64_t P = static_cast<int64_t>(slot.history.size());
+    slot.feed_from = P - std::min(P, dec_.context());
+    slot.result = SampleResult{};
+    slot.result.index = index;
+    slot.text = StopText(o_.stop);
+    slot.shown = 0;
+    slot.rng.reseed(stream_seed(o_.seed, index));
+    dec_.reset(s);
+    stats_.prompt_tokens += P - slot.feed_from;
+  }
+
+  void next_token(int64_t s) {
+    Slot& slot = slots_[size_t(s)];
+    SampleResult& r = slot.result;
+    const int64_t V = dec_.vocab_size();
+    const int32_t token = sampler_.pick(logits_.data() + s * V, V, o_.sampling, slot.rng);
+    r.ids.push_back(token);
+    slot.history.push_back(token);
+    ++stats_.generated_tokens;
+    const int64_t n = static_cast<int64_t>(r.ids.size());
+    bool done = true;
+    if (token == o_.end_of_text && n >= o_.min_new_tokens) {
+      r.reason = StopReason::end_of_text;
+    } else if (slot.text.append(token == o_.end_of_text ? std::string("\n")
+                                                        : tok_.decode(std::span(&token, 1)))) {
+      r.reason = StopReason::stop_sequence;
+      r.stop_sequence = slot.text.matched();
+    } else if (n >= o_.max_new_tokens) {
+      r.reason = StopReason::length;
+    } else {
+      done = false;
+    }
+    show(slot, done ? slot.text.text().size() : slot.text.final_length());
+    if (!done) {
+      // The next feed: the new token, or, when the window is full, the window restarted.
+      const int64_t size = static_cast<int64_t>(slot.history.size());
+      if (dec_.length(s) < dec_.context()) {
+        slot.feed_from = size - 1;
+      } else {
+        dec_.reset(s);
+        slot.feed_from = size - std::min(size, slide_keep(dec_.context()));
+        stats_.refed_tokens += size - slot.feed_from - 1;
+      }
+      return;
+    }
+    r.text = slot.text.text();
+    if (cb_.on_done) cb_.on_done(r);
+    results_[size_t(r.index)] = std::move(r);
+    start(s);
+  }
+
+  void show(Slot& slot, size_t upto) {
+    if (upto <= slot.shown) return;
+    if (cb_.on_text)
+      cb_.on_text(slot.result.index,
+                  std::string_view(slot.text.text()).substr(slot.shown, upto - slot.shown));
+    slot.shown = upto;
+  }
+
+  nn::GptDecoder& dec_;
+  const data::Tokenizer& tok_;
+  const std::vector<std::vector<int32_t>>& prompts_;
+  const SampleOptions& o_;
+  const GenerateCallbacks& cb_;
+  GenerateStats& stats_;
+  std::vector<Slot> slots_;
+  std::vector<SampleResult> results_;
+  size_t next_ = 0;  // the next prompt to start
+  TokenSampler sampler_;
+  std::vector<int32_t> tokens_;
+  std::vector<int64_t> counts_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+std::vector<SampleResult> generate(nn::GptDecoder& decoder, const data::Tokenizer& tokenizer,
+                                   const std::vector<std::vector<int32_t>>& prompts,
+                                   const SampleOptions& o, const GenerateCallbacks& cb,
+                                   GenerateStats* stats) {
+  if (o.max_new_tokens < 1) fail("--tokens {} is invalid: generate at least 1 token", o.max_new_tokens);
+  check_sampling_params(o.sampling);
+  for (const std::string& s : o.stop)
+    if (s.empty()) fail("--stop '' is empty: give the text that ends a sample");
+  GenerateStats local;
+  return Generator(decoder, tokenizer, prompts, o, cb, stats ? *stats : local).run();
 }
 
 }  // namespace aiscale::train

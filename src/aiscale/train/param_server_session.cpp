@@ -263,7 +263,7 @@ int run_parameter_server_training(const TrainRequest& req, const TrainConfig& c,
     state.step = c.steps;
     state.data = mine.position;  // every worker has read as many batches
     state.seed = c.seed;
-    state.world_size = roles.workers();
+    set_checkpoint_layout(state, c, roles.workers());
     state.config_toml = to_toml(c);
     state.params.resize(size_t(n_params));
     state.m.resize(size_t(n_params));

@@ -39,6 +39,7 @@
 #include "aiscale/train/model_options.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
+#include "aiscale/train/resume_layout.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/trainer.h"
@@ -80,7 +81,7 @@ CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPo
   s.step = step;
   s.data = data;
   s.seed = c.seed;
-  s.world_size = world;
+  set_checkpoint_layout(s, c, world);
   s.nonfinite_steps = nonfinite;
   s.config_toml = to_toml(c);
   const size_t n = static_cast<size_t>(model.num_params());
@@ -219,8 +220,7 @@ int run_training(const TrainRequest& req) {
   // Image classifiers ([model] kind = "resnet") have their own schema and loop.
   if (is_vision_request(req)) return run_vision_training(req);
   if (!req.resume_dir.empty()) {
-    if (!fs::is_directory(req.resume_dir))
-      fail("--resume '{}': no such run directory", req.resume_dir);
+    check_resume_directory(req.resume_dir);
     if (config_path.empty()) config_path = (fs::path(req.resume_dir) / "config.toml").string();
     // The run directory stays where it is.
     fs::path rd = fs::absolute(req.resume_dir).lexically_normal();
@@ -233,8 +233,12 @@ int run_training(const TrainRequest& req) {
   // is built: every rank refuses alike and rank 0 alone says why (parallel/rank_failure.h).
   TrainConfig c;
   ParallelLayout planned;
+  std::vector<std::string> resume_config_notes;  // keys of the old layout reset
   try {
-    c = load_train_config(config_path, overrides);
+    c = req.resume_dir.empty()
+            ? load_train_config(config_path, overrides)
+            : load_resumed_config(config_path, overrides, parallel::launched_world_size(),
+                                  &resume_config_notes);
     planned = parallel_layout(c, c.communicator == "none" ? 1 : parallel::launched_world_size());
   } catch (const Error& e) {
     throw parallel::AlikeOnEveryRank(e.what());
@@ -261,9 +265,10 @@ int run_training(const TrainRequest& req) {
   std::unique_ptr<parallel::Communicator>& comm = context.comm;
   if (comm->world() > 1) {
     // NCCL bounds its own waits by timeout_s and then aborts the communicator, which ends
-    // its kernels and fails with a message naming the call; the watchdog stays behind it
-    // as the last resort.
-    const double watchdog_s = comm->on_device() ? c.timeout_s + 30 : c.timeout_s;
+    // its kernels and fails with a message naming the call (TCP fails naming the peer); the
+    // watchdog stays behind it as the last resort.
+    const double watchdog_s =
+        comm->on_device() || comm->backend() == "tcp" ? c.timeout_s + 30 : c.timeout_s;
     comm = parallel::with_watchdog(std::move(comm), watchdog_s);
   }
   const int rank = comm->rank(), world = comm->world();
@@ -292,24 +297,19 @@ int run_training(const TrainRequest& req) {
   auto train_src = make_shard_source(c.train_data, c.batch_size, c.seq_len, data_rank, data_world, c.seed,
                                      /*shuffle=*/true, c.model.vocab_size);
   std::unique_ptr<BatchSource> val_src;
-  if (!c.val_data.empty()) {
+  // Every shard's token ids are checked against the vocabulary as the sources open them.
+  if (!c.val_data.empty())
     val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, data_rank, data_world, c.seed,
                                 /*shuffle=*/false, c.model.vocab_size);
-    // The batches every evaluation reads, checked now (token ids against the vocabulary)
-    // rather than after training, when a failure would come too late.
-    std::vector<int32_t> in(static_cast<size_t>(c.batch_size * c.seq_len)), out(in.size());
-    for (int64_t i = 0; i < c.eval_batches; ++i) val_src->next_batch(in.data(), out.data());
-    val_src->rewind();
-  }
 
   if (resume) {
     const auto& r = resume->state;
-    // The data order depends on the data-parallel ranks only: a checkpoint moves between
-    // tensor-parallel layouts (it holds the whole tensors).
-    if (r.world_size != data_world)
-      fail("checkpoint '{}' was written by {} data-parallel rank(s), this job has {} ({}): "
-           "resume with the same number of ranks (the data order depends on it)", resume->dir,
-           r.world_size, data_world, describe(layout));
+    // Any layout resumes any other: the checkpoint holds whole tensors and its data position
+    // counts samples. What changed is said (another seq_len is refused).
+    std::vector<std::string> notes = resume_notes(r, c, layout, resume->dir);
+    notes.insert(notes.begin(), resume_config_notes.begin(), resume_config_notes.end());
+    if (rank == 0)
+      for (const auto& n : notes) log::info("resume note: {}", n);
     if (r.step >= c.steps)
       fail("run '{}' already reached step {} of train.steps = {}: raise it with --set "
            "train.steps=N to train further", req.resume_dir, r.step, c.steps);
@@ -449,7 +449,9 @@ int run_training(const TrainRequest& req) {
       snapshot(c, *model, position_after_last_step, step, data_world, nonfinite);
     last_checkpoint = step;
   };
-  DivergenceDetector divergence(c.divergence_factor, c.divergence_window);
+  DivergenceDetector divergence(c.divergence_factor, c.divergence_window,
+                                c.divergence_climb_factor, c.divergence_climb_window);
+  int64_t last_good_step = 0;  // after a loss divergence: the newest state judged good
   trainer.after_step = [&](const StepStats& s) {
     // The loss is the mean over ranks and the norm that of the summed gradients: every
     // rank decides alike, without a collective.
@@ -465,6 +467,7 @@ int run_training(const TrainRequest& req) {
       }
     } else if (auto why = divergence.observe(s.step, s.loss)) {
       diverged = *why;
+      last_good_step = divergence.last_good_step();
       stop_diverged = true;
     }
     last_step = s.step;
@@ -518,10 +521,31 @@ int run_training(const TrainRequest& req) {
   }
 
   const bool diverged_stop = !diverged.empty();
+  std::vector<std::string> set_aside;  // step_N checkpoints of a climb, now step_N.diverged
+  std::string diverged_state;          // where the diverged weights were kept, if they were
   if (diverged_stop && std::isfinite(r.final_loss) && nonfinite <= c.max_nonfinite_steps) {
-    // The loss ran away: the weights in memory produced it and are not saved over the
-    // last good checkpoint; one is written only when none exists, so nothing is lost.
-    if (last_checkpoint == 0) save_checkpoint(r.steps);
+    // The loss ran away: the weights in memory produced it, and so did those of any
+    // checkpoint after the last good step (a climb spans several). Those are set aside,
+    // so that --resume takes the newest good one; the weights in memory are never a step_N
+    // checkpoint. When no good checkpoint is left they are kept as diverged-step_N (never
+    // resumed from), so that nothing trained is lost.
+    char keep = 0;
+    if (rank == 0) {
+      checkpointer->wait();
+      set_aside = set_aside_checkpoints_after(ckpt_dir, last_good_step);
+      keep = latest_checkpoint(ckpt_dir) ? 0 : 1;
+    }
+    if (model->collective_state()) {  // every rank takes part in gathering the state
+      if (world > 1) comm->broadcast_bytes(&keep, 1, 0);
+      if (keep) {
+        const CheckpointState state =
+            snapshot(c, *model, position_after_last_step, r.steps, data_world, nonfinite);
+        if (rank == 0) diverged_state = write_diverged_checkpoint(ckpt_dir, state);
+      }
+    } else if (keep) {
+      diverged_state = write_diverged_checkpoint(
+          ckpt_dir, snapshot(c, *model, position_after_last_step, r.steps, data_world, nonfinite));
+    }
   } else if (r.steps != last_checkpoint) {
     // Also on a signal, and after NaN/Inf steps (their updates were skipped: the model
     // holds the last good state). Written before the summary marks the run done.
@@ -559,7 +583,13 @@ int run_training(const TrainRequest& req) {
   if (r.val_loss >= 0) summary["val_loss"] = r.val_loss;
   if (r.pipeline_bubble_median >= 0) summary["pipeline_bubble_median"] = r.pipeline_bubble_median;
   summary["communication"] = r.communication;
-  if (diverged_stop) summary["diverged"] = diverged;
+  if (diverged_stop) {
+    summary["diverged"] = diverged;
+    // Only a checkpoint of a good state is named as the run's checkpoint.
+    summary["checkpoint"] = newest ? nlohmann::json(*newest) : nlohmann::json(nullptr);
+    if (!diverged_state.empty()) summary["diverged_checkpoint"] = diverged_state;
+    if (!set_aside.empty()) summary["checkpoints_set_aside"] = set_aside;
+  }
   if (!late_error.empty()) summary["final_evaluation_error"] = late_error;
   run_dir.write_summary(summary);
   if (rank == 0) {
@@ -574,11 +604,25 @@ int run_training(const TrainRequest& req) {
                 format_count(r.tokens_per_s_median).c_str());
     std::printf("run directory: %s\n", run_dir.path().c_str());
     std::fflush(stdout);
-    if (diverged_stop)
-      log::error("training diverged and was stopped: {}. The last good state is checkpoint {}; "
-                 "lower train.lr (or raise train.divergence_factor, 0 turns the check off) and "
-                 "resume with aiscale train --resume {} --checkpoint STEP",
-                 diverged, newest ? *newest : "(none)", run_dir.path());
+    if (diverged_stop) {
+      std::string kept;
+      if (!set_aside.empty())
+        kept += fmt::format(" The checkpoints written while the loss climbed are set aside as "
+                            "{} (never resumed from).", fmt::join(set_aside, ", "));
+      if (!diverged_state.empty())
+        kept += fmt::format(" The diverged weights are kept in {} for inspection; it is never "
+                            "resumed from.", diverged_state);
+      const std::string fix =
+          "lower train.lr (or raise train.divergence_factor or "
+          "train.divergence_climb_factor; 0 turns a check off)";
+      if (newest)
+        log::error("training diverged and was stopped: {}.{} The last good state is checkpoint "
+                   "{}: {} and resume from it with aiscale train --resume {}", diverged, kept,
+                   *newest, fix, run_dir.path());
+      else
+        log::error("training diverged and was stopped: {}.{} No checkpoint holds a good state: "
+                   "{} and start the run again", diverged, kept, fix);
+    }
   }
   if (diverged_stop) return kExitDiverged;
   if (!late_error.empty())

@@ -17,7 +17,7 @@ SyntheticSource::SyntheticSource(int64_t batch, int64_t seq, int64_t vocab, uint
 void SyntheticSource::restore(const DataPosition& p) {
   rewind();
   std::vector<int32_t> a(batch_ * seq_), b(batch_ * seq_);
-  for (int64_t i = 0; i < p.index; ++i) next_batch(a.data(), b.data());
+  for (int64_t i = 0; i < p.sample / batch_; ++i) next_batch(a.data(), b.data());
 }
 
 void SyntheticSource::next_batch(int32_t* inputs, int32_t* targets) {

@@ -18,8 +18,9 @@ class SyntheticSource final : public BatchSource {
     served_ = 0;
   }
   std::string describe() const override;
-  // Synthetic data has no position: restoring rewinds and skips `index` batches.
-  DataPosition position() const override { return {0, served_}; }
+  // Synthetic data has no order to resume in: the position counts the rows served, and
+  // restoring rewinds and draws that many again.
+  DataPosition position() const override { return {0, served_ * batch_}; }
   void restore(const DataPosition& p) override;
 
  private:

@@ -67,7 +67,7 @@ StepStats Trainer::step(int64_t step_index) {
     }
     data_wait += timer.seconds() - t0;
     // A source moves to the next epoch right after serving an epoch's last batch.
-    if (before.index == 0) first_in_epoch = true;
+    if (before.sample == 0) first_in_epoch = true;
     if (train_.position().epoch != before.epoch) last_in_epoch = true;
     if (model_.pipelined()) {  // the schedule interleaves the micro-batches' passes
       if (before_backward) before_backward(step_index);

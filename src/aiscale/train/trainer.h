@@ -22,10 +22,14 @@ class OpProfiler;
 namespace aiscale::train {
 class MetricsOutputs;
 
-// How far a batch source has read: global batches served in the current epoch.
+// How far a batch source has read: the first `sample` samples (windows) of epoch `epoch`'s
+// order have been served, by all data-parallel ranks together. Counted in samples, not
+// batches, so it means the same whatever the number of data-parallel ranks, the batch size
+// or the accumulation: a checkpoint resumes in another layout at the same sample.
 struct DataPosition {
   int64_t epoch = 0;
-  int64_t index = 0;
+  int64_t sample = 0;
+  bool operator==(const DataPosition&) const = default;
 };
 
 // Where batches come from: token shards, or synthetic tokens for benchmarks.

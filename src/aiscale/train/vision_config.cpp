@@ -133,6 +133,10 @@ const std::vector<Key>& schema() {
                            "training images: crop-flip (random-resized-crop + horizontal "
                            "flip), flip (resize + flip) or none (resize)",
                            {"crop-flip", "flip", "none"}));
+    k.push_back(bool_key("data.skip_corrupt", &Config::skip_corrupt,
+                         "false: a record of the image store that cannot be decoded stops the "
+                         "run with an error naming it; true: it is skipped (the batch takes the "
+                         "next record), with one warning and the count in summary.json"));
     k.push_back(int_key("data.synthetic_images", &Config::synthetic_images,
                         "synthetic: images in the set", 1, kBig));
     k.push_back(int_key("data.synthetic_channels", &Config::synthetic_channels,
@@ -200,9 +204,9 @@ const std::vector<Key>& schema() {
     k.push_back(int_key("train.log_every", &Config::log_every, "steps between metrics lines", 1,
                         kBig));
     k.push_back(string_key("parallel.communicator", &Config::communicator,
-                           "auto: several ranks talk over NCCL on GPUs, MPI on CPUs; one "
-                           "process otherwise",
-                           {"auto", "mpi", "nccl", "none"}));
+                           "auto: several ranks talk over NCCL on GPUs, MPI on CPUs (TCP "
+                           "without an MPI launcher: torchrun); one process otherwise",
+                           {"auto", "mpi", "tcp", "nccl", "none"}));
     k.push_back(bool_key("parallel.sync_batchnorm", &Config::sync_batchnorm,
                          "batch norm statistics over every rank's images (one all-reduce per "
                          "layer) instead of each rank's own"));

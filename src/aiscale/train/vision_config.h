@@ -28,6 +28,8 @@ struct VisionTrainConfig {
   int64_t loader_threads = 0;      // decoding workers per rank; 0: the rank's cores
   std::string stage = "none";      // none | ram | local:DIR
   std::string augment = "crop-flip";  // training images: crop-flip | flip | none
+  bool skip_corrupt = false;       // a corrupt record: false stops with an error naming it,
+                                   // true skips it (counted in summary.json)
   int64_t synthetic_images = 4096; // synthetic: images in the set
   int64_t synthetic_channels = 3;
   int64_t synthetic_classes = 10;

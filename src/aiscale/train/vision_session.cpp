@@ -304,6 +304,10 @@ int run_vision_training(const TrainRequest& req) {
     return true;
   };
   const VisionResult r = trainer.run(start_step);
+  // Training images taken from the next record because theirs was corrupt
+  // (data.skip_corrupt = true), over all ranks: the set trained on differs by this much.
+  double skipped_train = double(train_src->stats().skipped_corrupt);
+  if (world > 1) comm->allreduce_sum(&skipped_train, 1);
   if (rank == 0 && r.steps > last_saved) {
     sync_host();
     write_vision_checkpoint(ckpt_dir, c, model, sgd, r.steps, train_src->position(), world,
@@ -324,7 +328,9 @@ int run_vision_training(const TrainRequest& req) {
                             {"train_top1", r.train_top1},
                             {"images_per_s_median", r.images_per_s_median},
                             {"step_time_median_s", r.step_time_median_s},
-                            {"wall_s", r.wall_s}};
+                            {"wall_s", r.wall_s},
+                            {"skipped_corrupt", {{"train", int64_t(skipped_train)},
+                                                 {"val", r.val.skipped_corrupt}}}};
   if (r.val.loss >= 0) {
     summary["val_loss"] = r.val.loss;
     summary["val_top1"] = r.val.top1;
@@ -338,6 +344,11 @@ int run_vision_training(const TrainRequest& req) {
                 run_dir.path().c_str());
     std::fflush(stdout);
   }
+  if (rank == 0 && (skipped_train > 0 || r.val.skipped_corrupt > 0))
+    log::warn("{} training image(s) and {} image(s) of the last validation pass were taken from "
+              "the next record because theirs was corrupt (data.skip_corrupt = true); the counts "
+              "are in summary.json (skipped_corrupt). Re-pack the store to train on all of it",
+              int64_t(skipped_train), r.val.skipped_corrupt);
   if (rank == 0) {
     log::info("done: {} steps, loss {:.4f} -> {:.4f}{}, {:.0f} images/s, run directory {}",
               r.steps, r.first_loss, r.final_loss,

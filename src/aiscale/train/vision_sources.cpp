@@ -138,6 +138,8 @@ std::unique_ptr<data::ImageSource> open_vision_source(const VisionTrainConfig& c
   sc.repeat = train ? c.repeat : 1;
   sc.stage = c.stage;
   sc.augment = c.augment;
+  sc.skip_corrupt = c.skip_corrupt;
+  sc.skip_corrupt_option = "data.skip_corrupt = true";
   if (c.data_kind == "lmdb") return data::open_image_source(sc);
   // idx: the images file names its labels file (Fashion-MNIST's and MNIST's naming).
   const std::string labels = idx_labels_path(path);

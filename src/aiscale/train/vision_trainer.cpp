@@ -97,7 +97,9 @@ VisionEval VisionTrainer::evaluate() {
   const int64_t batches = config_.eval_batches > 0
                               ? std::min(config_.eval_batches, val_->batches_per_epoch())
                               : val_->batches_per_epoch();
-  double totals[4] = {0, 0, 0, 0};  // loss sum, top-1, top-5, images
+  // loss sum, top-1, top-5, images, corrupt records skipped
+  double totals[5] = {0, 0, 0, 0, 0};
+  const int64_t skipped_before = val_->stats().skipped_corrupt;
   data::ImageBatch b;
   for (int64_t i = 0; i < batches; ++i) {
     val_->next_batch(b);
@@ -115,7 +117,9 @@ VisionEval VisionTrainer::evaluate() {
     totals[2] += double(top5);
     totals[3] += double(b.n);
   }
-  comm_.allreduce_sum(totals, 4);
+  totals[4] = double(val_->stats().skipped_corrupt - skipped_before);
+  comm_.allreduce_sum(totals, 5);
+  e.skipped_corrupt = int64_t(totals[4]);
   if (totals[3] == 0) return e;
   e.loss = totals[0] / totals[3];
   e.top1 = totals[1] / totals[3];

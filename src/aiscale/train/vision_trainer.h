@@ -21,6 +21,7 @@ namespace aiscale::train {
 struct VisionEval {
   double loss = -1, top1 = 0, top5 = 0;  // loss < 0: no validation data
   int64_t images = 0;
+  int64_t skipped_corrupt = 0;  // corrupt records skipped in this pass, over all ranks
 };
 
 struct VisionResult {

@@ -58,9 +58,13 @@ IdxArray read_idx(const std::string& path) {
   for (int d = 0; d < rank; ++d) {
     const uint32_t size = big_endian_u32(bytes.data() + 4 + 4 * d);
     array.dims.push_back(size);
+    // Checked before the product: 2^40 x a 32-bit dimension can wrap past 2^64 to a small
+    // count that a short file would then satisfy.
+    constexpr uint64_t kLimit = uint64_t{1} << 40;
+    if (size != 0 && total > kLimit / size)
+      fail("IDX file '{}' declares an implausible size ({} dimensions, dimension {} is {}); the "
+           "header is corrupt: fetch or reinstall it", path, rank, d + 1, size);
     total *= size;
-    if (total > (uint64_t{1} << 40))
-      fail("IDX file '{}' declares an implausible size; the header is corrupt", path);
   }
   const size_t header = 4 + 4 * static_cast<size_t>(rank);
   if (bytes.size() - header < total)

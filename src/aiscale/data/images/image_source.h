@@ -33,7 +33,8 @@ struct ImageBatch {
 // What a source has done so far on this rank (for progress lines and summaries).
 struct ImageSourceStats {
   int64_t images = 0;          // decoded and served
-  int64_t skipped_corrupt = 0; // records that failed to decode and were skipped
+  int64_t skipped_corrupt = 0; // images of served batches taken from the next position of
+                               // the order because their record was corrupt (skip_corrupt)
   double decode_seconds = 0;   // summed over worker threads
   double wait_seconds = 0;     // time next_batch() waited for the workers
 };
@@ -105,7 +106,11 @@ struct ImageSourceConfig {
   int prefetch_batches = 2;    // batches decoded ahead of the consumer
   int64_t repeat = 1;          // k: each record k times per epoch
   std::string stage = "none";  // "none", "ram" (copy into memory), or "local:DIR" (copy there first)
-  bool skip_corrupt = true;    // false: a record that fails to decode is an error
+  bool skip_corrupt = false;   // false: a corrupt record stops with an error naming the store,
+                               // the record and why; true: it is skipped and counted, with one
+                               // warning when the first is met
+  std::string skip_corrupt_option = "skip_corrupt = true";  // how the user turns skipping on,
+                               // named in those messages (e.g. "data.skip_corrupt = true")
   std::vector<float> mean;     // per channel, in [0,1] units; empty: the set's stored mean
   std::vector<float> std;      // per channel; empty: the set's stored standard deviation
 

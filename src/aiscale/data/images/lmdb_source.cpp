@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/log.h"
 #include "aiscale/data/images/codec.h"
 
 namespace aiscale::data {
@@ -18,6 +19,11 @@ namespace {
 // A corrupt record is replaced by the next positions of the order, so a batch stays full
 // and the replacement does not depend on scheduling; this many failures in a row stop.
 constexpr int kMaxCorruptInARow = 64;
+
+// A record as the user can find it: its index and its LMDB key (8 big-endian bytes).
+std::string record_name(int64_t record) {
+  return fmt::format("record {} (LMDB key 0x{:016x})", record, static_cast<uint64_t>(record));
+}
 
 int usable_cores() {
   cpu_set_t set;
@@ -36,6 +42,8 @@ struct LmdbImageSource::Slot {
   int64_t remaining = 0;
   int64_t epoch = 0, first_position = 0;
   std::string error;      // skip_corrupt = false: the first corrupt record's message
+  int64_t skipped = 0;    // skip_corrupt = true: corrupt records skipped for this batch
+  std::string first_skip; // and why the first of them was
   std::function<void(void*)> release;
   Slot(size_t floats, size_t labels_n, const ImageSourceConfig& c) {
     if (c.allocate_host) {
@@ -112,22 +120,22 @@ void LmdbImageSource::stop_workers() {
 }
 
 bool LmdbImageSource::load_image(RecordReader::Handle& records, Decoder& decoder,
-                                 std::vector<uint8_t>& pixels, int64_t epoch, int64_t position,
-                                 float* out, int32_t& label, std::string& error) {
-  const int64_t record = order_->record_at(epoch, position);
+                                 std::vector<uint8_t>& pixels, int64_t record, int64_t epoch,
+                                 int64_t position, float* out, int32_t& label, std::string& error) {
   const uint8_t* data = nullptr;
   size_t size = 0;
   RecordHeader h;
   if (!records.get(record, data, size)) {
-    error = fmt::format("record {} is missing", record);
+    error = fmt::format("{} is missing", record_name(record));
     return false;
   }
   if (!read_record_header(data, size, h)) {
-    error = fmt::format("record {} has a malformed header", record);
+    error = fmt::format("{} has a malformed header ({} bytes)", record_name(record), size);
     return false;
   }
   if (h.label < 0 || h.label >= meta_.classes) {
-    error = fmt::format("record {} has label {}, outside [0, {})", record, h.label, meta_.classes);
+    error = fmt::format("{} has label {}, outside [0, {})", record_name(record), h.label,
+                        meta_.classes);
     return false;
   }
   const uint8_t* payload = data + kRecordHeaderBytes;
@@ -137,8 +145,8 @@ bool LmdbImageSource::load_image(RecordReader::Handle& records, Decoder& decoder
   if (h.encoding == ImageEncoding::raw) {
     if (h.channels < 1 || h.channels > 4 || h.width == 0 || h.height == 0 ||
         payload_size != size_t{h.width} * h.height * h.channels) {
-      error = fmt::format("record {} holds {} raw bytes for {}x{}x{} pixels", record, payload_size,
-                          h.height, h.width, h.channels);
+      error = fmt::format("{} holds {} raw bytes for {}x{}x{} pixels", record_name(record),
+                          payload_size, h.height, h.width, h.channels);
       return false;
     }
     view = {payload, h.width, h.height, h.channels};
@@ -146,8 +154,8 @@ bool LmdbImageSource::load_image(RecordReader::Handle& records, Decoder& decoder
   } else {
     ImageHeader full;
     if (!decoder.header(h.encoding, payload, payload_size, full)) {
-      error = fmt::format("record {} ({}) cannot be decoded: {}", record, to_string(h.encoding),
-                          decoder.why());
+      error = fmt::format("{} cannot be decoded as {}: {}", record_name(record),
+                          to_string(h.encoding), decoder.why());
       return false;
     }
     box = transform_->crop_for(full.width, full.height, epoch, position);
@@ -164,8 +172,8 @@ bool LmdbImageSource::load_image(RecordReader::Handle& records, Decoder& decoder
                                                 box.width, box.height, pixels, got, region)
                         : decoder.decode(h.encoding, payload, payload_size, min_w, min_h, pixels, got);
     if (!ok) {
-      error = fmt::format("record {} ({}) cannot be decoded: {}", record, to_string(h.encoding),
-                          decoder.why());
+      error = fmt::format("{} cannot be decoded as {}: {}", record_name(record),
+                          to_string(h.encoding), decoder.why());
       return false;
     }
     if (!roi) region = {0, 0, got.width, got.height};
@@ -211,32 +219,38 @@ void LmdbImageSource::worker_main() {
         slot->first_position = cursor_->first_position(index % cursor_->batches_per_epoch());
         slot->remaining = B;
         slot->error.clear();
+        slot->skipped = 0;
+        slot->first_skip.clear();
       }
     }
     const auto start = std::chrono::steady_clock::now();
     std::string error = setup_error;
+    int failures = 0;
+    std::string first_why;
     if (error.empty()) {
       const int64_t positions = order_->positions();
       std::string why;
-      int failures = 0;
       for (int64_t p = slot->first_position + j;; p = (p + 1) % positions) {
+        const int64_t record = order_->record_at(slot->epoch, p);
         bool ok = false;
         try {
-          ok = load_image(*records, *decoder, pixels, slot->epoch, p, slot->pixels + j * per_image,
-                          slot->labels[j], why);
+          ok = load_image(*records, *decoder, pixels, record, slot->epoch, p,
+                          slot->pixels + j * per_image, slot->labels[j], why);
         } catch (const std::exception& e) {
-          why = e.what();
+          why = fmt::format("{} cannot be read: {}", record_name(record), e.what());
         }
         if (ok) break;
-        skipped_corrupt_.fetch_add(1);
         if (!config_.skip_corrupt) {
-          error = fmt::format("image store '{}': {}; repack the images, or set skip_corrupt to "
-                              "skip and count such records", config_.path, why);
+          error = fmt::format("image store '{}': {}; the store is damaged: re-pack it with "
+                              "`aiscale data pack-images`, or skip such records with {} "
+                              "(they are counted)", config_.path, why, config_.skip_corrupt_option);
           break;
         }
+        if (failures == 0) first_why = why;
         if (++failures == kMaxCorruptInARow) {
-          error = fmt::format("image store '{}': {} records in a row failed to decode (the last: "
-                              "{}); the store is damaged: repack it", config_.path, failures, why);
+          error = fmt::format("image store '{}': {} records in a row are corrupt (the last: {}); "
+                              "the store is damaged: re-pack it with `aiscale data pack-images`",
+                              config_.path, failures, why);
           break;
         }
       }
@@ -245,6 +259,8 @@ void LmdbImageSource::worker_main() {
                                 std::chrono::steady_clock::now() - start).count());
     std::lock_guard lock(mutex_);
     if (!error.empty() && slot->error.empty()) slot->error = error;
+    if (failures > 0 && slot->skipped == 0) slot->first_skip = first_why;
+    slot->skipped += failures;
     if (--slot->remaining == 0) {
       slot->done_seq = slot->seq;
       batch_ready_.notify_all();
@@ -266,6 +282,15 @@ void LmdbImageSource::next_batch_view(ImageBatchView& out) {
   if (!slot.error.empty()) throw Error(slot.error);
   holding_ = true;
   served_images_ += config_.batch_size;
+  skipped_served_ += slot.skipped;
+  if (slot.skipped > 0 && !warned_skip_) {
+    // Once per source: the count goes to the caller's summary (stats().skipped_corrupt).
+    warned_skip_ = true;
+    log::warn("image store '{}': {}; it was skipped ({}), as every corrupt record will be, "
+              "without a further message: the images are taken from the next records, and the "
+              "count of skipped records is reported at the end", config_.path, slot.first_skip,
+              config_.skip_corrupt_option);
+  }
   cursor_->advance();
   out = {config_.batch_size, transform_->channels(), transform_->height(), transform_->width(),
          config_.layout, slot.pixels, slot.labels};
@@ -299,7 +324,7 @@ ImageSourceStats LmdbImageSource::stats() const {
   std::lock_guard lock(mutex_);
   ImageSourceStats s;
   s.images = served_images_;
-  s.skipped_corrupt = skipped_corrupt_.load();
+  s.skipped_corrupt = skipped_served_;
   s.decode_seconds = static_cast<double>(decode_nanos_.load()) * 1e-9;
   s.wait_seconds = wait_seconds_;
   return s;

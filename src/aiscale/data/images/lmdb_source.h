@@ -49,10 +49,10 @@ class LmdbImageSource final : public ImageSource {
   void start_workers();
   void stop_workers();
   void worker_main();
-  // Decodes the image at `position` of `epoch` into `out`; false when the record is
-  // corrupt (why in `error`).
+  // Decodes `record` into `out`; false when the record is corrupt (why in `error`).
   bool load_image(RecordReader::Handle& records, Decoder& decoder, std::vector<uint8_t>& pixels,
-                  int64_t epoch, int64_t position, float* out, int32_t& label, std::string& error);
+                  int64_t record, int64_t epoch, int64_t position, float* out, int32_t& label,
+                  std::string& error);
 
   ImageSourceConfig config_;
   ImageStoreMeta meta_;
@@ -74,7 +74,8 @@ class LmdbImageSource final : public ImageSource {
   int64_t released_ = 0;      // sequences before this one are free
   bool holding_ = false;      // the consumer holds sequence released_
   int64_t served_images_ = 0;
-  std::atomic<int64_t> skipped_corrupt_{0};
+  int64_t skipped_served_ = 0;  // corrupt records skipped in the batches served
+  bool warned_skip_ = false;    // the one warning of skip_corrupt is given
   std::atomic<int64_t> decode_nanos_{0};
   double wait_seconds_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <lmdb.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <vector>
@@ -13,6 +14,51 @@
 namespace aiscale::data {
 namespace fs = std::filesystem;
 namespace {
+
+// A valid LMDB file holds at least its two meta pages, and a page is at least 4 KiB.
+constexpr uintmax_t kSmallestLmdbFile = 2 * 4096;
+
+std::string repack_fix() {
+  return "copy the store again from where it was packed, or re-pack it with `aiscale data "
+         "pack-images`";
+}
+
+// The store's data file must be at least as long as the two meta pages, before LMDB opens it.
+uintmax_t check_data_file_before_open(const std::string& store) {
+  const std::string file = (fs::path(store) / "data.mdb").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    fail("image store '{}': '{}' is not a regular file; re-pack the store with `aiscale data "
+         "pack-images`", store, file);
+  const uintmax_t length = fs::file_size(file, ec);
+  if (ec) fail("image store '{}': cannot read the size of '{}': {}", store, file, ec.message());
+  if (length < kSmallestLmdbFile)
+    fail("image store '{}' is truncated: '{}' ends at byte {}, shorter than LMDB's two header "
+         "pages ({} bytes at least); {}", store, file, length, kSmallestLmdbFile, repack_fix());
+  return length;
+}
+
+// mdb_env_open reads the meta pages with pread; every other page is read through the memory
+// map, where a page past the end of the file is a SIGBUS that kills the process without a
+// word. So after the open and before any transaction, the newest meta page's last page must
+// lie inside the file (LMDB refuses pages beyond that last page itself).
+void check_data_file_after_open(MDB_env* env, const std::string& store, uintmax_t length) {
+  MDB_envinfo info{};
+  MDB_stat stat{};
+  if (mdb_env_info(env, &info) != 0 || mdb_env_stat(env, &stat) != 0 || stat.ms_psize == 0)
+    fail("image store '{}': LMDB cannot describe its data file; {}", store, repack_fix());
+  const uint64_t page = stat.ms_psize;
+  const uint64_t pages = static_cast<uint64_t>(info.me_last_pgno) + 1;
+  const bool overflows = pages > UINT64_MAX / page;
+  if (overflows || length < pages * page) {
+    const std::string file = (fs::path(store) / "data.mdb").string();
+    fail("image store '{}' is truncated: '{}' ends at byte {}, but its header says it runs to "
+         "byte {} ({} pages of {} bytes); the file was cut short (an interrupted copy or pack): "
+         "{}", store, file, length,
+         overflows ? std::string("beyond 2^64") : std::to_string(pages * page), pages, page,
+         repack_fix());
+  }
+}
 
 class LmdbEnv {
  public:
@@ -45,13 +91,16 @@ class LmdbEnv {
 
  private:
   void open_and_read_meta(const std::string& path) {
+    const uintmax_t length = check_data_file_before_open(path);
     check(mdb_env_set_maxreaders(env_, 4096), "set readers");
     // Read-only and lock-free (the store is never written after its rename), one read
     // transaction per worker thread, no read-ahead for random access.
     const int rc = mdb_env_open(env_, path.c_str(), MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD, 0);
     if (rc != 0)
       fail("'{}' cannot be opened as an LMDB ({}); is it an image store written by `aiscale data "
-           "pack-images`?", path, mdb_strerror(rc));
+           "pack-images`? If it is, its data.mdb ({} bytes) is damaged: {}", path,
+           mdb_strerror(rc), length, repack_fix());
+    check_data_file_after_open(env_, path, length);
     MDB_txn* txn = nullptr;
     check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin");
     const int open_rc = mdb_dbi_open(txn, nullptr, 0, &dbi_);
@@ -161,6 +210,7 @@ std::string stage_store_locally(const std::string& path, const std::string& loca
     fail("image store '{}' does not exist or is not an LMDB directory; create it with `aiscale "
          "data pack-images`", path);
   if (local_dir.empty()) fail("stage 'local:DIR' needs a directory, e.g. local:/tmp/aiscale-stage");
+  { LmdbEnv source(path); }  // a truncated or foreign store is refused before it is copied
   std::error_code ec;
   const uintmax_t size = fs::file_size(data);
   const auto stamp = fs::last_write_time(data).time_since_epoch().count();

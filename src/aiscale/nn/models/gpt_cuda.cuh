@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_cuda_decoder.h"
 
 namespace aiscale::nn::detail {
 
@@ -61,6 +62,11 @@ std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOption
                                           const GptCudaPipelinePlan& plan = {});
 
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
+// The decoder of gpt_cuda_decoder.h on the current device (make_cuda_gpt_decoder has checked
+// the shape and the limits).
+std::unique_ptr<CudaGptDecoder> create_cuda_gpt_decoder(const GptConfig& c, const float* params,
+                                                        int max_streams, int max_rows,
+                                                        int context);
 int cuda_device_count_checked();
 
 }  // namespace aiscale::nn::detail

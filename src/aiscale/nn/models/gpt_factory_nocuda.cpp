@@ -7,6 +7,7 @@
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt.h"
+#include "aiscale/nn/models/gpt_cuda_decoder.h"
 
 #include "aiscale/nn/models/gpt_cuda.cuh"
 #include "aiscale/parallel/pipeline/schedule.h"
@@ -48,6 +49,13 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig&, const GptRunOptions&) 
 }
 
 bool cuda_available() { return false; }
+
+std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig&, const float*, int, int,
+                                                      int) {
+  throw Error(
+      "this aiscale was built without CUDA: rebuild with a CUDA compiler (cmake --preset cuda) "
+      "to sample on a GPU, or sample on the CPU (--device cpu)");
+}
 
 #else
 
@@ -105,6 +113,28 @@ GptCudaSwitches gpt_cuda_switches_from_env() {
 }  // namespace detail
 
 bool cuda_available() { return detail::cuda_device_count_checked() > 0; }
+
+std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig& c, const float* params,
+                                                      int max_streams, int max_rows, int context) {
+  c.validate();
+  if (!cuda_available())
+    fail("no CUDA GPU is visible (cudaGetDeviceCount found none): sample on a GPU node or with "
+         "--device cpu");
+  if (c.n_embd % 8 != 0)
+    fail("model.n_embd = {} must be a multiple of 8 for the CUDA decoder", c.n_embd);
+  const int64_t hs = c.head_size();
+  if (hs != 16 && hs != 32 && hs != 64 && hs != 128)
+    fail("head size n_embd / n_head = {} is not supported by the CUDA decoder: 16, 32, 64 or "
+         "128 (GPT-2 uses 64); sample with --device cpu", hs);
+  if (max_streams < 1 || max_rows < 1)
+    fail("the CUDA decoder needs at least one stream and one row (asked: {} streams, {} rows)",
+         max_streams, max_rows);
+  if (context == 0) context = static_cast<int>(c.block_size);
+  if (context < 1 || context > c.block_size)
+    fail("a decoding context of {} positions is outside 1..{} (model.block_size)", context,
+         c.block_size);
+  return detail::create_cuda_gpt_decoder(c, params, max_streams, max_rows, context);
+}
 
 #endif
 

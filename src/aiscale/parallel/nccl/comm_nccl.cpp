@@ -2,7 +2,8 @@
 //
 // Set-up: the NCCL unique id (rank 0's bootstrap address) reaches the other ranks
 // through MPI (mpirun, srun --mpi=pmix), a rendezvous file (parallel.rendezvous =
-// "file:/shared/path") or a TCP store (torchrun-style MASTER_ADDR:MASTER_PORT, or
+// "file:/shared/path") or a TCP store (torchrun-style MASTER_ADDR and MASTER_PORT, or
+// MASTER_PORT+1 beside torchrun's own store: aiscale_store_port in launch_env.h; or
 // parallel.rendezvous = "tcp://host:port"); each rank takes the GPU of its node-local
 // rank. split() makes sub-group communicators with ncclCommSplit.
 //
@@ -460,7 +461,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& o) {
   std::string how;
   const bool use_mpi = rv.kind == Rendezvous::Kind::mpi ||
                        (rv.kind == Rendezvous::Kind::automatic && env.mpi_launcher());
-  // torchrun-style launchers give RANK/WORLD_SIZE and the store's MASTER_ADDR:MASTER_PORT.
+  // torchrun-style launchers give RANK/WORLD_SIZE and MASTER_ADDR:MASTER_PORT; aiscale's
+  // store takes MASTER_PORT+1 where torchrun's agent serves its own there (launch_env.h).
   if (rv.kind == Rendezvous::Kind::automatic && env.source == "env" && env.world > 1)
     rv = tcp_rendezvous_from(env);
   if (use_mpi) {
@@ -513,9 +515,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& o) {
     if (rank == 0) rendezvous_publish(rdv_path, id_bytes, world);
     else take_id(rendezvous_wait(rdv_path, world, rank, wait), rdv_path);
   } else if (rv.kind == Rendezvous::Kind::tcp && world > 1) {
-    store = make_tcp_store(rv.host, rv.port, rank == 0, o.timeout_s);
+    store = make_tcp_store(rv.host, rv.port, rank == 0, o.timeout_s, rv.port_origin);
     how = store->where();
-    const std::string key = "aiscale/nccl_unique_id";
+    const std::string key = store_key_prefix(env) + "nccl_unique_id";
     wait.not_before = 0;  // a fresh store per job: nothing stale to skip, whatever the clocks
     if (rank == 0) rendezvous_publish(*store, key, id_bytes, world);
     else take_id(rendezvous_wait(*store, key, world, rank, wait), store->where());

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The paths a user walks first, on a GPU host: the decoder of `aiscale sample --device cuda`
+# against the CPU model, and the errors of GPU ranks (a layout the ranks cannot hold, a
+# rank-local failure, a resume into another layout) as a user sees them through
+# `aiscale launch`. Logs under $OUT, a short table last. From the repository root, with
+# .devdeps (the Debian packages the build needs) and data/fortunes (the tokenized fortunes)
+# carried:
+#   bash bench/gpu/user_paths.sh [stages...]   stages: build decoder errors (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+OUT=${OUT:-/tmp/aiscale-user-paths-out}
+mkdir -p "$OUT"
+stages=" ${*:-build decoder errors} "
+has() { [[ "$stages" == *" $1 "* ]]; }
+source bench/gpu/host_common.sh
+BIN=build/cuda/aiscale
+NGPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+{ nvidia-smi --query-gpu=index,name,memory.total,power.limit,driver_version --format=csv
+  git rev-parse HEAD 2>/dev/null; } >> "$OUT/setup.log" 2>&1
+table=()
+row() { table+=("$(printf '%-44s %s' "$1" "$2")"); }
+
+if has build; then build_cuda aiscale aiscale_gpu_sample_tests; else use_devdeps; fi
+
+if has decoder; then
+  log "decoder against the CPU model"
+  timeout 300 build/cuda/tests/gpu_sample/aiscale_gpu_sample_tests > "$OUT/decoder.log" 2>&1
+  row "decoder tests (exit code)" "$? ($(grep -c '\[       OK' "$OUT/decoder.log") ok, $(grep -c '\[  FAILED' "$OUT/decoder.log") failed)"
+fi
+
+# One case of the error paths: its exit code, how many "error:" lines the ranks printed,
+# and launch's summary line.
+error_case() {
+  local name=$1; shift
+  local log_file="$OUT/errors_$name.log"
+  timeout 240 "$@" > "$log_file" 2>&1
+  local code=$?
+  local summary
+  summary=$(grep '^launch: [0-9]* of' "$log_file" | tail -1 | cut -c1-90)
+  row "errors: $name" "exit $code, $(grep -c 'error: ' "$log_file") error line(s); ${summary:-no summary}"
+}
+
+if has errors && [ "$NGPUS" -ge 2 ]; then
+  log "errors of GPU ranks"
+  gpu=(--set train.device=cuda train.precision=bf16 train.steps=12 train.warmup_steps=2
+       run.dir="$OUT/runs")
+  cfg=(-q -c configs/quickstart.toml)
+  error_case tp3 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp3 \
+    parallel.tensor_parallel=3
+  error_case tp2pp2 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp2pp2 \
+    parallel.tensor_parallel=2 parallel.pipeline_parallel=2 parallel.microbatches=2
+  error_case rank_local env AISCALE_FAULT=fail@3:1 "$BIN" launch -n 2 -- train "${cfg[@]}" \
+    "${gpu[@]}" run.name=fail
+  timeout 240 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp2 \
+    parallel.tensor_parallel=2 > "$OUT/train_tp2.log" 2>&1
+  row "train tp 2 (exit code)" "$?"
+  error_case resume_tp2_as_dp2 "$BIN" launch -n 2 -- train -q --resume "$OUT/runs/tp2" \
+    --set parallel.tensor_parallel=1 train.steps=16
+fi
+
+echo
+echo "== $(date -u +%F) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$NGPUS, $(git rev-parse --short HEAD 2>/dev/null)"
+printf '%s\n' "${table[@]}"

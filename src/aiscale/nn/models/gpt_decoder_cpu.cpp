@@ -1,0 +1,229 @@
+// The GPT decoder on the CPU (gpt_decoder.h): fp32, the training model's ops (ops::cpu_backend:
+// embedding, LayerNorm, GELU, residual, OpenBLAS GEMM) over the rows being fed, and the
+// cached attention of gpt_decoder_cpu_attention.h. One row is a matrix-vector product per
+// weight matrix: decoding a token reads every weight once, so a step's time is the
+// weights' bytes over the memory bandwidth, and streams decoded together share that read.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "aiscale/core/error.h"
+#include "aiscale/nn/models/gpt_decoder.h"
+#include "aiscale/nn/models/gpt_decoder_cpu_attention.h"
+#include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/ops/ops.h"
+
+namespace aiscale::nn {
+namespace {
+
+class GptDecoderCpu final : public GptDecoder {
+ public:
+  GptDecoderCpu(const GptConfig& c, const GptDecoderOptions& o)
+      : config_(c), options_(resolved_decoder_options(c, o)), layout_(c),
+        ops_(ops::cpu_backend()) {
+    const int64_t S = options_.streams, W = options_.context, R = options_.max_rows;
+    const int64_t C = c.n_embd, L = c.n_layer;
+    threads_ = std::max(1, omp_get_max_threads());
+    params_.assign(size_t(layout_.size()), 0.0f);
+    k_cache_.assign(size_t(S * L * W * C), 0.0f);
+    v_cache_.assign(k_cache_.size(), 0.0f);
+    length_.assign(size_t(S), 0);
+    x_.assign(size_t(R * C), 0.0f);
+    ln_.assign(size_t(R * C), 0.0f);
+    mean_.assign(size_t(R), 0.0f);
+    rstd_.assign(size_t(R), 0.0f);
+    qkv_.assign(size_t(R * 3 * C), 0.0f);
+    atty_.assign(size_t(R * C), 0.0f);
+    proj_.assign(size_t(R * C), 0.0f);
+    fch_.assign(size_t(R * 4 * C), 0.0f);
+    scores_.assign(size_t(threads_ * W), 0.0f);
+    row_stream_.assign(size_t(R), 0);
+    row_pos_.assign(size_t(R), 0);
+    row_token_.assign(size_t(R), 0);
+    cached_.assign(size_t(R), CachedRow{});
+    // The rows whose logits a chunk computes: at most one per stream, at most a chunk's.
+    const int64_t H = std::min(S, R);
+    head_streams_.assign(size_t(H), 0);
+    head_x_.assign(size_t(H * C), 0.0f);
+    head_ln_.assign(size_t(H * C), 0.0f);
+    head_logits_.assign(size_t(H * c.vocab_size), 0.0f);
+    starts_.assign(size_t(S), 0);
+  }
+
+  const GptConfig& config() const override { return config_; }
+  const GptDecoderOptions& options() const override { return options_; }
+  std::string device_name() const override { return "cpu"; }
+
+  void set_params(const float* params) override {
+    std::copy(params, params + layout_.size(), params_.begin());
+    loaded_ = true;
+  }
+
+  int64_t length(int64_t s) const override { return length_.at(size_t(check_stream(s))); }
+  void reset(int64_t s) override { length_.at(size_t(check_stream(s))) = 0; }
+
+  void feed(const int32_t* tokens, const int64_t* counts, float* logits) override {
+    if (!loaded_) fail("the decoder has no weights: call set_params() before feed()");
+    const int64_t S = options_.streams, W = options_.context, V = config_.vocab_size;
+    // Everything is checked before anything is computed: a refused call changes nothing.
+    int64_t total = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      if (counts[s] < 0) fail("feed(): stream {} is given {} tokens", s, counts[s]);
+      if (length_[s] + counts[s] > W)
+        fail("stream {} holds {} of {} positions and is fed {} more: the window is full (reset "
+             "the stream, or restart it with its last tokens)", s, length_[s], W, counts[s]);
+      starts_[s] = total;
+      total += counts[s];
+    }
+    for (int64_t i = 0; i < total; ++i)
+      if (tokens[i] < 0 || tokens[i] >= V)
+        fail("token id {} is outside the model's vocabulary 0..{}", tokens[i], V - 1);
+    // Rows in stream order, `max_rows` at a time; a stream's rows in one chunk attend to
+    // the keys its earlier rows (this chunk's or an earlier one's) wrote into the cache.
+    int64_t n = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      for (int64_t i = 0; i < counts[s]; ++i) {
+        row_stream_[n] = s;
+        row_pos_[n] = length_[s] + i;
+        row_token_[n] = tokens[starts_[s] + i];
+        if (++n == options_.max_rows) {
+          run_rows(n, counts, logits);
+          n = 0;
+        }
+      }
+    }
+    if (n > 0) run_rows(n, counts, logits);
+    for (int64_t s = 0; s < S; ++s) length_[s] += counts[s];
+  }
+
+  size_t memory_bytes() const override {
+    size_t floats = params_.size() + k_cache_.size() + v_cache_.size() + x_.size() + ln_.size() +
+                    mean_.size() + rstd_.size() + qkv_.size() + atty_.size() + proj_.size() +
+                    fch_.size() + scores_.size() + head_x_.size() + head_ln_.size() +
+                    head_logits_.size();
+    return floats * sizeof(float);
+  }
+  size_t cache_bytes() const override {
+    return (k_cache_.size() + v_cache_.size()) * sizeof(float);
+  }
+
+ private:
+  int64_t check_stream(int64_t s) const {
+    if (s < 0 || s >= options_.streams)
+      fail("stream {} does not exist: the decoder holds streams 0..{}", s, options_.streams - 1);
+    return s;
+  }
+
+  // Stream s's cached keys (or values) of layer l, position 0.
+  float* cache_at(std::vector<float>& cache, int64_t s, int64_t l) {
+    const int64_t W = options_.context, C = config_.n_embd;
+    return cache.data() + ((s * config_.n_layer + l) * W) * C;
+  }
+
+  // out (R, OC) = in (R, C) @ w (OC, C)^T + b. One row is a matrix-vector product:
+  // OpenBLAS's sgemv streams the matrix once, where sgemm would first pack it.
+  void linear(float* out, const float* in, const float* w, const float* b, int64_t R,
+              int64_t C, int64_t OC) const {
+    if (R > 1) {
+      ops_.matmul_forward(out, in, w, b, R, C, OC);
+      return;
+    }
+    float beta = 0.0f;
+    if (b) {
+      std::memcpy(out, b, size_t(OC) * sizeof(float));
+      beta = 1.0f;
+    }
+    AISCALE_CHECK(C <= INT_MAX && OC <= INT_MAX, "matrix {} x {} too large for BLAS", OC, C);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(OC), int(C), 1.0f, w, int(C), in, 1, beta, out, 1);
+  }
+
+  // The rows row_*[0, R) through the model; the logits of each row that is the last of
+  // its stream's feed go to that stream's row of `logits`.
+  void run_rows(int64_t R, const int64_t* counts, float* logits) {
+    const int64_t C = config_.n_embd, NH = config_.n_head, W = options_.context;
+    const float* wte = params_.data();
+    const float* wpe = params_.data() + layout_.wpe();
+    for (int64_t r = 0; r < R; ++r)
+      ops_.embedding_forward(x_.data() + r * C, &row_token_[r], wte, wpe + row_pos_[r] * C, 1, 1, C);
+    for (int64_t l = 0; l < config_.n_layer; ++l) {
+      auto at = [&](GptBlockParam p) { return params_.data() + layout_.at(l, p); };
+      ops_.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(),
+                             at(GptBlockParam::ln1_w), at(GptBlockParam::ln1_b), R, C);
+      linear(qkv_.data(), ln_.data(), at(GptBlockParam::qkv_w), at(GptBlockParam::qkv_b), R, C,
+             3 * C);
+      // Each row's key and value into its stream's cache, then every row attends.
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t s = row_stream_[r], p = row_pos_[r];
+        float* k = cache_at(k_cache_, s, l);
+        float* v = cache_at(v_cache_, s, l);
+        const float* row = qkv_.data() + r * 3 * C;
+        std::memcpy(k + p * C, row + C, size_t(C) * sizeof(float));
+        std::memcpy(v + p * C, row + 2 * C, size_t(C) * sizeof(float));
+        cached_[r] = CachedRow{k, v, p + 1};
+      }
+      cached_attention_forward(atty_.data(), qkv_.data(), 3 * C, cached_.data(), R, C, C, NH,
+                               scores_.data(), W, threads_);
+      linear(proj_.data(), atty_.data(), at(GptBlockParam::proj_w), at(GptBlockParam::proj_b), R,
+             C, C);
+      ops_.residual_forward(x_.data(), x_.data(), proj_.data(), R * C);
+      ops_.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(),
+                             at(GptBlockParam::ln2_w), at(GptBlockParam::ln2_b), R, C);
+      linear(fch_.data(), ln_.data(), at(GptBlockParam::fc_w), at(GptBlockParam::fc_b), R, C,
+             4 * C);
+      ops_.gelu_forward(fch_.data(), fch_.data(), R * 4 * C);
+      linear(proj_.data(), fch_.data(), at(GptBlockParam::fcproj_w), at(GptBlockParam::fcproj_b),
+             R, 4 * C, C);
+      ops_.residual_forward(x_.data(), x_.data(), proj_.data(), R * C);
+    }
+    head(R, counts, logits);
+  }
+
+  // Final LayerNorm and the tied LM head, for the rows that end their stream's feed only:
+  // the head is a third of GPT-2 124M's weights, and a prompt's other rows need none.
+  void head(int64_t R, const int64_t* counts, float* logits) {
+    const int64_t C = config_.n_embd, V = config_.vocab_size;
+    int64_t H = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t s = row_stream_[r];
+      if (row_pos_[r] != length_[s] + counts[s] - 1) continue;
+      std::memcpy(head_x_.data() + H * C, x_.data() + r * C, size_t(C) * sizeof(float));
+      head_streams_[H++] = s;
+    }
+    if (H == 0) return;
+    ops_.layernorm_forward(head_ln_.data(), mean_.data(), rstd_.data(), head_x_.data(),
+                           params_.data() + layout_.lnf_w(), params_.data() + layout_.lnf_b(), H, C);
+    linear(head_logits_.data(), head_ln_.data(), params_.data(), nullptr, H, C, V);
+    for (int64_t h = 0; h < H; ++h)
+      std::memcpy(logits + head_streams_[h] * V, head_logits_.data() + h * V,
+                  size_t(V) * sizeof(float));
+  }
+
+  GptConfig config_;
+  GptDecoderOptions options_;
+  GptLayout layout_;
+  const ops::Backend& ops_;
+  int threads_ = 1;
+  bool loaded_ = false;
+  std::vector<float> params_;
+  std::vector<float> k_cache_, v_cache_;  // (streams, layers, context, C) each
+  std::vector<int64_t> length_;           // per stream: positions filled
+  // Activations of a chunk of rows (max_rows each).
+  std::vector<float> x_, ln_, mean_, rstd_, qkv_, atty_, proj_, fch_, scores_;
+  std::vector<int64_t> row_stream_, row_pos_;
+  std::vector<int32_t> row_token_;
+  std::vector<CachedRow> cached_;
+  std::vector<int64_t> head_streams_, starts_;
+  std::vector<float> head_x_, head_ln_, head_logits_;
+};
+
+}  // namespace
+
+std::unique_ptr<GptDecoder> make_gpt_decoder_cpu(const GptConfig& c, const GptDecoderOptions& o) {
+  return std::make_unique<GptDecoderCpu>(c, o);
+}
+
+}  // namespace aiscale::nn

@@ -1,0 +1,97 @@
+// GCC if-converts (and so vectorises) the branch-free selects of exp_nonpositive only
+// when it may assume that float operations do not trap; aiscale never enables FP traps.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include "aiscale/nn/models/gpt_decoder_cpu_attention.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+
+#include "aiscale/ops/cpu/simd.h"
+
+namespace aiscale::nn {
+namespace {
+
+using ops::cpu::exp_nonpositive;
+
+// scores[t] = q . k_t for t < n. Four keys at a time: four independent accumulators keep
+// the FMA units busy where one dot product would be a single dependency chain.
+[[gnu::always_inline]] inline void key_scores(float* scores, const float* q, const float* k,
+                                              int64_t stride, int64_t n, int64_t HS) {
+  int64_t t = 0;
+  for (; t + 4 <= n; t += 4) {
+    const float *k0 = k + t * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int64_t i = 0; i < HS; ++i) {
+      s0 += q[i] * k0[i];
+      s1 += q[i] * k1[i];
+      s2 += q[i] * k2[i];
+      s3 += q[i] * k3[i];
+    }
+    scores[t] = s0, scores[t + 1] = s1, scores[t + 2] = s2, scores[t + 3] = s3;
+  }
+  for (; t < n; ++t) {
+    const float* kt = k + t * stride;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < HS; ++i) s += q[i] * kt[i];
+    scores[t] = s;
+  }
+}
+
+// One (row, head): the softmax of the scaled scores, then the weighted sum of the values,
+// in the order of the training op so that both agree to the last bits on the same inputs.
+AISCALE_CPU_HOT void attend(float* out, float* scores, const float* q, const float* k,
+                            const float* v, int64_t n, int64_t stride, int64_t HS) {
+  const float scale = 1.0f / std::sqrt(float(HS));
+  key_scores(scores, q, k, stride, n, HS);
+  float max_score = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max_score)
+  for (int64_t t = 0; t < n; ++t) {
+    scores[t] *= scale;
+    max_score = scores[t] > max_score ? scores[t] : max_score;
+  }
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t t = 0; t < n; ++t) {
+    const float e = exp_nonpositive(scores[t] - max_score);
+    scores[t] = e;
+    sum += e;
+  }
+  const float inv_sum = 1.0f / sum;
+#pragma omp simd
+  for (int64_t t = 0; t < n; ++t) scores[t] *= inv_sum;
+  for (int64_t i = 0; i < HS; ++i) out[i] = 0.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    const float a = scores[t];
+    const float* vt = v + t * stride;
+#pragma omp simd
+    for (int64_t i = 0; i < HS; ++i) out[i] += a * vt[i];
+  }
+}
+
+}  // namespace
+
+void cached_attention_forward(float* out, const float* qkv, int64_t qkv_stride,
+                              const CachedRow* rows, int64_t R, int64_t stride, int64_t C,
+                              int64_t NH, float* scratch, int64_t max_n, int threads) {
+  const int64_t HS = C / NH;
+  int64_t work = 0;
+  for (int64_t r = 0; r < R; ++r) work += rows[r].n * 2 * C;
+  // One task per (row, head); a decoding step of one stream is a dozen small tasks, worth
+  // threads only once the windows are long.
+  const bool parallel = threads > 1 && R * NH > 1 && work >= ops::cpu::kParallelMinWork;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (parallel)
+  for (int64_t rh = 0; rh < R * NH; ++rh) {
+    const int64_t r = rh / NH, h = rh % NH;
+    float* scores = scratch + int64_t(omp_get_thread_num()) * max_n;
+    attend(out + r * C + h * HS, scores, qkv + r * qkv_stride + h * HS, rows[r].k + h * HS,
+           rows[r].v + h * HS, rows[r].n, stride, HS);
+  }
+}
+
+}  // namespace aiscale::nn
