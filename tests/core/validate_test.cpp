@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <limits>
 
+#include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "../support/error_of.h"
 
@@ -55,6 +57,57 @@ TEST(Validate, TextMustBeAWholeNumber) {
   EXPECT_NE(error_of([] { validate::parse_real("nan", 0, 1, "v"); }), "");
   EXPECT_NE(error_of([] { validate::parse_real("1e999", 0, 1e300, "v"); }), "");
   EXPECT_DOUBLE_EQ(validate::parse_real("0.25", 0, 1, "v"), 0.25);
+}
+
+// Digits beyond 64 bits are a number out of range (with the range), not "not an integer".
+TEST(Validate, AnIntegerBeyondSixtyFourBitsIsOutOfRange) {
+  for (const char* big : {"99999999999999999999", "-99999999999999999999", "+99999999999999999999"}) {
+    const std::string e = error_of([&] { validate::parse_int(big, 1, int64_t{1} << 40, "--steps"); });
+    EXPECT_NE(e.find(std::string("--steps = '") + big + "' is out of range: it must be a whole number "
+                     "between 1 and 2^40"), std::string::npos) << e;
+    EXPECT_EQ(validate::classify_int(big, 1, 10), validate::IntText::beyond_64_bits);
+  }
+  EXPECT_NE(error_of([] { validate::parse_int("99999999999999999999x", 0, 1, "v"); }).find("is not an integer"),
+            std::string::npos);
+  EXPECT_EQ(validate::classify_int("0", 1, 10), validate::IntText::too_small);
+  EXPECT_EQ(validate::classify_int("11", 1, 10), validate::IntText::too_large);
+  EXPECT_EQ(validate::classify_int("ten", 1, 10), validate::IntText::not_integer);
+  EXPECT_EQ(validate::classify_int("+7", 1, 10), validate::IntText::ok);
+  EXPECT_TRUE(validate::looks_integer("-1_000_000"));
+  EXPECT_FALSE(validate::looks_integer("1__0"));
+  EXPECT_FALSE(validate::looks_integer("1e9"));
+  // The top of an int64 range is written out: "any" would not say what is too large.
+  const std::string e = error_of([] {
+    validate::parse_int("9223372036854775808", 0, std::numeric_limits<int64_t>::max(), "seed");
+  });
+  EXPECT_NE(e.find("between 0 and 9223372036854775807"), std::string::npos) << e;
+}
+
+// A TOML file with such an integer: the file, the line, the key (with its table) and the
+// key's range when the caller knows it.
+TEST(Validate, TomlIntegerBeyondSixtyFourBitsNamesTheKeyAndItsRange) {
+  auto message = [](const std::string& text, const std::function<IntRange(const std::string&)>& range_of) {
+    try {
+      (void)toml::parse(std::string_view(text), std::string_view("run.toml"));
+    } catch (const toml::parse_error& e) {
+      return toml_integer_out_of_range(e, text, "run.toml", range_of).value_or("(none)");
+    }
+    return std::string("(parsed)");
+  };
+  auto steps = [](const std::string& key) -> IntRange {
+    if (key == "train.steps") return std::make_pair(int64_t{1}, int64_t{1} << 40);
+    return std::nullopt;
+  };
+  EXPECT_EQ(message("[model]\nn_layer = 2\n\n[train]\nlr = 1e-3\nsteps = 99999999999999999999\n", steps),
+            "run.toml:6: train.steps = 99999999999999999999 is out of range: it must be a whole number "
+            "between 1 and 2^40");
+  EXPECT_EQ(message("train = { lr = 0.1, steps = -99999999999999999999 }\n", steps),
+            "run.toml:1: train.steps = -99999999999999999999 is out of range: it must be a whole number "
+            "between 1 and 2^40");
+  EXPECT_EQ(message("counts = [1, 99999999999999999999]\n", steps),
+            "run.toml:1: counts = 99999999999999999999 is out of range: a TOML integer is between "
+            "-9223372036854775808 and 9223372036854775807");
+  EXPECT_EQ(message("x = \"unterminated\n", steps), "(none)");  // another error: the caller's message
 }
 
 TEST(Validate, InputsMustBeRegularFiles) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "../support/error_of.h"
 #include "../support/run_support.h"
@@ -173,4 +174,111 @@ TEST(SlurmScript, CliWritesAScriptOrSaysWhatIsWrong) {
   r = run_aiscale("slurm script --time 1:2:3:4 -- train --config x.toml");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--time '1:2:3:4'"), std::string::npos) << r.output;
+}
+
+// Every text that goes into a script: one with a newline is refused naming its option (it
+// would become a line of its own, a command); values of #SBATCH lines have no blanks or
+// quotes; names in shell syntax follow their grammar.
+TEST(SlurmScript, AValueWithANewlineCannotBecomeALineOfItsOwn) {
+  const std::string evil = "x\ntouch /tmp/aiscale-pwned";
+  auto refused = [&](const std::function<void(ScriptRequest&)>& set, const std::string& option) {
+    ScriptRequest r = train_on("leonardo");
+    r.account = "proj";
+    set(r);
+    const std::string m = message_of(r);
+    EXPECT_NE(m.find(option), std::string::npos) << option << ": " << m;
+    EXPECT_NE(m.find("x\\ntouch /tmp/aiscale-pwned"), std::string::npos) << m;  // shown escaped
+  };
+  refused([&](ScriptRequest& r) { r.job_name = evil; }, "--job-name");
+  refused([&](ScriptRequest& r) { r.partition = evil; }, "--partition");
+  refused([&](ScriptRequest& r) { r.account = evil; }, "--account");
+  refused([&](ScriptRequest& r) { r.qos = evil; }, "--qos");
+  refused([&](ScriptRequest& r) { r.output = evil; }, "--output");
+  refused([&](ScriptRequest& r) { r.chdir = evil; }, "--chdir");
+  refused([&](ScriptRequest& r) { r.prelude = {evil}; }, "--prelude");
+  refused([&](ScriptRequest& r) { r.env = {"NCCL_DEBUG=" + evil}; }, "--env NCCL_DEBUG");
+  refused([&](ScriptRequest& r) { r.container = evil; }, "--container");
+  refused([&](ScriptRequest& r) { r.aiscale = evil; }, "--aiscale");
+  refused([&](ScriptRequest& r) { r.cpu_bind = evil; }, "--cpu-bind");
+  refused([&](ScriptRequest& r) { r.srun_mpi = evil; }, "--srun-mpi");
+  refused([&](ScriptRequest& r) { r.argv.push_back(evil); }, "argument 4 of the aiscale command");
+
+  ScriptRequest r = train_on("leonardo");
+  r.env = {"A;touch /tmp/x=1"};
+  EXPECT_NE(message_of(r).find("is not an environment variable name"), std::string::npos) << message_of(r);
+  r = train_on("leonardo");
+  r.partition = "boost usr";
+  EXPECT_NE(message_of(r).find("--partition 'boost usr' holds ' '"), std::string::npos) << message_of(r);
+  r = train_on("leonardo");
+  r.srun_mpi = "pmix}\"; touch /tmp/x; \"";
+  EXPECT_NE(message_of(r).find("--srun-mpi"), std::string::npos) << message_of(r);
+}
+
+// What is quoted stays one argument: the script, run with a stand-in srun, passes hostile
+// text to aiscale word for word and runs nothing of it.
+TEST(SlurmScript, HostileTextReachesTheCommandAsDataOnly) {
+  auto dir = temp_dir("slurm-hostile");
+  const std::string pwned = (dir / "pwned").string();
+  ScriptRequest r;
+  r.argv = {"train", "--config", "'; touch " + pwned + "; '", "$(touch " + pwned + ")"};
+  r.env = {"NOTE=`touch " + pwned + "` $HOME \"q\""};
+  r.cpu_bind = "cores; touch " + pwned;
+  r.aiscale = "/opt/ai scale/bin/aiscale";
+  r.pass_script_args = false;
+  const std::string script = render_sbatch(resolve_job(r, nullptr));
+  std::ofstream(dir / "job.sbatch") << script;
+  fs::create_directories(dir / "bin");
+  std::ofstream(dir / "bin/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > " +
+                                         (dir / "args").string() + "\nprintf '%s\\n' \"$NOTE\" >> " +
+                                         (dir / "args").string() + "\n";
+  fs::permissions(dir / "bin/srun", fs::perms::owner_all);
+  auto out = run_command("cd " + dir.string() + " && PATH=" + (dir / "bin").string() + ":$PATH bash job.sbatch");
+  EXPECT_EQ(out.exit_code, 0) << out.output << script;
+  EXPECT_FALSE(fs::exists(pwned)) << script;
+  const std::string args = read_bytes(dir / "args");
+  for (const std::string& a : {std::string("/opt/ai scale/bin/aiscale\ntrain\n--config\n'; touch ") + pwned +
+                                   "; '\n$(touch " + pwned + ")\n",
+                               "--cpu-bind=cores; touch " + pwned + "\n",
+                               "`touch " + pwned + "` $HOME \"q\"\n"})
+    EXPECT_NE(args.find(a), std::string::npos) << a << "\n---\n" << args;
+}
+
+// The command is checked when the script is written, not when the job starts after the
+// queue; zero counts that mean nothing are refused naming the flag.
+TEST(SlurmScript, CliChecksTheCommandAndRefusesMeaninglessZeros) {
+  auto dir = temp_dir("slurm-cli-check");
+  const std::string out = (dir / "job.sbatch").string();
+  auto r = run_aiscale("slurm script -o " + out + " -- trian --config x.toml");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("'trian' is not an aiscale command (the commands are train, bench,"), std::string::npos)
+      << r.output;
+  r = run_aiscale("slurm script -o " + out + " -- train --cofnig x.toml");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--cofnig"), std::string::npos) << r.output;
+  r = run_aiscale("slurm script -o " + out + " -- bench language --steps 0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--steps"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+  // A config path is the job's: it need not exist where the script is written.
+  r = run_aiscale("slurm script -o " + out + " -- train --config /on/the/cluster.toml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  for (const char* flag : {"--nodes", "--ranks", "--tasks-per-node", "--cpus-per-task"}) {
+    r = run_aiscale(std::string("slurm script ") + flag + " 0 -- train --config x.toml");
+    EXPECT_NE(r.exit_code, 0) << flag;
+    EXPECT_NE(r.output.find(std::string(flag) + ": '0'"), std::string::npos) << r.output;
+  }
+  // Where 0 means something, it is accepted and says so in --help.
+  r = run_aiscale("slurm script --gpus-per-node 0 --signal-lead 0 -- train --config x.toml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("gpus-per-node="), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--signal="), std::string::npos) << r.output;
+  r = run_aiscale("slurm script --help");
+  EXPECT_NE(r.output.find("0: a job without GPUs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0: no signal"), std::string::npos) << r.output;
+
+  // More nodes than the partition has.
+  r = run_aiscale("slurm script --system leonardo --nodes 100000 -- train --config x.toml");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("but leonardo/booster has"), std::string::npos) << r.output;
 }

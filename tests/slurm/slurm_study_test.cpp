@@ -191,3 +191,32 @@ TEST(SlurmStudy, MalformedPointsAreNamed) {
   }
   EXPECT_NE(msg.find("points/a/command.json: \"ranks\" must be a positive integer"), std::string::npos) << msg;
 }
+
+// A point whose command this aiscale does not run is refused before any job is submitted,
+// naming its command.json; a point id that is no job name is made one.
+TEST(SlurmStudy, APointsCommandIsCheckedBeforeAnyJobIsSubmitted) {
+  FakeSlurm f("slurm-command-check");
+  std::ofstream(f.study / "points/n2/command.json") << "{\"ranks\": 2, \"argv\": [\"trian\", \"--config\", \"t.toml\"]}";
+  auto r = run_aiscale("slurm submit " + f.study.string() + " --partition debug --time 10");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("n2/command.json: point n2's command is not one aiscale runs (trian --config "
+                          "t.toml): 'trian' is not an aiscale command"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(f.dir / "sbatch-args"));
+  EXPECT_FALSE(fs::exists(f.study / "slurm.json"));
+
+  fs::remove_all(f.study / "points/n2");
+  fs::create_directories(f.study / "points/n 2");
+  std::ofstream(f.study / "points/n 2/command.json") << "{\"ranks\": 2, \"argv\": [\"train\", \"--config\", \"t.toml\"]}";
+  SubmitOptions o = cpu_options();
+  o.dry_run = true;
+  o.mode = "array";  // the log of a point with a blank goes to a quoted shell line
+  auto result = submit_study(f.study.string(), o, nullptr);
+  ASSERT_EQ(result.submitted.size(), 3u);
+  o.mode = "chain";  // ... but an #SBATCH --output value ends at the blank: refused, named
+  try {
+    submit_study(f.study.string(), o, nullptr);
+    FAIL() << "a log path with a blank went into an #SBATCH line";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the log of point n 2"), std::string::npos) << e.what();
+  }
+}

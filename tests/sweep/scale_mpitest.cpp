@@ -6,7 +6,9 @@
 
 #include <fstream>
 
+#include "aiscale/sweep/point_processes.h"
 #include "aiscale/sweep/statistics.h"
+#include "../support/background.h"
 #include "../support/chromium.h"
 #include "../support/run_support.h"
 
@@ -115,14 +117,57 @@ TEST(ScaleStudyMpi, WeakBenchStudyAndAFailedPoint) {
                                       "exit 3; fi\nexec mpirun \"$@\"\n";
   fs::permissions(dir / "mpirun.sh", fs::perms::owner_all);
   r = run_aiscale("scale " + (dir / "weak.toml").string() + " -o " + out + " --mpirun " + (dir / "mpirun.sh").string());
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // The exit status says a point failed, and one line names it and where its log is.
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("0 point(s) finished, 1 failed, 1 skipped"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 of 2 point(s) failed (n1-fp32-r1): their logs are " + out +
+                          "/points/<id>/log.txt"), std::string::npos) << r.output;
   auto index = read_json(dir / "study/study.json");
   EXPECT_EQ(index["points"][0]["state"], "failed");
   const std::string reason = index["points"][0]["reason"];
   EXPECT_NE(reason.find("exit code 3"), std::string::npos) << reason;
   EXPECT_NE(reason.find("simulated launch failure"), std::string::npos) << reason;
   EXPECT_EQ(read_json(dir / "study/analysis.json")["failed_points"][0]["id"], "n1-fp32-r1");
+}
+
+// A real SIGTERM to `aiscale scale` while a 2-rank training point runs (mpirun and its
+// ranks, each rank in a process group of its own): the ranks are ended with it, the point is
+// recorded as interrupted, the exit status is 128 + 15; the rerun skips the finished point
+// and runs the interrupted one to the end.
+TEST(ScaleStudyMpi, SigtermStopsTheRunningPointAndARerunResumes) {
+  auto dir = aiscale::testsupport::temp_dir("scale-sigterm");
+  aiscale::testsupport::write_byte_shards(dir, 3000, 2000);
+  const std::string cfg = aiscale::testsupport::tiny_config(dir);
+  std::ofstream(dir / "weak.toml") << "name = \"tiny-stop\"\nkind = \"weak\"\ncounts = [1, 2]\n"
+                                      "threads_per_rank = 1\n"
+                                      "[workload]\ntype = \"train\"\nconfig = \"" << cfg << "\"\n"
+                                      "batch = 2\n[measure]\nsteps = [2, 6]\n";
+  const fs::path study = dir / "study";
+  const std::string n2 = (fs::absolute(study).lexically_normal() / "points/n2-fp32-r1").string();
+  // Rank 1 (only the 2-rank point has one) waits 2 s before every backward pass.
+  const pid_t pid = aiscale::testsupport::start_aiscale(
+      {"scale", (dir / "weak.toml").string(), "-o", study.string()}, dir / "out.txt",
+      {{"AISCALE_FAULT", "slow@1:2000"}});
+  // mpirun and both ranks are up.
+  ASSERT_TRUE(aiscale::testsupport::wait_until(
+      [&] { return aiscale::sweep::find_point_processes(n2).size() >= 3; }, 120))
+      << aiscale::testsupport::read_bytes(dir / "out.txt");
+  ::kill(pid, SIGTERM);
+  const int code = aiscale::testsupport::wait_exit(pid, 120);
+  const std::string out = aiscale::testsupport::read_bytes(dir / "out.txt");
+  EXPECT_EQ(code, 128 + SIGTERM) << out;
+  EXPECT_NE(out.find("point n2-fp32-r1 was ended and is recorded as interrupted"), std::string::npos) << out;
+  EXPECT_TRUE(aiscale::sweep::find_point_processes(n2).empty());
+  auto index = read_json(study / "study.json");
+  EXPECT_EQ(index["points"][0]["state"], "finished");
+  EXPECT_EQ(index["points"][1]["state"], "interrupted");
+
+  auto r = run_aiscale("scale " + (dir / "weak.toml").string() + " -o " + study.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[1/2] n1-fp32-r1: finished before, skipped"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 point(s) finished, 0 failed, 1 skipped"), std::string::npos) << r.output;
+  index = read_json(study / "study.json");
+  EXPECT_EQ(index["points"][1]["state"], "finished");
 }
 
 }  // namespace

@@ -132,5 +132,65 @@ TEST(ScaleCli, RefusesAnotherStudysFolderAndACorruptIndex) {
   EXPECT_FALSE(fs::exists(dir / "new"));
 }
 
+// A point listed twice, or one that could never run, is refused before anything is written
+// or run, naming the point and the fix.
+TEST(ScaleCli, RefusesDuplicateAndImpossiblePointsBeforeAnyRuns) {
+  auto dir = testsupport::temp_dir("scale-points");
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& extra = "") {
+    std::string text = kBenchStudy;
+    text.replace(text.find(from), from.size(), to);
+    const std::string study = write(dir, "s.toml", text);
+    fs::remove_all(dir / "out");
+    auto r = run_aiscale("scale " + study + " -o " + (dir / "out").string() + " --mpirun /bin/false" + extra);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_FALSE(fs::exists(dir / "out")) << r.output;
+    return r.output;
+  };
+  const std::string path = (dir / "s.toml").string();
+  std::string m = refused("counts = [1, 2]", "counts = [1, 2, 2]");
+  EXPECT_NE(m.find(path + ": counts = [1, 2, 2] lists 2 twice: its points (n2-fp32-r1, ...) would be "
+                   "measured once and counted twice"), std::string::npos) << m;
+  EXPECT_NE(m.find("repeats = N"), std::string::npos) << m;
+  m = refused("kind = \"weak\"", "kind = \"weak\"\nprecisions = [\"fp32\", \"fp32\"]");
+  EXPECT_NE(m.find("lists \"fp32\" twice: its points (n1-fp32-r1, ...)"), std::string::npos) << m;
+  m = refused("kind = \"weak\"", "kind = \"weak\"\nprecisions = [\"fp32\", \"bf16\"]");
+  EXPECT_NE(m.find("precision \"bf16\" needs device = \"cuda\""), std::string::npos) << m;
+  EXPECT_NE(m.find("n1-bf16-r1"), std::string::npos) << m;
+  m = refused("counts = [1, 2]", "counts = [1, 100000]");
+  EXPECT_NE(m.find("point n100000-fp32-r1 starts 100000 ranks, but this machine gives this process"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("--oversubscribe"), std::string::npos) << m;
+  m = refused("counts = [1, 2]", "counts = [1, 10000000000]");
+  EXPECT_NE(m.find(path + ":3: an element of counts = 10000000000 is too large: it must be at most 2^20"),
+            std::string::npos) << m;
+  m = refused("\"gpt-tiny\"]", "\"gpt-tiny\", \"--modle\", \"x\"]");
+  EXPECT_NE(m.find("point n1-fp32-r1 could never run: aiscale refuses its command"), std::string::npos) << m;
+  EXPECT_NE(m.find("--modle"), std::string::npos) << m;
+  EXPECT_NE(m.find("fix workload.options"), std::string::npos) << m;
+  m = refused("kind = \"weak\"", "kind = \"weak\"\ndevice = \"cuda\"");
+  EXPECT_TRUE(m.find("built without CUDA") != std::string::npos ||
+              m.find("needs 2 GPUs (one rank per GPU)") != std::string::npos) << m;
+  // A dry run writes the commands for another executor: the machine's cores do not limit it.
+  std::string text = kBenchStudy;
+  text.replace(text.find("counts = [1, 2]"), 15, "counts = [1, 100000]");
+  auto r = run_aiscale("scale " + write(dir, "big.toml", text) + " -o " + (dir / "big").string() + " --dry-run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A train workload: each point's settings go through the train config before any point runs.
+TEST(ScaleCli, ChecksATrainWorkloadsConfigForEveryPoint) {
+  auto dir = testsupport::temp_dir("scale-train-check");
+  testsupport::write_byte_shards(dir, 3000, 2000);
+  const std::string cfg = testsupport::tiny_config(dir);
+  // Two tensor-parallel ranks: a 1-rank point cannot hold that layout.
+  const std::string study = write(dir, "s.toml",
+      "name = \"tp\"\nkind = \"weak\"\ncounts = [1, 2]\n[workload]\ntype = \"train\"\nconfig = \"" + cfg +
+      "\"\nset = [\"parallel.tensor_parallel=2\"]\nbatch = 2\n[measure]\nsteps = [2, 4]\n");
+  auto r = run_aiscale("scale " + study + " -o " + (dir / "out").string() + " --mpirun /bin/false");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("point n1-fp32-r1 (1 rank(s), fp32) could never run"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
 }  // namespace
 }  // namespace aiscale::sweep

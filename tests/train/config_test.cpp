@@ -153,3 +153,43 @@ TEST(TrainConfig, DivergenceKeys) {
   EXPECT_NE(e.find("train.divergence_climb_window"), std::string::npos) << e;
   EXPECT_EQ(error_of("[train]\ndivergence_climb_factor = 0\n"), "");
 }
+
+// An integer beyond 64 bits is out of range, with the key's range, in the file and in a --set.
+TEST(TrainConfig, IntegerBeyondSixtyFourBitsIsOutOfRangeWithItsRange) {
+  std::string e = error_of("[train]\nlr = 1e-3\nsteps = 99999999999999999999\n");
+  EXPECT_NE(e.find("test.toml:3: train.steps = 99999999999999999999 is out of range: it must be a whole "
+                   "number between 1 and 2^40"), std::string::npos) << e;
+  e = error_of("", {"train.steps=99999999999999999999"});
+  EXPECT_NE(e.find("--set train.steps=99999999999999999999: config key 'train.steps' = "
+                   "99999999999999999999 is out of range: it must be a whole number between 1 and 2^40"),
+            std::string::npos) << e;
+  EXPECT_EQ(e.find("must be an integer"), std::string::npos) << e;
+  e = error_of("", {"train.seed=-99999999999999999999"});
+  EXPECT_NE(e.find("is out of range: it must be a whole number between 0 and 9223372036854775807"),
+            std::string::npos) << e;
+}
+
+// An error names where the values it is about came from: the --set, the option an override
+// was made from, or file:line; not the config file for a value it does not hold.
+TEST(TrainConfig, ErrorsNameWhereTheValueCameFrom) {
+  std::string e = error_of("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\n", {"train.precision=bf16"});
+  EXPECT_EQ(e.rfind("--set train.precision=bf16: train.precision = \"bf16\" needs", 0), 0u) << e;
+  e = error_of("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\n", {"train.steps=0"});
+  EXPECT_EQ(e.rfind("--set train.steps=0: config key 'train.steps' = 0 is too small", 0), 0u) << e;
+  e = error_of("[model]\npreset = \"gpt-tiny\"\n[train]\nsteps = 0\n");
+  EXPECT_EQ(e.rfind("test.toml:4: config key 'train.steps' = 0 is too small", 0), 0u) << e;
+  // Two keys: each named with its origin, in the order the message names them.
+  e = error_of("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\nsteps = 50\n", {"train.warmup_steps=80"});
+  EXPECT_EQ(e.rfind("--set train.warmup_steps=80, test.toml:5: train.warmup_steps = 80 exceeds train.steps = 50", 0), 0u) << e;
+  // A model size from the preset names the preset's line.
+  e = error_of("[model]\npreset = \"gpt-tiny\"\n", {"train.seq_len=4096"});
+  EXPECT_EQ(e.rfind("--set train.seq_len=4096, test.toml:2 (model.preset): train.seq_len = 4096 exceeds "
+                    "model.block_size = 64", 0), 0u) << e;
+  // An override made from an option names the option.
+  aiscale::train::name_override_origin("train.seq_len=2048", "--seq-len 2048");
+  e = error_of("[model]\npreset = \"gpt-tiny\"\n", {"train.seq_len=2048"});
+  EXPECT_EQ(e.rfind("--seq-len 2048, test.toml:2 (model.preset): train.seq_len = 2048 exceeds", 0), 0u) << e;
+  // A key at its default has no origin: the message names the others'.
+  e = error_of("[model]\npreset = \"gpt-tiny\"\n");
+  EXPECT_EQ(e.rfind("test.toml:2 (model.preset): train.seq_len = 128 exceeds model.block_size = 64", 0), 0u) << e;
+}

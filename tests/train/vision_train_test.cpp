@@ -169,6 +169,17 @@ TEST(VisionTrain, ConfigErrorsNameTheKey) {
   EXPECT_NE(error_of("[model]\nkind = \"resnet\"\n[data]\nkind = \"lmdb\"\n").find("data.train"),
             std::string::npos);
   EXPECT_NE(error_of(base, {"train.momentum=1.5"}).find("train.momentum"), std::string::npos);
+  // Where the value came from: the --set, or file:line; beyond 64 bits is out of range.
+  std::string e = error_of(base, {"data.stage=nowhere"});
+  EXPECT_EQ(e.rfind("--set data.stage=nowhere: data.stage = \"nowhere\"", 0), 0u) << e;
+  e = error_of(base + "[train]\nbatch_size = 0\n");
+  EXPECT_EQ(e.rfind("test.toml:6: config key 'train.batch_size' = 0 is too small", 0), 0u) << e;
+  e = error_of(base + "[train]\nbatch_size = 99999999999999999999\n");
+  EXPECT_NE(e.find("test.toml:6: train.batch_size = 99999999999999999999 is out of range: it must be a "
+                   "whole number between"), std::string::npos) << e;
+  e = error_of(base, {"train.batch_size=99999999999999999999"});
+  EXPECT_NE(e.find("--set train.batch_size=99999999999999999999: config key 'train.batch_size' = "
+                   "99999999999999999999 is out of range"), std::string::npos) << e;
   const auto c = train::parse_vision_config(base, "test.toml", {"train.batch_size=64"});
   EXPECT_EQ(c.batch_size, 64);
   // The resolved config reads back to the same values.

@@ -53,6 +53,26 @@ TEST(TuneCli, CsvSearchBeatsDefaultsAndResumes) {
   fs::remove_all(dir);
 }
 
+// A search in which every trial diverged found nothing: the exit status says so, naming the
+// study and its results.
+TEST(TuneCli, EveryTrialDivergedExitsNonZero) {
+  const fs::path dir = temp_dir("tune-cli-diverged");
+  std::string body =
+      "backend = \"mlp\"\nmetric = \"rmse\"\ntrials = 3\nfolds = 2\n[data]\nsource = \"synthetic\"\n"
+      "synthetic_rows = 400\n[fixed]\nlr = 10.0\noptimizer = \"sgd\"\nepochs = 3\n"
+      "[params.hidden]\ntype = \"choice\"\nvalues = [16, 32]\n";
+  const std::string cfg = write_study(dir, body);
+  auto r = run_aiscale("tune " + cfg + " -q");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("every one of the 3 trial(s) of " + cfg + " diverged (score NaN; see " +
+                          (dir / "out").string() + "/results.csv)"), std::string::npos) << r.output;
+  // With a learning rate that trains, the same search has a result.
+  body.replace(body.find("lr = 10.0"), 9, "lr = 0.001");
+  r = run_aiscale("tune " + write_study(dir, body) + " -q --fresh");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(TuneCli, ScalingTableForOneHundredAndThousandTinyModels) {
   const fs::path dir = temp_dir("tune-cli-scaling");
   const std::string cfg = write_study(dir,

@@ -109,15 +109,17 @@ void add_allreduce_command(CLI::App* bench) {
   ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str()
       ->check(integer_in(1, int64_t{1} << 40));
   ar->add_option("--step-factor", args->o.step_factor, "size multiplier between messages (2 or 4 ...)")
-      ->capture_default_str();
+      ->capture_default_str()->check(integer_in(2, 1024));
   ar->add_option("--iters", args->o.iters, "timed all-reduces per size")->capture_default_str()
-      ->check(positive_number());
+      ->check(integer_in(1, 1'000'000));
   ar->add_option("--warmup", args->o.warmup, "untimed all-reduces per size first")->capture_default_str()
-      ->check(number_in(0));
+      ->check(integer_in(0, 1'000'000));
   ar->add_option("--repeats", args->o.repeats, "timed loops of --iters per size (the median counts)")
-      ->capture_default_str()->check(positive_number());
+      ->capture_default_str()->check(integer_in(1, 10'000));
   ar->add_option("--system", args->o.system, "machine name for the records (default: $SLURM_CLUSTER_NAME)");
-  ar->add_option("--nodes", args->o.nodes, "nodes for the records (default: $SLURM_JOB_NUM_NODES)");
+  ar->add_option("--nodes", args->o.nodes,
+                 "nodes for the records (default, or 0: $SLURM_JOB_NUM_NODES)")
+      ->check(integer_in(0, 1'000'000));
   ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
   ar->add_option("--rendezvous", args->rendezvous, "nccl, tcp: auto, mpi (nccl), file:/shared/path or tcp://host:port")->capture_default_str();
   ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
@@ -310,8 +312,12 @@ void add_bench_command(CLI::App& app) {
       "per token), MFU on GPUs, median and p90 step time, peak memory");
   add_run_options(lang, args->run, bench_run_keys(),
                   "Run settings (the train config's keys; default: the config's defaults)");
-  lang->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()->check(positive_number());
-  lang->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()->check(number_in(0));
+  // Whole numbers checked as such: a real-number check let 1e20 through, which CLI11 then
+  // kept as the largest 64-bit integer.
+  lang->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()
+      ->check(integer_in(1, int64_t{1} << 40));
+  lang->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()
+      ->check(integer_in(0, int64_t{1} << 40));
   lang->add_option("--output,-o", args->output, "also append the JSON line to this file");
   lang->add_option("--run-dir", args->run_dir,
                    "write a run directory: DIR/bench.jsonl (the record) and DIR/steps.jsonl (every "

@@ -48,7 +48,7 @@ void add_bench_vision_command(CLI::App* bench) {
                   "times engines that fit it; -1: the GPU's free memory beside the model, less "
                   "2 GiB, within 512 MiB..16 GiB")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
+      ->check(integer_in(-1, int64_t{1} << 20));
   cmd->add_flag("!--no-overlap", args->o.overlap,
                 "cuda ranks: one gradient all-reduce after the backward instead of ~25 MiB "
                 "buckets started during it");
@@ -60,8 +60,10 @@ void add_bench_vision_command(CLI::App* bench) {
                   "square image size; 0 = the preset's (224, or 28 for resnet-small)")
       ->capture_default_str()
       ->check(integer_in(0, 1 << 16));
-  cmd->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()->check(positive_number());
-  cmd->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()->check(number_in(0));
+  cmd->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()
+      ->check(integer_in(1, int64_t{1} << 40));
+  cmd->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()
+      ->check(integer_in(0, int64_t{1} << 40));
   cmd->add_option("--threads", args->o.threads, "CPU threads; 0 = all cores")
       ->capture_default_str()
       ->check(integer_in(0, 4096));

@@ -22,7 +22,8 @@ void add_launch_command(CLI::App& app) {
       "(docs/guide/launching.md).");
   cmd->add_option("-n,--ranks", l->ranks, "number of ranks")->capture_default_str()->check(integer_in(1, 65536));
   cmd->add_option("--threads-per-rank", l->threads_per_rank,
-                  "OpenMP/BLAS threads per rank (0 = cores / ranks)")->capture_default_str();
+                  "OpenMP/BLAS threads per rank (0 = cores / ranks)")->capture_default_str()
+      ->check(thread_count());
   cmd->add_option("--mpirun", l->mpirun, "mpirun executable")->capture_default_str();
   cmd->add_option("--mpirun-arg", l->extra_mpirun_args, "extra argument for mpirun (repeatable)");
   cmd->add_flag("--dry-run", *dry, "print the mpirun command instead of running it");

@@ -2,15 +2,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "aiscale/cli/command_check.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/cli/slurm_options.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/exception_text.h"
 #include "aiscale/orchestrate/study_submit.h"
 #include "aiscale/sweep/analysis.h"
 #include "aiscale/sweep/study.h"
+#include "aiscale/sweep/stop_signals.h"
 #include "aiscale/sweep/study_dir.h"
 
 namespace aiscale::cli {
@@ -25,7 +31,8 @@ struct ScaleArgs {
   JobOptions slurm;
   orchestrate::SubmitOptions submit;
   bool dry_run = false;
-  std::vector<std::string> argv;
+  bool oversubscribe = false;
+  double stop_timeout_s = 60;
 };
 
 std::string fmt_opt(const nlohmann::json& v, const char* f) {
@@ -62,6 +69,56 @@ void print_summary(const nlohmann::json& a) {
   }
 }
 
+// "n1-fp32-r1, n2-fp32-r1" (at most 6, then "and N more").
+std::string id_list(const std::vector<std::string>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < 6; ++i) out += (i ? ", " : "") + ids[i];
+  if (ids.size() > 6) out += fmt::format(" and {} more", ids.size() - 6);
+  return out;
+}
+
+// Every point's command as this aiscale parses it (a bench workload's options are the
+// user's), once per count and precision: a point that could never run is refused before
+// any other runs.
+void check_point_commands(const sweep::Study& study, const std::string& dir) {
+  std::set<std::pair<int, std::string>> seen;
+  for (const auto& p : sweep::study_points(study)) {
+    if (!seen.insert({p.ranks, p.precision}).second) continue;
+    const auto argv = sweep::point_argv(
+        study, p, (std::filesystem::absolute(dir) / "points" / p.id).lexically_normal().string());
+    const std::string why = aiscale_command_error(argv);
+    if (!why.empty())
+      fail("{}: point {} could never run: aiscale refuses its command ({}): {}; fix {}",
+           study.source_path, p.id, fmt::join(argv, " "), why,
+           study.workload.type == "bench" ? "workload.options" : "workload.set");
+  }
+}
+
+// With --scheduler slurm: every point's job as the options and the site preset make it,
+// resolved before the study directory is written or anything submitted.
+void check_point_jobs(const sweep::Study& study, const orchestrate::ScriptRequest& job,
+                      const plan::Catalog* catalog) {
+  for (const auto& p : sweep::study_points(study)) {
+    if (p.repeat > 1) continue;
+    orchestrate::ScriptRequest r = job;
+    r.argv = {"scale"};
+    r.ranks = p.ranks;
+    r.nodes = 0;
+    try {
+      orchestrate::resolve_job(r, catalog);
+    } catch (const Error& e) {
+      fail("{}: point {} ({} rank(s)) cannot be submitted: {}", study.source_path, p.id, p.ranks, e.what());
+    }
+  }
+}
+
+// The exit status says whether every point was measured: one line naming the failed
+// points and where their logs are, and status 1.
+[[noreturn]] void points_failed(const std::string& dir, const std::vector<std::string>& ids, size_t total) {
+  fail("{} of {} point(s) failed ({}): their logs are {}/points/<id>/log.txt; fix the cause and run "
+       "the same command again (finished points are skipped)", ids.size(), total, id_list(ids), dir);
+}
+
 }  // namespace
 
 void add_scale_command(CLI::App& app) {
@@ -83,6 +140,15 @@ void add_scale_command(CLI::App& app) {
                   "file (prints its analysis JSON)");
   cmd->add_option("--mpirun", args->mpirun, "mpirun to start each point's ranks with")->capture_default_str();
   cmd->add_flag("--dry-run", args->dry_run, "write the study directory and the points' commands, run nothing");
+  cmd->add_flag("--oversubscribe", args->oversubscribe,
+                fmt::format("run points of more than {} ranks per core of this machine (refused "
+                            "by default: such a point measures the operating system's scheduler)",
+                            sweep::kMaxRanksPerCore));
+  cmd->add_option("--stop-timeout", args->stop_timeout_s,
+                  "on SIGINT or SIGTERM: seconds the running point's processes get to end (they "
+                  "get the signal) before they are killed (0: at once); the point is recorded as "
+                  "interrupted")
+      ->capture_default_str()->check(number_in(0, 86400));
   cmd->add_option("--scheduler", args->scheduler,
                   "local: run the points one after another here, through mpirun; slurm: submit "
                   "them as Slurm jobs (a dependency chain, or job arrays with --mode array), then "
@@ -94,14 +160,23 @@ void add_scale_command(CLI::App& app) {
   slurm->add_option("--mode", args->submit.mode, "chain (one job per point, one after another) or array")
       ->capture_default_str()->check(CLI::IsMember({"chain", "array"}));
   slurm->add_option("--array-parallel", args->submit.array_parallel,
-                    "with --mode array: tasks of an array that may run at once")->capture_default_str();
+                    "with --mode array: tasks of an array that may run at once (at least 1)")
+      ->capture_default_str()->check(integer_in(1, 1000000));
+  cmd->footer("Exit status: 0 when every point was measured; 1 when a point failed (one line names "
+              "them and their logs) or the study was refused; 128 + the signal when SIGINT or "
+              "SIGTERM stopped it (the running point is recorded as interrupted; running the same "
+              "command again resumes). With --analyze: 1 when the study has failed points.");
   cmd->callback([args] {
     if (!args->analyze.empty()) {
       if (std::filesystem::is_directory(args->analyze)) {
-        sweep::refresh_point_states(args->analyze);
+        auto index = sweep::refresh_point_states(args->analyze);
         auto a = sweep::analyze_study(args->analyze);
         print_summary(a);
         std::printf("analysis: %s/analysis.json\n", args->analyze.c_str());
+        std::fflush(stdout);
+        std::vector<std::string> failed;
+        for (const auto& f : a["failed_points"]) failed.push_back(f.value("id", ""));
+        if (!failed.empty()) points_failed(args->analyze, failed, index["points"].size());
       } else {
         std::printf("%s\n", sweep::analyze_jsonl(args->analyze).dump(2).c_str());
       }
@@ -110,6 +185,20 @@ void add_scale_command(CLI::App& app) {
     if (args->study.empty()) throw CLI::RequiredError("STUDY.toml (or --analyze DIR)");
     if (args->output.empty()) throw CLI::RequiredError("--output STUDY_DIR");
     const sweep::Study study = sweep::load_study(args->study);
+    // Every point is checked before the study directory is written and before any runs.
+    sweep::check_study_points(study);
+    check_point_commands(study, args->output);
+    std::unique_ptr<plan::Catalog> catalog;
+    if (args->scheduler == "slurm") {
+      catalog = prepare_job_options(args->slurm);
+      check_point_jobs(study, args->slurm.req, catalog.get());
+    } else if (!args->dry_run) {
+      sweep::LocalCapacity machine = sweep::this_machine();
+      machine.oversubscribe = args->oversubscribe;
+      sweep::check_local_capacity(study, machine);
+      if (std::filesystem::exists(std::filesystem::path(args->output) / "study.json"))
+        sweep::check_no_point_processes(args->output);
+    }
     const std::string command = fmt::format("aiscale scale {} -o {}", args->study, args->output);
     auto index = sweep::open_study_dir(study, args->output, command);
     std::printf("study '%s' (%s scaling, %zu points) in %s\n", study.name.c_str(), study.kind.c_str(),
@@ -118,7 +207,6 @@ void add_scale_command(CLI::App& app) {
     if (args->scheduler == "slurm") {
       // The points' commands are in place; Slurm runs them (study_submit.h). A refused
       // sbatch leaves the study as it was.
-      auto catalog = prepare_job_options(args->slurm);
       args->submit.job = args->slurm.req;
       args->submit.dry_run = args->dry_run;
       const auto r = orchestrate::submit_study(args->output, args->submit, catalog.get());
@@ -138,15 +226,30 @@ void add_scale_command(CLI::App& app) {
     }
     sweep::RunStudyOptions o;
     o.executor.mpirun = args->mpirun;
+    o.executor.stop_timeout_s = args->stop_timeout_s;
     o.progress = [](const std::string& line) {
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
     };
     const auto result = sweep::run_study_locally(args->output, o);
+    if (result.stop_signal) {
+      std::printf("stopped by %s%s; %d point(s) finished before it, %d failed; run the same command "
+                  "again to resume (finished points are skipped)\n",
+                  sweep::stop_signal_name(result.stop_signal),
+                  result.interrupted_point.empty()
+                      ? " between two points"
+                      : (": point " + result.interrupted_point + " was ended and is recorded as "
+                         "interrupted").c_str(),
+                  result.finished, result.failed);
+      std::fflush(stdout);
+      throw ReportedFailure(128 + result.stop_signal);
+    }
     auto a = sweep::analyze_study(args->output);
     print_summary(a);
     std::printf("%d point(s) finished, %d failed, %d skipped (finished before); analysis: %s/analysis.json\n",
                 result.finished, result.failed, result.skipped, args->output.c_str());
+    std::fflush(stdout);
+    if (result.failed > 0) points_failed(args->output, result.failed_points, index["points"].size());
   });
 }
 

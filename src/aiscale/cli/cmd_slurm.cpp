@@ -8,12 +8,16 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "aiscale/cli/command_check.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/cli/slurm_options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/orchestrate/study_status.h"
+#include "aiscale/orchestrate/study_files.h"
 #include "aiscale/orchestrate/study_submit.h"
 #include "aiscale/plan/catalog.h"
 #include "aiscale/sweep/study_dir.h"
@@ -36,6 +40,10 @@ void add_script(CLI::App* slurm) {
   c->add_option("-o,--out", *out, "Write the script to this file (default: standard output)");
   c->add_option("command", o->req.argv, "The aiscale command and its arguments, after --")->required();
   c->callback([o, out] {
+    // A command this aiscale does not run would fail only after the queue wait.
+    if (const std::string why = aiscale_command_error(o->req.argv); !why.empty())
+      fail("slurm script: the command after -- is not one aiscale runs ({}): {}; fix it before "
+           "the job waits in the queue", fmt::join(o->req.argv, " "), why);
     auto cat = prepare_job_options(*o);
     orch::JobScript job = orch::resolve_job(o->req, cat.get());
     const std::string text = orch::render_sbatch(job);
@@ -69,9 +77,15 @@ void add_submit(CLI::App* slurm) {
   c->add_option("--mode", so->mode, "chain (one job per point, one after another) or array")
       ->capture_default_str();
   c->add_option("--array-parallel", so->array_parallel,
-                "With --mode array: tasks of an array that may run at once")->capture_default_str();
+                "With --mode array: tasks of an array that may run at once (at least 1)")
+      ->capture_default_str()->check(integer_in(1, 1000000));
   c->add_flag("--dry-run", so->dry_run, "Write the scripts to STUDY/slurm/dry-run/ and submit nothing");
   c->callback([o, so, dir] {
+    // Every point's command, before any job is submitted.
+    for (const auto& p : orch::read_study_points(*dir))
+      if (const std::string why = aiscale_command_error(p.argv); !why.empty())
+        fail("{}/command.json: point {}'s command is not one aiscale runs ({}): {}; write the "
+             "study again with aiscale scale", p.dir, p.id, fmt::join(p.argv, " "), why);
     auto cat = prepare_job_options(*o);
     so->job = o->req;
     auto r = orch::submit_study(*dir, *so, cat.get());
@@ -96,8 +110,10 @@ void add_status(CLI::App* slurm) {
       "until no point is queued or running, and exits 1 if any died or the timeout passed.");
   c->add_option("study", *dir, "Study directory")->required();
   c->add_flag("--wait", *wait, "Wait until no point is queued or running");
-  c->add_option("--timeout", wo->timeout_s, "With --wait: give up after this many seconds")->capture_default_str();
-  c->add_option("--poll-max", wo->max_poll_s, "With --wait: longest pause between polls, seconds")->capture_default_str();
+  c->add_option("--timeout", wo->timeout_s, "With --wait: give up after this many seconds (above 0)")
+      ->capture_default_str()->check(positive_number());
+  c->add_option("--poll-max", wo->max_poll_s, "With --wait: longest pause between polls, seconds (above 0)")
+      ->capture_default_str()->check(positive_number());
   c->callback([dir, wait, wo] {
     std::vector<orch::PointStatus> st;
     if (*wait) {

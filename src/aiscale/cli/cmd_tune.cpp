@@ -3,7 +3,9 @@
 // MPI ranks; or the scaling table of many models (--scaling).
 //   aiscale tune study.toml [--set study.trials=50] [--fresh] [--scaling 1,100,1000]
 //   aiscale tune --synthetic-csv data.csv [--rows 100000] [--seed 1]
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -13,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
@@ -153,6 +156,19 @@ void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dat
     return;
   }
   print_outcome(c, out);
+  // A trial whose model diverged scores NaN and ranks last; a search in which every trial
+  // did has no result, and the exit status says so.
+  int64_t diverged = 0;
+  for (const auto& t : out.trials) diverged += std::isfinite(t.score) ? 0 : 1;
+  if (diverged > 0 && diverged < static_cast<int64_t>(out.trials.size()))
+    std::printf("%lld of %zu trial(s) diverged (score NaN, ranked last)\n", static_cast<long long>(diverged),
+                out.trials.size());
+  std::fflush(stdout);
+  if (!out.trials.empty() && diverged == static_cast<int64_t>(out.trials.size()))
+    fail("every one of the {} trial(s) of {} diverged (score NaN; see {}/results.csv): the search "
+         "found nothing; narrow the ranges that make training unstable (a lower [params.lr] or "
+         "[fixed] lr, fewer epochs) or check the data ([data])",
+         out.trials.size(), a.config, c.dir);
 }
 
 }  // namespace
@@ -169,9 +185,11 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--scaling", a->scaling,
                   "instead of a search, time N randomly drawn models for each N in this list "
                   "(e.g. 1,100,1000) and write the scaling table (scaling.csv, scaling.json)");
-  cmd->add_option("--threads", a->threads, "CPU threads per rank (0: all cores or OMP_NUM_THREADS; overrides study.threads)");
+  cmd->add_option("--threads", a->threads, "CPU threads per rank (0: all cores or OMP_NUM_THREADS; overrides study.threads)")
+      ->check(thread_count());
   cmd->add_option("--threads-per-task", a->threads_per_task,
-                  "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)");
+                  "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)")
+      ->check(thread_count());
   cmd->add_flag("--fresh", a->fresh, "discard the finished tasks of an earlier run in the tune directory (default: resume)");
   cmd->add_flag("-q,--quiet", a->quiet, "print only the summary");
   cmd->add_option("--shard", a->shard,
@@ -181,9 +199,10 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--synthetic-csv", a->synthetic_csv,
                   "write the synthetic regression (y = 3x1 - 2x2 + x3 x4 + sin(pi x5) + 0.5 x6^2 + noise) "
                   "as CSV to this file and stop");
-  cmd->add_option("--rows", a->rows, "rows of --synthetic-csv (default 100000)");
+  cmd->add_option("--rows", a->rows, "rows of --synthetic-csv (default 100000)")->check(integer_in(1, 100'000'000));
   cmd->add_option("--noise", a->noise, "noise standard deviation of --synthetic-csv (default 0.1)");
-  cmd->add_option("--seed", a->seed, "seed of --synthetic-csv (default 1)");
+  cmd->add_option("--seed", a->seed, "seed of --synthetic-csv (default 1)")
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->footer(
       "Tasks are trials x folds; one task per thread when there are at least as many tasks as "
       "threads, else the threads are shared out among the tasks. Under mpirun (or aiscale launch, "
@@ -191,6 +210,8 @@ void add_tune_command(CLI::App& app) {
       "leaves tasks/<task>.json, so a study run again resumes where it stopped. Results: "
       "results.csv and results.json (one row per trial, the default hyperparameters first); the best "
       "trial retrained on all rows in best/. `aiscale report DIR` draws a tune directory.\n"
+      "Exit status: 0 when the search has a result; 1 when it was refused, failed, or every "
+      "trial diverged (score NaN).\n"
       "See docs/guide/tune.md.");
   cmd->callback([a] { run_tune(*a); });
 }

@@ -60,10 +60,16 @@ CLI::Validator integer_in(int64_t lo, int64_t hi) {
                         validate::bound_text(hi));
   return CLI::Validator(
       [lo, hi, words](std::string& text) -> std::string {
-        try {
-          validate::parse_int(text, lo, hi, "value");
-        } catch (const Error&) {
-          return fmt::format("'{}' is not allowed: give {}", text, words);
+        // Digits that do not fit 64 bits are a number out of range, not "not a number".
+        switch (validate::classify_int(text, lo, hi)) {
+          case validate::IntText::ok: return {};
+          case validate::IntText::not_integer:
+            return fmt::format("'{}' is not a whole number: give {}", text, words);
+          case validate::IntText::too_small: return fmt::format("'{}' is too small: give {}", text, words);
+          case validate::IntText::too_large: return fmt::format("'{}' is too large: give {}", text, words);
+          case validate::IntText::beyond_64_bits:
+            return fmt::format("'{}' is out of range: give a whole number between {} and {}", text,
+                               validate::bound_text(lo), validate::upper_bound_text(hi));
         }
         return {};
       },

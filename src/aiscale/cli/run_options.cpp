@@ -124,7 +124,10 @@ void add_run_options(CLI::App* app, RunOptions& o, const std::vector<std::string
     const std::string help = fmt::format("{} (config key {})", info->doc, key);
     const std::string names = option_name(key) + d.aliases;
     if (d.flag) {
-      app->add_flag_callback(names, [&o, key] { o.values.emplace_back(key, "true"); }, help)
+      app->add_flag_callback(names, [&o, key] {
+            o.values.emplace_back(key, "true");
+            train::name_override_origin(key + "=true", option_name(key));
+          }, help)
           ->group(group);
       continue;
     }
@@ -134,6 +137,8 @@ void add_run_options(CLI::App* app, RunOptions& o, const std::vector<std::string
           std::string value = v;
           if (type == "boolean") value = (v == "1" || v == "true") ? "true" : "false";
           o.values.emplace_back(key, value);
+          // Errors about the value name this option, not a --set the user did not write.
+          train::name_override_origin(key + "=" + value, option_name(key) + " " + v);
         },
         help);
     opt->group(group);

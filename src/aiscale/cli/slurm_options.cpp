@@ -2,7 +2,18 @@
 
 #include <filesystem>
 
+#include "aiscale/cli/options.h"
+
 namespace aiscale::cli {
+namespace {
+
+// Bounds of the counts (beyond them a value is a typo): the largest machines have some
+// ten thousand nodes and a few hundred cores per node.
+constexpr int64_t kMaxNodes = 1000000;
+constexpr int64_t kMaxRanks = int64_t{1} << 24;
+constexpr int64_t kMaxPerNode = 4096;
+
+}  // namespace
 
 void add_job_options(CLI::App* c, JobOptions& o, bool study) {
   c->add_option("--system", o.req.system,
@@ -12,15 +23,20 @@ void add_job_options(CLI::App* c, JobOptions& o, bool study) {
   c->add_option("--account,-A", o.req.account, "Slurm account (project) charged for the job");
   c->add_option("--qos,-q", o.req.qos, "Slurm QOS (overrides the preset's)");
   if (!study) {
-    c->add_option("--nodes,-N", o.req.nodes, "Nodes (default 1)");
-    c->add_option("--ranks,-n", o.req.ranks, "Total ranks (default nodes x tasks per node)");
+    c->add_option("--nodes,-N", o.req.nodes, "Nodes, at least 1 (default 1)")
+        ->check(integer_in(1, kMaxNodes));
+    c->add_option("--ranks,-n", o.req.ranks, "Total ranks, at least 1 (default nodes x tasks per node)")
+        ->check(integer_in(1, kMaxRanks));
   }
   c->add_option("--tasks-per-node", o.req.tasks_per_node,
-                "Ranks per node (default: one per GPU of the preset, else 1)");
+                "Ranks per node, at least 1 (default: one per GPU of the preset, else 1)")
+      ->check(integer_in(1, kMaxPerNode));
   c->add_option("--gpus-per-node", o.req.gpus_per_node,
-                "GPUs per node (default: the preset's; at most the preset's)");
+                "GPUs per node (default: the preset's; at most the preset's); 0: a job without GPUs")
+      ->check(integer_in(0, kMaxPerNode));
   c->add_option("--cpus-per-task,-c", o.req.cpus_per_task,
-                "Cores per rank (default: the preset's cores per GPU, else 1)");
+                "Cores per rank, at least 1 (default: the preset's cores per GPU, else 1)")
+      ->check(integer_in(1, kMaxPerNode));
   c->add_option("--gpu-request", o.req.gpu_request,
                 "How GPUs are asked for: gpus-per-node (--gpus-per-node=N), gres (--gres=gpu:N) "
                 "or none (default: the preset's)");
@@ -33,7 +49,7 @@ void add_job_options(CLI::App* c, JobOptions& o, bool study) {
                 "Time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")->capture_default_str();
   c->add_option("--signal-lead", o.req.signal_lead_s,
                 "Seconds before the time limit at which the ranks get SIGTERM (aiscale train "
-                "checkpoints and stops); 0: no signal")->capture_default_str();
+                "checkpoints and stops); 0: no signal")->capture_default_str()->check(integer_in(0, 65535));
   c->add_option("--job-name,-J", o.req.job_name, "Job name (default: aiscale-<command or point>)");
   if (!study) {
     c->add_option("--output", o.req.output, "sbatch --output pattern (default %x-%j.out)");

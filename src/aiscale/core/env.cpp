@@ -39,6 +39,10 @@ const Variable kVariables[] = {
      "MASTER_ADDR), the same on every rank; unset: MASTER_PORT, or MASTER_PORT+1 where "
      "torchrun's agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True) "
      "(parallel/launch_env.cpp; docs/guide/launching.md)"},
+    {"AISCALE_STUDY_POINT", "a directory", "", Kind::user,
+     "set by aiscale scale on every process of a point it runs (mpirun and the ranks inherit "
+     "it): the point's folder, by which its processes are found to pass a stop signal on, and "
+     "left-over ones before a rerun (sweep/point_processes.cpp); not meant to be set by hand"},
     // --- test: fault injection ---
     {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | fail@STEP:RANK | term@STEP | slow@RANK:MS | blowup@STEP",
      "", Kind::test,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -45,6 +46,10 @@ std::string bound_text(int64_t v) {
   if (auto e = power_of_two(static_cast<double>(v < 0 ? -v : v)))
     return fmt::format("{}2^{}", v < 0 ? "-" : "", *e);
   return std::to_string(v);
+}
+
+std::string upper_bound_text(int64_t v) {
+  return v == std::numeric_limits<int64_t>::max() ? std::to_string(v) : bound_text(v);
 }
 
 double finite(double v, std::string_view source, std::string_view fix) {
@@ -96,16 +101,61 @@ int64_t checked_product(int64_t a, int64_t b, std::string_view source) {
   return out;
 }
 
-int64_t parse_int(std::string_view text, int64_t lo, int64_t hi, std::string_view source) {
+bool looks_integer(std::string_view t) {
+  size_t i = 0;
+  if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+  if (i == t.size()) return false;
+  bool digit_before = false;
+  for (; i < t.size(); ++i) {
+    if (t[i] >= '0' && t[i] <= '9') {
+      digit_before = true;
+    } else if (t[i] == '_' && digit_before && i + 1 < t.size() && t[i + 1] >= '0' && t[i + 1] <= '9') {
+      digit_before = false;
+    } else {
+      return false;
+    }
+  }
+  return digit_before;
+}
+
+namespace {
+
+// from_chars of the whole text (a leading '+' allowed): the value and the error code, or
+// invalid_argument when text is left over.
+std::pair<int64_t, std::errc> whole_int(std::string_view text) {
   int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec == std::errc::invalid_argument || p != end)
+  std::string_view digits = text;
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  if (digits.empty()) return {0, std::errc::invalid_argument};
+  const char* end = digits.data() + digits.size();
+  auto [p, ec] = std::from_chars(digits.data(), end, v);
+  if (ec == std::errc::result_out_of_range) return {0, looks_integer(text) ? ec : std::errc::invalid_argument};
+  if (ec != std::errc() || p != end) return {0, std::errc::invalid_argument};
+  return {v, std::errc()};
+}
+
+}  // namespace
+
+IntText classify_int(std::string_view text, int64_t lo, int64_t hi) {
+  const auto [v, ec] = whole_int(text);
+  if (ec == std::errc::invalid_argument) return IntText::not_integer;
+  if (ec == std::errc::result_out_of_range) return IntText::beyond_64_bits;
+  return v < lo ? IntText::too_small : v > hi ? IntText::too_large : IntText::ok;
+}
+
+std::string out_of_range_text(std::string_view source, std::string_view text, int64_t lo, int64_t hi) {
+  return fmt::format("{} = {} is out of range: it must be a whole number between {} and {}", source,
+                     text, bound_text(lo), upper_bound_text(hi));
+}
+
+int64_t parse_int(std::string_view text, int64_t lo, int64_t hi, std::string_view source) {
+  const auto [v, ec] = whole_int(text);
+  if (ec == std::errc::invalid_argument)
     fail("{} = '{}' is not an integer: give a whole number between {} and {}", source, text,
          bound_text(lo), bound_text(hi));
   if (ec == std::errc::result_out_of_range)
-    fail("{} = '{}' is out of range: it must be between {} and {}", source, text, bound_text(lo),
-         bound_text(hi));
+    fail("{} = '{}' is out of range: it must be a whole number between {} and {}", source, text,
+         bound_text(lo), upper_bound_text(hi));
   return in_range(v, lo, hi, source);
 }
 

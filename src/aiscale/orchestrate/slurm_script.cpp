@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/orchestrate/script_text.h"
 #include "aiscale/orchestrate/time_limit.h"
 
 namespace aiscale::orchestrate {
@@ -45,6 +46,8 @@ plan::Target preset_target(const plan::Catalog& cat, const std::string& name) {
        "--partition, --gpus-per-node and --cpus-per-task yourself", s->id);
 }
 
+// "train", "bench-language": the command's leading words, as letters, digits, '.', '_' and
+// '-' only (a job name is an #SBATCH value).
 std::string command_name(const std::vector<std::string>& argv) {
   std::string name;
   for (const auto& a : argv) {
@@ -52,6 +55,8 @@ std::string command_name(const std::vector<std::string>& argv) {
     name += (name.empty() ? "" : "-") + a;
     if (name.size() > 24) break;
   }
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
   return name.empty() ? "job" : name;
 }
 
@@ -66,6 +71,46 @@ std::string shell_quote(const std::string& v) {
   for (char c : v) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
+
+namespace {
+
+// Every text of the request and the preset that the script will hold, named by where it
+// came from: the option, or the preset key (script_text.h).
+void check_request_texts(const ScriptRequest& r, const JobScript& j) {
+  const std::string site = j.label.empty() ? "" : fmt::format("{}'s Slurm preset (data/systems)", j.label);
+  auto origin = [&](bool given, const std::string& option, const std::string& key) {
+    return given || site.empty() ? option : fmt::format("{} {}", site, key);
+  };
+  check_script_text(j.label, "--system");
+  check_script_text(j.source, site + " source");
+  check_sbatch_value(j.job_name, r.job_name.empty() ? "the job name made from the command (--job-name)" : "--job-name");
+  check_sbatch_value(j.partition, origin(!r.partition.empty(), "--partition", "partition"));
+  check_sbatch_value(j.account, "--account");
+  check_sbatch_value(j.qos, origin(!r.qos.empty(), "--qos", "qos"));
+  check_sbatch_value(j.output, "--output");
+  check_sbatch_value(j.chdir, "--chdir");
+  check_word(j.gres_name, origin(false, "the GRES name", "gres_name"));
+  check_word(j.srun_mpi, origin(!r.srun_mpi.empty(), "--srun-mpi", "srun_mpi"));
+  check_script_text(j.cpu_bind, origin(!r.cpu_bind.empty(), "--cpu-bind", "cpu_bind"));
+  check_script_text(j.gpu_bind, origin(false, "the GPU binding", "gpu_bind"));
+  check_script_text(j.container, "--container");
+  check_script_text(j.container_exec, origin(false, "the container command", "container_exec"));
+  check_script_text(j.aiscale, "--aiscale");
+  const size_t site_prelude = j.prelude.size() - r.prelude.size();
+  for (size_t i = 0; i < j.prelude.size(); ++i)
+    check_script_text(j.prelude[i], i < site_prelude ? site + " prelude" : "--prelude");
+  const size_t site_env = j.env.size() - r.env.size();
+  for (size_t i = 0; i < j.env.size(); ++i) {
+    const std::string what = i < site_env ? site + " env" : "--env";
+    const auto eq = j.env[i].find('=');
+    check_env_name(j.env[i].substr(0, eq), fmt::format("{} '{}'", what, printable(j.env[i])));
+    check_script_text(j.env[i].substr(eq + 1), fmt::format("{} {}", what, j.env[i].substr(0, eq)));
+  }
+  for (size_t i = 0; i < j.argv.size(); ++i)
+    check_script_text(j.argv[i], fmt::format("argument {} of the aiscale command", i + 1));
+}
+
+}  // namespace
 
 JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
   JobScript j;
@@ -107,6 +152,11 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
     j.nodes = r.nodes > 0 ? r.nodes : 1;
     j.ntasks = j.nodes * j.tasks_per_node;
   }
+  // More nodes than the partition has would wait in the queue for ever (or be refused after it).
+  if (part && part->nodes > 0 && j.nodes > part->nodes)
+    fail("{} node(s) asked for ({} rank(s) at {} per node), but {} has {} nodes: ask for fewer "
+         "ranks or nodes{}", j.nodes, j.ntasks, j.tasks_per_node, j.label, part->nodes,
+         r.ranks > 0 ? " (lower the study's counts)" : "");
   // GPUs follow the ranks of a node (a 2-rank point on a 4-GPU node asks for 2).
   if (j.gpus_per_node > 0 && r.gpus_per_node < 0) j.gpus_per_node = std::min(j.gpus_per_node, j.tasks_per_node);
   j.cpus_per_task = r.cpus_per_task > 0 ? r.cpus_per_task
@@ -146,7 +196,7 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
   j.env = preset->env;
   for (const auto& e : r.env) {
     if (e.find('=') == std::string::npos || e.front() == '=')
-      fail("--env '{}' is not NAME=value", e);
+      fail("--env '{}' is not NAME=value", printable(e));
     j.env.push_back(e);
   }
   j.container = r.container;
@@ -161,6 +211,7 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
   j.job_name = !r.job_name.empty() ? r.job_name : "aiscale-" + command_name(r.argv);
   j.output = !r.output.empty() ? r.output : "%x-%j.out";
   j.chdir = r.chdir;
+  check_request_texts(r, j);
   return j;
 }
 
@@ -185,6 +236,17 @@ std::string joined_argv(const std::vector<std::string>& argv) {
 }  // namespace
 
 std::string render_sbatch(const JobScript& j) {
+  // What a study adds after resolve_job (its points' ids, logs and commands), checked as the
+  // options are (script_text.h).
+  check_sbatch_value(j.output, "the job's --output");
+  check_sbatch_value(j.log, fmt::format("the log of point {}", printable(j.point_id)));
+  check_script_text(j.point_id, "the point id");
+  for (const auto& t : j.array_tasks) {
+    check_script_text(t.point_id, "the point id");
+    check_script_text(t.log, fmt::format("the log of point {}", t.point_id));
+    for (size_t i = 0; i < t.argv.size(); ++i)
+      check_script_text(t.argv[i], fmt::format("argument {} of point {}'s command", i + 1, t.point_id));
+  }
   std::string o = "#!/bin/bash\n";
   const bool array = !j.array_tasks.empty();
   const std::string what = array ? fmt::format("{} study points (job array)", j.array_tasks.size())

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 
@@ -57,7 +58,12 @@ ScriptRequest point_request(const SubmitOptions& o, const StudyPoint& p, const f
   r.nodes = 0;
   r.chdir = root.string();
   r.pass_script_args = false;
-  if (r.job_name.empty()) r.job_name = "aiscale-" + p.id;
+  if (r.job_name.empty()) {
+    // The point's id as a job name (an #SBATCH value): letters, digits, '.', '_', '-'.
+    r.job_name = "aiscale-" + p.id;
+    for (char& c : r.job_name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "aiscale/sweep/study.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,8 +10,11 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/toml_errors.h"
+#include "aiscale/core/validate.h"
 #include "aiscale/data/token_loader.h"
 #include "aiscale/train/config.h"
+#include "aiscale/train/parallel_layout.h"
 
 namespace aiscale::sweep {
 namespace fs = std::filesystem;
@@ -49,13 +53,18 @@ std::string get_string(const toml::table& t, const std::string& table, const std
   fail("{}: {} must be a string (in quotes)", source, key_name(table, key));
 }
 
+// "study.toml:7" where the node has a line (it always has, parsed from the file).
+std::string at(const std::string& source, const toml::node& n) {
+  return n.source().begin.line > 0 ? fmt::format("{}:{}", source, n.source().begin.line) : source;
+}
+
 int64_t get_int(const toml::table& t, const std::string& table, const std::string& key,
-                int64_t fallback, int64_t min, const std::string& source) {
+                int64_t fallback, int64_t min, int64_t max, const std::string& source) {
   const toml::node* n = t.get(key);
   if (!n) return fallback;
   auto v = n->value<int64_t>();
-  if (!v || !n->is_integer()) fail("{}: {} must be an integer", source, key_name(table, key));
-  if (*v < min) fail("{}: {} = {} must be at least {}", source, key_name(table, key), *v, min);
+  if (!v || !n->is_integer()) fail("{}: {} must be an integer", at(source, *n), key_name(table, key));
+  validate::in_range(*v, min, max, fmt::format("{}: {}", at(source, *n), key_name(table, key)));
   return *v;
 }
 
@@ -76,18 +85,40 @@ std::vector<std::string> get_strings(const toml::table& t, const std::string& ta
 }
 
 std::vector<int64_t> get_ints(const toml::table& t, const std::string& table, const std::string& key,
-                              const std::string& source) {
+                              int64_t min, int64_t max, const std::string& source) {
   std::vector<int64_t> out;
   const toml::node* n = t.get(key);
   if (!n) return out;
   const toml::array* a = n->as_array();
-  if (!a) fail("{}: {} must be an array of integers, e.g. [1, 2, 4]", source, key_name(table, key));
+  if (!a) fail("{}: {} must be an array of integers, e.g. [1, 2, 4]", at(source, *n), key_name(table, key));
   for (const auto& e : *a) {
     if (!e.is_integer())
-      fail("{}: {} must be an array of integers, e.g. [1, 2, 4]", source, key_name(table, key));
-    out.push_back(*e.value<int64_t>());
+      fail("{}: {} must be an array of integers, e.g. [1, 2, 4]", at(source, *n), key_name(table, key));
+    out.push_back(validate::in_range(*e.value<int64_t>(), min, max,
+                                     fmt::format("{}: an element of {}", at(source, *n), key_name(table, key))));
   }
   return out;
+}
+
+// Bounds of the study's numbers: those of the train config keys they become (train.batch_size,
+// train.grad_accum and train.steps), a million ranks, and enough repeats and epochs for any
+// measurement; beyond them a value is a typo, and refused naming the key.
+constexpr int64_t kMaxBatch = int64_t{1} << 20;
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
+constexpr int64_t kMaxSteps = int64_t{1} << 40;
+constexpr int64_t kMaxEpochs = 1000000;
+constexpr int64_t kMaxRepeats = 1000;
+
+// The range of a study's integer key, for a value beyond 64 bits (core/toml_errors.h).
+IntRange study_key_range(const std::string& key) {
+  static const std::map<std::string, std::pair<int64_t, int64_t>> ranges = {
+      {"counts", {1, kMaxStudyRanks}},        {"repeats", {1, kMaxRepeats}},
+      {"threads_per_rank", {0, validate::kMaxThreads}}, {"workload.batch", {1, kMaxBatch}},
+      {"workload.global_batch", {1, kMaxGlobalBatch}}, {"workload.grad_accum", {1, kMaxBatch}},
+      {"measure.steps", {1, kMaxSteps}},       {"measure.epoch", {1, kMaxEpochs}},
+      {"measure.epochs", {1, kMaxEpochs}}};
+  const auto it = ranges.find(key);
+  return it == ranges.end() ? IntRange() : IntRange(it->second);
 }
 
 // Settings that the study sets per point, so a workload must not set them itself.
@@ -120,18 +151,39 @@ void validate_study(Study& s, const std::string& source) {
     fail("{}: kind = \"{}\" is not allowed: use \"strong\" (fixed global batch) or \"weak\" "
          "(fixed batch per rank)", source, s.kind);
   if (s.counts.empty()) fail("{}: counts is not set: list the rank counts, e.g. counts = [1, 2, 4]", source);
+  // A point listed twice would be measured once and its results counted as two repeats (the
+  // points share one folder): each count and precision is listed once; `repeats` repeats.
   for (size_t i = 0; i < s.counts.size(); ++i) {
     if (s.counts[i] < 1) fail("{}: counts = [{}]: every count must be positive", source, fmt::join(s.counts, ", "));
-    if (i > 0 && s.counts[i] <= s.counts[i - 1])
+    if (i > 0 && s.counts[i] == s.counts[i - 1])
+      fail("{}: counts = [{}] lists {} twice: its points (n{}-{}-r1, ...) would be measured once "
+           "and counted twice; list each count once, and set repeats = N to measure each point "
+           "N times", source, fmt::join(s.counts, ", "), s.counts[i], s.counts[i],
+           s.precisions.empty() ? "fp32" : s.precisions.front());
+    if (i > 0 && s.counts[i] < s.counts[i - 1])
       fail("{}: counts = [{}] is not increasing ({} after {}): list each count once, smallest first",
            source, fmt::join(s.counts, ", "), s.counts[i], s.counts[i - 1]);
   }
   if (s.precisions.empty()) fail("{}: precisions is empty: give at least one, e.g. [\"fp32\"]", source);
-  for (const auto& p : s.precisions)
+  for (size_t i = 0; i < s.precisions.size(); ++i) {
+    const auto& p = s.precisions[i];
     if (p != "fp32" && p != "bf16" && p != "fp16")
       fail("{}: precision \"{}\" is not allowed: use fp32, bf16 or fp16", source, p);
+    if (std::find(s.precisions.begin(), s.precisions.begin() + i, p) != s.precisions.begin() + i)
+      fail("{}: precisions = [\"{}\"] lists \"{}\" twice: its points (n{}-{}-r1, ...) would be "
+           "measured once and counted twice; list each precision once, and set repeats = N to "
+           "measure each point N times", source, fmt::join(s.precisions, "\", \""), p,
+           s.counts.front(), p);
+  }
   if (s.device != "cpu" && s.device != "cuda")
     fail("{}: device = \"{}\" is not allowed: use \"cpu\" or \"cuda\"", source, s.device);
+  // Training and the benchmarks run in fp32 on the CPU: such a point could never run.
+  if (s.device == "cpu")
+    for (const auto& p : s.precisions)
+      if (p != "fp32")
+        fail("{}: precision \"{}\" needs device = \"cuda\" (the CPU trains in fp32 only): its "
+             "points (n{}-{}-r1, ...) could never run; set device = \"cuda\", or precisions = "
+             "[\"fp32\"] on the CPU", source, p, s.counts.front(), p);
   auto& w = s.workload;
   if (w.type == "train") {
     if (w.config.empty()) fail("{}: workload.config is not set: name the train config (TOML)", source);
@@ -187,6 +239,7 @@ Study parse_study(const std::string& text, const std::string& source, const std:
   try {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
+    if (auto m = toml_integer_out_of_range(e, text, source, study_key_range)) fail("{}", *m);
     fail("{}: not valid TOML at line {}: {}", source, e.source().begin.line, e.description());
   }
   check_keys(root, {"name", "description", "kind", "counts", "precisions", "repeats", "device",
@@ -198,11 +251,11 @@ Study parse_study(const std::string& text, const std::string& source, const std:
   s.description = get_string(root, "", "description", "", source);
   s.kind = get_string(root, "", "kind", "", source);
   if (s.kind.empty()) fail("{}: kind is not set: use kind = \"strong\" or \"weak\"", source);
-  for (int64_t c : get_ints(root, "", "counts", source)) s.counts.push_back(static_cast<int>(c));
+  for (int64_t c : get_ints(root, "", "counts", 1, kMaxStudyRanks, source)) s.counts.push_back(static_cast<int>(c));
   if (root.get("precisions")) s.precisions = get_strings(root, "", "precisions", source);
-  s.repeats = static_cast<int>(get_int(root, "", "repeats", 1, 1, source));
+  s.repeats = static_cast<int>(get_int(root, "", "repeats", 1, 1, kMaxRepeats, source));
   s.device = get_string(root, "", "device", "cpu", source);
-  s.threads_per_rank = static_cast<int>(get_int(root, "", "threads_per_rank", 0, 0, source));
+  s.threads_per_rank = static_cast<int>(get_int(root, "", "threads_per_rank", 0, 0, validate::kMaxThreads, source));
 
   const toml::table* w = root["workload"].as_table();
   if (!w) fail("{}: [workload] is missing: give type = \"train\" with config = \"FILE\", or "
@@ -217,22 +270,22 @@ Study parse_study(const std::string& text, const std::string& source, const std:
   wl.set = get_strings(*w, "workload", "set", source);
   wl.suite = get_string(*w, "workload", "suite", "", source);
   wl.options = get_strings(*w, "workload", "options", source);
-  wl.batch = get_int(*w, "workload", "batch", 0, 1, source);
-  wl.global_batch = get_int(*w, "workload", "global_batch", 0, 1, source);
-  wl.grad_accum = get_int(*w, "workload", "grad_accum", 1, 1, source);
+  wl.batch = get_int(*w, "workload", "batch", 0, 1, kMaxBatch, source);
+  wl.global_batch = get_int(*w, "workload", "global_batch", 0, 1, kMaxGlobalBatch, source);
+  wl.grad_accum = get_int(*w, "workload", "grad_accum", 1, 1, kMaxBatch, source);
   wl.split = get_string(*w, "workload", "split", "batch", source);
 
   const toml::table* m = root["measure"].as_table();
   if (!m) fail("{}: [measure] is missing: give steps = [N, M] or epoch = k with epochs = K", source);
   check_keys(*m, {"steps", "epoch", "epochs"}, "measure", source);
-  auto steps = get_ints(*m, "measure", "steps", source);
+  auto steps = get_ints(*m, "measure", "steps", 1, kMaxSteps, source);
   if (!steps.empty()) {
     if (steps.size() != 2) fail("{}: [measure] steps must be [N, M] (first and last measured step)", source);
     s.measure.first_step = steps[0];
     s.measure.last_step = steps[1];
   }
-  s.measure.epoch = get_int(*m, "measure", "epoch", 0, 1, source);
-  s.measure.epochs = get_int(*m, "measure", "epochs", 0, 1, source);
+  s.measure.epoch = get_int(*m, "measure", "epoch", 0, 1, kMaxEpochs, source);
+  s.measure.epochs = get_int(*m, "measure", "epochs", 0, 1, kMaxEpochs, source);
   validate_study(s, source);
   return s;
 }
@@ -295,6 +348,9 @@ std::vector<PointSpec> study_points(const Study& s) {
   }
   // Repeats outermost.
   std::stable_sort(out.begin(), out.end(), [](const PointSpec& a, const PointSpec& b) { return a.repeat < b.repeat; });
+  // Every point has a folder of its own (validate_study refuses counts or precisions listed twice).
+  std::set<std::string> ids;
+  for (const auto& p : out) AISCALE_CHECK(ids.insert(p.id).second, "point {} twice in {}", p.id, s.source_path);
   return out;
 }
 
@@ -318,28 +374,33 @@ int64_t point_total_steps(const Study& s, const PointSpec& p) {
   return (s.measure.epochs * batches + p.grad_accum - 1) / p.grad_accum;
 }
 
+std::vector<std::string> point_overrides(const Study& s, const PointSpec& p, const std::string& point_dir) {
+  AISCALE_CHECK(s.workload.type == "train", "point_overrides is for train workloads");
+  std::vector<std::string> o = s.workload.set;
+  o.push_back(fmt::format("train.batch_size={}", p.batch));
+  o.push_back(fmt::format("train.grad_accum={}", p.grad_accum));
+  o.push_back(fmt::format("train.precision=\"{}\"", p.precision));
+  o.push_back(fmt::format("train.device=\"{}\"", s.device));
+  const int64_t steps = point_total_steps(s, p);
+  o.push_back(fmt::format("train.steps={}", steps));
+  if (s.measure.epochs > 0) {
+    // One validation pass per epoch where epochs are whole steps (its time is the epoch's
+    // validation part).
+    const int64_t batches = train_batches_per_epoch(s, p);
+    if (batches % p.grad_accum == 0 && batches / p.grad_accum < steps)
+      o.push_back(fmt::format("train.eval_every={}", batches / p.grad_accum));
+  }
+  o.push_back(fmt::format("run.dir=\"{}\"", point_dir));
+  o.push_back("run.name=\"run\"");
+  return o;
+}
+
 std::vector<std::string> point_argv(const Study& s, const PointSpec& p, const std::string& point_dir) {
   const std::string run = (fs::path(point_dir) / "run").string();
   std::vector<std::string> a;
   if (s.workload.type == "train") {
     a = {"train", "--config", s.workload.config, "--quiet"};
-    auto set = [&](const std::string& kv) { a.insert(a.end(), {"--set", kv}); };
-    for (const auto& o : s.workload.set) set(o);
-    set(fmt::format("train.batch_size={}", p.batch));
-    set(fmt::format("train.grad_accum={}", p.grad_accum));
-    set(fmt::format("train.precision=\"{}\"", p.precision));
-    set(fmt::format("train.device=\"{}\"", s.device));
-    const int64_t steps = point_total_steps(s, p);
-    set(fmt::format("train.steps={}", steps));
-    if (s.measure.epochs > 0) {
-      // One validation pass per epoch where epochs are whole steps (its time is the epoch's
-      // validation part).
-      const int64_t batches = train_batches_per_epoch(s, p);
-      if (batches % p.grad_accum == 0 && batches / p.grad_accum < steps)
-        set(fmt::format("train.eval_every={}", batches / p.grad_accum));
-    }
-    set(fmt::format("run.dir=\"{}\"", point_dir));
-    set("run.name=\"run\"");
+    for (const auto& kv : point_overrides(s, p, point_dir)) a.insert(a.end(), {"--set", kv});
   } else {
     a = {"bench", s.workload.suite};
     a.insert(a.end(), s.workload.options.begin(), s.workload.options.end());
@@ -350,6 +411,24 @@ std::vector<std::string> point_argv(const Study& s, const PointSpec& p, const st
                        "--run-dir", run});
   }
   return a;
+}
+
+void check_study_points(const Study& s) {
+  if (s.workload.type != "train") return;
+  // Repeats run the same configuration: one check per count and precision.
+  std::set<std::pair<int, std::string>> seen;
+  for (const auto& p : study_points(s)) {
+    if (!seen.insert({p.ranks, p.precision}).second) continue;
+    try {
+      const train::TrainConfig c = train::load_train_config(
+          s.workload.config, point_overrides(s, p, (fs::temp_directory_path() / "check").string()));
+      train::parallel_layout(c, p.ranks);
+    } catch (const Error& e) {
+      fail("{}: point {} ({} rank(s), {}) could never run: {}; change the study (counts, "
+           "precisions, workload) or the train config", s.source_path, p.id, p.ranks, p.precision,
+           e.what());
+    }
+  }
 }
 
 }  // namespace aiscale::sweep

@@ -11,6 +11,9 @@
 
 namespace aiscale::sweep {
 
+// The largest rank count a study may list (a million ranks; more is a typo).
+inline constexpr int64_t kMaxStudyRanks = int64_t{1} << 20;
+
 struct StudyWorkload {
   std::string type;                  // "train" | "bench"
   std::string config;                // train: the train config (absolute path)
@@ -71,6 +74,16 @@ std::vector<PointSpec> study_points(const Study& s);
 
 // The aiscale arguments (after the binary) that run a point into point_dir/run.
 std::vector<std::string> point_argv(const Study& s, const PointSpec& p, const std::string& point_dir);
+
+// A train workload's point as --set overrides: the workload's own, then what the study sets
+// (batch, accumulation, precision, device, steps, run directory).
+std::vector<std::string> point_overrides(const Study& s, const PointSpec& p, const std::string& point_dir);
+
+// That every point could run, checked before any does: a train workload's config with each
+// point's settings, and the parallel layout of its rank count. Throws Error naming the point
+// and the fix. (A bench workload's options are checked where the command line is known:
+// cli/cmd_scale.cpp.)
+void check_study_points(const Study& s);
 
 // The first and last measured step of a point (epoch mode: the steps the run has).
 int64_t point_total_steps(const Study& s, const PointSpec& p);

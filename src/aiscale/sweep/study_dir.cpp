@@ -1,12 +1,26 @@
 #include "aiscale/sweep/study_dir.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "aiscale/core/build_info.h"
 #include "aiscale/core/error.h"
+#include "aiscale/parallel/bootstrap.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/timer.h"
+#include "aiscale/sweep/point_processes.h"
+#include "aiscale/sweep/stop_signals.h"
 #include "aiscale/train/progress.h"
 
 namespace aiscale::sweep {
@@ -100,15 +114,104 @@ void set_point_scheduler(const std::string& dir, const std::string& point_id, co
   fail("study '{}' has no point '{}'", dir, point_id);
 }
 
+LocalCapacity this_machine() {
+  LocalCapacity m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  m.cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                          : static_cast<int>(std::thread::hardware_concurrency());
+  m.cores = std::max(1, m.cores);
+  m.gpus = parallel::cuda_visible_gpus();
+  m.cuda_build = build_info().cuda;
+  return m;
+}
+
+void check_local_capacity(const Study& s, const LocalCapacity& m) {
+  const int largest = s.counts.back();  // counts are increasing
+  const std::string point = fmt::format("n{}-{}-r1", largest, s.precisions.front());
+  if (s.device == "cuda") {
+    if (!m.cuda_build)
+      fail("{}: device = \"cuda\", but this aiscale was built without CUDA: no point of the study "
+           "can run here; build it with the cuda preset (cmake --preset cuda), run the study on a "
+           "GPU machine, or with --scheduler slurm", s.source_path);
+    if (largest > m.gpus)
+      fail("{}: point {} needs {} GPUs (one rank per GPU), but this machine shows {}: lower "
+           "counts to at most {}, or run the study where there are more GPUs (--scheduler slurm)",
+           s.source_path, point, largest, m.gpus, m.gpus);
+    return;
+  }
+  const int64_t bound = int64_t{m.cores} * kMaxRanksPerCore;
+  if (largest > bound && !m.oversubscribe)
+    fail("{}: point {} starts {} ranks, but this machine gives this process {} core(s): a local "
+         "study starts at most {} ranks per core ({}); lower counts, run the study on a larger "
+         "machine or with --scheduler slurm, or pass --oversubscribe to start them anyway",
+         s.source_path, point, largest, m.cores, kMaxRanksPerCore, bound);
+}
+
+void check_no_point_processes(const std::string& dir) {
+  const std::string points = (fs::absolute(dir).lexically_normal() / "points").string() + "/";
+  const auto found = find_point_processes(points);
+  if (found.empty()) return;
+  std::vector<std::string> ids, pids;
+  for (const auto& p : found) {
+    const std::string id = fs::path(p.point_dir).filename().string();
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    pids.push_back(std::to_string(p.pid));
+  }
+  fail("point {} of study '{}' still has {} process(es) running from an earlier run: {}; a new "
+       "run beside them would measure both. Wait for them to end, or end them with: kill {} "
+       "(then kill -9 what is left), and run the study again",
+       fmt::join(ids, ", "), dir, found.size(), describe_processes(found), fmt::join(pids, " "));
+}
+
+namespace {
+
+// STUDY_DIR/scale.lock, held (flock) while this process runs the study's points. Not
+// inherited by the points' processes (O_CLOEXEC), so it goes with this process.
+class StudyLock {
+ public:
+  explicit StudyLock(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "scale.lock").string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      ::close(fd_);
+      fail("another `aiscale scale` (pid {}) is running the points of study '{}': let it finish "
+           "or stop it (kill -TERM {}), then run again",
+           n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?", dir,
+           n > 0 ? std::string(buf, static_cast<size_t>(n)) : "PID");
+    }
+    const std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {}
+  }
+  ~StudyLock() { ::close(fd_); }
+  StudyLock(const StudyLock&) = delete;
+  StudyLock& operator=(const StudyLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
 RunStudyResult run_study_locally(const std::string& dir, const RunStudyOptions& options) {
+  StudyLock lock(dir);
+  check_no_point_processes(dir);
   nlohmann::json index = refresh_point_states(dir);
   RunStudyResult result;
+  StopSignals signals;
   Timer elapsed;
   const size_t total = index["points"].size();
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
   for (size_t i = 0; i < total; ++i) {
+    if (StopSignals::received()) {  // between two points: none is interrupted
+      result.stop_signal = StopSignals::received();
+      break;
+    }
     auto& p = index["points"][i];
     const std::string id = p.value("id", "");
     const std::string pd = (fs::path(dir) / p.value("dir", "")).string();
@@ -125,14 +228,26 @@ RunStudyResult run_study_locally(const std::string& dir, const RunStudyOptions& 
     say(fmt::format("[{}/{}] {} ({} rank(s)): running | elapsed {}", i + 1, total, id,
                     p.value("ranks", 0), train::format_duration(elapsed.seconds())));
     Timer point_timer;
-    run_point_local(pd, options.executor);
+    const PointRun run = run_point_local(pd, options.executor);
     const PointStatus st = point_status(pd);
     p["state"] = st.state;
     p["reason"] = st.reason;
     p["seconds"] = point_timer.seconds();
     write_study_index(dir, index);
-    if (st.state == "finished") ++result.finished;
-    else ++result.failed;
+    if (run.stop_signal) {
+      result.stop_signal = run.stop_signal;
+      result.interrupted_point = id;
+      say(fmt::format("[{}/{}] {}: interrupted by {} after {} | elapsed {}", i + 1, total, id,
+                      stop_signal_name(run.stop_signal), train::format_duration(point_timer.seconds()),
+                      train::format_duration(elapsed.seconds())));
+      break;
+    }
+    if (st.state == "finished") {
+      ++result.finished;
+    } else {
+      ++result.failed;
+      result.failed_points.push_back(id);
+    }
     say(fmt::format("[{}/{}] {}: {} in {} | elapsed {}{}", i + 1, total, id, st.state,
                     train::format_duration(point_timer.seconds()),
                     train::format_duration(elapsed.seconds()),

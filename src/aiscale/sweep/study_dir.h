@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,9 +36,39 @@ struct RunStudyOptions {
 };
 struct RunStudyResult {
   int finished = 0, failed = 0, skipped = 0;
+  std::vector<std::string> failed_points;  // ids of the points that failed in this run
+  std::string interrupted_point;           // the point a stop signal ended ("" if none)
+  int stop_signal = 0;                     // SIGINT or SIGTERM when one stopped the study
 };
 // Runs every point that is not finished, one after another, on this machine; a failed
-// point is recorded with its reason and the study goes on.
+// point is recorded with its reason and the study goes on. Refuses to start while another
+// `aiscale scale` runs the study (STUDY_DIR/scale.lock) or while processes of an earlier
+// run of its points are alive (point_processes.h), naming them. A stop signal (SIGINT,
+// SIGTERM) ends the running point's processes, records it as interrupted and returns
+// without running the others (stop_signals.h).
 RunStudyResult run_study_locally(const std::string& dir, const RunStudyOptions& options);
+
+// What this machine can start through mpirun, for check_local_capacity.
+struct LocalCapacity {
+  int cores = 1;               // cores this process may run on (its CPU affinity)
+  int gpus = 0;                // GPUs it sees
+  bool cuda_build = false;     // this aiscale has the CUDA backend
+  bool oversubscribe = false;  // the user allows more than kMaxRanksPerCore ranks per core
+};
+// Ranks per core a local study starts at most without --oversubscribe: beyond that a point
+// measures the operating system's scheduler more than the workload, and a count in the
+// hundreds or thousands is a study meant for a cluster.
+inline constexpr int kMaxRanksPerCore = 4;
+LocalCapacity this_machine();
+// Refuses, before any point runs, a study this machine cannot run: a CUDA study on a build
+// without CUDA, a GPU point with more ranks than GPUs (one rank per GPU), a CPU point with
+// more than kMaxRanksPerCore ranks per core (unless oversubscribe). Names the point and the
+// fix.
+void check_local_capacity(const Study& s, const LocalCapacity& machine);
+
+// Throws Error when processes of the study's points from an earlier run are still alive
+// (left behind by an `aiscale scale` that was killed, or run by another one), naming the
+// points, the processes and how to end them.
+void check_no_point_processes(const std::string& dir);
 
 }  // namespace aiscale::sweep

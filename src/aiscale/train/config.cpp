@@ -1,6 +1,7 @@
 #include "aiscale/train/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -8,11 +9,14 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/parallel/launch_env.h"
+#include "aiscale/train/config_origins.h"
 #include "aiscale/train/parallel_layout.h"
 
 namespace aiscale::train {
@@ -413,24 +417,38 @@ const Key* find_key(const std::string& name) {
   return nullptr;
 }
 
-void apply_table(TrainConfig& c, const toml::table& root, const std::string& source) {
+// `from_file`: the nodes carry their line in `source`; otherwise `source` is the override.
+void apply_table(TrainConfig& c, const toml::table& root, const std::string& source, bool from_file,
+                 Origins& origins) {
+  auto origin_of = [&](const toml::node& n) { return node_origin(n, source, from_file); };
   // The preset first, so that explicit model keys override its fields.
   if (auto* model = root["model"].as_table())
-    if (auto* p = model->get("preset")) schema()[0].set(c, *p);
+    if (auto* p = model->get("preset")) {
+      try {
+        schema()[0].set(c, *p);
+      } catch (const Error& e) {
+        fail("{}: {}", origin_of(*p), e.what());
+      }
+      origins["model.preset"] = origin_of(*p);
+      for (const auto& k : schema())
+        if (k.name.starts_with("model.") && k.name != "model.preset")
+          origins[k.name] = origin_of(*p) + " (model.preset)";
+    }
   for (const auto& [section_key, section_node] : root) {
     std::string section(section_key.str());
     const toml::table* table = section_node.as_table();
-    if (!table) unknown_key(section, node_text(section_node), source);
+    if (!table) unknown_key(section, node_text(section_node), origin_of(section_node));
     for (const auto& [key, node] : *table) {
       std::string name = section + "." + std::string(key.str());
       if (name == "model.preset") continue;
       const Key* k = find_key(name);
-      if (!k) unknown_key(name, node_text(node), source);
+      if (!k) unknown_key(name, node_text(node), origin_of(node));
       try {
         k->set(c, node);
       } catch (const Error& e) {
-        fail("{}: {}", source, e.what());
+        fail("{}: {}", origin_of(node), e.what());
       }
+      origins[name] = origin_of(node);
     }
   }
 }
@@ -514,19 +532,32 @@ void validate(const TrainConfig& c, const std::string& source) {
 
 }  // namespace
 
+namespace {
+
+IntRange integer_range(const std::string& key) {
+  const Key* k = find_key(key);
+  if (!k || k->kind != Kind::integer) return std::nullopt;
+  return std::make_pair(k->min_int, k->max_int);
+}
+
+}  // namespace
+
 TrainConfig parse_train_config(const std::string& text, const std::string& source,
                                const std::vector<std::string>& overrides,
                                const ConfigAdjustment& adjust) {
   TrainConfig c;
+  Origins origins;
   toml::table root;
   try {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
+    if (auto m = toml_integer_out_of_range(e, text, source, integer_range)) fail("{}", *m);
     const auto& where = e.source().begin;
     fail("{}:{}:{}: malformed TOML: {}", source, where.line, where.column, e.description());
   }
-  apply_table(c, root, source);
+  apply_table(c, root, source, true, origins);
   for (const auto& o : overrides) {
+    const std::string origin = override_origin(o);
     auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
       fail("--set '{}' is malformed: write --set section.key=value (e.g. --set train.steps=50)", o);
@@ -544,19 +575,31 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
       try {
         t = toml::parse("v = " + value);
       } catch (const toml::parse_error&) {
+        // Digits beyond 64 bits are a number out of range, not a word.
+        if (validate::looks_integer(value)) {
+          const IntRange range = integer_range(key);
+          fail("{}: {}", origin,
+               validate::out_of_range_text(fmt::format("config key '{}'", key), value,
+                                           range ? range->first : std::numeric_limits<int64_t>::min(),
+                                           range ? range->second : std::numeric_limits<int64_t>::max()));
+        }
         t = toml::table{{"v", value}};
       }
     }
     toml::table section{{key.substr(dot + 1), *t.get("v")}};
     toml::table wrapper{{key.substr(0, dot), section}};
-    apply_table(c, wrapper, "--set " + o);
+    apply_table(c, wrapper, origin, false, origins);
   }
   if (adjust) {
     std::vector<std::string> set_keys;
     for (const auto& o : overrides) set_keys.push_back(o.substr(0, o.find('=')));
     adjust(c, set_keys);
   }
-  validate(c, source);
+  try {
+    validate(c, source);
+  } catch (const Error& e) {
+    fail("{}", with_origins(e.what(), source, origins));
+  }
   return c;
 }
 

@@ -106,13 +106,21 @@ std::string grad_mixing_of(const TrainConfig& c);
 using ConfigAdjustment =
     std::function<void(TrainConfig& c, const std::vector<std::string>& set_keys)>;
 
-// Parse a TOML file (path for messages), then apply overrides "section.key=value".
+// Parse a TOML file (path for messages), then apply overrides "section.key=value". Errors
+// name where each value they are about came from: the file and line ("run.toml:7"), the
+// override ("--set train.steps=50"), or the option it was made from (below).
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               const ConfigAdjustment& adjust = {});
 // Same from TOML text (tests).
 TrainConfig parse_train_config(const std::string& toml_text, const std::string& source_name,
                                const std::vector<std::string>& overrides,
                                const ConfigAdjustment& adjust = {});
+// Records that the override `key=value` was made from a command-line option (`--steps 50`),
+// so that errors about it name the option the user gave rather than a --set they did not
+// write. The overrides pass through the training session as text; this is how their
+// origin travels with them.
+void name_override_origin(const std::string& override_text, const std::string& origin);
+
 // Every key with its value, as TOML: written into the run directory.
 std::string to_toml(const TrainConfig& c);
 // Documentation of every key (for `aiscale train --help-config` and docs).

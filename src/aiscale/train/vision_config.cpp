@@ -10,8 +10,10 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/nn/models/resnet_config.h"
+#include "aiscale/train/config_origins.h"
 
 namespace aiscale::train {
 namespace {
@@ -35,11 +37,12 @@ struct Key {
   std::vector<std::string> choices;
   std::function<void(Config&, const toml::node&)> set;
   std::function<std::string(const Config&)> get;
+  int64_t min_int = 0, max_int = 0;  // integers: the range
 };
 
 template <typename T>
 Key int_key(std::string name, T Config::*member, std::string doc, int64_t min, int64_t max) {
-  Key k{name, "integer", std::move(doc), {}, nullptr, nullptr};
+  Key k{name, "integer", std::move(doc), {}, nullptr, nullptr, min, max};
   k.set = [=](Config& c, const toml::node& n) {
     auto v = n.value_exact<int64_t>();
     if (!v) fail("config key '{}' = {} must be an integer", name, node_text(n));
@@ -230,11 +233,16 @@ const Key* find_key(const std::string& name) {
   return nullptr;
 }
 
-void apply(Config& c, const toml::table& root, const std::string& source) {
+// `from_file`: the nodes carry their line in `source`; otherwise `source` is the override.
+// Records where each key came from (config_origins.h).
+void apply(Config& c, const toml::table& root, const std::string& source, bool from_file,
+           Origins& origins) {
   for (const auto& [section_key, section_node] : root) {
     const std::string section(section_key.str());
     const toml::table* table = section_node.as_table();
-    if (!table) fail("{}: '{}' must be a [section] of the vision config", source, section);
+    if (!table)
+      fail("{}: '{}' must be a [section] of the vision config",
+           node_origin(section_node, source, from_file), section);
     for (const auto& [key, node] : *table) {
       const std::string name = section + "." + std::string(key.str());
       const Key* k = find_key(name);
@@ -242,7 +250,7 @@ void apply(Config& c, const toml::table& root, const std::string& source) {
         std::vector<std::string> in_section;
         for (const Key& s : schema())
           if (s.name.starts_with(section + ".")) in_section.push_back(s.name);
-        fail("{}: unknown vision config key '{}'; {}", source, name,
+        fail("{}: unknown vision config key '{}'; {}", node_origin(node, source, from_file), name,
              in_section.empty()
                  ? std::string("sections are [model], [data], [train], [parallel], [run]")
                  : fmt::format("keys of [{}] are {}", section, fmt::join(in_section, ", ")));
@@ -250,10 +258,17 @@ void apply(Config& c, const toml::table& root, const std::string& source) {
       try {
         k->set(c, node);
       } catch (const Error& e) {
-        fail("{}: {}", source, e.what());
+        fail("{}: {}", node_origin(node, source, from_file), e.what());
       }
+      origins[name] = node_origin(node, source, from_file);
     }
   }
+}
+
+IntRange integer_range(const std::string& key) {
+  const Key* k = find_key(key);
+  if (!k || k->type != "integer") return std::nullopt;
+  return std::make_pair(k->min_int, k->max_int);
 }
 
 void validate_config(const Config& c, const std::string& source) {
@@ -298,14 +313,16 @@ bool is_vision_config(const std::string& toml_text, const std::vector<std::strin
 VisionTrainConfig parse_vision_config(const std::string& text, const std::string& source,
                                       const std::vector<std::string>& overrides) {
   Config c;
+  Origins origins;
   toml::table root;
   try {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
+    if (auto m = toml_integer_out_of_range(e, text, source, integer_range)) fail("{}", *m);
     fail("{}:{}:{}: malformed TOML: {}", source, e.source().begin.line, e.source().begin.column,
          e.description());
   }
-  apply(c, root, source);
+  apply(c, root, source, true, origins);
   for (const std::string& o : overrides) {
     const auto eq = o.find('='), dot = o.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq)
@@ -321,13 +338,25 @@ VisionTrainConfig parse_vision_config(const std::string& text, const std::string
       try {
         t = toml::parse("v = " + value);
       } catch (const toml::parse_error&) {
+        // Digits beyond 64 bits are a number out of range, not a word.
+        if (validate::looks_integer(value)) {
+          const IntRange range = integer_range(key);
+          fail("{}: {}", override_origin(o),
+               validate::out_of_range_text(fmt::format("config key '{}'", key), value,
+                                           range ? range->first : std::numeric_limits<int64_t>::min(),
+                                           range ? range->second : std::numeric_limits<int64_t>::max()));
+        }
         t = toml::table{{"v", value}};
       }
     }
     toml::table section{{key.substr(dot + 1), *t.get("v")}};
-    apply(c, toml::table{{key.substr(0, dot), section}}, "--set " + o);
+    apply(c, toml::table{{key.substr(0, dot), section}}, override_origin(o), false, origins);
   }
-  validate_config(c, source);
+  try {
+    validate_config(c, source);
+  } catch (const Error& e) {
+    fail("{}", with_origins(e.what(), source, origins));
+  }
   return c;
 }
 

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/tune/model.h"
 
@@ -59,8 +62,19 @@ std::string node_text(const toml::node& n) {
 
 struct Reader {
   std::string source;  // "study.toml"
+  const toml::table* root = nullptr;
+  const std::map<std::string, std::string>* overridden = nullptr;  // key -> "--set key=value"
 
-  std::string where(const std::string& key) const { return fmt::format("{}: {}", source, key); }
+  // Where the key's value came from: the --set that gave it, or the file and its line.
+  std::string where(const std::string& key) const {
+    if (overridden)
+      for (const auto& [k, origin] : *overridden)
+        if (k == key || k.rfind(key + ".", 0) == 0) return fmt::format("{}: {}", origin, key);
+    if (root)
+      if (const toml::node* n = root->at_path(key).node(); n && n->source().begin.line > 0)
+        return fmt::format("{}:{}: {}", source, n->source().begin.line, key);
+    return fmt::format("{}: {}", source, key);
+  }
 
   std::string text(const toml::node& n, const std::string& key, const std::vector<std::string>& choices = {}) const {
     auto v = n.value_exact<std::string>();
@@ -71,6 +85,9 @@ struct Reader {
   }
   int64_t integer(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) const {
     auto v = n.value_exact<int64_t>();
+    // A --set of digits beyond 64 bits arrives as text: it is a number out of range.
+    if (!v && n.is_string() && validate::looks_integer(*n.value<std::string>()))
+      fail("{}", validate::out_of_range_text(where(key), *n.value<std::string>(), lo, hi));
     if (!v) fail("{} = {} must be an integer", where(key), node_text(n));
     return validate::in_range(*v, lo, hi, where(key));
   }
@@ -179,8 +196,8 @@ void apply_override(toml::table& root, const std::string& text) {
   }
 }
 
-void apply(StudyConfig& c, const toml::table& root) {
-  Reader r{c.config_path};
+void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, std::string>& overridden) {
+  Reader r{c.config_path, &root, &overridden};
   static const std::vector<std::string> sections = {"study", "data", "halving", "fixed", "params"};
   for (const auto& [k, v] : root) {
     const std::string s(k.str());
@@ -282,16 +299,22 @@ void apply(StudyConfig& c, const toml::table& root) {
 StudyConfig load_study_config(const std::string& path, const std::vector<std::string>& overrides) {
   validate::regular_file(path, "tune config");
   toml::table root;
+  const std::string text = read_file(path);
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
+    if (auto m = toml_integer_out_of_range(e, text, path)) fail("{}", *m);
     fail("{}: not valid TOML at line {}, column {}: {}", path, e.source().begin.line,
          e.source().begin.column, e.description());
   }
-  for (const auto& o : overrides) apply_override(root, o);
+  std::map<std::string, std::string> overridden;
+  for (const auto& o : overrides) {
+    apply_override(root, o);
+    overridden[o.substr(0, o.find('='))] = "--set " + o;
+  }
   StudyConfig c;
   c.config_path = path;
-  apply(c, root);
+  apply(c, root, overridden);
   return c;
 }
 
