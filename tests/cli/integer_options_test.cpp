@@ -21,10 +21,9 @@ struct IntegerOption {
 
 std::vector<IntegerOption> integer_options() {
   CLI::App app("aiscale");
-  // `sample` is left out: its --seed and --threads have no range check yet.
-  for (auto add : {add_train_command, add_bench_command, add_launch_command, add_data_command,
-                   add_plan_command, add_scale_command, add_report_command, add_slurm_command,
-                   add_tune_command})
+  for (auto add : {add_train_command, add_bench_command, add_sample_command, add_launch_command,
+                   add_data_command, add_plan_command, add_scale_command, add_report_command,
+                   add_slurm_command, add_tune_command})
     add(app);
   std::vector<IntegerOption> out;
   std::function<void(CLI::App*, std::vector<std::string>)> walk = [&](CLI::App* a, std::vector<std::string> path) {

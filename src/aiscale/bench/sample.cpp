@@ -19,8 +19,10 @@ namespace aiscale::bench {
 namespace {
 
 // The most likely token of each stream's logits: decoding goes on from it, as greedy
-// sampling does (its cost, a pass over the vocabulary per stream, is part of a step).
+// sampling does (its cost, a pass over the vocabulary per stream, is part of a step; the
+// streams over the cores, as `aiscale sample` picks them).
 void argmax_rows(const std::vector<float>& logits, int64_t S, int64_t V, std::vector<int32_t>& out) {
+#pragma omp parallel for if (S > 1)
   for (int64_t s = 0; s < S; ++s) {
     const float* row = logits.data() + s * V;
     out[size_t(s)] = static_cast<int32_t>(std::max_element(row, row + V) - row);

@@ -1,6 +1,7 @@
 // aiscale bench sample: prefill and decoding throughput of the GPT decoder (bench/sample.h).
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include "aiscale/bench/sample.h"
@@ -42,7 +43,8 @@ void add_bench_sample_command(CLI::App* bench) {
       ->check(integer_in(1, 1 << 20));
   cmd->add_option("--threads", args->threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(thread_count());
-  cmd->add_option("--seed", args->o.seed, "seed of the random weights and prompts")->capture_default_str();
+  cmd->add_option("--seed", args->o.seed, "seed of the random weights and prompts")
+      ->capture_default_str()->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--output,-o", args->output, "also append the JSON line to this file");
   cmd->callback([args] {
     if (!args->output.empty()) check_output_file(args->output, "--output");  // before measuring

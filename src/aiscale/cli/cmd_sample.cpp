@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -234,7 +235,8 @@ void add_sample_command(CLI::App& app) {
                   "positions a sample's window holds (default: the run's train.seq_len, at most "
                   "model.block_size); a full window slides by half")
       ->check(integer_in(1, 1 << 30));
-  cmd->add_option("--seed", a->o.seed, "random seed: the same seed, the same text")->capture_default_str();
+  cmd->add_option("--seed", a->o.seed, "random seed: the same seed, the same text")
+      ->capture_default_str()->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")
       ->check(CLI::IsMember({"gpt2", "byte"}));
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(thread_count());

@@ -1,5 +1,7 @@
 #include "aiscale/train/generate.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <span>
 
@@ -51,6 +53,8 @@ class Generator {
     tokens_.resize(size_t(S * d.context()));
     counts_.assign(size_t(S), 0);
     logits_.assign(size_t(S * d.vocab_size()), 0.0f);
+    picked_.assign(size_t(S), 0);
+    samplers_.resize(size_t(std::max(1, omp_get_max_threads())));
   }
 
   std::vector<SampleResult> run() {
@@ -68,6 +72,7 @@ class Generator {
         n += counts_[s];
       }
       dec_.feed(tokens_.data(), counts_.data(), logits_.data());
+      pick_tokens();
       for (int64_t s = 0; s < dec_.streams(); ++s)
         if (counts_[s] > 0) next_token(s);
     }
@@ -98,11 +103,23 @@ class Generator {
     stats_.prompt_tokens += P - slot.feed_from;
   }
 
+  // Each fed stream's next token, the streams over the cores (each draws from its own
+  // random stream with a sampler of its thread: the same tokens as one by one). With many
+  // streams a pass over the vocabulary per stream costs as much as a step of the GPU.
+  void pick_tokens() {
+    const int64_t S = dec_.streams(), V = dec_.vocab_size();
+    const int threads = static_cast<int>(samplers_.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (S > 1)
+    for (int64_t s = 0; s < S; ++s)
+      if (counts_[s] > 0)
+        picked_[size_t(s)] = samplers_[size_t(omp_get_thread_num())].pick(
+            logits_.data() + s * V, V, o_.sampling, slots_[size_t(s)].rng);
+  }
+
   void next_token(int64_t s) {
     Slot& slot = slots_[size_t(s)];
     SampleResult& r = slot.result;
-    const int64_t V = dec_.vocab_size();
-    const int32_t token = sampler_.pick(logits_.data() + s * V, V, o_.sampling, slot.rng);
+    const int32_t token = picked_[size_t(s)];
     r.ids.push_back(token);
     slot.history.push_back(token);
     ++stats_.generated_tokens;
@@ -155,7 +172,8 @@ class Generator {
   std::vector<Slot> slots_;
   std::vector<SampleResult> results_;
   size_t next_ = 0;  // the next prompt to start
-  TokenSampler sampler_;
+  std::vector<int32_t> picked_;          // each stream's token of this step
+  std::vector<TokenSampler> samplers_;   // one per thread (their scratch buffers)
   std::vector<int32_t> tokens_;
   std::vector<int64_t> counts_;
   std::vector<float> logits_;

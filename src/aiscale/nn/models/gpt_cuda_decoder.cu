@@ -56,45 +56,65 @@ __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv,
 }
 
 // out (R, C): for row r and head h (one block), softmax(q k_j / sqrt(HS)) over the
-// stream's positions j = 0..position, times v_j. Four warps split the positions, each
-// keeping an online softmax (running max, sum, weighted values; lane i holds elements
-// i*PER .. i*PER+PER-1 of the head); warp 0 merges the four.
+// stream's positions j = 0..position, times v_j. Eight warps take chunks of 32 positions in
+// turn: in a chunk each lane scores one position (a whole dot product: independent loads,
+// no reduction per position), the warp updates its online softmax once per chunk (running
+// max, sum), and each lane accumulates its PER elements of the head from the chunk's 32
+// value rows (read coalesced); warp 0 merges the eight. One row of 12 heads is only 12
+// blocks: work per chunk, not per position, keeps a decoding step short.
 template <int HS>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(256)
 cached_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const bf16* v_cache,
                         const int32_t* rows, int C, int NH, int T, float scale_log2) {
-  constexpr int kWarps = 4;
+  constexpr int kWarps = 8;
   constexpr int PER = HS >= 32 ? HS / 32 : 1;
   const int r = blockIdx.x, h = blockIdx.y;
   const int64_t s = rows[kRowInts * r];
   const int p = rows[kRowInts * r + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool active = lane * PER < HS;
-  float q[PER], acc[PER];
+  __shared__ float q[HS];
   const bf16* qrow = qkv + int64_t(r) * 3 * C + h * HS;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    q[i] = active ? __bfloat162float(qrow[lane * PER + i]) * scale_log2 : 0.0f;
-    acc[i] = 0.0f;
-  }
+  for (int d = threadIdx.x; d < HS; d += blockDim.x) q[d] = __bfloat162float(qrow[d]) * scale_log2;
+  __syncthreads();
   const bf16* kb = k_cache + (s * NH + h) * T * HS;
   const bf16* vb = v_cache + (s * NH + h) * T * HS;
-  float m = -INFINITY, l = 0.0f;
-  for (int j = warp; j <= p; j += kWarps) {
-    float dot = 0.0f;
-    if (active) {
+  float m = -INFINITY, l = 0.0f, acc[PER];
 #pragma unroll
-      for (int i = 0; i < PER; ++i) dot += q[i] * __bfloat162float(kb[int64_t(j) * HS + lane * PER + i]);
+  for (int i = 0; i < PER; ++i) acc[i] = 0.0f;
+  for (int base = warp * 32; base <= p; base += kWarps * 32) {
+    const int j = base + lane;
+    float score = -INFINITY;
+    if (j <= p) {
+      const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(kb + int64_t(j) * HS);
+      float dot = 0.0f;
+#pragma unroll
+      for (int d = 0; d < HS / 2; ++d) {
+        const float2 kv = __bfloat1622float2(k2[d]);
+        dot += q[2 * d] * kv.x + q[2 * d + 1] * kv.y;
+      }
+      score = dot;
     }
+    float chunk_max = score;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    const float m_new = fmaxf(m, dot);
-    const float corr = exp2f(m - m_new), pj = exp2f(dot - m_new);
-    l = l * corr + pj;
-    if (active) {
+    for (int o = 16; o > 0; o >>= 1) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, o));
+    const float m_new = fmaxf(m, chunk_max);
+    const float corr = exp2f(m - m_new);
+    const float pj = j <= p ? exp2f(score - m_new) : 0.0f;
+    float chunk_sum = pj;
 #pragma unroll
-      for (int i = 0; i < PER; ++i)
-        acc[i] = acc[i] * corr + pj * __bfloat162float(vb[int64_t(j) * HS + lane * PER + i]);
+    for (int o = 16; o > 0; o >>= 1) chunk_sum += __shfl_xor_sync(0xffffffffu, chunk_sum, o);
+    l = l * corr + chunk_sum;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) acc[i] *= corr;
+    const int n = min(32, p - base + 1);
+    for (int i = 0; i < n; ++i) {
+      const float w = __shfl_sync(0xffffffffu, pj, i);
+      if (active) {
+        const bf16* vrow = vb + int64_t(base + i) * HS + lane * PER;
+#pragma unroll
+        for (int e = 0; e < PER; ++e) acc[e] += w * __bfloat162float(vrow[e]);
+      }
     }
     m = m_new;
   }
@@ -319,10 +339,10 @@ class Decoder final : public CudaGptDecoder {
       AISCALE_CUDA_LAUNCH_CHECK();
       const dim3 grid(n_rows, NH);
       switch (HS) {
-        case 16: cached_attention_kernel<16><<<grid, 128, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
-        case 32: cached_attention_kernel<32><<<grid, 128, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
-        case 64: cached_attention_kernel<64><<<grid, 128, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
-        default: cached_attention_kernel<128><<<grid, 128, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
+        case 16: cached_attention_kernel<16><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
+        case 32: cached_attention_kernel<32><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
+        case 64: cached_attention_kernel<64><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
+        default: cached_attention_kernel<128><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
       }
       AISCALE_CUDA_LAUNCH_CHECK();
       // x += att @ proj^T + b (the residual read and written in place)
