@@ -52,6 +52,13 @@ for line in open(sys.argv[1]):
     print("streams", j.get("streams"), {k: v for k, v in j.items() if "tokens_per_s" in k or "step" in k})
 PY
   grep '^streams' "$OUT/sample.log" | while read -r line; do row "  decode" "$line"; done
+  if command -v nsys > /dev/null; then
+    log "nsys: the kernels of one decoding stream"
+    CUDA_VISIBLE_DEVICES=0 timeout 120 nsys profile -o "$OUT/sample_profile" --force-overwrite true \
+      --stats=true "$BIN" bench sample --device cuda --model gpt2-124m --streams 1 \
+      --prompt-len 64 --tokens 256 > "$OUT/sample_profile.log" 2>&1
+    rm -f "$OUT"/sample_profile.nsys-rep "$OUT"/sample_profile.sqlite
+  fi
   log "train a quick-start model on the GPU, then sample it there"
   timeout 120 "$BIN" train -q -c configs/quickstart.toml --set train.device=cuda \
     train.precision=bf16 train.steps=60 run.dir="$OUT/runs" run.name=gpu_sample \
@@ -94,7 +101,8 @@ fi
 
 if has tests; then
   log "the GPU test set (ctest -L gpu)"
-  (cd build/cuda && timeout 420 ctest -L gpu --timeout 300 > "$OUT/ctest_gpu.log" 2>&1)
+  # CTEST_ARGS narrows it (e.g. -R "^(pp|resume)\."), for a host with little time left.
+  (cd build/cuda && timeout 420 ctest -L gpu --timeout 300 ${CTEST_ARGS:-} > "$OUT/ctest_gpu.log" 2>&1)
   row "ctest -L gpu" "$(grep -E 'tests passed' "$OUT/ctest_gpu.log" | tail -1)"
   grep -E '\(Failed\)|\(Timeout\)|\*\*\*' "$OUT/ctest_gpu.log" | head -10 | while read -r line; do row "  failed" "$line"; done
 fi
