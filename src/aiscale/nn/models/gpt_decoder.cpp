@@ -32,6 +32,22 @@ GptDecoderOptions resolved_decoder_options(const GptConfig& c, const GptDecoderO
   return r;
 }
 
+int64_t check_feed(const GptConfig& c, const GptDecoderOptions& o, const int64_t* length,
+                   const int32_t* tokens, const int64_t* counts) {
+  int64_t total = 0;
+  for (int64_t s = 0; s < o.streams; ++s) {
+    if (counts[s] < 0) fail("feed(): stream {} is given {} tokens", s, counts[s]);
+    if (length[s] + counts[s] > o.context)
+      fail("stream {} holds {} of {} positions and is fed {} more: the window is full (reset "
+           "the stream, or restart it with its last tokens)", s, length[s], o.context, counts[s]);
+    total += counts[s];
+  }
+  for (int64_t i = 0; i < total; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      fail("token id {} is outside the model's vocabulary 0..{}", tokens[i], c.vocab_size - 1);
+  return total;
+}
+
 std::unique_ptr<GptDecoder> make_gpt_decoder(const std::string& device, const GptConfig& c,
                                              const GptDecoderOptions& o) {
   if (device == "cpu") return make_gpt_decoder_cpu(c, o);

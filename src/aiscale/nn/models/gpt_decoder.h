@@ -72,6 +72,13 @@ class GptDecoder {
 // names the option and its range).
 GptDecoderOptions resolved_decoder_options(const GptConfig& c, const GptDecoderOptions& o);
 
+// The checks of a feed() call, for every implementation, before it computes anything (a
+// refused call changes nothing): counts not negative, every stream's window with room
+// (`length`: each stream's tokens so far), token ids in the vocabulary. Returns the
+// number of tokens fed.
+int64_t check_feed(const GptConfig& c, const GptDecoderOptions& o, const int64_t* length,
+                   const int32_t* tokens, const int64_t* counts);
+
 std::unique_ptr<GptDecoder> make_gpt_decoder_cpu(const GptConfig& c, const GptDecoderOptions& o);
 // On the current GPU (gpt_decoder_cuda.cpp over gpt_cuda_decoder.h: bf16 weights and cache,
 // fp32 logits; decoding steps replayed as CUDA graphs). Without CUDA, set_params fails

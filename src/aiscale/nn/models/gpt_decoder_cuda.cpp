@@ -44,19 +44,8 @@ class GptDecoderCuda final : public GptDecoder {
 
   void feed(const int32_t* tokens, const int64_t* counts, float* logits) override {
     if (!decoder_) fail("the decoder has no weights: call set_params() before feed()");
-    const int64_t S = options_.streams, W = options_.context, V = config_.vocab_size;
-    // Everything is checked before anything is computed: a refused call changes nothing.
-    int64_t total = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      if (counts[s] < 0) fail("feed(): stream {} is given {} tokens", s, counts[s]);
-      if (length_[s] + counts[s] > W)
-        fail("stream {} holds {} of {} positions and is fed {} more: the window is full (reset "
-             "the stream, or restart it with its last tokens)", s, length_[s], W, counts[s]);
-      total += counts[s];
-    }
-    for (int64_t i = 0; i < total; ++i)
-      if (tokens[i] < 0 || tokens[i] >= V)
-        fail("token id {} is outside the model's vocabulary 0..{}", tokens[i], V - 1);
+    const int64_t S = options_.streams;
+    check_feed(config_, options_, length_.data(), tokens, counts);  // before anything runs
     rows_.clear();
     out_.clear();
     out_stream_.clear();
