@@ -145,6 +145,75 @@ cached_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const b
   }
 }
 
+// A linear layer of a few rows, which a decoding step of a few streams is: out (R, OC) =
+// in (R, C) @ w (OC, C)^T + bias [+ residual (R, OC)], or with pre non-null pre = that and
+// out = gelu(pre) (tanh form, as the training kernels). One warp per output channel reads
+// the channel's weight row once in 16-byte pieces and keeps R sums (a matrix-vector product
+// streams the weights; a GEMM kernel for R = 1 spends most of its time on its tiles). C is
+// a multiple of 8 (make_cuda_gpt_decoder checks n_embd). Out may be the residual (each
+// element read and written by the one lane that owns it). OutT: bf16, or fp32 (the logits).
+constexpr int kFewRows = 8;
+template <int R, typename OutT>
+__global__ void __launch_bounds__(256)
+few_rows_linear_kernel(OutT* out, bf16* pre, const bf16* in, const bf16* w, const bf16* bias,
+                       const bf16* residual, int C, int OC) {
+  const int o = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (o >= OC) return;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  const bf16* wrow = w + int64_t(o) * C;
+  for (int k = lane * 8; k < C; k += 32 * 8) {
+    const uint4 wv = *reinterpret_cast<const uint4*>(wrow + k);
+    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const uint4 xv = *reinterpret_cast<const uint4*>(in + int64_t(r) * C + k);
+      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 a = __bfloat1622float2(w2[e]), b = __bfloat1622float2(x2[e]);
+        acc[r] += a.x * b.x + a.y * b.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], d);
+  }
+  if (lane != 0) return;
+  const float b = bias ? __bfloat162float(bias[o]) : 0.0f;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t at = int64_t(r) * OC + o;
+    float v = acc[r] + b;
+    if (residual) v += __bfloat162float(residual[at]);
+    if (pre) {
+      pre[at] = __float2bfloat16(v);
+      const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);  // sqrt(2/pi) (...)
+      v = 0.5f * v * (1.0f + tanhf(u));
+    }
+    if constexpr (sizeof(OutT) == 4) out[at] = v;
+    else out[at] = __float2bfloat16(v);
+  }
+}
+
+template <typename OutT>
+void few_rows_linear(OutT* out, bf16* pre, const bf16* in, const bf16* w, const bf16* bias,
+                     const bf16* residual, int R, int C, int OC, cudaStream_t s) {
+  const dim3 grid((OC + 7) / 8), block(256);
+  switch (R) {
+#define AISCALE_FEW_ROWS(n) \
+    case n: few_rows_linear_kernel<n, OutT><<<grid, block, 0, s>>>(out, pre, in, w, bias, residual, C, OC); break;
+    AISCALE_FEW_ROWS(1) AISCALE_FEW_ROWS(2) AISCALE_FEW_ROWS(3) AISCALE_FEW_ROWS(4)
+    AISCALE_FEW_ROWS(5) AISCALE_FEW_ROWS(6) AISCALE_FEW_ROWS(7) AISCALE_FEW_ROWS(8)
+#undef AISCALE_FEW_ROWS
+    default: throw Error("few_rows_linear: " + std::to_string(R) + " rows");
+  }
+  AISCALE_CUDA_LAUNCH_CHECK();
+}
+
 // out (n, C) = in[index[i]] for i < n.
 __global__ void gather_rows_kernel(bf16* out, const bf16* in, const int32_t* index, int C) {
   const int i = blockIdx.x;
@@ -320,7 +389,6 @@ class Decoder final : public CudaGptDecoder {
     const int T = context_;
     const int threads = 256;
     const DType t = DType::bf16;
-    const cuda::LinearOptions lo;
     embed_rows_kernel<<<n_rows, threads, 0, stream_>>>(x_, rows_, w(0), w(layout_.wpe()),
                                                        static_cast<int>(C));
     AISCALE_CUDA_LAUNCH_CHECK();
@@ -332,8 +400,8 @@ class Decoder final : public CudaGptDecoder {
       bf16* vc = v_cache_ + l * cache_layer;
       cuda::layernorm_forward(t, ln_, mean_, rstd_, x_, w(layout_.at(l, P::ln1_w)),
                               w(layout_.at(l, P::ln1_b)), R, C, stream_);
-      cuda::linear_forward(*gemm_, t, qkv_, nullptr, ln_, w(layout_.at(l, P::qkv_w)),
-                           w(layout_.at(l, P::qkv_b)), nullptr, R, C, 3 * C, lo, stream_);
+      linear(qkv_, nullptr, ln_, layout_.at(l, P::qkv_w), layout_.at(l, P::qkv_b), nullptr, R, C,
+             3 * C);
       kv_append_kernel<<<n_rows, threads, 0, stream_>>>(kc, vc, qkv_, rows_, static_cast<int>(C),
                                                         NH, HS, T);
       AISCALE_CUDA_LAUNCH_CHECK();
@@ -346,14 +414,13 @@ class Decoder final : public CudaGptDecoder {
       }
       AISCALE_CUDA_LAUNCH_CHECK();
       // x += att @ proj^T + b (the residual read and written in place)
-      cuda::linear_forward(*gemm_, t, x_, nullptr, att_, w(layout_.at(l, P::proj_w)),
-                           w(layout_.at(l, P::proj_b)), x_, R, C, C, lo, stream_);
+      linear(x_, nullptr, att_, layout_.at(l, P::proj_w), layout_.at(l, P::proj_b), x_, R, C, C);
       cuda::layernorm_forward(t, ln_, mean_, rstd_, x_, w(layout_.at(l, P::ln2_w)),
                               w(layout_.at(l, P::ln2_b)), R, C, stream_);
-      cuda::linear_forward(*gemm_, t, fc_, fc_pre_, ln_, w(layout_.at(l, P::fc_w)),
-                           w(layout_.at(l, P::fc_b)), nullptr, R, C, 4 * C, lo, stream_);
-      cuda::linear_forward(*gemm_, t, x_, nullptr, fc_, w(layout_.at(l, P::fcproj_w)),
-                           w(layout_.at(l, P::fcproj_b)), x_, R, 4 * C, C, lo, stream_);
+      linear(fc_, fc_pre_, ln_, layout_.at(l, P::fc_w), layout_.at(l, P::fc_b), nullptr, R, C,
+             4 * C);
+      linear(x_, nullptr, fc_, layout_.at(l, P::fcproj_w), layout_.at(l, P::fcproj_b), x_, R,
+             4 * C, C);
     }
     cuda::layernorm_forward(t, ln_, mean_, rstd_, x_, w(layout_.lnf_w()), w(layout_.lnf_b()), R,
                             C, stream_);
@@ -362,6 +429,11 @@ class Decoder final : public CudaGptDecoder {
                                                        static_cast<int>(C));
     AISCALE_CUDA_LAUNCH_CHECK();
     // logits (n_out, V) fp32 = selected (n_out, C) @ wte (V, C)^T (the tied LM head)
+    if (n_out <= kFewRows) {
+      few_rows_linear<float>(logits_, nullptr, selected_, w(0), nullptr, nullptr, n_out,
+                             static_cast<int>(C), static_cast<int>(V), stream_);
+      return;
+    }
     cuda::GemmCall g;
     g.trans_a = true;
     g.m = V;
@@ -378,6 +450,19 @@ class Decoder final : public CudaGptDecoder {
     if (!gemm_->run(g, stream_))
       throw Error("decoder: cuBLASLt has no algorithm for the LM head (" + std::to_string(V) +
                   " x " + std::to_string(n_out) + " x " + std::to_string(C) + ")");
+  }
+
+  // out (R, OC) = in (R, C) @ weight^T + bias [+ residual], GELU with pre: the few-rows
+  // kernel for a decoding step of up to kFewRows streams, cuBLASLt's GEMMs beyond.
+  void linear(bf16* out, bf16* pre, const bf16* in, int64_t weight, int64_t bias,
+              const bf16* residual, int64_t R, int64_t C, int64_t OC) {
+    if (R <= kFewRows) {
+      few_rows_linear<bf16>(out, pre, in, w(weight), w(bias), residual, static_cast<int>(R),
+                            static_cast<int>(C), static_cast<int>(OC), stream_);
+      return;
+    }
+    cuda::linear_forward(*gemm_, DType::bf16, out, pre, in, w(weight), w(bias), residual, R, C,
+                         OC, cuda::LinearOptions{}, stream_);
   }
 
   GptConfig c_;
