@@ -21,10 +21,6 @@
 
 namespace aiscale::train {
 
-// Fails, naming `source`, the key and the fix, for communication keys the device or the
-// layout cannot run (config_communication.cpp).
-void check_communication_config(const TrainConfig& c, const std::string& source);
-
 namespace {
 
 enum class Kind { integer, real, string, boolean };
@@ -453,83 +449,6 @@ void apply_table(TrainConfig& c, const toml::table& root, const std::string& sou
   }
 }
 
-void validate(const TrainConfig& c, const std::string& source) {
-  try {
-    c.model.validate();
-  } catch (const Error& e) {
-    fail("{}: {}", source, e.what());
-  }
-  // Sizes derived from several keys: refused here rather than overflowing a count or
-  // reaching the allocator (parameters, gradients and two AdamW moments: 16 bytes each;
-  // the logits of one micro-batch: B x T x V floats).
-  try {
-    validate::buffer_bytes(static_cast<uint64_t>(c.model.num_params()), 16,
-                           fmt::format("the model's parameters and optimizer state ({} "
-                                       "parameters from the model.* keys)", c.model.num_params()));
-    const int64_t tokens = validate::checked_product(c.batch_size, c.seq_len,
-                                                     "train.batch_size x train.seq_len");
-    validate::checked_product(tokens, c.grad_accum, "train.batch_size x train.seq_len x train.grad_accum");
-    validate::buffer_bytes(static_cast<uint64_t>(validate::checked_product(
-                               tokens, c.model.vocab_size, "train.batch_size x train.seq_len x "
-                               "model.vocab_size")), 4,
-                           "the logits of one micro-batch (train.batch_size x train.seq_len x "
-                           "model.vocab_size)");
-  } catch (const Error& e) {
-    fail("{}: {}", source, e.what());
-  }
-  if (c.seq_len > c.model.block_size)
-    fail("{}: train.seq_len = {} exceeds model.block_size = {}: lower train.seq_len or raise "
-         "model.block_size", source, c.seq_len, c.model.block_size);
-  if (c.warmup_steps > c.steps)
-    fail("{}: train.warmup_steps = {} exceeds train.steps = {}", source, c.warmup_steps, c.steps);
-  if (c.divergence_factor > 0 && c.divergence_factor <= 1.0)
-    fail("{}: train.divergence_factor = {} would stop a healthy run: use a factor above 1 (the "
-         "default is 5), or 0 to turn the check off", source, c.divergence_factor);
-  if (c.divergence_climb_factor > 0 && c.divergence_climb_factor <= 1.0)
-    fail("{}: train.divergence_climb_factor = {} would stop a healthy run: use a factor above 1 "
-         "(the default is 1.5), or 0 to turn the check off", source, c.divergence_climb_factor);
-  if (c.min_lr_ratio > 1.0)
-    fail("{}: train.min_lr_ratio = {} must be between 0 and 1", source, c.min_lr_ratio);
-  if (c.beta1 >= 1.0 || c.beta2 >= 1.0)
-    fail("{}: train.beta1 and train.beta2 must be below 1 (got {}, {})", source, c.beta1, c.beta2);
-  if (c.communicator == "nccl" && c.device != "cuda")
-    fail("{}: parallel.communicator = \"nccl\" needs train.device = \"cuda\" (NCCL connects "
-         "GPUs); use \"auto\", \"mpi\" or \"tcp\" for CPU ranks", source);
-  try {
-    parallel::parse_rendezvous(c.rendezvous);
-  } catch (const Error& e) {
-    fail("{}: {}", source, e.what());
-  }
-  try {
-    check_parallel_config(c);
-  } catch (const Error& e) {
-    fail("{}: {}", source, e.what());
-  }
-  if (c.grad_comm == "bf16" && c.device != "cuda")
-    fail("{}: parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL: set "
-         "train.device = \"cuda\", or parallel.grad_comm = \"fp32\"", source);
-  if (c.grad_transport == "copy-engine" && c.device != "cuda")
-    fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients: it needs "
-         "train.device = \"cuda\" (else use \"nccl\")", source);
-  if (c.zero_stage >= 2 && c.device == "cuda" && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
-    fail("{}: parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
-         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", source,
-         c.zero_stage);
-  if (c.offload_optimizer && (c.device != "cuda" || c.zero_stage != 3))
-    fail("{}: parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
-         "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off", source);
-  if (c.zero_stage == 1 && c.device != "cuda")
-    fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
-         "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
-  check_communication_config(c, source);
-  if (c.device == "cpu" && c.attention != "auto")
-    fail("{}: train.attention = \"{}\" chooses GPU kernels: set train.device = \"cuda\", or "
-         "leave train.attention = \"auto\" on the CPU", source, c.attention);
-  if (c.device == "cpu" && c.precision != "fp32")
-    fail("{}: train.precision = \"{}\" needs train.device = \"cuda\"; the CPU trains in fp32",
-         source, c.precision);
-}
-
 }  // namespace
 
 namespace {
@@ -596,7 +515,7 @@ TrainConfig parse_train_config(const std::string& text, const std::string& sourc
     adjust(c, set_keys);
   }
   try {
-    validate(c, source);
+    validate_train_config(c, source);
   } catch (const Error& e) {
     fail("{}", with_origins(e.what(), source, origins));
   }

@@ -122,6 +122,10 @@ TrainConfig parse_train_config(const std::string& toml_text, const std::string& 
 void name_override_origin(const std::string& override_text, const std::string& origin);
 
 // Every key with its value, as TOML: written into the run directory.
+// The checks of a whole configuration after its keys are read (config_validate.cpp); throws
+// Error naming `source` and the keys.
+void validate_train_config(const TrainConfig& c, const std::string& source);
+
 std::string to_toml(const TrainConfig& c);
 // Documentation of every key (for `aiscale train --help-config` and docs).
 std::string config_reference();

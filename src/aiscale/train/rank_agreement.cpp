@@ -76,4 +76,36 @@ void check_ranks_agree(parallel::Communicator& comm, const RankFingerprint& mine
        static_cast<int>(disagreeing));
 }
 
+// The resolved configuration and the world, as "section.key = value" lines.
+RankFingerprint config_fingerprint(const TrainConfig& c, const parallel::Communicator& comm) {
+  RankFingerprint f;
+  std::string toml = to_toml(c);
+  std::string section;
+  for (size_t start = 0; start < toml.size();) {
+    size_t end = toml.find('\n', start);
+    if (end == std::string::npos) end = toml.size();
+    std::string line = toml.substr(start, end - start);
+    start = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    f.lines.push_back(section + "." + line);
+  }
+  f.lines.push_back(fmt::format("world.size = {}", comm.world()));
+  f.lines.push_back("world.backend = " + comm.backend());
+  return f;
+}
+
+// The configuration, the data as each rank reads it, and the step it starts from.
+RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
+                            const parallel::Communicator& comm, int64_t start_step) {
+  RankFingerprint f = config_fingerprint(c, comm);
+  f.lines.push_back("data.train (as read) = " + train.describe());
+  if (val) f.lines.push_back("data.val (as read) = " + val->describe());
+  f.lines.push_back(fmt::format("resume.step = {}", start_step));
+  return f;
+}
+
 }  // namespace aiscale::train

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "aiscale/parallel/comm.h"
+#include "aiscale/train/config.h"
+#include "aiscale/train/trainer.h"
 
 namespace aiscale::train {
 
@@ -24,5 +26,12 @@ std::vector<std::string> fingerprint_differences(const RankFingerprint& referenc
 // Collective: rank 0's fingerprint goes to every rank; each compares; if any rank differs,
 // every rank throws Error (the differing ranks naming the keys and values).
 void check_ranks_agree(parallel::Communicator& comm, const RankFingerprint& mine);
+
+// The resolved configuration and the world, as "section.key = value" lines (checked right
+// after the communicator is built, before any group is split).
+RankFingerprint config_fingerprint(const TrainConfig& c, const parallel::Communicator& comm);
+// That, the data as each rank reads it, and the step it starts from (checked before step 1).
+RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
+                            const parallel::Communicator& comm, int64_t start_step);
 
 }  // namespace aiscale::train

@@ -159,57 +159,7 @@ ResumePoint choose_resume_point(const TrainRequest& req, const nn::GptConfig& mo
 // What every rank must agree on before step 1.
 int64_t resume_step_of(const std::optional<ResumePoint>& r) { return r ? r->state.step : 0; }
 
-// The resolved configuration and the world, as "section.key = value" lines.
-RankFingerprint config_fingerprint(const TrainConfig& c, const parallel::Communicator& comm) {
-  RankFingerprint f;
-  std::string toml = to_toml(c);
-  std::string section;
-  for (size_t start = 0; start < toml.size();) {
-    size_t end = toml.find('\n', start);
-    if (end == std::string::npos) end = toml.size();
-    std::string line = toml.substr(start, end - start);
-    start = end + 1;
-    if (line.empty() || line[0] == '#') continue;
-    if (line[0] == '[') {
-      section = line.substr(1, line.size() - 2);
-      continue;
-    }
-    f.lines.push_back(section + "." + line);
-  }
-  f.lines.push_back(fmt::format("world.size = {}", comm.world()));
-  f.lines.push_back("world.backend = " + comm.backend());
-  return f;
-}
-
-// The configuration, the data as each rank reads it, and the step it starts from.
-RankFingerprint fingerprint(const TrainConfig& c, const BatchSource& train, const BatchSource* val,
-                            const parallel::Communicator& comm, int64_t start_step) {
-  RankFingerprint f = config_fingerprint(c, comm);
-  f.lines.push_back("data.train (as read) = " + train.describe());
-  if (val) f.lines.push_back("data.val (as read) = " + val->describe());
-  f.lines.push_back(fmt::format("resume.step = {}", start_step));
-  return f;
-}
-
 }  // namespace
-
-FaultPlan fault_plan_from_env() {
-  FaultPlan f;
-  const std::string s = env::get("AISCALE_FAULT");
-  if (s.empty()) return f;
-  long long step = 0;
-  int rank = 0;
-  if (std::sscanf(s.c_str(), "nan@%lld", &step) == 1) f.nan_step = step;
-  else if (std::sscanf(s.c_str(), "kill@%lld:%d", &step, &rank) == 2) f.kill_step = step, f.kill_rank = rank;
-  else if (std::sscanf(s.c_str(), "fail@%lld:%d", &step, &rank) == 2) f.fail_step = step, f.fail_rank = rank;
-  else if (std::sscanf(s.c_str(), "term@%lld", &step) == 1) f.term_step = step;
-  else if (std::sscanf(s.c_str(), "slow@%d:%lf", &rank, &f.slow_ms) == 2 && std::isfinite(f.slow_ms) &&
-           f.slow_ms >= 0 && f.slow_ms <= 3.6e6) f.slow_rank = rank;
-  else if (std::sscanf(s.c_str(), "blowup@%lld", &step) == 1) f.blowup_step = step;
-  else fail("environment variable AISCALE_FAULT='{}' is not understood: use nan@STEP, "
-            "kill@STEP:RANK, fail@STEP:RANK, term@STEP, slow@RANK:MS (0 to 3600000) or blowup@STEP", s);
-  return f;
-}
 
 int run_training(const TrainRequest& req) {
   std::vector<std::string> overrides = req.overrides;
