@@ -2,11 +2,20 @@
 // flags, epoch records with their training and validation parts, the memory event.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "aiscale/sweep/statistics.h"
 #include "../support/run_support.h"
 
 namespace aiscale::sweep {
 namespace {
+
+// The parameters of a finished run, from its summary.
+int64_t rec_params(const std::filesystem::path& run) {
+  return nlohmann::json::parse(std::ifstream(run / "summary.json"))["n_params"].get<int64_t>();
+}
 
 TEST(StepRecords, TrainWritesStepsAndEpochs) {
   auto dir = testsupport::temp_dir("step-records");
@@ -40,9 +49,14 @@ TEST(StepRecords, TrainWritesStepsAndEpochs) {
   EXPECT_GE(rec.epochs[0].wall_s, rec.epochs[0].train_s + rec.epochs[0].val_s);
   EXPECT_FALSE(rec.epochs[1].complete);
   EXPECT_GT(rec.epochs[1].val_s, 0);  // the final validation
-  ASSERT_EQ(rec.events.size(), 1u);
+  // Per rank: the memory, and the optimizer state the data-parallel wrapper holds (AdamW's
+  // two moments of every parameter on one rank).
+  ASSERT_EQ(rec.events.size(), 2u);
   EXPECT_EQ(rec.events[0]["event"], "memory");
   EXPECT_GT(rec.events[0]["peak_memory_bytes"].get<double>(), 0);
+  EXPECT_EQ(rec.events[1]["event"], "optimizer_state");
+  EXPECT_EQ(rec.events[1]["optimizer_state_bytes"].get<double>(),
+            8.0 * double(rec_params(dir / "runs/r")));
 }
 
 TEST(StepRecords, AResumedRunKeepsEachStepOnce) {

@@ -118,9 +118,11 @@ TEST(ParallelLayout, GpuTensorParallelismRunsWithDataParallelCopies) {
   expect_error({"parallel.tensor_parallel=2", "train.device=cuda", "parallel.zero_stage=3",
                 "parallel.offload_optimizer=true"},
                {"parallel.offload_optimizer = false", "parallel.tensor_parallel = 1"});
-  // CPU ranks: ZeRO-1 stays a GPU stage, with or without tensor parallelism.
+  // CPU ranks: ZeRO-1 is the trainer's wrapper around plain data parallelism; with tensor
+  // parallelism the fix is ZeRO-2.
   expect_error({"parallel.tensor_parallel=2", "parallel.zero_stage=1"},
-               {"parallel.zero_stage = 1", "train.device = \"cuda\""});
+               {"parallel.zero_stage = 1", "parallel.zero_stage = 2"});
+  EXPECT_EQ(parallel_layout(parse_train_config(kTiny, "t.toml", {"parallel.zero_stage=1"}), 2).dp, 2);
   // Sequence parallelism runs with GPU tensor parallelism (dp x tp), also inside stages.
   auto sp = parse_train_config(kTiny, "t.toml", {"parallel.tensor_parallel=2", "train.device=cuda",
                                                  "parallel.sequence_parallel=true"});

@@ -20,6 +20,7 @@
 #include "aiscale/train/progress.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/step_log.h"
+#include "aiscale/train/managed_models.h"
 #include "aiscale/train/trainer.h"
 
 namespace aiscale::bench {
@@ -107,7 +108,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.sequence_parallel = o.run.sequence_parallel;
   ro.microbatches = static_cast<int>(o.run.microbatches);
   ro.pipeline_schedule = o.run.pipeline_schedule;
-  ro.zero_stage = o.run.zero_stage;
+  ro.zero_stage = train::model_zero_stage(o.run);
   ro.overlap = o.run.overlap;
   ro.offload_optimizer = o.run.offload_optimizer;
   ro.bucket_mib = o.run.bucket_mib;
@@ -264,7 +265,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   }
   j["peak_memory_bytes"] = o.run.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
   j["model_memory_bytes"] = model->memory_bytes();
-  j["optimizer_state_bytes"] = model->optimizer_state_bytes();
+  j["optimizer_state_bytes"] = trainer.data_parallel().optimizer_state_bytes();
   j["host"] = host_name();
   j["date"] = utc_iso8601();
   j["aiscale_version"] = AISCALE_VERSION;

@@ -6,21 +6,33 @@
 
 namespace aiscale::optim {
 
-Sgd::Sgd(int64_t num_params, SgdOptions options, std::vector<uint8_t> decay)
-    : options_(options), decay_(std::move(decay)), velocity_(num_params, 0.0f) {
-  AISCALE_CHECK(decay_.empty() || int64_t(decay_.size()) == num_params,
-                "decay mask of {} values for {} parameters", decay_.size(), num_params);
+Sgd::Sgd(int64_t state_size, SgdOptions options, std::vector<uint8_t> decay)
+    : options_(options), decay_(std::move(decay)), velocity_(state_size, 0.0f) {
+  AISCALE_CHECK(decay_.empty() || int64_t(decay_.size()) >= state_size,
+                "decay mask of {} values for {} values of state", decay_.size(), state_size);
 }
 
 void Sgd::step(float* params, const float* grads, double lr) {
-  const int64_t n = int64_t(velocity_.size());
-  const float mu = float(options_.momentum), wd = float(options_.weight_decay), rate = float(lr);
+  StepParams p;
+  p.lr = lr;
+  step(params, grads, int64_t(velocity_.size()), 0, 0, p);
+}
+
+void Sgd::step(float* params, const float* grads, int64_t n, int64_t state_offset,
+               int64_t first_value, const StepParams& p) {
+  AISCALE_CHECK(state_offset >= 0 && state_offset + n <= int64_t(velocity_.size()) &&
+                    (decay_.empty() || first_value + n <= int64_t(decay_.size())),
+                "SGD step of values [{}, {}) with state at {} of {}", first_value,
+                first_value + n, state_offset, velocity_.size());
+  const float mu = float(options_.momentum), wd = float(options_.weight_decay), rate = float(p.lr);
+  const float scale = p.grad_scale;
   const bool nesterov = options_.nesterov, masked = !decay_.empty();
-  const uint8_t* mask = decay_.data();
-  float* v = velocity_.data();
+  const uint8_t* mask = decay_.data() + (masked ? first_value : 0);
+  float* v = velocity_.data() + state_offset;
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    float g = grads[i];
+    // The old path scaled the summed gradients in place first; one rounding either way.
+    float g = scale == 1.0f ? grads[i] : grads[i] * scale;
     if (!masked || mask[i]) g += wd * params[i];
     v[i] = mu * v[i] + g;
     params[i] -= rate * (nesterov ? g + mu * v[i] : v[i]);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/optim/optimizer.h"
+
 namespace aiscale::optim {
 
 struct SgdOptions {
@@ -15,14 +17,23 @@ struct SgdOptions {
   double weight_decay = 1e-4;
 };
 
-class Sgd {
+class Sgd final : public Optimizer {
  public:
-  // `decay` marks, per parameter value, whether weight decay applies (empty: everywhere).
-  Sgd(int64_t num_params, SgdOptions options, std::vector<uint8_t> decay = {});
-  // One step at learning rate lr; grads are read, not changed.
+  // Momentum for `state_size` values (the model's, or a ZeRO-1 shard's). `decay` marks,
+  // per value of the whole model, whether weight decay applies (empty: everywhere).
+  Sgd(int64_t state_size, SgdOptions options, std::vector<uint8_t> decay = {});
+  // One step of every value at learning rate lr; grads are read, not changed.
   void step(float* params, const float* grads, double lr);
   std::vector<float>& velocity() { return velocity_; }  // the momentum buffer (checkpoints)
   const SgdOptions& options() const { return options_; }
+
+  // Optimizer: a piece of the model (see optimizer.h).
+  std::string name() const override { return "sgd"; }
+  std::vector<std::string> state_names() const override { return {"momentum"}; }
+  float* state(int) override { return velocity_.data(); }
+  int64_t state_size() const override { return int64_t(velocity_.size()); }
+  void step(float* params, const float* grads, int64_t n, int64_t state_offset,
+            int64_t first_value, const StepParams& p) override;
 
  private:
   SgdOptions options_;

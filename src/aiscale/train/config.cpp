@@ -310,8 +310,8 @@ const std::vector<Key>& schema() {
                          "a collective stalled this long ends the rank (dead peer)", 1.0, 2592000.0));
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
-                        "weights and AdamW moments sharded over the GPU data-parallel ranks "
-                        "(NCCL); 2: ZeRO-2, "
+                        "weights and AdamW moments sharded over the data-parallel ranks (GPU "
+                        "ranks over NCCL; CPU ranks: the trainer's ZeRO-1 wrapper); 2: ZeRO-2, "
                         "also the gradients reduce-scattered and kept as shards (CPU ranks, and "
                         "GPU ranks over NCCL); 3: ZeRO-3, also the parameters sharded, gathered "
                         "block by block (CPU ranks, and GPU ranks over NCCL)", 0, 3));

@@ -89,9 +89,18 @@ void validate_train_config(const TrainConfig& c, const std::string& source) {
   if (c.offload_optimizer && (c.device != "cuda" || c.zero_stage != 3))
     fail("{}: parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
          "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off", source);
-  if (c.zero_stage == 1 && c.device != "cuda")
-    fail("{}: parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL: set "
-         "train.device = \"cuda\", or parallel.zero_stage = 0 on CPUs", source);
+  // CPU ZeRO-1 is the trainer's wrapper around plain data parallelism
+  // (parallel/data_parallel/host_wrappers.h): a reduce-scatter of dense gradients.
+  if (c.zero_stage == 1 && c.device == "cpu" &&
+      (c.tensor_parallel > 1 || c.pipeline_parallel > 1))
+    fail("{}: parallel.zero_stage = 1 on CPU ranks shards the optimizer state of plain data "
+         "parallelism; with tensor or pipeline parallelism use parallel.zero_stage = 2 (or 0)",
+         source);
+  if (c.zero_stage == 1 && c.device == "cpu" &&
+      (grad_mixing_of(c) == "adasum" || c.compression != "none"))
+    fail("{}: parallel.zero_stage = 1 reduce-scatters the dense gradients: set "
+         "parallel.grad_mixing = \"average\" (or \"sum\") and parallel.compression = \"none\", "
+         "or parallel.zero_stage = 0", source);
   check_communication_config(c, source);
   if (c.device == "cpu" && c.attention != "auto")
     fail("{}: train.attention = \"{}\" chooses GPU kernels: set train.device = \"cuda\", or "

@@ -35,6 +35,7 @@
 #include "aiscale/train/param_server_session.h"
 #include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/environment.h"
+#include "aiscale/train/managed_models.h"
 #include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/model_options.h"
 #include "aiscale/train/progress.h"
@@ -74,8 +75,8 @@ void truncate_metrics(const std::string& run_dir, int64_t step) {
 
 namespace {
 
-CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPosition& data,
-                         int64_t step, int world, int64_t nonfinite) {
+CheckpointState snapshot(const TrainConfig& c, parallel::dp::DataParallel& dp, int64_t n,
+                         const DataPosition& data, int64_t step, int world, int64_t nonfinite) {
   CheckpointState s;
   s.model = c.model;
   s.step = step;
@@ -84,12 +85,13 @@ CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPo
   set_checkpoint_layout(s, c, world);
   s.nonfinite_steps = nonfinite;
   s.config_toml = to_toml(c);
-  const size_t n = static_cast<size_t>(model.num_params());
-  s.params.resize(n);
-  s.m.resize(n);
-  s.v.resize(n);
-  model.get_params(s.params.data());
-  model.get_optimizer_state(s.m.data(), s.v.data());
+  s.params.resize(static_cast<size_t>(n));
+  s.m.resize(static_cast<size_t>(n));
+  s.v.resize(static_cast<size_t>(n));
+  // Whole tensors (gathered from the shards where the wrapper or the model shards them).
+  dp.get_params(s.params.data());
+  dp.get_state(0, s.m.data());
+  dp.get_state(1, s.v.data());
   return s;
 }
 
@@ -282,7 +284,7 @@ int run_training(const TrainRequest& req) {
   ro.sequence_parallel = c.sequence_parallel;
   ro.microbatches = static_cast<int>(c.microbatches);
   ro.pipeline_schedule = c.pipeline_schedule;
-  ro.zero_stage = static_cast<int>(c.zero_stage);
+  ro.zero_stage = model_zero_stage(c);
   ro.overlap = c.overlap;
   ro.offload_optimizer = c.offload_optimizer;
   ro.bucket_mib = c.bucket_mib;
@@ -291,12 +293,15 @@ int run_training(const TrainRequest& req) {
   ro.attention = c.attention;
   ro.comm_timeout_s = c.timeout_s;
   auto model = nn::make_gpt(c.device, c.model, ro);
+  // DDP or ZeRO-1 with AdamW outside the model, or the model's own synchronisation.
+  auto data_parallel = make_data_parallel(c, *model, *comm, data_world);
 
   int64_t start_step = 0, nonfinite = 0;
   if (resume) {
     const auto& r = resume->state;
-    model->set_params(r.params.data());
-    model->set_optimizer_state(r.m.data(), r.v.data());
+    data_parallel->set_params(r.params.data());
+    data_parallel->set_state(0, r.m.data());
+    data_parallel->set_state(1, r.v.data());
     train_src->restore(r.data);
     start_step = r.step;
     nonfinite = r.nonfinite_steps;
@@ -362,7 +367,7 @@ int run_training(const TrainRequest& req) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
 
-  Trainer trainer(c, *model, *train_src, val_src.get(), *comm, &run_dir);
+  Trainer trainer(c, *model, *train_src, val_src.get(), *comm, &run_dir, data_parallel.get());
   trainer.show_progress = !req.quiet;
   trainer.outputs = outputs.get();
   trainer.profiler = profiler.get();
@@ -394,9 +399,9 @@ int run_training(const TrainRequest& req) {
   // Rank 0 writes; with sharded (ZeRO-1) state every rank takes part in gathering it.
   auto save_checkpoint = [&](int64_t step) {
     if (rank == 0)
-      checkpointer->save(snapshot(c, *model, position_after_last_step, step, data_world, nonfinite));
-    else if (model->collective_state())
-      snapshot(c, *model, position_after_last_step, step, data_world, nonfinite);
+      checkpointer->save(snapshot(c, *data_parallel, model->num_params(), position_after_last_step, step, data_world, nonfinite));
+    else if (data_parallel->collective_state())
+      snapshot(c, *data_parallel, model->num_params(), position_after_last_step, step, data_world, nonfinite);
     last_checkpoint = step;
   };
   DivergenceDetector divergence(c.divergence_factor, c.divergence_window,
@@ -453,7 +458,7 @@ int run_training(const TrainRequest& req) {
     // rank that is not 0 writes nothing.
     const bool finished = last_step == c.steps && diverged.empty();
     if (!finished) {
-      if (rank == 0 && !model->collective_state() && last_step > last_checkpoint) {
+      if (rank == 0 && !data_parallel->collective_state() && last_step > last_checkpoint) {
         try {
           save_checkpoint(last_step);
           checkpointer->wait();
@@ -485,16 +490,16 @@ int run_training(const TrainRequest& req) {
       set_aside = set_aside_checkpoints_after(ckpt_dir, last_good_step);
       keep = latest_checkpoint(ckpt_dir) ? 0 : 1;
     }
-    if (model->collective_state()) {  // every rank takes part in gathering the state
+    if (data_parallel->collective_state()) {  // every rank takes part in gathering the state
       if (world > 1) comm->broadcast_bytes(&keep, 1, 0);
       if (keep) {
         const CheckpointState state =
-            snapshot(c, *model, position_after_last_step, r.steps, data_world, nonfinite);
+            snapshot(c, *data_parallel, model->num_params(), position_after_last_step, r.steps, data_world, nonfinite);
         if (rank == 0) diverged_state = write_diverged_checkpoint(ckpt_dir, state);
       }
     } else if (keep) {
       diverged_state = write_diverged_checkpoint(
-          ckpt_dir, snapshot(c, *model, position_after_last_step, r.steps, data_world, nonfinite));
+          ckpt_dir, snapshot(c, *data_parallel, model->num_params(), position_after_last_step, r.steps, data_world, nonfinite));
     }
   } else if (r.steps != last_checkpoint) {
     // Also on a signal, and after NaN/Inf steps (their updates were skipped: the model

@@ -1,16 +1,24 @@
-// The training loop: micro-steps with gradient accumulation, gradient averaging across
-// ranks, global-norm clipping, AdamW with a schedule, evaluation, metrics, progress.
+// The training loop for every model (GPT on tokens, ResNet on images): micro-steps with
+// gradient accumulation, the data-parallel wrapper's gradient exchange and optimizer step
+// (parallel/data_parallel/host_wrappers.h; models that synchronise themselves through
+// train/managed_models.h), global-norm clipping, the learning-rate schedule, evaluation,
+// metrics.jsonl, steps.jsonl, the progress line. The session around it (session.cpp,
+// vision_session.cpp) builds the model, the data and the wrapper, and handles checkpoints,
+// signals and divergence through after_step.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "aiscale/nn/model.h"
 #include "aiscale/nn/models/gpt.h"
-#include "aiscale/parallel/algorithms/gradient_exchange.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/data_parallel/host_wrappers.h"
+#include "aiscale/train/batch_feed.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/step_log.h"
@@ -22,28 +30,29 @@ class OpProfiler;
 namespace aiscale::train {
 class MetricsOutputs;
 
-// How far a batch source has read: the first `sample` samples (windows) of epoch `epoch`'s
-// order have been served, by all data-parallel ranks together. Counted in samples, not
-// batches, so it means the same whatever the number of data-parallel ranks, the batch size
-// or the accumulation: a checkpoint resumes in another layout at the same sample.
-struct DataPosition {
-  int64_t epoch = 0;
-  int64_t sample = 0;
-  bool operator==(const DataPosition&) const = default;
+// What the loop needs of a run's configuration, from a GPT config (loop_config) or a vision
+// config (vision_session.cpp).
+struct LoopConfig {
+  int64_t steps = 1;           // the run's last optimizer step
+  int64_t grad_accum = 1;      // micro-steps per optimizer step
+  int data_world = 1;          // ranks reading distinct batches
+  int64_t tokens_per_sample = 0;  // seq_len; 0 for images (rates are then in samples)
+  double grad_clip = 0;        // global-norm clip; 0: off
+  std::function<double(int64_t step_index)> lr;  // the schedule
+  int64_t log_every = 1;
+  int64_t eval_every = 0;      // steps between validation passes (0: see eval_each_epoch)
+  bool eval_each_epoch = false;  // with eval_every = 0: a pass after every epoch's last step
+  int64_t eval_batches = 8;    // per pass (BatchFeed::eval_batches)
+  // Validation figures written to metrics.jsonl whatever the logging interval, the final
+  // pass too (as its own line), and no final pass after a stop (vision runs).
+  bool eval_always_logged = false;
+  std::string device = "cpu";
+  std::string rate_name = "tokens";  // metrics' <rate_name>_per_s and the progress line
+  bool record_epoch = false;   // "epoch" in metrics.jsonl
+  double flops_per_token = 0;  // for MFU on GPUs (0: none)
 };
 
-// Where batches come from: token shards, or synthetic tokens for benchmarks.
-class BatchSource {
- public:
-  virtual ~BatchSource() = default;
-  // Fills B*T inputs and B*T targets (next tokens).
-  virtual void next_batch(int32_t* inputs, int32_t* targets) = 0;
-  // Rewinds to the start (validation passes always see the same batches).
-  virtual void rewind() = 0;
-  virtual std::string describe() const = 0;
-  virtual DataPosition position() const = 0;
-  virtual void restore(const DataPosition& p) = 0;
-};
+LoopConfig loop_config(const TrainConfig& c, int data_world);
 
 struct StepStats {
   int64_t step = 0;      // 1-based optimizer step
@@ -51,37 +60,58 @@ struct StepStats {
   double lr = 0;
   double grad_norm = 0;  // before clipping
   double step_time_s = 0;
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;  // tokens (or samples, for images) per second
   double data_wait_s = 0;  // this rank's time in next_batch
-  double sync_s = 0;       // this rank's time in the trainer's all-reduces
+  double sync_s = 0;       // this rank's time in the gradient exchange and the loss all-reduce
   double pipeline_wait_s = 0;  // this rank's time waiting for other pipeline stages
+  std::vector<double> metrics;  // the model's metrics (Model::metric_names) over all ranks
   int64_t epoch = 0;       // of the step's first batch
   bool first_in_epoch = false, last_in_epoch = false;  // holds an epoch's first/last batch
+};
+
+struct EvalResult {
+  double loss = -1;  // < 0: no validation data
+  std::vector<double> metrics;
+  int64_t samples = 0;
+  int64_t skipped_corrupt = 0;  // corrupt records skipped in this pass, over all ranks
 };
 
 struct TrainResult {
   int64_t steps = 0;
   double first_loss = 0, final_loss = 0;
   double val_loss = -1;  // < 0: no validation data
+  EvalResult val;
+  std::vector<double> window_metrics;  // the model's metrics over the last logged window
   double tokens_per_s_median = 0;
   double pipeline_bubble_median = -1;  // rank 0's pipeline wait / step time; < 0: no pipeline
   double step_time_median_s = 0, step_time_p90_s = 0;
   double wall_s = 0;
+  bool stopped = false;  // after_step stopped the run
   std::vector<double> losses;
-  // The gradient exchange: parallel.allreduce, grad_mixing, compression and the bytes per
-  // step (GradientExchange::describe), for the run's summary.
+  // The gradient exchange: the data-parallel wrapper, parallel.allreduce, grad_mixing,
+  // compression and the bytes per step, for the run's summary.
   nlohmann::json communication;
 };
 
 class Trainer {
  public:
+  // Any model, with its data-parallel wrapper and feeds (not owned).
+  Trainer(LoopConfig loop, nn::Model& model, parallel::dp::DataParallel& dp, BatchFeed& train,
+          BatchFeed* val, parallel::Communicator& comm, RunDirectory* run_dir);
+  // A GPT run: the token feeds are built and owned here, and the wrapper of the config
+  // (make_data_parallel) too unless `dp` (not owned) is given.
   Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& train, BatchSource* val,
-          parallel::Communicator& comm, RunDirectory* run_dir);
-  // Runs config.steps optimizer steps from `start_step` (0 for a fresh run).
+          parallel::Communicator& comm, RunDirectory* run_dir,
+          parallel::dp::DataParallel* dp = nullptr);
+  ~Trainer();
+  // Runs optimizer steps up to the loop's last from `start_step` (0 for a fresh run).
   TrainResult run(int64_t start_step = 0);
   // One optimizer step; returns its statistics (used by run and by benchmarks).
   StepStats step(int64_t step_index);
-  double evaluate();
+  // A validation pass: the mean loss (< 0 without validation data).
+  double evaluate() { return evaluate_all().loss; }
+  EvalResult evaluate_all();
+  parallel::dp::DataParallel& data_parallel() { return *dp_; }
   // Called after each step (checkpointing, signal handling); return false to stop early.
   std::function<bool(const StepStats&)> after_step;
   // Called between gradient averaging and the update (fault injection in tests).
@@ -103,16 +133,20 @@ class Trainer {
   StepRecord step_record(const StepStats& s, bool warmup) const;
 
  private:
-  const TrainConfig& config_;
-  nn::GptModel& model_;
-  BatchSource& train_;
-  BatchSource* val_;
+  nlohmann::json metrics_record(const StepStats& s) const;
+  void set_profiler(profile::OpProfiler* p);
+
+  LoopConfig loop_;
+  nn::Model& model_;
+  nn::GptModel* gpt_ = nullptr;  // a GPT model: separate forward/backward spans, pipelines
+  std::unique_ptr<BatchFeed> own_train_, own_val_;
+  std::unique_ptr<parallel::dp::DataParallel> own_dp_;
+  BatchFeed* train_;
+  BatchFeed* val_;
+  parallel::dp::DataParallel* dp_;
   parallel::Communicator& comm_;
   RunDirectory* run_dir_;
-  std::vector<int32_t> inputs_, targets_;
   bool profile_ended_ = false;
-  // Sums (mixes, compresses) the gradients where the model leaves that to the trainer.
-  std::unique_ptr<parallel::algorithms::GradientExchange> exchange_;
 };
 
 }  // namespace aiscale::train

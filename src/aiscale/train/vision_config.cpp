@@ -213,6 +213,13 @@ const std::vector<Key>& schema() {
     k.push_back(bool_key("parallel.overlap_allreduce", &Config::overlap_allreduce,
                          "GPU ranks over NCCL: all-reduce ~25 MiB buckets of gradients while "
                          "the backward goes on (false: one all-reduce after it)"));
+    k.push_back(int_key("parallel.zero_stage", &Config::zero_stage,
+                        "0: every rank keeps the whole SGD momentum (DDP); 1: ZeRO-1, the "
+                        "gradients reduce-scattered and the momentum sharded over the CPU "
+                        "ranks, the parameters all-gathered after each step", 0, 1));
+    k.push_back(real_key("parallel.bucket_mib", &Config::bucket_mib,
+                         "CPU ranks: gradient bucket size of the all-reduce (or ZeRO-1's "
+                         "reduce-scatter)", 0.001, 1 << 20));
     k.push_back(real_key("parallel.timeout_s", &Config::timeout_s,
                          "a collective stalled this long ends the rank", 1.0, 2592000.0));
     k.push_back(string_key("run.dir", &Config::run_dir, "parent folder of run directories"));
@@ -288,6 +295,10 @@ void validate_config(const Config& c, const std::string& source) {
   if (c.device == "cuda" && c.sync_batchnorm)
     fail("{}: parallel.sync_batchnorm is not available on the GPU yet: set it to false (each "
          "rank normalises with its own batch) or train on the CPU", source);
+  if (c.device == "cuda" && c.zero_stage > 0)
+    fail("{}: parallel.zero_stage = {} shards the optimizer state of CPU ranks; the GPU ResNet "
+         "keeps its momentum on each GPU: set parallel.zero_stage = 0 or train.device = \"cpu\"",
+         source, c.zero_stage);
   if (c.steps == 0 && c.epochs <= 0)
     fail("{}: train.steps = 0 and train.epochs = {}: set one of them above 0", source, c.epochs);
 }

@@ -26,7 +26,8 @@
 #include "aiscale/train/sources.h"
 #include "aiscale/train/vision_config.h"
 #include "aiscale/train/vision_sources.h"
-#include "aiscale/train/vision_trainer.h"
+#include "aiscale/train/trainer.h"
+#include "aiscale/train/vision_gpu.h"
 
 namespace aiscale::train {
 namespace fs = std::filesystem;
@@ -66,7 +67,7 @@ void unpack(const std::map<std::string, SafeTensor>& file, const std::string& so
 }
 
 void write_vision_checkpoint(const std::string& dir, const VisionTrainConfig& c,
-                             nn::ResNet& model, optim::Sgd& sgd, int64_t step,
+                             nn::ResNet& model, const std::vector<float>& momentum, int64_t step,
                              data::ImageSource::Position data, int world, int64_t keep) {
   std::vector<SafeTensor> weights = named(model.parameter_tensors(), model.params());
   for (SafeTensor& t : named(model.buffer_tensors(), model.buffers())) weights.push_back(t);
@@ -82,7 +83,7 @@ void write_vision_checkpoint(const std::string& dir, const VisionTrainConfig& c,
       {{"model.safetensors",
         safetensors_serialize(weights, {{"format", "pt"}, {"producer", "aiscale"}})},
        {"optimizer.safetensors",
-        safetensors_serialize(named(model.parameter_tensors(), sgd.velocity(), ".momentum_buffer"))},
+        safetensors_serialize(named(model.parameter_tensors(), momentum, ".momentum_buffer"))},
        {"state.json", state.dump(2) + "\n"}},
       keep);
 }
@@ -92,8 +93,8 @@ struct Restored {
   data::ImageSource::Position data;
 };
 
-Restored read_vision_checkpoint(const std::string& dir, nn::ResNet& model, optim::Sgd& sgd,
-                                int world) {
+Restored read_vision_checkpoint(const std::string& dir, nn::ResNet& model,
+                                std::vector<float>& momentum, int world) {
   nlohmann::json state;
   const std::string state_path = (fs::path(dir) / "state.json").string();
   try {
@@ -114,7 +115,7 @@ Restored read_vision_checkpoint(const std::string& dir, nn::ResNet& model, optim
   unpack(weights, model_path, model.buffer_tensors(), model.buffers());
   const std::string opt_path = (fs::path(dir) / "optimizer.safetensors").string();
   unpack(safetensors_parse(read_file(opt_path), opt_path), opt_path, model.parameter_tensors(),
-         sgd.velocity(), ".momentum_buffer");
+         momentum, ".momentum_buffer");
   Restored r;
   r.step = state.value("step", int64_t{0});
   r.data = {state.value("data_epoch", int64_t{0}), state.value("data_index", int64_t{0})};
@@ -199,8 +200,9 @@ int run_vision_training(const TrainRequest& req) {
     for (const nn::ResNetTensor& t : model.parameter_tensors())
       std::fill(decay.begin() + t.offset, decay.begin() + t.offset + t.size, t.decay ? 1 : 0);
   }
-  optim::Sgd sgd(model.num_parameters(), {c.momentum, c.nesterov, c.weight_decay}, decay);
   std::unique_ptr<nn::ResNetCuda> gpu_model;
+  std::unique_ptr<ResNetCudaModel> gpu_view;
+  std::unique_ptr<parallel::dp::DataParallel> data_parallel;
   if (gpu) {
     nn::ResNetCudaOptions go;
     go.max_batch = c.batch_size;
@@ -214,11 +216,20 @@ int run_vision_training(const TrainRequest& req) {
     go.decay_bn_and_bias = c.decay_bn_and_bias;
     gpu_model = std::make_unique<nn::ResNetCuda>(model, go);
     if (c.overlap_allreduce) gpu_model->overlap_allreduce(*comm);
+    gpu_view = std::make_unique<ResNetCudaModel>(*gpu_model, model);
+    data_parallel = std::make_unique<ResNetCudaManaged>(*gpu_model, model, *comm);
+  } else {
+    // SGD with momentum outside the model, over the whole model (DDP) or a rank's shard
+    // (ZeRO-1); the decay mask is indexed by the model's values either way.
+    const optim::SgdOptions so{c.momentum, c.nesterov, c.weight_decay};
+    auto sgd = [so, decay](int64_t n) { return std::make_unique<optim::Sgd>(n, so, decay); };
+    parallel::dp::HostDataParallelOptions ho;
+    ho.bucket_mib = c.bucket_mib;
+    parallel::Communicator* data = world > 1 ? comm.get() : nullptr;
+    data_parallel = c.zero_stage == 1 ? parallel::dp::make_host_zero1(model, data, sgd, ho)
+                                      : parallel::dp::make_host_ddp(model, data, sgd, ho);
   }
-  // Brings the host mirror up to date before a checkpoint of a GPU run.
-  auto sync_host = [&] {
-    if (gpu_model) gpu_model->download(model, &sgd.velocity());
-  };
+  nn::Model& trained = gpu ? static_cast<nn::Model&>(*gpu_view) : model;
 
   const int64_t per_epoch = train_src->batches_per_epoch();
   const int64_t total_steps =
@@ -236,6 +247,14 @@ int run_vision_training(const TrainRequest& req) {
   schedule.step_every = std::max<int64_t>(1, int64_t(std::llround(c.step_epochs * per_epoch)));
   schedule.gamma = c.step_gamma;
 
+  // The momentum as whole tensors for a checkpoint: gathered from the shards with ZeRO-1
+  // (every rank takes part), downloaded from a GPU with the host mirror.
+  std::vector<float> momentum(size_t(model.num_parameters()), 0.0f);
+  auto gather_state = [&] {
+    if (gpu_model) gpu_model->download(model, &momentum);
+    else data_parallel->get_state(0, momentum.data());
+  };
+
   const std::string name =
       c.run_name.empty() ? fmt::format("{}-{}", c.preset, utc_compact()) : c.run_name;
   const bool resuming = !req.resume_dir.empty();
@@ -251,8 +270,9 @@ int run_vision_training(const TrainRequest& req) {
       dir = wanted.string();
     }
     if (!dir) fail("--resume '{}': no complete checkpoint in '{}'", req.resume_dir, ckpt_dir);
-    const Restored r = read_vision_checkpoint(*dir, model, sgd, world);
-    if (gpu_model) gpu_model->upload(model, &sgd.velocity());
+    const Restored r = read_vision_checkpoint(*dir, model, momentum, world);
+    if (gpu_model) gpu_model->upload(model, &momentum);
+    else data_parallel->set_state(0, momentum.data());
     start_step = r.step;
     train_src->restore(r.data);
     // Before the run directory opens metrics.jsonl for appending.
@@ -265,7 +285,7 @@ int run_vision_training(const TrainRequest& req) {
   if (rank == 0) {
     const std::string where =
         gpu ? fmt::format("on the GPU ({})", gpu_model->describe())
-            : fmt::format("on the CPU ({} threads)", threads);
+            : fmt::format("on the CPU ({} threads, {})", threads, data_parallel->name());
     log::info("aiscale train: {} ({:.2f}M parameters, {}x{}x{} images, {} classes) {} x {} "
               "ranks; global batch {}, peak lr {:.4g}, {} steps ({} per epoch)",
               c.preset, double(model.num_parameters()) / 1e6, mc.in_channels, mc.image_size,
@@ -278,14 +298,39 @@ int run_vision_training(const TrainRequest& req) {
   std::signal(SIGTERM, on_vision_stop_signal);
   std::signal(SIGINT, on_vision_stop_signal);
 
-  VisionTrainer trainer(c, model, sgd, schedule, total_steps, *train_src, val_src.get(), *comm,
-                        &run_dir);
+  // The one training loop, with what is a vision run's own: its schedule in epochs, a
+  // validation pass at each epoch's end, the accuracy metrics and images/s.
+  LoopConfig loop;
+  loop.steps = total_steps;
+  loop.data_world = world;
+  loop.lr = [schedule](int64_t step) { return optim::scheduled_lr(schedule, step); };
+  loop.log_every = c.log_every;
+  loop.eval_every = c.eval_every;
+  loop.eval_each_epoch = true;
+  loop.eval_batches = c.eval_batches;
+  loop.eval_always_logged = true;
+  loop.device = c.device;
+  loop.rate_name = "images";
+  loop.record_epoch = true;
+  ImageFeed train_feed(*train_src);
+  std::unique_ptr<ImageFeed> val_feed;
+  if (val_src) val_feed = std::make_unique<ImageFeed>(*val_src);
+  Trainer trainer(loop, trained, *data_parallel, train_feed, val_feed.get(), *comm, &run_dir);
   trainer.show_progress = !req.quiet;
-  trainer.gpu = gpu_model.get();
   int64_t last_saved = start_step;
   bool stopped_by_signal = false;
-  trainer.after_step = [&](int64_t step) {
-    if (step == fault.term_step) g_vision_stop_signal = SIGTERM;
+  auto save = [&](int64_t step) {
+    gather_state();  // a collective with ZeRO-1
+    if (rank == 0)
+      write_vision_checkpoint(ckpt_dir, c, model, momentum, step, train_src->position(), world,
+                              c.keep_checkpoints);
+    last_saved = step;
+  };
+  trainer.after_step = [&](const StepStats& s) {
+    if (!std::isfinite(s.loss))
+      fail("step {}: the loss is {}: lower train.lr (peak {:.4g}) or raise train.warmup_epochs",
+           s.step, s.loss, schedule.peak_lr);
+    if (s.step == fault.term_step) g_vision_stop_signal = SIGTERM;
     // Ranks must agree on stopping, or the others would wait in the next all-reduce.
     double stop = g_vision_stop_signal != 0 ? 1.0 : 0.0;
     if (world > 1) comm->allreduce_sum(&stop, 1);
@@ -293,26 +338,16 @@ int run_vision_training(const TrainRequest& req) {
       stopped_by_signal = true;
       return false;  // the checkpoint follows the loop (written aside, then renamed)
     }
-    if (c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && step < total_steps) {
-      if (rank == 0) {
-        sync_host();
-        write_vision_checkpoint(ckpt_dir, c, model, sgd, step, train_src->position(), world,
-                                c.keep_checkpoints);
-      }
-      last_saved = step;
-    }
+    if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.step < total_steps)
+      save(s.step);
     return true;
   };
-  const VisionResult r = trainer.run(start_step);
+  const TrainResult r = trainer.run(start_step);
   // Training images taken from the next record because theirs was corrupt
   // (data.skip_corrupt = true), over all ranks: the set trained on differs by this much.
   double skipped_train = double(train_src->stats().skipped_corrupt);
   if (world > 1) comm->allreduce_sum(&skipped_train, 1);
-  if (rank == 0 && r.steps > last_saved) {
-    sync_host();
-    write_vision_checkpoint(ckpt_dir, c, model, sgd, r.steps, train_src->position(), world,
-                            c.keep_checkpoints);
-  }
+  if (r.steps > last_saved) save(r.steps);
   nlohmann::json summary = {{"kind", "resnet"},
                             {"status", stopped_by_signal ? "interrupted" : "finished"},
                             {"model", c.preset},
@@ -325,17 +360,18 @@ int run_vision_training(const TrainRequest& req) {
                             {"steps", r.steps},
                             {"first_loss", r.first_loss},
                             {"final_loss", r.final_loss},
-                            {"train_top1", r.train_top1},
-                            {"images_per_s_median", r.images_per_s_median},
+                            {"train_top1", r.window_metrics.empty() ? 0.0 : r.window_metrics[0]},
+                            {"images_per_s_median", r.tokens_per_s_median},
                             {"step_time_median_s", r.step_time_median_s},
                             {"wall_s", r.wall_s},
                             {"skipped_corrupt", {{"train", int64_t(skipped_train)},
-                                                 {"val", r.val.skipped_corrupt}}}};
+                                                 {"val", r.val.skipped_corrupt}}},
+                            {"communication", r.communication}};
   if (r.val.loss >= 0) {
     summary["val_loss"] = r.val.loss;
-    summary["val_top1"] = r.val.top1;
-    summary["val_top5"] = r.val.top5;
-    summary["val_images"] = r.val.images;
+    summary["val_top1"] = r.val.metrics[0];
+    summary["val_top5"] = r.val.metrics[1];
+    summary["val_images"] = r.val.samples;
   }
   run_dir.write_summary(summary);
   if (rank == 0 && stopped_by_signal) {
@@ -352,10 +388,10 @@ int run_vision_training(const TrainRequest& req) {
   if (rank == 0) {
     log::info("done: {} steps, loss {:.4f} -> {:.4f}{}, {:.0f} images/s, run directory {}",
               r.steps, r.first_loss, r.final_loss,
-              r.val.loss >= 0 ? fmt::format(", val top-1 {:.2f}% top-5 {:.2f}%", 100 * r.val.top1,
-                                            100 * r.val.top5)
+              r.val.loss >= 0 ? fmt::format(", val top-1 {:.2f}% top-5 {:.2f}%",
+                                            100 * r.val.metrics[0], 100 * r.val.metrics[1])
                               : std::string(),
-              r.images_per_s_median, run_dir.path());
+              r.tokens_per_s_median, run_dir.path());
   }
   return 0;
 }

@@ -1,5 +1,5 @@
 // One `aiscale train` invocation of a vision config (model.kind = "resnet"): ranks, model,
-// images, run directory, checkpoints and resume around the VisionTrainer.
+// images, run directory, checkpoints and resume around the one Trainer (train/trainer.h).
 //
 // Checkpoint folder (the protocol of checkpoint.h: step_N.tmp, renamed, COMPLETE last):
 //   model.safetensors      parameters and batch norm running statistics under torchvision's

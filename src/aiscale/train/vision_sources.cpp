@@ -147,4 +147,19 @@ std::unique_ptr<data::ImageSource> open_vision_source(const VisionTrainConfig& c
                                                    c.num_classes, sc);
 }
 
+const nn::Batch& ImageFeed::next() {
+  source_.next_batch(batch_);
+  if (batch_.layout != data::ImageLayout::nchw)
+    fail("the vision trainer takes NCHW batches; the image source served NHWC");
+  out_.images = batch_.pixels.data();
+  out_.labels = batch_.labels.data();
+  out_.n = batch_.n;
+  return out_;
+}
+
+int64_t ImageFeed::eval_batches(int64_t requested) const {
+  return requested > 0 ? std::min(requested, source_.batches_per_epoch())
+                       : source_.batches_per_epoch();
+}
+
 }  // namespace aiscale::train

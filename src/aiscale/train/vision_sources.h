@@ -8,6 +8,7 @@
 #include <string>
 
 #include "aiscale/data/images/image_source.h"
+#include "aiscale/train/batch_feed.h"
 #include "aiscale/train/vision_config.h"
 
 namespace aiscale::train {
@@ -33,5 +34,27 @@ std::string idx_labels_path(const std::string& images_path);
 // source is null when c.val_data is empty (synthetic: a second, smaller set).
 std::unique_ptr<data::ImageSource> open_vision_source(const VisionTrainConfig& c, bool train,
                                                       int rank, int world_size);
+
+// An image source as the trainer's feed: NCHW batches (the ResNet's layout; an NHWC source
+// is refused), the position in global batches of the epoch, validation passes of
+// train.eval_batches batches (0: the whole set), corrupt records skipped.
+class ImageFeed final : public BatchFeed {
+ public:
+  explicit ImageFeed(data::ImageSource& source) : source_(source) {}
+  const nn::Batch& next() override;
+  void rewind() override { source_.restore({0, 0}); }
+  DataPosition position() const override {
+    const data::ImageSource::Position p = source_.position();
+    return {p.epoch, p.index};
+  }
+  int64_t samples_per_batch() const override { return source_.batch_size(); }
+  int64_t eval_batches(int64_t requested) const override;
+  int64_t skipped_corrupt() const override { return source_.stats().skipped_corrupt; }
+
+ private:
+  data::ImageSource& source_;
+  data::ImageBatch batch_;
+  nn::Batch out_;
+};
 
 }  // namespace aiscale::train

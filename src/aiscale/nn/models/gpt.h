@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aiscale/core/dtype.h"
+#include "aiscale/nn/model.h"
 #include "aiscale/nn/models/gpt_config.h"
 #include "aiscale/ops/ops.h"
 
@@ -76,16 +77,29 @@ struct GptRunOptions {
   std::string attention = "auto";
 };
 
-class GptModel {
+// A GPT model is an nn::Model (nn/model.h) of token batches; the models that synchronise
+// their gradients themselves (data_parallel()) also run their own AdamW (update()).
+class GptModel : public Model {
  public:
-  virtual ~GptModel() = default;
   virtual const GptConfig& config() const = 0;
   virtual const GptRunOptions& options() const = 0;
   virtual std::string device_name() const = 0;
   // Which attention kernels run (for benchmark records), e.g. "cudnn (engines 2 / 2, cuDNN
   // 91400, workspace 256 B)", "flash", "simple", "cpu".
   virtual std::string attention_kernels() const { return "cpu"; }
-  int64_t num_params() const { return config().num_params(); }
+  int64_t num_params() const override { return config().num_params(); }
+
+  // nn::Model: the tensors of gpt_param_infos with the decay of gpt_decay_mask; a batch of
+  // tokens (B x T inputs and targets) through forward_backward / forward.
+  const std::vector<ParamTensor>& param_tensors() const override;
+  double train_batch(const Batch& b, float grad_multiplier) override {
+    return forward_backward(b.tokens, b.targets, grad_multiplier);
+  }
+  double eval_batch(const Batch& b) override { return forward(b.tokens, b.targets); }
+  bool synchronizes_gradients() const override { return data_parallel(); }
+  // Activation bytes; the default is the model's memory less its parameters, gradients and
+  // optimizer state (a model that knows its activation buffers says so exactly).
+  size_t activation_bytes() const override;
 
   // Forward pass on host tokens (B, T). With targets, returns the mean cross-entropy
   // loss and keeps what backward needs; targets may be null (then returns NaN and only
@@ -143,13 +157,16 @@ class GptModel {
 
   // Raw gradient buffer for collective communication (device memory for GPU models),
   // fp32, num_params() values.
-  virtual float* grad_buffer() = 0;
-  virtual float* param_buffer() = 0;
+  float* grad_buffer() override = 0;
+  float* param_buffer() override = 0;
   // Bytes of device (or host) memory this model holds.
   virtual size_t memory_bytes() const = 0;
   // Of those, the optimizer state on this rank: fp32 master weights and the AdamW moments
   // (1/world of them with ZeRO-1).
   virtual size_t optimizer_state_bytes() const { return size_t(3 * 4) * size_t(num_params()); }
+
+ private:
+  mutable std::vector<ParamTensor> tensors_;  // built on first use
 };
 
 // Initialise GPT-2 style: N(0, 0.02) for weights, residual projections scaled by

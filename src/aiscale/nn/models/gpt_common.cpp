@@ -88,6 +88,25 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
   return mask;
 }
 
+const std::vector<ParamTensor>& GptModel::param_tensors() const {
+  if (!tensors_.empty()) return tensors_;
+  for (const auto& p : GptLayout(config()).tensors()) {
+    ParamTensor t;
+    t.name = p.name;
+    for (int i = 0; i < p.shape.ndim; ++i) t.shape.push_back(p.shape[i]);
+    t.offset = p.offset;
+    t.size = p.shape.numel();
+    t.decay = GptLayout::decays(p, options().decay_embeddings);
+    tensors_.push_back(std::move(t));
+  }
+  return tensors_;
+}
+
+size_t GptModel::activation_bytes() const {
+  const size_t held = size_t(8) * size_t(num_params()) + optimizer_state_bytes();
+  return memory_bytes() > held ? memory_bytes() - held : 0;
+}
+
 namespace {
 
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,

@@ -200,6 +200,11 @@ class GptCpu final : public GptModel {
     return b;
   }
   size_t optimizer_state_bytes() const override { return state_.optimizer_bytes(); }
+  size_t activation_bytes() const override {
+    size_t b = 0;
+    for (const auto& s : slots_) b += s->bytes();
+    return b;
+  }
 
  private:
   // Gathering whole tensors is a collective that reuses the shards' exchange buffers.

@@ -30,8 +30,7 @@ GptCpuState::GptCpuState(const GptConfig& c, const GptRunOptions& o, const GptPl
     shards_.emplace(std::move(bounds), place.data);
     const int64_t s = shards_->shards_size();
     grads_ = Arena(s * 4, Device::cpu);
-    m_ = Arena(s * 4, Device::cpu);
-    v_ = Arena(s * 4, Device::cpu);
+    moment_values_ = s;
     const int64_t emb = holds(0) ? layout_.unit_end(0) : 0;
     const int64_t lnf = holds(U - 1) ? layout_.size() - layout_.lnf_w() : 0;
     grad_units_ = Arena((emb + layout_.layer_size() + lnf) * 4, Device::cpu);
@@ -48,13 +47,10 @@ GptCpuState::GptCpuState(const GptConfig& c, const GptRunOptions& o, const GptPl
   } else {
     params_ = Arena(size_ * 4, Device::cpu);
     grads_ = Arena(size_ * 4, Device::cpu);
-    m_ = Arena(size_ * 4, Device::cpu);
-    v_ = Arena(size_ * 4, Device::cpu);
+    moment_values_ = size_;
   }
   params_.zero();
   grads_.zero();
-  m_.zero();
-  v_.zero();
   // Every rank builds the whole initialisation from the seed and keeps its part: the same
   // values as one rank's model, whatever the layout.
   const std::vector<float> init = gpt_init_params(c, o.seed);
@@ -149,7 +145,16 @@ double GptCpuState::grad_sum_squares(bool self_sync) {
   return s;
 }
 
+void GptCpuState::ensure_moments() {
+  if (m_.bytes() > 0 || moment_values_ == 0) return;
+  m_ = Arena(moment_values_ * 4, Device::cpu);
+  v_ = Arena(moment_values_ * 4, Device::cpu);
+  m_.zero();
+  v_.zero();
+}
+
 void GptCpuState::update(const ops::Backend& ops, const ops::AdamWParams& hp, bool decay_embeddings) {
+  ensure_moments();
   for_each_piece([&](int u, int64_t lo, int64_t hi, const ShardedTensor& t, int64_t index) {
     ops::AdamWParams h = hp;
     if (!GptLayout::decays(t.full, decay_embeddings)) h.weight_decay = 0.0f;

@@ -74,7 +74,13 @@ class GptCpuState {
 
  private:
   static float* f32(Arena& a) { return static_cast<float*>(a.data()); }
-  Arena& arena(Kind k) { return k == Kind::params ? params_ : k == Kind::grads ? grads_ : k == Kind::m ? m_ : v_; }
+  Arena& arena(Kind k) {
+    if (k == Kind::m || k == Kind::v) ensure_moments();
+    return k == Kind::params ? params_ : k == Kind::grads ? grads_ : k == Kind::m ? m_ : v_;
+  }
+  // The AdamW moments are allocated when first used: a model whose optimizer runs outside
+  // it (the trainer's data-parallel wrappers, optim/optimizer.h) never holds them.
+  void ensure_moments();
   bool sharded(Kind k) const { return shards_ && (k != Kind::params || place_.zero_stage == 3); }
   // The copy of the embeddings a last stage (not also the first) holds for its LM head.
   bool mirror(int u) const { return u == 0 && place_.last() && !place_.first(); }
@@ -95,6 +101,7 @@ class GptCpuState {
   int64_t size_ = 0;              // values of the held units
   std::optional<optim::ZeroShards> shards_;
   Arena params_, grads_, m_, v_;
+  int64_t moment_values_ = 0;  // of m_ and v_ once allocated
   Arena gathered_;    // ZeRO-3: the blocks' gathered parameters
   Arena grad_units_;  // ZeRO-2/3: the gradients of the blocks in backward
 };

@@ -359,12 +359,12 @@ double ResNet::forward(const float* images, const int32_t* labels, int64_t n, bo
 
 void ResNet::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-void ResNet::backward() {
+void ResNet::backward(float grad_multiplier) {
   Impl& m = *impl_;
   const int64_t n = m.n;
   AISCALE_CHECK(n > 0, "ResNet backward without a forward");
   // d(mean loss)/d(loss_i) = 1/n
-  std::fill(m.dlosses.begin(), m.dlosses.begin() + n, 1.0f / float(n));
+  std::fill(m.dlosses.begin(), m.dlosses.begin() + n, grad_multiplier / float(n));
   backend_.xent_smooth_backward(m.acts[m.logits].grad.data(), m.acts[m.logits].data.data(),
                                 m.labels.data(), m.dlosses.data(), n, config_.num_classes,
                                 options_.label_smoothing);
@@ -449,6 +449,31 @@ void ResNet::count_correct(const int32_t* labels, int64_t n, int64_t& top1, int6
     top1 += above < 1;
     top5 += above < 5;
   }
+}
+
+double ResNet::train_batch(const Batch& b, float grad_multiplier) {
+  if (!b.images || !b.labels || b.n < 1) fail("a ResNet trains on a batch of images with labels");
+  const double loss = forward(b.images, b.labels, b.n, true);
+  backward(grad_multiplier);
+  return loss;
+}
+
+double ResNet::eval_batch(const Batch& b) {
+  if (!b.images || !b.labels || b.n < 1) fail("a ResNet evaluates a batch of images with labels");
+  return forward(b.images, b.labels, b.n, false);
+}
+
+size_t ResNet::activation_bytes() const {
+  size_t values = impl_->conv_scratch.size() + impl_->grad_scratch.size();
+  for (const Act& a : impl_->acts) values += a.data.size() + a.grad.size();
+  return values * sizeof(float);
+}
+
+void ResNet::add_metrics(double* sums) const {
+  int64_t top1 = 0, top5 = 0;
+  count_correct(impl_->labels.data(), impl_->n, top1, top5);
+  sums[0] += double(top1);
+  sums[1] += double(top5);
 }
 
 double ResNet::forward_flops_per_image() const {

@@ -5,14 +5,16 @@
 // buffer (torchvision's buffers, without num_batches_tracked). Every activation is
 // allocated once for the largest batch at construction; nothing allocates inside a step.
 //
-// The model knows no data-parallel reducer: gradients are this rank's; the trainer sums
-// them. The only collective inside is synchronised batch norm, when a communicator is set.
+// An nn::Model of image batches. It knows no data-parallel reducer: gradients are this
+// rank's; the trainer's data-parallel wrapper sums them. The only collective inside is
+// synchronised batch norm, when a communicator is set.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "aiscale/nn/model.h"
 #include "aiscale/nn/models/resnet_config.h"
 #include "aiscale/ops/vision/vision_ops.h"
 
@@ -22,15 +24,10 @@ class Communicator;
 
 namespace aiscale::nn {
 
-// One named tensor inside the parameter (or running-statistics) buffer.
-struct ResNetTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset = 0, size = 0;
-  // Weight decay applies by default to convolution and classifier weights only, not to
-  // batch norm scales and shifts or biases (the large-batch practice of Goyal et al.).
-  bool decay = false;
-};
+// One named tensor inside the parameter (or running-statistics) buffer. Weight decay
+// (`decay`) applies by default to convolution and classifier weights only, not to batch
+// norm scales and shifts or biases (the large-batch practice of Goyal et al.).
+using ResNetTensor = ParamTensor;
 
 struct ResNetOptions {
   int64_t max_batch = 32;        // largest batch forward() accepts
@@ -40,11 +37,11 @@ struct ResNetOptions {
   uint64_t seed = 0;                // initialisation
 };
 
-class ResNet {
+class ResNet final : public Model {
  public:
   ResNet(const ResNetConfig& config, const ResNetOptions& options,
          const ops::vision::VisionBackend& backend);
-  ~ResNet();
+  ~ResNet() override;
   ResNet(const ResNet&) = delete;
   ResNet& operator=(const ResNet&) = delete;
 
@@ -57,6 +54,18 @@ class ResNet {
   std::vector<float>& grads() { return grads_; }
   std::vector<float>& buffers() { return buffers_; }  // BN running means and variances
 
+  // nn::Model: the parameters and gradients above; a batch of images with labels. The
+  // metrics are the correct predictions among the top 1 and top 5 classes.
+  int64_t num_params() const override { return num_parameters(); }
+  const std::vector<ParamTensor>& param_tensors() const override { return param_tensors_; }
+  float* param_buffer() override { return params_.data(); }
+  float* grad_buffer() override { return grads_.data(); }
+  double train_batch(const Batch& b, float grad_multiplier) override;
+  double eval_batch(const Batch& b) override;
+  size_t activation_bytes() const override;
+  std::vector<std::string> metric_names() const override { return {"top1", "top5"}; }
+  void add_metrics(double* sums) const override;
+
   // Synchronised batch norm: statistics over every rank of `comm` (null: this rank's).
   void set_batchnorm_sync(parallel::Communicator* comm) { bn_sync_ = comm; }
 
@@ -64,10 +73,10 @@ class ResNet {
   // over the n images. train: batch statistics (and running-statistics updates); else the
   // running statistics. The logits stay readable until the next forward.
   double forward(const float* images, const int32_t* labels, int64_t n, bool train);
-  // Backward of the last (training) forward's mean loss: parameter gradients ACCUMULATE
-  // into grads() (zero_grad() first for a fresh step).
-  void backward();
-  void zero_grad();
+  // Backward of the last (training) forward's mean loss times grad_multiplier: parameter
+  // gradients ACCUMULATE into grads() (zero_grad() first for a fresh step).
+  void backward(float grad_multiplier = 1.0f);
+  void zero_grad() override;
   const float* logits() const;  // (n, num_classes)
   // Correct predictions of the last forward among the top 1 and top 5 classes.
   void count_correct(const int32_t* labels, int64_t n, int64_t& top1, int64_t& top5) const;

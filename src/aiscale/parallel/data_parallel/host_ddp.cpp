@@ -1,0 +1,121 @@
+#include <algorithm>
+#include <cstring>
+
+#include "aiscale/core/error.h"
+#include "aiscale/ops/ops.h"
+#include "aiscale/parallel/data_parallel/bucket_plan.h"
+#include "aiscale/parallel/data_parallel/host_wrappers.h"
+
+namespace aiscale::parallel::dp {
+
+std::vector<int64_t> host_bucket_bounds(const nn::Model& model, double bucket_mib) {
+  const auto& tensors = model.param_tensors();
+  nn::GradientOrder order;
+  // A host backward completes the tensors from the last to the first.
+  for (size_t i = tensors.size(); i-- > 0;)
+    order.push_back({tensors[i].offset, tensors[i].offset + tensors[i].size, int(i)});
+  BucketPlanOptions o;
+  o.bucket_values = bucket_values_for_mib(bucket_mib);
+  const BucketPlan plan = plan_buckets(order, model.num_params(), o);
+  std::vector<int64_t> bounds;
+  for (const Bucket& b : plan.buckets) bounds.push_back(b.begin);
+  std::sort(bounds.begin(), bounds.end());
+  bounds.push_back(model.num_params());
+  return bounds;
+}
+
+namespace {
+
+class HostDdp final : public DataParallel {
+ public:
+  HostDdp(nn::Model& model, Communicator* comm, const OptimizerFactory& optimizer,
+          const HostDataParallelOptions& o)
+      : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr),
+        optimizer_(optimizer(model.num_params())), options_(o),
+        bounds_(host_bucket_bounds(model, o.bucket_mib)) {
+    if (comm_) {
+      algorithms::GradientExchangeOptions eo = o.exchange;
+      for (const auto& t : model.param_tensors()) eo.segments.push_back(t.offset);  // AdaSum per tensor
+      exchange_ = std::make_unique<algorithms::GradientExchange>(*comm_, eo, model.num_params());
+    }
+    // Dense sums travel bucket by bucket (backward's order); AdaSum and compression work on
+    // the whole gradient.
+    bucketed_ = o.exchange.compression == "none" && o.exchange.mixing != "adasum";
+  }
+
+  std::string name() const override { return "ddp"; }
+
+  void reduce_gradients() override {
+    if (!comm_) return;
+    float* g = model_.grad_buffer();
+    if (!bucketed_) {
+      exchange_->exchange(g);
+      return;
+    }
+    for (size_t u = bounds_.size() - 1; u-- > 0;)
+      comm_->allreduce_sum(g + bounds_[u], bounds_[u + 1] - bounds_[u]);
+  }
+
+  double divisor() const override { return exchange_ ? exchange_->divisor() : 1.0; }
+
+  double grad_sum_squares() override {
+    const float* g = model_.grad_buffer();
+    double s = 0.0;
+    for (const auto& t : model_.param_tensors()) s += ops::sum_squares(g + t.offset, t.size);
+    return s;
+  }
+
+  void step(const optim::StepParams& p) override {
+    optimizer_->step(model_.param_buffer(), model_.grad_buffer(), model_.num_params(), 0, 0, p);
+  }
+  void set_profiler(profile::OpProfiler* p) override { optimizer_->set_profiler(p); }
+
+  bool collective_state() const override { return false; }
+  void get_params(float* out) override {
+    std::memcpy(out, model_.param_buffer(), size_t(model_.num_params()) * 4);
+  }
+  void set_params(const float* in) override {
+    std::memcpy(model_.param_buffer(), in, size_t(model_.num_params()) * 4);
+  }
+  std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
+  void get_state(int k, float* out) override {
+    std::memcpy(out, optimizer_->state(k), size_t(model_.num_params()) * 4);
+  }
+  void set_state(int k, const float* in) override {
+    std::memcpy(optimizer_->state(k), in, size_t(model_.num_params()) * 4);
+  }
+  size_t optimizer_state_bytes() const override { return optimizer_->state_bytes(); }
+  int64_t wire_bytes() const override { return exchange_ ? exchange_->wire_bytes() : 0; }
+
+  nlohmann::json describe() const override {
+    nlohmann::json j = exchange_ ? exchange_->describe()
+                                 : nlohmann::json{{"allreduce", options_.exchange.allreduce},
+                                                  {"grad_mixing", options_.exchange.mixing},
+                                                  {"compression", options_.exchange.compression},
+                                                  {"gradient_sync", "none (one rank)"}};
+    j["data_parallel"] = name();
+    if (exchange_) j["buckets"] = bucketed_ ? int64_t(bounds_.size()) - 1 : 1;
+    j["optimizer"] = optimizer_->name();
+    j["optimizer_state_bytes"] = optimizer_state_bytes();
+    return j;
+  }
+
+ private:
+  nn::Model& model_;
+  Communicator* comm_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  HostDataParallelOptions options_;
+  std::vector<int64_t> bounds_;
+  std::unique_ptr<algorithms::GradientExchange> exchange_;
+  bool bucketed_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<DataParallel> make_host_ddp(nn::Model& model, Communicator* comm,
+                                            const OptimizerFactory& optimizer,
+                                            const HostDataParallelOptions& options) {
+  return std::make_unique<HostDdp>(model, comm, optimizer, options);
+}
+
+}  // namespace aiscale::parallel::dp

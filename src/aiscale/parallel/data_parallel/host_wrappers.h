@@ -1,0 +1,100 @@
+// Data parallelism outside the model, for a host model (nn::Model, fp32 buffers in host
+// memory) that does not synchronise its gradients itself: after the step's last micro-step
+// (gradient accumulation's earlier micro-steps only accumulate, DDP's no_sync) the wrapper
+// sums the ranks' gradients, takes the norm, and runs the optimizer (optim/optimizer.h):
+//
+//   ddp    every rank holds the whole optimizer state; the gradients are all-reduced in
+//          buckets (plan_buckets over the model's tensors in backward's order, through the
+//          communicator's all-reduce algorithm) or, with AdaSum or compression, exchanged
+//          whole (parallel/algorithms/gradient_exchange.h); every rank updates everything.
+//   zero1  ZeRO-1: the same buckets are reduce-scattered, each rank keeps the summed
+//          gradients and the optimizer state of its 1/world of every bucket
+//          (optim/zero_shards.h), updates that part of the parameters (fp32: the working
+//          copy is the master) and all-gathers them.
+//
+// One rank (no communicator, or a world of one) is ddp without an exchange. The average
+// (parallel.grad_mixing = "average") is folded into the optimizer's grad_scale: the trainer
+// divides by divisor(), as it divides by the norm for clipping.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "aiscale/nn/model.h"
+#include "aiscale/optim/optimizer.h"
+#include "aiscale/parallel/algorithms/gradient_exchange.h"
+#include "aiscale/parallel/comm.h"
+
+namespace aiscale::profile {
+class OpProfiler;
+}
+
+namespace aiscale::parallel::dp {
+
+// What the trainer calls for the data-parallel side of a step, for any model; implemented
+// by the host wrappers below and, for models that synchronise themselves, by a wrapper
+// that forwards to the model's own exchange and update (train/managed_models.h).
+class DataParallel {
+ public:
+  virtual ~DataParallel() = default;
+  // "ddp", "zero1", or "model" (the model synchronises itself); in every step record.
+  virtual std::string name() const = 0;
+  // Before each micro-step: whether it is the step's last (the one that synchronises).
+  virtual void begin_micro_step(bool last) { (void)last; }
+  // After the last micro-step's backward: the gradients summed over the ranks.
+  virtual void reduce_gradients() = 0;
+  // What the summed gradient is divided by: the data-parallel ranks for "average", else 1.
+  virtual double divisor() const = 0;
+  // Sum of squares of the summed gradients (before divisor()); the same on every rank.
+  virtual double grad_sum_squares() = 0;
+  // False where the gradients are not read for a norm (a GPU ResNet's stay on the device):
+  // the trainer then neither clips nor records a norm.
+  virtual bool measures_grad_norm() const { return true; }
+  // The optimizer step (p.grad_scale already holds clip / divisor()); afterwards every
+  // rank holds the new parameters.
+  virtual void step(const optim::StepParams& p) = 0;
+  virtual void set_profiler(profile::OpProfiler* profiler) { (void)profiler; }
+
+  // Whole-model copies for checkpoints, in the model's flat order. With collective_state()
+  // every rank must call the getters together (each holds a shard).
+  virtual bool collective_state() const = 0;
+  virtual void get_params(float* out) = 0;
+  virtual void set_params(const float* in) = 0;
+  virtual std::vector<std::string> state_names() const = 0;  // "m", "v" / "momentum"
+  virtual void get_state(int k, float* out) = 0;
+  virtual void set_state(int k, const float* in) = 0;
+  // Bytes of optimizer state this rank holds (the moments or momentum; a shard with ZeRO-1).
+  virtual size_t optimizer_state_bytes() const = 0;
+  // Bytes a rank sends per step for the gradients (0 on one rank).
+  virtual int64_t wire_bytes() const = 0;
+  // The exchange for the run's summary: the wrapper, all-reduce, mixing, compression, bytes.
+  virtual nlohmann::json describe() const = 0;
+};
+
+struct HostDataParallelOptions {
+  double bucket_mib = 25;  // parallel.bucket_mib
+  algorithms::GradientExchangeOptions exchange;  // mixing, compression, all-reduce's name
+};
+
+// The optimizer of a piece of `state_size` values (the whole model, or a rank's shard).
+using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(int64_t state_size)>;
+
+// `comm` may be null (one rank); model, comm must outlive the wrapper.
+std::unique_ptr<DataParallel> make_host_ddp(nn::Model& model, Communicator* comm,
+                                            const OptimizerFactory& optimizer,
+                                            const HostDataParallelOptions& options);
+// Fails (naming parallel.grad_mixing / parallel.compression) for AdaSum or compression:
+// a reduce-scatter sums dense gradients.
+std::unique_ptr<DataParallel> make_host_zero1(nn::Model& model, Communicator* comm,
+                                              const OptimizerFactory& optimizer,
+                                              const HostDataParallelOptions& options);
+
+// The model's tensors as the gradient order of a host backward (the last tensor first, one
+// segment each) and the buckets planned over it: unit boundaries in flat order, U + 1.
+std::vector<int64_t> host_bucket_bounds(const nn::Model& model, double bucket_mib);
+
+}  // namespace aiscale::parallel::dp

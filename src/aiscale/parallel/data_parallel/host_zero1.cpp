@@ -1,0 +1,119 @@
+#include <algorithm>
+#include <cstring>
+
+#include "aiscale/core/error.h"
+#include "aiscale/ops/ops.h"
+#include "aiscale/optim/zero_shards.h"
+#include "aiscale/parallel/data_parallel/host_wrappers.h"
+
+namespace aiscale::parallel::dp {
+namespace {
+
+class HostZero1 final : public DataParallel {
+ public:
+  HostZero1(nn::Model& model, Communicator* comm, const OptimizerFactory& optimizer,
+            const HostDataParallelOptions& o)
+      : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr), options_(o),
+        shards_(host_bucket_bounds(model, o.bucket_mib), comm_) {
+    if (o.exchange.mixing == "adasum" || o.exchange.compression != "none")
+      fail("parallel.zero_stage = 1 reduce-scatters the dense gradients: it takes neither "
+           "parallel.grad_mixing = \"adasum\" nor parallel.compression (got \"{}\", \"{}\"): "
+           "set parallel.grad_mixing = \"average\" and parallel.compression = \"none\", or "
+           "parallel.zero_stage = 0", o.exchange.mixing, o.exchange.compression);
+    grads_.assign(size_t(shards_.shards_size()), 0.0f);
+    optimizer_ = optimizer(shards_.shards_size());
+  }
+
+  std::string name() const override { return "zero1"; }
+
+  // Each bucket's sum over the ranks, of which this rank keeps its part.
+  void reduce_gradients() override {
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
+    const float* g = model_.grad_buffer();
+    for (int u = shards_.units(); u-- > 0;)
+      shards_.reduce_scatter_add(u, g + shards_.unit_begin(u), grads_.data() + shards_.shard_offset(u));
+  }
+
+  double divisor() const override {
+    return options_.exchange.mixing == "average" && comm_ ? double(comm_->world()) : 1.0;
+  }
+
+  double grad_sum_squares() override {
+    double s = ops::sum_squares(grads_.data(), int64_t(grads_.size()));  // padding is zero
+    if (comm_) comm_->allreduce_sum(&s, 1);
+    return s;
+  }
+
+  // The optimizer on this rank's part of every bucket, then the buckets gathered whole.
+  void step(const optim::StepParams& p) override {
+    float* params = model_.param_buffer();
+    for (int u = 0; u < shards_.units(); ++u) {
+      const int64_t lo = shards_.owned_begin(u), hi = shards_.owned_end(u);
+      if (hi > lo)
+        optimizer_->step(params + lo, grads_.data() + shards_.shard_offset(u), hi - lo,
+                         shards_.shard_offset(u), lo, p);
+    }
+    for (int u = 0; u < shards_.units(); ++u)
+      shards_.gather(u, params + shards_.owned_begin(u), params + shards_.unit_begin(u));
+  }
+  void set_profiler(profile::OpProfiler* p) override { optimizer_->set_profiler(p); }
+
+  bool collective_state() const override { return comm_ != nullptr; }
+  void get_params(float* out) override {
+    std::memcpy(out, model_.param_buffer(), size_t(model_.num_params()) * 4);
+  }
+  void set_params(const float* in) override {
+    std::memcpy(model_.param_buffer(), in, size_t(model_.num_params()) * 4);
+  }
+  std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
+  void get_state(int k, float* out) override {
+    const float* s = optimizer_->state(k);
+    for (int u = 0; u < shards_.units(); ++u)
+      shards_.gather(u, s + shards_.shard_offset(u), out + shards_.unit_begin(u));
+  }
+  void set_state(int k, const float* in) override {
+    float* s = optimizer_->state(k);
+    for (int u = 0; u < shards_.units(); ++u) {
+      float* mine = s + shards_.shard_offset(u);
+      std::fill(mine, mine + shards_.shard(u), 0.0f);
+      std::copy(in + shards_.owned_begin(u), in + shards_.owned_end(u), mine);
+    }
+  }
+  size_t optimizer_state_bytes() const override { return optimizer_->state_bytes(); }
+  // A reduce-scatter and an all-gather, each (p-1)/p of the dense bytes on a ring.
+  int64_t wire_bytes() const override {
+    if (!comm_) return 0;
+    const int64_t p = comm_->world();
+    return 2 * (p - 1) * 4 * shards_.shards_size();
+  }
+
+  nlohmann::json describe() const override {
+    return {{"data_parallel", name()},
+            {"allreduce", options_.exchange.allreduce},
+            {"grad_mixing", options_.exchange.mixing},
+            {"compression", "none"},
+            {"buckets", shards_.units()},
+            {"grad_dense_bytes", 4 * model_.num_params()},
+            {"grad_wire_bytes_per_step", wire_bytes()},
+            {"optimizer", optimizer_->name()},
+            {"optimizer_state_bytes", optimizer_state_bytes()}};
+  }
+
+ private:
+  nn::Model& model_;
+  Communicator* comm_;
+  HostDataParallelOptions options_;
+  optim::ZeroShards shards_;
+  std::vector<float> grads_;  // this rank's part of every bucket's sum
+  std::unique_ptr<optim::Optimizer> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataParallel> make_host_zero1(nn::Model& model, Communicator* comm,
+                                              const OptimizerFactory& optimizer,
+                                              const HostDataParallelOptions& options) {
+  return std::make_unique<HostZero1>(model, comm, optimizer, options);
+}
+
+}  // namespace aiscale::parallel::dp
