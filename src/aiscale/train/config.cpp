@@ -349,7 +349,9 @@ const std::vector<Key>& schema() {
                          "GPU ranks (NCCL): reduce gradient buckets during backward; false "
                          "reduces them all after backward"));
     k.push_back(real_key("parallel.bucket_mib", &TrainConfig::bucket_mib,
-                         "GPU ranks (NCCL): gradient bucket size in MiB", 0.001, 1048576.0));
+                         "GPU ranks (NCCL): gradient bucket size in MiB; CPU ranks: ZeRO-1's "
+                         "reduce-scatter buckets (a CPU all-reduce travels in the "
+                         "communicator's own 25 MiB buckets)", 0.001, 1048576.0));
     k.push_back(string_key("parallel.grad_comm", &TrainConfig::grad_comm,
                            "GPU ranks (NCCL): type the gradients are summed in; bf16 halves the "
                            "bytes (rounded before the sum, fp32 again after it)",

@@ -217,9 +217,6 @@ const std::vector<Key>& schema() {
                         "0: every rank keeps the whole SGD momentum (DDP); 1: ZeRO-1, the "
                         "gradients reduce-scattered and the momentum sharded over the CPU "
                         "ranks, the parameters all-gathered after each step", 0, 1));
-    k.push_back(real_key("parallel.bucket_mib", &Config::bucket_mib,
-                         "CPU ranks: gradient bucket size of the all-reduce (or ZeRO-1's "
-                         "reduce-scatter)", 0.001, 1 << 20));
     k.push_back(real_key("parallel.timeout_s", &Config::timeout_s,
                          "a collective stalled this long ends the rank", 1.0, 2592000.0));
     k.push_back(string_key("run.dir", &Config::run_dir, "parent folder of run directories"));

@@ -66,7 +66,6 @@ struct VisionTrainConfig {
   bool sync_batchnorm = false;
   bool overlap_allreduce = true;      // GPU ranks: bucketed all-reduce during the backward
   int64_t zero_stage = 0;             // CPU ranks: 0 DDP, 1 ZeRO-1 (momentum sharded)
-  double bucket_mib = 25;             // CPU ranks: gradient bucket size
   double timeout_s = 300;
 
   // [run]

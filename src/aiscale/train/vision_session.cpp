@@ -223,8 +223,7 @@ int run_vision_training(const TrainRequest& req) {
     // (ZeRO-1); the decay mask is indexed by the model's values either way.
     const optim::SgdOptions so{c.momentum, c.nesterov, c.weight_decay};
     auto sgd = [so, decay](int64_t n) { return std::make_unique<optim::Sgd>(n, so, decay); };
-    parallel::dp::HostDataParallelOptions ho;
-    ho.bucket_mib = c.bucket_mib;
+    const parallel::dp::HostDataParallelOptions ho;  // average, ZeRO-1 buckets of 25 MiB
     parallel::Communicator* data = world > 1 ? comm.get() : nullptr;
     data_parallel = c.zero_stage == 1 ? parallel::dp::make_host_zero1(model, data, sgd, ho)
                                       : parallel::dp::make_host_ddp(model, data, sgd, ho);

@@ -31,29 +31,22 @@ class HostDdp final : public DataParallel {
   HostDdp(nn::Model& model, Communicator* comm, const OptimizerFactory& optimizer,
           const HostDataParallelOptions& o)
       : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr),
-        optimizer_(optimizer(model.num_params())), options_(o),
-        bounds_(host_bucket_bounds(model, o.bucket_mib)) {
+        optimizer_(optimizer(model.num_params())), options_(o) {
     if (comm_) {
       algorithms::GradientExchangeOptions eo = o.exchange;
       for (const auto& t : model.param_tensors()) eo.segments.push_back(t.offset);  // AdaSum per tensor
       exchange_ = std::make_unique<algorithms::GradientExchange>(*comm_, eo, model.num_params());
     }
-    // Dense sums travel bucket by bucket (backward's order); AdaSum and compression work on
-    // the whole gradient.
-    bucketed_ = o.exchange.compression == "none" && o.exchange.mixing != "adasum";
   }
 
   std::string name() const override { return "ddp"; }
 
+  // The whole gradient through the exchange: a dense sum is the communicator's
+  // all-reduce, which travels in buckets of its own (MPI: 25 MiB, every bucket's
+  // non-blocking all-reduce posted at once so that MPI pipelines them; the ring and
+  // hierarchical algorithms: their chunks); AdaSum and compression combine whole gradients.
   void reduce_gradients() override {
-    if (!comm_) return;
-    float* g = model_.grad_buffer();
-    if (!bucketed_) {
-      exchange_->exchange(g);
-      return;
-    }
-    for (size_t u = bounds_.size() - 1; u-- > 0;)
-      comm_->allreduce_sum(g + bounds_[u], bounds_[u + 1] - bounds_[u]);
+    if (exchange_) exchange_->exchange(model_.grad_buffer());
   }
 
   double divisor() const override { return exchange_ ? exchange_->divisor() : 1.0; }
@@ -94,7 +87,6 @@ class HostDdp final : public DataParallel {
                                                   {"compression", options_.exchange.compression},
                                                   {"gradient_sync", "none (one rank)"}};
     j["data_parallel"] = name();
-    if (exchange_) j["buckets"] = bucketed_ ? int64_t(bounds_.size()) - 1 : 1;
     j["optimizer"] = optimizer_->name();
     j["optimizer_state_bytes"] = optimizer_state_bytes();
     return j;
@@ -105,9 +97,7 @@ class HostDdp final : public DataParallel {
   Communicator* comm_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   HostDataParallelOptions options_;
-  std::vector<int64_t> bounds_;
   std::unique_ptr<algorithms::GradientExchange> exchange_;
-  bool bucketed_ = true;
 };
 
 }  // namespace

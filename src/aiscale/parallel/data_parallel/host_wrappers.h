@@ -3,11 +3,13 @@
 // (gradient accumulation's earlier micro-steps only accumulate, DDP's no_sync) the wrapper
 // sums the ranks' gradients, takes the norm, and runs the optimizer (optim/optimizer.h):
 //
-//   ddp    every rank holds the whole optimizer state; the gradients are all-reduced in
-//          buckets (plan_buckets over the model's tensors in backward's order, through the
-//          communicator's all-reduce algorithm) or, with AdaSum or compression, exchanged
-//          whole (parallel/algorithms/gradient_exchange.h); every rank updates everything.
-//   zero1  ZeRO-1: the same buckets are reduce-scattered, each rank keeps the summed
+//   ddp    every rank holds the whole optimizer state; the gradients are exchanged whole
+//          (parallel/algorithms/gradient_exchange.h): a dense sum is the communicator's
+//          all-reduce, which travels in buckets of its own (MPI: 25 MiB, all posted at
+//          once), AdaSum and compression combine whole gradients; every rank updates
+//          every value.
+//   zero1  ZeRO-1: buckets (plan_buckets over the model's tensors in backward's order,
+//          parallel.bucket_mib) are reduce-scattered, each rank keeps the summed
 //          gradients and the optimizer state of its 1/world of every bucket
 //          (optim/zero_shards.h), updates that part of the parameters (fp32: the working
 //          copy is the master) and all-gathers them.
@@ -76,7 +78,7 @@ class DataParallel {
 };
 
 struct HostDataParallelOptions {
-  double bucket_mib = 25;  // parallel.bucket_mib
+  double bucket_mib = 25;  // ZeRO-1's buckets (parallel.bucket_mib)
   algorithms::GradientExchangeOptions exchange;  // mixing, compression, all-reduce's name
 };
 
