@@ -12,6 +12,8 @@ Sgd::Sgd(int64_t state_size, SgdOptions options, std::vector<uint8_t> decay)
                 "decay mask of {} values for {} values of state", decay_.size(), state_size);
 }
 
+Sgd::~Sgd() = default;
+
 void Sgd::step(float* params, const float* grads, double lr) {
   StepParams p;
   p.lr = lr;

@@ -22,6 +22,8 @@ class Sgd final : public Optimizer {
   // Momentum for `state_size` values (the model's, or a ZeRO-1 shard's). `decay` marks,
   // per value of the whole model, whether weight decay applies (empty: everywhere).
   Sgd(int64_t state_size, SgdOptions options, std::vector<uint8_t> decay = {});
+  // Out of line, beside the vtable: deleted through an Optimizer pointer.
+  ~Sgd() override;
   // One step of every value at learning rate lr; grads are read, not changed.
   void step(float* params, const float* grads, double lr);
   std::vector<float>& velocity() { return velocity_; }  // the momentum buffer (checkpoints)

@@ -1,5 +1,6 @@
 #include "aiscale/train/managed_models.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "aiscale/ops/ops.h"
@@ -48,10 +49,21 @@ class ManagedGpt final : public dp::DataParallel {
   void set_params(const float* in) override { model_.set_params(in); }
   std::vector<std::string> state_names() const override { return {"m", "v"}; }
   void get_state(int k, float* out) override {
-    // The model gives both moments at once (a collective when sharded).
-    std::vector<float> other(static_cast<size_t>(model_.num_params()));
-    if (k == 0) model_.get_optimizer_state(out, other.data());
-    else model_.get_optimizer_state(other.data(), out);
+    // The model gives both moments at once (a collective when sharded): v is kept from the
+    // call for m, which a checkpoint makes first.
+    const size_t n = static_cast<size_t>(model_.num_params());
+    if (k == 0) {
+      pending_v_.resize(n);
+      model_.get_optimizer_state(out, pending_v_.data());
+      return;
+    }
+    if (pending_v_.size() == n) {
+      std::copy(pending_v_.begin(), pending_v_.end(), out);
+      pending_v_.clear();
+      return;
+    }
+    std::vector<float> m(n);
+    model_.get_optimizer_state(m.data(), out);
   }
   void set_state(int k, const float* in) override {
     // Both moments are set together: the first call keeps m, the second sets both.
@@ -82,7 +94,7 @@ class ManagedGpt final : public dp::DataParallel {
   parallel::Communicator& comm_;
   int data_world_;
   std::unique_ptr<parallel::algorithms::GradientExchange> exchange_;
-  std::vector<float> pending_m_;
+  std::vector<float> pending_m_, pending_v_;
 };
 
 }  // namespace

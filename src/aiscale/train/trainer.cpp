@@ -119,6 +119,9 @@ StepStats Trainer::step(int64_t step_index) {
     sums.back() += double(train_->samples_per_batch());
   }
   const int world = comm_.world();
+  // Before the exchange, so that what it changes (a poisoned gradient) reaches every
+  // wrapper's sums, ZeRO-1's shards included.
+  if (before_update) before_update(step_index);
   {
     // DDP's all-reduce or ZeRO-1's reduce-scatter of the buckets; nothing where the model
     // has synchronised its gradients during backward.
@@ -127,7 +130,6 @@ StepStats Trainer::step(int64_t step_index) {
     dp_->reduce_gradients();
     sync += timer.seconds() - t0;
   }
-  if (before_update) before_update(step_index);
   // Gradients are now summed over ranks (or AdaSum-combined). parallel.grad_mixing =
   // "average" (DDP) takes their mean, sum / world, by folding 1/world into the norm and
   // the update's scale; "sum" keeps the sum; AdaSum's result is one gradient's size.

@@ -114,7 +114,8 @@ class Trainer {
   parallel::dp::DataParallel& data_parallel() { return *dp_; }
   // Called after each step (checkpointing, signal handling); return false to stop early.
   std::function<bool(const StepStats&)> after_step;
-  // Called between gradient averaging and the update (fault injection in tests).
+  // Called after the step's backward passes, before the gradient exchange and the update
+  // (fault injection in tests).
   std::function<void(int64_t step_index)> before_update;
   // Called on the host before every backward pass (fault injection: a straggling rank).
   std::function<void(int64_t step_index)> before_backward;
