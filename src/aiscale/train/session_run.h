@@ -86,7 +86,8 @@ CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step);
 TrainOutcome train(GptRun& run);
 int finish_run(GptRun& run, TrainOutcome& outcome);
 
-// Set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C); installed by open_run_directory.
+// The stop flag set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C): GPT runs
+// (open_run_directory) and vision runs install the handlers before their first step.
 void install_stop_signals();
 bool stop_signalled();
 void signal_stop();  // AISCALE_FAULT=term@S: as if SIGTERM arrived

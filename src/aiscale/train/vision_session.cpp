@@ -23,6 +23,7 @@
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/safetensors.h"
 #include "aiscale/train/session.h"
+#include "aiscale/train/session_run.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/vision_config.h"
 #include "aiscale/train/vision_sources.h"
@@ -32,11 +33,6 @@
 namespace aiscale::train {
 namespace fs = std::filesystem;
 namespace {
-
-// Set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C), as for GPT runs: the step in progress
-// finishes, the ranks agree to stop, a checkpoint is written and the run exits cleanly.
-volatile std::sig_atomic_t g_vision_stop_signal = 0;
-extern "C" void on_vision_stop_signal(int sig) { g_vision_stop_signal = sig; }
 
 std::vector<SafeTensor> named(const std::vector<nn::ResNetTensor>& tensors,
                               const std::vector<float>& flat, const std::string& suffix = "") {
@@ -293,9 +289,9 @@ int run_vision_training(const TrainRequest& req) {
   }
 
   const FaultPlan fault = fault_plan_from_env();
-  g_vision_stop_signal = 0;
-  std::signal(SIGTERM, on_vision_stop_signal);
-  std::signal(SIGINT, on_vision_stop_signal);
+  // SIGTERM/SIGINT (Slurm preemption, Ctrl-C), as for GPT runs: the step in progress
+  // finishes, the ranks agree to stop, a checkpoint is written and the run exits cleanly.
+  session::install_stop_signals();
 
   // The one training loop, with what is a vision run's own: its schedule in epochs, a
   // validation pass at each epoch's end, the accuracy metrics and images/s.
@@ -329,9 +325,9 @@ int run_vision_training(const TrainRequest& req) {
     if (!std::isfinite(s.loss))
       fail("step {}: the loss is {}: lower train.lr (peak {:.4g}) or raise train.warmup_epochs",
            s.step, s.loss, schedule.peak_lr);
-    if (s.step == fault.term_step) g_vision_stop_signal = SIGTERM;
+    if (s.step == fault.term_step) session::signal_stop();
     // Ranks must agree on stopping, or the others would wait in the next all-reduce.
-    double stop = g_vision_stop_signal != 0 ? 1.0 : 0.0;
+    double stop = session::stop_signalled() ? 1.0 : 0.0;
     if (world > 1) comm->allreduce_sum(&stop, 1);
     if (stop > 0) {
       stopped_by_signal = true;
