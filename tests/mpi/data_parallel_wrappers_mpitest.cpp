@@ -1,4 +1,4 @@
-// The data-parallel wrappers outside the model (parallel/data_parallel/host_wrappers.h) over
+// The data-parallel wrappers outside the model (optim/data_parallel.h) over
 // 2 MPI ranks, for both models through the one trainer: a GPT on token shards and a ResNet
 // on Fashion-MNIST-format IDX files each train under DDP and under ZeRO-1, and
 //  - every run's losses equal one rank's with the global batch (the tolerances below);

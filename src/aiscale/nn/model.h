@@ -2,7 +2,7 @@
 // images): its parameters as one flat fp32 buffer described by named tensors, its gradients
 // in the same layout, forward + backward on a batch returning the loss, and its memory.
 // Nothing here is about communicators, buckets or optimizer state: data parallelism and the
-// optimizer sit outside the model (parallel/data_parallel/host_wrappers.h, optim/optimizer.h).
+// optimizer sit outside the model (optim/data_parallel.h, optim/optimizer.h).
 //
 // The exception is a model that synchronises its gradients itself (the GPU GPT and ResNet
 // models summing buckets on NCCL streams during backward, the CPU GPT model holding tensor
@@ -14,16 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/core/param_tensor.h"
+
 namespace aiscale::nn {
 
-// One named tensor inside the flat parameter buffer (and the gradient buffer, and any
-// per-value optimizer state, which share its layout).
-struct ParamTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset = 0, size = 0;
-  bool decay = false;  // weight decay applies to it
-};
+using aiscale::ParamTensor;
 
 // One micro-batch, for any model: tokens (inputs and next-token targets, batch x seq) or
 // images (n images NCHW fp32 with one label each). A model reads the fields it needs and

@@ -11,7 +11,7 @@ namespace {
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(int64_t size, const AdamWOptions& o, const std::vector<nn::ParamTensor>& tensors,
+  AdamW(int64_t size, const AdamWOptions& o, const std::vector<ParamTensor>& tensors,
         const std::string& backend)
       : o_(o), tensors_(tensors), size_(size), m_(size_t(size) * 4, Device::cpu),
         v_(size_t(size) * 4, Device::cpu), backend_(backend), ops_(ops::backend_by_name(backend)) {
@@ -42,7 +42,7 @@ class AdamW final : public Optimizer {
     // tensor; fewer calls are fewer parallel regions).
     const int64_t end = first_value + n;
     auto it = std::upper_bound(tensors_.begin(), tensors_.end(), first_value,
-                               [](int64_t v, const nn::ParamTensor& t) { return v < t.offset; });
+                               [](int64_t v, const ParamTensor& t) { return v < t.offset; });
     if (it != tensors_.begin()) --it;
     while (it != tensors_.end() && it->offset < end) {
       const bool decay = it->decay;
@@ -60,7 +60,7 @@ class AdamW final : public Optimizer {
 
  private:
   AdamWOptions o_;
-  const std::vector<nn::ParamTensor>& tensors_;
+  const std::vector<ParamTensor>& tensors_;
   static float* f32(Arena& a) { return static_cast<float*>(a.data()); }
   int64_t size_;
   Arena m_, v_;  // aligned like the model's buffers, for the vectorised kernel
@@ -71,7 +71,7 @@ class AdamW final : public Optimizer {
 }  // namespace
 
 std::unique_ptr<Optimizer> make_adamw(int64_t state_size, const AdamWOptions& o,
-                                      const std::vector<nn::ParamTensor>& tensors,
+                                      const std::vector<ParamTensor>& tensors,
                                       const std::string& backend) {
   return std::make_unique<AdamW>(state_size, o, tensors, backend);
 }

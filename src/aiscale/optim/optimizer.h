@@ -2,15 +2,15 @@
 // parameter buffer with its state (AdamW's moments, SGD's momentum) laid out like the values
 // it updates. It updates any contiguous piece of the model: the whole buffer (one rank, DDP)
 // or the pieces of a ZeRO-1 shard, whose state is then only the shard's
-// (parallel/data_parallel/host_wrappers.h). Weight decay follows the model's tensors
-// (nn::ParamTensor::decay), looked up by each value's flat index in the model.
+// (optim/data_parallel.h). Weight decay follows the model's tensors (ParamTensor::decay),
+// looked up by each value's flat index in the model.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "aiscale/nn/model.h"
+#include "aiscale/core/param_tensor.h"
 
 namespace aiscale::profile {
 class OpProfiler;
@@ -49,7 +49,7 @@ struct AdamWOptions {
 // "cpu" or "reference"), one call per tensor piece so that the decay follows the tensor.
 // `tensors` must outlive it.
 std::unique_ptr<Optimizer> make_adamw(int64_t state_size, const AdamWOptions& o,
-                                      const std::vector<nn::ParamTensor>& tensors,
+                                      const std::vector<ParamTensor>& tensors,
                                       const std::string& backend = "cpu");
 
 }  // namespace aiscale::optim

@@ -90,7 +90,7 @@ void validate_train_config(const TrainConfig& c, const std::string& source) {
     fail("{}: parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
          "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off", source);
   // CPU ZeRO-1 is the trainer's wrapper around plain data parallelism
-  // (parallel/data_parallel/host_wrappers.h): a reduce-scatter of dense gradients.
+  // (optim/data_parallel.h): a reduce-scatter of dense gradients.
   if (c.zero_stage == 1 && c.device == "cpu" &&
       (c.tensor_parallel > 1 || c.pipeline_parallel > 1))
     fail("{}: parallel.zero_stage = 1 on CPU ranks shards the optimizer state of plain data "

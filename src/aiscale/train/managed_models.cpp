@@ -9,7 +9,7 @@
 namespace aiscale::train {
 namespace {
 
-namespace dp = parallel::dp;
+namespace dp = optim;
 
 // A GPT model that runs its own exchange and AdamW (or, on a GPU without a device
 // communicator, whose device gradient buffer the communicator sums as a whole).
@@ -99,8 +99,8 @@ class ManagedGpt final : public dp::DataParallel {
 
 }  // namespace
 
-parallel::dp::HostDataParallelOptions host_data_parallel_options(const TrainConfig& c) {
-  parallel::dp::HostDataParallelOptions o;
+optim::HostDataParallelOptions host_data_parallel_options(const TrainConfig& c) {
+  optim::HostDataParallelOptions o;
   o.bucket_mib = c.bucket_mib;
   o.exchange.mixing = grad_mixing_of(c);
   o.exchange.compression = c.compression;
@@ -109,7 +109,7 @@ parallel::dp::HostDataParallelOptions host_data_parallel_options(const TrainConf
   return o;
 }
 
-std::unique_ptr<parallel::dp::DataParallel> make_data_parallel(const TrainConfig& c,
+std::unique_ptr<optim::DataParallel> make_data_parallel(const TrainConfig& c,
                                                                nn::GptModel& model,
                                                                parallel::Communicator& comm,
                                                                int data_world) {
@@ -126,8 +126,8 @@ std::unique_ptr<parallel::dp::DataParallel> make_data_parallel(const TrainConfig
   auto optimizer = [ao, backend, &tensors](int64_t n) { return optim::make_adamw(n, ao, tensors, backend); };
   const dp::HostDataParallelOptions o = host_data_parallel_options(c);
   parallel::Communicator* data = comm.world() > 1 ? &comm : nullptr;
-  if (c.zero_stage == 1) return dp::make_host_zero1(model, data, optimizer, o);
-  return dp::make_host_ddp(model, data, optimizer, o);
+  if (c.zero_stage == 1) return dp::make_host_zero1(host_model(model), data, optimizer, o);
+  return dp::make_host_ddp(host_model(model), data, optimizer, o);
 }
 
 }  // namespace aiscale::train

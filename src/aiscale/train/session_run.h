@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "aiscale/nn/models/gpt.h"
-#include "aiscale/parallel/data_parallel/host_wrappers.h"
+#include "aiscale/optim/data_parallel.h"
 #include "aiscale/parallel/process_groups.h"
 #include "aiscale/parallel/rank_failure.h"
 #include "aiscale/profile/op_profiler.h"
@@ -57,7 +57,7 @@ struct GptRun {
   RankFingerprint fingerprint;
   // build_model
   std::unique_ptr<nn::GptModel> model;
-  std::unique_ptr<parallel::dp::DataParallel> data_parallel;
+  std::unique_ptr<optim::DataParallel> data_parallel;
   // restore_or_broadcast
   int64_t start_step = 0, nonfinite = 0;
   // open_run_directory

@@ -64,7 +64,7 @@ TrainOutcome train(GptRun& run) {
   const TrainRequest& req = run.req;
   const FaultPlan& fault = run.fault;
   nn::GptModel* model = run.model.get();
-  parallel::dp::DataParallel* data_parallel = run.data_parallel.get();
+  optim::DataParallel* data_parallel = run.data_parallel.get();
   parallel::Communicator* comm = run.comm;
   BatchSource* train_src = run.train_src.get();
   std::unique_ptr<BatchSource>& val_src = run.val_src;
@@ -187,7 +187,7 @@ TrainOutcome train(GptRun& run) {
 int finish_run(GptRun& run, TrainOutcome& o) {
   const TrainConfig& c = run.c;
   nn::GptModel* model = run.model.get();
-  parallel::dp::DataParallel* data_parallel = run.data_parallel.get();
+  optim::DataParallel* data_parallel = run.data_parallel.get();
   parallel::Communicator* comm = run.comm;
   RunDirectory& run_dir = *run.run_dir;
   MetricsOutputs* outputs = run.outputs.get();

@@ -38,7 +38,7 @@ LoopConfig loop_config(const TrainConfig& c, int data_world) {
   return l;
 }
 
-Trainer::Trainer(LoopConfig loop, nn::Model& model, parallel::dp::DataParallel& dp,
+Trainer::Trainer(LoopConfig loop, nn::Model& model, optim::DataParallel& dp,
                  BatchFeed& train, BatchFeed* val, parallel::Communicator& comm,
                  RunDirectory* run_dir)
     : loop_(std::move(loop)), model_(model), gpt_(dynamic_cast<nn::GptModel*>(&model)),
@@ -46,7 +46,7 @@ Trainer::Trainer(LoopConfig loop, nn::Model& model, parallel::dp::DataParallel& 
 
 Trainer::Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& train,
                  BatchSource* val, parallel::Communicator& comm, RunDirectory* run_dir,
-                 parallel::dp::DataParallel* dp)
+                 optim::DataParallel* dp)
     : model_(model), gpt_(&model), comm_(comm), run_dir_(run_dir) {
   // Ranks that read distinct batches (the others of a tensor group or pipeline share them).
   const int data_world =

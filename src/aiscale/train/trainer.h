@@ -1,6 +1,6 @@
 // The training loop for every model (GPT on tokens, ResNet on images): micro-steps with
 // gradient accumulation, the data-parallel wrapper's gradient exchange and optimizer step
-// (parallel/data_parallel/host_wrappers.h; models that synchronise themselves through
+// (optim/data_parallel.h; models that synchronise themselves through
 // train/managed_models.h), global-norm clipping, the learning-rate schedule, evaluation,
 // metrics.jsonl, steps.jsonl, the progress line. The session around it (session.cpp,
 // vision_session.cpp) builds the model, the data and the wrapper, and handles checkpoints,
@@ -17,7 +17,7 @@
 #include "aiscale/nn/model.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/comm.h"
-#include "aiscale/parallel/data_parallel/host_wrappers.h"
+#include "aiscale/optim/data_parallel.h"
 #include "aiscale/train/batch_feed.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/run_dir.h"
@@ -96,13 +96,13 @@ struct TrainResult {
 class Trainer {
  public:
   // Any model, with its data-parallel wrapper and feeds (not owned).
-  Trainer(LoopConfig loop, nn::Model& model, parallel::dp::DataParallel& dp, BatchFeed& train,
+  Trainer(LoopConfig loop, nn::Model& model, optim::DataParallel& dp, BatchFeed& train,
           BatchFeed* val, parallel::Communicator& comm, RunDirectory* run_dir);
   // A GPT run: the token feeds are built and owned here, and the wrapper of the config
   // (make_data_parallel) too unless `dp` (not owned) is given.
   Trainer(const TrainConfig& config, nn::GptModel& model, BatchSource& train, BatchSource* val,
           parallel::Communicator& comm, RunDirectory* run_dir,
-          parallel::dp::DataParallel* dp = nullptr);
+          optim::DataParallel* dp = nullptr);
   ~Trainer();
   // Runs optimizer steps up to the loop's last from `start_step` (0 for a fresh run).
   TrainResult run(int64_t start_step = 0);
@@ -111,7 +111,7 @@ class Trainer {
   // A validation pass: the mean loss (< 0 without validation data).
   double evaluate() { return evaluate_all().loss; }
   EvalResult evaluate_all();
-  parallel::dp::DataParallel& data_parallel() { return *dp_; }
+  optim::DataParallel& data_parallel() { return *dp_; }
   // Called after each step (checkpointing, signal handling); return false to stop early.
   std::function<bool(const StepStats&)> after_step;
   // Called after the step's backward passes, before the gradient exchange and the update
@@ -141,10 +141,10 @@ class Trainer {
   nn::Model& model_;
   nn::GptModel* gpt_ = nullptr;  // a GPT model: separate forward/backward spans, pipelines
   std::unique_ptr<BatchFeed> own_train_, own_val_;
-  std::unique_ptr<parallel::dp::DataParallel> own_dp_;
+  std::unique_ptr<optim::DataParallel> own_dp_;
   BatchFeed* train_;
   BatchFeed* val_;
-  parallel::dp::DataParallel* dp_;
+  optim::DataParallel* dp_;
   parallel::Communicator& comm_;
   RunDirectory* run_dir_;
   bool profile_ended_ = false;

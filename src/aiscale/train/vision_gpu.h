@@ -9,7 +9,7 @@
 #include "aiscale/nn/models/resnet.h"
 #include "aiscale/nn/models/resnet_cuda.h"
 #include "aiscale/parallel/comm.h"
-#include "aiscale/parallel/data_parallel/host_wrappers.h"
+#include "aiscale/optim/data_parallel.h"
 
 namespace aiscale::train {
 
@@ -35,7 +35,7 @@ class ResNetCudaModel final : public nn::Model {
   nn::ResNet& host_;
 };
 
-class ResNetCudaManaged final : public parallel::dp::DataParallel {
+class ResNetCudaManaged final : public optim::DataParallel {
  public:
   // `velocity` is the host mirror of the momentum (checkpoints).
   ResNetCudaManaged(nn::ResNetCuda& gpu, nn::ResNet& host, parallel::Communicator& comm)

@@ -20,6 +20,7 @@
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/rank_failure.h"
 #include "aiscale/train/checkpoint.h"
+#include "aiscale/train/managed_models.h"
 #include "aiscale/train/run_dir.h"
 #include "aiscale/train/safetensors.h"
 #include "aiscale/train/session.h"
@@ -198,7 +199,7 @@ int run_vision_training(const TrainRequest& req) {
   }
   std::unique_ptr<nn::ResNetCuda> gpu_model;
   std::unique_ptr<ResNetCudaModel> gpu_view;
-  std::unique_ptr<parallel::dp::DataParallel> data_parallel;
+  std::unique_ptr<optim::DataParallel> data_parallel;
   if (gpu) {
     nn::ResNetCudaOptions go;
     go.max_batch = c.batch_size;
@@ -219,10 +220,10 @@ int run_vision_training(const TrainRequest& req) {
     // (ZeRO-1); the decay mask is indexed by the model's values either way.
     const optim::SgdOptions so{c.momentum, c.nesterov, c.weight_decay};
     auto sgd = [so, decay](int64_t n) { return std::make_unique<optim::Sgd>(n, so, decay); };
-    const parallel::dp::HostDataParallelOptions ho;  // average, ZeRO-1 buckets of 25 MiB
+    const optim::HostDataParallelOptions ho;  // average, ZeRO-1 buckets of 25 MiB
     parallel::Communicator* data = world > 1 ? comm.get() : nullptr;
-    data_parallel = c.zero_stage == 1 ? parallel::dp::make_host_zero1(model, data, sgd, ho)
-                                      : parallel::dp::make_host_ddp(model, data, sgd, ho);
+    data_parallel = c.zero_stage == 1 ? optim::make_host_zero1(host_model(model), data, sgd, ho)
+                                      : optim::make_host_ddp(host_model(model), data, sgd, ho);
   }
   nn::Model& trained = gpu ? static_cast<nn::Model&>(*gpu_view) : model;
 

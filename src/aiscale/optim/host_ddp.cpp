@@ -4,23 +4,23 @@
 #include "aiscale/core/error.h"
 #include "aiscale/ops/ops.h"
 #include "aiscale/parallel/data_parallel/bucket_plan.h"
-#include "aiscale/parallel/data_parallel/host_wrappers.h"
+#include "aiscale/optim/data_parallel.h"
 
-namespace aiscale::parallel::dp {
+namespace aiscale::optim {
 
-std::vector<int64_t> host_bucket_bounds(const nn::Model& model, double bucket_mib) {
-  const auto& tensors = model.param_tensors();
+std::vector<int64_t> host_bucket_bounds(const HostModel& model, double bucket_mib) {
+  const auto& tensors = *model.tensors;
   nn::GradientOrder order;
   // A host backward completes the tensors from the last to the first.
   for (size_t i = tensors.size(); i-- > 0;)
     order.push_back({tensors[i].offset, tensors[i].offset + tensors[i].size, int(i)});
-  BucketPlanOptions o;
-  o.bucket_values = bucket_values_for_mib(bucket_mib);
-  const BucketPlan plan = plan_buckets(order, model.num_params(), o);
+  parallel::dp::BucketPlanOptions o;
+  o.bucket_values = parallel::dp::bucket_values_for_mib(bucket_mib);
+  const parallel::dp::BucketPlan plan = parallel::dp::plan_buckets(order, model.size, o);
   std::vector<int64_t> bounds;
-  for (const Bucket& b : plan.buckets) bounds.push_back(b.begin);
+  for (const parallel::dp::Bucket& b : plan.buckets) bounds.push_back(b.begin);
   std::sort(bounds.begin(), bounds.end());
-  bounds.push_back(model.num_params());
+  bounds.push_back(model.size);
   return bounds;
 }
 
@@ -28,14 +28,14 @@ namespace {
 
 class HostDdp final : public DataParallel {
  public:
-  HostDdp(nn::Model& model, Communicator* comm, const OptimizerFactory& optimizer,
+  HostDdp(const HostModel& model, parallel::Communicator* comm, const OptimizerFactory& optimizer,
           const HostDataParallelOptions& o)
       : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr),
-        optimizer_(optimizer(model.num_params())), options_(o) {
+        optimizer_(optimizer(model.size)), options_(o) {
     if (comm_) {
-      algorithms::GradientExchangeOptions eo = o.exchange;
-      for (const auto& t : model.param_tensors()) eo.segments.push_back(t.offset);  // AdaSum per tensor
-      exchange_ = std::make_unique<algorithms::GradientExchange>(*comm_, eo, model.num_params());
+      parallel::algorithms::GradientExchangeOptions eo = o.exchange;
+      for (const auto& t : *model.tensors) eo.segments.push_back(t.offset);  // AdaSum per tensor
+      exchange_ = std::make_unique<parallel::algorithms::GradientExchange>(*comm_, eo, model.size);
     }
   }
 
@@ -46,7 +46,7 @@ class HostDdp final : public DataParallel {
   // non-blocking all-reduce posted at once so that MPI pipelines them; the ring and
   // hierarchical algorithms: their chunks); AdaSum and compression combine whole gradients.
   void reduce_gradients() override {
-    if (exchange_) exchange_->exchange(model_.grad_buffer());
+    if (exchange_) exchange_->exchange(model_.grads);
   }
 
   double divisor() const override { return exchange_ ? exchange_->divisor() : 1.0; }
@@ -54,27 +54,27 @@ class HostDdp final : public DataParallel {
   // One pass over the whole buffer (the tensors tile it): one parallel region, not one
   // per tensor, whose fork and join cost more than the small tensors' sums on a busy host.
   double grad_sum_squares() override {
-    return ops::sum_squares(model_.grad_buffer(), model_.num_params());
+    return ops::sum_squares(model_.grads, model_.size);
   }
 
-  void step(const optim::StepParams& p) override {
-    optimizer_->step(model_.param_buffer(), model_.grad_buffer(), model_.num_params(), 0, 0, p);
+  void step(const StepParams& p) override {
+    optimizer_->step(model_.params, model_.grads, model_.size, 0, 0, p);
   }
   void set_profiler(profile::OpProfiler* p) override { optimizer_->set_profiler(p); }
 
   bool collective_state() const override { return false; }
   void get_params(float* out) override {
-    std::memcpy(out, model_.param_buffer(), size_t(model_.num_params()) * 4);
+    std::memcpy(out, model_.params, size_t(model_.size) * 4);
   }
   void set_params(const float* in) override {
-    std::memcpy(model_.param_buffer(), in, size_t(model_.num_params()) * 4);
+    std::memcpy(model_.params, in, size_t(model_.size) * 4);
   }
   std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
   void get_state(int k, float* out) override {
-    std::memcpy(out, optimizer_->state(k), size_t(model_.num_params()) * 4);
+    std::memcpy(out, optimizer_->state(k), size_t(model_.size) * 4);
   }
   void set_state(int k, const float* in) override {
-    std::memcpy(optimizer_->state(k), in, size_t(model_.num_params()) * 4);
+    std::memcpy(optimizer_->state(k), in, size_t(model_.size) * 4);
   }
   size_t optimizer_state_bytes() const override { return optimizer_->state_bytes(); }
   int64_t wire_bytes() const override { return exchange_ ? exchange_->wire_bytes() : 0; }
@@ -92,19 +92,19 @@ class HostDdp final : public DataParallel {
   }
 
  private:
-  nn::Model& model_;
-  Communicator* comm_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  HostModel model_;
+  parallel::Communicator* comm_;
+  std::unique_ptr<Optimizer> optimizer_;
   HostDataParallelOptions options_;
-  std::unique_ptr<algorithms::GradientExchange> exchange_;
+  std::unique_ptr<parallel::algorithms::GradientExchange> exchange_;
 };
 
 }  // namespace
 
-std::unique_ptr<DataParallel> make_host_ddp(nn::Model& model, Communicator* comm,
+std::unique_ptr<DataParallel> make_host_ddp(const HostModel& model, parallel::Communicator* comm,
                                             const OptimizerFactory& optimizer,
                                             const HostDataParallelOptions& options) {
   return std::make_unique<HostDdp>(model, comm, optimizer, options);
 }
 
-}  // namespace aiscale::parallel::dp
+}  // namespace aiscale::optim

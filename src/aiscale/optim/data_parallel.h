@@ -1,5 +1,5 @@
-// Data parallelism outside the model, for a host model (nn::Model, fp32 buffers in host
-// memory) that does not synchronise its gradients itself: after the step's last micro-step
+// Data parallelism outside the model, for a host model (fp32 buffers in host memory,
+// described by its tensors: HostModel) that does not synchronise its gradients itself: after the step's last micro-step
 // (gradient accumulation's earlier micro-steps only accumulate, DDP's no_sync) the wrapper
 // sums the ranks' gradients, takes the norm, and runs the optimizer (optim/optimizer.h):
 //
@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "aiscale/nn/model.h"
+#include "aiscale/core/param_tensor.h"
 #include "aiscale/optim/optimizer.h"
 #include "aiscale/parallel/algorithms/gradient_exchange.h"
 #include "aiscale/parallel/comm.h"
@@ -35,7 +35,16 @@ namespace aiscale::profile {
 class OpProfiler;
 }
 
-namespace aiscale::parallel::dp {
+namespace aiscale::optim {
+
+// A host model's buffers as the wrappers see them (not owned; they outlive the wrapper):
+// its flat parameters and gradients and the tensors that tile them (nn::Model gives them).
+struct HostModel {
+  float* params = nullptr;
+  float* grads = nullptr;
+  int64_t size = 0;
+  const std::vector<ParamTensor>* tensors = nullptr;
+};
 
 // What the trainer calls for the data-parallel side of a step, for any model; implemented
 // by the host wrappers below and, for models that synchronise themselves, by a wrapper
@@ -58,7 +67,7 @@ class DataParallel {
   virtual bool measures_grad_norm() const { return true; }
   // The optimizer step (p.grad_scale already holds clip / divisor()); afterwards every
   // rank holds the new parameters.
-  virtual void step(const optim::StepParams& p) = 0;
+  virtual void step(const StepParams& p) = 0;
   virtual void set_profiler(profile::OpProfiler* profiler) { (void)profiler; }
 
   // Whole-model copies for checkpoints, in the model's flat order. With collective_state()
@@ -79,24 +88,24 @@ class DataParallel {
 
 struct HostDataParallelOptions {
   double bucket_mib = 25;  // ZeRO-1's buckets (parallel.bucket_mib)
-  algorithms::GradientExchangeOptions exchange;  // mixing, compression, all-reduce's name
+  parallel::algorithms::GradientExchangeOptions exchange;  // mixing, compression, all-reduce's name
 };
 
 // The optimizer of a piece of `state_size` values (the whole model, or a rank's shard).
-using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(int64_t state_size)>;
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(int64_t state_size)>;
 
-// `comm` may be null (one rank); model, comm must outlive the wrapper.
-std::unique_ptr<DataParallel> make_host_ddp(nn::Model& model, Communicator* comm,
+// `comm` may be null (one rank); the model's buffers and comm must outlive the wrapper.
+std::unique_ptr<DataParallel> make_host_ddp(const HostModel& model, parallel::Communicator* comm,
                                             const OptimizerFactory& optimizer,
                                             const HostDataParallelOptions& options);
 // Fails (naming parallel.grad_mixing / parallel.compression) for AdaSum or compression:
 // a reduce-scatter sums dense gradients.
-std::unique_ptr<DataParallel> make_host_zero1(nn::Model& model, Communicator* comm,
+std::unique_ptr<DataParallel> make_host_zero1(const HostModel& model, parallel::Communicator* comm,
                                               const OptimizerFactory& optimizer,
                                               const HostDataParallelOptions& options);
 
 // The model's tensors as the gradient order of a host backward (the last tensor first, one
 // segment each) and the buckets planned over it: unit boundaries in flat order, U + 1.
-std::vector<int64_t> host_bucket_bounds(const nn::Model& model, double bucket_mib);
+std::vector<int64_t> host_bucket_bounds(const HostModel& model, double bucket_mib);
 
-}  // namespace aiscale::parallel::dp
+}  // namespace aiscale::optim

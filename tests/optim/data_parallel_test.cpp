@@ -8,35 +8,26 @@
 #include <vector>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/param_tensor.h"
 #include "aiscale/optim/sgd.h"
-#include "aiscale/parallel/data_parallel/host_wrappers.h"
-#include "../in_process_ranks.h"
+#include "aiscale/optim/data_parallel.h"
+#include "../parallel/in_process_ranks.h"
 
 namespace aiscale {
 namespace {
 
 using namespace testsupport;
-namespace dp = parallel::dp;
+namespace dp = optim;
 
 // 15 parameters in three tensors; the gradients are set by the test.
-class ToyModel final : public nn::Model {
- public:
+struct ToyModel {
   ToyModel() : params_(15), grads_(15) {
     tensors_ = {{"a.weight", {5}, 0, 5, true}, {"a.bias", {7}, 5, 7, false}, {"b.weight", {3}, 12, 3, true}};
     for (size_t i = 0; i < params_.size(); ++i) params_[i] = 0.1f * float(i + 1);
   }
-  int64_t num_params() const override { return 15; }
-  const std::vector<nn::ParamTensor>& param_tensors() const override { return tensors_; }
-  float* param_buffer() override { return params_.data(); }
-  float* grad_buffer() override { return grads_.data(); }
-  double train_batch(const nn::Batch&, float) override { fail("not used"); }
-  double eval_batch(const nn::Batch&) override { fail("not used"); }
-  void zero_grad() override { std::fill(grads_.begin(), grads_.end(), 0.0f); }
-  size_t activation_bytes() const override { return 0; }
+  optim::HostModel view() { return {params_.data(), grads_.data(), 15, &tensors_}; }
   std::vector<float> params_, grads_;
-
- private:
-  std::vector<nn::ParamTensor> tensors_;
+  std::vector<ParamTensor> tensors_;
 };
 
 // Rank r's gradient of step s: different on every rank, value and step.
@@ -60,8 +51,8 @@ void ddp_and_zero1_agree(const dp::OptimizerFactory& optimizer, const std::strin
   run_ranks(world, [&](int rank) {
     ThreadComm comm(fabric, rank, world);
     ToyModel a, b;
-    auto ddp = dp::make_host_ddp(a, &comm, optimizer, small_buckets());
-    auto zero1 = dp::make_host_zero1(b, &comm, optimizer, small_buckets());
+    auto ddp = dp::make_host_ddp(a.view(), &comm, optimizer, small_buckets());
+    auto zero1 = dp::make_host_zero1(b.view(), &comm, optimizer, small_buckets());
     EXPECT_EQ(ddp->name(), "ddp");
     EXPECT_EQ(zero1->name(), "zero1");
     EXPECT_EQ(zero1->divisor(), 3.0);
@@ -99,7 +90,7 @@ void ddp_and_zero1_agree(const dp::OptimizerFactory& optimizer, const std::strin
 }
 
 TEST(HostWrappers, ZeroOneOnThreeRanksTakesDdpsStepsWithAThirdOfTheState) {
-  std::vector<nn::ParamTensor> tensors = ToyModel().param_tensors();
+  const std::vector<ParamTensor> tensors = ToyModel().tensors_;
   optim::AdamWOptions ao;
   ao.weight_decay = 0.1;
   ddp_and_zero1_agree([&](int64_t n) { return optim::make_adamw(n, ao, tensors); }, "adamw");
@@ -111,7 +102,7 @@ TEST(HostWrappers, ZeroOneOnThreeRanksTakesDdpsStepsWithAThirdOfTheState) {
 
 TEST(HostWrappers, OneRankIsDdpWithoutAnExchange) {
   ToyModel m;
-  auto one = dp::make_host_ddp(m, nullptr, [](int64_t n) {
+  auto one = dp::make_host_ddp(m.view(), nullptr, [](int64_t n) {
     return std::make_unique<optim::Sgd>(n, optim::SgdOptions{0.0, false, 0.0});
   }, {});
   set_grads(m, 0, 0);
@@ -135,7 +126,7 @@ TEST(HostWrappers, ZeroOneRefusesAdaSumAndCompression) {
     dp::HostDataParallelOptions o;
     o.exchange.compression = "topk";
     try {
-      dp::make_host_zero1(m, &comm, [](int64_t n) {
+      dp::make_host_zero1(m.view(), &comm, [](int64_t n) {
         return std::make_unique<optim::Sgd>(n, optim::SgdOptions{});
       }, o);
       ADD_FAILURE() << "compression accepted";

@@ -4,14 +4,14 @@
 #include "aiscale/core/error.h"
 #include "aiscale/ops/ops.h"
 #include "aiscale/optim/zero_shards.h"
-#include "aiscale/parallel/data_parallel/host_wrappers.h"
+#include "aiscale/optim/data_parallel.h"
 
-namespace aiscale::parallel::dp {
+namespace aiscale::optim {
 namespace {
 
 class HostZero1 final : public DataParallel {
  public:
-  HostZero1(nn::Model& model, Communicator* comm, const OptimizerFactory& optimizer,
+  HostZero1(const HostModel& model, parallel::Communicator* comm, const OptimizerFactory& optimizer,
             const HostDataParallelOptions& o)
       : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr), options_(o),
         shards_(host_bucket_bounds(model, o.bucket_mib), comm_) {
@@ -29,7 +29,7 @@ class HostZero1 final : public DataParallel {
   // Each bucket's sum over the ranks, of which this rank keeps its part.
   void reduce_gradients() override {
     std::fill(grads_.begin(), grads_.end(), 0.0f);
-    const float* g = model_.grad_buffer();
+    const float* g = model_.grads;
     for (int u = shards_.units(); u-- > 0;)
       shards_.reduce_scatter_add(u, g + shards_.unit_begin(u), grads_.data() + shards_.shard_offset(u));
   }
@@ -45,8 +45,8 @@ class HostZero1 final : public DataParallel {
   }
 
   // The optimizer on this rank's part of every bucket, then the buckets gathered whole.
-  void step(const optim::StepParams& p) override {
-    float* params = model_.param_buffer();
+  void step(const StepParams& p) override {
+    float* params = model_.params;
     for (int u = 0; u < shards_.units(); ++u) {
       const int64_t lo = shards_.owned_begin(u), hi = shards_.owned_end(u);
       if (hi > lo)
@@ -60,10 +60,10 @@ class HostZero1 final : public DataParallel {
 
   bool collective_state() const override { return comm_ != nullptr; }
   void get_params(float* out) override {
-    std::memcpy(out, model_.param_buffer(), size_t(model_.num_params()) * 4);
+    std::memcpy(out, model_.params, size_t(model_.size) * 4);
   }
   void set_params(const float* in) override {
-    std::memcpy(model_.param_buffer(), in, size_t(model_.num_params()) * 4);
+    std::memcpy(model_.params, in, size_t(model_.size) * 4);
   }
   std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
   void get_state(int k, float* out) override {
@@ -93,27 +93,27 @@ class HostZero1 final : public DataParallel {
             {"grad_mixing", options_.exchange.mixing},
             {"compression", "none"},
             {"buckets", shards_.units()},
-            {"grad_dense_bytes", 4 * model_.num_params()},
+            {"grad_dense_bytes", 4 * model_.size},
             {"grad_wire_bytes_per_step", wire_bytes()},
             {"optimizer", optimizer_->name()},
             {"optimizer_state_bytes", optimizer_state_bytes()}};
   }
 
  private:
-  nn::Model& model_;
-  Communicator* comm_;
+  HostModel model_;
+  parallel::Communicator* comm_;
   HostDataParallelOptions options_;
-  optim::ZeroShards shards_;
+  ZeroShards shards_;
   std::vector<float> grads_;  // this rank's part of every bucket's sum
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
 };
 
 }  // namespace
 
-std::unique_ptr<DataParallel> make_host_zero1(nn::Model& model, Communicator* comm,
+std::unique_ptr<DataParallel> make_host_zero1(const HostModel& model, parallel::Communicator* comm,
                                               const OptimizerFactory& optimizer,
                                               const HostDataParallelOptions& options) {
   return std::make_unique<HostZero1>(model, comm, optimizer, options);
 }
 
-}  // namespace aiscale::parallel::dp
+}  // namespace aiscale::optim
