@@ -1,6 +1,7 @@
 #include "aiscale/train/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +89,43 @@ Key model_int_key(std::string name, int64_t nn::GptConfig::*member, std::string 
   return k;
 }
 
+// The llama family's architecture keys: counts where 0 means "derived" (n_kv_head,
+// ffn_hidden), reals, a flag, the family's name.
+template <typename Get>
+Key model_count_key(std::string name, Get field, std::string doc, int64_t max) {
+  Key k{std::move(name), Kind::integer, std::move(doc), {}, 0, max, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [field, max, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value_exact<int64_t>();
+    if (!v) fail("config key '{}' = {} must be an integer", key_name, node_text(n));
+    validate::in_range(*v, int64_t{0}, max, fmt::format("config key '{}'", key_name));
+    field(c.model) = *v;
+  };
+  k.get = [field](const TrainConfig& c) {
+    nn::GptConfig m = c.model;
+    return std::to_string(field(m));
+  };
+  return k;
+}
+
+template <typename Get>
+Key model_real_key(std::string name, Get field, std::string doc, double min, double max) {
+  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [field, min, max, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value<double>();
+    if (!v || !n.is_number()) fail("config key '{}' = {} must be a number", key_name, node_text(n));
+    if (!std::isfinite(*v) || *v < min || *v > max)
+      fail("config key '{}' = {} is out of range: it must be in [{}, {}]", key_name, *v, min, max);
+    field(c.model) = *v;
+  };
+  k.get = [field](const TrainConfig& c) {
+    nn::GptConfig m = c.model;
+    return fmt::format("{}", static_cast<double>(field(m)));
+  };
+  return k;
+}
+
 // Reals must be finite (TOML allows nan and inf, and NaN passes every `<` test) and in
 // [min, max].
 Key real_key(std::string name, double TrainConfig::*member, std::string doc, double min = 0.0,
@@ -164,8 +202,9 @@ const std::vector<Key>& schema() {
   static const std::vector<Key> keys = [] {
     std::vector<Key> k;
     Key preset{"model.preset", Kind::string,
-               "named architecture (gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-mini, "
-               "gpt-tiny); the other model keys override its fields",
+               "named architecture (gpt2-124m ... gpt2-1558m, gpt-mini, gpt-tiny; llama3-1b-shape, "
+               "llama3-3b-shape, llama3-8b-shape, llama-mini, llama-tiny); the other model keys "
+               "override its fields",
                nn::gpt_preset_names(), 0, 0, nullptr, nullptr};
     preset.set = [](TrainConfig& c, const toml::node& n) {
       auto v = n.value_exact<std::string>();
@@ -181,6 +220,52 @@ const std::vector<Key>& schema() {
     k.push_back(model_int_key("model.block_size", &nn::GptConfig::block_size, "maximum context length", int64_t{1} << 20));
     k.push_back(model_int_key("model.vocab_size", &nn::GptConfig::vocab_size,
                               "vocabulary size (50257 for GPT-2 BPE, 256 for bytes)", int64_t{1} << 24));
+    {
+      Key family{"model.family", Kind::string,
+                 "architecture family: gpt2 (LayerNorm, learned positions, GELU, biases, tied "
+                 "head) or llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention, "
+                 "no biases); set by the preset",
+                 {"gpt2", "llama"}, 0, 0, nullptr, nullptr};
+      family.set = [](TrainConfig& c, const toml::node& n) {
+        auto v = n.value_exact<std::string>();
+        if (!v) fail("config key 'model.family' = {} must be a string", node_text(n));
+        c.model.family = nn::parse_gpt_family(*v);
+      };
+      family.get = [](const TrainConfig& c) { return quote(nn::to_string(c.model.family)); };
+      k.push_back(family);
+    }
+    k.push_back(model_count_key("model.n_kv_head", [](nn::GptConfig& m) -> int64_t& { return m.n_kv_head; },
+                                "llama: key/value heads (grouped-query attention; divides n_head); "
+                                "0 = n_head", 1024));
+    k.push_back(model_count_key("model.ffn_hidden", [](nn::GptConfig& m) -> int64_t& { return m.ffn_hidden; },
+                                "llama: MLP hidden width; 0 = 4 x n_embd", int64_t{1} << 20));
+    {
+      Key tie{"model.tie_embeddings", Kind::boolean,
+              "llama: the LM head is the token embedding (gpt2: always)", {}, 0, 0, nullptr, nullptr};
+      tie.set = [](TrainConfig& c, const toml::node& n) {
+        auto v = n.value_exact<bool>();
+        if (!v) fail("config key 'model.tie_embeddings' = {} must be true or false", node_text(n));
+        c.model.tie_embeddings = *v;
+      };
+      tie.get = [](const TrainConfig& c) { return c.model.tie_embeddings ? "true" : "false"; };
+      k.push_back(tie);
+    }
+    k.push_back(model_real_key("model.rope_theta", [](nn::GptConfig& m) -> double& { return m.rope_theta; },
+                               "llama: rotary base (Llama 2: 10000, Llama 3: 500000)", 1.0, 1e12));
+    k.push_back(model_real_key("model.rope_scaling_factor",
+                               [](nn::GptConfig& m) -> double& { return m.rope_scaling.factor; },
+                               "llama: Llama 3's rotary frequency scaling factor; 0 = none", 0.0, 1e6));
+    k.push_back(model_real_key("model.rope_low_freq_factor",
+                               [](nn::GptConfig& m) -> double& { return m.rope_scaling.low_freq_factor; },
+                               "llama: Llama 3 scaling's low-frequency factor", 0.0, 1e6));
+    k.push_back(model_real_key("model.rope_high_freq_factor",
+                               [](nn::GptConfig& m) -> double& { return m.rope_scaling.high_freq_factor; },
+                               "llama: Llama 3 scaling's high-frequency factor", 0.0, 1e6));
+    k.push_back(model_count_key("model.rope_original_context",
+                                [](nn::GptConfig& m) -> int64_t& { return m.rope_scaling.original_context; },
+                                "llama: Llama 3 scaling's original context length", int64_t{1} << 24));
+    k.push_back(model_real_key("model.norm_eps", [](nn::GptConfig& m) -> double& { return m.norm_eps; },
+                               "llama: RMSNorm epsilon", 1e-12, 1.0));
     k.push_back(string_key("data.train", &TrainConfig::train_data,
                            "token shards to train on: a path or glob (llm.c format)"));
     k.push_back(string_key("data.val", &TrainConfig::val_data,
