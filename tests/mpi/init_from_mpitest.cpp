@@ -31,7 +31,7 @@ class InitFromRanks : public ::testing::Test {
     // Scaled, so that the first loss is far from a fresh model's (beyond the tolerance).
     std::vector<float> params = nn::gpt_init_params(c, 7);
     for (float& v : params) v *= 3.0f;
-    for (const auto& [name, bytes] : train::gpt2_hf_model_files(c, params, 20'000))
+    for (const auto& [name, bytes] : train::hf_model_files(c, params, 20'000))
       atomic_write_file((dir_ / "init" / name).string(), bytes);
     auto one = train(1, "train.batch_size=8 run.name=one");
     ASSERT_EQ(one.exit_code, 0) << one.output;

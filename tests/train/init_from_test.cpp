@@ -10,6 +10,7 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/hf_checkpoint.h"
+#include "aiscale/train/hf_config.h"
 #include "aiscale/train/hf_mapping.h"
 #include "aiscale/train/safetensors.h"
 #include "../support/run_support.h"
@@ -46,9 +47,9 @@ class InitFrom : public ::testing::Test {
     // The weights a run of seed 7 starts from, as a model folder: once in one file, once
     // in shards of at most 20 KB with an index.
     const nn::GptConfig c = tiny_model();
-    write_folder(dir_ / "seed7", train::gpt2_hf_model_files(c, nn::gpt_init_params(c, 7)));
+    write_folder(dir_ / "seed7", train::hf_model_files(c, nn::gpt_init_params(c, 7)));
     write_folder(dir_ / "seed7-sharded",
-                 train::gpt2_hf_model_files(c, nn::gpt_init_params(c, 7), 20'000));
+                 train::hf_model_files(c, nn::gpt_init_params(c, 7), 20'000));
     // Fresh runs of seeds 7 and 1337, and seed 1337's data order from seed 7's weights.
     for (const std::string& sets : std::vector<std::string>{"--set run.name=seed7-fresh train.seed=7", "--set run.name=fresh",
                                    "--init-from " + (dir_ / "seed7").string() + " --set run.name=from7"}) {
@@ -119,7 +120,7 @@ TEST_F(InitFrom, MismatchedFoldersAreRefusedNamingWhat) {
   // config.json of another width.
   nn::GptConfig wide = c;
   wide.n_embd = 128;
-  write_folder(dir_ / "wide", {{"config.json", train::gpt2_hf_config_json(wide)},
+  write_folder(dir_ / "wide", {{"config.json", train::hf_config_json(wide)},
                                {"model.safetensors", "x"}});
   auto r = train("--init-from " + (dir_ / "wide").string() + " --set run.name=wide");
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -135,7 +136,7 @@ TEST_F(InitFrom, MismatchedFoldersAreRefusedNamingWhat) {
     edited.push_back(t);
   }
   edited.push_back({"score.weight", {2, 64}, std::vector<float>(128), "F32"});
-  write_folder(dir_ / "edited", {{"config.json", train::gpt2_hf_config_json(c)},
+  write_folder(dir_ / "edited", {{"config.json", train::hf_config_json(c)},
                                  {"model.safetensors", train::safetensors_serialize(edited)}});
   r = train("--init-from " + (dir_ / "edited").string() + " --set run.name=edited");
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -148,7 +148,7 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Checkpoi
                                   {"aiscale_version", AISCALE_VERSION},
                                   {"written", utc_iso8601()}};
   // The weights and config.json are a Hugging Face model folder (hf_checkpoint.h).
-  auto files = gpt2_hf_model_files(s.model, s.params, s.max_shard_bytes);
+  auto files = hf_model_files(s.model, s.params, s.max_shard_bytes);
   files.emplace_back("optimizer.bin", optimizer_bytes(s));
   files.emplace_back("state.json", state.dump(2) + "\n");
   return files;
@@ -209,7 +209,7 @@ CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is corrupt: {}; resume from another checkpoint", state_path, e.what());
   }
-  s.params = hf_import(gpt2_hf_map(s.model), HfWeights(dir),
+  s.params = hf_import(hf_model_map(s.model), HfWeights(dir),
                        "The checkpoint is corrupt or mixed from two runs: resume from another");
   if (with_optimizer) {
     std::string opt_path = (d / "optimizer.bin").string();

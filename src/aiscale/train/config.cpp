@@ -335,8 +335,8 @@ const std::vector<Key>& schema() {
                         "steps whose median loss a sustained climb is judged by", 2, 100000));
     k.push_back(string_key("train.init_from", &TrainConfig::init_from,
                            "Hugging Face model folder (config.json with model.safetensors, or "
-                           "shards and model.safetensors.index.json; a GPT-2 checkpoint of the "
-                           "model's shape, e.g. an aiscale checkpoint folder) whose weights start "
+                           "shards and model.safetensors.index.json; a GPT-2 or Llama checkpoint "
+                           "of the model's shape, e.g. an aiscale checkpoint folder) whose weights start "
                            "the run at step 0 with a fresh optimizer; empty = initialise from "
                            "train.seed; a resumed run continues from its own checkpoint instead "
                            "(docs/guide/checkpoints.md)"));

@@ -146,6 +146,8 @@ std::vector<SafeTensor> hf_export(const HfModelMap& map, const float* flat, cons
   return out;
 }
 
+HfModelMap hf_model_map(const nn::GptConfig& c) { return c.llama() ? llama_hf_map(c) : gpt2_hf_map(c); }
+
 HfModelMap gpt2_hf_map(const nn::GptConfig& c) {
   HfModelMap m;
   m.architecture = "GPT2LMHeadModel";
@@ -163,6 +165,40 @@ HfModelMap gpt2_hf_map(const nn::GptConfig& c) {
   m.prefixes = {"transformer."};
   m.tied = {{"lm_head.weight", "wte.weight"}};
   static const std::regex buffers(R"(h\.[0-9]+\.attn\.(bias|masked_bias))");
+  m.ignored = [](const std::string& name) { return std::regex_match(name, buffers); };
+  return m;
+}
+
+HfModelMap llama_hf_map(const nn::GptConfig& c) {
+  HfModelMap m;
+  m.architecture = "LlamaForCausalLM";
+  const nn::GptLayout layout(c);
+  m.size = layout.size();
+  const auto stacked = [](const std::string& name, const char* fused,
+                          std::vector<std::pair<const char*, int64_t>> parts) {
+    std::vector<HfPiece> pieces;
+    const std::string stem = "model." + name.substr(0, name.size() - std::string(fused).size());
+    for (const auto& [part, rows] : parts) pieces.push_back({stem + part, rows});
+    return pieces;
+  };
+  for (const auto& p : layout.tensors()) {
+    HfTensorMap t;
+    t.param = p.name;
+    t.offset = p.offset;
+    for (int i = 0; i < p.shape.ndim; ++i) t.shape.push_back(p.shape[i]);
+    if (p.name.ends_with("self_attn.qkv_proj.weight"))
+      t.pieces = stacked(p.name, "qkv_proj.weight",
+                         {{"q_proj.weight", c.n_embd}, {"k_proj.weight", c.kv_rows()}, {"v_proj.weight", c.kv_rows()}});
+    else if (p.name.ends_with("mlp.gate_up_proj.weight"))
+      t.pieces = stacked(p.name, "gate_up_proj.weight", {{"gate_proj.weight", c.ffn()}, {"up_proj.weight", c.ffn()}});
+    else if (p.name == "lm_head.weight")
+      t.pieces = {{p.name, t.shape[0]}};
+    else
+      t.pieces = {{"model." + p.name, t.shape[0]}};
+    m.tensors.push_back(std::move(t));
+  }
+  if (c.tied()) m.tied = {{"lm_head.weight", "model.embed_tokens.weight"}};
+  static const std::regex buffers(R"(model\.layers\.[0-9]+\.self_attn\.rotary_emb\.inv_freq)");
   m.ignored = [](const std::string& name) { return std::regex_match(name, buffers); };
   return m;
 }

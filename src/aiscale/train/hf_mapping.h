@@ -60,9 +60,22 @@ std::vector<float> hf_import(const HfModelMap& map, const HfWeights& weights, co
 std::vector<SafeTensor> hf_export(const HfModelMap& map, const float* flat,
                                   const std::string& dtype = "F32");
 
+// The table of a model of either family (below).
+HfModelMap hf_model_map(const nn::GptConfig& c);
+
 // GPT-2 (GPT2LMHeadModel): GptLayout's tensors under their HF names, Conv1D weights
 // transposed, "transformer." allowed before every name, lm_head.weight tied to wte.weight,
 // the attention mask buffers (h.N.attn.bias, h.N.attn.masked_bias) skipped.
 HfModelMap gpt2_hf_map(const nn::GptConfig& c);
+
+// Llama (LlamaForCausalLM): "model." before GptLayout's names; the fused attention input
+// projection is q_proj, k_proj and v_proj stacked by rows (n_embd, then kv_heads x
+// head_size each), the fused MLP input gate_proj and up_proj (ffn rows each); nn.Linear
+// keeps (out, in) as aiscale does, so nothing is transposed, and the rows of q_proj and
+// k_proj are taken in Hugging Face's order (the rotary pairs of its rotate_half
+// convention, channel i with i + head_size/2). An untied lm_head.weight is a tensor of
+// its own; a tied one may be present or absent. The rotary inverse-frequency buffers of
+// older saves (model.layers.N.self_attn.rotary_emb.inv_freq) are skipped.
+HfModelMap llama_hf_map(const nn::GptConfig& c);
 
 }  // namespace aiscale::train
