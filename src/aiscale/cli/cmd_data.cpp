@@ -86,7 +86,7 @@ class ProgressPrinter {
  private:
   bool tty_;
   bool done_printed_ = false;
-  double last_ = -1e9;
+  double last_ = 0;  // the first line after one interval: a short run prints only its end
 };
 
 void run_tokenize(const TokenizeArgs& args) {
