@@ -200,7 +200,7 @@ TEST(TokenizerSpec, NamesAndFiles) {
   EXPECT_NO_THROW(check_tokenizer_spec("models/llama3/tokenizer.json", "x"));
   EXPECT_NO_THROW(check_tokenizer_spec("tokenizer.model", "x"));
   try {
-    check_tokenizer_spec("llama", "config key 'data.tokenizer'");
+    check_tokenizer_spec("llama", "config key 'data.tokenizer' =");
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("config key 'data.tokenizer' = 'llama'"), std::string::npos);

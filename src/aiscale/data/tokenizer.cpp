@@ -35,11 +35,12 @@ std::filesystem::path default_gpt2_vocab_dir() { return resolve_data_path(kGpt2V
 
 void check_tokenizer_spec(std::string_view spec, std::string_view what) {
   if (spec == "gpt2" || spec == "byte" || spec.ends_with(".json") || spec.ends_with(".model")) return;
-  fail("{} = '{}' is not a tokenizer: choose {}", what, spec, kTokenizerChoices);
+  fail("{} '{}' is neither a tokenizer name nor a tokenizer file: choose {}", what, spec,
+       kTokenizerChoices);
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const TokenizerOptions& options) {
-  check_tokenizer_spec(spec, "tokenizer");
+  check_tokenizer_spec(spec, "--tokenizer");
   if (spec == "byte") {
     if (!options.eot.empty() && options.eot != "0")
       fail("--eot '{}': the byte tokenizer's document boundary is always byte 0", options.eot);

@@ -176,7 +176,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const Tokenizer
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const std::filesystem::path& vocab_dir);
 
 // Checks the form of a tokenizer choice without loading it ("gpt2", "byte", *.json,
-// *.model); `what` names where it came from in the error ("config key 'data.tokenizer'").
+// *.model); `what` names where it came from in the error ("config key 'data.tokenizer' =").
 void check_tokenizer_spec(std::string_view spec, std::string_view what);
 
 // What --tokenizer accepts, for help texts and errors.

@@ -191,7 +191,7 @@ const std::vector<Key>& schema() {
                                "tokenizer.json or a SentencePiece *.model");
     tokenizer.set = [set = tokenizer.set](TrainConfig& c, const toml::node& n) {
       set(c, n);
-      data::check_tokenizer_spec(c.tokenizer, "config key 'data.tokenizer'");
+      data::check_tokenizer_spec(c.tokenizer, "config key 'data.tokenizer' =");
     };
     k.push_back(tokenizer);
     k.push_back(string_key("train.device", &TrainConfig::device, "where to train", {"cpu", "cuda"}));
