@@ -42,8 +42,9 @@ void check_tokenizer_spec(std::string_view spec, std::string_view what) {
 std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const TokenizerOptions& options) {
   check_tokenizer_spec(spec, "--tokenizer");
   if (spec == "byte") {
-    if (!options.eot.empty() && options.eot != "0")
-      fail("--eot '{}': the byte tokenizer's document boundary is always byte 0", options.eot);
+    if (!options.eot.empty())
+      fail("--eot '{}': the byte tokenizer's document boundary is always byte 0; leave --eot out",
+           options.eot);
     return std::make_unique<ByteTokenizer>();
   }
   if (spec == "gpt2") {
