@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "aiscale/core/error.h"
+#include "aiscale/data/gpt2_pretokenize.h"
+#include "aiscale/data/llama3_pretokenize.h"
 #include "aiscale/data/sentencepiece_tokenizer.h"
 #include "aiscale/data/tokenizer.h"
 
@@ -92,6 +94,30 @@ TEST(TokenizerReference, Gpt2TokenizerJsonMatchesGpt3EncoderNpm) {
     }
   EXPECT_EQ(make_tokenizer("gpt2")->encode("a<|endoftext|>b").size(), 9u);
   fs::remove_all(dir);
+}
+
+// Both pre-tokenizers against Python's regex module applying their patterns.
+TEST(TokenizerReference, PreTokenizersMatchPythonRegex) {
+  const json splits = read_json(kDir / "splits.json");
+  const auto texts = splits["texts"].get<std::vector<std::string>>();
+  EXPECT_GE(texts.size(), 600u);
+  for (const char* name : {"gpt2", "llama3"}) {
+    const auto expected = splits[name].get<std::vector<std::vector<std::string>>>();
+    ASSERT_EQ(expected.size(), texts.size()) << name;
+    int wrong = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::vector<std::string_view> views;
+      if (std::string_view(name) == "gpt2")
+        gpt2_pretokenize(texts[i], views);
+      else
+        llama3_pretokenize(texts[i], views);
+      const std::vector<std::string> got(views.begin(), views.end());
+      if (got != expected[i] && ++wrong <= 5)
+        ADD_FAILURE() << name << ": '" << texts[i] << "' splits into " << json(got).dump()
+                      << ", the regex into " << json(expected[i]).dump();
+    }
+    EXPECT_EQ(wrong, 0) << name;
+  }
 }
 
 TEST(TokenizerReference, SentencePieceMatchesSpmEncode) {

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Regenerates the reference encodings in this folder (run from anywhere; needs node and
-# the npm package gpt-3-encoder from scripts/setup.sh, and Debian's sentencepiece tools).
+# the npm package gpt-3-encoder from scripts/setup.sh, Debian's sentencepiece tools and
+# python3-regex).
 #   strings.json          the texts (make_strings.py: hand-picked plus seeded random mixes)
 #   gpt2_expected.json    their GPT-2 ids from gpt-3-encoder's own JavaScript encoder
 #   fortunes_bpe.model    a SentencePiece BPE model (1000 pieces, byte fallback, no
 #                         normalization) trained by spm_train on three fortune files
 #   spm_expected.json     [index, ids] from spm_encode for the strings without CR/LF
 #                         (spm_encode reads one text per line)
+#   splits.json           GPT-2's and Llama 3's pre-tokenizer patterns applied by Python's
+#                         regex module (python3-regex) to those strings and random mixes
 # The tests (tests/data/tokenizer_reference_test.cpp) only read these files.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 cd "$here"
 python3 make_strings.py strings.json
+python3 make_splits.py strings.json splits.json
 node gpt2_encode.js "$root/third_party_npm/node_modules/gpt-3-encoder" strings.json > gpt2_expected.json
 fortunes=/usr/share/games/fortunes
 spm_train --input="$fortunes/fortunes,$fortunes/literature,$fortunes/science" \
@@ -31,4 +35,4 @@ lines = out.split("\n")[:len(chosen)]
 rows = [json.dumps([i, [int(x) for x in line.split()]]) for i, line in zip(chosen, lines)]
 open("spm_expected.json", "w").write("[\n" + ",\n".join(rows) + "\n]\n")
 PY
-echo "generate.sh: wrote strings.json gpt2_expected.json fortunes_bpe.model spm_expected.json"
+echo "generate.sh: wrote strings.json splits.json gpt2_expected.json fortunes_bpe.model spm_expected.json"
