@@ -24,7 +24,8 @@ constexpr std::string_view kGpt2Pattern =
 constexpr std::string_view kSupported =
     "aiscale reads byte-level BPE tokenizer.json files: model.type \"BPE\", no normalizer, "
     "pre_tokenizer ByteLevel or Sequence[Split(GPT-2's or Llama 3's pattern), "
-    "ByteLevel(use_regex=false)]";
+    "ByteLevel(use_regex=false)]; for a SentencePiece-style model give its tokenizer.model "
+    "(--tokenizer PATH.model) instead";
 
 struct Reader {
   std::string file;
