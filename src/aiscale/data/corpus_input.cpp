@@ -174,8 +174,8 @@ std::vector<std::filesystem::path> list_input_files(const std::vector<std::files
     std::error_code error;
     if (std::filesystem::is_directory(input, error)) {
       std::vector<std::filesystem::path> found;
-      std::filesystem::recursive_directory_iterator it(
-          input, std::filesystem::directory_options::follow_directory_symlink, error);
+      // Links to folders inside are not followed (a link cycle would never end).
+      std::filesystem::recursive_directory_iterator it(input, error);
       if (error) fail("cannot list input directory {}: {}", input.string(), error.message());
       for (; it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
         if (error) fail("cannot list input directory {}: {}", input.string(), error.message());

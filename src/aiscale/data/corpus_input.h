@@ -46,7 +46,7 @@ void split_jsonl(std::string_view text, std::string_view field, const std::strin
                  const std::function<void(std::string_view)>& emit);
 
 // The files to read: a file argument as is; a directory's regular files, recursively,
-// sorted by path, hidden files and folders skipped. In fortune format the index files
+// sorted by path, hidden files and folders skipped, links to folders not followed. In fortune format the index files
 // *.dat and the *.u8 duplicates are skipped. Throws aiscale::Error for a missing input
 // or when nothing is left to read.
 std::vector<std::filesystem::path> list_input_files(const std::vector<std::filesystem::path>& inputs,
