@@ -90,11 +90,15 @@ TEST_F(InitFrom, ShardedFolderLoadsLikeOneFile) {
 
 TEST_F(InitFrom, RunResumesFromItsOwnCheckpoint) {
   // Stopped after step 5 and resumed: the same as the run that never stopped; the
-  // resumed run continues from its checkpoint, not from the folder again.
-  auto r = train("--init-from " + (dir_ / "seed7").string() + " --set run.name=stop7",
+  // resumed run continues from its checkpoint, not from the folder again. Its checkpoints
+  // are written in shards of at most 50 KB (run.max_shard_gb), and resume from those.
+  auto r = train("--init-from " + (dir_ / "seed7").string() +
+                     " --set run.name=stop7 run.max_shard_gb=0.00005",
                  "AISCALE_FAULT=term@5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(fs::exists(dir_ / "runs/stop7/checkpoints/step_00000005/COMPLETE"));
+  EXPECT_TRUE(fs::exists(dir_ / "runs/stop7/checkpoints/step_00000005/model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "runs/stop7/checkpoints/step_00000005/model.safetensors"));
   r = run_aiscale("train --resume " + (dir_ / "runs/stop7").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resume note: train.init_from = \"" + (dir_ / "seed7").string() +

@@ -42,7 +42,11 @@ std::vector<float> read_hf_model(const std::string& dir, const nn::GptConfig& mo
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", config_path, e.what());
   }
-  check_hf_config(config, model, config_path);
+  try {  // a field of an unexpected JSON type is the file's fault, named as such
+    check_hf_config(config, model, config_path);
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}' is not a valid config.json: {}", config_path, e.what());
+  }
   const HfWeights weights(dir);
   return hf_import(hf_model_map(model), weights,
                    "The checkpoint is of another model or damaged: give the folder of a "
