@@ -62,6 +62,16 @@ std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
   if (w.gpt.n_head % l.tp != 0)
     return fmt::format("tensor-parallel size {} does not divide the {} attention heads of {}: "
                        "choose a divisor of {}", l.tp, w.gpt.n_head, w.name, w.gpt.n_head);
+  // Megatron splits K and V by key/value heads and the MLP by its rows (a Llama's gate and
+  // up each): each tensor rank needs whole heads and an equal share of the MLP.
+  if (w.gpt.kv_heads() % l.tp != 0)
+    return fmt::format("tensor-parallel size {} does not divide the {} key/value heads of {} "
+                       "(model.n_kv_head): choose a divisor of {}", l.tp, w.gpt.kv_heads(),
+                       w.name, w.gpt.kv_heads());
+  if (w.gpt.ffn() % l.tp != 0)
+    return fmt::format("tensor-parallel size {} does not divide the MLP width {} of {} "
+                       "(model.ffn_hidden): choose a divisor of {}", l.tp, w.gpt.ffn(), w.name,
+                       w.gpt.ffn());
   if (l.pp > w.gpt.n_layer)
     return fmt::format("pipeline size {} exceeds the {} layers of {}", l.pp, w.gpt.n_layer, w.name);
   if (l.pp > 1 && l.zero >= 2)

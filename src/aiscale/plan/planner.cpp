@@ -292,6 +292,14 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
   Layout least_layout;
   for (int tp : tps) {
     if (pinned_out(pins.tp, tp) || gpus % tp != 0) continue;
+    if (w.is_transformer()) {
+      Layout shape;
+      shape.tp = tp;
+      if (auto why = layout_problem(shape, w)) {
+        out.skipped.push_back(fmt::format("tp {} skipped: {}", tp, *why));
+        continue;
+      }
+    }
     const long rest = gpus / tp;
     std::vector<int> pps = w.is_transformer() ? divisors(rest, w.gpt.n_layer) : std::vector<int>{1};
     for (int pp : pps) {
@@ -371,6 +379,12 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
                              "per GPU, the {} has {}", gpus, gpus == 1 ? "" : "s",
                              least_layout.describe(), gib(least),
                              part.accelerator.id, gib(capacity));
+  }
+  // The sizes the model's shape ruled out, which might have fitted otherwise.
+  if (!out.skipped.empty()) {
+    std::string skipped;
+    for (const auto& why : out.skipped) skipped += (skipped.empty() ? "" : "; ") + why;
+    out.reason += fmt::format(" ({})", skipped);
   }
   return out;
 }

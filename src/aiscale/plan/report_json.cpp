@@ -93,6 +93,10 @@ json workload(const PlanRequest& r) {
     j["n_embd"] = w.gpt.n_embd;
     j["seq_len"] = w.seq_len;
     j["vocab_size"] = w.gpt.vocab_size;
+    j["family"] = nn::to_string(w.gpt.family);
+    j["n_kv_head"] = w.gpt.kv_heads();
+    j["ffn_hidden"] = w.gpt.ffn();
+    j["tie_embeddings"] = w.gpt.tied();
     j["tokens"] = r.tokens;
     j["attention"] = r.attention ? std::string(to_string(*r.attention)) : std::string("auto");
   } else {

@@ -160,8 +160,11 @@ std::string workload_text(const PlanRequest& r, const PlanResult* res) {
   // res == nullptr: a scaling curve, where the amount of training data does not matter.
   const Workload& w = r.workload;
   std::string out = fmt::format("Workload: {} — {}\n", w.name, w.describe());
+  if (!w.origin.empty()) out += fmt::format("  shape from     {}\n", w.origin);
   out += fmt::format("  parameters     N = {} (exact{})\n", with_commas(w.params()),
-                     w.is_transformer() ? "; tied embedding counted once" : "");
+                     !w.is_transformer() ? ""
+                     : w.gpt.tied()      ? "; tied embedding counted once"
+                                         : "; the untied LM head counted beside the embedding");
   if (res && w.is_transformer()) {
     const long gb = r.global_batch > 0 ? r.global_batch : w.default_global_batch;
     out += fmt::format("  training data  D = {} tokens; global batch {} sequences × {} = {} tokens "
