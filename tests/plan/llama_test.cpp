@@ -274,6 +274,9 @@ TEST(PlanLlama, PresetsAndCustomShapes) {
     const auto names = workload_names();
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   }
+  // Llama 3's 128,256 ids are stored as 32-bit token ids: 4 bytes a token on the filesystem.
+  EXPECT_DOUBLE_EQ(eight.data.bytes_per_sample, 4.0 * 8192);
+  EXPECT_DOUBLE_EQ(make_workload("llama-tiny").data.bytes_per_sample, 2.0 * 64);
   // --seq-len overrides the planned context (no parameter depends on it).
   ModelOverrides seq;
   seq.seq_len = 4096;

@@ -129,8 +129,8 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
                   "Validation samples per epoch as a fraction of the training samples")
       ->check(number_in(0, 1));
   app->add_option("--bytes-per-sample", o.bytes_per_sample,
-                  "Bytes of one sample on the shared filesystem (default: 2 per token; ImageNet's "
-                  "mean JPEG, 108 KB)")
+                  "Bytes of one sample on the shared filesystem (default: 2 per token, 4 for a "
+                  "vocabulary over 65,536; ImageNet's mean JPEG, 108 KB)")
       ->check(number_in(0, 1e12));
   app->add_option("--decode-rate", o.decode_rate,
                   "Images/s one host core decodes and augments (default: a `bench loader` line in "

@@ -176,10 +176,13 @@ Workload make_workload(std::string_view name, const ModelOverrides& o) {
   if (seq_len > 0) w.gpt.block_size = seq_len;
   w.seq_len = w.gpt.block_size;
   w.gpt.validate();
-  // Pre-tokenized text: one 16-bit token id per token (a GPT-2 vocabulary of 50,257 fits),
-  // one pass over --tokens, no validation unless asked (--validation-samples).
-  w.data = {0, 0, 2.0 * static_cast<double>(w.seq_len), false,
-            "pre-tokenized uint16 token ids, one pass over --tokens"};
+  // Pre-tokenized text as `aiscale data tokenize` writes it: one 16-bit token id per token
+  // while the vocabulary fits (GPT-2's 50,257), 32-bit ids above 65,536 (Llama 3's
+  // 128,256); one pass over --tokens, no validation unless asked (--validation-samples).
+  const bool wide = w.gpt.vocab_size > 65536;
+  w.data = {0, 0, (wide ? 4.0 : 2.0) * static_cast<double>(w.seq_len), false,
+            wide ? "pre-tokenized uint32 token ids (a vocabulary over 65,536), one pass over --tokens"
+                 : "pre-tokenized uint16 token ids, one pass over --tokens"};
   return w;
 }
 
