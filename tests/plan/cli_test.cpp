@@ -224,6 +224,15 @@ TEST(PlanCli, LlamaPresetsAndCustomLlamaShapes) {
   r = run_aiscale("plan --model llama3-8b-shape --tokens 1e9 --tp 16 --include-unsupported");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("8 key/value heads"), std::string::npos) << r.output;
+  // The optimizer offloaded: marked in the table, its host memory and assumptions stated.
+  r = run_aiscale(
+      "plan --model gpt2-1558m --tokens 1e9 --system marenostrum5 --gpus 4 --offload-optimizer "
+      "--explain");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Z3 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optimizer offloaded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("offloaded to host memory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("over PCIe"), std::string::npos) << r.output;
   r = run_aiscale("plan --model llama3-8b-shape --tokens 1e9 --tie-embeddings maybe");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--tie-embeddings maybe is invalid"), std::string::npos) << r.output;

@@ -149,6 +149,59 @@ TEST(PlanLlama, TinyModelStatesUnderEachZeroStage) {
   }
 }
 
+TEST(PlanLlama, TinyOptimizerOffload) {
+  // The optimizer state (fp32 master weights, m, v: 12 bytes a parameter) moves to host
+  // memory: the GPUs keep 2 + 4 = 6 bytes a parameter over dp = 4 under ZeRO-3.
+  const Workload w = make_workload("llama-tiny");
+  const double n = 125248;
+  Layout l;
+  l.dp = 4;
+  l.zero = 3;
+  l.offload = true;
+  const MemoryBreakdown m = memory_per_gpu(w, l, Precision::bf16);
+  EXPECT_DOUBLE_EQ(m.optimizer, 0);
+  EXPECT_DOUBLE_EQ(m.offloaded, 12 * n / 4);
+  EXPECT_DOUBLE_EQ(m.weights + m.gradients, 6 * n / 4);
+  Layout kept = l;
+  kept.offload = false;
+  // (A difference of totals over the 1 GiB fixed workspace: equal to well under a byte.)
+  EXPECT_NEAR(memory_per_gpu(w, kept, Precision::bf16).total - m.total,
+              12 * n / 4 * (1 + MemoryAssumptions{}.fragmentation), 1e-3);
+  // The update: the fp32 gradient shard down and the bf16 working copy up over PCIe, AdamW's
+  // 28 bytes a parameter in host memory.
+  Partition part;
+  part.id = part.name = "one";
+  part.kind = "gpu";
+  part.nodes = 1;
+  part.gpus_per_node = 4;
+  MachineFigures f;
+  f.peak_flops = 100e12;
+  f.utilisation.value = 0.5;
+  f.intra_bytes_per_s.value = 100e9;
+  f.node_bytes_per_s.value = 10e9;
+  f.hbm_bytes_per_s.value = 1e12;
+  const Assumptions a;
+  const StepEstimate e = estimate_step(w, l, part, f, Precision::bf16, a);
+  EXPECT_DOUBLE_EQ(e.optimizer_s, n / 4 * 6 / a.offload_pcie_bytes_per_s +
+                                      n / 4 * 28 / a.offload_host_bytes_per_s);
+  // Without a ZeRO stage there is no shard to offload; aiscale offloads ZeRO-3 on GPU ranks
+  // without tensor parallelism.
+  Layout ddp = l;
+  ddp.zero = 0;
+  ASSERT_TRUE(layout_problem(ddp, w));
+  EXPECT_NE(layout_problem(ddp, w)->find("optimizer offload"), std::string::npos);
+  const Workload g = make_workload("gpt2-124m");
+  EXPECT_EQ(engine_gap(g, l, Precision::bf16, false), "");
+  Layout split = l;
+  split.tp = 2;
+  split.dp = 2;
+  EXPECT_NE(engine_gap(g, split, Precision::bf16, false).find("optimizer offload"), std::string::npos);
+  Layout two = l;
+  two.zero = 2;
+  EXPECT_NE(engine_gap(g, two, Precision::bf16, false).find("ZeRO-3"), std::string::npos);
+  EXPECT_NE(engine_gap(g, l, Precision::fp32, true).find("GPU ranks"), std::string::npos);
+}
+
 TEST(PlanLlama, TensorSizesTheShapeRulesOutAreSkippedWithTheReason) {
   // llama-tiny: 4 heads but 2 key/value heads, so tp 4 is impossible though it divides the
   // heads.
@@ -251,6 +304,21 @@ TEST(PlanLlama, Llama3EightBOnOneAndTwoNodesOfFourH100s) {
     EXPECT_DOUBLE_EQ(c.step.model_flops_per_step,
                      nn::gpt_train_flops_per_token(r.workload.gpt, 8192) * 512 * 8192);
   }
+  // --offload-optimizer on one node: the chosen layout offloads, and its GPU model states
+  // are 6 bytes a parameter over the ZeRO shards (or less with tensor/pipeline splits).
+  r.gpus = 4;
+  r.pins.offload = true;
+  {
+    const PlanResult res = plan(r, mn5, cat, Calibration{}, Assumptions{});
+    ASSERT_EQ(res.ranked.size(), 1u) << (res.rejected.empty() ? "" : res.rejected[0].reason);
+    const Candidate& c = res.ranked[0];
+    EXPECT_TRUE(c.layout.offload);
+    EXPECT_GE(c.layout.zero, 1);
+    EXPECT_DOUBLE_EQ(c.memory.optimizer, 0);
+    EXPECT_GT(c.memory.offloaded, 0);
+    EXPECT_LE(c.memory.total, capacity);
+  }
+  r.pins.offload = false;
   // Without --include-unsupported the partition is refused, saying why.
   r.include_unsupported = false;
   const PlanResult res = plan(r, mn5, cat, Calibration{}, Assumptions{});

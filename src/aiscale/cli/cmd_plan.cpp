@@ -155,7 +155,9 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
       ->check(integer_in(0, int64_t{1} << 30));
   app->add_option("--tp", o.tp, "Fix the tensor-parallel size")->check(integer_in(1, 1 << 16));
   app->add_option("--pp", o.pp, "Fix the pipeline-parallel size")->check(integer_in(1, 1 << 16));
-  add_run_options(app, o.run, {"train.batch_size", "parallel.zero_stage", "parallel.grad_transport"},
+  add_run_options(app, o.run,
+                  {"train.batch_size", "parallel.zero_stage", "parallel.grad_transport",
+                   "parallel.offload_optimizer"},
                   "Fixed choices (the train config's keys; default: the planner chooses)");
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
   app->add_option("--calibration", o.calibration,
@@ -250,6 +252,7 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (const auto zero = o.run.integer("parallel.zero_stage")) r.pins.zero = static_cast<int>(*zero);
   if (const auto mb = o.run.integer("train.batch_size")) r.pins.micro_batch = static_cast<int>(*mb);
   if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
+  r.pins.offload = o.run.text("parallel.offload_optimizer").value_or("false") == "true";
   r.grad_transport = parse_grad_transport(o.run.text("parallel.grad_transport").value_or("nccl"));
   r.objective = parse_objective(o.rank);
   if (!o.deadline.empty()) r.deadline_s = parse_duration(o.deadline, "--deadline");

@@ -135,6 +135,11 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
       !has(e.copy_engine_zero_stages, l.zero))
     return fmt::format("ZeRO-{} over the copy engines not implemented (ZeRO-{} runs over NCCL)",
                        l.zero, l.zero);
+  if (l.offload && (cpu_partition || l.zero != 3 || l.tp > 1 || l.pp > 1))
+    return cpu_partition ? "optimizer offload is for GPU ranks (CPU ranks hold it in host memory "
+                           "already)"
+                         : "optimizer offload runs with ZeRO-3 and neither tensor nor pipeline "
+                           "parallelism (parallel.offload_optimizer)";
   if (!has(e.recompute, l.recompute))
     return fmt::format("{} recomputation not implemented (aiscale recomputes whole layers, "
                        "--recompute-layers, or GELU and LayerNorm outputs, --recompute)",
@@ -149,7 +154,10 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
 std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_node, double ram_gib) {
   if (ram_gib <= 0 || !w.is_transformer()) return "";
   const double ranks = static_cast<double>(std::min<long>(std::max(gpus_per_node, 1), l.gpus()));
-  const double need = 12.0 * static_cast<double>(w.params()) * ranks;
+  // With the optimizer offloaded each rank also keeps its shard of the fp32 master weights
+  // and moments there (12 bytes per parameter over the data-parallel ranks).
+  const double shard = l.offload ? 12.0 / (l.zero >= 1 ? l.dp : 1) : 0.0;
+  const double need = (12.0 + shard) * static_cast<double>(w.params()) * ranks;
   const double have = ram_gib * 1024.0 * 1024.0 * 1024.0;
   if (need <= have) return "";
   return fmt::format("each rank keeps the whole model's parameters and AdamW moments in host "

@@ -35,10 +35,11 @@ std::string_view to_string(GradTransport t) {
 std::string Layout::shape() const { return fmt::format("{}×{}×{}", dp, tp, pp); }
 
 std::string Layout::describe() const {
-  return fmt::format("dp {} × tp {} × pp {}, {}, micro-batch {} × accumulation {}, recompute {}{}",
+  return fmt::format("dp {} × tp {} × pp {}, {}, micro-batch {} × accumulation {}, recompute {}{}{}",
                      dp, tp, pp, zero == 0 ? std::string("DDP") : fmt::format("ZeRO-{}", zero),
                      micro_batch, grad_accum, to_string(recompute),
-                     transport == GradTransport::copy_engine ? ", copy engines" : "");
+                     transport == GradTransport::copy_engine ? ", copy engines" : "",
+                     offload ? ", optimizer offloaded" : "");
 }
 
 std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
@@ -48,6 +49,9 @@ std::optional<std::string> layout_problem(const Layout& l, const Workload& w) {
   if (l.transport == GradTransport::copy_engine && l.zero > 1)
     return fmt::format("the copy-engine transport carries plain data parallelism and ZeRO-1, "
                        "not ZeRO-{}: use --zero-stage 0 or 1, or --grad-transport nccl", l.zero);
+  if (l.offload && l.zero == 0)
+    return "optimizer offload moves the ZeRO optimizer shards to host memory: use a ZeRO stage "
+           "(--zero-stage 1, 2 or 3; aiscale trains it with 3)";
   if (l.micro_batch < 1 || l.grad_accum < 1)
     return fmt::format("micro-batch ({}) and gradient accumulation ({}) must be at least 1",
                        l.micro_batch, l.grad_accum);

@@ -238,6 +238,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
   m.weights = sb.weights * psi / (l.zero >= 3 ? nd : 1.0);
   m.gradients = sb.gradients * psi / (l.zero >= 2 ? nd : 1.0);
   m.optimizer = sb.optimizer * psi / (l.zero >= 1 ? nd : 1.0);
+  if (l.offload) std::swap(m.optimizer, m.offloaded);
   if (w.is_transformer()) {
     m.activations = transformer_activations(w, l, p, last, acc);
     const double c = static_cast<double>(w.gpt.n_embd);

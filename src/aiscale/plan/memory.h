@@ -31,6 +31,7 @@ struct MemoryBreakdown {
   // Gathered parameters, layer gradient buffers, pipeline stashes, ZeRO-1's flat copy.
   double buffers = 0;
   double workspace = 0;      // fixed + fragmentation margin (MemoryAssumptions)
+  double offloaded = 0;      // optimizer state each rank keeps in host memory (offload)
   double total = 0;
   std::string stage;         // pipeline stage that needs the most: "first", "last" or "all"
   // What the training program allocates for the model (aiscale: its arena), without the
@@ -67,7 +68,9 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
 // layer matrices and their split biases divided by tp, LayerNorms and output-projection
 // biases replicated, the token embedding vocabulary-parallel (or whole on every tensor
 // rank); the last stage holds a copy of the tied embedding for the output layer. Equals
-// num_params() for tp = pp = 1.
+// num_params() for tp = pp = 1. With Layout::offload the optimizer state (its shard under
+// ZeRO) moves from `optimizer` to `offloaded`, in host memory: 6 instead of 18 bytes per
+// parameter on the GPU before sharding, in mixed precision.
 double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false,
                       bool vocab_parallel = true);
 // Parameters of one transformer layer on one of tp tensor ranks (GPT-2: (12C² + 7C)/tp +

@@ -360,6 +360,11 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
                                                                  : a.sgd_bytes_touched);
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;
+    // Offloaded: the gradient shard down and the new working copy up over PCIe, AdamW over
+    // host memory (Assumptions::offload_*), nothing of it beside the GPU's compute.
+    if (l.offload)
+      e.optimizer_s = psi * (sb.gradients + sb.weights) / a.offload_pcie_bytes_per_s +
+                      psi * a.adamw_bytes_touched / a.offload_host_bytes_per_s;
   }
 
   // The embedding tail and rank skew every data-parallel GPU step pays over NCCL (the

@@ -20,6 +20,7 @@ namespace aiscale::plan {
 struct LayoutPins {
   std::optional<int> tp, pp, zero, micro_batch;
   std::optional<Recompute> recompute;
+  bool offload = false;  // --offload-optimizer: only layouts with the optimizer offloaded
 };
 
 // What the user optimises (--rank): the shortest time to finish (the most GPUs the job

@@ -23,7 +23,8 @@ json layout(const Layout& l) {
   return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero},
           {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum},
           {"recompute", std::string(to_string(l.recompute))},
-          {"grad_transport", std::string(to_string(l.transport))}, {"gpus", l.gpus()},
+          {"grad_transport", std::string(to_string(l.transport))}, {"offload", l.offload},
+          {"gpus", l.gpus()},
           {"global_batch", l.global_batch()}};
 }
 
@@ -32,6 +33,7 @@ json memory(const MemoryBreakdown& m, double capacity) {
           {"gradients_bytes", m.gradients}, {"optimizer_bytes", m.optimizer},
           {"activations_bytes", m.activations}, {"zero3_buffers_bytes", m.buffers},
           {"workspace_bytes", m.workspace}, {"total_bytes", m.total},
+          {"offloaded_optimizer_bytes", m.offloaded},
           {"capacity_bytes", capacity}, {"stage", m.stage}};
 }
 
