@@ -60,17 +60,18 @@ struct TensorSplit {
 };
 TensorSplit tensor_split(Accounting acc);
 
+// With Layout::offload the optimizer state (its shard under ZeRO) moves from `optimizer` to
+// `offloaded`, in host memory: 6 instead of 18 bytes per parameter stay on the GPU before
+// sharding, in mixed precision.
 MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
                                const MemoryAssumptions& a = {},
                                Accounting acc = Accounting::generic);
 
 // Parameters held by one GPU of the first (or last) pipeline stage with tensor size tp:
-// layer matrices and their split biases divided by tp, LayerNorms and output-projection
+// layer matrices and their split biases divided by tp, norms and output-projection
 // biases replicated, the token embedding vocabulary-parallel (or whole on every tensor
-// rank); the last stage holds a copy of the tied embedding for the output layer. Equals
-// num_params() for tp = pp = 1. With Layout::offload the optimizer state (its shard under
-// ZeRO) moves from `optimizer` to `offloaded`, in host memory: 6 instead of 18 bytes per
-// parameter on the GPU before sharding, in mixed precision.
+// rank); the last stage holds the output layer: a copy of the tied embedding, or an untied
+// LM head (split like the embedding). Equals num_params() for tp = pp = 1.
 double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false,
                       bool vocab_parallel = true);
 // Parameters of one transformer layer on one of tp tensor ranks (GPT-2: (12C² + 7C)/tp +
