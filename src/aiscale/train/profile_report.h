@@ -1,6 +1,8 @@
 // What `--profile STEPS` leaves behind, and its checks: the trace (trace.json), the op
 // tables (op_table.json, op_table.md: every rank's; rank 0's and the spread over the ranks
-// also printed).
+// also printed). In train/, beside the run's other outputs: the files are gathered from
+// every rank through a communicator, and profile/ stands below parallel/
+// (docs/design/layers.md).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,7 +10,7 @@
 #include "aiscale/parallel/comm.h"
 #include "aiscale/profile/op_profiler.h"
 
-namespace aiscale::profile {
+namespace aiscale::train {
 
 // Fails, naming --profile and the fix, unless 1 <= steps <= available (the steps after
 // warm-up). `raise` names what gives the run more steps ("--steps").
@@ -27,7 +29,7 @@ struct ProfileFiles {
 // every rank's table, gathered on rank 0, with the spread of each op's total over the
 // ranks (op_table_ranks.h); the JSON's top level is rank 0's table. Rank 0 prints its
 // table and the spread. A collective: every rank calls it.
-ProfileFiles write_profile(OpProfiler& p, parallel::Communicator& comm, const std::string& dir,
-                           const std::string& stem = "");
+ProfileFiles write_profile(profile::OpProfiler& p, parallel::Communicator& comm,
+                           const std::string& dir, const std::string& stem = "");
 
-}  // namespace aiscale::profile
+}  // namespace aiscale::train

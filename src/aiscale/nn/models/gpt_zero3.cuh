@@ -1,5 +1,5 @@
 // ZeRO-3 for the GPU GPT model: parameters, gradients, fp32 master weights and AdamW
-// moments all sharded over the data-parallel ranks (optim/zero3_layout.h says where),
+// moments all sharded over the data-parallel ranks (nn/models/gpt_zero3_layout.h says where),
 // each unit's working copy all-gathered right before it computes and dropped after, its
 // gradients reduce-scattered into the shards as soon as its backward is done. Model state
 // per GPU is 18 / world bytes per parameter (master, m, v, gradient: 4 each; working copy:
@@ -39,6 +39,9 @@
 // replicated gradients, equal on the tensor ranks of a copy, are reduced alike and the
 // replicated parameters stay equal across the tensor group. The gradient norm counts the
 // split tensors' squares on every tensor rank and the replicated ones once.
+//
+// It stands with the model whose parameter layout it cuts (gpt_layout.h, gpt_shard.h);
+// optim/ holds the optimizers that know no model (docs/design/layers.md).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -47,11 +50,11 @@
 #include "aiscale/core/dtype.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
+#include "aiscale/nn/models/gpt_zero3_layout.h"
 #include "aiscale/ops/ops.h"
-#include "aiscale/optim/zero3_layout.h"
 #include "aiscale/parallel/comm.h"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 class Zero3 {
  public:
@@ -171,4 +174,4 @@ class Zero3 {
   bool resident_valid_ = false;
 };
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

@@ -1,15 +1,15 @@
-#include "aiscale/optim/zero3.cuh"
+#include "aiscale/nn/models/gpt_zero3.cuh"
 
 #include <algorithm>
 #include <limits>
 #include <vector>
 
+#include "aiscale/nn/models/gpt_adamw_layout.cuh"
+#include "aiscale/nn/models/gpt_zero3_host.h"
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
-#include "aiscale/optim/adamw_layout.cuh"
-#include "aiscale/optim/zero3_host.h"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int64_t vocab_padded,
              DType t, bool offload, bool decay_embeddings, bool gathered_layers,
@@ -334,4 +334,4 @@ void Zero3::get_moments(float* m, float* v) {
 void Zero3::set_grads(const float* flat) { scatter(flat, b_.grads); }
 void Zero3::get_grads(float* flat) { gather(b_.grads, flat); }
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

@@ -1,4 +1,4 @@
-#include "aiscale/bench/gpu_power.h"
+#include "aiscale/profile/gpu_power.h"
 
 #include <dlfcn.h>
 
@@ -7,7 +7,7 @@
 
 #include "aiscale/core/error.h"
 
-namespace aiscale::bench {
+namespace aiscale::profile {
 
 namespace {
 // The few NVML entry points used, with NVML's C signatures (nvml.h is not needed: NVML's
@@ -248,4 +248,4 @@ int nvml_cuda_driver_version() {
   return v;
 }
 
-}  // namespace aiscale::bench
+}  // namespace aiscale::profile

@@ -1,8 +1,8 @@
-#include "aiscale/optim/adamw_layout.cuh"
+#include "aiscale/nn/models/gpt_adamw_layout.cuh"
 
 #include "aiscale/ops/cuda/common.cuh"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 cuda::AdamWLayout gpt_adamw_layout(const nn::GptShardLayout& l, bool decay_embeddings,
                                    int64_t work_shift) {
@@ -33,4 +33,4 @@ cuda::AdamWLayout gpt_adamw_layout(const nn::GptLayout& layout, bool decay_embed
   return gpt_adamw_layout(nn::GptShardLayout(layout.config(), 1, 0), decay_embeddings, work_shift);
 }
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

@@ -12,16 +12,17 @@
 #include "aiscale/parallel/comm.h"
 #include "aiscale/profile/op_profiler.h"
 
-namespace aiscale::profile {
+namespace aiscale::train {
 
 // This rank's events.
-nlohmann::json trace_events(const OpProfiler& p, const std::string& host);
+nlohmann::json trace_events(const profile::OpProfiler& p, const std::string& host);
 
 // Every rank's events gathered on rank 0, which writes `path` (write aside + rename); a
 // collective: every rank calls it.
-void write_trace(const OpProfiler& p, parallel::Communicator& comm, const std::string& path);
+void write_trace(const profile::OpProfiler& p, parallel::Communicator& comm,
+                 const std::string& path);
 
 // Text of every rank, gathered on rank 0 (others get an empty list); a collective.
 std::vector<std::string> gather_text(parallel::Communicator& comm, const std::string& mine);
 
-}  // namespace aiscale::profile
+}  // namespace aiscale::train

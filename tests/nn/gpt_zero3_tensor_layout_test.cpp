@@ -1,4 +1,4 @@
-// The GPU ZeRO-2/3 geometry over a tensor rank's local buffer (dp x tp, optim/zero3_layout.h
+// The GPU ZeRO-2/3 geometry over a tensor rank's local buffer (dp x tp, nn/models/gpt_zero3_layout.h
 // with nn::GptShardLayout): with one tensor rank it is the whole model's geometry exactly;
 // with several, its units are the local buffer's (each layer's slice), every tensor rank's
 // data group cuts its buffer alike (so the replicated tensors, equal over the tensor ranks,
@@ -11,7 +11,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
-#include "aiscale/optim/zero3_layout.h"
+#include "aiscale/nn/models/gpt_zero3_layout.h"
 
 using namespace aiscale;
 
@@ -38,7 +38,7 @@ TEST(Zero3TensorLayout, OneTensorRankIsTheWholeModel) {
   const nn::GptLayout whole(small_config());
   for (int world : {1, 2, 3, 4}) {
     for (int r = 0; r < world; ++r) {
-      const optim::GptZero3Layout a(whole, 128, world, r), b(slices(1, 0), 128, world, r);
+      const nn::GptZero3Layout a(whole, 128, world, r), b(slices(1, 0), 128, world, r);
       ASSERT_EQ(a.units(), b.units());
       for (int u = 0; u < a.units(); ++u) {
         EXPECT_EQ(a.unit_begin(u), b.unit_begin(u));
@@ -58,16 +58,16 @@ TEST(Zero3TensorLayout, UnitsAreTheLocalBuffersAndAlikeOnEveryTensorRank) {
   for (int tp : {2, 4}) {
     for (int world : {1, 2, 3}) {
       const nn::GptShardLayout s0 = slices(tp, 0);
-      const optim::GptZero3Layout z0(s0, 128, world, world - 1);
+      const nn::GptZero3Layout z0(s0, 128, world, world - 1);
       ASSERT_EQ(z0.units(), s0.units());
       for (int u = 0; u < s0.units(); ++u) {
         EXPECT_EQ(z0.unit_begin(u), s0.unit_begin(u) + (u > 0 ? shift : 0));
         EXPECT_EQ(z0.unit_end(u), s0.unit_end(u) + shift);
       }
-      EXPECT_EQ(z0.unit_size(optim::GptZero3Layout::layer_unit(0)), s0.layer_size());
+      EXPECT_EQ(z0.unit_size(nn::GptZero3Layout::layer_unit(0)), s0.layer_size());
       EXPECT_LT(s0.layer_size(), nn::GptLayout(small_config()).layer_size());
       for (int t = 1; t < tp; ++t) {
-        const optim::GptZero3Layout z(slices(tp, t), 128, world, world - 1);
+        const nn::GptZero3Layout z(slices(tp, t), 128, world, world - 1);
         ASSERT_EQ(z.units(), z0.units());
         for (int u = 0; u < z.units(); ++u) {
           EXPECT_EQ(z.unit_begin(u), z0.unit_begin(u));
@@ -103,11 +103,11 @@ TEST(Zero3TensorLayout, ShardsGatherBackToTheLocalVector) {
     for (int world : {1, 2, 3}) {
       std::vector<std::vector<float>> shards;
       for (int r = 0; r < world; ++r) {
-        const optim::GptZero3Layout z(s, rows, world, r);
+        const nn::GptZero3Layout z(s, rows, world, r);
         shards.emplace_back(static_cast<size_t>(z.shards_size()));
         z.flat_to_shards(local.data(), shards.back().data());
       }
-      const optim::GptZero3Layout z(s, rows, world, 0);
+      const nn::GptZero3Layout z(s, rows, world, 0);
       if (split) {
         EXPECT_EQ(z.unit_end(z.units() - 1), s.size());
       }
@@ -136,7 +136,7 @@ TEST(Zero3TensorLayout, PiecesCoverTheLocalBufferByKind) {
     for (int world : {1, 2, 3}) {
       int64_t seen_split = 0, seen_replicated = 0;
       for (int r = 0; r < world; ++r) {
-        const optim::GptZero3Layout z(s, 128, world, r);
+        const nn::GptZero3Layout z(s, 128, world, r);
         // Mark each local value a piece holds through the shards of a local vector of its
         // own positions.
         std::vector<float> local(static_cast<size_t>(s.size()));
@@ -169,8 +169,8 @@ TEST(Zero3TensorLayout, PiecesCoverTheLocalBufferByKind) {
 // The padded vocabulary rows follow whole wte rows: a vocabulary split over the tensor
 // ranks, or a pipeline stage's layers, is refused.
 TEST(Zero3TensorLayout, RefusesAStageOrTooFewWorkingRows) {
-  EXPECT_THROW(optim::GptZero3Layout(nn::GptShardLayout(small_config(), 1, 0, false, 1, 3), 128, 2, 0),
+  EXPECT_THROW(nn::GptZero3Layout(nn::GptShardLayout(small_config(), 1, 0, false, 1, 3), 128, 2, 0),
                Error);
   const nn::GptShardLayout split(small_config(), 2, 1, true, 0, -1, 8);
-  EXPECT_THROW(optim::GptZero3Layout(split, split.vocab_slice() - 1, 2, 0), Error);
+  EXPECT_THROW(nn::GptZero3Layout(split, split.vocab_slice() - 1, 2, 0), Error);
 }

@@ -6,7 +6,7 @@
 #include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 // Decay: the embeddings if decay_embeddings, each block's matrices. The working copy has
 // `work_shift` extra values (the padded vocabulary rows) after wte.
@@ -17,4 +17,4 @@ cuda::AdamWLayout gpt_adamw_layout(const nn::GptLayout& layout, bool decay_embed
 cuda::AdamWLayout gpt_adamw_layout(const nn::GptShardLayout& layout, bool decay_embeddings,
                                    int64_t work_shift);
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

@@ -1,10 +1,10 @@
-#include "aiscale/bench/device_info.h"
+#include "aiscale/profile/device_info.h"
 
 #include <sys/resource.h>
 
 #include <utility>
 
-namespace aiscale::bench {
+namespace aiscale::profile {
 
 double gpu_dense_bf16_peak_tflops(const std::string& name) {
   // Vendor datasheets, dense (no sparsity) BF16 tensor-core peaks.
@@ -29,4 +29,4 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(u.ru_maxrss) * 1024;
 }
 
-}  // namespace aiscale::bench
+}  // namespace aiscale::profile

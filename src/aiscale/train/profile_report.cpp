@@ -1,4 +1,4 @@
-#include "aiscale/profile/profile_report.h"
+#include "aiscale/train/profile_report.h"
 
 #include <unistd.h>
 
@@ -11,10 +11,14 @@
 #include "aiscale/core/fs.h"
 #include "aiscale/profile/op_table.h"
 #include "aiscale/profile/op_table_ranks.h"
-#include "aiscale/profile/trace_writer.h"
+#include "aiscale/train/trace_writer.h"
 
-namespace aiscale::profile {
+namespace aiscale::train {
 namespace fs = std::filesystem;
+using profile::OpProfiler;
+using profile::op_table_from_json;
+using profile::OpTable;
+using profile::RankSpread;
 
 void check_profile_steps(int64_t steps, int64_t available, int64_t warmup, const std::string& raise) {
   if (steps < 1)
@@ -80,4 +84,4 @@ ProfileFiles write_profile(OpProfiler& p, parallel::Communicator& comm, const st
   return f;
 }
 
-}  // namespace aiscale::profile
+}  // namespace aiscale::train

@@ -30,7 +30,7 @@
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 class GptZero3Layout {
  public:
@@ -97,4 +97,4 @@ class GptZero3Layout {
   std::vector<int64_t> bounds_, shard_, offset_;
 };
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

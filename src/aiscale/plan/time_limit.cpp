@@ -1,4 +1,4 @@
-#include "aiscale/orchestrate/time_limit.h"
+#include "aiscale/plan/time_limit.h"
 
 #include <cctype>
 #include <vector>
@@ -7,7 +7,7 @@
 
 #include "aiscale/core/error.h"
 
-namespace aiscale::orchestrate {
+namespace aiscale::plan {
 namespace {
 
 [[noreturn]] void bad_time(const std::string& text, const std::string& what, const std::string& why) {
@@ -71,4 +71,4 @@ std::string format_slurm_time(long seconds) {
   return fmt::format("{:02}:{:02}:{:02}", h, m, s);
 }
 
-}  // namespace aiscale::orchestrate
+}  // namespace aiscale::plan

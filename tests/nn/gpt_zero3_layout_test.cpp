@@ -1,7 +1,7 @@
-// The GPU ZeRO-3's shard geometry (optim/zero3_layout.h): every value of the working
+// The GPU ZeRO-3's shard geometry (nn/models/gpt_zero3_layout.h): every value of the working
 // layout is owned by exactly one rank, the padded vocabulary rows by none in the flat
 // layout, and a whole flat vector cut into every rank's shards and gathered unit by unit
-// comes back unchanged; the optimizer offload's host AdamW (optim/zero3_host.h) on the
+// comes back unchanged; the optimizer offload's host AdamW (nn/models/gpt_zero3_host.h) on the
 // shards equals the whole step.
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_zero3_host.h"
+#include "aiscale/nn/models/gpt_zero3_layout.h"
 #include "aiscale/ops/cpu/kernels.h"
-#include "aiscale/optim/zero3_host.h"
-#include "aiscale/optim/zero3_layout.h"
 
 using namespace aiscale;
 
@@ -34,19 +34,19 @@ TEST(Zero3Layout, UnitsCoverTheWorkingLayout) {
   const nn::GptLayout layout(small_config());
   const int64_t Vp = 128, shift = (Vp - 50) * 24;
   for (int world : {1, 2, 3, 4, 7}) {
-    const optim::GptZero3Layout z(layout, Vp, world, 0);
+    const nn::GptZero3Layout z(layout, Vp, world, 0);
     ASSERT_EQ(z.units(), 3 + 2);
     EXPECT_EQ(z.unit_begin(0), 0);
     EXPECT_EQ(z.unit_end(0), layout.embeddings_end() + shift);
     for (int64_t l = 0; l < 3; ++l) {
-      EXPECT_EQ(z.unit_size(optim::GptZero3Layout::layer_unit(l)), layout.layer_size());
-      EXPECT_EQ(z.unit_begin(optim::GptZero3Layout::layer_unit(l)), layout.layer_begin(l) + shift);
+      EXPECT_EQ(z.unit_size(nn::GptZero3Layout::layer_unit(l)), layout.layer_size());
+      EXPECT_EQ(z.unit_begin(nn::GptZero3Layout::layer_unit(l)), layout.layer_begin(l) + shift);
     }
     EXPECT_EQ(z.unit_size(z.lnf_unit()), 2 * 24);
     EXPECT_EQ(z.unit_end(z.lnf_unit()), layout.size() + shift);
     int64_t offset = 0;
     for (int u = 0; u < z.units(); ++u) {
-      EXPECT_EQ(z.shard(u) % optim::GptZero3Layout::kAlign, 0);
+      EXPECT_EQ(z.shard(u) % nn::GptZero3Layout::kAlign, 0);
       EXPECT_GE(z.padded(u), z.unit_size(u));
       EXPECT_EQ(z.shard_offset(u), offset);
       offset += z.shard(u);
@@ -58,10 +58,10 @@ TEST(Zero3Layout, UnitsCoverTheWorkingLayout) {
 TEST(Zero3Layout, EveryValueHasOneOwner) {
   const nn::GptLayout layout(small_config());
   for (int world : {2, 3, 5}) {
-    const optim::GptZero3Layout z0(layout, 128, world, 0);
+    const nn::GptZero3Layout z0(layout, 128, world, 0);
     std::vector<int> owners(static_cast<size_t>(z0.unit_end(z0.lnf_unit())), 0);
     for (int r = 0; r < world; ++r) {
-      const optim::GptZero3Layout z(layout, 128, world, r);
+      const nn::GptZero3Layout z(layout, 128, world, r);
       for (int u = 0; u < z.units(); ++u)
         for (int64_t w = z.owned_begin(u); w < z.owned_end(u); ++w) ++owners[static_cast<size_t>(w)];
     }
@@ -71,7 +71,7 @@ TEST(Zero3Layout, EveryValueHasOneOwner) {
 
 TEST(Zero3Layout, RunsSkipThePaddedRows) {
   const nn::GptLayout layout(small_config());
-  const optim::GptZero3Layout z(layout, 128, 1, 0);
+  const nn::GptZero3Layout z(layout, 128, 1, 0);
   const auto runs = z.runs(0, z.unit_end(0));
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].work, 0);
@@ -91,11 +91,11 @@ TEST(Zero3Layout, ShardsGatherBackToTheFlatVector) {
   for (int world : {1, 2, 3, 4}) {
     std::vector<std::vector<float>> shards;
     for (int r = 0; r < world; ++r) {
-      const optim::GptZero3Layout z(layout, 128, world, r);
+      const nn::GptZero3Layout z(layout, 128, world, r);
       shards.emplace_back(static_cast<size_t>(z.shards_size()));
       z.flat_to_shards(flat.data(), shards.back().data());
     }
-    const optim::GptZero3Layout z(layout, 128, world, 0);
+    const nn::GptZero3Layout z(layout, 128, world, 0);
     std::vector<float> back(flat.size(), -1.0f);
     for (int u = 0; u < z.units(); ++u) {
       // What an all-gather of unit u leaves: rank r's shard at r * shard(u).
@@ -115,8 +115,8 @@ TEST(Zero3Layout, ShardsGatherBackToTheFlatVector) {
 
 TEST(Zero3Layout, RejectsABadRank) {
   const nn::GptLayout layout(small_config());
-  EXPECT_THROW(optim::GptZero3Layout(layout, 128, 2, 2), Error);
-  EXPECT_THROW(optim::GptZero3Layout(layout, 10, 2, 0), Error);
+  EXPECT_THROW(nn::GptZero3Layout(layout, 128, 2, 2), Error);
+  EXPECT_THROW(nn::GptZero3Layout(layout, 10, 2, 0), Error);
 }
 
 // The host AdamW of the optimizer offload: each rank's step on its shards, assembled,
@@ -150,7 +150,7 @@ TEST(Zero3Layout, HostAdamWOnShardsEqualsTheWholeStep) {
   for (int world : {1, 3}) {
     std::vector<std::vector<float>> P_s, M_s, V_s;
     for (int r = 0; r < world; ++r) {
-      const optim::GptZero3Layout z(layout, 128, world, r);
+      const nn::GptZero3Layout z(layout, 128, world, r);
       const size_t S = static_cast<size_t>(z.shards_size());
       std::vector<float> ps(S), gs(S), ms(S), vs(S);
       z.flat_to_shards(p.data(), ps.data());
@@ -158,14 +158,14 @@ TEST(Zero3Layout, HostAdamWOnShardsEqualsTheWholeStep) {
       z.flat_to_shards(m.data(), ms.data());
       z.flat_to_shards(v.data(), vs.data());
       std::vector<uint16_t> work(S);
-      optim::zero3_host_adamw(z, layout, true, ps.data(), ms.data(), vs.data(), gs.data(), work.data(),
+      nn::zero3_host_adamw(z, layout, true, ps.data(), ms.data(), vs.data(), gs.data(), work.data(),
                               DType::bf16, hp);
       for (size_t i = 0; i < S; ++i) ASSERT_EQ(work[i], f32_to_bf16(ps[i])) << i;
       P_s.push_back(ps);
       M_s.push_back(ms);
       V_s.push_back(vs);
     }
-    const optim::GptZero3Layout z(layout, 128, world, 0);
+    const nn::GptZero3Layout z(layout, 128, world, 0);
     auto assemble = [&](const std::vector<std::vector<float>>& shards) {
       std::vector<float> flat(P);
       for (int u = 0; u < z.units(); ++u) {

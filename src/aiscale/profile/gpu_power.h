@@ -7,7 +7,8 @@
 // the limit allows, so anything that draws power beside the model's kernels (NVLink
 // traffic, copy engines) slows every kernel of the step (docs/design/gradient-exchange.md).
 // The mean power against the limit and the mean SM clock tell a reader whether a scaling
-// efficiency was set by the power cap.
+// efficiency was set by the power cap. The trainer reads it too (steps.jsonl,
+// environment.json, the progress line), so it stands in profile/, below train/ and bench/.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -17,7 +18,7 @@
 #include <vector>
 #include <thread>
 
-namespace aiscale::bench {
+namespace aiscale::profile {
 
 struct GpuPowerWindow {
   double seconds = 0;           // wall time of the window
@@ -90,4 +91,4 @@ class GpuPowerMeter {
   int util_n_ = 0;
 };
 
-}  // namespace aiscale::bench
+}  // namespace aiscale::profile

@@ -1,10 +1,15 @@
-#include "aiscale/profile/trace_writer.h"
+#include "aiscale/train/trace_writer.h"
 
 #include <fmt/format.h>
 
 #include "aiscale/core/fs.h"
 
-namespace aiscale::profile {
+namespace aiscale::train {
+
+using profile::kHostTrack;
+using profile::OpProfiler;
+using profile::Span;
+using profile::SpanKind;
 
 nlohmann::json trace_events(const OpProfiler& p, const std::string& host) {
   const int pid = p.rank();
@@ -80,4 +85,4 @@ void write_trace(const OpProfiler& p, parallel::Communicator& comm, const std::s
   atomic_write_file(path, trace.dump() + "\n");
 }
 
-}  // namespace aiscale::profile
+}  // namespace aiscale::train

@@ -1,7 +1,8 @@
 // Training-mode batch norm from the vision ops: batch statistics (optionally summed over
 // every rank of a communicator: synchronised batch norm), the running statistics used in
 // evaluation, and the backward. The per-channel sums travel in double, 2*C values per
-// all-reduce.
+// all-reduce. A layer of the models rather than an op: the synchronised statistics are a
+// collective, and ops/ stands below parallel/ (docs/design/layers.md).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -12,7 +13,7 @@ namespace aiscale::parallel {
 class Communicator;
 }
 
-namespace aiscale::ops::vision {
+namespace aiscale::nn {
 
 struct BatchNormSpec {
   int64_t N = 0, C = 0, HW = 0;
@@ -28,21 +29,22 @@ struct BatchNormSaved {
 
 // out = batch-normalised inp with the batch's statistics (over every rank of `sync` when
 // not null); updates running_mean / running_var (unbiased variance) when not null.
-void batchnorm_train_forward(const VisionBackend& backend, float* out, const float* inp,
-                             const float* gamma, const float* beta, float* running_mean,
-                             float* running_var, const BatchNormSpec& spec, BatchNormSaved& saved,
-                             parallel::Communicator* sync);
+void batchnorm_train_forward(const ops::vision::VisionBackend& backend, float* out,
+                             const float* inp, const float* gamma, const float* beta,
+                             float* running_mean, float* running_var, const BatchNormSpec& spec,
+                             BatchNormSaved& saved, parallel::Communicator* sync);
 
 // dinp (overwrite) through the batch statistics; dgamma, dbeta += this rank's share (the
 // data-parallel reducer sums the shares like any other gradient).
-void batchnorm_train_backward(const VisionBackend& backend, float* dinp, float* dgamma,
-                              float* dbeta, const float* dout, const float* inp,
+void batchnorm_train_backward(const ops::vision::VisionBackend& backend, float* dinp,
+                              float* dgamma, float* dbeta, const float* dout, const float* inp,
                               const float* gamma, const BatchNormSpec& spec,
                               const BatchNormSaved& saved, parallel::Communicator* sync);
 
 // Evaluation: out normalised with the running statistics.
-void batchnorm_eval_forward(const VisionBackend& backend, float* out, const float* inp,
-                            const float* gamma, const float* beta, const float* running_mean,
+void batchnorm_eval_forward(const ops::vision::VisionBackend& backend, float* out,
+                            const float* inp, const float* gamma, const float* beta,
+                            const float* running_mean,
                             const float* running_var, const BatchNormSpec& spec);
 
-}  // namespace aiscale::ops::vision
+}  // namespace aiscale::nn

@@ -2,14 +2,16 @@
 // while backward goes on: the order in which backward completes the parts of its flat
 // gradient buffer. Each segment is a range of that buffer and the named point of backward
 // after which it is complete; the model announces each point as backward passes it
-// (GradientReadyListener), with the stream its kernels run on.
+// (GradientReadyListener), with the stream its kernels run on. The contract lives here,
+// beside the reducer that reads it, so that parallel/ knows nothing of nn/'s models
+// (docs/design/layers.md).
 //
 // Included by CUDA sources (C++17).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-namespace aiscale::nn {
+namespace aiscale::parallel::dp {
 
 struct GradientSegment {
   int64_t begin = 0, end = 0;  // flat range of the gradient buffer
@@ -38,4 +40,4 @@ class GradientReadyListener {
   virtual void gradients_ready(int point, void* stream) = 0;
 };
 
-}  // namespace aiscale::nn
+}  // namespace aiscale::parallel::dp

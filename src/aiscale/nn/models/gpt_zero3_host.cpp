@@ -1,4 +1,4 @@
-#include "aiscale/optim/zero3_host.h"
+#include "aiscale/nn/models/gpt_zero3_host.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "aiscale/ops/cpu/kernels.h"
 #include "aiscale/ops/cpu/simd.h"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 void zero3_host_adamw(const GptZero3Layout& z, const nn::GptLayout& layout, bool decay_embeddings,
                       float* master, float* m, float* v, const float* grads, void* work, DType t,
@@ -54,4 +54,4 @@ void zero3_host_adamw(const GptZero3Layout& z, const nn::GptShardLayout& layout,
   });
 }
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

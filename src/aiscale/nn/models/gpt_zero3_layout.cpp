@@ -1,11 +1,11 @@
-#include "aiscale/optim/zero3_layout.h"
+#include "aiscale/nn/models/gpt_zero3_layout.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "aiscale/core/error.h"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 GptZero3Layout::GptZero3Layout(const nn::GptLayout& layout, int64_t vocab_padded, int world,
                                int rank)
@@ -89,4 +89,4 @@ void GptZero3Layout::unit_to_flat(int u, const float* gathered, float* flat) con
     std::memcpy(flat + r.flat, gathered + (r.work - unit_begin(u)), size_t(r.n) * 4);
 }
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn

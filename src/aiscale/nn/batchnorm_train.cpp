@@ -1,11 +1,13 @@
-#include "aiscale/ops/vision/batchnorm_train.h"
+#include "aiscale/nn/batchnorm_train.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "aiscale/parallel/comm.h"
 
-namespace aiscale::ops::vision {
+namespace aiscale::nn {
+
+using ops::vision::VisionBackend;
 
 void batchnorm_train_forward(const VisionBackend& backend, float* out, const float* inp,
                              const float* gamma, const float* beta, float* running_mean,
@@ -63,4 +65,4 @@ void batchnorm_eval_forward(const VisionBackend& backend, float* out, const floa
                             spec.HW);
 }
 
-}  // namespace aiscale::ops::vision
+}  // namespace aiscale::nn

@@ -6,10 +6,10 @@
 #include "aiscale/core/dtype.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
+#include "aiscale/nn/models/gpt_zero3_layout.h"
 #include "aiscale/ops/ops.h"
-#include "aiscale/optim/zero3_layout.h"
 
-namespace aiscale::optim {
+namespace aiscale::nn {
 
 // master, m, v, grads: shards_size() floats; work: shards_size() values of t. Values in
 // the padded vocabulary rows and the shards' padding are left as they are (zero).
@@ -21,4 +21,4 @@ void zero3_host_adamw(const GptZero3Layout& z, const nn::GptShardLayout& layout,
                       bool decay_embeddings, float* master, float* m, float* v,
                       const float* grads, void* work, DType t, const ops::AdamWParams& hp);
 
-}  // namespace aiscale::optim
+}  // namespace aiscale::nn
