@@ -131,6 +131,11 @@ TEST_F(InitFrom, MismatchedFoldersAreRefusedNamingWhat) {
   EXPECT_NE(r.output.find("n_embd = 128, the model's model.n_embd = 64; set the model to the "
                           "checkpoint's: --set model.n_embd=128"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "runs/wide"));
+  // A GPT-2 folder for a Llama-family model.
+  r = train("--init-from " + (dir_ / "seed7").string() + " --set model.preset=llama-tiny run.name=llama");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("seed7/config.json' describes a gpt2 model (model_type \"gpt2\"); this run "
+                          "trains the llama family"), std::string::npos) << r.output;
   // A tensor missing, one unexpected, one of another shape: all three in one message.
   auto tensors = train::hf_export(train::gpt2_hf_map(c), params.data());
   std::vector<train::SafeTensor> edited;
