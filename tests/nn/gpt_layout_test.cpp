@@ -2,6 +2,7 @@
 // and against hand-computed values for gpt-tiny (L=2, C=64, T=64, V=256).
 #include <gtest/gtest.h>
 
+#include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_layout.h"
 
@@ -19,8 +20,56 @@ TEST(GptLayout, TensorsTileTheBufferAndMatchNumParams) {
       at += p.shape.numel();
     }
     EXPECT_EQ(at, c.num_params()) << name;
-    EXPECT_EQ(layout.tensors().size(), size_t(2 + 12 * c.n_layer + 2)) << name;
+    if (c.llama())
+      EXPECT_EQ(layout.tensors().size(), size_t(1 + 6 * c.n_layer + 1 + (c.tied() ? 0 : 1))) << name;
+    else
+      EXPECT_EQ(layout.tensors().size(), size_t(2 + 12 * c.n_layer + 2)) << name;
   }
+}
+
+// Llama 3.2 1B's published parameter count, and the hand-counted llama-tiny (L=2, C=64,
+// 4 heads of 16, 2 KV heads, F=176, V=256, untied).
+TEST(GptLayout, LlamaFamilyCountsAndOffsets) {
+  EXPECT_EQ(nn::gpt_preset("llama3-1b-shape").num_params(), 1'235'814'400);
+  EXPECT_EQ(nn::gpt_preset("llama3-8b-shape").num_params(), 8'030'261'248);
+  const nn::GptConfig c = nn::gpt_preset("llama-tiny");
+  ASSERT_TRUE(c.llama());
+  EXPECT_EQ(c.kv_rows(), 32);
+  EXPECT_EQ(c.qkv_rows(), 128);
+  const nn::GptLayout L(c);
+  EXPECT_EQ(L.wpe(), 256 * 64);
+  EXPECT_EQ(L.layers_begin(), 256 * 64);  // no position embedding
+  // A block: 2 norms (128) + qkv 128x64 + o 64x64 + gate/up 352x64 + down 64x176.
+  EXPECT_EQ(L.layer_size(), 128 + 8192 + 4096 + 22528 + 11264);
+  EXPECT_EQ(L.numel(nn::GptBlockParam::qkv_b), 0);
+  EXPECT_EQ(L.in_layer(nn::GptBlockParam::proj_w), 64 + 8192);
+  EXPECT_EQ(L.in_layer(nn::GptBlockParam::fc_w), 64 + 8192 + 4096 + 64);
+  EXPECT_EQ(L.lnf_w(), L.layer_begin(2));
+  EXPECT_EQ(L.lm_head(), L.lnf_w() + 64);
+  EXPECT_EQ(L.size(), L.lm_head() + 256 * 64);
+  const auto& t = L.tensors();
+  EXPECT_EQ(t.front().name, "embed_tokens.weight");
+  EXPECT_EQ(t[1].name, "layers.0.input_layernorm.weight");
+  EXPECT_EQ(t[2].name, "layers.0.self_attn.qkv_proj.weight");
+  EXPECT_FALSE(t[2].transposed_in_hf);
+  EXPECT_EQ(t.back().name, "lm_head.weight");
+  EXPECT_TRUE(t.back().is_matrix);
+  // FLOPs count the untied input embedding out (a lookup), as the PyTorch Llama does.
+  EXPECT_DOUBLE_EQ(nn::gpt_train_flops_per_token(c, 64),
+                   6.0 * double(c.num_params() - 256 * 64) + 12.0 * 2 * 64 * 64);
+}
+
+TEST(GptConfigValidate, LlamaFieldsAreRefusedForGpt2AndCheckedForLlama) {
+  nn::GptConfig g = nn::gpt_preset("gpt-tiny");
+  g.n_kv_head = 1;
+  EXPECT_THROW(g.validate(), Error);
+  nn::GptConfig l = nn::gpt_preset("llama-tiny");
+  EXPECT_NO_THROW(l.validate());
+  l.n_kv_head = 3;  // does not divide 4 heads
+  EXPECT_THROW(l.validate(), Error);
+  l = nn::gpt_preset("llama-tiny");
+  l.n_embd = 60;  // head size 15: odd, rotary needs pairs
+  EXPECT_THROW(l.validate(), Error);
 }
 
 TEST(GptLayout, HandCheckedOffsetsOfGptTiny) {
@@ -87,7 +136,7 @@ TEST(GptLayout, NamesLayersAndDecayAgreeWithTheTensors) {
 
 TEST(GptLayout, GradientOrderTilesTheBufferInBackwardOrder) {
   const nn::GptLayout L(nn::gpt_preset("gpt-tiny"));
-  const nn::GradientOrder order = nn::gpt_gradient_order(L);
+  const parallel::dp::GradientOrder order = nn::gpt_gradient_order(L);
   ASSERT_EQ(order.size(), 5u);
   EXPECT_EQ(order[0].point, nn::kGptAfterLmHead);
   EXPECT_EQ(order[0].begin, 0);

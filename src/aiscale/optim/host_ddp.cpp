@@ -10,7 +10,7 @@ namespace aiscale::optim {
 
 std::vector<int64_t> host_bucket_bounds(const HostModel& model, double bucket_mib) {
   const auto& tensors = *model.tensors;
-  nn::GradientOrder order;
+  parallel::dp::GradientOrder order;
   // A host backward completes the tensors from the last to the first.
   for (size_t i = tensors.size(); i-- > 0;)
     order.push_back({tensors[i].offset, tensors[i].offset + tensors[i].size, int(i)});

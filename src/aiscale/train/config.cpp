@@ -1,6 +1,7 @@
 #include "aiscale/train/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
+#include "aiscale/data/tokenizer.h"
 #include "aiscale/parallel/launch_env.h"
 #include "aiscale/train/config_origins.h"
 #include "aiscale/train/parallel_layout.h"
@@ -85,6 +87,43 @@ Key model_int_key(std::string name, int64_t nn::GptConfig::*member, std::string 
     c.model.*member = *v;
   };
   k.get = [member](const TrainConfig& c) { return std::to_string(c.model.*member); };
+  return k;
+}
+
+// The llama family's architecture keys: counts where 0 means "derived" (n_kv_head,
+// ffn_hidden), reals, a flag, the family's name.
+template <typename Get>
+Key model_count_key(std::string name, Get field, std::string doc, int64_t max) {
+  Key k{std::move(name), Kind::integer, std::move(doc), {}, 0, max, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [field, max, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value_exact<int64_t>();
+    if (!v) fail("config key '{}' = {} must be an integer", key_name, node_text(n));
+    validate::in_range(*v, int64_t{0}, max, fmt::format("config key '{}'", key_name));
+    field(c.model) = *v;
+  };
+  k.get = [field](const TrainConfig& c) {
+    nn::GptConfig m = c.model;
+    return std::to_string(field(m));
+  };
+  return k;
+}
+
+template <typename Get>
+Key model_real_key(std::string name, Get field, std::string doc, double min, double max) {
+  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr};
+  std::string key_name = k.name;
+  k.set = [field, min, max, key_name](TrainConfig& c, const toml::node& n) {
+    auto v = n.value<double>();
+    if (!v || !n.is_number()) fail("config key '{}' = {} must be a number", key_name, node_text(n));
+    if (!std::isfinite(*v) || *v < min || *v > max)
+      fail("config key '{}' = {} is out of range: it must be in [{}, {}]", key_name, *v, min, max);
+    field(c.model) = *v;
+  };
+  k.get = [field](const TrainConfig& c) {
+    nn::GptConfig m = c.model;
+    return fmt::format("{}", static_cast<double>(field(m)));
+  };
   return k;
 }
 
@@ -164,8 +203,9 @@ const std::vector<Key>& schema() {
   static const std::vector<Key> keys = [] {
     std::vector<Key> k;
     Key preset{"model.preset", Kind::string,
-               "named architecture (gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-mini, "
-               "gpt-tiny); the other model keys override its fields",
+               "named architecture (gpt2-124m ... gpt2-1558m, gpt-mini, gpt-tiny; llama3-1b-shape, "
+               "llama3-3b-shape, llama3-8b-shape, llama-mini, llama-tiny); the other model keys "
+               "override its fields",
                nn::gpt_preset_names(), 0, 0, nullptr, nullptr};
     preset.set = [](TrainConfig& c, const toml::node& n) {
       auto v = n.value_exact<std::string>();
@@ -181,12 +221,64 @@ const std::vector<Key>& schema() {
     k.push_back(model_int_key("model.block_size", &nn::GptConfig::block_size, "maximum context length", int64_t{1} << 20));
     k.push_back(model_int_key("model.vocab_size", &nn::GptConfig::vocab_size,
                               "vocabulary size (50257 for GPT-2 BPE, 256 for bytes)", int64_t{1} << 24));
+    {
+      Key family{"model.family", Kind::string,
+                 "architecture family: gpt2 (LayerNorm, learned positions, GELU, biases, tied "
+                 "head) or llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention, "
+                 "no biases); set by the preset",
+                 {"gpt2", "llama"}, 0, 0, nullptr, nullptr};
+      family.set = [](TrainConfig& c, const toml::node& n) {
+        auto v = n.value_exact<std::string>();
+        if (!v) fail("config key 'model.family' = {} must be a string", node_text(n));
+        c.model.family = nn::parse_gpt_family(*v);
+      };
+      family.get = [](const TrainConfig& c) { return quote(nn::to_string(c.model.family)); };
+      k.push_back(family);
+    }
+    k.push_back(model_count_key("model.n_kv_head", [](nn::GptConfig& m) -> int64_t& { return m.n_kv_head; },
+                                "llama: key/value heads (grouped-query attention; divides n_head); "
+                                "0 = n_head", 1024));
+    k.push_back(model_count_key("model.ffn_hidden", [](nn::GptConfig& m) -> int64_t& { return m.ffn_hidden; },
+                                "llama: MLP hidden width; 0 = 4 x n_embd", int64_t{1} << 20));
+    {
+      Key tie{"model.tie_embeddings", Kind::boolean,
+              "llama: the LM head is the token embedding (gpt2: always)", {}, 0, 0, nullptr, nullptr};
+      tie.set = [](TrainConfig& c, const toml::node& n) {
+        auto v = n.value_exact<bool>();
+        if (!v) fail("config key 'model.tie_embeddings' = {} must be true or false", node_text(n));
+        c.model.tie_embeddings = *v;
+      };
+      tie.get = [](const TrainConfig& c) { return c.model.tie_embeddings ? "true" : "false"; };
+      k.push_back(tie);
+    }
+    k.push_back(model_real_key("model.rope_theta", [](nn::GptConfig& m) -> double& { return m.rope_theta; },
+                               "llama: rotary base (Llama 2: 10000, Llama 3: 500000)", 1.0, 1e12));
+    k.push_back(model_real_key("model.rope_scaling_factor",
+                               [](nn::GptConfig& m) -> double& { return m.rope_scaling.factor; },
+                               "llama: Llama 3's rotary frequency scaling factor; 0 = none", 0.0, 1e6));
+    k.push_back(model_real_key("model.rope_low_freq_factor",
+                               [](nn::GptConfig& m) -> double& { return m.rope_scaling.low_freq_factor; },
+                               "llama: Llama 3 scaling's low-frequency factor", 0.0, 1e6));
+    k.push_back(model_real_key("model.rope_high_freq_factor",
+                               [](nn::GptConfig& m) -> double& { return m.rope_scaling.high_freq_factor; },
+                               "llama: Llama 3 scaling's high-frequency factor", 0.0, 1e6));
+    k.push_back(model_count_key("model.rope_original_context",
+                                [](nn::GptConfig& m) -> int64_t& { return m.rope_scaling.original_context; },
+                                "llama: Llama 3 scaling's original context length", int64_t{1} << 24));
+    k.push_back(model_real_key("model.norm_eps", [](nn::GptConfig& m) -> double& { return m.norm_eps; },
+                               "llama: RMSNorm epsilon", 1e-12, 1.0));
     k.push_back(string_key("data.train", &TrainConfig::train_data,
                            "token shards to train on: a path or glob (llm.c format)"));
     k.push_back(string_key("data.val", &TrainConfig::val_data,
                            "validation shards: a path or glob; empty = no validation"));
-    k.push_back(string_key("data.tokenizer", &TrainConfig::tokenizer,
-                           "tokenizer of the shards, used to decode samples", {"gpt2", "byte"}));
+    Key tokenizer = string_key("data.tokenizer", &TrainConfig::tokenizer,
+                               "tokenizer of the shards, used to decode samples: gpt2, byte, a "
+                               "tokenizer.json or a SentencePiece *.model");
+    tokenizer.set = [set = tokenizer.set](TrainConfig& c, const toml::node& n) {
+      set(c, n);
+      data::check_tokenizer_spec(c.tokenizer, "config key 'data.tokenizer' =");
+    };
+    k.push_back(tokenizer);
     k.push_back(string_key("train.device", &TrainConfig::device, "where to train", {"cpu", "cuda"}));
     k.push_back(string_key("train.precision", &TrainConfig::precision,
                            "activation/matmul precision (CPU: fp32 only)", {"fp32", "bf16", "fp16"}));
@@ -248,6 +340,13 @@ const std::vector<Key>& schema() {
                          0.0, 1e6));
     k.push_back(int_key("train.divergence_climb_window", &TrainConfig::divergence_climb_window,
                         "steps whose median loss a sustained climb is judged by", 2, 100000));
+    k.push_back(string_key("train.init_from", &TrainConfig::init_from,
+                           "Hugging Face model folder (config.json with model.safetensors, or "
+                           "shards and model.safetensors.index.json; a GPT-2 or Llama checkpoint "
+                           "of the model's shape, e.g. an aiscale checkpoint folder) whose weights start "
+                           "the run at step 0 with a fresh optimizer; empty = initialise from "
+                           "train.seed; a resumed run continues from its own checkpoint instead "
+                           "(docs/guide/checkpoints.md)"));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
                            "aiscale launch, torchrun), then NCCL on GPUs (train.device = cuda); on "
@@ -374,6 +473,11 @@ const std::vector<Key>& schema() {
     k.push_back(bool_key("run.mllog", &TrainConfig::mllog,
                          "also write MLPerf-style :::MLLOG lines (run_start/stop, blocks, epochs, "
                          "eval_accuracy, hyperparameters) to <run>/mllog.txt"));
+    k.push_back(real_key("run.max_shard_gb", &TrainConfig::max_shard_gb,
+                         "largest weights file of a checkpoint in GB (10^9 bytes); a larger "
+                         "model is written as shards model-0000i-of-0000N.safetensors with "
+                         "model.safetensors.index.json, as transformers writes them",
+                         1e-6, 1e6));
     return k;
   }();
   return keys;

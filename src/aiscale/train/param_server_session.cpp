@@ -20,10 +20,11 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/param_server/server.h"
 #include "aiscale/parallel/param_server/worker.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/environment.h"
+#include "aiscale/train/hf_checkpoint.h"
 #include "aiscale/train/model_options.h"
+#include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
@@ -141,8 +142,11 @@ void run_server(const TrainConfig& c, const ps::Roles& roles, ps::Channel& chann
                 ps::StalenessStats* stats) {
   const int64_t n = c.model.num_params();
   const ps::ShardRange range = ps::shard_range(n, roles.servers, roles.server_index(rank));
-  // The same initial weights as the model of a synchronous run with this seed.
-  const std::vector<float> init = nn::gpt_init_params(c.model, c.seed);
+  // The same initial weights as the model of a synchronous run with this seed (or of
+  // train.init_from, which the session has checked on every rank).
+  const std::vector<float> init = c.init_from.empty()
+                                      ? nn::gpt_init_params(c.model, c.seed)
+                                      : read_hf_model(c.init_from, c.model, "train.init_from");
   const std::vector<uint8_t> decay = nn::gpt_decay_mask(c.model, c.decay_embeddings);
   ps::ServerOptions o;
   o.steps = c.steps;
@@ -201,7 +205,7 @@ int run_parameter_server_training(const TrainRequest& req, const TrainConfig& c,
       val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, rank, roles.workers(), c.seed,
                                   /*shuffle=*/false, c.model.vocab_size);
   }
-  profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
+  check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
   check_ranks_agree(comm, ps_fingerprint(c, comm));
   ps::Channel channel(comm, c.timeout_s);
 

@@ -28,7 +28,6 @@
 #include "aiscale/parallel/rank_failure.h"
 #include "aiscale/parallel/watchdog.h"
 #include "aiscale/profile/op_profiler.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
@@ -36,9 +35,11 @@
 #include "aiscale/train/param_server_session.h"
 #include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/environment.h"
+#include "aiscale/train/hf_checkpoint.h"
 #include "aiscale/train/managed_models.h"
 #include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/model_options.h"
+#include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/resume_layout.h"
@@ -183,6 +184,11 @@ void resolve_config(GptRun& run) {
   validate::omp_num_threads_env();
   // Validated against the config's model before any buffer is sized from it.
   if (!req.resume_dir.empty()) run.resume = choose_resume_point(req, run.c.model);
+  // train.init_from starts a new run from a Hugging Face model folder's weights; a resumed
+  // run continues from its own checkpoint instead. Every rank reads it (a shared file
+  // system), so that a bad folder is refused alike everywhere before any collective.
+  if (!run.resume && !run.c.init_from.empty())
+    run.init_params = read_hf_model(run.c.init_from, run.c.model, "train.init_from (--init-from)");
 }
 
 // Stage 2: the communicator (before the model: a GPU rank's also selects the rank's GPU).
@@ -252,6 +258,9 @@ void open_data(GptRun& run) {
     // counts samples. What changed is said (another seq_len is refused).
     std::vector<std::string> notes = resume_notes(r, c, run.layout, run.resume->dir);
     notes.insert(notes.begin(), run.resume_config_notes.begin(), run.resume_config_notes.end());
+    if (!c.init_from.empty())
+      notes.push_back(fmt::format("train.init_from = \"{}\" is not read: the run continues from "
+                                  "its checkpoint of step {}", c.init_from, r.step));
     if (run.rank == 0)
       for (const auto& n : notes) log::info("resume note: {}", n);
     if (r.step >= c.steps)
@@ -260,10 +269,10 @@ void open_data(GptRun& run) {
   }
   // --profile and the run directory's folder: checked before anything is built.
   if (run.req.profile_steps)
-    profile::check_profile_steps(*run.req.profile_steps, c.steps - resume_step_of(run.resume) - 1,
+    check_profile_steps(*run.req.profile_steps, c.steps - resume_step_of(run.resume) - 1,
                                  1, "train.steps (--steps)");
   // Every rank checks (alike on a shared file system), so none waits for a failed rank 0.
-  if (!run.resume) profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
+  if (!run.resume) check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
   // Every rank must run the same configuration on the same data.
   run.fingerprint = fingerprint(c, *run.train_src, run.val_src.get(), *run.comm,
                                 resume_step_of(run.resume));
@@ -314,6 +323,9 @@ void restore_or_broadcast(GptRun& run) {
         if (d > run.resume->dir) log::info("newer checkpoint set aside as {}", set_checkpoint_aside(d, "superseded"));
     }
     run.resume->state = {};  // the weights live in the model now
+  } else if (!run.init_params.empty()) {
+    model.set_params(run.init_params.data());  // the whole buffer: each rank takes its part
+    run.init_params = {};
   } else if (run.world > 1 && !model.collective_state()) {
     // DDP semantics: every rank starts from rank 0's weights. (A model that holds slices
     // or shards builds them from the seed's whole initialisation, the same on every rank.)
@@ -360,7 +372,9 @@ void open_run_directory(GptRun& run) {
               run.comm->backend(), run.groups ? " " + describe(run.layout) : std::string(),
               c.batch_size * c.grad_accum * run.data_world, c.seq_len,
               c.tokens_per_step(run.data_world), run.train_src->describe(),
-              run.resume ? fmt::format("; resuming at step {} from {}", run.start_step, run.resume->dir) : "");
+              run.resume ? fmt::format("; resuming at step {} from {}", run.start_step, run.resume->dir)
+              : c.init_from.empty() ? std::string()
+                                    : fmt::format("; weights from {}", c.init_from));
   if (run.world > 1 && run.rank == 0)
     log::debug("ranks agree on configuration {:016x}", run.fingerprint.hash());
   session::install_stop_signals();

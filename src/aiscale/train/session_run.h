@@ -43,6 +43,7 @@ struct GptRun {
   std::vector<std::string> resume_config_notes;  // keys of the old layout reset
   FaultPlan fault;
   std::optional<ResumePoint> resume;
+  std::vector<float> init_params;  // train.init_from's weights (a new run), until placed
   // open_ranks
   parallel::RankContext own_context;
   parallel::RankContext* context = nullptr;  // the caller's, or own_context

@@ -13,9 +13,9 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/divergence.h"
+#include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/session_run.h"
 
@@ -32,6 +32,7 @@ CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step) {
   set_checkpoint_layout(s, c, run.data_world);
   s.nonfinite_steps = run.nonfinite;
   s.config_toml = to_toml(c);
+  s.max_shard_bytes = static_cast<uint64_t>(c.max_shard_gb * 1e9);
   const size_t n = static_cast<size_t>(run.model->num_params());
   s.params.resize(n);
   s.m.resize(n);
@@ -244,7 +245,7 @@ int finish_run(GptRun& run, TrainOutcome& o) {
                                                  : "finished";
   if (outputs) outputs->run_stop(r.steps, status == "finished" && late_error.empty() ? "success" : "aborted");
   if (profiler && profiler->step_times_s().size() > 0)
-    profile::write_profile(*profiler, *comm, (fs::path(run_dir.path()) / "profile").string());
+    write_profile(*profiler, *comm, (fs::path(run_dir.path()) / "profile").string());
   std::optional<std::string> newest;
   if (rank == 0) newest = latest_checkpoint(ckpt_dir);
   nlohmann::json summary = {

@@ -32,9 +32,12 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
     const int64_t n = p.shape.numel();
     float* dst = out.data() + p.offset;
     const bool is_bias = p.name.ends_with(".bias");
-    const bool is_ln_weight = !p.is_matrix && !is_bias;  // ln_*.weight
-    // GPT-2 scales the projections that write into the residual stream.
-    const bool residual_proj = p.name.ends_with("c_proj.weight");
+    const bool is_ln_weight = !p.is_matrix && !is_bias;  // ln_*.weight, *norm.weight
+    // GPT-2 scales the projections that write into the residual stream (the llama family's
+    // o_proj and down_proj alike).
+    const bool residual_proj = p.name.ends_with("c_proj.weight") ||
+                               p.name.ends_with("o_proj.weight") ||
+                               p.name.ends_with("down_proj.weight");
     if (is_bias || is_ln_weight) {
       std::fill(dst, dst + n, is_bias ? 0.0f : 1.0f);
       continue;
@@ -224,6 +227,9 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);
   }
+  if (c.llama())
+    fail("model.family = \"llama\" ({} layers, width {}) has no {} model in this build yet: use a "
+         "gpt2-family preset", c.n_layer, c.n_embd, device);
   if (device == "cuda" && o.groups && o.groups->tensor().world() > 1) check_gpu_tensor_parallel(c, o);
   if (device == "cuda" && o.groups && o.groups->pipeline().world() > 1) check_gpu_pipeline(c, o);
   return device == "cuda" ? make_gpt_cuda(c, o) : make_gpt_cpu(c, o);
