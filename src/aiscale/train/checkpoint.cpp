@@ -73,7 +73,38 @@ std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string,
   return flat;
 }
 
+// The llama family as Hugging Face's LlamaConfig (model_type "llama"), so that a resumed
+// run rebuilds the same family and shape.
+std::string hf_llama_config_json(const nn::GptConfig& c) {
+  nlohmann::ordered_json scaling;  // null without scaling
+  if (c.rope_scaling.enabled())
+    scaling = {{"rope_type", "llama3"},
+               {"factor", c.rope_scaling.factor},
+               {"low_freq_factor", c.rope_scaling.low_freq_factor},
+               {"high_freq_factor", c.rope_scaling.high_freq_factor},
+               {"original_max_position_embeddings", c.rope_scaling.original_context}};
+  nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
+                              {"model_type", "llama"},
+                              {"vocab_size", c.vocab_size},
+                              {"max_position_embeddings", c.block_size},
+                              {"hidden_size", c.n_embd},
+                              {"intermediate_size", c.ffn()},
+                              {"num_hidden_layers", c.n_layer},
+                              {"num_attention_heads", c.n_head},
+                              {"num_key_value_heads", c.kv_heads()},
+                              {"hidden_act", "silu"},
+                              {"rms_norm_eps", c.norm_eps},
+                              {"rope_theta", c.rope_theta},
+                              {"rope_scaling", scaling},
+                              {"attention_bias", false},
+                              {"mlp_bias", false},
+                              {"tie_word_embeddings", c.tie_embeddings},
+                              {"torch_dtype", "float32"}};
+  return j.dump(2) + "\n";
+}
+
 std::string hf_config_json(const nn::GptConfig& c) {
+  if (c.llama()) return hf_llama_config_json(c);
   nlohmann::ordered_json j = {
       {"architectures", {"GPT2LMHeadModel"}},
       {"model_type", "gpt2"},

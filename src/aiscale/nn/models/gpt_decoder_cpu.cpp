@@ -247,6 +247,10 @@ class GptDecoderCpu final : public GptDecoder {
 }  // namespace
 
 std::unique_ptr<GptDecoder> make_gpt_decoder_cpu(const GptConfig& c, const GptDecoderOptions& o) {
+  if (c.llama())
+    fail("the CPU decoder runs gpt2-family models only, and this model has model.family = "
+         "\"llama\": it cannot generate text from it (the training model's logits are not "
+         "affected)");
   return std::make_unique<GptDecoderCpu>(c, o);
 }
 
