@@ -248,9 +248,9 @@ class GptDecoderCpu final : public GptDecoder {
 
 std::unique_ptr<GptDecoder> make_gpt_decoder_cpu(const GptConfig& c, const GptDecoderOptions& o) {
   if (c.llama())
-    fail("the CPU decoder runs gpt2-family models only, and this model has model.family = "
-         "\"llama\": it cannot generate text from it (the training model's logits are not "
-         "affected)");
+    fail("this checkpoint's model has model.family = \"llama\", and the CPU decoder generates "
+         "text with gpt2-family models only: sample from a gpt2-family run (a llama run's "
+         "validation loss is in its metrics.jsonl)");
   return std::make_unique<GptDecoderCpu>(c, o);
 }
 
