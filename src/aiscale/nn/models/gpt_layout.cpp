@@ -72,9 +72,9 @@ std::vector<GptParamInfo> gpt_param_infos(const GptConfig& c) { return GptLayout
 
 namespace aiscale::nn {
 
-GradientOrder gpt_gradient_order(const GptLayout& layout) {
+parallel::dp::GradientOrder gpt_gradient_order(const GptLayout& layout) {
   const int64_t L = layout.config().n_layer;
-  GradientOrder order;
+  parallel::dp::GradientOrder order;
   order.push_back({0, layout.embeddings_end(), kGptAfterLmHead, true, false});
   for (int64_t l = L - 1; l >= 1; --l) {
     const int64_t end = l == L - 1 ? layout.size() : layout.layer_end(l);
