@@ -208,7 +208,7 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);
   }
-  if (c.llama())
+  if (c.llama() && device == "cuda")
     fail("model.family = \"llama\" ({} layers, width {}) has no {} model in this build yet: use a "
          "gpt2-family preset", c.n_layer, c.n_embd, device);
   if (device == "cuda" && o.groups && o.groups->tensor().world() > 1) check_gpu_tensor_parallel(c, o);
