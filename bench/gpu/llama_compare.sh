@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The llama family on a GPU host: build, the family's GPU tests (its ops and its CUDA model
 # against a double-precision host model: test_ops --op llama_ops / llama_model; on 2 GPUs
-# data parallelism against one GPU and the refused layouts), then in one go the Llama 3.2 1B
+# DDP, ZeRO-1/2/3, tensor and pipeline parallelism against one GPU, the refused layouts),
+# then in one go the Llama 3.2 1B
 # shape (untied head, as the PyTorch program: --tie-embeddings false) in bf16, B=4,
 # T=2048 on one GPU, by aiscale bench language and by bench/compare/torch_llama.py (RMSNorm,
 # rotary, SwiGLU, GQA through SDPA, fused AdamW, torch.compile) on the same shape; on 2 GPUs

@@ -92,7 +92,8 @@ TEST(LlamaGpu2, ZeroOneMatchesOneGpu) {
 }
 
 // ZeRO-3 and ZeRO-2: the layers gathered unit by unit (or kept gathered), the untied head
-// gathered with the final norm as a resident unit, its gradient reduce-scattered with it.
+// gathered with the final norm as a resident unit, its gradient reduce-scattered with it;
+// ZeRO-3 with AdamW on the host (the head's weight decay by tensor there).
 TEST(LlamaGpu2, ZeroThreeAndTwoMatchOneGpu) {
   expect_llama_like_one_gpu(false, "train.batch_size=8 parallel.zero_stage=3",
                             "x8, ZeRO-3, untied head");
@@ -100,6 +101,9 @@ TEST(LlamaGpu2, ZeroThreeAndTwoMatchOneGpu) {
                             "x8, ZeRO-3, tied head");
   expect_llama_like_one_gpu(false, "train.batch_size=8 parallel.zero_stage=2",
                             "x8, ZeRO-2, untied head");
+  expect_llama_like_one_gpu(false, "train.batch_size=8 parallel.zero_stage=3 "
+                            "parallel.offload_optimizer=true",
+                            "x8, ZeRO-3, optimizer on the host, untied head");
 }
 
 // Tensor parallelism: 2 ranks holding half of the query heads, of the KV heads (Q | K | V
@@ -130,16 +134,30 @@ TEST(LlamaGpu2, TensorParallelMatchesOneGpu) {
               "%.2e\n", l1, l2, c.max_rel, c.mean_rel, weight_rel);
 }
 
-// Pipeline parallelism is refused for the family on GPUs, naming the key; so are tensor
-// ranks that would split a KV head, and ZeRO-3 with an untied head over a vocabulary that
-// leaves padded rows.
+// Pipeline stages (one layer each, 4 micro-batches of 4): the last stage's head (untied:
+// its gradient summed over the stages with the final norm's; tied: the embedding's
+// gradient from the first stage's lookup and the last stage's head) against one GPU.
+TEST(LlamaGpu2, PipelineStagesMatchOneGpu) {
+  expect_llama_like_one_gpu(false, "train.batch_size=16 parallel.pipeline_parallel=2 "
+                            "parallel.microbatches=4 parallel.pipeline_schedule=1f1b",
+                            "pp 2 (1f1b), untied head");
+  expect_llama_like_one_gpu(true, "train.batch_size=16 parallel.pipeline_parallel=2 "
+                            "parallel.microbatches=4 parallel.pipeline_schedule=gpipe",
+                            "pp 2 (gpipe), tied head");
+}
+
+// Refused, naming the keys: tensor ranks that would split a KV head, sequence parallelism,
+// and ZeRO-3 with an untied head over a vocabulary that leaves padded rows.
 TEST(LlamaGpu2, RefusesOtherLayouts) {
   const auto [dir, cfg] = llama_run_dir("gpu2-llama-refused", 5, false);
   const std::string base = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg + " --set ";
   expect_refused(run_aiscale(base + "parallel.zero_stage=3 model.vocab_size=300"),
                  "model.vocab_size");
   expect_refused(run_aiscale(base + "parallel.tensor_parallel=2"), "model.n_kv_head");
-  expect_refused(run_aiscale(base + "parallel.pipeline_parallel=2"), "parallel.pipeline_parallel");
+  expect_refused(run_aiscale(base + "parallel.tensor_parallel=2 parallel.sequence_parallel=true "
+                             "model.n_embd=256 model.n_head=4 model.n_kv_head=2 "
+                             "model.ffn_hidden=688"),
+                 "parallel.sequence_parallel");
 }
 
 int main(int argc, char** argv) { return run_multi_gpu_tests(argc, argv); }

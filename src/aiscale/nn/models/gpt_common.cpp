@@ -211,9 +211,6 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
   if (c.llama() && device != "cuda")
     fail("model.family = \"llama\" ({} layers, width {}) has no {} model in this build yet: use a "
          "gpt2-family preset", c.n_layer, c.n_embd, device);
-  if (c.llama() && device == "cuda" && o.groups && o.groups->pipeline().world() > 1)
-    fail("model.family = \"llama\" on GPUs runs on one GPU, data-parallel GPUs (ZeRO 0 to 3) "
-         "and tensor-parallel GPUs so far: set parallel.pipeline_parallel = 1");
   if (c.llama() && device == "cuda" && o.groups && o.groups->tensor().world() > 1) {
     const int tp = o.groups->tensor().world();
     if (c.kv_heads() % tp != 0)

@@ -20,7 +20,9 @@
 //   and V (whole heads of each), of gate and of up, and of the vocabulary of the embedding
 //   and of an untied head; o_proj and down_proj are row-parallel (partial sums, summed over
 //   the tensor ranks), qkv_proj and gate_up_proj's input gradients likewise. Not yet with
-//   sequence parallelism, nor in pipeline stages.
+//   sequence parallelism;
+// - pipeline stages as GPT-2's (gpt_cuda_pp.cuh): the stage runs these layers and, on the
+//   last stage, this head; an untied head is summed over the stages with the final norm.
 // GPT-2's path branches here once per layer and once per head pass, outside its loops.
 #include <cuda_runtime.h>
 
@@ -32,11 +34,9 @@
 namespace aiscale::nn::detail {
 
 void GptCuda::llama_check_layout(bool tensor, bool pipeline) const {
-  const std::string what = "model.family = \"llama\" on GPUs runs on one GPU, data-parallel "
-                           "GPUs (ZeRO 0 to 3) and tensor-parallel GPUs so far: ";
-  if (pipeline) throw Error(what + "set parallel.pipeline_parallel = 1");
   if (tensor && options_.sequence_parallel)
-    throw Error(what + "set parallel.sequence_parallel = false");
+    throw Error("model.family = \"llama\" on GPUs runs tensor parallelism without sequence "
+                "parallelism so far: set parallel.sequence_parallel = false");
   const int64_t tp = shard_.tp();
   if (tensor && config_.kv_heads() % tp != 0)
     throw Error("parallel.tensor_parallel = " + std::to_string(tp) + " does not divide the " +
@@ -53,9 +53,9 @@ void GptCuda::llama_check_layout(bool tensor, bool pipeline) const {
                 "model.vocab_size a multiple of 128 (it is " + std::to_string(config_.vocab_size) +
                 "): pad the vocabulary, tie the head (model.tie_embeddings = true) or set "
                 "parallel.zero_stage = 0 or 1");
-  // The flat buffers are read through the shard layout: with one tensor rank its offsets
-  // must be the GPT layout's.
-  if (tensor) return;
+  // The flat buffers are read through the shard layout: with one tensor rank and one stage
+  // its offsets must be the GPT layout's.
+  if (tensor || pipeline) return;
   const GptLayout full(config_);
   bool same = shard_.size() == full.size() && shard_.layers_begin() == full.layers_begin() &&
               shard_.layer_size() == full.layer_size() && shard_.lnf_w() == full.lnf_w();
