@@ -13,6 +13,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev libomp-14-dev  # the asan preset and the libFuzzer targets (tests/fuzz)
   liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev  # image stores: LMDB, JPEG (TurboJPEG + libjpeg API)/PNG decoding, gzip'd IDX
   dataset-fashion-mnist  # Fashion-MNIST's IDX files (aiscale data pack-images, tests/data)
+  libsentencepiece-dev sentencepiece  # SentencePiece tokenizers (*.model); spm_train/spm_encode for tests/data/tokenizers
   python3-torch)  # torchrun (/usr/bin/python3 -m torch.distributed.run) for tests/mpi/torchrun_mpitest.cpp
 # npm: use the one on PATH (often from NodeSource); otherwise Debian's.
 command -v npm >/dev/null || pkgs+=(nodejs npm)

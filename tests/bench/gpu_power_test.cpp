@@ -4,7 +4,7 @@
 // figures it measures.
 #include <gtest/gtest.h>
 
-#include "aiscale/bench/gpu_power.h"
+#include "aiscale/profile/gpu_power.h"
 #include "../support/run_support.h"
 
 namespace aiscale {
@@ -12,17 +12,17 @@ namespace {
 
 TEST(GpuPower, UnknownGpuIsReportedNotMeasured) {
   for (const std::string id : {"", "0000:ff:1f.7"}) {
-    bench::GpuPowerMeter meter(id);
+    profile::GpuPowerMeter meter(id);
     EXPECT_FALSE(meter.available()) << id;
     EXPECT_FALSE(meter.unavailable_reason().empty()) << id;
     // A window on a meter that cannot measure is empty, not an error.
     meter.start();
-    const bench::GpuPowerWindow w = meter.stop();
+    const profile::GpuPowerWindow w = meter.stop();
     EXPECT_EQ(w.energy_j, 0.0);
     EXPECT_EQ(w.clock_samples, 0);
   }
   // The empty id names the reason: no GPU (or no NVML at all).
-  bench::GpuPowerMeter none("");
+  profile::GpuPowerMeter none("");
   const std::string& why = none.unavailable_reason();
   EXPECT_TRUE(why.find("not a CUDA run") != std::string::npos ||
               why.find("NVML") != std::string::npos) << why;

@@ -153,9 +153,9 @@ TEST_F(TokenShardTest, WrongVersionIsReported) {
   const auto path = dir_ / "version.bin";
   const std::vector<uint16_t> tokens(10, 1);
   write_token_shard(path, std::span<const uint16_t>(tokens));
-  overwrite_int32(path, 1, 2);
+  overwrite_int32(path, 1, 3);
   const std::string message = read_error(path);
-  EXPECT_NE(message.find("version 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("version 3"), std::string::npos) << message;
   EXPECT_NE(message.find("aiscale data tokenize"), std::string::npos) << message;
 }
 

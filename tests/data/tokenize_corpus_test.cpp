@@ -134,7 +134,7 @@ TEST_F(TokenizeCorpusTest, Gpt2EndToEndMatchesDirectEncoding) {
   options.output_prefix = (dir_ / "g").string();
   options.format = DocumentFormat::paragraphs;
   options.val_fraction = 0;
-  Gpt2Tokenizer tokenizer(default_gpt2_vocab_dir());
+  BpeTokenizer tokenizer(default_gpt2_vocab_dir());
   const TokenizeSummary s = tokenize_corpus(options, tokenizer);
   EXPECT_TRUE(s.val_shards.empty());
   ASSERT_EQ(s.train_shards.size(), 1u);

@@ -18,13 +18,13 @@ namespace {
 
 // One tokenizer for the whole suite (loading the vocabulary takes a moment). The
 // vocabulary is installed by scripts/setup.sh, so its absence is a failure, not a skip.
-Gpt2Tokenizer& gpt2() {
-  static std::unique_ptr<Gpt2Tokenizer> tokenizer = [] {
+BpeTokenizer& gpt2() {
+  static std::unique_ptr<BpeTokenizer> tokenizer = [] {
     const std::filesystem::path dir = default_gpt2_vocab_dir();
     EXPECT_TRUE(std::filesystem::exists(dir / "encoder.json"))
         << "GPT-2 vocabulary missing at " << dir << ": run `bash scripts/setup.sh` or set "
         << "AISCALE_GPT2_VOCAB_DIR";
-    return std::make_unique<Gpt2Tokenizer>(dir);
+    return std::make_unique<BpeTokenizer>(dir);
   }();
   return *tokenizer;
 }
@@ -145,7 +145,7 @@ TEST(Gpt2Tokenizer, DecodeSpecialAndErrors) {
 TEST(Gpt2Tokenizer, MissingVocabularyNamesPathAndFix) {
   const std::filesystem::path dir = "/nonexistent/aiscale-vocab";
   try {
-    Gpt2Tokenizer tokenizer(dir);
+    BpeTokenizer tokenizer(dir);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     const std::string message = e.what();

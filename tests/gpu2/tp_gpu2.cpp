@@ -318,7 +318,7 @@ TEST(TensorParallel, BenchLanguageRunsDataParallelCopies) {
   expect_bench_language_tp2(4, "gpu2-dptp-bench");
 }
 
-// dp 2 x tp 2 with ZeRO-2 and ZeRO-3 (optim/zero3.cuh over each data group, each tensor
+// dp 2 x tp 2 with ZeRO-2 and ZeRO-3 (nn/models/gpt_zero3.cuh over each data group, each tensor
 // rank's slices sharded: ZeRO-3 gathers each layer's slice before it computes, ZeRO-2 keeps
 // them gathered from one update to the next; both reduce-scatter each layer's gradients
 // after its backward) against 1 GPU with the whole batch, 20 steps, with the dp 2 x tp 2

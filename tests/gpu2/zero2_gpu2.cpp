@@ -1,7 +1,7 @@
 // ZeRO-2 on GPUs over NCCL, through the aiscale binary: gradients, fp32 master weights and
 // AdamW moments sharded over the ranks (each layer's gradients reduce-scattered after its
 // backward), the layers' working copy kept gathered from one update to the next
-// (optim/zero3.cuh with gathered layers).
+// (nn/models/gpt_zero3.cuh with gathered layers).
 // - 2 GPUs x B = 8 under ZeRO-2 train like 1 GPU x B = 16, also with gradient
 //   accumulation (the micro-steps' reductions add up in the shards);
 // - ZeRO-2 trains like plain data parallelism on the same GPUs, and the checkpoints hold

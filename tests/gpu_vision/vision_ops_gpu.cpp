@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "aiscale/ops/vision/batchnorm_train.h"
+#include "aiscale/nn/batchnorm_train.h"
 #include "aiscale/ops/vision/cuda/conv_cudnn.cuh"
 #include "aiscale/ops/vision/cuda/vision_cuda.cuh"
 #include "aiscale/ops/vision/vision_ops.h"
@@ -36,14 +36,14 @@ TEST_P(VisionOpsGpu, BatchNormWithResidualAndReluMatchesTheReference) {
 
     // CPU: y = relu(bn(x) + z); g = dy * (y > 0); dz = g; dx through the batch statistics.
     std::vector<float> y(n), rm_cpu = rm, rv_cpu = rv;
-    ops::vision::BatchNormSpec spec{N, C, HW, 1e-5f, 0.1f};
-    ops::vision::BatchNormSaved saved;
-    ops::vision::batchnorm_train_forward(ref, y.data(), x.data(), gamma.data(), beta.data(),
+    nn::BatchNormSpec spec{N, C, HW, 1e-5f, 0.1f};
+    nn::BatchNormSaved saved;
+    nn::batchnorm_train_forward(ref, y.data(), x.data(), gamma.data(), beta.data(),
                                          rm_cpu.data(), rv_cpu.data(), spec, saved, nullptr);
     for (int64_t i = 0; i < n; ++i) y[i] = std::max(y[i] + z[i], 0.0f);
     std::vector<float> g(n), dx(n), dgamma(C, 0.f), dbeta(C, 0.f);
     for (int64_t i = 0; i < n; ++i) g[i] = y[i] > 0 ? dy[i] : 0.f;
-    ops::vision::batchnorm_train_backward(ref, dx.data(), dgamma.data(), dbeta.data(), g.data(),
+    nn::batchnorm_train_backward(ref, dx.data(), dgamma.data(), dbeta.data(), g.data(),
                                           x.data(), gamma.data(), spec, saved, nullptr);
 
     DeviceBuffer dx_in(t, to_nhwc(x, N, C, HW)), dz_in(t, to_nhwc(z, N, C, HW)),

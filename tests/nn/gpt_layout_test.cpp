@@ -136,7 +136,7 @@ TEST(GptLayout, NamesLayersAndDecayAgreeWithTheTensors) {
 
 TEST(GptLayout, GradientOrderTilesTheBufferInBackwardOrder) {
   const nn::GptLayout L(nn::gpt_preset("gpt-tiny"));
-  const nn::GradientOrder order = nn::gpt_gradient_order(L);
+  const parallel::dp::GradientOrder order = nn::gpt_gradient_order(L);
   ASSERT_EQ(order.size(), 5u);
   EXPECT_EQ(order[0].point, nn::kGptAfterLmHead);
   EXPECT_EQ(order[0].begin, 0);
@@ -159,7 +159,7 @@ TEST(GptLayout, GradientOrderTilesTheBufferInBackwardOrder) {
 TEST(GptLayout, LlamaGradientOrderRoundsLayerCutsUp) {
   using P = nn::GptBlockParam;
   const nn::GptLayout L(nn::gpt_preset("llama-tiny"));
-  const nn::GradientOrder order = nn::gpt_gradient_order(L);
+  const auto order = nn::gpt_gradient_order(L);
   ASSERT_EQ(order.size(), 5u);
   int64_t covered = 0;
   for (const auto& s : order) covered += s.end - s.begin;

@@ -174,7 +174,7 @@ TEST(PlanMemory, GpuTensorParallelismWithZeroOneShardsTheOptimizerOverTheDataGro
 }
 
 TEST(PlanMemory, GpuTensorParallelismWithZeroTwoAndThreeShardsEachRanksSlices) {
-  // dp x tp with ZeRO-2/3 on GPU ranks (optim/zero3.cuh over the data group, the local
+  // dp x tp with ZeRO-2/3 on GPU ranks (nn/models/gpt_zero3.cuh over the data group, the local
   // buffer as its model): the tensor-local state divided by dp as ZeRO-2/3 divide the whole
   // model's, the gathered layers and the three fp32 layer gradient buffers each of a rank's
   // slice of a layer, the embeddings (the rank's vocabulary slice, 25,216 rows at tp 2, and

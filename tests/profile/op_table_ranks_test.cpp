@@ -6,7 +6,7 @@
 
 #include "aiscale/profile/op_table.h"
 #include "aiscale/profile/op_table_ranks.h"
-#include "aiscale/profile/trace_writer.h"
+#include "aiscale/train/trace_writer.h"
 
 using namespace aiscale::profile;
 
@@ -73,7 +73,7 @@ TEST(OpTableOverlap, CommunicatorStreamRowsAreApartFromTheTotal) {
 TEST(OpTableOverlap, TraceEventsCarryTheBucketAndCollective) {
   OpProfiler p = one_step();
   p.name_track(kGpuCommTrack, "GPU: communicator stream");
-  const auto events = trace_events(p, "node0");
+  const auto events = aiscale::train::trace_events(p, "node0");
   int buckets = 0;
   bool named = false;
   for (const auto& e : events) {

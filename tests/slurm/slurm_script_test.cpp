@@ -8,8 +8,8 @@
 #include "../support/run_support.h"
 #include "aiscale/core/error.h"
 #include "aiscale/orchestrate/slurm_script.h"
-#include "aiscale/orchestrate/time_limit.h"
 #include "aiscale/plan/catalog.h"
+#include "aiscale/plan/time_limit.h"
 
 using namespace aiscale;
 using namespace aiscale::orchestrate;
@@ -41,18 +41,18 @@ ScriptRequest train_on(const std::string& system) {
 }  // namespace
 
 TEST(SlurmTime, AcceptsSlurmsFormsAndRefusesOthers) {
-  EXPECT_EQ(parse_slurm_time("90"), 90 * 60);
-  EXPECT_EQ(parse_slurm_time("10:30"), 630);
-  EXPECT_EQ(parse_slurm_time("02:00:00"), 7200);
-  EXPECT_EQ(parse_slurm_time("1-12"), 36 * 3600);
-  EXPECT_EQ(parse_slurm_time("1-00:30"), 86400 + 1800);
-  EXPECT_EQ(parse_slurm_time("2-01:02:03"), 2 * 86400 + 3723);
-  EXPECT_EQ(format_slurm_time(2 * 86400 + 3723), "2-01:02:03");
-  EXPECT_EQ(format_slurm_time(7200), "02:00:00");
+  EXPECT_EQ(plan::parse_slurm_time("90"), 90 * 60);
+  EXPECT_EQ(plan::parse_slurm_time("10:30"), 630);
+  EXPECT_EQ(plan::parse_slurm_time("02:00:00"), 7200);
+  EXPECT_EQ(plan::parse_slurm_time("1-12"), 36 * 3600);
+  EXPECT_EQ(plan::parse_slurm_time("1-00:30"), 86400 + 1800);
+  EXPECT_EQ(plan::parse_slurm_time("2-01:02:03"), 2 * 86400 + 3723);
+  EXPECT_EQ(plan::format_slurm_time(2 * 86400 + 3723), "2-01:02:03");
+  EXPECT_EQ(plan::format_slurm_time(7200), "02:00:00");
   for (const char* bad : {"", "2h", "1:2:3:4", "01:60:00", "1-24:00:00", "0", "1-", "-5", "00:00:00"}) {
     std::string msg;
     try {
-      parse_slurm_time(bad);
+      plan::parse_slurm_time(bad);
     } catch (const Error& e) {
       msg = e.what();
     }

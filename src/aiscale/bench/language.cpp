@@ -4,8 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "aiscale/bench/device_info.h"
-#include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/dtype.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
@@ -14,9 +12,11 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/process_groups.h"
+#include "aiscale/profile/device_info.h"
+#include "aiscale/profile/gpu_power.h"
 #include "aiscale/profile/op_profiler.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/parallel_layout.h"
+#include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/step_log.h"
@@ -28,7 +28,8 @@ namespace {
 // Every rank's power window (a collective: each rank calls it), as the "gpu_power" record:
 // per rank the mean board power against the enforced limit and the SM clock, and for the
 // job the energy per step and the tokens per joule over the timed steps.
-nlohmann::json gpu_power_json(const GpuPowerMeter& meter, const GpuPowerWindow& w,
+nlohmann::json gpu_power_json(const profile::GpuPowerMeter& meter,
+                              const profile::GpuPowerWindow& w,
                               parallel::Communicator& comm, double tokens_per_device) {
   constexpr int K = 8;
   const int world = comm.world();
@@ -76,7 +77,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (o.run.seq_len > o.run.model.block_size)
     fail("--seq-len {} exceeds the model's context {}: lower --seq-len", o.run.seq_len, o.run.model.block_size);
   if (o.steps < 1) fail("--steps must be at least 1");
-  if (o.profile_steps != 0) profile::check_profile_steps(o.profile_steps, o.steps, o.warmup, "--steps");
+  if (o.profile_steps != 0) train::check_profile_steps(o.profile_steps, o.steps, o.warmup, "--steps");
   train::TrainConfig tc = o.run;
   tc.steps = o.warmup + o.steps;
   tc.warmup_steps = 0;
@@ -124,8 +125,8 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   }
 
   // The GPU's energy, power limit and SM clock over the timed steps (NVML), per rank.
-  std::unique_ptr<GpuPowerMeter> meter;
-  if (o.run.device == "cuda") meter = std::make_unique<GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
+  std::unique_ptr<profile::GpuPowerMeter> meter;
+  if (o.run.device == "cuda") meter = std::make_unique<profile::GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
   std::vector<double> times, bubbles;
   train::StepLog step_log(o.steps_dir.empty() ? std::string() : o.steps_dir + "/steps.jsonl", comm);
   train::Progress progress("bench step", tc.steps, 10.0);
@@ -147,15 +148,15 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (comm.rank() == 0) progress.finish();
   if (profiler) {
     trainer.end_profile();
-    profile::write_profile(*profiler, comm, o.profile_dir, o.profile_stem);
+    train::write_profile(*profiler, comm, o.profile_dir, o.profile_stem);
   }
-  const GpuPowerWindow power = meter ? meter->stop() : GpuPowerWindow{};
+  const profile::GpuPowerWindow power = meter ? meter->stop() : profile::GpuPowerWindow{};
   // The per-rank events of steps.jsonl: memory, and on GPUs power and SM clock.
   step_log.add_rank_event(
-      "memory", {{"peak_memory_bytes", double(o.run.device == "cuda" ? model->memory_bytes() : peak_rss_bytes())},
+      "memory", {{"peak_memory_bytes", double(o.run.device == "cuda" ? model->memory_bytes() : profile::peak_rss_bytes())},
                  {"model_memory_bytes", double(model->memory_bytes())}});
   if (meter)  // every GPU rank adds it (a collective), measured or not
-    step_log.add_rank_event("gpu_power", gpu_power_event_fields(power, meter->available()));
+    step_log.add_rank_event("gpu_power", profile::gpu_power_event_fields(power, meter->available()));
   step_log.finish();
   // Step time of the slowest rank decides throughput.
   double med = median(times), p90 = percentile(times, 0.9);
@@ -237,7 +238,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["flop_formula"] = "6*N + 12*L*C*T per token (N = all parameters incl. embeddings)";
   j["achieved_tflops_per_device"] = achieved_tflops;
   j["achieved_gflops_per_device"] = achieved_tflops * 1e3;
-  double peak = o.run.device == "cuda" ? gpu_dense_bf16_peak_tflops(model->device_name()) : 0.0;
+  double peak = o.run.device == "cuda" ? profile::gpu_dense_bf16_peak_tflops(model->device_name()) : 0.0;
   if (peak > 0) {
     j["peak_tflops_dense_bf16"] = peak;
     j["mfu"] = achieved_tflops / peak;
@@ -262,7 +263,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
     j["step_time_stddev_s"] = times.size() > 1 ? std::sqrt(var / double(times.size() - 1)) : 0.0;
     j["step_times_s"] = times;
   }
-  j["peak_memory_bytes"] = o.run.device == "cuda" ? model->memory_bytes() : peak_rss_bytes();
+  j["peak_memory_bytes"] = o.run.device == "cuda" ? model->memory_bytes() : profile::peak_rss_bytes();
   j["model_memory_bytes"] = model->memory_bytes();
   j["optimizer_state_bytes"] = model->optimizer_state_bytes();
   j["host"] = host_name();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "aiscale/bench/device_info.h"
 #include "aiscale/core/build_info.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
@@ -14,6 +13,7 @@
 #include "aiscale/core/timer.h"
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/nn/models/gpt_decoder.h"
+#include "aiscale/profile/device_info.h"
 
 namespace aiscale::bench {
 namespace {
@@ -102,7 +102,7 @@ nlohmann::json run_sample_bench(const SampleBenchOptions& o) {
   j["decode_weight_gb_per_s"] = double(c.num_params()) * 4.0 / median(steps) / 1e9;
   j["memory_bytes"] = dec->memory_bytes();
   j["cache_bytes"] = dec->cache_bytes();
-  j["peak_memory_bytes"] = peak_rss_bytes();
+  j["peak_memory_bytes"] = profile::peak_rss_bytes();
   j["host"] = host_name();
   j["date"] = utc_iso8601();
   j["aiscale_version"] = build_info().version;

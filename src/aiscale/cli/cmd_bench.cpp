@@ -10,7 +10,6 @@
 #include "aiscale/bench/language.h"
 #include "aiscale/bench/machine.h"
 #include "aiscale/bench/loader.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/environment.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
@@ -21,6 +20,7 @@
 #include "aiscale/parallel/rank_failure.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/parallel_layout.h"
+#include "aiscale/train/profile_report.h"
 
 namespace aiscale::cli {
 namespace {
@@ -337,7 +337,7 @@ void add_bench_command(CLI::App& app) {
     o.run = bench_config(args->run);
     if (args->profile) {
       o.profile_steps = *args->profile;
-      profile::check_profile_steps(o.profile_steps, o.steps, o.warmup, "--steps");
+      train::check_profile_steps(o.profile_steps, o.steps, o.warmup, "--steps");
       if (!args->run_dir.empty()) {
         o.profile_dir = args->run_dir;
       } else if (!args->output.empty()) {
@@ -349,7 +349,7 @@ void add_bench_command(CLI::App& app) {
              "DIR/op_table.md) or --output FILE (FILE.trace.json, FILE.op_table.md beside it)",
              o.profile_steps);
       }
-      profile::check_writable_dir(o.profile_dir, args->run_dir.empty() ? "--output" : "--run-dir");
+      train::check_writable_dir(o.profile_dir, args->run_dir.empty() ? "--output" : "--run-dir");
     }
     const train::TrainConfig& c = o.run;
     try {  // alike on every rank, before any communicator: rank 0 alone says why

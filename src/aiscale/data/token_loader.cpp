@@ -97,10 +97,9 @@ void TokenLoader::copy_tokens(int64_t start, int64_t count, int32_t* out) const 
   size_t s = std::upper_bound(shard_starts_.begin(), shard_starts_.end(), start) -
              shard_starts_.begin() - 1;
   while (count > 0) {
-    const auto tokens = shards_[s].tokens();
     const int64_t offset = start - shard_starts_[s];
-    const int64_t n = std::min<int64_t>(count, static_cast<int64_t>(tokens.size()) - offset);
-    for (int64_t i = 0; i < n; ++i) out[i] = tokens[offset + i];
+    const int64_t n = std::min<int64_t>(count, shards_[s].size() - offset);
+    shards_[s].copy(offset, n, out);
     out += n, start += n, count -= n;
     ++s;
   }

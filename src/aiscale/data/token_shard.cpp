@@ -34,27 +34,36 @@ ShardHeader validate_header(const std::filesystem::path& path, const int32_t* he
   h.magic = header[0];
   h.version = header[1];
   h.token_count = header[2];
-  if (h.magic != kShardMagic) {
-    if (h.magic == 20240801)
-      fail("token shard {} has magic 20240801 (llm.c's uint32-token format for Llama 3); "
-           "aiscale reads GPT-2 shards with magic {} and uint16 tokens: {}",
-           path.string(), kShardMagic, kFix);
+  h.vocab_size = header[3];
+  if (h.magic == kLlmcLlama3Magic) {
+    if (h.version != kLlmcLlama3Version)
+      fail("token shard {} has llm.c's uint32 magic {} but version {} (expected {}); {}",
+           path.string(), h.magic, h.version, kLlmcLlama3Version, kFix);
+    h.token_bytes = 4;
+    h.vocab_size = 0;  // llm.c does not record it
+  } else if (h.magic != kShardMagic) {
     fail("{} is not a token shard: its first int32 is {}, expected the magic number {}; "
          "point the loader at the *.bin files written by `aiscale data tokenize`, or {}",
          path.string(), h.magic, kShardMagic, kFix);
+  } else if (h.version == kShardVersion || h.version == kShardVersionWide) {
+    h.token_bytes = h.version == kShardVersion ? 2 : 4;
+  } else {
+    fail("token shard {} has version {}, but this aiscale reads versions {} (uint16 tokens) and "
+         "{} (uint32 tokens); {}", path.string(), h.version, kShardVersion, kShardVersionWide, kFix);
   }
-  if (h.version != kShardVersion)
-    fail("token shard {} has version {}, but this aiscale reads version {} (uint16 tokens); {}",
-         path.string(), h.version, kShardVersion, kFix);
   if (h.token_count < 0)
     fail("token shard {} is corrupt: its header says {} tokens; {}", path.string(),
          h.token_count, kFix);
-  const int64_t expected = static_cast<int64_t>(kShardHeaderBytes) + 2 * h.token_count;
+  if (h.vocab_size < 0)
+    fail("token shard {} is corrupt: its header records a vocabulary of {} tokens; {}",
+         path.string(), h.vocab_size, kFix);
+  const int64_t expected = static_cast<int64_t>(kShardHeaderBytes) + h.token_bytes * h.token_count;
   if (file_bytes != expected)
-    fail("token shard {} is {}: its header says {} tokens ({} bytes in all) but the file has "
-         "{} bytes; the write was probably interrupted or the file was copied partially; {}",
+    fail("token shard {} is {}: its header says {} tokens of {} bytes ({} bytes in all) but the "
+         "file has {} bytes; the write was probably interrupted or the file was copied "
+         "partially; {}",
          path.string(), file_bytes < expected ? "truncated" : "corrupt (trailing bytes)",
-         h.token_count, expected, file_bytes, kFix);
+         h.token_count, h.token_bytes, expected, file_bytes, kFix);
   return h;
 }
 
@@ -62,7 +71,9 @@ ShardHeader validate_header(const std::filesystem::path& path, const int32_t* he
 
 // ---------------------------------------------------------------- writer
 
-TokenShardWriter::TokenShardWriter(std::filesystem::path path) : path_(std::move(path)) {
+TokenShardWriter::TokenShardWriter(std::filesystem::path path, int64_t vocab_size)
+    : path_(std::move(path)), vocab_size_(vocab_size), token_bytes_(shard_token_bytes(vocab_size)) {
+  AISCALE_CHECK(vocab_size >= 0 && vocab_size <= INT32_MAX, "vocabulary size {}", vocab_size);
   temp_path_ = path_;
   temp_path_ += ".tmp." + std::to_string(::getpid());
   file_ = std::fopen(temp_path_.c_str(), "wb");
@@ -88,19 +99,27 @@ void TokenShardWriter::write_bytes(const void* data, size_t bytes) {
 
 void TokenShardWriter::append(std::span<const uint16_t> tokens) {
   AISCALE_CHECK(file_ != nullptr, "append after finish on {}", path_.string());
+  AISCALE_CHECK(token_bytes_ == 2, "uint16 tokens appended to the uint32 shard {}", path_.string());
   write_bytes(tokens.data(), tokens.size_bytes());
   token_count_ += static_cast<int64_t>(tokens.size());
 }
 
 void TokenShardWriter::append(std::span<const int32_t> tokens) {
-  convert_.resize(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] > 0xFFFF)
-      fail("token id {} does not fit the uint16 shard format of {} (ids must be in [0, 65535])",
-           tokens[i], path_.string());
-    convert_[i] = static_cast<uint16_t>(tokens[i]);
+  AISCALE_CHECK(file_ != nullptr, "append after finish on {}", path_.string());
+  const int64_t limit = vocab_size_ > 0 ? vocab_size_ : 65536;
+  for (int32_t id : tokens)
+    if (id < 0 || id >= limit)
+      fail("token id {} does not fit token shard {}: ids must be in [0, {}) ({})", id,
+           path_.string(), limit,
+           vocab_size_ > 0 ? "the tokenizer's vocabulary" : "uint16 tokens of a version-1 shard");
+  if (token_bytes_ == 2) {
+    convert_.assign(tokens.begin(), tokens.end());
+    write_bytes(convert_.data(), convert_.size() * sizeof(uint16_t));
+  } else {
+    convert_wide_.assign(tokens.begin(), tokens.end());
+    write_bytes(convert_wide_.data(), convert_wide_.size() * sizeof(uint32_t));
   }
-  append(std::span<const uint16_t>(convert_));
+  token_count_ += static_cast<int64_t>(tokens.size());
 }
 
 void TokenShardWriter::finish() {
@@ -122,8 +141,9 @@ void TokenShardWriter::finish_aside() {
          "use a smaller --shard-tokens", path_.string(), token_count_);
   std::array<int32_t, kShardHeaderInts> header{};
   header[0] = kShardMagic;
-  header[1] = kShardVersion;
+  header[1] = token_bytes_ == 2 ? kShardVersion : kShardVersionWide;
   header[2] = static_cast<int32_t>(token_count_);
+  header[3] = static_cast<int32_t>(vocab_size_);
   if (std::fseek(file_, 0, SEEK_SET) != 0)
     fail("seeking in {} failed: {}", temp_path_.string(), errno_text());
   write_bytes(header.data(), kShardHeaderBytes);
@@ -208,8 +228,9 @@ void write_token_shard(const std::filesystem::path& path, std::span<const uint16
   writer.finish();
 }
 
-void write_token_shard(const std::filesystem::path& path, std::span<const int32_t> tokens) {
-  TokenShardWriter writer(path);
+void write_token_shard(const std::filesystem::path& path, std::span<const int32_t> tokens,
+                       int64_t vocab_size) {
+  TokenShardWriter writer(path, vocab_size);
   writer.append(tokens);
   writer.finish();
 }
@@ -262,11 +283,35 @@ MappedTokenShard::MappedTokenShard(std::filesystem::path path) : path_(std::move
     const ShardHeader header =
         validate_header(path_, static_cast<const int32_t*>(mapping_), info.st_size);
     token_count_ = header.token_count;
+    token_bytes_ = header.token_bytes;
   } catch (...) {
     unmap();
     throw;
   }
-  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(mapping_) + kShardHeaderBytes);
+  tokens_ = static_cast<const char*>(mapping_) + kShardHeaderBytes;
+}
+
+std::span<const uint16_t> MappedTokenShard::tokens() const {
+  AISCALE_CHECK(token_bytes_ == 2, "uint16 view of the uint32 shard {}", path_.string());
+  return {static_cast<const uint16_t*>(tokens_), static_cast<size_t>(token_count_)};
+}
+
+std::span<const uint32_t> MappedTokenShard::tokens32() const {
+  AISCALE_CHECK(token_bytes_ == 4, "uint32 view of the uint16 shard {}", path_.string());
+  return {static_cast<const uint32_t*>(tokens_), static_cast<size_t>(token_count_)};
+}
+
+void MappedTokenShard::copy(int64_t offset, int64_t count, int32_t* out) const {
+  AISCALE_CHECK(offset >= 0 && count >= 0 && offset + count <= token_count_,
+                "tokens [{}, {}) outside shard {} of {}", offset, offset + count, path_.string(),
+                token_count_);
+  if (token_bytes_ == 2) {
+    const uint16_t* t = static_cast<const uint16_t*>(tokens_) + offset;
+    for (int64_t i = 0; i < count; ++i) out[i] = t[i];
+  } else {
+    const uint32_t* t = static_cast<const uint32_t*>(tokens_) + offset;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(t[i]);
+  }
 }
 
 MappedTokenShard::~MappedTokenShard() { unmap(); }
@@ -284,7 +329,8 @@ MappedTokenShard::MappedTokenShard(MappedTokenShard&& other) noexcept
       mapping_(other.mapping_),
       mapping_bytes_(other.mapping_bytes_),
       tokens_(other.tokens_),
-      token_count_(other.token_count_) {
+      token_count_(other.token_count_),
+      token_bytes_(other.token_bytes_) {
   other.mapping_ = nullptr;
   other.tokens_ = nullptr;
   other.mapping_bytes_ = 0;
@@ -299,6 +345,7 @@ MappedTokenShard& MappedTokenShard::operator=(MappedTokenShard&& other) noexcept
     mapping_bytes_ = other.mapping_bytes_;
     tokens_ = other.tokens_;
     token_count_ = other.token_count_;
+    token_bytes_ = other.token_bytes_;
     other.mapping_ = nullptr;
     other.tokens_ = nullptr;
     other.mapping_bytes_ = 0;
@@ -309,7 +356,16 @@ MappedTokenShard& MappedTokenShard::operator=(MappedTokenShard&& other) noexcept
 
 std::vector<uint16_t> read_token_shard(const std::filesystem::path& path) {
   const MappedTokenShard shard(path);
+  if (shard.token_bytes() != 2)
+    fail("token shard {} holds uint32 tokens (version 2); read it with read_token_ids", path.string());
   return {shard.tokens().begin(), shard.tokens().end()};
+}
+
+std::vector<int32_t> read_token_ids(const std::filesystem::path& path) {
+  const MappedTokenShard shard(path);
+  std::vector<int32_t> ids(static_cast<size_t>(shard.size()));
+  shard.copy(0, shard.size(), ids.data());
+  return ids;
 }
 
 }  // namespace aiscale::data

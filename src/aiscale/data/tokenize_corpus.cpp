@@ -17,29 +17,17 @@
 namespace aiscale::data {
 namespace {
 
-bool is_blank(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  });
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read input file {}: check that it exists and is readable", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Writes one split (train or val) into numbered shards of at most `shard_tokens`.
 class ShardSink {
  public:
-  ShardSink(std::string prefix, std::string split, int64_t shard_tokens)
-      : prefix_(std::move(prefix)), split_(std::move(split)), shard_tokens_(shard_tokens) {}
+  ShardSink(std::string prefix, std::string split, int64_t shard_tokens, int64_t vocab_size)
+      : prefix_(std::move(prefix)), split_(std::move(split)), shard_tokens_(shard_tokens),
+        vocab_size_(vocab_size) {}
 
   void append(std::span<const int32_t> ids) {
     while (!ids.empty()) {
-      if (!writer_) writer_ = std::make_unique<TokenShardWriter>(shard_path(prefix_, split_, written_.size()));
+      if (!writer_)
+        writer_ = std::make_unique<TokenShardWriter>(shard_path(prefix_, split_, written_.size()), vocab_size_);
       const size_t room = static_cast<size_t>(shard_tokens_ - writer_->token_count());
       const size_t n = std::min(room, ids.size());
       writer_->append(ids.first(n));
@@ -53,7 +41,7 @@ class ShardSink {
   // names are predictable.
   void finish() {
     if (!writer_ && written_.empty())
-      writer_ = std::make_unique<TokenShardWriter>(shard_path(prefix_, split_, 0));
+      writer_ = std::make_unique<TokenShardWriter>(shard_path(prefix_, split_, 0), vocab_size_);
     if (writer_) close();
   }
 
@@ -71,6 +59,7 @@ class ShardSink {
 
   std::string prefix_, split_;
   int64_t shard_tokens_;
+  int64_t vocab_size_;
   std::unique_ptr<TokenShardWriter> writer_;
   std::vector<std::filesystem::path> written_;
   std::vector<ShardRename> renames_;
@@ -100,93 +89,8 @@ std::vector<std::filesystem::path> stale_shards(const std::string& prefix, std::
 
 }  // namespace
 
-DocumentFormat parse_document_format(std::string_view name) {
-  if (name == "whole") return DocumentFormat::whole;
-  if (name == "paragraphs") return DocumentFormat::paragraphs;
-  if (name == "lines") return DocumentFormat::lines;
-  if (name == "fortune") return DocumentFormat::fortune;
-  fail("unknown document format '{}': choose whole, paragraphs, lines or fortune", name);
-}
-
-std::string_view to_string(DocumentFormat format) {
-  switch (format) {
-    case DocumentFormat::whole: return "whole";
-    case DocumentFormat::paragraphs: return "paragraphs";
-    case DocumentFormat::lines: return "lines";
-    case DocumentFormat::fortune: return "fortune";
-  }
-  return "?";
-}
-
 std::filesystem::path shard_path(const std::string& prefix, std::string_view split, int64_t index) {
   return fmt::format("{}_{}_{:06d}.bin", prefix, split, index);
-}
-
-void split_documents(std::string_view text, DocumentFormat format,
-                     const std::optional<std::string>& separator_line,
-                     const std::function<void(std::string_view)>& emit) {
-  const auto emit_if_content = [&](std::string_view doc) {
-    if (!is_blank(doc)) emit(doc);
-  };
-  if (format == DocumentFormat::whole && !separator_line) {
-    emit_if_content(text);
-    return;
-  }
-  size_t doc_start = 0;
-  for (size_t line_start = 0; line_start < text.size();) {
-    size_t line_end = text.find('\n', line_start);
-    line_end = line_end == std::string_view::npos ? text.size() : line_end + 1;
-    const std::string_view line = text.substr(line_start, line_end - line_start);
-    std::string_view content = line;
-    if (content.ends_with('\n')) content.remove_suffix(1);
-    if (content.ends_with('\r')) content.remove_suffix(1);
-    bool boundary;
-    if (separator_line)
-      boundary = content == *separator_line;
-    else if (format == DocumentFormat::fortune)
-      boundary = content == "%";
-    else if (format == DocumentFormat::paragraphs)
-      boundary = is_blank(content);
-    else  // lines: every line is a document of its own
-      boundary = false;
-    if (boundary) {
-      emit_if_content(text.substr(doc_start, line_start - doc_start));
-      doc_start = line_end;
-    } else if (format == DocumentFormat::lines && !separator_line) {
-      emit_if_content(line);
-      doc_start = line_end;
-    }
-    line_start = line_end;
-  }
-  emit_if_content(text.substr(doc_start));
-}
-
-std::vector<std::filesystem::path> list_input_files(const std::vector<std::filesystem::path>& inputs,
-                                                    DocumentFormat format) {
-  if (inputs.empty()) fail("no input given: pass text files or directories with --input");
-  std::vector<std::filesystem::path> files;
-  for (const auto& input : inputs) {
-    std::error_code error;
-    if (std::filesystem::is_directory(input, error)) {
-      std::vector<std::filesystem::path> found;
-      for (const auto& entry : std::filesystem::directory_iterator(input)) {
-        const std::string name = entry.path().filename().string();
-        if (name.starts_with(".") || !entry.is_regular_file()) continue;
-        if (format == DocumentFormat::fortune && (name.ends_with(".dat") || name.ends_with(".u8")))
-          continue;
-        found.push_back(entry.path());
-      }
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
-    } else if (std::filesystem::is_regular_file(input, error)) {
-      files.push_back(input);
-    } else {
-      fail("input {} is neither a file nor a directory; check the path", input.string());
-    }
-  }
-  if (files.empty())
-    fail("the inputs ({}) contain no files to tokenize", inputs.front().string());
-  return files;
 }
 
 TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer& tokenizer,
@@ -203,9 +107,6 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
   if (options.shard_tokens < 1 || options.shard_tokens > INT32_MAX)
     fail("--shard-tokens {} must be in [1, {}] (the shard header counts tokens in an int32)",
          options.shard_tokens, INT32_MAX);
-  if (tokenizer.vocab_size() > 65536)
-    fail("tokenizer '{}' has {} tokens; shards store uint16 ids (at most 65536)",
-         tokenizer.name(), tokenizer.vocab_size());
 
   TokenizeSummary summary;
   const std::vector<std::filesystem::path> files = list_input_files(options.inputs, options.format);
@@ -221,8 +122,8 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
   std::vector<std::unique_ptr<Tokenizer>> encoders;
   for (int t = 0; t < threads; ++t) encoders.push_back(tokenizer.clone());
 
-  ShardSink train(options.output_prefix, "train", options.shard_tokens);
-  ShardSink val(options.output_prefix, "val", options.shard_tokens);
+  ShardSink train(options.output_prefix, "train", options.shard_tokens, tokenizer.vocab_size());
+  ShardSink val(options.output_prefix, "val", options.shard_tokens, tokenizer.vocab_size());
   const bool with_val = options.val_fraction > 0;
   const int32_t eot = tokenizer.eot();
 
@@ -248,7 +149,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
       (to_val ? val : train).append(encoded[i]);
       summary.val_documents += to_val;
       state.tokens += static_cast<int64_t>(encoded[i].size());
-      state.bytes += static_cast<int64_t>(batch[i].size());
+      state.text_bytes += static_cast<int64_t>(batch[i].size());
     }
     batch.clear();
     batch_bytes = 0;
@@ -256,13 +157,20 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
     if (progress) progress(state);
   };
 
+  const auto add_document = [&](std::string_view doc) {
+    batch.emplace_back(doc);
+    batch_bytes += doc.size();
+    if (batch_bytes >= kBatchBytes) flush();
+  };
   for (const auto& file : files) {
-    const std::string text = read_file(file);
-    split_documents(text, options.format, options.separator_line, [&](std::string_view doc) {
-      batch.emplace_back(doc);
-      batch_bytes += doc.size();
-      if (batch_bytes >= kBatchBytes) flush();
-    });
+    const std::string text = read_input_file(file);
+    if (format_of_file(options.format, file) == DocumentFormat::jsonl)
+      split_jsonl(text, options.jsonl_field, file.string(), options.skip_bad_lines,
+                  summary.bad_lines, add_document);
+    else
+      split_documents(text, format_of_file(options.format, file), options.separator_line,
+                      add_document);
+    state.bytes += static_cast<int64_t>(std::filesystem::file_size(file));
   }
   flush();
   train.finish();
@@ -280,6 +188,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
   commit_shard_set(options.output_prefix + ".shard-switch", renames, summary.removed_stale_shards);
 
   summary.bytes = state.bytes_total;
+  summary.text_bytes = state.text_bytes;
   summary.documents = state.documents;
   summary.train_tokens = train.tokens();
   summary.val_tokens = val.tokens();
@@ -288,6 +197,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options, const Tokenizer&
   summary.seconds = elapsed();
   state.bytes = state.bytes_total;
   state.seconds = summary.seconds;
+  state.finished = true;
   if (progress) progress(state);
   return summary;
 }

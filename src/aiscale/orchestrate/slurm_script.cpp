@@ -7,7 +7,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/orchestrate/script_text.h"
-#include "aiscale/orchestrate/time_limit.h"
+#include "aiscale/plan/time_limit.h"
 
 namespace aiscale::orchestrate {
 namespace {
@@ -174,10 +174,10 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
   j.account = r.account;
   j.account_required = preset->account_required;
   j.qos = !r.qos.empty() ? r.qos : preset->qos;
-  j.time_s = parse_slurm_time(r.time, "--time");
+  j.time_s = plan::parse_slurm_time(r.time, "--time");
   j.time = r.time;
   if (!preset->max_time.empty()) {
-    long max_s = parse_slurm_time(preset->max_time, j.label + " max_time");
+    long max_s = plan::parse_slurm_time(preset->max_time, j.label + " max_time");
     if (j.time_s > max_s)
       fail("--time {} is longer than {}'s limit of {}: ask for at most {} (and resume from the "
            "checkpoint in a chained job: aiscale train --resume RUN_DIR)", r.time, j.label,

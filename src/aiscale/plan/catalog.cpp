@@ -12,8 +12,8 @@
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/paths.h"
-#include "aiscale/orchestrate/time_limit.h"
 #include "aiscale/plan/catalog_schema.h"
+#include "aiscale/plan/time_limit.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -175,7 +175,7 @@ SlurmPreset to_slurm(const toml::table& t, const std::string& where) {
   if (s.launcher != "srun" && s.launcher != "mpirun")
     fail("{} slurm: launcher = \"{}\" is unknown: use \"srun\" or \"mpirun\"", where, s.launcher);
   if (s.cores_per_gpu < 0) fail("{} slurm: cores_per_gpu = {} must be 0 or more", where, s.cores_per_gpu);
-  if (!s.max_time.empty()) orchestrate::parse_slurm_time(s.max_time, where + " slurm max_time");
+  if (!s.max_time.empty()) parse_slurm_time(s.max_time, where + " slurm max_time");
   for (const auto& e : s.env)
     if (e.find('=') == std::string::npos || e.front() == '=')
       fail("{} slurm: env entry '{}' is not NAME=value", where, e);

@@ -178,7 +178,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
     const double layer = layer_params_per_gpu(w, l.tp);
     if (l.zero == 3) m.buffers = 2.0 * layer * sb.weights;  // two layers gathered ahead of use
     if (l.zero >= 2 && l.dp > 1 && acc == Accounting::aiscale_gpu) {
-      // aiscale's GPU ZeRO-2/3 (optim/zero3.cuh): three layers' fp32 gradient buffers (one
+      // aiscale's GPU ZeRO-2/3 (nn/models/gpt_zero3.cuh): three layers' fp32 gradient buffers (one
       // computing, two reduce-scattering), the embeddings and the final norm gathered
       // with their fp32 gradients (a tensor rank's slice of the vocabulary), and (ZeRO-2,
       // whose layers stay gathered in the weights above) this rank's shard of the working

@@ -6,7 +6,7 @@
 // model holds its plain op table and the trainer's hooks test a null pointer.
 //
 // What becomes of the spans: an op table (op_table.h) and a Chrome trace-event file that
-// Perfetto and chrome://tracing open (trace_writer.h).
+// Perfetto and chrome://tracing open (train/trace_writer.h).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "aiscale/bench/device_info.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
 #include "aiscale/core/stats.h"
 #include "aiscale/nn/models/gpt_config.h"
+#include "aiscale/profile/device_info.h"
 #include "aiscale/sweep/point.h"
 #include "aiscale/sweep/statistics.h"
 #include "aiscale/sweep/study_dir.h"
@@ -98,7 +98,7 @@ PointResult measure_point(const fs::path& pd, const nlohmann::json& p, const Win
   }
   if (flops_per_token > 0) {
     r.tflops = tflops(r.per_device, flops_per_token);
-    if (device_kind == "gpu") r.mfu = mfu(*r.tflops, bench::gpu_dense_bf16_peak_tflops(r.device));
+    if (device_kind == "gpu") r.mfu = mfu(*r.tflops, profile::gpu_dense_bf16_peak_tflops(r.device));
   }
   return r;
 }

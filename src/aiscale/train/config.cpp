@@ -16,6 +16,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
+#include "aiscale/data/tokenizer.h"
 #include "aiscale/parallel/launch_env.h"
 #include "aiscale/train/config_origins.h"
 #include "aiscale/train/parallel_layout.h"
@@ -270,8 +271,14 @@ const std::vector<Key>& schema() {
                            "token shards to train on: a path or glob (llm.c format)"));
     k.push_back(string_key("data.val", &TrainConfig::val_data,
                            "validation shards: a path or glob; empty = no validation"));
-    k.push_back(string_key("data.tokenizer", &TrainConfig::tokenizer,
-                           "tokenizer of the shards, used to decode samples", {"gpt2", "byte"}));
+    Key tokenizer = string_key("data.tokenizer", &TrainConfig::tokenizer,
+                               "tokenizer of the shards, used to decode samples: gpt2, byte, a "
+                               "tokenizer.json or a SentencePiece *.model");
+    tokenizer.set = [set = tokenizer.set](TrainConfig& c, const toml::node& n) {
+      set(c, n);
+      data::check_tokenizer_spec(c.tokenizer, "config key 'data.tokenizer' =");
+    };
+    k.push_back(tokenizer);
     k.push_back(string_key("train.device", &TrainConfig::device, "where to train", {"cpu", "cuda"}));
     k.push_back(string_key("train.precision", &TrainConfig::precision,
                            "activation/matmul precision (CPU: fp32 only)", {"fp32", "bf16", "fp16"}));

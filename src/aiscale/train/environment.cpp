@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/build_info.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/parallel/bootstrap.h"
-#include "aiscale/profile/trace_writer.h"
+#include "aiscale/profile/gpu_power.h"
+#include "aiscale/train/trace_writer.h"
 
 #ifdef AISCALE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -55,10 +55,10 @@ nlohmann::json library_versions() {
   if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
 #endif
-  if (driver == 0) driver = bench::nvml_cuda_driver_version();
+  if (driver == 0) driver = profile::nvml_cuda_driver_version();
   j["cuda_runtime"] = cuda_version_text(runtime);
   j["cuda_driver"] = cuda_version_text(driver);
-  j["nvidia_driver"] = bench::nvml_driver_version();
+  j["nvidia_driver"] = profile::nvml_driver_version();
   j["cudnn"] = cudnn_version();
   std::string nccl;
 #ifdef AISCALE_HAVE_NCCL
@@ -120,7 +120,7 @@ nlohmann::json this_rank(int rank, const std::string& device) {
   nlohmann::json r = {{"rank", rank}, {"host", host_name()}, {"pid", static_cast<int64_t>(::getpid())}};
   if (device == "cuda") {
     const std::string bus = parallel::cuda_current_gpu_pci_bus_id();
-    const bench::NodeGpu g = bench::describe_gpu(bus);
+    const profile::NodeGpu g = profile::describe_gpu(bus);
     r["gpu_pci_bus_id"] = bus;
     r["gpu_name"] = g.name.empty() ? parallel::cuda_current_gpu_name() : g.name;
     r["gpu_uuid"] = g.uuid;
@@ -172,7 +172,7 @@ std::string fnv1a64_hex(const std::string& text) {
 nlohmann::json environment_record(parallel::Communicator& comm, const std::string& device,
                                   const std::string& config_toml) {
   const std::vector<std::string> ranks =
-      profile::gather_text(comm, this_rank(comm.rank(), device).dump());
+      gather_text(comm, this_rank(comm.rank(), device).dump());
   if (comm.rank() != 0) return {};
   const BuildInfo& b = build_info();
   nlohmann::json j;

@@ -6,7 +6,7 @@
 
 namespace aiscale::train {
 
-std::string gpu_status_text(const std::vector<bench::NodeGpu>& gpus) {
+std::string gpu_status_text(const std::vector<profile::NodeGpu>& gpus) {
   std::string out;
   for (const auto& g : gpus) {
     std::string one = fmt::format("GPU{}", g.index);
@@ -21,7 +21,7 @@ std::string gpu_status_text(const std::vector<bench::NodeGpu>& gpus) {
 }
 
 GpuStatusSampler::GpuStatusSampler() {
-  latest_ = bench::read_node_gpus();
+  latest_ = profile::read_node_gpus();
   available_ = !latest_.empty();
   if (available_) thread_ = std::thread([this] { loop(); });
 }
@@ -35,13 +35,13 @@ void GpuStatusSampler::loop() {
   while (!stop_) {
     for (int i = 0; i < 20 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (stop_) break;
-    auto now = bench::read_node_gpus();
+    auto now = profile::read_node_gpus();
     std::lock_guard<std::mutex> lock(mu_);
     latest_ = std::move(now);
   }
 }
 
-std::vector<bench::NodeGpu> GpuStatusSampler::latest() const {
+std::vector<profile::NodeGpu> GpuStatusSampler::latest() const {
   std::lock_guard<std::mutex> lock(mu_);
   return latest_;
 }

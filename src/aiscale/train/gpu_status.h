@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "aiscale/bench/gpu_power.h"
+#include "aiscale/profile/gpu_power.h"
 
 namespace aiscale::train {
 
@@ -20,7 +20,7 @@ class GpuStatusSampler {
   GpuStatusSampler& operator=(const GpuStatusSampler&) = delete;
 
   bool available() const { return available_; }
-  std::vector<bench::NodeGpu> latest() const;
+  std::vector<profile::NodeGpu> latest() const;
   // "GPU0 97% 61.2/79.6GiB 612W, GPU1 ..." (empty when nothing is known).
   std::string text() const;
 
@@ -28,12 +28,12 @@ class GpuStatusSampler {
   void loop();
   bool available_ = false;
   mutable std::mutex mu_;
-  std::vector<bench::NodeGpu> latest_;
+  std::vector<profile::NodeGpu> latest_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
 // The progress-line text of a set of readings.
-std::string gpu_status_text(const std::vector<bench::NodeGpu>& gpus);
+std::string gpu_status_text(const std::vector<profile::NodeGpu>& gpus);
 
 }  // namespace aiscale::train

@@ -20,10 +20,10 @@
 #include "aiscale/nn/models/gpt.h"
 #include "aiscale/parallel/param_server/server.h"
 #include "aiscale/parallel/param_server/worker.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/environment.h"
 #include "aiscale/train/model_options.h"
+#include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/run_dir.h"
@@ -201,7 +201,7 @@ int run_parameter_server_training(const TrainRequest& req, const TrainConfig& c,
       val_src = make_shard_source(c.val_data, c.batch_size, c.seq_len, rank, roles.workers(), c.seed,
                                   /*shuffle=*/false, c.model.vocab_size);
   }
-  profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
+  check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
   check_ranks_agree(comm, ps_fingerprint(c, comm));
   ps::Channel channel(comm, c.timeout_s);
 

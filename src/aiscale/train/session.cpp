@@ -27,7 +27,6 @@
 #include "aiscale/parallel/rank_failure.h"
 #include "aiscale/parallel/watchdog.h"
 #include "aiscale/profile/op_profiler.h"
-#include "aiscale/profile/profile_report.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/checkpoint_check.h"
 #include "aiscale/train/config.h"
@@ -37,6 +36,7 @@
 #include "aiscale/train/environment.h"
 #include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/model_options.h"
+#include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
 #include "aiscale/train/rank_agreement.h"
 #include "aiscale/train/resume_layout.h"
@@ -266,10 +266,10 @@ int run_training(const TrainRequest& req) {
   }
   // --profile and the run directory's folder: checked before anything is built.
   if (req.profile_steps)
-    profile::check_profile_steps(*req.profile_steps, c.steps - resume_step_of(resume) - 1, 1,
+    check_profile_steps(*req.profile_steps, c.steps - resume_step_of(resume) - 1, 1,
                                  "train.steps (--steps)");
   // Every rank checks (alike on a shared file system), so none waits for a failed rank 0.
-  if (!resume) profile::check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
+  if (!resume) check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
   // Every rank must run the same configuration on the same data: checked before the model
   // is built, so a disagreement costs nothing and never reaches a collective of another size.
   const int64_t resume_step = resume ? resume->state.step : 0;
@@ -507,7 +507,7 @@ int run_training(const TrainRequest& req) {
                                                  : "finished";
   if (outputs) outputs->run_stop(r.steps, status == "finished" && late_error.empty() ? "success" : "aborted");
   if (profiler && profiler->step_times_s().size() > 0)
-    profile::write_profile(*profiler, *comm, (fs::path(run_dir.path()) / "profile").string());
+    write_profile(*profiler, *comm, (fs::path(run_dir.path()) / "profile").string());
   std::optional<std::string> newest;
   if (rank == 0) newest = latest_checkpoint(ckpt_dir);
   nlohmann::json summary = {

@@ -49,7 +49,7 @@ class ShardSource final : public BatchSource {
     fail("{} = '{}': token shard '{}' holds token id {} at token offset {} (its largest id is {}), but the "
          "model's vocabulary has {} ids (0..{}): the shard was tokenized for another vocabulary. "
          "Re-tokenize the text with the model's tokenizer (aiscale data tokenize --tokenizer "
-         "byte|gpt2, and data.tokenizer to match), or, for a new run, set model.vocab_size = {} "
+         "byte|gpt2|TOKENIZER.json|MODEL.model, and data.tokenizer to match), or, for a new run, set model.vocab_size = {} "
          "or more (50257 for gpt2 shards; a resumed run keeps its checkpoint's vocabulary)",
          key, pattern_, bad->shard.string(), bad->id, bad->offset, bad->max_id, vocab, vocab - 1,
          bad->max_id + 1);

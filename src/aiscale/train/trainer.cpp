@@ -6,13 +6,13 @@
 
 #include <fmt/format.h>
 
-#include "aiscale/bench/device_info.h"
-#include "aiscale/bench/gpu_power.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
 #include "aiscale/core/stats.h"
 #include "aiscale/core/timer.h"
 #include "aiscale/parallel/bootstrap.h"
+#include "aiscale/profile/device_info.h"
+#include "aiscale/profile/gpu_power.h"
 #include "aiscale/profile/op_profiler.h"
 #include "aiscale/train/gpu_status.h"
 #include "aiscale/train/metrics_outputs.h"
@@ -203,16 +203,16 @@ TrainResult Trainer::run(int64_t start_step) {
   // its last step and of any validation pass after it.
   // On GPUs: board power and SM clock after the warm-up steps (a sampler thread of its
   // own; the stepping thread makes no NVML call), as steps.jsonl's gpu_power event.
-  std::unique_ptr<bench::GpuPowerMeter> meter;
+  std::unique_ptr<profile::GpuPowerMeter> meter;
   if (config_.device == "cuda" && step_log.enabled())
-    meter = std::make_unique<bench::GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
+    meter = std::make_unique<profile::GpuPowerMeter>(parallel::cuda_current_gpu_pci_bus_id());
   bool meter_started = false;
   // Rank 0's node's GPUs for the progress line and the metrics outputs (NVML, own thread).
   std::unique_ptr<GpuStatusSampler> gpus;
   if (lead && config_.device == "cuda" && (show_progress || outputs)) gpus = std::make_unique<GpuStatusSampler>();
   // MFU for the metrics outputs: achieved FLOP/s per device against the GPU's dense peak.
   const double peak_tflops =
-      config_.device == "cuda" ? bench::gpu_dense_bf16_peak_tflops(model_.device_name()) : 0.0;
+      config_.device == "cuda" ? profile::gpu_dense_bf16_peak_tflops(model_.device_name()) : 0.0;
   const double flops_per_token = nn::gpt_train_flops_per_token(config_.model, config_.seq_len);
   EpochRecord epoch;
   epoch.epoch = start_epoch;
@@ -275,7 +275,7 @@ TrainResult Trainer::run(int64_t start_step) {
     }
     const bool log_now = s.step % config_.log_every == 0 || s.step == config_.steps;
     if (run_dir_ && log_now) run_dir_->append_metrics(rec);
-    const std::vector<bench::NodeGpu> gpu_now = gpus ? gpus->latest() : std::vector<bench::NodeGpu>{};
+    const std::vector<profile::NodeGpu> gpu_now = gpus ? gpus->latest() : std::vector<profile::NodeGpu>{};
     if (outputs && log_now) {
       StepScalars sc{s.step, s.loss, s.lr, s.grad_norm, s.tokens_per_s};
       if (peak_tflops > 0)
@@ -315,8 +315,8 @@ TrainResult Trainer::run(int64_t start_step) {
   step_log.add_rank_event("memory", {{"peak_memory_bytes", peak_memory},
                                      {"model_memory_bytes", double(model_.memory_bytes())}});
   if (meter) {  // every GPU rank adds the event (a collective), measured or not
-    const bench::GpuPowerWindow p = meter_started ? meter->stop() : bench::GpuPowerWindow{};
-    step_log.add_rank_event("gpu_power", bench::gpu_power_event_fields(p, meter->available() && meter_started));
+    const profile::GpuPowerWindow p = meter_started ? meter->stop() : profile::GpuPowerWindow{};
+    step_log.add_rank_event("gpu_power", profile::gpu_power_event_fields(p, meter->available() && meter_started));
   }
   step_log.finish();
   r.communication = exchange_ ? exchange_->describe()

@@ -14,7 +14,7 @@ inline int fuzz_gpt2_vocab(const uint8_t* data, size_t size) {
   write_bytes(dir / "encoder.json", parts[0]);
   write_bytes(dir / "vocab.bpe", parts[1]);
   return expect_user_errors([&] {
-    data::Gpt2Tokenizer tokenizer(data::load_gpt2_vocabulary(dir));
+    data::BpeTokenizer tokenizer(data::load_gpt2_vocabulary(dir));
     static const std::string text =
         "Hello world, it's 2026!\n  The quick brown fox <|endoftext|> na\xc3\xafve caf\xc3\xa9 "
         "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 \x01\xff";

@@ -10,13 +10,20 @@
 #include <vector>
 
 #include "aiscale/core/rng.h"
-#include "aiscale/ops/vision/batchnorm_train.h"
+#include "aiscale/nn/batchnorm_train.h"
 #include "aiscale/ops/vision/vision_ops.h"
 
 namespace aiscale::ops::vision {
 namespace {
 
 using Floats = std::vector<float>;
+
+// Batch norm in training is a layer of the models (nn/batchnorm_train.h) over these ops.
+using nn::batchnorm_eval_forward;
+using nn::batchnorm_train_backward;
+using nn::batchnorm_train_forward;
+using nn::BatchNormSaved;
+using nn::BatchNormSpec;
 
 Floats normal(int64_t n, Rng& rng, float scale = 1.0f) {
   Floats x(n);

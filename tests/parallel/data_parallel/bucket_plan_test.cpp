@@ -25,7 +25,7 @@ void expect_buckets(const BucketPlan& plan, const std::vector<Expected>& want) {
   }
 }
 
-nn::GradientOrder tiny_order() { return nn::gpt_gradient_order(nn::GptLayout(nn::gpt_preset("gpt-tiny"))); }
+GradientOrder tiny_order() { return nn::gpt_gradient_order(nn::GptLayout(nn::gpt_preset("gpt-tiny"))); }
 constexpr int64_t kTiny = 120576;
 
 TEST(BucketPlan, SmallBucketsGiveEveryLayerItsOwnAndCutLayerZeroInThree) {
@@ -117,7 +117,7 @@ TEST(BucketPlan, OneShardedSegmentIsPaddedToTheWorld) {
   o.world = 4;
   o.shard = true;
   o.overlap = false;
-  const BucketPlan plan = plan_buckets({nn::GradientSegment{0, 1001, kAfterBackward}}, 1001, o);
+  const BucketPlan plan = plan_buckets({GradientSegment{0, 1001, kAfterBackward}}, 1001, o);
   expect_buckets(plan, {{0, 1004, kAfterBackward}});
   EXPECT_EQ(plan.padded_size, 1004);
   EXPECT_EQ(plan.shard_size, 251);
@@ -141,7 +141,7 @@ TEST(BucketPlan, Gpt2SmallWithDefaultBucketsHasOneBucketPerLayer) {
 }
 
 TEST(BucketPlan, SegmentsThatDoNotTileTheBufferAreRefused) {
-  nn::GradientOrder order = tiny_order();
+  GradientOrder order = tiny_order();
   order.pop_back();
   EXPECT_THROW(plan_buckets(order, kTiny, BucketPlanOptions{}), Error);
   EXPECT_THROW(plan_buckets(tiny_order(), kTiny + 1, BucketPlanOptions{}), Error);

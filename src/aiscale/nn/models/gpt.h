@@ -56,7 +56,7 @@ struct GptRunOptions {
   // gathered before it computes (optim/zero_shards.h).
   int zero_stage = 0;
   // ZeRO-3 on GPUs (also with one GPU): the fp32 master weights and AdamW moments in pinned
-  // host memory, AdamW on the CPU (optim/zero3.cuh).
+  // host memory, AdamW on the CPU (nn/models/gpt_zero3.cuh).
   bool offload_optimizer = false;
   bool overlap = true;      // false: one bucket after the whole backward (for measurements)
   double bucket_mib = 25;

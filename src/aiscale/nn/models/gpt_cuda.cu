@@ -44,10 +44,10 @@
 #include <utility>
 #include <vector>
 
+#include "aiscale/nn/models/gpt_adamw_layout.cuh"
 #include "aiscale/nn/models/gpt_cuda_model.cuh"
 #include "aiscale/nn/models/gpt_cuda_rope.cuh"
 #include "aiscale/ops/cuda/common.cuh"
-#include "aiscale/optim/adamw_layout.cuh"
 
 namespace aiscale::nn {
 namespace detail {
@@ -182,7 +182,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   if (zero3_ && !llama_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
   allocate(sizes());
   if (zero3_) {
-    optim::Zero3::Buffers b;
+    Zero3::Buffers b;
     b.master = master_, b.m = m_, b.v = v_, b.grads = grads_, b.work = work_;
     b.resident = z3_resident_;
     b.slots = z3_slots_;

@@ -41,7 +41,7 @@ struct GptCudaSizes {
   bool zero = false;           // ZeRO-1: the flat working copy to gather into
   size_t buckets = 0;          // the reducer's buckets (a sum of squares each, ZeRO-1)
   size_t comm_buffer_bytes = 0;  // the reducer's bf16 bucket copies
-  // ZeRO-3 and ZeRO-2 (optim/zero3.cuh): values of the resident units gathered (embeddings,
+  // ZeRO-3 and ZeRO-2 (nn/models/gpt_zero3.cuh): values of the resident units gathered (embeddings,
   // ln_f) and of one gathered layer (0 without them), and the gathered-layer buffers (2
   // rotating ones under ZeRO-3, one per layer under ZeRO-2).
   int64_t zero3_resident = 0, zero3_layer = 0, zero3_slots = 2;

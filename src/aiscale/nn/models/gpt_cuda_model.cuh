@@ -18,10 +18,10 @@
 #include "aiscale/nn/models/gpt_cuda_tp.cuh"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/nn/models/gpt_shard.h"
+#include "aiscale/nn/models/gpt_zero3.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/ops/cuda/cudnn_attention.h"
 #include "aiscale/optim/zero1.cuh"
-#include "aiscale/optim/zero3.cuh"
 #include "aiscale/parallel/data_parallel/reducer.cuh"
 #include "aiscale/profile/gpu_op_recorder.cuh"
 #include "aiscale/profile/step_timer.cuh"
@@ -107,7 +107,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
 
   // The data-parallel reducer subscribes to this model's gradients (null without data
   // parallelism on the device); ZeRO-1's optimiser side shards along its buckets. With
-  // ZeRO-3 there is no reducer: optim::Zero3 gathers the parameters and reduce-scatters
+  // ZeRO-3 there is no reducer: Zero3 gathers the parameters and reduce-scatters
   // the gradients unit by unit. Under tensor parallelism there is none either: the data
   // group's sums are tp_'s, with ZeRO-1 zero1_'s reduce-scatter over the data group, with
   // ZeRO-2/3 zero3_'s over it.
@@ -338,7 +338,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   std::unique_ptr<optim::Zero1> zero1_;
   // parallel.zero_stage = 3 (or 2) over several ranks (under tensor parallelism: over the
   // data group, each rank's local buffer sharded).
-  std::unique_ptr<optim::Zero3> zero3_;
+  std::unique_ptr<Zero3> zero3_;
   std::unique_ptr<GptCudaTensorParallel> tp_;  // parallel.tensor_parallel > 1
   // parallel.pipeline_parallel > 1: the pipeline group (set from the start) and the stage
   // (made after the warm-up, which runs the stage's layers on this GPU); the model stream's

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "aiscale/nn/models/gpt_adamw_layout.cuh"
 #include "aiscale/nn/models/gpt_cuda_model.cuh"
 #include "aiscale/ops/cuda/common.cuh"
-#include "aiscale/optim/adamw_layout.cuh"
 
 namespace aiscale::nn::detail {
 
@@ -93,7 +93,7 @@ void GptCuda::update(const ops::AdamWParams& hp) {
   mark(profile::StepTimer::kUpdate);
   // This rank's local buffer: its tensor-parallel slices, its pipeline stage, or the model.
   const cuda::AdamWLayout L =
-      optim::gpt_adamw_layout(shard_, options_.decay_embeddings, (Vp_ - V_) * C_);
+      gpt_adamw_layout(shard_, options_.decay_embeddings, (Vp_ - V_) * C_);
   prof_op("adamw_update");
   if (zero3_) {
     zero3_->update(hp);  // on the shards (or the host's); gathered when used
@@ -278,10 +278,10 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
       Ppad_ = zero1_->padded_size();
       S_ = zero1_->shard_size();
     }
-    // ZeRO-2/3 over the data group: the local buffer as optim::Zero3's whole model, its
+    // ZeRO-2/3 over the data group: the local buffer as Zero3's whole model, its
     // layers gathered over the data group and their gradients reduce-scattered there.
     if (options_.zero_stage >= 2 && tp_->dp() > 1) {
-      zero3_ = std::make_unique<optim::Zero3>(
+      zero3_ = std::make_unique<Zero3>(
           tp_->data_group(), shard_, Vp_, t_, options_.offload_optimizer,
           options_.decay_embeddings, /*gathered_layers=*/options_.zero_stage == 2,
           &tp_->tensor_group());
@@ -309,9 +309,9 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   // ranks (the same shards, the layers kept gathered).
   const bool zero2 = options_.zero_stage == 2 && several;
   if ((options_.zero_stage == 3 && (several || options_.offload_optimizer)) || zero2) {
-    zero3_ = std::make_unique<optim::Zero3>(several ? comm : nullptr, shard_, Vp_, t_,
-                                            options_.offload_optimizer, options_.decay_embeddings,
-                                            /*gathered_layers=*/zero2);
+    zero3_ = std::make_unique<Zero3>(several ? comm : nullptr, shard_, Vp_, t_,
+                                     options_.offload_optimizer, options_.decay_embeddings,
+                                     /*gathered_layers=*/zero2);
     dp_ = several;
     world_ = several ? comm->world() : 1;
     rank_ = several ? comm->rank() : 0;

@@ -55,7 +55,7 @@
 // their replicated tensors the same offsets, so every data group cuts its buffer alike and
 // the replicated parameters stay equal across the tensor group.
 //
-// ZeRO-2 and ZeRO-3 beside it (parallel.zero_stage = 2, 3): optim/zero3.cuh over the data
+// ZeRO-2 and ZeRO-3 beside it (parallel.zero_stage = 2, 3): nn/models/gpt_zero3.cuh over the data
 // group with this rank's local buffer as its model: the layers' slices gathered over the
 // data group (ZeRO-3: right before each layer computes; ZeRO-2: once per step), each
 // layer's gradients reduce-scattered into the shards after its backward, nothing summed

@@ -82,7 +82,7 @@ class GptLayout {
 
 }  // namespace aiscale::nn
 
-#include "aiscale/nn/gradient_segments.h"
+#include "aiscale/parallel/data_parallel/gradient_segments.h"
 
 namespace aiscale::nn {
 
@@ -104,6 +104,6 @@ constexpr int kGptLayer0Qkv = -4;    // layer 0's attention projection and QKV w
 // - layer 0 in three, each its own bucket: from the attention projection's bias up (after
 //   the second LayerNorm's backward), from the QKV weight up (after its weight gradient),
 //   and the first LayerNorm (at the end); these cuts round up into the later part.
-GradientOrder gpt_gradient_order(const GptLayout& layout);
+parallel::dp::GradientOrder gpt_gradient_order(const GptLayout& layout);
 
 }  // namespace aiscale::nn

@@ -16,13 +16,11 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/rng.h"
+#include "aiscale/nn/batchnorm_train.h"
 #include "aiscale/ops/ops.h"
-#include "aiscale/ops/vision/batchnorm_train.h"
 
 namespace aiscale::nn {
 
-using ops::vision::BatchNormSaved;
-using ops::vision::BatchNormSpec;
 using ops::vision::ConvShape;
 using ops::vision::PoolShape;
 
@@ -320,15 +318,15 @@ double ResNet::forward(const float* images, const int32_t* labels, int64_t n, bo
       const BatchNormSpec spec{n, l->C, l->HW, options_.bn_eps, options_.bn_momentum};
       float* out = m.acts[l->out].data.data();
       if (train) {
-        ops::vision::batchnorm_train_forward(
+        batchnorm_train_forward(
             backend_, out, m.acts[l->in].data.data(), P + l->gamma, P + l->beta,
             buffers_.data() + l->running_mean, buffers_.data() + l->running_var, spec, l->saved,
             bn_sync_);
       } else {
-        ops::vision::batchnorm_eval_forward(backend_, out, m.acts[l->in].data.data(),
-                                            P + l->gamma, P + l->beta,
-                                            buffers_.data() + l->running_mean,
-                                            buffers_.data() + l->running_var, spec);
+        batchnorm_eval_forward(backend_, out, m.acts[l->in].data.data(),
+                               P + l->gamma, P + l->beta,
+                               buffers_.data() + l->running_mean,
+                               buffers_.data() + l->running_var, spec);
       }
       if (l->relu) backend_.relu_forward(out, out, n * l->C * l->HW);
     } else if (auto* l = std::get_if<AddLayer>(&layer)) {
@@ -403,9 +401,9 @@ void ResNet::backward() {
       const int64_t count = n * l->C * l->HW;
       if (l->relu) backend_.relu_backward(out.grad.data(), out.data.data(), out.grad.data(), count);
       const BatchNormSpec spec{n, l->C, l->HW, options_.bn_eps, options_.bn_momentum};
-      ops::vision::batchnorm_train_backward(backend_, target(l->in), G + l->gamma, G + l->beta,
-                                            out.grad.data(), m.acts[l->in].data.data(),
-                                            P + l->gamma, spec, l->saved, bn_sync_);
+      batchnorm_train_backward(backend_, target(l->in), G + l->gamma, G + l->beta,
+                               out.grad.data(), m.acts[l->in].data.data(),
+                               P + l->gamma, spec, l->saved, bn_sync_);
       finish(l->in);
     } else if (auto* l = std::get_if<AddLayer>(&layer)) {
       Act& out = m.acts[l->out];

@@ -8,7 +8,7 @@
 namespace aiscale::parallel::dp {
 namespace {
 
-void check_tiling(const nn::GradientOrder& order, int64_t size) {
+void check_tiling(const GradientOrder& order, int64_t size) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const auto& s : order) {
     if (s.end <= s.begin)
@@ -30,7 +30,7 @@ int64_t bucket_values_for_mib(double mib) {
   return std::max<int64_t>(1, static_cast<int64_t>(mib * 1048576.0 / 4.0));
 }
 
-BucketPlan plan_buckets(const nn::GradientOrder& order, int64_t size,
+BucketPlan plan_buckets(const GradientOrder& order, int64_t size,
                         const BucketPlanOptions& options) {
   if (options.world < 1) fail("world size {} is invalid", options.world);
   check_tiling(order, size);

@@ -1,6 +1,6 @@
 // The gradient buckets of data parallelism: which ranges of a model's flat gradient buffer
 // are summed together, in which order, and (ZeRO-1) which part of each a rank owns. A pure
-// function of the model's published gradient order (nn/gradient_segments.h), the bucket
+// function of the model's published gradient order (gradient_segments.h), the bucket
 // size and the world size, so that it is tested without a GPU.
 //
 // Included by CUDA sources (C++17).
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "aiscale/nn/gradient_segments.h"
+#include "aiscale/parallel/data_parallel/gradient_segments.h"
 
 namespace aiscale::parallel::dp {
 
@@ -44,7 +44,7 @@ struct BucketPlan {
 // Walks the segments in completion order, merging neighbours in memory into one bucket
 // until it holds at least bucket_values values or a segment asks for a cut; empty buckets
 // (possible after rounding) are dropped. Error when the segments do not tile [0, size).
-BucketPlan plan_buckets(const nn::GradientOrder& order, int64_t size,
+BucketPlan plan_buckets(const GradientOrder& order, int64_t size,
                         const BucketPlanOptions& options);
 
 // Values per bucket for a size in MiB of fp32 gradients (at least 1).

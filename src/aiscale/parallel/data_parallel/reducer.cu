@@ -23,14 +23,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 std::unique_ptr<Reducer> Reducer::create(Communicator* comm, const ReducerOptions& options,
-                                         const nn::GradientOrder& order, int64_t size,
+                                         const GradientOrder& order, int64_t size,
                                          profile::StepTimer* timer) {
   if (!comm || comm->world() <= 1 || !comm->device_stream()) return nullptr;
   return std::make_unique<Reducer>(*comm, options, order, size, timer);
 }
 
 Reducer::Reducer(Communicator& comm, const ReducerOptions& options,
-                 const nn::GradientOrder& order, int64_t size, profile::StepTimer* timer)
+                 const GradientOrder& order, int64_t size, profile::StepTimer* timer)
     : options_(options),
       comm_(&comm),
       timer_(timer),

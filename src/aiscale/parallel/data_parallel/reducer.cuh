@@ -3,7 +3,7 @@
 // the model's backward pass, in the spirit of PyTorch DDP's reducer fed by gradient-ready
 // events. The model knows this interface, not the communicator.
 //
-// What the model publishes (nn/gradient_segments.h): its flat fp32 gradient buffer and the
+// What the model publishes (gradient_segments.h): its flat fp32 gradient buffer and the
 // order in which backward completes it (segments and the named points of backward); as
 // backward passes each point it calls gradients_ready(point, stream). The reducer cuts the
 // buffer into buckets (bucket_plan.h), records each bucket's ready event on the model's
@@ -36,10 +36,10 @@
 #include <vector>
 
 #include "aiscale/core/dtype.h"
-#include "aiscale/nn/gradient_segments.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/data_parallel/bucket_plan.h"
 #include "aiscale/parallel/data_parallel/comm_queue.h"
+#include "aiscale/parallel/data_parallel/gradient_segments.h"
 
 namespace aiscale::profile {
 class StepTimer;
@@ -62,15 +62,15 @@ struct ReducerOptions {
   bool fused_norm = true;
 };
 
-class Reducer final : public nn::GradientReadyListener {
+class Reducer final : public GradientReadyListener {
  public:
   // Null where there is nothing to reduce on the device: no communicator, one rank, or a
   // communicator without a device stream (then the trainer sums the gradients itself).
   // `timer` (may be null) receives the host's time in collectives and the buckets' times.
   static std::unique_ptr<Reducer> create(Communicator* comm, const ReducerOptions& options,
-                                         const nn::GradientOrder& order, int64_t size,
+                                         const GradientOrder& order, int64_t size,
                                          profile::StepTimer* timer);
-  Reducer(Communicator& comm, const ReducerOptions& options, const nn::GradientOrder& order,
+  Reducer(Communicator& comm, const ReducerOptions& options, const GradientOrder& order,
           int64_t size, profile::StepTimer* timer);
   ~Reducer() override;
 
@@ -111,7 +111,7 @@ class Reducer final : public nn::GradientReadyListener {
   // Every rank's `bytes` at `mine` into all + rank * bytes on every rank (device), and the
   // whole into host_all (pinned) once gathered; the model reads host_all after finish().
   void gather_inputs(void* all, void* host_all, const void* mine, int64_t bytes);
-  // nn::GradientReadyListener: the buckets complete at `point` are summed.
+  // GradientReadyListener: the buckets complete at `point` are summed.
   void gradients_ready(int point, void* stream) override;
   // The embeddings' gathered backward (see the top): `mine` is this rank's d(res0), `all`
   // world x bytes. Queues the gather (and the held-back last bucket) and makes the model's
