@@ -46,7 +46,7 @@
 
 #include "aiscale/nn/models/gpt_adamw_layout.cuh"
 #include "aiscale/nn/models/gpt_cuda_model.cuh"
-#include "aiscale/nn/models/gpt_cuda_rope.cuh"
+#include "aiscale/nn/models/gpt_rope.h"
 #include "aiscale/ops/cuda/common.cuh"
 
 namespace aiscale::nn {
@@ -207,7 +207,11 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
   AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
   if (llama_) {  // the rotary table (read-only from here on)
-    const std::vector<float> table = gpt_cuda_rope_table(c, T_);
+    // (T, HS/2) cosines, then (T, HS/2) sines: cuda::rotary_apply's table, from the one
+    // definition of the frequencies (gpt_rope.h) the CPU model uses.
+    const RopeTable rope = rope_table(c, T_);
+    std::vector<float> table(rope.cos);
+    table.insert(table.end(), rope.sin.begin(), rope.sin.end());
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(rope_table_, table.data(), table.size() * 4,
                                        cudaMemcpyHostToDevice, stream_));
   }

@@ -120,7 +120,7 @@ class GptCudaMemory {
   void* sp_full_ = nullptr;
   void* sp_final_ = nullptr;
   float* sp_ln_pack_ = nullptr;
-  // The llama family: the rotary table (gpt_cuda_rope.cuh) and the grouped-query scratch.
+  // The llama family: the rotary table (gpt_rope.h) and the grouped-query scratch.
   float* rope_table_ = nullptr;
   void *gqa_full_ = nullptr, *gqa_dfull_ = nullptr;
 

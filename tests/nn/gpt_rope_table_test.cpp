@@ -1,11 +1,11 @@
-// The CUDA model's rotary table (nn/models/gpt_cuda_rope.cuh, host code): theta^(-2i/D), and
-// Llama 3's scaling picking the right band for each frequency.
+// The rotary tables every backend reads (nn/models/gpt_rope.h): theta^(-2i/D), and Llama 3's
+// scaling picking the right band for each frequency.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "aiscale/nn/models/gpt_config.h"
-#include "aiscale/nn/models/gpt_cuda_rope.cuh"
+#include "aiscale/nn/models/gpt_rope.h"
 
 namespace aiscale {
 namespace {
@@ -18,8 +18,8 @@ nn::GptConfig rope_config(double factor) {
   return c;
 }
 
-TEST(GptCudaRope, InverseFrequenciesWithoutScaling) {
-  const auto f = nn::detail::gpt_cuda_rope_inv_freq(rope_config(0));
+TEST(GptRopeTable, InverseFrequenciesWithoutScaling) {
+  const auto f = nn::rope_inv_freq(rope_config(0));
   ASSERT_EQ(f.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(f[i], std::pow(500000.0, -2.0 * i / 8.0)) << i;
 }
@@ -27,8 +27,8 @@ TEST(GptCudaRope, InverseFrequenciesWithoutScaling) {
 // With original context 8192, low 1, high 4: wavelengths under 2048 keep their frequency
 // (i = 0: 6.3, i = 1: 167), over 8192 are divided by the factor (i = 3: 118,000), between
 // (i = 2: 4,443) interpolated.
-TEST(GptCudaRope, Llama3ScalingBands) {
-  const auto f = nn::detail::gpt_cuda_rope_inv_freq(rope_config(8.0));
+TEST(GptRopeTable, Llama3ScalingBands) {
+  const auto f = nn::rope_inv_freq(rope_config(8.0));
   const double pi = 3.14159265358979323846;
   const double base[4] = {1.0, std::pow(500000.0, -0.25), std::pow(500000.0, -0.5),
                           std::pow(500000.0, -0.75)};
@@ -41,9 +41,11 @@ TEST(GptCudaRope, Llama3ScalingBands) {
   EXPECT_DOUBLE_EQ(f[3], base[3] / 8.0);
 }
 
-TEST(GptCudaRope, TableHoldsCosinesThenSines) {
+TEST(GptRopeTable, TablesOfCosinesAndSines) {
   const nn::GptConfig c = rope_config(0);
-  const auto t = nn::detail::gpt_cuda_rope_table(c, 5);
+  const nn::RopeTable r = nn::rope_table(c, 5);
+  std::vector<float> t(r.cos);
+  t.insert(t.end(), r.sin.begin(), r.sin.end());
   ASSERT_EQ(t.size(), 2u * 5 * 4);
   const double a = 3 * std::pow(500000.0, -2.0 / 8.0);  // position 3, pair 1
   EXPECT_FLOAT_EQ(t[3 * 4 + 1], float(std::cos(a)));
