@@ -103,9 +103,16 @@ container() {
       [ -d "third_party_npm/node_modules/$m" ] && cp -rL "third_party_npm/node_modules/$m" "$ctx/third_party_npm/node_modules/"
     done
   fi
+  # The source at this checkout's own path and the host's compiler cache: the image's
+  # compiles of sources the host has built (scripts/test.sh builds first) are cache hits.
+  local ccache_args=()
+  local host_ccache=${CCACHE_DIR:-$HOME/.cache/ccache}
+  if [ -d "$host_ccache" ]; then
+    ccache_args=(-v "$host_ccache:/host-ccache" --build-arg CCACHE_DIR=/host-ccache)
+  fi
   t0=$SECONDS
   podman "${P[@]}" build "${R[@]}" --network host --layers -f packaging/container/Containerfile \
-    -t localhost/aiscale:check "$ctx" > "$cache/build.log" 2>&1 ||
+    --build-arg SRC_DIR="$root" "${ccache_args[@]}" -t localhost/aiscale:check "$ctx" > "$cache/build.log" 2>&1 ||
     { tail -40 "$cache/build.log" >&2; die "podman build failed (the last lines above; all in $cache/build.log)"; }
   echo "check_packaging: image built ($((SECONDS - t0)) s): $(podman "${P[@]}" image inspect --format '{{.Size}}' localhost/aiscale:check | awk '{printf "%.0f MB", $1/1e6}')"
   # The quick start inside the image: tokenize the fortunes, train on 2 MPI ranks, sample,

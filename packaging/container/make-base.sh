@@ -5,7 +5,8 @@
 # run only imports it.
 # usage: make-base.sh [PODMAN_ARGS...]     (e.g. --root DIR --storage-driver vfs)
 # environment: AISCALE_PACKAGING_CACHE (default ~/.cache/aiscale-packaging),
-#              DEBIAN_MIRROR (default http://deb.debian.org/debian)
+#              DEBIAN_MIRROR (default http://deb.debian.org/debian),
+#              DEBIAN_SECURITY_MIRROR (default http://deb.debian.org/debian-security)
 set -euo pipefail
 cache=${AISCALE_PACKAGING_CACHE:-$HOME/.cache/aiscale-packaging}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -22,6 +23,12 @@ if [ ! -s "$tarball" ]; then
   echo "make-base.sh: debootstrap bookworm from $mirror (a few minutes, once)"
   debootstrap --variant=minbase bookworm "$work/root" "$mirror" > "$work/debootstrap.log" 2>&1 ||
     { tail -20 "$work/debootstrap.log" >&2; echo "make-base.sh: debootstrap failed (log above)" >&2; exit 1; }
+  # Debian's point-release updates and security fixes too, as on an installed system.
+  cat > "$work/root/etc/apt/sources.list" <<SOURCES
+deb $mirror bookworm main
+deb $mirror bookworm-updates main
+deb ${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} bookworm-security main
+SOURCES
   rm -rf "$work/root/var/cache/apt/archives/"*.deb "$work/root/var/lib/apt/lists/"*
   tar -C "$work/root" --numeric-owner -cf "$tarball.tmp" .
   mv "$tarball.tmp" "$tarball"
