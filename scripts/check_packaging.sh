@@ -70,6 +70,15 @@ container() {
     if podman "${base[@]}" --storage-driver overlay info >/dev/null 2>&1; then driver=overlay; fi
   fi
   local P=("${base[@]}" --storage-driver "$driver")
+  # Every change of the sources leaves the previous images' layers behind (podman keeps
+  # them for its cache); past AISCALE_PACKAGING_MAX_GB (default 8) the storage starts
+  # afresh: one slower run (the apt layers again; the compiles stay in ccache).
+  local used_kb
+  used_kb=$(du -sk "$cache/storage" 2>/dev/null | cut -f1 || echo 0)
+  if [ "${used_kb:-0}" -gt $(( ${AISCALE_PACKAGING_MAX_GB:-8} * 1024 * 1024 )) ]; then
+    echo "check_packaging: the image storage holds $((used_kb / 1024 / 1024)) GB: starting it afresh"
+    podman "${P[@]}" system reset --force >/dev/null 2>&1 || rm -rf "$cache/storage" "$cache/run"
+  fi
   podman "${P[@]}" info > "$cache/podman-info.log" 2>&1 ||
     skip "podman cannot start here ($(tail -1 "$cache/podman-info.log")); it needs root or user namespaces"
   echo "check_packaging: podman $(podman --version | awk '{print $3}'), storage $driver, as uid $(id -u)"
