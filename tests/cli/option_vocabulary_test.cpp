@@ -49,6 +49,11 @@ TEST(OptionVocabulary, OptionsAndAliasesBecomeConfigOverrides) {
                                       "train.seq_len=16", "parallel.zero_stage=1"}));
   EXPECT_EQ(parsed({"--micro-batch", "2", "-t", "8"}),
             (std::vector<std::string>{"train.batch_size=2", "train.seq_len=8"}));
+  // The llama family's shape keys (bench language's untied 1B shape: --tie-embeddings false).
+  EXPECT_EQ(parsed({"--tie-embeddings", "false", "--model", "llama3-1b-shape", "--n-kv-head", "4",
+                    "--ffn-hidden", "512"}),
+            (std::vector<std::string>{"model.preset=llama3-1b-shape", "model.n_kv_head=4",
+                                      "model.ffn_hidden=512", "model.tie_embeddings=false"}));
   // Ranges and choices are the schema's.
   EXPECT_THROW(parsed({"--n-layer", "0"}), CLI::ValidationError);
   EXPECT_THROW(parsed({"--device", "tpu"}), CLI::ValidationError);

@@ -138,6 +138,32 @@ GptConfig shape(int64_t L, int64_t NH, int64_t C, int64_t T, int64_t V) {
   return c;
 }
 
+// The llama family: grouped-query attention (kv key/value heads), rotary positions with
+// Llama 3 scaling (every band in use at these head sizes), SwiGLU, the head tied or not.
+GptConfig llama_shape(int64_t L, int64_t NH, int64_t kv, int64_t C, int64_t F, int64_t T,
+                      int64_t V, bool tied) {
+  GptConfig c = shape(L, NH, C, T, V);
+  c.family = GptFamily::llama;
+  c.n_kv_head = kv;
+  c.ffn_hidden = F;
+  c.tie_embeddings = tied;
+  c.rope_theta = 10000.0;
+  c.rope_scaling = {8.0, 1.0, 4.0, 16};
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Llama, DecoderMatchesForward,
+    ::testing::Values(
+        // one stream, groups of 2 query heads, an untied head
+        Shape{llama_shape(2, 4, 2, 64, 176, 32, 256, false), 1, 0, 0},
+        // three streams in chunks of 5 rows, one key/value head for three query heads
+        Shape{llama_shape(2, 3, 1, 96, 100, 24, 101, false), 3, 20, 5},
+        // a tied head, every row alone, a context shorter than the block
+        Shape{llama_shape(1, 4, 4, 32, 40, 20, 50, true), 2, 16, 1},
+        // a prefill of 30 rows in one chunk (the sgemm path)
+        Shape{llama_shape(2, 8, 2, 64, 96, 64, 90, false), 4, 64, 0}));
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecoderMatchesForward,
     ::testing::Values(

@@ -151,6 +151,27 @@ TEST(GptLayout, GradientOrderTilesTheBufferInBackwardOrder) {
   EXPECT_EQ(order[4].point, 0);
   EXPECT_EQ(order[4].begin, 20480);
   EXPECT_EQ(order[4].end, 20608);
+  EXPECT_FALSE(order[1].round_begin_up);  // a layer's cut may round down into the bias below
+}
+
+// The llama family's layers end with down_proj's weight (no biases): their cuts round up,
+// and layer 0's three parts start at the post-attention norm and at qkv_proj.
+TEST(GptLayout, LlamaGradientOrderRoundsLayerCutsUp) {
+  using P = nn::GptBlockParam;
+  const nn::GptLayout L(nn::gpt_preset("llama-tiny"));
+  const auto order = nn::gpt_gradient_order(L);
+  ASSERT_EQ(order.size(), 5u);
+  int64_t covered = 0;
+  for (const auto& s : order) covered += s.end - s.begin;
+  EXPECT_EQ(covered, L.size());
+  EXPECT_EQ(order[0].end, L.layers_begin());
+  EXPECT_EQ(order[1].point, 1);
+  EXPECT_EQ(order[1].begin, L.layer_begin(1));
+  EXPECT_EQ(order[1].end, L.size());  // with the final norm and the untied head
+  EXPECT_TRUE(order[1].round_begin_up);
+  EXPECT_EQ(order[2].begin, L.at(0, P::ln2_w));
+  EXPECT_EQ(order[3].begin, L.at(0, P::qkv_w));
+  EXPECT_EQ(order[4].begin, L.layer_begin(0));
 }
 
 }  // namespace

@@ -125,6 +125,10 @@ OpFamily residual_family();
 OpFamily softmax_xent_family();
 OpFamily adamw_family();
 OpFamily helpers_family();
+OpFamily rmsnorm_family();
+OpFamily rope_family();
+OpFamily swiglu_family();
+OpFamily attention_gqa_family();
 
 // Whether --op NAME selects this family (empty NAME selects all).
 bool selects(const OpFamily& family, const std::string& name);

@@ -3,7 +3,9 @@
 //   test_ops test [--backend cpu|cuda|all] [--op NAME] [--dtype fp32|bf16|fp16] [--verbose]
 //       cpu: the fast host backend vs the reference on random inputs (fp32);
 //       cuda: every CUDA op vs the reference in fp32, bf16, fp16 (fused epilogues, the
-//       attention kernels), then the CUDA GPT model vs the CPU model (--op gpt_model);
+//       attention kernels), then the CUDA GPT model vs the CPU model (--op gpt_model), the
+//       llama family's ops (--op llama_ops) and its CUDA model against a double-precision
+//       host model (--op llama_model);
 //       all (default): cpu, then cuda where this build has it and a GPU is visible.
 //   test_ops grad [--op NAME]   finite differences vs backward, reference and cpu backends
 //   test_ops perf [--backend cpu|reference|cuda] [--op NAME] [--min-time S] [--profile]

@@ -10,6 +10,12 @@
 # Every command then needs SLURM_CONF=DIR/slurm.conf in its environment. `start` waits
 # until the node is idle and fails (exit 1) with the reason and the daemons' log tails
 # otherwise, after stopping whatever it started.
+#
+# Ports: slurmctld takes one and the five slurmd the next five. Without
+# AISCALE_TEST_SLURMCTLD_PORT the script picks six consecutive ports below the kernel's
+# ephemeral range that no socket of this machine uses (`ss`), and if slurmctld still finds
+# its port taken (a race with another program) it starts again on other ports, up to three
+# times.
 set -uo pipefail
 
 die() {
@@ -53,8 +59,51 @@ log_tails() {
   done
 }
 
+ports_free() {  # ports_free FIRST COUNT: no socket of this machine (any state) uses them
+  local first=$1 count=$2 used
+  used=$(ss -Htan 2>/dev/null | awk '{n = split($4, a, ":"); print a[n]}')
+  local p
+  for ((p = first; p < first + count; p++)); do
+    grep -qx "$p" <<<"$used" && return 1
+  done
+  return 0
+}
+
+pick_ports() {  # prints a first port of six free consecutive ones, below the ephemeral range
+  local low=20000 high ephemeral_low base
+  ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+  [[ "$ephemeral_low" =~ ^[0-9]+$ ]] && [ "$ephemeral_low" -gt $((low + 800)) ] || ephemeral_low=32768
+  high=$((ephemeral_low - 8))
+  for _ in $(seq 1 50); do
+    base=$((low + (RANDOM % ((high - low) / 8)) * 8))
+    ports_free "$base" 6 && { echo "$base"; return 0; }
+  done
+  return 1
+}
+
 start() {
-  local dir=$1 partition=${2:-debug}
+  local dir=$1 partition=${2:-debug} attempt port
+  if [ -n "${AISCALE_TEST_SLURMCTLD_PORT:-}" ]; then
+    start_once "$dir" "$partition" "$AISCALE_TEST_SLURMCTLD_PORT"
+    [ $? -eq 2 ] && die "slurmctld's port $AISCALE_TEST_SLURMCTLD_PORT (AISCALE_TEST_SLURMCTLD_PORT) is taken: unset it to let the script pick free ports"
+    return 0
+  fi
+  for attempt in 1 2 3; do
+    port=$(pick_ports) || die "no six free consecutive TCP ports found between 20000 and the ephemeral range"
+    start_once "$dir" "$partition" "$port"
+    case $? in
+      0) return 0 ;;
+      2) echo "local_cluster: port $port was taken when slurmctld bound it; trying other ports" >&2
+         rm -rf "$dir"/{run,log,state,spool,munge} ;;
+      *) exit 1 ;;
+    esac
+  done
+  die "slurmctld found its port taken three times (last tried: $port)"
+}
+
+# start_once DIR PARTITION PORT: 0 up, 2 slurmctld's port was taken (everything stopped), else dies
+start_once() {
+  local dir=$1 partition=$2 ctld_port=$3
   [ "$(id -u)" -eq 0 ] || die "must run as root: slurmd starts jobs as the user who submitted them"
   for tool in munged mungekey slurmctld slurmd sbatch sinfo scontrol; do
     command -v "$tool" >/dev/null ||
@@ -95,8 +144,8 @@ SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
-SlurmctldPort=${AISCALE_TEST_SLURMCTLD_PORT:-16817}
-SlurmdPort=${AISCALE_TEST_SLURMD_PORT:-16818}
+SlurmctldPort=$ctld_port
+SlurmdPort=$((ctld_port + 1))
 # No cgroups in containers and CI: track processes by parent id, bind nothing.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -119,10 +168,10 @@ PartitionName=$partition Nodes=$host Default=YES MaxTime=INFINITE State=UP OverS
 # is not checked; the GPUs have no devices). Nothing is meant to run there.
 GresTypes=gpu
 SlurmdParameters=config_overrides
-NodeName=gpusite1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 1)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
-NodeName=gpusite2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 2)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
-NodeName=gpusite3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 3)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
-NodeName=gpusite4 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((${AISCALE_TEST_SLURMD_PORT:-16818} + 4)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((ctld_port + 1 + 1)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((ctld_port + 1 + 2)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite3 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((ctld_port + 1 + 3)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
+NodeName=gpusite4 NodeHostname=$host NodeAddr=127.0.0.1 Port=$((ctld_port + 1 + 4)) CPUs=64 RealMemory=4096 Gres=gpu:4 State=UNKNOWN
 PartitionName=gpusite Nodes=gpusite[1-4] MaxTime=INFINITE State=UP
 CONF
   # The gpusite nodes' 4 "GPUs" are character devices that are not GPUs: the scheduler only
@@ -131,6 +180,20 @@ CONF
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld 2>>"$dir/log/slurmctld.log" ||
     { log_tails "$dir"; stop_all "$dir"; die "slurmctld did not start (log above)"; }
+  # slurmctld forks before it binds its port: see it bound, or dead, before going on.
+  local ctld_pid=""
+  for _ in $(seq 1 50); do
+    ctld_pid=$(cat "$dir/run/slurmctld.pid" 2>/dev/null)
+    if grep -q "Address already in use" "$dir/log/slurmctld.log" 2>/dev/null; then
+      stop_all "$dir"
+      return 2
+    fi
+    ss -Htlnp 2>/dev/null | grep ":$ctld_port " | grep -q '"slurmctld"' && break
+    sleep 0.1
+  done
+  if [[ ! "$ctld_pid" =~ ^[0-9]+$ ]] || ! kill -0 "$ctld_pid" 2>/dev/null; then
+    log_tails "$dir"; stop_all "$dir"; die "slurmctld exited right after starting (log above)"
+  fi
   local node
   for node in "$host" gpusite1 gpusite2 gpusite3 gpusite4; do
     mkdir -p "$dir/spool/$node"
@@ -138,12 +201,14 @@ CONF
       { log_tails "$dir"; stop_all "$dir"; die "slurmd of node $node did not start (log above)"; }
   done
 
-  local state=""
-  for _ in $(seq 1 60); do
-    state=$(sinfo --noheader --partition="$partition" --format=%t 2>/dev/null | head -n 1)
+  local state="" deadline=$((SECONDS + 30))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    kill -0 "$ctld_pid" 2>/dev/null ||
+      { log_tails "$dir"; stop_all "$dir"; die "slurmctld exited while the nodes registered (log above)"; }
+    state=$(timeout 5 sinfo --noheader --partition="$partition" --format=%t 2>/dev/null | head -n 1)
     case "$state" in idle | mix | alloc)
       # the GPU-site partition too (its jobs are only ever tested, but its nodes must be up)
-      if [ "$(sinfo --noheader --partition=gpusite --format=%t 2>/dev/null | head -n 1)" = idle ]; then
+      if [ "$(timeout 5 sinfo --noheader --partition=gpusite --format=%t 2>/dev/null | head -n 1)" = idle ]; then
         echo "SLURM_CONF=$SLURM_CONF"
         return 0
       fi ;;

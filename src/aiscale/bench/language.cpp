@@ -236,7 +236,10 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   j["tokens_per_s"] = tps_device * comm.world();
   j["tokens_per_s_per_device"] = tps_device;
   j["flops_per_token"] = flops_per_token;
-  j["flop_formula"] = "6*N + 12*L*C*T per token (N = all parameters incl. embeddings)";
+  j["flop_formula"] = o.run.model.llama() && !o.run.model.tied()
+                          ? "6*N + 12*L*C*T per token (N = all parameters but the untied input "
+                            "embedding, a lookup)"
+                          : "6*N + 12*L*C*T per token (N = all parameters incl. embeddings)";
   j["achieved_tflops_per_device"] = achieved_tflops;
   j["achieved_gflops_per_device"] = achieved_tflops * 1e3;
   double peak = o.run.device == "cuda" ? profile::gpu_dense_bf16_peak_tflops(model->device_name()) : 0.0;

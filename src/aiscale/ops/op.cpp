@@ -18,7 +18,9 @@ constexpr std::array<std::string_view, kOpCount> kOpNames = {
     "attention_forward",    "attention_backward",    "residual_forward",   "residual_backward",
     "softmax_xent_forward", "softmax_xent_backward", "adamw_update",       "sum_squares",
     "bias_grad",            "gelu_backward_bias",    "add_inplace",        "cast",
-    "mean_reduce",          "logits_row",
+    "mean_reduce",          "logits_row",            "rmsnorm_forward",    "rmsnorm_backward",
+    "rope_forward",         "rope_backward",         "swiglu_forward",     "swiglu_backward",
+    "attention_gqa_forward", "attention_gqa_backward",
 };
 constexpr bool all_named() {
   for (std::string_view n : kOpNames) {
@@ -60,6 +62,14 @@ constexpr OpCoverage kHostCoverage[] = {
     AISCALE_HOST_ABSENT(cast, "the host backends compute in fp32 only"),
     AISCALE_HOST_ABSENT(mean_reduce, "the CPU model averages the losses itself"),
     AISCALE_HOST_ABSENT(logits_row, "matmul_forward over one row"),
+    AISCALE_HOST_ROW(rmsnorm_forward),
+    AISCALE_HOST_ROW(rmsnorm_backward),
+    AISCALE_HOST_ROW(rope_forward),
+    AISCALE_HOST_ROW(rope_backward),
+    AISCALE_HOST_ROW(swiglu_forward),
+    AISCALE_HOST_ROW(swiglu_backward),
+    AISCALE_HOST_ROW(attention_gqa_forward),
+    AISCALE_HOST_ROW(attention_gqa_backward),
 };
 static_assert(covers_every_op_in_order(kHostCoverage, int(std::size(kHostCoverage))),
               "host coverage: one row per Op, in enum order");
@@ -73,6 +83,10 @@ Support host_shape_support(Op op, const OpShape& s) {
   if ((op == Op::attention_forward || op == Op::attention_backward) &&
       (s.NH <= 0 || s.C % s.NH != 0)) {
     return Support::no("attention needs C a multiple of NH");
+  }
+  if ((op == Op::attention_gqa_forward || op == Op::attention_gqa_backward) &&
+      (s.NH <= 0 || s.C % s.NH != 0 || s.NKV <= 0 || s.NH % s.NKV != 0)) {
+    return Support::no("grouped-query attention needs C a multiple of NH and NH of NKV");
   }
   return Support::yes();
 }
@@ -156,6 +170,16 @@ const void* host_entry(const Backend& be, Op op) {
     case Op::softmax_xent_backward:
       return reinterpret_cast<const void*>(be.softmax_xent_backward);
     case Op::adamw_update: return reinterpret_cast<const void*>(be.adamw_update);
+    case Op::rmsnorm_forward: return reinterpret_cast<const void*>(be.rmsnorm_forward);
+    case Op::rmsnorm_backward: return reinterpret_cast<const void*>(be.rmsnorm_backward);
+    case Op::rope_forward: return reinterpret_cast<const void*>(be.rope_forward);
+    case Op::rope_backward: return reinterpret_cast<const void*>(be.rope_backward);
+    case Op::swiglu_forward: return reinterpret_cast<const void*>(be.swiglu_forward);
+    case Op::swiglu_backward: return reinterpret_cast<const void*>(be.swiglu_backward);
+    case Op::attention_gqa_forward:
+      return reinterpret_cast<const void*>(be.attention_gqa_forward);
+    case Op::attention_gqa_backward:
+      return reinterpret_cast<const void*>(be.attention_gqa_backward);
     case Op::sum_squares:
     case Op::bias_grad:
     case Op::gelu_backward_bias:

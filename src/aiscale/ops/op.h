@@ -48,6 +48,15 @@ enum class Op : uint8_t {
   cast,                   // fp32 <-> the activations' element type
   mean_reduce,            // mean of n values (the loss)
   logits_row,             // one row of logits: x (C) @ w (V, C)^T
+  // The llama family's ops (host table entries after adamw_update's, see ops.h):
+  rmsnorm_forward,        // out = inp * rstd * weight, rstd saved
+  rmsnorm_backward,       // dinp (+=), dweight (+=)
+  rope_forward,           // rotary positions on the Q and K heads of fused QKV activations
+  rope_backward,          // the inverse rotation of their gradient
+  swiglu_forward,         // out = silu(gate) * up over fused gate/up activations
+  swiglu_backward,        // dgate_up
+  attention_gqa_forward,  // causal attention, query heads sharing key/value heads
+  attention_gqa_backward, // dqkv
   count
 };
 inline constexpr int kOpCount = static_cast<int>(Op::count);
@@ -107,6 +116,7 @@ struct OpShape {
   int64_t B = 0, T = 0, NH = 0;
   int64_t V = 0, Vp = 0;
   int64_t n = 0;
+  int64_t NKV = 0;  // key/value heads (grouped-query attention)
 };
 
 // The answer to "can backend b run op on dtype t at this shape?", with the reason when not.

@@ -38,10 +38,11 @@ struct Backend {
   void (*matmul_backward)(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC);
 
-  // out (B, T, C) = wte[tokens[b, t]] + wpe[t]; wte (V, C), wpe (maxT >= T, C).
+  // out (B, T, C) = wte[tokens[b, t]] + wpe[t]; wte (V, C), wpe (maxT >= T, C) or null (no
+  // position embedding: out = wte[tokens]).
   void (*embedding_forward)(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                             int64_t B, int64_t T, int64_t C);
-  // dwte (V, C) +=, dwpe (maxT, C) +=.
+  // dwte (V, C) +=, dwpe (maxT, C) += (null: none).
   void (*embedding_backward)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                              int64_t B, int64_t T, int64_t C);
 
@@ -83,6 +84,44 @@ struct Backend {
   // One AdamW step over n values: m, v moments updated in place; params updated.
   void (*adamw_update)(float* params, const float* grads, float* m, float* v, int64_t n,
                        const AdamWParams& hp);
+
+  // The llama family's ops.
+  // RMSNorm: out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps),
+  // statistics in fp32 (double in the reference), saved for backward.
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* inp, const float* weight,
+                          int64_t N, int64_t C, float eps);
+  // dinp (N, C) ACCUMULATES (a residual-stream gradient, like layernorm's); dweight (C) +=.
+  void (*rmsnorm_backward)(float* dinp, float* dweight, const float* dout, const float* inp,
+                           const float* weight, const float* rstd, int64_t N, int64_t C);
+
+  // Rotary positions on fused QKV activations (N, (NH + 2 NKV) HS): the NH query heads,
+  // then NKV key heads, then NKV value heads, HS channels each; row n is position n % T.
+  // Each Q and K head is rotated in the "rotate half" layout: for i < HS/2 the pair
+  // (x_i, x_{i+HS/2}) -> (x_i cos - x_{i+HS/2} sin, x_{i+HS/2} cos + x_i sin), with
+  // cos, sin (T, HS/2) the angle tables (nn/models/gpt_rope.h). The V heads are copied.
+  // out may alias inp (in place).
+  void (*rope_forward)(float* out, const float* inp, const float* cos, const float* sin,
+                       int64_t N, int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+  // dinp overwritten (the inverse rotation of dout; V copied); may alias dout.
+  void (*rope_backward)(float* dinp, const float* dout, const float* cos, const float* sin,
+                        int64_t N, int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+
+  // SwiGLU: inp (N, 2F) holds gate (columns [0, F)) and up ([F, 2F)) of each row;
+  // out (N, F) = silu(gate) * up, silu(x) = x sigmoid(x).
+  void (*swiglu_forward)(float* out, const float* inp, int64_t N, int64_t F);
+  // dinp (N, 2F) overwritten.
+  void (*swiglu_backward)(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
+
+  // Causal grouped-query attention: qkv (B, T, C + 2 KC), KC = NKV * C / NH, holds the NH
+  // query heads, then NKV key heads and NKV value heads; query head h attends with key/value
+  // head h / (NH / NKV). out (B, T, C); att (B, NH, T, T) as attention_forward's. With
+  // NKV == NH it is attention_forward.
+  void (*attention_gqa_forward)(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                                int64_t C, int64_t NH, int64_t NKV);
+  // dqkv (B, T, C + 2 KC) overwritten; datt (B, NH, T, T) is scratch.
+  void (*attention_gqa_backward)(float* dqkv, float* datt, const float* dout, const float* qkv,
+                                 const float* att, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                 int64_t NKV);
 };
 
 // The ops of the vocabulary that the host table holds (one function pointer each, in the
@@ -90,7 +129,8 @@ struct Backend {
 // (sum_squares) or fused steps that only the CUDA backend has as ops of their own (on the
 // host they are part of another op: bias_grad of matmul_backward, ...).
 constexpr bool in_host_table(Op op) {
-  return static_cast<int>(op) <= static_cast<int>(Op::adamw_update);
+  return static_cast<int>(op) <= static_cast<int>(Op::adamw_update) ||
+         (static_cast<int>(op) >= static_cast<int>(Op::rmsnorm_forward) && op != Op::count);
 }
 constexpr int host_table_op_count() {
   int n = 0;

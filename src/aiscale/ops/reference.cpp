@@ -66,8 +66,12 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       const float* token_row = wte + int64_t(tokens[b * T + t]) * C;
-      const float* position_row = wpe + t * C;
       float* out_row = out + (b * T + t) * C;
+      if (!wpe) {  // no position embedding (rotary positions come later)
+        for (int64_t c = 0; c < C; ++c) out_row[c] = token_row[c];
+        continue;
+      }
+      const float* position_row = wpe + t * C;
       for (int64_t c = 0; c < C; ++c) out_row[c] = token_row[c] + position_row[c];
     }
   }
@@ -79,12 +83,11 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       float* dtoken_row = dwte + int64_t(tokens[b * T + t]) * C;
-      float* dposition_row = dwpe + t * C;
       const float* dout_row = dout + (b * T + t) * C;
-      for (int64_t c = 0; c < C; ++c) {
-        dtoken_row[c] += dout_row[c];
-        dposition_row[c] += dout_row[c];
-      }
+      for (int64_t c = 0; c < C; ++c) dtoken_row[c] += dout_row[c];
+      if (!dwpe) continue;
+      float* dposition_row = dwpe + t * C;
+      for (int64_t c = 0; c < C; ++c) dposition_row[c] += dout_row[c];
     }
   }
 }
@@ -165,23 +168,27 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 }
 
 // ---------------------------------------------------------------------------------------
-// causal multi-head attention
+// causal attention, multi-head (NKV == NH) or grouped-query (query head h uses key/value
+// head h / (NH / NKV))
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH) {
-  // out (B, T, C), att (B, NH, T, T), qkv (B, T, 3C)
+void attention_gqa_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, int64_t NKV) {
+  // out (B, T, C), att (B, NH, T, T), qkv (B, T, C + 2 KC)
   AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
-  const int64_t HS = C / NH;
+  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
+                NKV);
+  const int64_t HS = C / NH, KC = NKV * HS, W = C + 2 * KC, group = NH / NKV;
   const double scale = 1.0 / std::sqrt(double(HS));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
+      const int64_t kv = h / group;
       for (int64_t t = 0; t < T; ++t) {
-        const float* q = qkv + (b * T + t) * 3 * C + h * HS;  // (HS)
-        float* att_row = att + ((b * NH + h) * T + t) * T;    // (T)
+        const float* q = qkv + (b * T + t) * W + h * HS;     // (HS)
+        float* att_row = att + ((b * NH + h) * T + t) * T;  // (T)
         // scores of the keys t2 <= t, then their softmax
         float max_score = -std::numeric_limits<float>::infinity();
         for (int64_t t2 = 0; t2 <= t; ++t2) {
-          const float* k = qkv + (b * T + t2) * 3 * C + C + h * HS;  // (HS)
+          const float* k = qkv + (b * T + t2) * W + C + kv * HS;  // (HS)
           double dot = 0.0;
           for (int64_t i = 0; i < HS; ++i) dot += double(q[i]) * k[i];
           att_row[t2] = float(dot * scale);
@@ -198,7 +205,7 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
         for (int64_t i = 0; i < HS; ++i) {
           double acc = 0.0;
           for (int64_t t2 = 0; t2 <= t; ++t2) {
-            const float* v = qkv + (b * T + t2) * 3 * C + 2 * C + h * HS;  // (HS)
+            const float* v = qkv + (b * T + t2) * W + C + KC + kv * HS;  // (HS)
             acc += double(att_row[t2]) * v[i];
           }
           o[i] = float(acc);
@@ -208,26 +215,30 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
   }
 }
 
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  // dqkv (B, T, 3C) overwritten, datt (B, NH, T, T) scratch, dout (B, T, C),
-  // qkv (B, T, 3C), att (B, NH, T, T)
+void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                            const float* att, int64_t B, int64_t T, int64_t C, int64_t NH,
+                            int64_t NKV) {
+  // dqkv (B, T, C + 2 KC) overwritten, datt (B, NH, T, T) scratch, dout (B, T, C),
+  // qkv (B, T, C + 2 KC), att (B, NH, T, T)
   AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
-  const int64_t HS = C / NH;
+  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
+                NKV);
+  const int64_t HS = C / NH, KC = NKV * HS, W = C + 2 * KC, group = NH / NKV;
   const float scale = 1.0f / std::sqrt(float(HS));
-  for (int64_t i = 0; i < B * T * 3 * C; ++i) dqkv[i] = 0.0f;
+  for (int64_t i = 0; i < B * T * W; ++i) dqkv[i] = 0.0f;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
+      const int64_t kv = h / group;
       for (int64_t t = 0; t < T; ++t) {
         const float* att_row = att + ((b * NH + h) * T + t) * T;  // (T)
         float* datt_row = datt + ((b * NH + h) * T + t) * T;      // (T)
         const float* dout_t = dout + (b * T + t) * C + h * HS;    // (HS)
-        const float* q = qkv + (b * T + t) * 3 * C + h * HS;      // (HS)
-        float* dq = dqkv + (b * T + t) * 3 * C + h * HS;          // (HS)
-        // through out = att @ v: datt = dout . v, dv += att * dout
+        const float* q = qkv + (b * T + t) * W + h * HS;          // (HS)
+        float* dq = dqkv + (b * T + t) * W + h * HS;              // (HS)
+        // through out = att @ v: datt = dout . v, dv += att * dout (summed over the group)
         for (int64_t t2 = 0; t2 <= t; ++t2) {
-          const float* v = qkv + (b * T + t2) * 3 * C + 2 * C + h * HS;
-          float* dv = dqkv + (b * T + t2) * 3 * C + 2 * C + h * HS;
+          const float* v = qkv + (b * T + t2) * W + C + KC + kv * HS;
+          float* dv = dqkv + (b * T + t2) * W + C + KC + kv * HS;
           double dot = 0.0;
           for (int64_t i = 0; i < HS; ++i) {
             dot += double(dout_t[i]) * v[i];
@@ -243,8 +254,8 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
         }
         // through score = scale * q . k
         for (int64_t t2 = 0; t2 <= t; ++t2) {
-          const float* k = qkv + (b * T + t2) * 3 * C + C + h * HS;
-          float* dk = dqkv + (b * T + t2) * 3 * C + C + h * HS;
+          const float* k = qkv + (b * T + t2) * W + C + kv * HS;
+          float* dk = dqkv + (b * T + t2) * W + C + kv * HS;
           const float dscore = scale * datt_row[t2];
           for (int64_t i = 0; i < HS; ++i) {
             dq[i] += dscore * k[i];
@@ -252,6 +263,109 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
           }
         }
       }
+    }
+  }
+}
+
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                       int64_t C, int64_t NH) {
+  attention_gqa_forward(out, att, qkv, B, T, C, NH, NH);
+}
+
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  attention_gqa_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, NH);
+}
+
+// ---------------------------------------------------------------------------------------
+// RMSNorm: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps)
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                     int64_t C, float eps) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c) sum += double(x[c]) * x[c];
+    const float r = float(1.0 / std::sqrt(sum / double(C) + double(eps)));
+    for (int64_t c = 0; c < C; ++c) out[n * C + c] = x[c] * r * weight[c];
+    rstd[n] = r;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+  // y_c = x_c r w_c with r = (mean(x^2) + eps)^-1/2, so dr/dx_c = -r^3 x_c / C:
+  // dx_c = r w_c dy_c - r^3 x_c / C * sum_j w_j dy_j x_j
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp + n * C;
+    const float* dy = dout + n * C;
+    const double r = rstd[n];
+    double dot = 0.0;
+    for (int64_t c = 0; c < C; ++c) dot += double(weight[c]) * dy[c] * x[c];
+    const double k = r * r * r * dot / double(C);
+    for (int64_t c = 0; c < C; ++c) {
+      dinp[n * C + c] += float(r * weight[c] * dy[c] - k * x[c]);
+      dweight[c] += float(double(dy[c]) * x[c] * r);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// rotary positions: each Q and K head's pairs (i, i + HS/2) rotated by the position's angle
+
+void rope_rotate(float* out, const float* inp, const float* cos, const float* sin, int64_t N,
+                 int64_t T, int64_t NH, int64_t NKV, int64_t HS, float direction) {
+  const int64_t W = (NH + 2 * NKV) * HS, half = HS / 2;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t pos = n % T;
+    for (int64_t h = 0; h < NH + NKV; ++h) {
+      const float* x = inp + n * W + h * HS;
+      float* y = out + n * W + h * HS;
+      for (int64_t i = 0; i < half; ++i) {
+        const double c = cos[pos * half + i], s = direction * sin[pos * half + i];
+        const double x0 = x[i], x1 = x[i + half];
+        y[i] = float(x0 * c - x1 * s);
+        y[i + half] = float(x1 * c + x0 * s);
+      }
+    }
+    if (out != inp)
+      for (int64_t i = (NH + NKV) * HS; i < W; ++i) out[n * W + i] = inp[n * W + i];
+  }
+}
+
+void rope_forward(float* out, const float* inp, const float* cos, const float* sin, int64_t N,
+                  int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  AISCALE_CHECK(HS % 2 == 0, "rotary positions need an even head size, not {}", HS);
+  rope_rotate(out, inp, cos, sin, N, T, NH, NKV, HS, 1.0f);
+}
+
+// The rotation is orthogonal: its gradient is the rotation by the opposite angle.
+void rope_backward(float* dinp, const float* dout, const float* cos, const float* sin, int64_t N,
+                   int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  AISCALE_CHECK(HS % 2 == 0, "rotary positions need an even head size, not {}", HS);
+  rope_rotate(dinp, dout, cos, sin, N, T, NH, NKV, HS, -1.0f);
+}
+
+// ---------------------------------------------------------------------------------------
+// SwiGLU: out = silu(gate) * up
+
+void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) {
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t f = 0; f < F; ++f) {
+      const double g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f];
+      out[n * F + f] = float(g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {
+  // d silu(g) / dg = sig(g) (1 + g (1 - sig(g)))
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t f = 0; f < F; ++f) {
+      const double g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f], dy = dout[n * F + f];
+      const double sig = 1.0 / (1.0 + std::exp(-g));
+      dinp[n * 2 * F + f] = float(dy * u * sig * (1.0 + g * (1.0 - sig)));
+      dinp[n * 2 * F + F + f] = float(dy * g * sig);
     }
   }
 }
@@ -352,6 +466,14 @@ const Backend& reference_backend() {
       softmax_xent_forward,
       softmax_xent_backward,
       adamw_update,
+      rmsnorm_forward,
+      rmsnorm_backward,
+      rope_forward,
+      rope_backward,
+      swiglu_forward,
+      swiglu_backward,
+      attention_gqa_forward,
+      attention_gqa_backward,
   };
   return backend;
 }

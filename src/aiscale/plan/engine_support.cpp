@@ -19,7 +19,7 @@ namespace {
 //    holding its layers with the embeddings and the final norm and recomputing its forward
 //    before each backward).
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
-//  * CPU ranks (train.device = "cpu"): GPT-2-family models in fp32; any dp x tp x pp layout
+//  * CPU ranks (train.device = "cpu"): GPT-2- and Llama-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
 //    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
 //  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI).
@@ -61,7 +61,8 @@ const std::vector<EngineSupport> kEngineSupport = {
      true,
      {},
      true,
-     false},
+     false,
+     {nn::GptFamily::gpt2, nn::GptFamily::llama}},
 };
 
 template <typename T>

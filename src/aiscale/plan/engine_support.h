@@ -52,9 +52,9 @@ struct EngineSupport {
   std::vector<int> pipeline_zero_stages;
   bool pipeline_with_tensor = true;
   bool pipeline_recomputes_stages = false;
-  // The families of the GPT layout it builds models of (nn/models/gpt.h make_gpt; the
-  // Llama family's models are not in this build yet: the planner plans them the generic
-  // way, marked as layouts `aiscale train` cannot run).
+  // The families of the GPT layout it builds models of (nn/models/gpt.h make_gpt: CPU
+  // ranks build both; where the Llama family's model is not in this build yet, the
+  // planner plans it the generic way, marked as layouts `aiscale train` cannot run).
   std::vector<nn::GptFamily> gpt_families = {nn::GptFamily::gpt2};
 };
 

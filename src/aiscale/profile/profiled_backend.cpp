@@ -108,6 +108,57 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n,
   timed<&ops::Backend::adamw_update>(Op::adamw_update, 16 * d(n), F * 7 * d(n), p, g, m, v, n, hp);
 }
 
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int64_t N,
+                     int64_t C, float eps) {
+  timed<&ops::Backend::rmsnorm_forward>(Op::rmsnorm_forward, 4 * d(N) * d(C),
+                                        F * (2 * d(N) * d(C) + d(C) + d(N)), out, rstd, inp, w, N,
+                                        C, eps);
+}
+void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                      const float* rstd, int64_t N, int64_t C) {
+  timed<&ops::Backend::rmsnorm_backward>(Op::rmsnorm_backward, 10 * d(N) * d(C),
+                                         F * (4 * d(N) * d(C) + 3 * d(C) + d(N)), dinp, dw, dout,
+                                         inp, w, rstd, N, C);
+}
+// Rotary positions: 6 FLOPs per rotated pair; the Q and K heads read and written.
+void rope_forward(float* out, const float* inp, const float* cos, const float* sin, int64_t N,
+                  int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  timed<&ops::Backend::rope_forward>(Op::rope_forward, 3 * d(N) * d(NH + NKV) * d(HS),
+                                     F * 2 * d(N) * d(NH + 2 * NKV) * d(HS), out, inp, cos, sin, N,
+                                     T, NH, NKV, HS);
+}
+void rope_backward(float* dinp, const float* dout, const float* cos, const float* sin, int64_t N,
+                   int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+  timed<&ops::Backend::rope_backward>(Op::rope_backward, 3 * d(N) * d(NH + NKV) * d(HS),
+                                      F * 2 * d(N) * d(NH + 2 * NKV) * d(HS), dinp, dout, cos, sin,
+                                      N, T, NH, NKV, HS);
+}
+void swiglu_forward(float* out, const float* inp, int64_t N, int64_t Fh) {
+  timed<&ops::Backend::swiglu_forward>(Op::swiglu_forward, 8 * d(N) * d(Fh), F * 3 * d(N) * d(Fh),
+                                       out, inp, N, Fh);
+}
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t Fh) {
+  timed<&ops::Backend::swiglu_backward>(Op::swiglu_backward, 14 * d(N) * d(Fh),
+                                        F * 5 * d(N) * d(Fh), dinp, inp, dout, N, Fh);
+}
+void attention_gqa_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, int64_t NKV) {
+  const double KC = d(C) / d(NH) * d(NKV);
+  timed<&ops::Backend::attention_gqa_forward>(
+      Op::attention_gqa_forward, 2 * d(B) * d(T) * d(T) * d(C),
+      F * (d(B) * d(T) * (2 * d(C) + 2 * KC) + d(B) * d(NH) * d(T) * d(T)), out, att, qkv, B, T,
+      C, NH, NKV);
+}
+void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                            const float* att, int64_t B, int64_t T, int64_t C, int64_t NH,
+                            int64_t NKV) {
+  const double KC = d(C) / d(NH) * d(NKV);
+  timed<&ops::Backend::attention_gqa_backward>(
+      Op::attention_gqa_backward, 4 * d(B) * d(T) * d(T) * d(C),
+      F * (d(B) * d(T) * (3 * d(C) + 4 * KC) + 3 * d(B) * d(NH) * d(T) * d(T)), dqkv, datt, dout,
+      qkv, att, B, T, C, NH, NKV);
+}
+
 }  // namespace
 
 ops::Backend profiled_host_backend(const ops::Backend& inner, OpProfiler* profiler) {
@@ -118,7 +169,9 @@ ops::Backend profiled_host_backend(const ops::Backend& inner, OpProfiler* profil
                       layernorm_backward, gelu_forward,          gelu_backward,
                       attention_forward,  attention_backward,    residual_forward,
                       residual_backward,  softmax_xent_forward,  softmax_xent_backward,
-                      adamw_update};
+                      adamw_update,       rmsnorm_forward,       rmsnorm_backward,
+                      rope_forward,       rope_backward,         swiglu_forward,
+                      swiglu_backward,    attention_gqa_forward, attention_gqa_backward};
 }
 
 }  // namespace aiscale::profile

@@ -13,7 +13,8 @@ namespace aiscale::train {
 
 struct CheckpointState;
 
-// The model of a checkpoint's config.json (Hugging Face GPT2Config): every field an
+// The model of a checkpoint's config.json (Hugging Face GPT2Config, or LlamaConfig for the
+// llama family: model_type "llama"): every field an
 // integer in the range a config key allows, and a valid GPT shape. `source` names the file.
 nn::GptConfig checkpoint_model_from_json(const nlohmann::json& hf, const std::string& source);
 // state.json's fields into `s` (step, data position, seed, layout and batch, ...), each

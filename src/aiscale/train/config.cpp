@@ -306,7 +306,7 @@ const std::vector<Key>& schema() {
     k.push_back(real_key("train.grad_clip", &TrainConfig::grad_clip,
                          "clip the global gradient norm to this; 0 disables"));
     k.push_back(bool_key("train.recompute", &TrainConfig::recompute,
-                         "recompute LayerNorm and GELU outputs in backward to save memory"));
+                         "recompute the norm and GELU (llama: SwiGLU) outputs in backward to save memory"));
     k.push_back(bool_key("train.recompute_layers", &TrainConfig::recompute_layers,
                          "full activation recomputation: keep only each transformer layer's "
                          "input in forward and run the layer's forward again in its backward "

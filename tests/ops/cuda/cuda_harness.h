@@ -65,6 +65,8 @@ CudaFamily cuda_elementwise_family();
 CudaFamily cuda_fused_small_family();
 CudaFamily cuda_adamw_family();
 CudaFamily cuda_model_family();
+CudaFamily cuda_llama_ops_family();    // cases_llama.cpp
+CudaFamily cuda_llama_model_family();
 
 // Whether a CUDA GPU is visible; otherwise `why` says what is missing.
 bool cuda_device_visible(std::string& why);

@@ -13,16 +13,28 @@ cuda::AdamWLayout gpt_adamw_layout(const nn::GptShardLayout& l, bool decay_embed
   L.layers_begin = l.layers_begin();
   L.layer_size = l.layer_size();
   L.n_layer = l.layers();
-  // A block's four matrices, each as this rank holds it.
+  // A block's four matrices, each as this rank holds it (found by offset: the llama family
+  // lists neither a position embedding nor the empty biases).
   const nn::GptBlockParam matrices[4] = {nn::GptBlockParam::qkv_w, nn::GptBlockParam::proj_w,
                                          nn::GptBlockParam::fc_w, nn::GptBlockParam::fcproj_w};
   for (int j = 0; j < 4; ++j) {
-    const nn::ShardedTensor& s = l.tensors()[2 + static_cast<int>(matrices[j])];
-    AISCALE_CUDA_REQUIRE(s.full.is_matrix, "AdamW: a GPT block matrix is not a matrix");
+    const int64_t at = l.layers() > 0 ? l.at(l.first_layer(), matrices[j]) : -1;
+    const nn::ShardedTensor* s = nullptr;
+    for (const nn::ShardedTensor& t : l.tensors())
+      if (t.offset == at && t.numel > 0) s = &t;
     L.decay_begin[j] = l.in_layer(matrices[j]);
-    L.decay_end[j] = L.decay_begin[j] + s.numel;
+    L.decay_end[j] = L.decay_begin[j];
+    if (!s) continue;  // a pipeline stage without layers
+    AISCALE_CUDA_REQUIRE(s->full.is_matrix, "AdamW: a GPT block matrix is not a matrix");
+    L.decay_end[j] = L.decay_begin[j] + s->numel;
   }
-  L.work_split = l.wpe();
+  // An untied LM head after the final norm: a matrix, decayed.
+  for (const nn::ShardedTensor& t : l.tensors())
+    if (t.full.layer < 0 && t.offset > l.lnf_w() && t.full.is_matrix) {
+      L.tail_decay_begin = t.offset;
+      L.tail_decay_end = t.offset + t.numel;
+    }
+  L.work_split = l.tensors().front().numel;  // the token embedding's rows end (== l.wpe())
   L.work_shift = work_shift;
   return L;
 }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/nn/models/gpt_rope.h"
+
 namespace aiscale::nn {
 
 namespace tp = parallel::tensor;
@@ -18,6 +20,8 @@ LayerParams layer_views(const GptShardLayout& layout, float* base) {
                                      &lp.fc_w, &lp.fc_b, &lp.fcproj_w, &lp.fcproj_b};
   for (int j = 0; j < kGptBlockParams; ++j)
     *fields[j] = base + layout.in_layer(static_cast<GptBlockParam>(j));
+  if (!layout.config().has_bias())
+    lp.ln1_b = lp.qkv_b = lp.attproj_b = lp.ln2_b = lp.fc_b = lp.fcproj_b = nullptr;
   return lp;
 }
 
@@ -28,7 +32,8 @@ void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * 4); 
 GptBlocks::GptBlocks(const ops::Backend& ops, const tp::TensorGroup& group, const GptConfig& c,
                      int64_t B, int64_t T, bool recompute, bool recompute_layers,
                      int64_t first_layer, int64_t end_layer, bool head)
-    : ops_(ops), group_(group), recompute_(recompute && !recompute_layers),
+    : ops_(ops), group_(group), llama_(c.llama()), norm_eps_(static_cast<float>(c.norm_eps)),
+      recompute_(recompute && !recompute_layers),
       recompute_layers_(recompute_layers), first_(first_layer),
       end_(end_layer < 0 ? c.n_layer : end_layer) {
   d_.B = B;
@@ -37,7 +42,11 @@ GptBlocks::GptBlocks(const ops::Backend& ops, const tp::TensorGroup& group, cons
   d_.V = c.vocab_size;
   d_.L = c.n_layer;
   d_.NH = c.n_head / group.size;
+  d_.NKV = c.kv_heads() / group.size;
   d_.Cl = c.n_embd / group.size;
+  d_.QKVl = c.qkv_rows() / group.size;
+  d_.Fl = c.ffn() / group.size;
+  d_.FCl = c.fc_rows() / group.size;
   d_.N = B * T;
   d_.R = group.rows(d_.N);
   // The rank's real rows of its vocabulary slice (nn/models/gpt_shard.h; a slice may end in
@@ -45,7 +54,24 @@ GptBlocks::GptBlocks(const ops::Backend& ops, const tp::TensorGroup& group, cons
   const int64_t slice = vocab_slice_rows(c.vocab_size, group.size, 1);
   const int64_t first = group.rank * slice;
   d_.vocab = {first, std::clamp<int64_t>(c.vocab_size - first, 0, slice)};
+  if (llama_) {
+    RopeTable table = rope_table(c, T);
+    rope_cos_ = std::move(table.cos);
+    rope_sin_ = std::move(table.sin);
+  }
   allocate(head);
+}
+
+void GptBlocks::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                             const float* b) {
+  if (llama_) ops_.rmsnorm_forward(out, rstd, x, w, d_.R, d_.C, norm_eps_);
+  else ops_.layernorm_forward(out, mean, rstd, x, w, b, d_.R, d_.C);
+}
+
+void GptBlocks::norm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
+                              const float* w, const float* mean, const float* rstd) {
+  if (llama_) ops_.rmsnorm_backward(dx, dw, dout, x, w, rstd, d_.R, d_.C);
+  else ops_.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, d_.R, d_.C);
 }
 
 float* GptBlocks::stage_output_grad() {
@@ -63,23 +89,30 @@ void GptBlocks::layer_forward(int64_t l, const LayerParams& w) {
   const int64_t B = d_.B, T = d_.T, C = d_.C, Cl = d_.Cl, N = d_.N, R = d_.R;
   LayerActs& a = acts_[l - first_];
   const float* residual = layer_input(l);
-  ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, w.ln1_w, w.ln1_b, R, C);
-  tp::column_forward(ops_, group_, a.qkv, a.ln1, a.ln1_full, w.qkv_w, w.qkv_b, N, C, 3 * Cl);
-  ops_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, d_.NH);
+  norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, w.ln1_w, w.ln1_b);
+  tp::column_forward(ops_, group_, a.qkv, a.ln1, a.ln1_full, w.qkv_w, w.qkv_b, N, C, d_.QKVl);
+  if (llama_) {  // rotary positions on Q and K in place; attention keeps the rotated ones
+    ops_.rope_forward(a.qkv, a.qkv, rope_cos_.data(), rope_sin_.data(), N, T, d_.NH, d_.NKV,
+                      Cl / d_.NH);
+    ops_.attention_gqa_forward(a.atty, a.att, a.qkv, B, T, Cl, d_.NH, d_.NKV);
+  } else {
+    ops_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, d_.NH);
+  }
   tp::row_forward(ops_, group_, a.attproj, g_.full, a.atty, w.attproj_w, w.attproj_b, N, Cl, C);
   ops_.residual_forward(a.residual2, residual, a.attproj, R * C);
-  ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2_w, w.ln2_b, R, C);
-  tp::column_forward(ops_, group_, a.fch, a.ln2, a.ln2_full, w.fc_w, w.fc_b, N, C, 4 * Cl);
-  ops_.gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
-  tp::row_forward(ops_, group_, a.fcproj, g_.full, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * Cl, C);
+  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2_w, w.ln2_b);
+  tp::column_forward(ops_, group_, a.fch, a.ln2, a.ln2_full, w.fc_w, w.fc_b, N, C, d_.FCl);
+  if (llama_) ops_.swiglu_forward(a.fch_gelu, a.fch, N, d_.Fl);
+  else ops_.gelu_forward(a.fch_gelu, a.fch, N * d_.Fl);
+  tp::row_forward(ops_, group_, a.fcproj, g_.full, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, d_.Fl, C);
   ops_.residual_forward(a.residual3, a.residual2, a.fcproj, R * C);
 }
 
-float GptBlocks::head_forward(const float* lnf_w, const float* lnf_b, const float* wte,
+float GptBlocks::head_forward(const float* lnf_w, const float* lnf_b, const float* head,
                               const int32_t* targets) {
-  const int64_t C = d_.C, N = d_.N, R = d_.R;
-  ops_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, layer_input(end_), lnf_w, lnf_b, R, C);
-  tp::column_forward(ops_, group_, logits_, lnf_, lnf_full_, wte, nullptr, N, C, d_.vocab.size);
+  const int64_t C = d_.C, N = d_.N;
+  norm_forward(lnf_, lnf_mean_, lnf_rstd_, layer_input(end_), lnf_w, lnf_b);
+  tp::column_forward(ops_, group_, logits_, lnf_, lnf_full_, head, nullptr, N, C, d_.vocab.size);
   logits_valid_ = true;
   if (!targets) return std::numeric_limits<float>::quiet_NaN();
   tp::vocab_xent_forward(ops_, group_, losses_.data(), xent_stats_, logits_, targets, N, d_.vocab);
@@ -88,8 +121,8 @@ float GptBlocks::head_forward(const float* lnf_w, const float* lnf_b, const floa
   return static_cast<float>(sum / static_cast<double>(N));
 }
 
-void GptBlocks::head_backward(float grad_multiplier, const float* lnf_w, const float* wte,
-                              float* dlnf_w, float* dlnf_b, float* dwte, const int32_t* targets) {
+void GptBlocks::head_backward(float grad_multiplier, const float* lnf_w, const float* head,
+                              float* dlnf_w, float* dlnf_b, float* dhead, const int32_t* targets) {
   const int64_t C = d_.C, N = d_.N, R = d_.R;
   std::fill(dlosses_.begin(), dlosses_.end(), grad_multiplier / static_cast<float>(N));
   // In place: the (N, V) logits become their gradient (the largest buffer by far).
@@ -97,13 +130,12 @@ void GptBlocks::head_backward(float grad_multiplier, const float* lnf_w, const f
                           d_.vocab);
   logits_valid_ = false;
   const float* lnf_in = lnf_full_ && group_.split() ? lnf_full_ : lnf_;
-  tp::column_backward(ops_, group_, g_.lnf, g_.full, dwte, nullptr, logits_, lnf_in, wte, N, C,
+  tp::column_backward(ops_, group_, g_.lnf, g_.full, dhead, nullptr, logits_, lnf_in, head, N, C,
                       d_.vocab.size);
   d_res_out_ = g_.res_a;
   d_res_in_ = g_.res_b;
   zero(d_res_out_, R * C);
-  ops_.layernorm_backward(d_res_out_, dlnf_w, dlnf_b, g_.lnf, layer_input(end_), lnf_w, lnf_mean_,
-                          lnf_rstd_, R, C);
+  norm_backward(d_res_out_, dlnf_w, dlnf_b, g_.lnf, layer_input(end_), lnf_w, lnf_mean_, lnf_rstd_);
 }
 
 void GptBlocks::layer_backward(int64_t l, const LayerParams& w, const LayerParams& gw) {
@@ -113,9 +145,10 @@ void GptBlocks::layer_backward(int64_t l, const LayerParams& w, const LayerParam
   const bool gathered = group_.sequence_parallel && group_.split();
   if (recompute_layers_) layer_forward(l, w);  // the layer's activations, into the shared set
   if (recompute_) {  // rebuild what forward did not keep for this layer
-    ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, w.ln1_w, w.ln1_b, R, C);
-    ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2_w, w.ln2_b, R, C);
-    ops_.gelu_forward(a.fch_gelu, a.fch, N * 4 * Cl);
+    norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, w.ln1_w, w.ln1_b);
+    norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2_w, w.ln2_b);
+    if (llama_) ops_.swiglu_forward(a.fch_gelu, a.fch, N, d_.Fl);
+    else ops_.gelu_forward(a.fch_gelu, a.fch, N * d_.Fl);
   }
   // With sequence parallelism the LayerNorm outputs of all ranks are gathered again when
   // they were not kept (recompute shares one buffer among the layers).
@@ -128,24 +161,30 @@ void GptBlocks::layer_backward(int64_t l, const LayerParams& w, const LayerParam
   ops_.residual_backward(g_.residual2, g_.proj, d_res_out_, R * C);
   // fcproj = fch_gelu @ fcproj_w^T + b (row-parallel)
   tp::row_backward(ops_, group_, g_.fch_gelu, gw.fcproj_w, gw.fcproj_b, g_.proj, g_.full,
-                   a.fch_gelu, w.fcproj_w, N, 4 * Cl, C);
-  ops_.gelu_backward(g_.fch, a.fch, g_.fch_gelu, N * 4 * Cl);
+                   a.fch_gelu, w.fcproj_w, N, d_.Fl, C);
+  if (llama_) ops_.swiglu_backward(g_.fch, a.fch, g_.fch_gelu, N, d_.Fl);
+  else ops_.gelu_backward(g_.fch, a.fch, g_.fch_gelu, N * d_.Fl);
   tp::column_backward(ops_, group_, g_.ln, g_.full, gw.fc_w, gw.fc_b, g_.fch, ln2_in, w.fc_w, N,
-                      C, 4 * Cl);
-  ops_.layernorm_backward(g_.residual2, gw.ln2_w, gw.ln2_b, g_.ln, a.residual2, w.ln2_w,
-                          a.ln2_mean, a.ln2_rstd, R, C);
+                      C, d_.FCl);
+  norm_backward(g_.residual2, gw.ln2_w, gw.ln2_b, g_.ln, a.residual2, w.ln2_w, a.ln2_mean,
+                a.ln2_rstd);
   // residual2 = residual + attproj
   zero(d_res_in_, R * C);
   zero(g_.proj, R * C);
   ops_.residual_backward(d_res_in_, g_.proj, g_.residual2, R * C);
   tp::row_backward(ops_, group_, g_.atty, gw.attproj_w, gw.attproj_b, g_.proj, g_.full, a.atty,
                    w.attproj_w, N, Cl, C);
-  ops_.attention_backward(g_.qkv, g_.att, g_.atty, a.qkv, a.att, B, T, Cl, d_.NH);
+  if (llama_) {
+    ops_.attention_gqa_backward(g_.qkv, g_.att, g_.atty, a.qkv, a.att, B, T, Cl, d_.NH, d_.NKV);
+    ops_.rope_backward(g_.qkv, g_.qkv, rope_cos_.data(), rope_sin_.data(), N, T, d_.NH, d_.NKV,
+                       Cl / d_.NH);
+  } else {
+    ops_.attention_backward(g_.qkv, g_.att, g_.atty, a.qkv, a.att, B, T, Cl, d_.NH);
+  }
   if (gathered && recompute_) tp::enter_forward(group_, a.ln1, a.ln1_full, N, C);
   tp::column_backward(ops_, group_, g_.ln, g_.full, gw.qkv_w, gw.qkv_b, g_.qkv, ln1_in, w.qkv_w,
-                      N, C, 3 * Cl);
-  ops_.layernorm_backward(d_res_in_, gw.ln1_w, gw.ln1_b, g_.ln, residual, w.ln1_w, a.ln1_mean,
-                          a.ln1_rstd, R, C);
+                      N, C, d_.QKVl);
+  norm_backward(d_res_in_, gw.ln1_w, gw.ln1_b, g_.ln, residual, w.ln1_w, a.ln1_mean, a.ln1_rstd);
   std::swap(d_res_out_, d_res_in_);
 }
 
@@ -157,7 +196,8 @@ void GptBlocks::embedding_backward(const int32_t* tokens, float* dwte, float* dw
 void GptBlocks::allocate(bool head) {
   const bool rc = recompute_, rl = recompute_layers_;
   const int64_t B = d_.B, T = d_.T, C = d_.C, Cl = d_.Cl, NH = d_.NH, N = d_.N, R = d_.R,
-                L = end_ - first_, Vl = head ? d_.vocab.size : 0;
+                L = end_ - first_, Vl = head ? d_.vocab.size : 0, QKVl = d_.QKVl, Fl = d_.Fl,
+                FCl = d_.FCl;
   const bool sp = group_.sequence_parallel && group_.split();
   TensorLayout lay;
   auto f = [&](const std::string& name, int64_t n) { return lay.add(name, Shape{n}); };
@@ -167,7 +207,7 @@ void GptBlocks::allocate(bool head) {
   std::vector<Idx> idx(L);
   size_t shared_ln1 = rc ? f("recompute.ln1", R * C) : 0;
   size_t shared_ln2 = rc ? f("recompute.ln2", R * C) : 0;
-  size_t shared_gelu = rc ? f("recompute.gelu", N * 4 * Cl) : 0;
+  size_t shared_gelu = rc ? f("recompute.gelu", N * Fl) : 0;
   size_t shared_f1 = rc && sp ? f("recompute.ln1_full", N * C) : kNone;
   size_t shared_f2 = rc && sp ? f("recompute.ln2_full", N * C) : kNone;
   for (int64_t l = 0; l < L; ++l) {
@@ -184,7 +224,7 @@ void GptBlocks::allocate(bool head) {
     x.m1 = f(p + "ln1_mean", R);
     x.r1 = f(p + "ln1_rstd", R);
     x.f1 = !sp ? kNone : rc ? shared_f1 : f(p + "ln1_full", N * C);
-    x.qkv = f(p + "qkv", N * 3 * Cl);
+    x.qkv = f(p + "qkv", N * QKVl);
     x.atty = f(p + "atty", N * Cl);
     x.att = f(p + "att", B * NH * T * T);
     x.attproj = f(p + "attproj", R * C);
@@ -193,8 +233,8 @@ void GptBlocks::allocate(bool head) {
     x.m2 = f(p + "ln2_mean", R);
     x.r2 = f(p + "ln2_rstd", R);
     x.f2 = !sp ? kNone : rc ? shared_f2 : f(p + "ln2_full", N * C);
-    x.fch = f(p + "fch", N * 4 * Cl);
-    x.gelu = rc ? shared_gelu : f(p + "fch_gelu", N * 4 * Cl);
+    x.fch = f(p + "fch", N * FCl);
+    x.gelu = rc ? shared_gelu : f(p + "fch_gelu", N * Fl);
     x.fcproj = f(p + "fcproj", R * C);
     x.res3 = f(p + "residual3", R * C);
   }
@@ -206,8 +246,8 @@ void GptBlocks::allocate(bool head) {
   // Gradients of activations: one set of scratch buffers reused by every layer.
   size_t d_lnf = f("d.lnf", H * R * C), d_ra = f("d.res_a", R * C), d_rb = f("d.res_b", R * C);
   size_t d_r2 = f("d.residual2", R * C), d_proj = f("d.proj", R * C);
-  size_t d_fg = f("d.fch_gelu", N * 4 * Cl), d_fch = f("d.fch", N * 4 * Cl), d_ln = f("d.ln", N * C);
-  size_t d_atty = f("d.atty", N * Cl), d_qkv = f("d.qkv", N * 3 * Cl), d_att = f("d.att", B * NH * T * T);
+  size_t d_fg = f("d.fch_gelu", N * Fl), d_fch = f("d.fch", N * FCl), d_ln = f("d.ln", N * C);
+  size_t d_atty = f("d.atty", N * Cl), d_qkv = f("d.qkv", N * QKVl), d_att = f("d.att", B * NH * T * T);
   size_t d_full = sp ? f("d.full", N * C) : kNone;
 
   arena_ = Arena(lay.total_bytes, Device::cpu);

@@ -227,9 +227,16 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
       fail("parallel.zero_stage = 1 supports at most n_embd + 1 = {} ranks; this job has {}",
            c.n_embd + 1, world);
   }
-  if (c.llama())
-    fail("model.family = \"llama\" ({} layers, width {}) has no {} model in this build yet: use a "
-         "gpt2-family preset", c.n_layer, c.n_embd, device);
+  if (c.llama() && device == "cuda" && o.groups && o.groups->tensor().world() > 1) {
+    const int tp = o.groups->tensor().world();
+    if (c.kv_heads() % tp != 0)
+      fail("parallel.tensor_parallel = {} does not divide the {} key/value heads "
+           "(model.n_kv_head): each tensor rank holds whole KV heads; choose a tensor_parallel "
+           "that divides them", tp, c.kv_heads());
+    if (c.ffn() % tp != 0)
+      fail("parallel.tensor_parallel = {} does not divide model.ffn_hidden = {}: choose a "
+           "tensor_parallel that divides it", tp, c.ffn());
+  }
   if (device == "cuda" && o.groups && o.groups->tensor().world() > 1) check_gpu_tensor_parallel(c, o);
   if (device == "cuda" && o.groups && o.groups->pipeline().world() > 1) check_gpu_pipeline(c, o);
   return device == "cuda" ? make_gpt_cuda(c, o) : make_gpt_cpu(c, o);

@@ -1,4 +1,4 @@
-// GPT-2 on the CPU: the blocks of gpt_blocks.h over one op backend (ops::cpu_backend() by
+// The GPT models (gpt2 and llama families) on the CPU: the blocks of gpt_blocks.h over one op backend (ops::cpu_backend() by
 // default, ops::reference_backend() for checks), fp32 throughout. This file runs the
 // blocks in order: one pass over the batch, or, with pipeline parallelism, this stage's
 // passes over the micro-batches in the order of a schedule (parallel/pipeline/schedule.h),
@@ -42,6 +42,13 @@ const GptConfig& checked(const GptConfig& c, const GptRunOptions& o) {
   if (c.n_head % tp || c.n_embd % tp)
     fail("parallel.tensor_parallel = {} must divide model.n_head ({}) and model.n_embd ({})", tp,
          c.n_head, c.n_embd);
+  if (c.kv_heads() % tp)
+    fail("parallel.tensor_parallel = {} must divide the key/value heads (model.n_kv_head = {}): "
+         "each tensor rank holds whole key/value heads; lower parallel.tensor_parallel",
+         tp, c.kv_heads());
+  if (c.ffn() % tp)
+    fail("parallel.tensor_parallel = {} must divide the MLP width (model.ffn_hidden = {})", tp,
+         c.ffn());
   const int micro = pp > 1 ? o.microbatches : 1;
   if (micro < 1 || o.batch % micro)
     fail("parallel.microbatches = {} must divide the batch of {} rows", micro, o.batch);
@@ -248,7 +255,7 @@ class GptCpu final : public GptModel {
     if (place_.first()) {
       float* emb = state_.unit_params(0, true);
       state_.prefetch_params(place_.end_layer > place_.first_layer ? 1 + int(place_.first_layer) : -1);
-      b.embedding_forward(tokens, emb, emb + state_.layout().wpe());
+      b.embedding_forward(tokens, emb, wpe(emb));
     } else {
       receive(b.stage_input(), boundary, place_.stage - 1);
     }
@@ -265,8 +272,7 @@ class GptCpu final : public GptModel {
       return 0.0f;
     }
     float* lnf = state_.unit_params(U - 1, true);
-    // The tied LM head: the embeddings' buffer still holds them (no other block uses it).
-    return b.head_forward(lnf, lnf + config_.n_embd, state_.unit_params(0, false),
+    return b.head_forward(lnf, lnf_bias(lnf), head_weights(lnf),
                           has_targets_ ? targets_.data() + m * rows : nullptr);
   }
 
@@ -279,11 +285,12 @@ class GptCpu final : public GptModel {
       state_.prefetch_params(place_.end_layer > place_.first_layer ? int(place_.end_layer) : -1);
       float* lnf = state_.unit_params(U - 1, false);
       float* g_lnf = state_.unit_grads(U - 1, true);
-      g_emb = state_.unit_grads(0, true);
-      b.head_backward(grad_multiplier, lnf, state_.unit_params(0, false), g_lnf,
-                      g_lnf + config_.n_embd, g_emb, targets_.data() + m * rows);
+      float* g_head = g_lnf + (state_.layout().lm_head() - state_.layout().lnf_w());
+      if (config_.tied()) g_head = g_emb = state_.unit_grads(0, true);
+      b.head_backward(grad_multiplier, lnf, head_weights(lnf), g_lnf, lnf_bias(g_lnf), g_head,
+                      targets_.data() + m * rows);
       state_.unit_done(U - 1, g_lnf);
-      if (!place_.first()) state_.unit_done(0, g_emb);  // the LM head's copy
+      if (g_emb && !place_.first()) state_.unit_done(0, g_emb);  // the LM head's copy
     } else {
       receive(b.stage_output_grad(), boundary, place_.stage + 1);
     }
@@ -299,11 +306,23 @@ class GptCpu final : public GptModel {
       return;
     }
     if (!g_emb) g_emb = state_.unit_grads(0, true);
-    b.embedding_backward(inputs_.data() + m * rows, g_emb, g_emb + state_.layout().wpe());
+    b.embedding_backward(inputs_.data() + m * rows, g_emb, wpe(g_emb));
     state_.unit_done(0, g_emb);
   }
 
   int units() const { return state_.layout().units(); }
+  // The position embedding in the embeddings' unit (none in the llama family).
+  float* wpe(float* emb) const {
+    return config_.learned_positions() ? emb + state_.layout().wpe() : nullptr;
+  }
+  // The final LayerNorm's bias in the final unit (none in the llama family).
+  float* lnf_bias(float* lnf) const { return config_.has_bias() ? lnf + config_.n_embd : nullptr; }
+  // The LM head's weight: the embeddings' buffer when tied (it still holds them: no other
+  // block uses it), else the final unit's own tensor.
+  float* head_weights(float* lnf) {
+    if (config_.tied()) return state_.unit_params(0, false);
+    return lnf + (state_.layout().lm_head() - state_.layout().lnf_w());
+  }
 
   GptConfig config_;
   GptRunOptions options_;

@@ -14,7 +14,8 @@ GptCpuState::GptCpuState(const GptConfig& c, const GptRunOptions& o, const GptPl
   offset_.assign(size_t(U), -1);
   held_index_.assign(size_t(U), -1);
   for (int u = 0; u < U; ++u) {
-    const bool held = u == 0       ? place.first() || place.last()
+    // The embeddings: the first stage's, and the last stage's copy for a tied LM head.
+    const bool held = u == 0       ? place.first() || (place.last() && c.tied())
                       : u == U - 1 ? place.last()
                                    : u - 1 >= place.first_layer && u - 1 < place.end_layer;
     if (!held) continue;
@@ -105,7 +106,7 @@ void GptCpuState::unit_done(int u, float* g) {
 
 void GptCpuState::finish_backward(bool self_sync) {
   if (!shards_ && self_sync && place_.data) place_.data->allreduce_sum(f32(grads_), size_);
-  if (place_.stages > 1 && place_.embedding) {  // the tied embeddings of both ends
+  if (place_.stages > 1 && place_.embedding && config_.tied()) {  // the tied embeddings of both ends
     const int k = held_index_[0];
     if (shards_) place_.embedding->allreduce_sum(f32(grads_) + shards_->shard_offset(k), shards_->shard(k));
     else place_.embedding->allreduce_sum(f32(grads_) + offset_[0], layout_.unit_end(0));

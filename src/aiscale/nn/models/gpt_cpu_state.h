@@ -1,9 +1,10 @@
 // Where the CPU GPT model's parameters, gradients and AdamW moments live on one rank, and
 // the exchanges that keep them consistent across the layout:
 // - the blocks this rank holds (units of gpt_shard.h: the embeddings, each layer, the
-//   final norm): all of them, or a pipeline stage's layers (the first stage with the
-//   embeddings, the last with the final norm and a copy of the tied embeddings for its LM
-//   head, whose gradient is summed with the first stage's);
+//   final norm with an untied LM head): all of them, or a pipeline stage's layers (the
+//   first stage with the embeddings, the last with the final norm and, when the LM head is
+//   tied, a copy of the embeddings for it, whose gradient is summed with the first
+//   stage's);
 // - of each block, this rank's tensor-parallel slice (gpt_shard.h);
 // - whole, or (ZeRO-2/3) as shards over the data-parallel group (optim/zero_shards.h).
 // With one rank and no layout it is one flat buffer per kind in GptLayout order, the plain
@@ -82,8 +83,9 @@ class GptCpuState {
   // it (the trainer's data-parallel wrappers, optim/optimizer.h) never holds them.
   void ensure_moments();
   bool sharded(Kind k) const { return shards_ && (k != Kind::params || place_.zero_stage == 3); }
-  // The copy of the embeddings a last stage (not also the first) holds for its LM head.
-  bool mirror(int u) const { return u == 0 && place_.last() && !place_.first(); }
+  // The copy of the embeddings a last stage (not also the first) holds for its tied LM
+  // head (an untied one is the final unit's own tensor).
+  bool mirror(int u) const { return u == 0 && place_.last() && !place_.first() && config_.tied(); }
   // Calls fn(unit, local begin, local end, tensor, index) for each piece of a tensor this
   // rank updates (its shard's, with ZeRO-2/3); `index` is the piece's position in grads_,
   // m_ and v_ (and params_ with ZeRO-3).

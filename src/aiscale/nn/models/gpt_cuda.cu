@@ -46,6 +46,7 @@
 
 #include "aiscale/nn/models/gpt_adamw_layout.cuh"
 #include "aiscale/nn/models/gpt_cuda_model.cuh"
+#include "aiscale/nn/models/gpt_rope.h"
 #include "aiscale/ops/cuda/common.cuh"
 
 namespace aiscale::nn {
@@ -112,16 +113,30 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   const int64_t tp = shard_.tp();
   Cl_ = C_ / tp;
   NHl_ = NH_ / tp;
-  Fl_ = 4 * C_ / tp;
+  Fl_ = c.ffn() / tp;
+  llama_ = c.llama();
+  HS_ = C_ / NH_;
+  KVl_ = c.kv_heads() / tp;
+  QKVl_ = c.qkv_rows() / tp;
+  norm_eps_ = static_cast<float>(c.norm_eps);
   P_ = shard_.size();
   Pw_ = P_ + (Vp_ - V_) * C_;
+  if (llama_) {
+    llama_check_layout(tensor_group != nullptr, pipeline_group != nullptr);
+    // An untied LM head follows the final norm (which has no bias here); its padded rows
+    // are a zero tail of the working copy.
+    if (!c.tied()) {
+      lm_head_off_ = shard_.lnf_w() + C_;
+      Pw_ += (Vp_ - V_) * C_;
+    }
+  }
   AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == layout_.size(),
                        "init has " + std::to_string(init.size()) + " values");
   attention_impl_ = choose_attention(options_.attention, sw.attention);
   linear_.fused_gelu = sw.fused_gelu;
   linear_.fused_bgrad = sw.fused_bgrad;
   // Only where the padded rows land inside wpe's gradient.
-  lm_head_padded_dw_ = sw.lm_head_pad && maxT_ >= Vp_ - V_;
+  lm_head_padded_dw_ = sw.lm_head_pad && maxT_ >= Vp_ - V_ && !llama_;
   // Under tensor parallelism the ranks must pick the same GEMM algorithms, so that the
   // replicated computations (LM head, LayerNorms' inputs) stay bitwise equal: no timing.
   autotune_ = sw.autotune && tp == 1;
@@ -145,7 +160,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       (attention_impl_ == AttentionImpl::automatic && cuda::cudnn_attention_compiled() &&
        t_ != DType::f32)) {
     try {
-      cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(t_, B_, T_, NHl_, C_ / NH_);
+      cudnn_attention_ = std::make_unique<cuda::CudnnAttention>(t_, B_, T_, NHl_, C_ / NH_, KVl_);
     } catch (const Error& e) {
       if (attention_impl_ == AttentionImpl::cudnn) throw;
       std::fprintf(stderr, "[aiscale cuda] cuDNN attention unavailable, using flash: %s\n",
@@ -164,7 +179,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
                          "sequence parallelism packs each LayerNorm's weight and bias together");
   }
   subscribe_reducer(sw.fused_norm);
-  if (zero3_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
+  if (zero3_ && !llama_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
   allocate(sizes());
   if (zero3_) {
     Zero3::Buffers b;
@@ -191,6 +206,15 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
 
   // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
   AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
+  if (llama_) {  // the rotary table (read-only from here on)
+    // (T, HS/2) cosines, then (T, HS/2) sines: cuda::rotary_apply's table, from the one
+    // definition of the frequencies (gpt_rope.h) the CPU model uses.
+    const RopeTable rope = rope_table(c, T_);
+    std::vector<float> table(rope.cos);
+    table.insert(table.end(), rope.sin.begin(), rope.sin.end());
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(rope_table_, table.data(), table.size() * 4,
+                                       cudaMemcpyHostToDevice, stream_));
+  }
   set_params(init.data());
   // The warm-up step communicates nothing between data-parallel copies.
   set_gradient_sync(false);
@@ -333,6 +357,10 @@ void GptCuda::layers_forward(int64_t l0, int64_t l1) {
 }
 
 void GptCuda::layer_forward(int64_t l) {
+  if (llama_) {
+    llama_layer_forward(l);
+    return;
+  }
   const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_, Fl = Fl_;
   const int64_t R = sp_ ? sp_n() : N;  // rows of the residual stream here
   cudaStream_t s = stream_;
@@ -463,6 +491,10 @@ void GptCuda::softmax_xent(const int32_t* d_targets, float dscale, bool write_gr
 // The final LayerNorm and the LM head: res(le()) in (res(L) but in a pipeline stage's
 // warm-up; under sequence parallelism every rank's rows of it, gathered), logits out.
 void GptCuda::head_forward() {
+  if (llama_) {
+    llama_head_forward();
+    return;
+  }
   const int64_t N = N_, C = C_;
   cudaStream_t s = stream_;
   if (sp_) {  // the last residual's rows gathered: the head runs on all of them
@@ -499,7 +531,7 @@ void GptCuda::logits_at(int64_t b, int64_t t, float* out) {
     cuda::cast_to_f32(t_, logits_row_, at(logits_, row * Vp_), V_, stream_);
   } else {
     // The logits were overwritten by their gradient: recompute this row from ln_f.
-    cuda::logits_row(t_, logits_row_, at(lnf_, row * C_), wte_w(), V_, C_, stream_);
+    cuda::logits_row(t_, logits_row_, at(lnf_, row * C_), head_w(), V_, C_, stream_);
   }
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, logits_row_, size_t(V_) * 4, cudaMemcpyDeviceToHost,
                                      stream_));

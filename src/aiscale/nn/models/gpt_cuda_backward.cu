@@ -27,7 +27,7 @@ void GptCuda::backward_batch(float grad_multiplier) {
     prof_op("allgather_input_gradients");
     reducer_->gather_input_gradients(dres_all_, dres_, N * C * int64_t(es_));
     prof_op("embedding_backward");
-    cuda::embedding_backward(t_, grads_, g(shard_.wpe()), dres_all_, d_buckets_, d_buckets_ + Nb,
+    cuda::embedding_backward(t_, grads_, g_wpe(), dres_all_, d_buckets_, d_buckets_ + Nb,
                              d_buckets_ + 2 * Nb + 1, num_unique_, world_ * B, T, C, s);
   } else {
     if (sp_) {  // every rank's rows of d res(0): the embedding backward over all of them
@@ -75,6 +75,10 @@ void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
   }
   grad_multiplier_hint_ = grad_multiplier;
   logits_state_ = LogitsState::consumed;
+  if (llama_) {
+    llama_head_backward(alpha);
+    return;
+  }
 
   // LM head (tied to wte): over the padded vocabulary for dlnf (padded rows of the
   // weight and of dlogits are zero), over the real rows for dwte.
@@ -162,6 +166,10 @@ void GptCuda::attention_qkv_backward(int64_t l) {
 // bias gradient of layer l1 - 1's MLP projection is the column sums of dres_ itself (a
 // pipeline stage's received gradient; else the final LayerNorm's backward made them).
 void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
+  if (llama_) {
+    llama_layers_backward(l0, l1);
+    return;
+  }
   if (sp_) {
     layers_backward_sp(l0, l1);
     return;

@@ -35,6 +35,7 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   bucket_capacity_ = gathered ? z.world * z.N : z.N;
   const int64_t N = z.N, C = z.C, L = z.L, Ca = z.Ca, Fm = z.F;
   const size_t e = z.es;
+  const int64_t Wqkv = z.qkv > 0 ? z.qkv : 3 * Ca, Fo = z.fc_out > 0 ? z.fc_out : Fm;
   const bool rc = z.recompute;
   ArenaPlan plan;
   struct Off {
@@ -65,11 +66,11 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
       continue;
     }
     x.ln1 = rc ? shared_ln1 : plan.add(size_t(N * C) * e);
-    x.qkv = plan.add(size_t(N * 3 * Ca) * e);
+    x.qkv = plan.add(size_t(N * Wqkv) * e);
     x.atty = plan.add(size_t(N * Ca) * e);
     x.res_mid = plan.add(size_t(R * C) * e);
     x.ln2 = rc ? shared_ln2 : plan.add(size_t(N * C) * e);
-    x.fc_pre = plan.add(size_t(N * Fm) * e);
+    x.fc_pre = plan.add(size_t(N * Fo) * e);
     x.fc_gelu = rc ? shared_gelu : plan.add(size_t(N * Fm) * e);
     x.ln1_mean = plan.add(size_t(N) * 4);
     x.ln1_rstd = plan.add(size_t(N) * 4);
@@ -85,8 +86,8 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t o_losses = plan.add(size_t(N) * 4), o_loss = plan.add(4);
   const size_t o_dres = plan.add(size_t(N * C) * e), o_dln = plan.add(size_t(N * C) * e);
   const size_t o_datty = plan.add(size_t(N * Ca) * e);
-  const size_t o_dqkv = plan.add(size_t(N * 3 * Ca) * e);
-  const size_t o_dfc = plan.add(size_t(N * Fm) * e);
+  const size_t o_dqkv = plan.add(size_t(N * Wqkv) * e);
+  const size_t o_dfc = plan.add(size_t(N * Fo) * e);
   const size_t o_dq = plan.add(size_t(N * Ca) * 4);
   const size_t o_delta = plan.add(size_t(z.B * z.NH * z.T) * 4);
   const size_t o_cudnn_ws =
@@ -135,6 +136,9 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
   const size_t o_sp_final = sp ? plan.add(size_t(N * C) * e) : 0;
   const size_t o_sp_pack = sp ? plan.add(size_t(z.sp_ln_pack) * 4) : 0;
   const size_t o_xent_stats = z.xent_stats ? plan.add(size_t(z.xent_stats) * 4) : 0;
+  const size_t o_rope = z.rope_table ? plan.add(size_t(z.rope_table) * 4) : 0;
+  const size_t o_gqa = z.gqa_expand ? plan.add(size_t(N * 3 * Ca) * e) : 0;
+  const size_t o_gqa_d = z.gqa_expand ? plan.add(size_t(N * 3 * Ca) * e) : 0;
   const size_t o_buckets = plan.add(bucket_ints() * 4);
   const size_t o_logits_row = plan.add(size_t(z.Vp) * 4);
 
@@ -203,6 +207,11 @@ void GptCudaMemory::allocate(const GptCudaSizes& z) {
     sp_ln_pack_ = F(o_sp_pack);
   }
   if (z.xent_stats) xent_stats_ = F(o_xent_stats);
+  if (z.rope_table) rope_table_ = F(o_rope);
+  if (z.gqa_expand) {
+    gqa_full_ = X(o_gqa);
+    gqa_dfull_ = X(o_gqa_d);
+  }
   d_buckets_ = reinterpret_cast<int32_t*>(base + o_buckets);
   logits_row_ = F(o_logits_row);
 

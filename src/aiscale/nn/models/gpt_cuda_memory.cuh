@@ -17,6 +17,13 @@ struct GptCudaSizes {
   // Tensor parallelism: this rank's attention width (its heads: NH is their number) and MLP
   // width; C and 4C with one tensor rank.
   int64_t Ca = 0, F = 0;
+  // The fused QKV activations' width (3 Ca; the llama family's Q | K | V with fewer KV heads:
+  // Ca + 2 KV rows) and the MLP's first output (F; llama's gate | up: 2F, F after SwiGLU).
+  int64_t qkv = 0, fc_out = 0;
+  // The llama family: the rotary table (fp32 values), and for grouped-query attention through
+  // the own kernels two (N, 3 Ca) buffers of K and V expanded to every query head (0: none).
+  int64_t rope_table = 0;
+  bool gqa_expand = false;
   size_t es = 4;           // bytes per value of the run's dtype
   bool recompute = false;  // one shared buffer for ln1, ln2, GELU output of every layer
   bool recompute_layers = false;  // one set of every layer activation shared by the layers
@@ -67,7 +74,9 @@ class GptCudaMemory {
   size_t bucket_ints() const { return size_t(3 * bucket_capacity_ + 1); }
 
   struct Acts {
-    void *ln1, *qkv, *atty, *res_mid, *ln2, *fc_pre, *fc_gelu;  // (N, C), (N, 3C), ... of t
+    // (N, C), (N, 3C), ... of t. The llama family: ln1 and ln2 are the RMSNorms' outputs
+    // (their means unused), fc_pre the gate | up activations (N, 2F), fc_gelu SwiGLU's (N, F).
+    void *ln1, *qkv, *atty, *res_mid, *ln2, *fc_pre, *fc_gelu;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;          // (N)
     float* lse;                                                // (B, NH, T)
   };
@@ -111,6 +120,9 @@ class GptCudaMemory {
   void* sp_full_ = nullptr;
   void* sp_final_ = nullptr;
   float* sp_ln_pack_ = nullptr;
+  // The llama family: the rotary table (gpt_rope.h) and the grouped-query scratch.
+  float* rope_table_ = nullptr;
+  void *gqa_full_ = nullptr, *gqa_dfull_ = nullptr;
 
 
  private:

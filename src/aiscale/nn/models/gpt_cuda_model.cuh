@@ -1,7 +1,8 @@
 // The CUDA GPT model's class, shared by its source files: gpt_cuda.cu (construction,
 // warm-up, forward, logits), gpt_cuda_backward.cu (backward), gpt_cuda_state.cu (the
 // optimiser step, gradients, and the whole vectors checkpoints read and write) and
-// gpt_cuda_pp.cu (pipeline stages). What the
+// gpt_cuda_pp.cu (pipeline stages), gpt_cuda_llama.cu (the llama family's layers and head).
+// What the
 // model does, and its precision, memory and fusions, are described in gpt_cuda.cu.
 #pragma once
 #include <cuda_runtime.h>
@@ -122,6 +123,17 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // Layer l's forward: res(l) in, res(l + 1) and the layer's activations out (the layer's
   // parameters in place: under ZeRO-3 gathered by use_layer).
   void layer_forward(int64_t l);
+  // The llama family (gpt_cuda_llama.cu): its layer (RMSNorm, rotary Q and K, grouped-query
+  // attention, SwiGLU), its layers' backward, its attention, and its head (the final RMSNorm
+  // and the LM head, tied or its own weight).
+  void llama_layer_forward(int64_t l);
+  void llama_layers_backward(int64_t l0, int64_t l1);
+  void llama_attention_forward(Acts& a);
+  void llama_attention_backward(Acts& a);
+  void llama_head_forward();
+  void llama_head_backward(float alpha);
+  // Refuses the layouts the llama family does not run on GPUs yet, naming their keys.
+  void llama_check_layout(bool tensor, bool pipeline) const;
   // Full activation recomputation (options_.recompute_layers): the layer whose
   // activations the one shared set holds (-1: none, or partly overwritten).
   int64_t acts_layer_ = -1;
@@ -213,7 +225,23 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     return zero3_ ? at(const_cast<void*>(layer_w_), off) : at(work_, work_layer_off(l) + off);
   }
   const void* wte_w() const { return zero3_ ? zero3_->wte() : work_; }
-  const void* wpe_w() const { return zero3_ ? zero3_->at_resident(Vp_ * C_) : at(work_, Vp_ * C_); }
+  const void* wpe_w() const {
+    if (llama_) return nullptr;  // rotary positions
+    return zero3_ ? zero3_->at_resident(Vp_ * C_) : at(work_, Vp_ * C_);
+  }
+  // The LM head's weight: the token embedding (tied), or the llama family's own lm_head
+  // (after the final norm; its Vp - V padded rows are the working copy's zero tail; under
+  // ZeRO-2/3 it follows the final norm in the gathered resident unit, and Vp == V).
+  const void* head_w() const {
+    if (lm_head_off_ < 0) return wte_w();
+    if (zero3_) return zero3_->at_resident(zero3_->shards().resident_lnf() + C_);
+    return at(work_, lm_head_off_ + (Vp_ - V_) * C_);
+  }
+  float* g_head() const {
+    if (lm_head_off_ < 0) return g_wte();
+    if (zero3_) return zero3_->resident_grads() + zero3_->shards().resident_lnf() + C_;
+    return g(lm_head_off_);
+  }
   const void* lnf_w() const {
     return zero3_ ? zero3_->at_resident(zero3_->shards().resident_lnf())
                   : at(work_, shard_.lnf_w() + (Vp_ - V_) * C_);
@@ -235,7 +263,10 @@ class GptCuda final : public GptModel, private GptCudaMemory {
     return zero3_ ? zero3_->layer_grads(l) + in(p) : g(layer_off(l) + in(p));
   }
   float* g_wte() const { return zero3_ ? zero3_->resident_grads() : grads_; }
-  float* g_wpe() const { return zero3_ ? zero3_->resident_grads() + Vp_ * C_ : g(shard_.wpe()); }
+  float* g_wpe() const {
+    if (llama_) return nullptr;
+    return zero3_ ? zero3_->resident_grads() + Vp_ * C_ : g(shard_.wpe());
+  }
   float* g_lnf(int64_t k) const {  // k = 0: weight, 1: bias
     return zero3_ ? zero3_->resident_grads() + zero3_->shards().resident_lnf() + k * C_
                   : g(lnf_w_off() + k * C_);
@@ -276,8 +307,15 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   // rank's slice of it with its padding rows), Vp_: in the working copy and the logits (the
   // vocabulary padded to 128 rows, or the slice); the real rows are shard_.vocab_rows().
   int64_t B_, T_, C_, NH_, L_, V_, Vp_, maxT_, N_, P_ = 0, Pw_ = 0;  // P_: local values
-  // This tensor rank's attention width, heads and MLP width (C, NH, 4C with one rank).
+  // This tensor rank's attention width, heads and MLP width (C, NH, 4C with one rank; the
+  // llama family's F = model.ffn_hidden).
   int64_t Cl_, NHl_, Fl_;
+  // The llama family: its key/value heads here, the fused QKV width here (3 Cl for gpt2),
+  // the head size, RMSNorm's epsilon and the untied LM head's offset in the local buffers
+  // (-1: tied). The rotary table (rope_table_) holds positions [0, T_).
+  bool llama_ = false;
+  int64_t KVl_ = 0, QKVl_ = 0, HS_ = 0, lm_head_off_ = -1;
+  float norm_eps_ = 1e-5f;
   AttentionImpl attention_impl_ = AttentionImpl::automatic;
   LinearOptions linear_;
   bool fused_xent_ = true, verbose_ = false, printed_plans_ = false;

@@ -344,6 +344,12 @@ GptCudaSizes GptCuda::sizes() const {
   GptCudaSizes z;
   z.B = B_, z.T = T_, z.C = C_, z.NH = NHl_, z.L = L_, z.V = V_, z.Vp = Vp_, z.N = N_;
   z.Ca = Cl_, z.F = Fl_;
+  z.qkv = QKVl_;
+  z.fc_out = config_.fc_rows() / shard_.tp();
+  if (llama_) {
+    z.rope_table = T_ * HS_;  // positions [0, T)
+    z.gqa_expand = KVl_ != NHl_ && !cudnn_attention_;
+  }
   z.es = es_;
   z.recompute = recompute_norms();
   z.recompute_layers = options_.recompute_layers;

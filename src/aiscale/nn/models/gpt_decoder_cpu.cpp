@@ -1,5 +1,7 @@
-// The GPT decoder on the CPU (gpt_decoder.h): fp32, the training model's ops (ops::cpu_backend:
-// embedding, LayerNorm, GELU, residual, sgemm) over the rows being fed, with the kernels of
+// The GPT decoder on the CPU (gpt_decoder.h), both families of gpt_config.h: fp32, the
+// training model's ops (ops::cpu_backend: embedding, LayerNorm or RMSNorm, GELU or SwiGLU,
+// rotary positions at each row's position, residual, sgemm) over the rows being fed, with
+// the kernels of
 // gpt_decoder_cpu_kernels.h (attention over the cache, linear layers of a few rows) and
 // OpenBLAS's sgemv. Decoding a token reads every weight once, so a step's time is the
 // weights' bytes over the memory bandwidth, and streams decoded together share that read.
@@ -15,6 +17,7 @@
 #include "aiscale/nn/models/gpt_decoder.h"
 #include "aiscale/nn/models/gpt_decoder_cpu_kernels.h"
 #include "aiscale/nn/models/gpt_layout.h"
+#include "aiscale/nn/models/gpt_rope.h"
 #include "aiscale/ops/ops.h"
 
 namespace aiscale::nn {
@@ -48,20 +51,26 @@ class GptDecoderCpu final : public GptDecoder {
       : config_(c), options_(resolved_decoder_options(c, o)), layout_(c),
         ops_(ops::cpu_backend()) {
     const int64_t S = options_.streams, W = options_.context, R = options_.max_rows;
-    const int64_t C = c.n_embd, L = c.n_layer;
+    const int64_t C = c.n_embd, L = c.n_layer, KC = c.kv_rows();
     threads_ = std::max(1, omp_get_max_threads());
     params_.assign(size_t(layout_.size()), 0.0f);
-    k_cache_.assign(size_t(S * L * W * C), 0.0f);
+    k_cache_.assign(size_t(S * L * W * KC), 0.0f);
     v_cache_.assign(k_cache_.size(), 0.0f);
     length_.assign(size_t(S), 0);
     x_.assign(size_t(R * C), 0.0f);
     ln_.assign(size_t(R * C), 0.0f);
     mean_.assign(size_t(R), 0.0f);
     rstd_.assign(size_t(R), 0.0f);
-    qkv_.assign(size_t(R * 3 * C), 0.0f);
+    qkv_.assign(size_t(R * c.qkv_rows()), 0.0f);
     atty_.assign(size_t(R * C), 0.0f);
     proj_.assign(size_t(R * C), 0.0f);
-    fch_.assign(size_t(R * 4 * C), 0.0f);
+    fch_.assign(size_t(R * c.fc_rows()), 0.0f);
+    if (c.llama()) {
+      swiglu_.assign(size_t(R * c.ffn()), 0.0f);
+      RopeTable table = rope_table(c, W);  // positions [0, context)
+      rope_cos_ = std::move(table.cos);
+      rope_sin_ = std::move(table.sin);
+    }
     scores_.assign(size_t(threads_ * W), 0.0f);
     row_stream_.assign(size_t(R), 0);
     row_pos_.assign(size_t(R), 0);
@@ -119,7 +128,7 @@ class GptDecoderCpu final : public GptDecoder {
     size_t floats = params_.size() + k_cache_.size() + v_cache_.size() + x_.size() + ln_.size() +
                     mean_.size() + rstd_.size() + qkv_.size() + atty_.size() + proj_.size() +
                     fch_.size() + scores_.size() + head_x_.size() + head_ln_.size() +
-                    head_logits_.size();
+                    head_logits_.size() + swiglu_.size() + rope_cos_.size() + rope_sin_.size();
     return floats * sizeof(float);
   }
   size_t cache_bytes() const override {
@@ -133,10 +142,21 @@ class GptDecoderCpu final : public GptDecoder {
     return s;
   }
 
-  // Stream s's cached keys (or values) of layer l, position 0.
+  // Stream s's cached keys (or values) of layer l, position 0: rows of kv_rows() values.
   float* cache_at(std::vector<float>& cache, int64_t s, int64_t l) {
-    const int64_t W = options_.context, C = config_.n_embd;
-    return cache.data() + ((s * config_.n_layer + l) * W) * C;
+    const int64_t W = options_.context, KC = config_.kv_rows();
+    return cache.data() + ((s * config_.n_layer + l) * W) * KC;
+  }
+
+  // A bias of layer l (none in the llama family).
+  const float* bias(int64_t l, GptBlockParam p) const {
+    return config_.has_bias() ? params_.data() + layout_.at(l, p) : nullptr;
+  }
+  void norm(float* out, const float* x, const float* w, const float* b, int64_t R) {
+    if (config_.llama())
+      ops_.rmsnorm_forward(out, rstd_.data(), x, w, R, config_.n_embd,
+                           static_cast<float>(config_.norm_eps));
+    else ops_.layernorm_forward(out, mean_.data(), rstd_.data(), x, w, b, R, config_.n_embd);
   }
 
   // out (R, OC) = in (R, C) @ w (OC, C)^T + b, by the number of rows:
@@ -168,45 +188,58 @@ class GptDecoderCpu final : public GptDecoder {
   // The rows row_*[0, R) through the model; the logits of each row that is the last of
   // its stream's feed go to that stream's row of `logits`.
   void run_rows(int64_t R, const int64_t* counts, float* logits) {
-    const int64_t C = config_.n_embd, NH = config_.n_head, W = options_.context;
+    const int64_t C = config_.n_embd, NH = config_.n_head, NKV = config_.kv_heads(),
+                  W = options_.context, KC = config_.kv_rows(), QKV = config_.qkv_rows(),
+                  F = config_.ffn(), HS = config_.head_size();
+    const bool llama = config_.llama();
     const float* wte = params_.data();
-    const float* wpe = params_.data() + layout_.wpe();
-    for (int64_t r = 0; r < R; ++r)
-      ops_.embedding_forward(x_.data() + r * C, &row_token_[r], wte, wpe + row_pos_[r] * C, 1, 1, C);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* wpe = llama ? nullptr : params_.data() + layout_.wpe() + row_pos_[r] * C;
+      ops_.embedding_forward(x_.data() + r * C, &row_token_[r], wte, wpe, 1, 1, C);
+    }
     for (int64_t l = 0; l < config_.n_layer; ++l) {
       auto at = [&](GptBlockParam p) { return params_.data() + layout_.at(l, p); };
-      ops_.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(),
-                             at(GptBlockParam::ln1_w), at(GptBlockParam::ln1_b), R, C);
-      linear(qkv_.data(), ln_.data(), at(GptBlockParam::qkv_w), at(GptBlockParam::qkv_b), R, C,
-             3 * C);
-      // Each row's key and value into its stream's cache, then every row attends.
+      norm(ln_.data(), x_.data(), at(GptBlockParam::ln1_w), bias(l, GptBlockParam::ln1_b), R);
+      linear(qkv_.data(), ln_.data(), at(GptBlockParam::qkv_w), bias(l, GptBlockParam::qkv_b), R,
+             C, QKV);
+      // Each row's Q and K rotated to its position (llama), its key and value into its
+      // stream's cache, then every row attends.
       for (int64_t r = 0; r < R; ++r) {
         const int64_t s = row_stream_[r], p = row_pos_[r];
+        float* row = qkv_.data() + r * QKV;
+        if (llama)
+          ops_.rope_forward(row, row, rope_cos_.data() + p * (HS / 2),
+                            rope_sin_.data() + p * (HS / 2), 1, 1, NH, NKV, HS);
         float* k = cache_at(k_cache_, s, l);
         float* v = cache_at(v_cache_, s, l);
-        const float* row = qkv_.data() + r * 3 * C;
-        std::memcpy(k + p * C, row + C, size_t(C) * sizeof(float));
-        std::memcpy(v + p * C, row + 2 * C, size_t(C) * sizeof(float));
+        std::memcpy(k + p * KC, row + C, size_t(KC) * sizeof(float));
+        std::memcpy(v + p * KC, row + C + KC, size_t(KC) * sizeof(float));
         cached_[r] = CachedRow{k, v, p + 1};
       }
-      cached_attention_forward(atty_.data(), qkv_.data(), 3 * C, cached_.data(), R, C, C, NH,
+      cached_attention_forward(atty_.data(), qkv_.data(), QKV, cached_.data(), R, KC, C, NH, NKV,
                                scores_.data(), W, threads_);
-      linear(proj_.data(), atty_.data(), at(GptBlockParam::proj_w), at(GptBlockParam::proj_b), R,
-             C, C);
+      linear(proj_.data(), atty_.data(), at(GptBlockParam::proj_w),
+             bias(l, GptBlockParam::proj_b), R, C, C);
       ops_.residual_forward(x_.data(), x_.data(), proj_.data(), R * C);
-      ops_.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(),
-                             at(GptBlockParam::ln2_w), at(GptBlockParam::ln2_b), R, C);
-      linear(fch_.data(), ln_.data(), at(GptBlockParam::fc_w), at(GptBlockParam::fc_b), R, C,
-             4 * C);
-      ops_.gelu_forward(fch_.data(), fch_.data(), R * 4 * C);
-      linear(proj_.data(), fch_.data(), at(GptBlockParam::fcproj_w), at(GptBlockParam::fcproj_b),
-             R, 4 * C, C);
+      norm(ln_.data(), x_.data(), at(GptBlockParam::ln2_w), bias(l, GptBlockParam::ln2_b), R);
+      linear(fch_.data(), ln_.data(), at(GptBlockParam::fc_w), bias(l, GptBlockParam::fc_b), R, C,
+             config_.fc_rows());
+      float* hidden = fch_.data();
+      if (llama) {
+        ops_.swiglu_forward(swiglu_.data(), fch_.data(), R, F);
+        hidden = swiglu_.data();
+      } else {
+        ops_.gelu_forward(fch_.data(), fch_.data(), R * F);
+      }
+      linear(proj_.data(), hidden, at(GptBlockParam::fcproj_w), bias(l, GptBlockParam::fcproj_b),
+             R, F, C);
       ops_.residual_forward(x_.data(), x_.data(), proj_.data(), R * C);
     }
     head(R, counts, logits);
   }
 
-  // Final LayerNorm and the tied LM head, for the rows that end their stream's feed only:
+  // Final norm and the LM head (tied: the token embedding; untied: lm_head), for the rows
+  // that end their stream's feed only:
   // the head is a third of GPT-2 124M's weights, and a prompt's other rows need none.
   void head(int64_t R, const int64_t* counts, float* logits) {
     const int64_t C = config_.n_embd, V = config_.vocab_size;
@@ -218,9 +251,10 @@ class GptDecoderCpu final : public GptDecoder {
       head_streams_[H++] = s;
     }
     if (H == 0) return;
-    ops_.layernorm_forward(head_ln_.data(), mean_.data(), rstd_.data(), head_x_.data(),
-                           params_.data() + layout_.lnf_w(), params_.data() + layout_.lnf_b(), H, C);
-    linear(head_logits_.data(), head_ln_.data(), params_.data(), nullptr, H, C, V);
+    norm(head_ln_.data(), head_x_.data(), params_.data() + layout_.lnf_w(),
+         config_.has_bias() ? params_.data() + layout_.lnf_b() : nullptr, H);
+    const float* head = params_.data() + (config_.tied() ? 0 : layout_.lm_head());
+    linear(head_logits_.data(), head_ln_.data(), head, nullptr, H, C, V);
     for (int64_t h = 0; h < H; ++h)
       std::memcpy(logits + head_streams_[h] * V, head_logits_.data() + h * V,
                   size_t(V) * sizeof(float));
@@ -237,6 +271,8 @@ class GptDecoderCpu final : public GptDecoder {
   std::vector<int64_t> length_;           // per stream: positions filled
   // Activations of a chunk of rows (max_rows each).
   std::vector<float> x_, ln_, mean_, rstd_, qkv_, atty_, proj_, fch_, scores_;
+  std::vector<float> swiglu_;              // llama: the MLP's hidden activations (rows, F)
+  std::vector<float> rope_cos_, rope_sin_; // llama: (context, HS/2) rotary tables
   std::vector<int64_t> row_stream_, row_pos_;
   std::vector<int32_t> row_token_;
   std::vector<CachedRow> cached_;

@@ -127,8 +127,9 @@ void few_rows_linear(float* out, const float* in, const float* w, const float* b
 
 void cached_attention_forward(float* out, const float* qkv, int64_t qkv_stride,
                               const CachedRow* rows, int64_t R, int64_t stride, int64_t C,
-                              int64_t NH, float* scratch, int64_t max_n, int threads) {
-  const int64_t HS = C / NH;
+                              int64_t NH, int64_t NKV, float* scratch, int64_t max_n,
+                              int threads) {
+  const int64_t HS = C / NH, group = NH / NKV;
   int64_t work = 0;
   for (int64_t r = 0; r < R; ++r) work += rows[r].n * 2 * C;
   // One task per (row, head); a decoding step of one stream is a dozen small tasks, worth
@@ -136,10 +137,10 @@ void cached_attention_forward(float* out, const float* qkv, int64_t qkv_stride,
   const bool parallel = threads > 1 && R * NH > 1 && work >= ops::cpu::kParallelMinWork;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (parallel)
   for (int64_t rh = 0; rh < R * NH; ++rh) {
-    const int64_t r = rh / NH, h = rh % NH;
+    const int64_t r = rh / NH, h = rh % NH, kv = h / group;
     float* scores = scratch + int64_t(omp_get_thread_num()) * max_n;
-    attend(out + r * C + h * HS, scores, qkv + r * qkv_stride + h * HS, rows[r].k + h * HS,
-           rows[r].v + h * HS, rows[r].n, stride, HS);
+    attend(out + r * C + h * HS, scores, qkv + r * qkv_stride + h * HS, rows[r].k + kv * HS,
+           rows[r].v + kv * HS, rows[r].n, stride, HS);
   }
 }
 

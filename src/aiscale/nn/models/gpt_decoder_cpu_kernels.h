@@ -22,12 +22,15 @@ struct CachedRow {
 };
 
 // out (R, C): for row r and head h, softmax(q . k_t / sqrt(HS)) over t < rows[r].n,
-// weighted sum of v_t; q of row r at qkv + r * qkv_stride (its first C values). Rows and
-// heads are spread over `threads` OpenMP threads, each using `scratch` +
-// thread * max_n floats for its scores (max_n >= every rows[r].n).
+// weighted sum of v_t; q of row r at qkv + r * qkv_stride (its first C values). The cache
+// holds NKV key/value heads (NKV == NH, or grouped-query attention: query head h reads
+// key/value head h / (NH / NKV)). Rows and heads are spread over `threads` OpenMP
+// threads, each using `scratch` + thread * max_n floats for its scores (max_n >= every
+// rows[r].n).
 void cached_attention_forward(float* out, const float* qkv, int64_t qkv_stride,
                               const CachedRow* rows, int64_t R, int64_t stride, int64_t C,
-                              int64_t NH, float* scratch, int64_t max_n, int threads);
+                              int64_t NH, int64_t NKV, float* scratch, int64_t max_n,
+                              int threads);
 
 // out (R, OC) = in (R, C) @ w (OC, C)^T + b (b may be null), for small R: the output
 // columns are split over the OpenMP threads; each weight row is streamed once.

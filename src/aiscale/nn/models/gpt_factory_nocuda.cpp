@@ -117,6 +117,9 @@ bool cuda_available() { return detail::cuda_device_count_checked() > 0; }
 std::unique_ptr<CudaGptDecoder> make_cuda_gpt_decoder(const GptConfig& c, const float* params,
                                                       int max_streams, int max_rows, int context) {
   c.validate();
+  if (c.llama())
+    fail("model.family = \"llama\": the CUDA decoder runs the gpt2 family only; sample with "
+         "--device cpu");
   if (!cuda_available())
     fail("no CUDA GPU is visible (cudaGetDeviceCount found none): sample on a GPU node or with "
          "--device cpu");

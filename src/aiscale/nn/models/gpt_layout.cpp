@@ -74,11 +74,16 @@ namespace aiscale::nn {
 
 parallel::dp::GradientOrder gpt_gradient_order(const GptLayout& layout) {
   const int64_t L = layout.config().n_layer;
+  // GPT-2 ends each layer with the MLP projection's bias, complete one layer early, so a
+  // cut at a layer's start may round down into it. The llama family has no biases: a
+  // layer ends with down_proj's weight, complete only after that layer's own backward, so
+  // its cuts round up (the next layer's first values join the bucket completed later).
+  const bool round_up = !layout.config().has_bias();
   parallel::dp::GradientOrder order;
   order.push_back({0, layout.embeddings_end(), kGptAfterLmHead, true, false});
   for (int64_t l = L - 1; l >= 1; --l) {
     const int64_t end = l == L - 1 ? layout.size() : layout.layer_end(l);
-    order.push_back({layout.layer_begin(l), end, static_cast<int>(l), false, false});
+    order.push_back({layout.layer_begin(l), end, static_cast<int>(l), false, round_up});
   }
   const int64_t end0 = L == 1 ? layout.size() : layout.layer_end(0);
   const int64_t mlp = layout.at(0, GptBlockParam::proj_b);

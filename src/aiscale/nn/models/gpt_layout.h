@@ -99,7 +99,8 @@ constexpr int kGptLayer0Qkv = -4;    // layer 0's attention projection and QKV w
 // - layer l (l = L-1 .. 1) after its backward, the top one with ln_f; each layer's last
 //   tensor, the MLP projection's bias, is written by the next layer's first LayerNorm
 //   backward, so it is complete one layer early and a cut at a layer's start may round
-//   down;
+//   down (the llama family has no biases: its layers end with down_proj's weight, and
+//   those cuts round up);
 // - layer 0 in three, each its own bucket: from the attention projection's bias up (after
 //   the second LayerNorm's backward), from the QKV weight up (after its weight gradient),
 //   and the first LayerNorm (at the end); these cuts round up into the later part.

@@ -18,7 +18,7 @@ constexpr Split kBlockSplit[kGptBlockParams] = {
     {ShardKind::rows, 3},       {ShardKind::rows, 3},        // QKV: whole heads of Q, K, V
     {ShardKind::columns, 1},    {ShardKind::replicated, 1},  // attention projection
     {ShardKind::replicated, 1}, {ShardKind::replicated, 1},  // ln_2
-    {ShardKind::rows, 1},       {ShardKind::rows, 1},        // MLP up
+    {ShardKind::rows, 1},       {ShardKind::rows, 1},        // MLP up (llama: gate and up)
     {ShardKind::columns, 1},    {ShardKind::replicated, 1},  // MLP down
 };
 
@@ -36,7 +36,8 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_
     : config_(c), tp_(tp), rank_(rank), vocab_parallel_(vocab_parallel && tp > 1),
       first_(first_layer), end_(end_layer < 0 ? c.n_layer : end_layer) {
   AISCALE_CHECK(tp >= 1 && rank >= 0 && rank < tp && c.n_head % tp == 0 &&
-                    c.n_embd % tp == 0 && vocab_align >= 1,
+                    c.n_embd % tp == 0 && c.kv_heads() % tp == 0 && c.ffn() % tp == 0 &&
+                    vocab_align >= 1,
                 "tensor-parallel layout {} of {} does not fit the model", rank, tp);
   vocab_slice_ = vocab_parallel_ ? vocab_slice_rows(c.vocab_size, tp, vocab_align) : c.vocab_size;
   vocab_begin_ = vocab_parallel_ ? rank * vocab_slice_ : 0;
@@ -49,29 +50,49 @@ GptShardLayout::GptShardLayout(const GptConfig& c, int tp, int rank, bool vocab_
     if (p.layer >= 0 && (p.layer < first_ || p.layer >= end_)) continue;  // another stage's
     ShardedTensor t;
     t.full = p;
-    if (p.name == "wte.weight") {
+    if (vocab_tensor(p)) {
       if (vocab_parallel) t.kind = ShardKind::rows;
     } else if (p.layer >= 0) {
       for (int j = 0; j < kGptBlockParams; ++j)
-        if (p.offset == full.at(p.layer, static_cast<GptBlockParam>(j))) {
+        if (full.numel(static_cast<GptBlockParam>(j)) > 0 &&
+            p.offset == full.at(p.layer, static_cast<GptBlockParam>(j))) {
+          const auto param = static_cast<GptBlockParam>(j);
           t.kind = kBlockSplit[j].kind;
           t.parts = kBlockSplit[j].parts;
+          for (int q = 0; q < t.parts; ++q) t.part_rows[q] = p.shape[0] / t.parts;
+          if (c.llama() && (param == GptBlockParam::qkv_w || param == GptBlockParam::qkv_b)) {
+            t.part_rows[0] = c.n_embd;
+            t.part_rows[1] = t.part_rows[2] = c.kv_rows();
+          }
+          if (c.llama() && param == GptBlockParam::fc_w) {
+            t.parts = 2;
+            t.part_rows[0] = t.part_rows[1] = c.ffn();
+          }
         }
     }
     if (tp == 1) t.kind = ShardKind::replicated;
     t.numel = t.kind == ShardKind::replicated ? p.shape.numel() : p.shape.numel() / tp;
-    if (p.name == "wte.weight") t.numel = vocab_slice_ * c.n_embd;
+    if (vocab_tensor(p)) t.numel = vocab_slice_ * c.n_embd;
     t.offset = offset;
     offset += t.numel;
     tensors_.push_back(t);
   }
   size_ = offset;
-  wpe_ = tensors_[1].offset;
-  layers_begin_ = tensors_[2].offset;
+  // The embeddings' tensors come first (one without learned positions), then the layers.
+  const size_t embeddings = c.learned_positions() ? 2 : 1;
+  layers_begin_ = tensors_[embeddings].offset;
+  wpe_ = c.learned_positions() ? tensors_[1].offset : layers_begin_;
   if (end_ > first_) {
-    for (int j = 0; j < kGptBlockParams; ++j)
-      block_offset_[j] = tensors_[2 + j].offset - layers_begin_;
-    layer_size_ = tensors_[2 + kGptBlockParams].offset - layers_begin_;
+    // Block offsets from the local sizes; an entry without values (the llama family's
+    // biases) starts where the next one does.
+    int64_t in_block = 0;
+    size_t i = embeddings;
+    for (int j = 0; j < kGptBlockParams; ++j) {
+      block_offset_[j] = in_block;
+      if (full.numel(static_cast<GptBlockParam>(j)) == 0) continue;
+      in_block += tensors_[i++].numel;
+    }
+    layer_size_ = in_block;
   }
 }
 
@@ -89,15 +110,19 @@ void GptShardLayout::runs(const ShardedTensor& t,
   }
   const int64_t rows = t.full.shape.ndim >= 2 ? t.full.shape[0] : total;
   const int64_t cols = total / rows;
-  if (t.kind == ShardKind::rows && t.full.name == "wte.weight") {  // the real rows only
+  if (t.kind == ShardKind::rows && vocab_tensor(t.full)) {  // the real rows only
     fn(t.full.offset + vocab_begin_ * cols, t.offset, vocab_rows_ * cols);
     return;
   }
   if (t.kind == ShardKind::rows) {
-    const int64_t block_rows = rows / t.parts, slice_rows = block_rows / tp_;
-    for (int p = 0; p < t.parts; ++p)
-      fn(t.full.offset + (p * block_rows + rank_ * slice_rows) * cols,
-         t.offset + p * slice_rows * cols, slice_rows * cols);
+    int64_t full_row = 0, local_row = 0;
+    for (int p = 0; p < t.parts; ++p) {
+      const int64_t slice_rows = t.part_rows[p] / tp_;
+      fn(t.full.offset + (full_row + rank_ * slice_rows) * cols, t.offset + local_row * cols,
+         slice_rows * cols);
+      full_row += t.part_rows[p];
+      local_row += slice_rows;
+    }
     return;
   }
   const int64_t slice_cols = cols / tp_;
@@ -106,9 +131,11 @@ void GptShardLayout::runs(const ShardedTensor& t,
 }
 
 void GptShardLayout::extract(const float* full, float* local) const {
-  if (vocab_rows_ < vocab_slice_)  // the slice's padding rows
-    std::memset(local + tensors_[0].offset + vocab_rows_ * config_.n_embd, 0,
-                size_t((vocab_slice_ - vocab_rows_) * config_.n_embd) * 4);
+  if (vocab_rows_ < vocab_slice_)  // the slices' padding rows
+    for (const auto& t : tensors_)
+      if (vocab_tensor(t.full))
+        std::memset(local + t.offset + vocab_rows_ * config_.n_embd, 0,
+                    size_t((vocab_slice_ - vocab_rows_) * config_.n_embd) * 4);
   for (const auto& t : tensors_)
     runs(t, [&](int64_t f, int64_t l, int64_t n) { std::memcpy(local + l, full + f, size_t(n) * 4); });
 }

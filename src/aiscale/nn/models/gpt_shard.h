@@ -13,10 +13,15 @@
 // rows (zero, no token maps to them): every rank's local buffer has the same length and its
 // tensors the same offsets, whether or not tp divides the vocabulary. The CPU model takes
 // vocab_align = 1 (no padding where tp divides the vocabulary); the CUDA model aligns the
-// slices for its GEMMs (gpu_vocab_align()). Both compute over the real rows only.
+// slices for its GEMMs (gpu_vocab_align()). Both compute over the real rows only. An
+// untied LM head (llama family) is split by vocabulary rows the same way.
+//
+// The llama family: the QKV weight's three row blocks are unequal (Q: C rows, K and V:
+// kv_rows each), each split over the ranks (whole query and key/value heads per rank:
+// kv_heads % tp == 0); gate_up's two blocks (gate, up) likewise; no biases.
 //
 // Local flat order is the GPT layout's order. The local buffer splits into units for
-// ZeRO: the embeddings, each layer, the final LayerNorm.
+// ZeRO: the embeddings, each layer, the final LayerNorm (with an untied LM head).
 //
 // A pipeline stage's layout (first_layer, end_layer) holds the embeddings, the layers
 // [first_layer, end_layer) and the final LayerNorm: layer_begin(l) is defined for the
@@ -36,7 +41,10 @@ enum class ShardKind { replicated, rows, columns };
 struct ShardedTensor {
   GptParamInfo full;  // name, full shape, offset in the full flat buffer, layer
   ShardKind kind = ShardKind::replicated;
-  int parts = 1;           // rows: the slice is taken of each of `parts` equal row blocks
+  // rows: the slice is taken of each of `parts` row blocks of part_rows[p] rows (GPT-2's
+  // QKV: 3 of C; the llama family's: C, then K and V of kv_rows; its gate_up: 2 of F).
+  int parts = 1;
+  int64_t part_rows[3] = {};
   int64_t offset = 0;      // in this rank's flat buffer
   int64_t numel = 0;       // values this rank holds
 };
@@ -70,6 +78,14 @@ class GptShardLayout {
   int64_t at(int64_t l, GptBlockParam p) const { return layer_begin(l) + in_layer(p); }
   int64_t lnf_w() const { return layer_begin(end_); }
   int64_t lnf_b() const { return lnf_w() + config_.n_embd; }
+  // An untied LM head (the llama family's lm_head): this rank's vocab_slice() rows, after
+  // the final norm, in the final norm's unit.
+  int64_t lm_head() const { return lnf_w() + (config_.has_bias() ? 2 : 1) * config_.n_embd; }
+  // Whether a tensor is split by vocabulary rows (the token embedding, an untied LM head).
+  static bool vocab_tensor(const GptParamInfo& p) {
+    return p.name == "wte.weight" || p.name == "embed_tokens.weight" ||
+           p.name == "lm_head.weight";
+  }
 
   // ZeRO units [begin, end): 0 the embeddings, 1 + i the i-th layer held, layers() + 1 the
   // final norm.

@@ -21,6 +21,14 @@ const Backend& cpu_backend() {
       cpu::softmax_xent_forward,
       cpu::softmax_xent_backward,
       cpu::adamw_update,
+      cpu::rmsnorm_forward,
+      cpu::rmsnorm_backward,
+      cpu::rope_forward,
+      cpu::rope_backward,
+      cpu::swiglu_forward,
+      cpu::swiglu_backward,
+      cpu::attention_gqa_forward,
+      cpu::attention_gqa_backward,
   };
   return backend;
 }

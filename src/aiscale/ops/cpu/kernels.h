@@ -42,4 +42,20 @@ void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* t
 void adamw_update(float* params, const float* grads, float* m, float* v, int64_t n,
                   const AdamWParams& hp);
 
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                     int64_t C, float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t N, int64_t C);
+void rope_forward(float* out, const float* inp, const float* cos, const float* sin, int64_t N,
+                  int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+void rope_backward(float* dinp, const float* dout, const float* cos, const float* sin, int64_t N,
+                   int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F);
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
+void attention_gqa_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, int64_t NKV);
+void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                            const float* att, int64_t B, int64_t T, int64_t C, int64_t NH,
+                            int64_t NKV);
+
 }  // namespace aiscale::ops::cpu

@@ -14,6 +14,7 @@ constexpr int kSumThreads = 256;
 
 __device__ __forceinline__ bool decays(const AdamWLayout& L, int64_t i) {
   if (i < L.embeddings_end) return L.decay_embeddings;
+  if (i >= L.tail_decay_begin && i < L.tail_decay_end) return true;
   const int64_t r = i - L.layers_begin;
   if (r < 0 || r >= L.n_layer * L.layer_size) return false;
   const int64_t w = r % L.layer_size;

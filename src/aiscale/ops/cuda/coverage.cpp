@@ -45,6 +45,14 @@ constexpr OpCoverage kCudaCoverage[] = {
     {Op::cast, kAll, "cuda::cast_from_f32, cuda::cast_to_f32"},
     {Op::mean_reduce, kF32, "cuda::mean_reduce"},
     {Op::logits_row, kAll, "cuda::logits_row"},
+    {Op::rmsnorm_forward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::rmsnorm_backward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::rope_forward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::rope_backward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::swiglu_forward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::swiglu_backward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::attention_gqa_forward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::attention_gqa_backward, kNoDTypes, "no CUDA kernel in this backend"},
 };
 static_assert(covers_every_op_in_order(kCudaCoverage, int(std::size(kCudaCoverage))),
               "cuda coverage: one row per Op, in enum order");
@@ -108,6 +116,14 @@ Support cuda_supports(Op op, DType t, const OpShape& s) {
     case Op::add_inplace:
     case Op::cast:
     case Op::mean_reduce:
+    case Op::rmsnorm_forward:
+    case Op::rmsnorm_backward:
+    case Op::rope_forward:
+    case Op::rope_backward:
+    case Op::swiglu_forward:
+    case Op::swiglu_backward:
+    case Op::attention_gqa_forward:
+    case Op::attention_gqa_backward:
     case Op::count:
       break;
   }

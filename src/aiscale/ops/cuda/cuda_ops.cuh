@@ -125,7 +125,7 @@ void embedding_forward(DType t, void* out, const int32_t* tokens, const void* wt
                        int64_t vocab_begin = 0, int64_t vocab_rows = INT64_MAX);
 
 // Deterministic embedding backward: tokens grouped by id on the host (TokenBuckets).
-// dwte (V, C) fp32 +=, dwpe (maxT, C) fp32 +=, dout (B, T, C) of type t.
+// dwte (V, C) fp32 +=, dwpe (maxT, C) fp32 += (null: none), dout (B, T, C) of type t.
 void embedding_backward(DType t, float* dwte, float* dwpe, const void* dout,
                         const int32_t* unique_tokens, const int32_t* bucket_offsets,
                         const int32_t* bucket_positions, int64_t num_unique, int64_t B,
@@ -179,6 +179,42 @@ void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float
                         const float* mean, const float* rstd, int64_t N, int64_t C,
                         bool accumulate, float* scratch, cudaStream_t s);
 size_t layernorm_backward_scratch_floats(int64_t N, int64_t C);
+
+// RMSNorm (the llama family; LayerNorm's kernels without the mean and the bias):
+// out (N, C) = inp / sqrt(mean(inp^2) + eps) * weight; rstd (N) fp32 saved.
+void rmsnorm_forward(DType t, void* out, float* rstd, const void* inp, const void* weight,
+                     int64_t N, int64_t C, float eps, cudaStream_t s);
+// dinp (N, C) = dx, or += dx with accumulate (the residual stream's gradient); dweight (C)
+// fp32 +=. scratch: layernorm_backward_scratch_floats(N, C) floats.
+void rmsnorm_backward(DType t, void* dinp, float* dweight, const void* dout, const void* inp,
+                      const void* weight, const float* rstd, int64_t N, int64_t C,
+                      bool accumulate, float* scratch, cudaStream_t s);
+
+// ---------------------------------------------------------------------------------------
+// The llama family's other ops (llama_ops.cu).
+
+// Rotary position embedding ("rotate half": pair i of a head is (x_i, x_{i + D/2})) applied
+// in place to the first `heads` heads of size D of every row of qkv (N rows of row_stride
+// values; the query heads, then the key heads, side by side at the row's start). Row r is
+// position r % T. cos_sin: fp32 (table_rows, D/2) cosines then (table_rows, D/2) sines of
+// the angles pos * inv_freq_i. inverse: rotate by minus the angle (the backward of the
+// rotation, applied to the gradients of the rotated values).
+void rotary_apply(DType t, void* qkv, const float* cos_sin, int64_t table_rows, int64_t N,
+                  int64_t T, int64_t heads, int64_t D, int64_t row_stride, bool inverse,
+                  cudaStream_t s);
+// out (N, F) = silu(gate) * up with gate_up (N, 2F) = [gate | up] per row.
+void swiglu_forward(DType t, void* out, const void* gate_up, int64_t N, int64_t F,
+                    cudaStream_t s);
+// dgate_up (N, 2F) overwritten from dh (N, F), the gradient of the SwiGLU output.
+void swiglu_backward(DType t, void* dgate_up, const void* dh, const void* gate_up, int64_t N,
+                     int64_t F, cudaStream_t s);
+// Grouped-query attention for the kernels that take one KV head per query head: full
+// (N, 3 NH D) from qkv (N, (NH + 2 KVH) D), query head h reading KV head h / (NH / KVH);
+// and back for the gradients, dK and dV of each KV head summed over its group.
+void gqa_expand(DType t, void* full, const void* qkv, int64_t N, int64_t NH, int64_t KVH,
+                int64_t D, cudaStream_t s);
+void gqa_reduce(DType t, void* dqkv, const void* dfull, int64_t N, int64_t NH, int64_t KVH,
+                int64_t D, cudaStream_t s);
 
 // ---------------------------------------------------------------------------------------
 // Causal multi-head attention (attention/). qkv (B, T, 3C) with Q, K, V concatenated
@@ -256,6 +292,8 @@ struct AdamWLayout {
   bool decay_embeddings = true;
   int64_t layers_begin = 0, layer_size = 0, n_layer = 0;
   int64_t decay_begin[4] = {0, 0, 0, 0}, decay_end[4] = {0, 0, 0, 0};  // within a layer
+  // A decayed range after the layers (the llama family's untied LM head; empty by default).
+  int64_t tail_decay_begin = 0, tail_decay_end = 0;
   int64_t work_split = 0, work_shift = 0;
   // The update covers flat indices [begin, n) (gradients and decay by flat index); master
   // weights and moments are indexed i - begin + state_offset (a ZeRO-1 shard), the working

@@ -209,7 +209,9 @@ void execute(cudnnHandle_t handle, Plan& p, const std::array<int64_t, N>& uids,
 struct CudnnAttention::Impl {
   cudnnHandle_t handle = nullptr;
   DType t;
-  int64_t B, T, NH, HS, C;
+  // KVH: key/value heads (grouped-query attention when fewer than NH); C = NH HS the queries'
+  // width, KC = KVH HS the keys' and the values', W = C + 2 KC a row of the fused QKV.
+  int64_t B, T, NH, HS, C, KVH, KC, W;
   float scale, neg_inf = -std::numeric_limits<float>::infinity(), one = 1.0f;
   Plan fwd, bwd;
 
@@ -220,9 +222,12 @@ struct CudnnAttention::Impl {
   void build() {
     const cudnnDataType_t io = t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    const int64_t D = HS, C3 = 3 * C;
+    const int64_t D = HS, C3 = W;
     const Dims qkv_dims{B, NH, T, D}, qkv_str{T * C3, D, C3, 1};
-    const Dims kt_dims{B, NH, D, T}, kt_str{T * C3, D, 1, C3};
+    // K and V: KVH heads; query head h reads head h / (NH / KVH) (the matmuls broadcast).
+    const Dims kv_dims{B, KVH, T, D};
+    const Dims kt_dims{B, KVH, D, T}, kt_str{T * C3, D, 1, C3};
+    const bool grouped = KVH != NH;
     const Dims o_str{T * C, D, C, 1};
     const Dims stat_dims{B, NH, T, 1}, stat_str{NH * T, T, 1, 1};
     const Dims s_dims{B, NH, T, T}, s_str{NH * T * T, T * T, T, 1};
@@ -245,7 +250,7 @@ struct CudnnAttention::Impl {
       GraphBuilder& g = fwd.builder;
       g.tensor(kQ, qkv_dims, qkv_str, io);
       g.tensor(kKt, kt_dims, kt_str, io);
-      g.tensor(kV, qkv_dims, qkv_str, io);
+      g.tensor(kV, kv_dims, qkv_str, io);
       g.tensor(kO, qkv_dims, o_str, io);
       g.tensor(kStats, stat_dims, stat_str, f32);
       g.scalar(kScale, f32);
@@ -284,8 +289,8 @@ struct CudnnAttention::Impl {
       g.scalar(kOne, f32);
       g.tensor(kDO, qkv_dims, o_str, io);
       g.tensor(kDQ, qkv_dims, qkv_str, io);
-      g.tensor(kDK, qkv_dims, qkv_str, io);
-      g.tensor(kDV, qkv_dims, qkv_str, io);
+      g.tensor(kDK, kv_dims, qkv_str, io);
+      g.tensor(kDV, kv_dims, qkv_str, io);
       g.tensor(kSoftmaxSum, stat_dims, stat_str, f32);
       g.tensor(kDQAccum, qkv_dims, Dims{NH * T * D, T * D, D, 1}, f32);
 
@@ -308,7 +313,18 @@ struct CudnnAttention::Impl {
       // dV = P^T dO
       const int64_t pt = g.virt(s_dims, st_str, io);
       g.reshape(p, pt);
-      g.matmul(pt, kDO, kDV);
+      // Grouped-query: every query head's dV, then summed over each group (the same for dK).
+      const Dims full_str{NH * T * D, T * D, D, 1};
+      auto per_head_then_sum = [&](int64_t a, int64_t b, int64_t out) {
+        if (!grouped) {
+          g.matmul(a, b, out);
+          return;
+        }
+        const int64_t full = g.virt(qkv_dims, full_str, io);
+        g.matmul(a, b, full);
+        g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
+      };
+      per_head_then_sum(pt, kDO, kDV);
       // dS = scale P (dO V^T - softmax_sum)
       const int64_t dp = g.virt(s_dims, s_str, f32);
       g.matmul(kDO, kVt, dp);
@@ -321,9 +337,9 @@ struct CudnnAttention::Impl {
       // dK = dS^T Q
       const int64_t dst = g.virt(s_dims, st_str, io);
       g.reshape(ds, dst);
-      g.matmul(dst, kQ, kDK);
+      per_head_then_sum(dst, kQ, kDK);
       // dQ = dS K (fp32 accumulator, then converted)
-      const int64_t k = g.virt(qkv_dims, qkv_str, io);
+      const int64_t k = g.virt(kv_dims, qkv_str, io);
       g.reshape(kKt, k);
       g.matmul(ds, k, kDQAccum);
       g.pointwise(CUDNN_POINTWISE_IDENTITY, kDQAccum, -1, -1, kDQ);
@@ -336,8 +352,13 @@ struct CudnnAttention::Impl {
 bool cudnn_attention_compiled() { return true; }
 int64_t cudnn_runtime_version() { return static_cast<int64_t>(cudnnGetVersion()); }
 
-CudnnAttention::CudnnAttention(DType t, int64_t B, int64_t T, int64_t NH, int64_t HS)
+CudnnAttention::CudnnAttention(DType t, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                               int64_t KVH)
     : impl_(std::make_unique<Impl>()) {
+  if (KVH <= 0) KVH = NH;
+  if (NH % KVH != 0)
+    throw Error("cuDNN attention: " + std::to_string(NH) + " query heads do not group over " +
+                std::to_string(KVH) + " key/value heads");
   if (t != DType::bf16 && t != DType::f16)
     throw Error(std::string("cuDNN attention needs bf16 or fp16, not ") + dtype_str(t) +
                 "; use AISCALE_CUDA_ATTENTION=flash or simple");
@@ -348,6 +369,9 @@ CudnnAttention::CudnnAttention(DType t, int64_t B, int64_t T, int64_t NH, int64_
   m.NH = NH;
   m.HS = HS;
   m.C = NH * HS;
+  m.KVH = KVH;
+  m.KC = KVH * HS;
+  m.W = m.C + 2 * m.KC;
   m.scale = 1.0f / std::sqrt(static_cast<float>(HS));
   check(cudnnCreate(&m.handle), "creating a handle");
   m.build();
@@ -369,10 +393,11 @@ void CudnnAttention::forward(void* out, float* stats, const void* qkv, void* wor
                              cudaStream_t s) {
   Impl& m = *impl_;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
-  const int64_t cb = m.C * 2;  // bytes of one of Q, K, V in a row (bf16 / fp16)
+  // Bytes (bf16 / fp16) from a row's start to its K, and from K to V.
+  const int64_t cb = m.C * 2, kb = m.KC * 2;
   static constexpr std::array<int64_t, 7> kUids{kQ, kKt, kV, kO, kStats, kScale, kNegInf};
   execute(m.handle, m.fwd, kUids,
-          std::array<void*, 7>{base, base + cb, base + 2 * cb, out, stats, &m.scale, &m.neg_inf},
+          std::array<void*, 7>{base, base + cb, base + cb + kb, out, stats, &m.scale, &m.neg_inf},
           workspace, s, "the forward plan");
 }
 
@@ -382,13 +407,13 @@ void CudnnAttention::backward(void* dqkv, const void* dout, const void* qkv, con
   Impl& m = *impl_;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   auto* dbase = static_cast<char*>(dqkv);
-  const int64_t cb = m.C * 2;
+  const int64_t cb = m.C * 2, kb = m.KC * 2;
   static constexpr std::array<int64_t, 14> kUids{
       kQ, kKt, kVt, kO, kStats, kScale, kNegInf, kOne, kDO, kDQ, kDK, kDV, kSoftmaxSum, kDQAccum};
   execute(m.handle, m.bwd, kUids,
-          std::array<void*, 14>{base, base + cb, base + 2 * cb, const_cast<void*>(out),
+          std::array<void*, 14>{base, base + cb, base + cb + kb, const_cast<void*>(out),
                                 const_cast<float*>(stats), &m.scale, &m.neg_inf, &m.one,
-                                const_cast<void*>(dout), dbase, dbase + cb, dbase + 2 * cb,
+                                const_cast<void*>(dout), dbase, dbase + cb, dbase + cb + kb,
                                 softmax_sum, dq_accum},
           workspace, s, "the backward plan");
 }
@@ -400,7 +425,7 @@ struct CudnnAttention::Impl {};
 bool cudnn_attention_compiled() { return false; }
 int64_t cudnn_runtime_version() { return 0; }
 
-CudnnAttention::CudnnAttention(DType, int64_t, int64_t, int64_t, int64_t) {
+CudnnAttention::CudnnAttention(DType, int64_t, int64_t, int64_t, int64_t, int64_t) {
   throw Error(
       "this build has no cuDNN (CMake found no cudnn.h / libcudnn); rebuild with cuDNN 9 "
       "installed, or use AISCALE_CUDA_ATTENTION=flash");

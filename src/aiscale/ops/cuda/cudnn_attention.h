@@ -28,7 +28,10 @@ class CudnnAttention {
   // Builds and finalises the forward and backward execution plans (cuDNN's heuristics,
   // first engine configuration that finalises). Throws aiscale::Error with cuDNN's
   // message where the shape, type or library is not supported (bf16 / fp16 only).
-  CudnnAttention(DType t, int64_t B, int64_t T, int64_t NH, int64_t HS);
+  // KVH < NH: grouped-query attention, qkv rows (B, T, C + 2 KVH HS) holding Q (NH heads),
+  // K and V (KVH heads each), query head h reading KV head h / (NH / KVH); dK and dV are
+  // summed over each group (0: KVH = NH).
+  CudnnAttention(DType t, int64_t B, int64_t T, int64_t NH, int64_t HS, int64_t KVH = 0);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;

@@ -322,6 +322,7 @@ void embedding_backward(DType t, float* dwte, float* dwpe, const void* dout,
           static_cast<int>(C));
       AISCALE_CUDA_LAUNCH_CHECK();
     }
+    if (!dwpe) return;  // no position embedding (the llama family's rotary positions)
     const int64_t items = T * (C / Pack<X>::N);
     embedding_backward_wpe_kernel<X><<<grid_for(items, 256), 256, 0, s>>>(
         dwpe, static_cast<const X*>(dout), static_cast<int>(B), static_cast<int>(T),

@@ -1,4 +1,5 @@
-// LayerNorm forward and backward.
+// LayerNorm and RMSNorm forward and backward (one set of kernels: RMS = true drops the mean
+// and the bias, y = x / sqrt(mean(x^2) + eps) * w, statistics in fp32).
 //
 // Forward: one warp per row, the row in registers (16-byte packs, NV packs per lane);
 // weight and bias are loaded together with the row, so one memory round trip covers a row.
@@ -22,12 +23,12 @@ constexpr float kEps = 1e-5f;
 constexpr int kFwdWarps = 4;  // rows per block in forward
 constexpr int kScratchRows = 4;  // the scratch holds partials for one block per 4 rows
 
-template <typename T, int NV>
+template <typename T, int NV, bool RMS>
 __global__ void __launch_bounds__(kFwdWarps * 32)
     layernorm_forward_kernel(T* __restrict__ out, float* __restrict__ mean,
                              float* __restrict__ rstd, const T* __restrict__ inp,
                              const T* __restrict__ weight, const T* __restrict__ bias, int N,
-                             int C) {
+                             int C, float eps) {
   constexpr int V = Pack<T>::N;
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kFwdWarps + threadIdx.x / 32;
@@ -41,19 +42,21 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
     if (p < packs) {
       x[i] = load_pack(x_row + p * V);
       w[i] = load_pack(weight + p * V);
-      b[i] = load_pack(bias + p * V);
+      if (!RMS) b[i] = load_pack(bias + p * V);
     }
   }
   float sum = 0.0f;
+  if (!RMS) {
 #pragma unroll
-  for (int i = 0; i < NV; ++i) {
-    const int p = lane + i * 32;
-    if (p < packs) {
+    for (int i = 0; i < NV; ++i) {
+      const int p = lane + i * 32;
+      if (p < packs) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) sum += x[i].get(k);
+        for (int k = 0; k < V; ++k) sum += x[i].get(k);
+      }
     }
   }
-  const float m = warp_sum(sum) / C;
+  const float m = RMS ? 0.0f : warp_sum(sum) / C;
   float sq = 0.0f;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
@@ -66,7 +69,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
       }
     }
   }
-  const float r = rsqrtf(warp_sum(sq) / C + kEps);
+  const float r = rsqrtf(warp_sum(sq) / C + eps);
   T* o_row = out + int64_t(row) * C;
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
@@ -74,12 +77,13 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
     if (p < packs) {
       Pack<T> o;
 #pragma unroll
-      for (int k = 0; k < V; ++k) o.set(k, (x[i].get(k) - m) * r * w[i].get(k) + b[i].get(k));
+      for (int k = 0; k < V; ++k)
+        o.set(k, (x[i].get(k) - m) * r * w[i].get(k) + (RMS ? 0.0f : b[i].get(k)));
       store_pack(o_row + p * V, o);
     }
   }
   if (lane == 0) {
-    mean[row] = m;
+    if (!RMS) mean[row] = m;
     rstd[row] = r;
   }
 }
@@ -144,7 +148,7 @@ size_t bwd_smem_bytes(int C) {
 // partials: (gridDim.x, 3, C) = per-block sums of dweight, dbias and the column sums of
 // the final dinp. Thread t of a row group handles packs t, t + TPR, ... of every row of
 // that group; S stages of rows in flight.
-template <typename T, int NV, int WPR>
+template <typename T, int NV, int WPR, bool RMS>
 __global__ void __launch_bounds__(bwd_groups<T, NV, WPR>() * WPR * 32, bwd_min_blocks<T, NV>())
     layernorm_backward_rows_kernel(T* __restrict__ dinp, float* __restrict__ partials,
                                    const T* __restrict__ dout, const T* __restrict__ inp,
@@ -188,7 +192,7 @@ __global__ void __launch_bounds__(bwd_groups<T, NV, WPR>() * WPR * 32, bwd_min_b
           if (accumulate) cp_async16(slot(s, 2 * NV + i), dinp + base + p * V);
         }
       }
-      cp_async4(mr + (s * 2) * THREADS + tid, mean + row);
+      if (!RMS) cp_async4(mr + (s * 2) * THREADS + tid, mean + row);
       cp_async4(mr + (s * 2 + 1) * THREADS + tid, rstd + row);
     }
     cp_async_commit();
@@ -200,7 +204,8 @@ __global__ void __launch_bounds__(bwd_groups<T, NV, WPR>() * WPR * 32, bwd_min_b
   for (int row = first; row < N; row += stride) {
     issue(row + (S - 1) * stride, sc == 0 ? S - 1 : sc - 1);
     cp_async_wait<S - 1>();  // this row's copies (this thread's own) have landed
-    const float m = mr[(sc * 2) * THREADS + tid], r = mr[(sc * 2 + 1) * THREADS + tid];
+    const float m = RMS ? 0.0f : mr[(sc * 2) * THREADS + tid];
+    const float r = mr[(sc * 2 + 1) * THREADS + tid];
     float s_dn = 0.0f, s_dnx = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
@@ -245,7 +250,8 @@ __global__ void __launch_bounds__(bwd_groups<T, NV, WPR>() * WPR * 32, bwd_min_b
         for (int k = 0; k < V; ++k) {
           const float xhat = (x.get(k) - m) * r;
           const float gk = dy.get(k);
-          const float dx = (gk * w[i].get(k) - mean_dn - xhat * mean_dn_xhat) * r;
+          // (RMSNorm: no mean was subtracted, so no mean_dn term.)
+          const float dx = (gk * w[i].get(k) - (RMS ? 0.0f : mean_dn) - xhat * mean_dn_xhat) * r;
           o.set(k, accumulate ? old.get(k) + dx : dx);
           aw[i][k] += gk * xhat;
           ab[i][k] += gk;
@@ -304,7 +310,9 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
   for (int k = 0; k < kReduceWarps; ++k) total += sm[k][lane];
   const int a = j / C, c = j % C;
   if (a == 0) dweight[c] += total;
-  else if (a == 1) dbias[c] += total;
+  else if (a == 1) {
+    if (dbias) dbias[c] += total;
+  }
   else if (colsum) colsum[c] += total;
 }
 
@@ -355,9 +363,12 @@ void set_smem(const void* kernel, size_t smem) {
 
 }  // namespace
 
-void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* inp,
-                       const void* weight, const void* bias, int64_t N, int64_t C,
-                       cudaStream_t s) {
+namespace {
+
+template <bool RMS>
+void norm_forward(DType t, void* out, float* mean, float* rstd, const void* inp,
+                  const void* weight, const void* bias, int64_t N, int64_t C, float eps,
+                  cudaStream_t s) {
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
     AISCALE_CUDA_REQUIRE(C % Pack<X>::N == 0, "layernorm: C = " + std::to_string(C));
@@ -365,23 +376,20 @@ void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void*
     dispatch_nv(need, [&](auto nv) {
       constexpr int NV = decltype(nv)::value;
       const int blocks = static_cast<int>(ceil_div(N, kFwdWarps));
-      layernorm_forward_kernel<X, NV><<<blocks, kFwdWarps * 32, 0, s>>>(
+      layernorm_forward_kernel<X, NV, RMS><<<blocks, kFwdWarps * 32, 0, s>>>(
           static_cast<X*>(out), mean, rstd, static_cast<const X*>(inp),
           static_cast<const X*>(weight), static_cast<const X*>(bias), static_cast<int>(N),
-          static_cast<int>(C));
+          static_cast<int>(C), eps);
       AISCALE_CUDA_LAUNCH_CHECK();
     });
   });
 }
 
-size_t layernorm_backward_scratch_floats(int64_t N, int64_t C) {
-  return static_cast<size_t>(backward_blocks(N)) * 3 * static_cast<size_t>(C);
-}
-
-void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float* dinp_colsum,
-                        const void* dout, const void* inp, const void* weight,
-                        const float* mean, const float* rstd, int64_t N, int64_t C,
-                        bool accumulate, float* scratch, cudaStream_t s) {
+template <bool RMS>
+void norm_backward(DType t, void* dinp, float* dweight, float* dbias, float* dinp_colsum,
+                   const void* dout, const void* inp, const void* weight, const float* mean,
+                   const float* rstd, int64_t N, int64_t C, bool accumulate, float* scratch,
+                   cudaStream_t s) {
   if (N == 0) return;
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
@@ -391,7 +399,7 @@ void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float
     dispatch_bwd_shape(packs, [&](auto nv, auto wpr) {
       constexpr int NV = decltype(nv)::value, WPR = decltype(wpr)::value;
       constexpr int G = bwd_groups<X, NV, WPR>(), threads = G * WPR * 32;
-      auto kernel = layernorm_backward_rows_kernel<X, NV, WPR>;
+      auto kernel = layernorm_backward_rows_kernel<X, NV, WPR, RMS>;
       const size_t smem = bwd_smem_bytes<X, NV, WPR>(static_cast<int>(C));
       set_smem(reinterpret_cast<const void*>(kernel), smem);
       int per_sm = 0;
@@ -410,6 +418,38 @@ void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float
         dweight, dbias, dinp_colsum, scratch, blocks, static_cast<int>(C));
     AISCALE_CUDA_LAUNCH_CHECK();
   });
+}
+
+}  // namespace
+
+void layernorm_forward(DType t, void* out, float* mean, float* rstd, const void* inp,
+                       const void* weight, const void* bias, int64_t N, int64_t C,
+                       cudaStream_t s) {
+  norm_forward<false>(t, out, mean, rstd, inp, weight, bias, N, C, kEps, s);
+}
+
+size_t layernorm_backward_scratch_floats(int64_t N, int64_t C) {
+  return static_cast<size_t>(backward_blocks(N)) * 3 * static_cast<size_t>(C);
+}
+
+void layernorm_backward(DType t, void* dinp, float* dweight, float* dbias, float* dinp_colsum,
+                        const void* dout, const void* inp, const void* weight,
+                        const float* mean, const float* rstd, int64_t N, int64_t C,
+                        bool accumulate, float* scratch, cudaStream_t s) {
+  norm_backward<false>(t, dinp, dweight, dbias, dinp_colsum, dout, inp, weight, mean, rstd, N, C,
+                       accumulate, scratch, s);
+}
+
+void rmsnorm_forward(DType t, void* out, float* rstd, const void* inp, const void* weight,
+                     int64_t N, int64_t C, float eps, cudaStream_t s) {
+  norm_forward<true>(t, out, nullptr, rstd, inp, weight, nullptr, N, C, eps, s);
+}
+
+void rmsnorm_backward(DType t, void* dinp, float* dweight, const void* dout, const void* inp,
+                      const void* weight, const float* rstd, int64_t N, int64_t C,
+                      bool accumulate, float* scratch, cudaStream_t s) {
+  norm_backward<true>(t, dinp, dweight, nullptr, nullptr, dout, inp, weight, nullptr, rstd, N, C,
+                      accumulate, scratch, s);
 }
 
 }  // namespace aiscale::cuda

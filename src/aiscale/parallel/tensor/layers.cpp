@@ -73,6 +73,7 @@ void vocab_embedding_forward(const ops::Backend& ops, const TensorGroup& g, floa
     else std::memset(row, 0, size_t(C) * 4);
   }
   leave_forward(g, target, out, n, C);
+  if (!wpe) return;
   const int64_t rows = g.rows(n), first = g.first_row(n);
   for (int64_t i = 0; i < rows; ++i) {
     const float* pos = wpe + ((first + i) % T) * C;
@@ -96,6 +97,7 @@ void vocab_embedding_backward(const ops::Backend& ops, const TensorGroup& g, flo
     float* row = dwte + v * C;
     for (int64_t k = 0; k < C; ++k) row[k] += full[i * C + k];
   }
+  if (!dwpe) return;
   const int64_t rows = g.rows(n), first = g.first_row(n);
   for (int64_t i = 0; i < rows; ++i) {
     float* pos = dwpe + ((first + i) % T) * C;

@@ -46,7 +46,7 @@ struct VocabSlice {
 
 // out (rows, C) = wte[token] + wpe[position] for this rank's rows of the (B, T) tokens;
 // wte (vocab.size, C) holds the rank's slice of the vocabulary (rows of other ranks' tokens
-// are summed in from them). `partial` (N, C): scratch (may be out without sequence
+// are summed in from them); wpe null: no position embedding. `partial` (N, C): scratch (may be out without sequence
 // parallelism).
 void vocab_embedding_forward(const ops::Backend& ops, const TensorGroup& g, float* out,
                              float* partial, const int32_t* tokens, const float* wte,
