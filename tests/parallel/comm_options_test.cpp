@@ -92,10 +92,12 @@ TEST(CommConfig, ZeroStageAndBuckets) {
   auto d = train::parse_train_config("", "t.toml", {});
   EXPECT_EQ(d.zero_stage, 0);
   EXPECT_TRUE(d.overlap);
-  // ZeRO-1 shards GPU state over NCCL ranks: on CPUs it is refused, naming the fix.
-  std::string e = config_error("[parallel]\nzero_stage = 1\n");
+  // ZeRO-1 on CPU ranks wraps plain data parallelism: with tensor parallelism it is
+  // refused, naming the stage that runs there.
+  EXPECT_EQ(train::parse_train_config("[parallel]\nzero_stage = 1\n", "t.toml", {}).zero_stage, 1);
+  std::string e = config_error("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\n[parallel]\nzero_stage = 1\ntensor_parallel = 2\n");
   EXPECT_NE(e.find("parallel.zero_stage = 1"), std::string::npos) << e;
-  EXPECT_NE(e.find("train.device = \"cuda\""), std::string::npos) << e;
+  EXPECT_NE(e.find("parallel.zero_stage = 2"), std::string::npos) << e;
   // The optimizer offload belongs to GPU ZeRO-3.
   e = config_error("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\noffload_optimizer = true\n");
   EXPECT_NE(e.find("parallel.zero_stage = 3"), std::string::npos) << e;

@@ -113,7 +113,10 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   l.dp = 8;
   l.zero = 1;
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
+  EXPECT_EQ(engine_gap(gpt, l, Precision::fp32, true), "");  // CPU ZeRO-1 wraps plain dp
+  l.tp = 2;  // but not tensor parallelism
   EXPECT_NE(engine_gap(gpt, l, Precision::fp32, true).find("ZeRO-1"), std::string::npos);
+  l.tp = 1;
   l.zero = 2;  // GPU ZeRO-2 and ZeRO-3 run over NCCL, not over the copy engines
   EXPECT_EQ(engine_gap(gpt, l, Precision::bf16, false), "");
   l.transport = GradTransport::copy_engine;

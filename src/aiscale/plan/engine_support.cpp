@@ -21,7 +21,8 @@ namespace {
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
 //  * CPU ranks (train.device = "cpu"): GPT-2- and Llama-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
-//    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
+//    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages); ZeRO-1 (the
+//    trainer's wrapper, optim/data_parallel.h) with plain data parallelism only.
 //  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI).
 //    train.recompute_layers is Korthikanti's full recomputation (every layer's forward run
 //    again in its backward, on CPU and GPU ranks, with every layout); train.recompute
@@ -48,18 +49,18 @@ const std::vector<EngineSupport> kEngineSupport = {
     {"cpu",
      {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32},
-     {0, 2, 3},
+     {0, 1, 2, 3},
      1 << 20,
      1 << 20,
      {GradTransport::nccl},  // the planner's "nccl" stands for the default transport: MPI on CPU ranks
      {},
      {Recompute::none, Recompute::full},
      false,
-     {},
+     {0, 2, 3},
      false,
      true,
      true,
-     {},
+     {0, 2},
      true,
      false,
      {nn::GptFamily::gpt2, nn::GptFamily::llama}},
