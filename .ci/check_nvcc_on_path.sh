@@ -19,7 +19,7 @@ fi
 build=${2:-build/ci-nvcc-path}
 prefix=$(mktemp -d /tmp/aiscale-cuda-prefix.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
-for entry in "$toolkit"/*; do ln -s "$(readlink -f "$entry")" "$prefix/"; done
+for entry in "$toolkit"/*; do ln -s "$(readlink -f "$entry")" "$prefix/${entry##*/}"; done
 # PATH without any folder that holds an nvcc, then the new prefix in front.
 path=""
 IFS=: read -ra dirs <<<"$PATH"
