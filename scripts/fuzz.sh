@@ -13,7 +13,7 @@ cd "$root"
 seconds=${1:-10}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(train_config study token_shard safetensors checkpoint gpt2_vocab hf_tokenizer_json analysis catalog)
+[ ${#targets[@]} -eq 0 ] && targets=(train_config study token_shard safetensors checkpoint hf_model gpt2_vocab hf_tokenizer_json analysis catalog)
 build=${AISCALE_FUZZ_BUILD_DIR:-}
 if [ -z "$build" ]; then
   build=build/asan

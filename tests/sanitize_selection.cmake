@@ -8,7 +8,7 @@
 #    the fuzz regressions;
 #  - every file reader: token shards, tokenizers (GPT-2 BPE, tokenizer.json,
 #    SentencePiece), corpora (JSONL, gzip), image stores and codecs (LMDB, JPEG, PNG, IDX),
-#    safetensors and checkpoints, run records, tfevents, the systems catalogue;
+#    safetensors, Hugging Face folders and checkpoints, run records, tfevents, the systems catalogue;
 #  - every text parser: the training config, the study and search-space TOML, the command
 #    line (integer options, bad input), environment tables, the communication and
 #    rendezvous settings;
@@ -24,7 +24,7 @@ set(AISCALE_SANITIZE_TEST_PATTERNS
   "^core/"
   "^data/"
   "^cli/(bad_input|integer_options)_test"
-  "^train/(config|checkpoint|tfevents_reader)_test"
+  "^train/(config|checkpoint|tfevents_reader|hf_import)_test"
   "^plan/(catalog|validation)_test"
   "^sweep/(analysis|step_records)_test"
   "^report/report_inputs_test"

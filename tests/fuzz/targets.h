@@ -8,6 +8,7 @@
 #include "targets/catalog.h"
 #include "targets/checkpoint.h"
 #include "targets/gpt2_vocab.h"
+#include "targets/hf_model.h"
 #include "targets/hf_tokenizer_json.h"
 #include "targets/safetensors.h"
 #include "targets/study.h"
@@ -23,12 +24,13 @@ struct Target {
 // For test names and messages.
 inline void PrintTo(const Target& t, std::ostream* os) { *os << t.name; }
 
-inline constexpr std::array<Target, 9> kTargets{{
+inline constexpr std::array<Target, 10> kTargets{{
     {"train_config", fuzz_train_config},
     {"study", fuzz_study},
     {"token_shard", fuzz_token_shard},
     {"safetensors", fuzz_safetensors},
     {"checkpoint", fuzz_checkpoint},
+    {"hf_model", fuzz_hf_model},
     {"gpt2_vocab", fuzz_gpt2_vocab},
     {"hf_tokenizer_json", fuzz_hf_tokenizer_json},
     {"analysis", fuzz_analysis},

@@ -190,5 +190,53 @@ TEST(PlanCli, RankObjectivesAndDeadline) {
   EXPECT_NE(r.output.find("--rank must be time, gpu-hours or smallest"), std::string::npos) << r.output;
 }
 
+TEST(PlanCli, LlamaPresetsAndCustomLlamaShapes) {
+  // Llama 3 8B on one node of four H100s: its shape, origin, exact parameters and the
+  // untied input embedding left out of N.
+  auto r = run_aiscale(
+      "plan --model llama3-8b-shape --tokens 1e9 --system marenostrum5 --gpus 4 "
+      "--include-unsupported --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("32 heads (8 key/value)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Llama 3.1 8B shape (Meta's config.json)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("N = 8,030,261,248"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("6 × 7,504,924,672 × "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Llama-family training not implemented"), std::string::npos) << r.output;
+  // llama-tiny's shape given by hand through --model custom: the same parameter count.
+  r = run_aiscale(
+      "plan --model custom --family llama --n-layer 2 --n-head 4 --n-embd 64 --n-kv-head 2 "
+      "--ffn-hidden 176 --vocab-size 256 --tie-embeddings false --seq-len 64 --tokens 1e6 "
+      "--system jupiter --include-unsupported --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["workload"]["params"].get<int64_t>(), 125248);
+  EXPECT_EQ(j["workload"]["family"].get<std::string>(), "llama");
+  EXPECT_EQ(j["workload"]["n_kv_head"].get<int64_t>(), 2);
+  EXPECT_FALSE(j["workload"]["tie_embeddings"].get<bool>());
+  // Mistakes: Llama options on a GPT-2 model, an unknown family, a tensor size the
+  // key/value heads do not allow.
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --n-kv-head 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--n-kv-head"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model custom --family mamba --n-layer 2 --n-head 4 --n-embd 64 --tokens 1e9");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--family mamba is unknown"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model llama3-8b-shape --tokens 1e9 --tp 16 --include-unsupported");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("8 key/value heads"), std::string::npos) << r.output;
+  // The optimizer offloaded: marked in the table, its host memory and assumptions stated.
+  r = run_aiscale(
+      "plan --model gpt2-1558m --tokens 1e9 --system marenostrum5 --gpus 4 --offload-optimizer "
+      "--explain");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Z3 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optimizer offloaded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("offloaded to host memory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("over PCIe"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model llama3-8b-shape --tokens 1e9 --tie-embeddings maybe");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--tie-embeddings maybe is invalid"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace aiscale

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/nn/models/gpt.h"
 #include "aiscale/plan/engine_support.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/train/config.h"
@@ -231,6 +232,31 @@ TEST(PlanEngineSupport, HostMemoryBoundsTheModelPerNode) {
   Layout one;
   EXPECT_EQ(host_memory_gap(make_workload("gpt2-6.6b"), one, 4, 80), "");
   EXPECT_NE(host_memory_gap(make_workload("gpt2-6.6b"), four, 4, 80), "");
+}
+
+// The families the table lets `aiscale train` build against the engine's own model factory:
+// when the Llama family's model lands on a device, this fails until the table says so (and
+// the planner then prices Llama layouts the engine's way).
+TEST(PlanEngineSupport, ModelFamiliesAgreeWithTheModelFactory) {
+  for (const EngineSupport& e : engine_support()) {
+    if (e.device == "cuda" && !nn::cuda_available()) continue;
+    for (nn::GptFamily f : {nn::GptFamily::gpt2, nn::GptFamily::llama}) {
+      const nn::GptConfig c = nn::gpt_preset(f == nn::GptFamily::llama ? "llama-tiny" : "gpt-tiny");
+      nn::GptRunOptions o;
+      o.batch = 1;
+      o.seq = 8;
+      bool built = true;
+      try {
+        nn::make_gpt(std::string(e.device), c, o);
+      } catch (const Error&) {
+        built = false;
+      }
+      const bool table =
+          std::find(e.gpt_families.begin(), e.gpt_families.end(), f) != e.gpt_families.end();
+      EXPECT_EQ(table, built) << "device " << e.device << ", family " << nn::to_string(f)
+                              << ": update gpt_families in src/aiscale/plan/engine_support.cpp";
+    }
+  }
 }
 
 }  // namespace aiscale::plan

@@ -65,7 +65,7 @@ std::vector<std::string> bench_run_keys() {
   std::vector<std::string> keys = run_option_keys();
   // The benchmark measures data parallelism (with ZeRO), tensor parallelism and pipeline
   // stages; the metrics outputs belong to a training run's directory.
-  for (const char* k : {"train.steps", "run.tensorboard", "run.mllog",
+  for (const char* k : {"train.steps", "train.init_from", "run.tensorboard", "run.mllog",
                         // the gradient exchange's choices are measured by aiscale train and
                         // bench allreduce --algorithm
                         "parallel.allreduce", "parallel.ranks_per_node", "parallel.grad_mixing",

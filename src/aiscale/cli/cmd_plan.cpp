@@ -34,6 +34,11 @@ struct PlanOptions {
   std::string model;
   RunOptions run;  // model shape, micro-batch, ZeRO stage, gradient transport (cli/run_options.h)
   std::optional<int> image_size;
+  // The Llama family (the train config's model.family, model.n_kv_head, model.ffn_hidden,
+  // model.tie_embeddings)
+  std::string family;
+  std::optional<int64_t> n_kv_head, ffn_hidden;
+  std::string tie_embeddings;
   double tokens = 0;
   double images = static_cast<double>(kImageNetTrainImages);
   double epochs = 90;
@@ -80,10 +85,31 @@ void add_plan_choice_options(CLI::App* app, PlanOptions& o) {
 void add_workload_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--model", o.model,
                   "gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-857m, gpt2-2.7b, gpt2-6.6b, "
-                  "gpt3-175b, resnet50, resnet18, ... or custom (with --n-layer/--n-head/--n-embd)");
+                  "gpt3-175b, llama3-1b-shape, llama3-3b-shape, llama3-8b-shape, llama-mini, "
+                  "llama-tiny, resnet50, resnet18, ... or custom (with --n-layer/--n-head/--n-embd; "
+                  "--family llama for a Llama)");
+  const std::string model_group = "Model (custom size, or override a preset; the train config's keys)";
   add_run_options(app, o.run,
                   {"model.n_layer", "model.n_head", "model.n_embd", "train.seq_len", "model.vocab_size"},
-                  "Model (custom size, or override a preset; the train config's keys)");
+                  model_group);
+  app->add_option("--family", o.family,
+                  "Architecture family of --model custom: gpt2 (default) or llama (RMSNorm, rotary "
+                  "positions, SwiGLU MLP, grouped-query attention, no biases) (config key "
+                  "model.family)")
+      ->group(model_group);
+  app->add_option("--n-kv-head", o.n_kv_head,
+                  "llama: key/value heads (grouped-query attention; divides n_head; default "
+                  "n_head) (config key model.n_kv_head)")
+      ->check(integer_in(1, 1024))
+      ->group(model_group);
+  app->add_option("--ffn-hidden", o.ffn_hidden,
+                  "llama: MLP hidden width F (default 4 x n_embd) (config key model.ffn_hidden)")
+      ->check(integer_in(1, int64_t{1} << 20))
+      ->group(model_group);
+  app->add_option("--tie-embeddings", o.tie_embeddings,
+                  "llama: true (default for custom) when the LM head is the token embedding, "
+                  "false for a head of its own (config key model.tie_embeddings)")
+      ->group(model_group);
   app->add_option("--image-size", o.image_size, "Image side for ResNets (default 224)")
       ->check(integer_in(8, 1 << 16));
   app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9")
@@ -103,8 +129,8 @@ void add_workload_options(CLI::App* app, PlanOptions& o) {
                   "Validation samples per epoch as a fraction of the training samples")
       ->check(number_in(0, 1));
   app->add_option("--bytes-per-sample", o.bytes_per_sample,
-                  "Bytes of one sample on the shared filesystem (default: 2 per token; ImageNet's "
-                  "mean JPEG, 108 KB)")
+                  "Bytes of one sample on the shared filesystem (default: 2 per token, 4 for a "
+                  "vocabulary over 65,536; ImageNet's mean JPEG, 108 KB)")
       ->check(number_in(0, 1e12));
   app->add_option("--decode-rate", o.decode_rate,
                   "Images/s one host core decodes and augments (default: a `bench loader` line in "
@@ -129,7 +155,9 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
       ->check(integer_in(0, int64_t{1} << 30));
   app->add_option("--tp", o.tp, "Fix the tensor-parallel size")->check(integer_in(1, 1 << 16));
   app->add_option("--pp", o.pp, "Fix the pipeline-parallel size")->check(integer_in(1, 1 << 16));
-  add_run_options(app, o.run, {"train.batch_size", "parallel.zero_stage", "parallel.grad_transport"},
+  add_run_options(app, o.run,
+                  {"train.batch_size", "parallel.zero_stage", "parallel.grad_transport",
+                   "parallel.offload_optimizer"},
                   "Fixed choices (the train config's keys; default: the planner chooses)");
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
   app->add_option("--calibration", o.calibration,
@@ -182,6 +210,19 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   mo.seq_len = o.run.integer("train.seq_len");
   mo.vocab_size = o.run.integer("model.vocab_size");
   mo.image_size = o.image_size;
+  if (!o.family.empty()) {
+    if (o.family != "gpt2" && o.family != "llama")
+      fail("--family {} is unknown: choose gpt2 or llama", o.family);
+    mo.family = nn::parse_gpt_family(o.family);
+  }
+  mo.n_kv_head = o.n_kv_head;
+  mo.ffn_hidden = o.ffn_hidden;
+  if (!o.tie_embeddings.empty()) {
+    if (o.tie_embeddings != "true" && o.tie_embeddings != "false")
+      fail("--tie-embeddings {} is invalid: use true (the LM head is the token embedding) or "
+           "false (a head of its own)", o.tie_embeddings);
+    mo.tie_embeddings = o.tie_embeddings == "true";
+  }
   r.workload = make_workload(o.model, mo);
   r.tokens = o.tokens;
   if (r.workload.is_transformer() && !(r.tokens > 0)) {
@@ -211,6 +252,7 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (const auto zero = o.run.integer("parallel.zero_stage")) r.pins.zero = static_cast<int>(*zero);
   if (const auto mb = o.run.integer("train.batch_size")) r.pins.micro_batch = static_cast<int>(*mb);
   if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
+  r.pins.offload = o.run.text("parallel.offload_optimizer").value_or("false") == "true";
   r.grad_transport = parse_grad_transport(o.run.text("parallel.grad_transport").value_or("nccl"));
   r.objective = parse_objective(o.rank);
   if (!o.deadline.empty()) r.deadline_s = parse_duration(o.deadline, "--deadline");

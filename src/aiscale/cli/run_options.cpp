@@ -39,6 +39,7 @@ constexpr RunOptionDef kRunOptions[] = {
     {"train.recompute", "", true},
     {"train.recompute_layers", "", true},
     {"train.attention", ""},
+    {"train.init_from", ""},
     {"parallel.communicator", ""},
     {"parallel.rendezvous", ""},
     {"parallel.zero_stage", ",--zero"},

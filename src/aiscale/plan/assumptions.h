@@ -126,6 +126,14 @@ struct Assumptions {
   // written (2) = 28; SGD with momentum: weight, momentum read+written (16) + grad (4) = 20.
   double adamw_bytes_touched = 28;
   double sgd_bytes_touched = 20;
+  // Optimizer offload (the optimizer state in host memory, AdamW on the CPU): each update
+  // copies the rank's fp32 gradient shard to the host and its new 16-bit working copy back
+  // over PCIe, at offload_pcie_bytes_per_s per GPU each way in turn (pinned copies over
+  // PCIe 4.0 x16 run at about 25 GB/s), and AdamW touches adamw_bytes_touched per
+  // parameter of the shard in host memory at offload_host_bytes_per_s per rank (a node's
+  // DRAM bandwidth, some 200 GB/s, shared by its ranks and below peak on AdamW's streams).
+  double offload_pcie_bytes_per_s = 25e9;
+  double offload_host_bytes_per_s = 20e9;
   MemoryAssumptions memory;
   TopologyAssumptions topology;
   EpochAssumptions epoch;

@@ -9,7 +9,8 @@ namespace {
 
 // What `aiscale train` runs, as of this revision (train/config.cpp validate(),
 // nn/models/gpt_common.cpp make_gpt()):
-//  * GPU ranks (train.device = "cuda"): GPT-family models; fp32 (no TF32), bf16 and fp16;
+//  * GPU ranks (train.device = "cuda"): GPT-2-family models (the Llama family's model
+//    refuses to build yet: nn/models/gpt_common.cpp make_gpt); fp32 (no TF32), bf16 and fp16;
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks), 2 or 3 (2 and 3 over NCCL only); tensor parallelism with
 //    data-parallel copies (dp x tp, ZeRO 0 to 3 over NCCL, ZeRO-2/3 sharding each tensor
@@ -18,7 +19,7 @@ namespace {
 //    holding its layers with the embeddings and the final norm and recomputing its forward
 //    before each backward).
 //    ResNets with plain data parallelism (train/vision_*, fp32 and bf16/fp16 AMP).
-//  * CPU ranks (train.device = "cpu"): GPT-family models in fp32; any dp x tp x pp layout
+//  * CPU ranks (train.device = "cpu"): GPT-2-family models in fp32; any dp x tp x pp layout
 //    over MPI (tensor parallelism with sequence parallelism, GPipe/1F1B pipelines) with ZeRO
 //    stage 0, 2 or 3 on the data axis (ZeRO-3 without pipeline stages).
 //  * CPU ranks also train ResNets (train/vision_*: fp32, data parallelism over MPI).
@@ -97,6 +98,10 @@ std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_par
   if (!has(e.models, w.kind))
     return w.is_transformer() ? "transformer training not implemented on this device"
                               : "CNN training not implemented on GPU ranks yet (CPU ranks train ResNets)";
+  if (w.is_transformer() && !has(e.gpt_families, w.gpt.family))
+    return fmt::format("{}-family training not implemented on {} ranks yet (aiscale trains the "
+                       "GPT-2 family there)", w.gpt.llama() ? "Llama" : "GPT-2",
+                       cpu_partition ? "CPU" : "GPU");
   if (!has(e.precisions, p))
     return fmt::format("{} training not implemented on {} ranks (aiscale trains {})", to_string(p),
                        cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions));
@@ -130,6 +135,11 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
       !has(e.copy_engine_zero_stages, l.zero))
     return fmt::format("ZeRO-{} over the copy engines not implemented (ZeRO-{} runs over NCCL)",
                        l.zero, l.zero);
+  if (l.offload && (cpu_partition || l.zero != 3 || l.tp > 1 || l.pp > 1))
+    return cpu_partition ? "optimizer offload is for GPU ranks (CPU ranks hold it in host memory "
+                           "already)"
+                         : "optimizer offload runs with ZeRO-3 and neither tensor nor pipeline "
+                           "parallelism (parallel.offload_optimizer)";
   if (!has(e.recompute, l.recompute))
     return fmt::format("{} recomputation not implemented (aiscale recomputes whole layers, "
                        "--recompute-layers, or GELU and LayerNorm outputs, --recompute)",
@@ -144,7 +154,10 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
 std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_node, double ram_gib) {
   if (ram_gib <= 0 || !w.is_transformer()) return "";
   const double ranks = static_cast<double>(std::min<long>(std::max(gpus_per_node, 1), l.gpus()));
-  const double need = 12.0 * static_cast<double>(w.params()) * ranks;
+  // With the optimizer offloaded each rank also keeps its shard of the fp32 master weights
+  // and moments there (12 bytes per parameter over the data-parallel ranks).
+  const double shard = l.offload ? 12.0 / (l.zero >= 1 ? l.dp : 1) : 0.0;
+  const double need = (12.0 + shard) * static_cast<double>(w.params()) * ranks;
   const double have = ram_gib * 1024.0 * 1024.0 * 1024.0;
   if (need <= have) return "";
   return fmt::format("each rank keeps the whole model's parameters and AdamW moments in host "
@@ -180,10 +193,11 @@ std::string engine_support_summary(bool cpu_partition) {
                                  list_zero(tensor_zero));
   else
     model_parallel = "no tensor or pipeline parallelism";
-  return fmt::format("`aiscale train` on {} ranks runs GPT-family models in {}; data parallelism "
+  return fmt::format("`aiscale train` on {} ranks runs {}-family models in {}; data parallelism "
                      "with ZeRO {}{}; {}; {}",
-                     cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions),
-                     list_zero(e.zero_stages),
+                     cpu_partition ? "CPU" : "GPU",
+                     has(e.gpt_families, nn::GptFamily::llama) ? "GPT-2- and Llama" : "GPT-2",
+                     list_precisions(e.precisions), list_zero(e.zero_stages),
                      cpu_partition ? " over MPI" : " over NCCL (or the copy engines in one node)",
                      model_parallel,
                      has(e.models, WorkloadKind::cnn) ? "ResNets with data parallelism"

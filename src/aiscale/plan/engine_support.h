@@ -52,6 +52,10 @@ struct EngineSupport {
   std::vector<int> pipeline_zero_stages;
   bool pipeline_with_tensor = true;
   bool pipeline_recomputes_stages = false;
+  // The families of the GPT layout it builds models of (nn/models/gpt.h make_gpt; the
+  // Llama family's models are not in this build yet: the planner plans them the generic
+  // way, marked as layouts `aiscale train` cannot run).
+  std::vector<nn::GptFamily> gpt_families = {nn::GptFamily::gpt2};
 };
 
 // The table, one row per device kind.

@@ -1,5 +1,7 @@
 #include "aiscale/plan/flops.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "aiscale/core/error.h"
@@ -7,21 +9,43 @@
 
 namespace aiscale::plan {
 
+TransformerOpFlops transformer_op_flops(const nn::GptConfig& g, int64_t seq_len) {
+  const double d = static_cast<double>(g.n_embd);
+  TransformerOpFlops f;
+  f.qkv = 2.0 * d * static_cast<double>(g.qkv_rows());
+  f.attention = 4.0 * static_cast<double>(seq_len) * d;
+  f.out = 2.0 * d * d;
+  f.mlp = 2.0 * d * static_cast<double>(g.fc_rows() + g.ffn());
+  f.head = 2.0 * static_cast<double>(g.vocab_size) * d;
+  return f;
+}
+
 ComputeEstimate transformer_training_flops(const Workload& w, double tokens) {
   if (!w.is_transformer()) fail("model '{}' is not a transformer: give images and epochs", w.name);
   if (!(tokens > 0)) fail("--tokens must be positive (got {}): e.g. --tokens 10e9", tokens);
   const auto& g = w.gpt;
-  const double n = static_cast<double>(w.params());
+  // The engine's one formula (nn/models/gpt_config.h gpt_train_flops_per_token); its two
+  // terms are taken apart here for the worked line: attention's 12·L·d·T, and 6·N for the
+  // rest, N the parameters it multiplies (GPT-2: all of them; Llama: all but an untied
+  // input embedding, which is a lookup).
+  const double per_token = nn::gpt_train_flops_per_token(g, w.seq_len);
+  const double attention_per_token = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len);
+  const double n = (per_token - attention_per_token) / 6.0;
   const double dense = 6.0 * n * tokens;
-  const double attention = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len) * tokens;
+  const double attention = attention_per_token * tokens;
   ComputeEstimate e;
-  e.flops = dense + attention;
-  e.flops_per_sample = nn::gpt_train_flops_per_token(g, w.seq_len);
+  e.flops = per_token * tokens;
+  e.flops_per_sample = per_token;
   e.samples = tokens;
   e.formula = "6·N·D + 12·L·d·T·D";
-  e.substituted = fmt::format("6 × {} × {} + 12 × {} × {} × {} × {} = {} + {} = {} FLOP",
-                              with_commas(w.params()), sci(tokens), g.n_layer, g.n_embd,
-                              w.seq_len, sci(tokens), sci(dense), sci(attention), sci(e.flops));
+  const int64_t n_exact = static_cast<int64_t>(std::llround(n));
+  e.substituted = fmt::format("6 × {} × {} + 12 × {} × {} × {} × {} = {} + {} = {} FLOP{}",
+                              with_commas(n_exact), sci(tokens), g.n_layer, g.n_embd,
+                              w.seq_len, sci(tokens), sci(dense), sci(attention), sci(e.flops),
+                              n_exact != w.params()
+                                  ? " (N: the parameters multiplied, the untied input "
+                                    "embedding being a lookup)"
+                                  : "");
   return e;
 }
 

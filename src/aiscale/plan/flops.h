@@ -1,6 +1,8 @@
 // How much arithmetic a training run needs, with the formula shown beside the result.
 //   transformer: FLOP = 6·N·D + 12·L·d·T·D   (N parameters, D tokens, L layers, d width,
-//                T context; the second term is attention's QKᵀ and AV products)
+//                T context; the second term is attention's QKᵀ and AV products), the
+//                engine's gpt_train_flops_per_token for both families (Llama: N without an
+//                untied input embedding, a lookup)
 //   CNN:         FLOP = MACs × 2 × 3 × samples × epochs
 #pragma once
 #include <string>
@@ -16,6 +18,20 @@ struct ComputeEstimate {
   std::string formula;           // symbolic, e.g. "6·N·D + 12·L·d·T·D"
   std::string substituted;       // the same with the numbers and the result
 };
+
+// One token's forward FLOPs by operation (multiply-adds × 2), for the step-time model's
+// parts (the LM head's share, attention's, a layer's). Backward is twice each; the
+// parameter term 6·N also counts each norm weight and bias 6 times, which no matmul does:
+// 3·(layers·layer() + head) + 6·(norm and bias parameters) = gpt_train_flops_per_token.
+struct TransformerOpFlops {
+  double qkv = 0;        // 2·d·(d + 2·kv): Q and, with grouped-query attention, smaller K, V
+  double attention = 0;  // 4·T·d: QKᵀ and AV over the whole context (PaLM's count)
+  double out = 0;        // 2·d²: the attention output projection
+  double mlp = 0;        // GPT-2: 2·d·4d twice; Llama: 2·d·F for gate, up and down (SwiGLU)
+  double head = 0;       // 2·V·d: the LM head (tied or not)
+  double layer() const { return qkv + attention + out + mlp; }
+};
+TransformerOpFlops transformer_op_flops(const nn::GptConfig& g, int64_t seq_len);
 
 // tokens: D for transformers. images, epochs: for CNNs. Throws Error for a non-positive amount.
 ComputeEstimate transformer_training_flops(const Workload& w, double tokens);

@@ -30,12 +30,15 @@ struct Layout {
   int grad_accum = 1;   // micro-batches per optimizer step (per pipeline: its micro-batch count)
   Recompute recompute = Recompute::none;
   GradTransport transport = GradTransport::nccl;
+  // The optimizer state (fp32 master weights, AdamW moments) in host memory and AdamW on
+  // the CPU (ZeRO-Offload; aiscale's parallel.offload_optimizer): planned when pinned.
+  bool offload = false;
 
   long gpus() const { return static_cast<long>(dp) * tp * pp; }
   long global_batch() const { return static_cast<long>(dp) * micro_batch * grad_accum; }
   std::string shape() const;     // "64×1×1"  (dp×tp×pp)
   // "dp 64 × tp 1 × pp 1, ZeRO-1, micro-batch 8 × accum 1, recompute none" (", copy
-  // engines" with that transport)
+  // engines" with that transport, ", optimizer offloaded" with offload)
   std::string describe() const;
 };
 

@@ -29,10 +29,33 @@ TensorSplit tensor_split(Accounting acc) {
 }
 
 double layer_params_per_gpu(const Workload& w, int tp) {
-  const double c = static_cast<double>(w.gpt.n_embd);
-  // 12C² matrices and 7C biases (qkv 3C, fc 4C) split over tp; the two output projection
-  // biases and the two LayerNorms (6C) replicated.
-  return (12.0 * c * c + 7.0 * c) / tp + 6.0 * c;
+  const auto& g = w.gpt;
+  const double c = static_cast<double>(g.n_embd);
+  const double f = static_cast<double>(g.ffn());
+  // The matrices split over tp (Megatron): the fused QKV by heads (Q's C rows and, with
+  // grouped-query attention, K's and V's kv_rows each), the MLP's first matrix by rows (GPT-2
+  // c_fc: F; Llama gate_up: gate F and up F), the output projection and the MLP's last
+  // matrix by columns. GPT-2: 12C²; Llama: C·(C + 2·kv_rows) + C² + 3·F·C.
+  const double matrices = c * static_cast<double>(g.qkv_rows()) + c * c +
+                          c * static_cast<double>(g.fc_rows()) + f * c;
+  if (!g.has_bias())  // Llama: no biases; the two RMSNorm weights (2C) replicated
+    return matrices / tp + 2.0 * c;
+  // GPT-2: the QKV and c_fc biases (3C + 4C) split; the two output projection biases and
+  // the two LayerNorms (2C + 4C) replicated.
+  return (matrices + static_cast<double>(g.qkv_rows() + g.fc_rows())) / tp + 6.0 * c;
+}
+
+double position_params(const Workload& w) {
+  return w.gpt.learned_positions() ? static_cast<double>(w.gpt.block_size) * w.gpt.n_embd : 0.0;
+}
+
+double final_norm_params(const Workload& w) {
+  return (w.gpt.has_bias() ? 2.0 : 1.0) * static_cast<double>(w.gpt.n_embd);
+}
+
+double untied_head_params_per_gpu(const Workload& w, int tp, bool vocab_parallel) {
+  if (w.gpt.tied()) return 0.0;
+  return static_cast<double>(w.gpt.vocab_size) * w.gpt.n_embd / (vocab_parallel ? tp : 1);
 }
 
 // The LM head's logit columns on one of aiscale's GPU ranks: the vocabulary padded to 128,
@@ -50,10 +73,13 @@ double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage, bool v
   const double layer = layer_params_per_gpu(w, tp);
   const double layers_here = static_cast<double>((g.n_layer + pp - 1) / pp);
   const double wte = static_cast<double>(g.vocab_size) * c / (vocab_parallel ? tp : 1);
-  const double wpe = static_cast<double>(g.block_size) * c;
-  const double ln_f = 2.0 * c;
-  if (pp == 1) return g.n_layer * layer + wte + wpe + ln_f;
-  if (last_stage) return layers_here * layer + wte + ln_f;  // tied output layer's copy
+  const double wpe = position_params(w);  // none with rotary positions
+  const double ln_f = final_norm_params(w);
+  const double head = untied_head_params_per_gpu(w, tp, vocab_parallel);
+  if (pp == 1) return g.n_layer * layer + wte + wpe + ln_f + head;
+  // The last stage's output layer: a copy of the tied embedding, or the untied LM head
+  // (its own matrix, as large), which the first stage then does not hold.
+  if (last_stage) return layers_here * layer + wte + ln_f;
   return layers_here * layer + wte + wpe;
 }
 
@@ -81,6 +107,37 @@ double transformer_layer_activation_bytes(double s, double b, double h, double a
   return sbh * (per_sbh + 5.0 * a * s / (h * t)) * scale;
 }
 
+double llama_layer_activation_bytes(double s, double b, double h, double a, double kv, double f,
+                                    int t, Recompute r, Attention att, double element_bytes,
+                                    bool sequence_parallel) {
+  // What backward needs, tensor by tensor, in 16-bit elements (sb = s·b tokens):
+  //   input_layernorm's input x (RMSNorm backward needs x; its per-token 1/rms is fp32 and
+  //     one value a token, left out as Korthikanti leave out LayerNorm's statistics)  2·sb·h
+  //   its output, the QKV projection's input                                        2·sb·h
+  //   Q after the rotation (the rotation's own backward needs only cos/sin)          2·sb·h
+  //   K after the rotation, and V: kv_heads heads each (grouped-query attention)     4·sb·kv
+  //   the attention output, o_proj's input                                           2·sb·h
+  //   post_attention_layernorm's input (the residual stream after attention)         2·sb·h
+  //   its output, gate_up's input                                                    2·sb·h
+  //   gate and up (SwiGLU's backward: d_gate needs gate and up, d_up needs silu(gate),
+  //     recomputed from gate)                                                        4·sb·f
+  //   h = silu(gate)·up, down_proj's input                                           2·sb·f
+  // = (12·h + 4·kv + 6·f)·sb. The scores: materialized attention keeps the softmax output,
+  // which both the softmax's and AV's backward read (no dropout: no mask, no second
+  // copy), 2·a·s²·b; a flash kernel one fp32 log-sum-exp per head and row, 4·a·s·b.
+  // Under tensor parallelism Q, K, V, the attention output, gate, up and h are split by
+  // heads or MLP rows; the four norm tensors (8·sb·h) are split by sequence parallelism,
+  // else whole on every rank.
+  const double sb = s * b;
+  const double scale = element_bytes / 2.0;
+  const double norms = 8.0 * sb * h, split = (4.0 * h + 4.0 * kv + 6.0 * f) * sb;
+  if (r == Recompute::full) return 2.0 * sb * h / (sequence_parallel ? t : 1) * scale;
+  const double kept = ((sequence_parallel ? norms / t : norms) + split / t) * scale;
+  if (att == Attention::flash) return kept + 4.0 * a * sb / t;
+  if (r == Recompute::selective) return kept;
+  return kept + 2.0 * a * s * sb / t * scale;
+}
+
 namespace {
 
 // Activation bytes of one pipeline stage (first or last) for a transformer.
@@ -103,9 +160,15 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
   // aiscale trains without dropout, so it keeps 32·s·b·h (on GPU ranks without sequence
   // parallelism 8·s·b·h of it whole and 24·s·b·h split: the LayerNorms' inputs and outputs
   // and the residual stream on every rank, the QKV, attention output and MLP split).
-  const double masks =
-      aiscale && l.recompute != Recompute::full ? 2.0 * s * b * h / whole_tp * scale : 0.0;
+  // (The Llama block has no dropout: its count holds no masks.)
+  const double masks = aiscale && !g.llama() && l.recompute != Recompute::full
+                           ? 2.0 * s * b * h / whole_tp * scale
+                           : 0.0;
   auto layer = [&](Recompute r) {
+    if (g.llama())
+      return llama_layer_activation_bytes(s, b, h, a, static_cast<double>(g.kv_rows()),
+                                          static_cast<double>(g.ffn()), l.tp, r, w.attention,
+                                          elem, split.sequence_parallel);
     return transformer_layer_activation_bytes(s, b, h, a, l.tp, r, w.attention, elem,
                                               split.sequence_parallel);
   };
@@ -115,8 +178,10 @@ double transformer_activations(const Workload& w, const Layout& l, Precision p, 
   const bool first = !last || l.pp == 1;
   const bool has_output = last || l.pp == 1;
   double other = 0;
-  if (first && !aiscale) other += s * b * h * in_flight / whole_tp;  // embedding dropout mask
-  if (has_output) other += 4.0 * s * b * h / whole_tp;                 // final LayerNorm
+  if (first && !aiscale && !g.llama())
+    other += s * b * h * in_flight / whole_tp;  // embedding dropout mask
+  // The final norm's input and output (LayerNorm or RMSNorm), the LM head's input.
+  if (has_output) other += 4.0 * s * b * h / whole_tp;
   // The logits: split over the tensor ranks with a vocabulary-parallel LM head, else the
   // whole vocabulary on every rank.
   const double vocab_tp = split.vocab_parallel ? l.tp : 1.0;
@@ -146,7 +211,10 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
     const StateBytes sb = state_bytes(w.optimizer, p);
     const double bsh = activation_bytes(p) * double(l.micro_batch) * double(w.seq_len) *
                        double(w.gpt.n_embd);
-    const double wpe = double(w.gpt.block_size) * double(w.gpt.n_embd);
+    // Beyond what a last stage holds: the position embedding, and an untied LM head's
+    // token embedding.
+    const double wpe = position_params(w) +
+                       untied_head_params_per_gpu(w, l.tp, tensor_split(acc).vocab_parallel);
     const double layers_here = double((w.gpt.n_layer + l.pp - 1) / l.pp);
     const double wpe_optimizer = sb.optimizer / (l.zero >= 1 ? double(l.dp) : 1.0);  // ZeRO-1
     const double state = wpe * (sb.weights + sb.gradients + wpe_optimizer);
@@ -170,6 +238,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
   m.weights = sb.weights * psi / (l.zero >= 3 ? nd : 1.0);
   m.gradients = sb.gradients * psi / (l.zero >= 2 ? nd : 1.0);
   m.optimizer = sb.optimizer * psi / (l.zero >= 1 ? nd : 1.0);
+  if (l.offload) std::swap(m.optimizer, m.offloaded);
   if (w.is_transformer()) {
     m.activations = transformer_activations(w, l, p, last, acc);
     const double c = static_cast<double>(w.gpt.n_embd);
@@ -185,7 +254,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
       // copy that AdamW writes.
       const auto& g = w.gpt;
       const double vocab_rows = gpu_logit_columns(w, l.tp, tensor_split(acc).vocab_parallel);
-      const double resident = (vocab_rows + double(g.block_size)) * c + 2.0 * c;
+      const double resident = vocab_rows * c * (g.tied() ? 1.0 : 2.0) + position_params(w) +
+                              final_norm_params(w);
       m.buffers += 3.0 * layer * 4.0 + resident * (4.0 + sb.weights);
       if (l.zero == 2) m.buffers += sb.weights * psi / nd;
     }

@@ -31,6 +31,7 @@ struct MemoryBreakdown {
   // Gathered parameters, layer gradient buffers, pipeline stashes, ZeRO-1's flat copy.
   double buffers = 0;
   double workspace = 0;      // fixed + fragmentation margin (MemoryAssumptions)
+  double offloaded = 0;      // optimizer state each rank keeps in host memory (offload)
   double total = 0;
   std::string stage;         // pipeline stage that needs the most: "first", "last" or "all"
   // What the training program allocates for the model (aiscale: its arena), without the
@@ -59,19 +60,29 @@ struct TensorSplit {
 };
 TensorSplit tensor_split(Accounting acc);
 
+// With Layout::offload the optimizer state (its shard under ZeRO) moves from `optimizer` to
+// `offloaded`, in host memory: 6 instead of 18 bytes per parameter stay on the GPU before
+// sharding, in mixed precision.
 MemoryBreakdown memory_per_gpu(const Workload& w, const Layout& l, Precision p,
                                const MemoryAssumptions& a = {},
                                Accounting acc = Accounting::generic);
 
 // Parameters held by one GPU of the first (or last) pipeline stage with tensor size tp:
-// layer matrices and their split biases divided by tp, LayerNorms and output-projection
+// layer matrices and their split biases divided by tp, norms and output-projection
 // biases replicated, the token embedding vocabulary-parallel (or whole on every tensor
-// rank); the last stage holds a copy of the tied embedding for the output layer. Equals
-// num_params() for tp = pp = 1.
+// rank); the last stage holds the output layer: a copy of the tied embedding, or an untied
+// LM head (split like the embedding). Equals num_params() for tp = pp = 1.
 double params_per_gpu(const Workload& w, int tp, int pp, bool last_stage = false,
                       bool vocab_parallel = true);
-// Parameters of one transformer layer on one of tp tensor ranks.
+// Parameters of one transformer layer on one of tp tensor ranks (GPT-2: (12C² + 7C)/tp +
+// 6C; Llama: (C·(C + 2·kv_rows) + C² + 3·F·C)/tp + 2C, no biases).
 double layer_params_per_gpu(const Workload& w, int tp);
+// The learned position embedding (GPT-2: block_size·C; rotary positions: none), the final
+// norm (LayerNorm 2C, RMSNorm C), and an untied LM head's V·C on one tensor rank (split by
+// vocabulary rows where vocab_parallel; tied: 0, the token embedding serves).
+double position_params(const Workload& w);
+double final_norm_params(const Workload& w);
+double untied_head_params_per_gpu(const Workload& w, int tp, bool vocab_parallel);
 
 // The ZeRO paper's (Rajbhandari et al. 2020) model-state bytes per device for psi
 // parameters, K optimizer bytes per parameter, nd data-parallel devices:
@@ -94,5 +105,19 @@ double zero_paper_bytes(double psi, int stage, int nd, double k = 12.0);
 double transformer_layer_activation_bytes(double s, double b, double h, double a, int t,
                                           Recompute r, Attention att = Attention::materialized,
                                           double element_bytes = 2.0, bool sequence_parallel = true);
+
+// Bytes of activations one Llama-family layer keeps for backward, counted as Korthikanti et
+// al. count a GPT layer (memory.cpp derives it tensor by tensor): sequence length s,
+// micro-batch b, width h, heads a, key/value width kv = kv_heads·head_size, MLP width f,
+// tensor size t. The block has no dropout, so no masks. With 16-bit elements and sequence
+// parallelism:
+//   none:      (12·h + 4·kv + 6·f)·s·b/t  + materialized: 2·a·s²·b/t   flash: 4·a·s·b/t
+//   selective: (12·h + 4·kv + 6·f)·s·b/t  (+ flash's 4·a·s·b/t)
+//   full:      2·s·b·h/t
+// Without sequence parallelism the norms' inputs and outputs (8·s·b·h) stay whole on
+// every tensor rank. (Llama 3 8B: 12·4096 + 4·1024 + 6·14336 = 34·4096, GPT-2's 34·h.)
+double llama_layer_activation_bytes(double s, double b, double h, double a, double kv, double f,
+                                    int t, Recompute r, Attention att = Attention::flash,
+                                    double element_bytes = 2.0, bool sequence_parallel = true);
 
 }  // namespace aiscale::plan

@@ -7,6 +7,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
 #include "aiscale/plan/engine_support.h"
+#include "aiscale/plan/flops.h"
 #include "aiscale/parallel/pipeline/schedule.h"
 #include "aiscale/plan/memory.h"
 
@@ -138,8 +139,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
                           engine_support_for(false).pipeline_recomputes_stages;
   // The values such a stage holds: its layers, the embeddings and the final norm.
   const double stage_params =
-      gpu_stages ? params_per_gpu(w, l.tp, l.pp, true, split.vocab_parallel) +
-                       double(w.gpt.block_size) * double(w.gpt.n_embd)
+      gpu_stages ? params_per_gpu(w, l.tp, l.pp, true, split.vocab_parallel) + position_params(w) +
+                       untied_head_params_per_gpu(w, l.tp, split.vocab_parallel)
                  : 0.0;
 
   // ---- compute, one micro-batch on one GPU ------------------------------------------
@@ -148,13 +149,15 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     const auto& g = w.gpt;
     const double tokens_mb = static_cast<double>(l.micro_batch) * w.seq_len;
     const double per_token = nn::gpt_train_flops_per_token(g, w.seq_len);
-    const double attention = 12.0 * g.n_layer * g.n_embd * static_cast<double>(w.seq_len);
+    // Its parts by operation (flops.h): attention's QKᵀ and AV (12·L·d·T over forward and
+    // backward) and the LM head's 2·V·d forward, tied or not (Llama's untied input
+    // embedding is a lookup, in neither).
+    const TransformerOpFlops ops = transformer_op_flops(g, w.seq_len);
+    const double attention = 3.0 * static_cast<double>(g.n_layer) * ops.attention;
     const double share = 1.0 / (static_cast<double>(l.tp) * l.pp);
     // A vocabulary kept whole on every tensor rank has every rank compute all the logits:
     // the LM head's 6·V·d per token is not split.
-    const double lm_head = split.vocab_parallel || l.tp == 1
-                               ? 0.0
-                               : 6.0 * static_cast<double>(g.vocab_size) * g.n_embd;
+    const double lm_head = split.vocab_parallel || l.tp == 1 ? 0.0 : 3.0 * ops.head;
     fwd_flops = ((per_token - lm_head) * share + lm_head / l.pp) * tokens_mb / 3.0;
     bwd_flops = 2.0 * fwd_flops;
     // A recomputed forward runs at the forward's own rate, faster per FLOP than the step's
@@ -162,7 +165,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     // (2·V·d per token, on the last stage, whole on every tensor rank unless the vocabulary
     // is split); a GPU pipeline stage recomputes its whole forward, the head included.
     const double head_fwd =
-        2.0 * static_cast<double>(g.vocab_size) * g.n_embd * tokens_mb /
+        ops.head * tokens_mb /
         ((split.vocab_parallel ? static_cast<double>(l.tp) : 1.0) * l.pp);
     if (l.recompute == Recompute::full)
       recompute_flops = std::max(0.0, fwd_flops - head_fwd) * kForwardTimePerFlop;
@@ -245,9 +248,9 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
                      // an all-gather of the new working copy
     const double bytes_per_value = std::max(sb.gradients, 4.0);
     const auto& g = w.gpt;
-    const double shared =
-        (double(g.vocab_size) / (split.vocab_parallel ? l.tp : 1) + double(g.block_size) + 2.0) *
-        double(g.n_embd);
+    const double shared = double(g.vocab_size) / (split.vocab_parallel ? l.tp : 1) * double(g.n_embd) +
+                          untied_head_params_per_gpu(w, l.tp, split.vocab_parallel) +
+                          position_params(w) + final_norm_params(w);
     const GroupShape stages = pl.pp_crosses_nodes ? GroupShape{1, l.pp} : GroupShape{l.pp, 1};
     double copies = 0;
     if (l.dp > 1 && l.zero >= 1)
@@ -357,6 +360,11 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     const double bytes = psi * (w.optimizer == Optimizer::adamw ? a.adamw_bytes_touched
                                                                  : a.sgd_bytes_touched);
     e.optimizer_s = m.hbm_bytes_per_s.value > 0 ? bytes / m.hbm_bytes_per_s.value : 0.0;
+    // Offloaded: the gradient shard down and the new working copy up over PCIe, AdamW over
+    // host memory (Assumptions::offload_*), nothing of it beside the GPU's compute.
+    if (l.offload)
+      e.optimizer_s = psi * (sb.gradients + sb.weights) / a.offload_pcie_bytes_per_s +
+                      psi * a.adamw_bytes_touched / a.offload_host_bytes_per_s;
   }
 
   // The embedding tail and rank skew every data-parallel GPU step pays over NCCL (the

@@ -213,6 +213,8 @@ void check_request(const PlanRequest& r) {
   probe.micro_batch = r.pins.micro_batch.value_or(1);
   probe.recompute = r.pins.recompute.value_or(Recompute::none);
   probe.transport = r.grad_transport;
+  probe.offload = r.pins.offload;
+  if (probe.offload && !r.pins.zero) probe.zero = 3;  // the search tries stages 1 to 3
   validate_layout(probe, w);
   if (r.gpus > 0 && r.gpus % (static_cast<long>(probe.tp) * probe.pp) != 0)
     fail("impossible layout: {} GPUs cannot be split into tensor size {} × pipeline size {}: use "
@@ -292,18 +294,29 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
   Layout least_layout;
   for (int tp : tps) {
     if (pinned_out(pins.tp, tp) || gpus % tp != 0) continue;
+    if (w.is_transformer()) {
+      Layout shape;
+      shape.tp = tp;
+      if (auto why = layout_problem(shape, w)) {
+        out.skipped.push_back(fmt::format("tp {} skipped: {}", tp, *why));
+        continue;
+      }
+    }
     const long rest = gpus / tp;
     std::vector<int> pps = w.is_transformer() ? divisors(rest, w.gpt.n_layer) : std::vector<int>{1};
     for (int pp : pps) {
       if (pinned_out(pins.pp, pp)) continue;
       const int dp = static_cast<int>(rest / pp);
       for (int zero = 0; zero <= 3; ++zero) {
-        if (pinned_out(pins.zero, zero) || (dp == 1 && zero > 0 && !pins.zero)) continue;
+        // (With the optimizer offloaded one GPU still takes a ZeRO stage: aiscale offloads
+        // with ZeRO-3, which on one rank shards nothing.)
+        if (pinned_out(pins.zero, zero) || (dp == 1 && zero > 0 && !pins.zero && !pins.offload))
+          continue;
         for (Recompute rc : rcs) {
           if (pinned_out(pins.recompute, rc)) continue;
           for (int mb : mbs) {
             if (pinned_out(pins.micro_batch, mb)) continue;
-            Layout l{dp, tp, pp, zero, mb, 1, rc, r.grad_transport};
+            Layout l{dp, tp, pp, zero, mb, 1, rc, r.grad_transport, pins.offload};
             if (gb > 0) {
               const long per_step = static_cast<long>(dp) * mb;
               if (gb % per_step != 0) continue;
@@ -358,7 +371,8 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
                              "--include-unsupported plans it anyway, marked", gpus,
                              gpus == 1 ? "" : "s", engine_gap_seen);
   } else if (!any_layout) {
-    const bool pinned = pins.tp || pins.pp || pins.zero || pins.micro_batch || pins.recompute;
+    const bool pinned = pins.tp || pins.pp || pins.zero || pins.micro_batch || pins.recompute ||
+                        pins.offload;
     if (gb > 0 && !pinned)
       out.reason = fmt::format("the global batch of {} {} cannot be split evenly over {} GPUs: "
                                "raise --global-batch or use fewer GPUs", gb,
@@ -371,6 +385,12 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
                              "per GPU, the {} has {}", gpus, gpus == 1 ? "" : "s",
                              least_layout.describe(), gib(least),
                              part.accelerator.id, gib(capacity));
+  }
+  // The sizes the model's shape ruled out, which might have fitted otherwise.
+  if (!out.skipped.empty()) {
+    std::string skipped;
+    for (const auto& why : out.skipped) skipped += (skipped.empty() ? "" : "; ") + why;
+    out.reason += fmt::format(" ({})", skipped);
   }
   return out;
 }

@@ -20,6 +20,7 @@ namespace aiscale::plan {
 struct LayoutPins {
   std::optional<int> tp, pp, zero, micro_batch;
   std::optional<Recompute> recompute;
+  bool offload = false;  // --offload-optimizer: only layouts with the optimizer offloaded
 };
 
 // What the user optimises (--rank): the shortest time to finish (the most GPUs the job
@@ -117,6 +118,9 @@ struct PlanResult {
 struct Search {
   std::optional<Candidate> best;
   std::string reason;  // why nothing fits (when best is empty)
+  // The tensor-parallel sizes the model's shape rules out (a divisor of the attention heads
+  // that does not divide the key/value heads or the MLP width), each with its reason.
+  std::vector<std::string> skipped;
 };
 
 // The fastest layout that fits `gpus` GPUs of one partition (efficiency not yet set);

@@ -23,7 +23,8 @@ json layout(const Layout& l) {
   return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"zero", l.zero},
           {"micro_batch", l.micro_batch}, {"grad_accum", l.grad_accum},
           {"recompute", std::string(to_string(l.recompute))},
-          {"grad_transport", std::string(to_string(l.transport))}, {"gpus", l.gpus()},
+          {"grad_transport", std::string(to_string(l.transport))}, {"offload", l.offload},
+          {"gpus", l.gpus()},
           {"global_batch", l.global_batch()}};
 }
 
@@ -32,6 +33,7 @@ json memory(const MemoryBreakdown& m, double capacity) {
           {"gradients_bytes", m.gradients}, {"optimizer_bytes", m.optimizer},
           {"activations_bytes", m.activations}, {"zero3_buffers_bytes", m.buffers},
           {"workspace_bytes", m.workspace}, {"total_bytes", m.total},
+          {"offloaded_optimizer_bytes", m.offloaded},
           {"capacity_bytes", capacity}, {"stage", m.stage}};
 }
 
@@ -93,6 +95,10 @@ json workload(const PlanRequest& r) {
     j["n_embd"] = w.gpt.n_embd;
     j["seq_len"] = w.seq_len;
     j["vocab_size"] = w.gpt.vocab_size;
+    j["family"] = nn::to_string(w.gpt.family);
+    j["n_kv_head"] = w.gpt.kv_heads();
+    j["ffn_hidden"] = w.gpt.ffn();
+    j["tie_embeddings"] = w.gpt.tied();
     j["tokens"] = r.tokens;
     j["attention"] = r.attention ? std::string(to_string(*r.attention)) : std::string("auto");
   } else {

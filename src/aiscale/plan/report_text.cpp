@@ -84,6 +84,16 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
       a.epoch.loader_cores_per_gpu, ce);
 }
 
+// The optimizer offload's assumptions, when the plan offloads (--offload-optimizer).
+std::string offload_text(const PlanRequest& r, const Assumptions& a) {
+  if (!r.pins.offload) return "";
+  return fmt::format("Optimizer offload (--offload-optimizer): the update copies each rank's fp32 "
+                     "gradient shard to the host and its new working copy back at {:.0f} GB/s over "
+                     "PCIe, and runs AdamW at {:.0f} GB/s of host memory per rank (assumed), not "
+                     "beside the compute.\n",
+                     a.offload_pcie_bytes_per_s / 1e9, a.offload_host_bytes_per_s / 1e9);
+}
+
 std::string calibration_text(const Calibration& cal) {
   if (cal.files.empty())
     return "Calibration: none given, so utilisation and bandwidths are datasheet-based guesses. "
@@ -107,10 +117,12 @@ std::string attention_note(const Candidate& c, const Workload& w) {
 std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, const std::string& att) {
   return fmt::format(
       "  memory per {} ({} stage): weights {} + gradients {} + optimizer {} + activations {}{}{} + "
-      "workspace {} = {} of {}\n",
+      "workspace {} = {} of {}{}\n",
       acc.cpu_node ? "node" : "GPU", m.stage, gib(m.weights, 2), gib(m.gradients, 2), gib(m.optimizer, 2), gib(m.activations, 2), att,
       m.buffers > 0 ? " + buffers " + gib(m.buffers, 2) : std::string(), gib(m.workspace, 2),
-      gib(m.total, 2), gib(acc.memory_bytes(), 0));
+      gib(m.total, 2), gib(acc.memory_bytes(), 0),
+      m.offloaded > 0 ? "; optimizer state offloaded to host memory: " + gib(m.offloaded, 2) + " per rank"
+                      : std::string());
 }
 
 std::string step_detail(const StepEstimate& s) {
@@ -160,8 +172,11 @@ std::string workload_text(const PlanRequest& r, const PlanResult* res) {
   // res == nullptr: a scaling curve, where the amount of training data does not matter.
   const Workload& w = r.workload;
   std::string out = fmt::format("Workload: {} — {}\n", w.name, w.describe());
+  if (!w.origin.empty()) out += fmt::format("  shape from     {}\n", w.origin);
   out += fmt::format("  parameters     N = {} (exact{})\n", with_commas(w.params()),
-                     w.is_transformer() ? "; tied embedding counted once" : "");
+                     !w.is_transformer() ? ""
+                     : w.gpt.tied()      ? "; tied embedding counted once"
+                                         : "; the untied LM head counted beside the embedding");
   if (res && w.is_transformer()) {
     const long gb = r.global_batch > 0 ? r.global_batch : w.default_global_batch;
     out += fmt::format("  training data  D = {} tokens; global batch {} sequences × {} = {} tokens "
@@ -278,11 +293,11 @@ namespace {
 std::string zero_short(const Layout& l) { return l.zero == 0 ? "" : fmt::format(" Z{}", l.zero); }
 
 // "64×1×1 Z1 8×1": dp×tp×pp, ZeRO stage, micro-batch × accumulation (+ " rc" with
-// recomputation, " ce" over the copy engines).
+// recomputation, " ce" over the copy engines, " off" with the optimizer offloaded).
 std::string layout_short(const Layout& l) {
-  return fmt::format("{}{} {}×{}{}{}", l.shape(), zero_short(l), l.micro_batch, l.grad_accum,
+  return fmt::format("{}{} {}×{}{}{}{}", l.shape(), zero_short(l), l.micro_batch, l.grad_accum,
                      l.recompute == Recompute::none ? "" : l.recompute == Recompute::full ? " rc-full" : " rc-sel",
-                     l.transport == GradTransport::copy_engine ? " ce" : "");
+                     l.transport == GradTransport::copy_engine ? " ce" : "", l.offload ? " off" : "");
 }
 
 std::string objective_text(const PlanRequest& r) {
@@ -422,8 +437,9 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   }
   out += gaps;
   if (!res.ranked.empty())
-    out += "  layout: dp×tp×pp, ZeRO stage (Z), micro-batch×accumulation; mem: used/capacity per GPU;\n"
-           "  eff: against one GPU of the same kind running the whole batch without communication.\n";
+    out += fmt::format("  layout: dp×tp×pp, ZeRO stage (Z), micro-batch×accumulation{}; mem: used/capacity "
+                       "per GPU;\n  eff: against one GPU of the same kind running the whole batch "
+                       "without communication.\n", r.pins.offload ? " (off: optimizer offloaded)" : "");
   if (std::any_of(res.ranked.begin(), res.ranked.end(),
                   [](const Candidate& c) { return c.target.partition->gpus_per_node <= 0; }))
     out += "  ¹ node layout not in the catalogue: planned on one GPU (add nodes and gpus_per_node "
@@ -462,7 +478,7 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   out += " (plan/engine_support.cpp).\n";
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a, r.grad_transport);
+  out += assumptions_text(a, r.grad_transport) + offload_text(r, a);
   return wrap_lines(out, 119);
 }
 
@@ -523,7 +539,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += figures_text(c.figures, c.target.label(), r.grad_transport);
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a, r.grad_transport);
+  out += assumptions_text(a, r.grad_transport) + offload_text(r, a);
   return wrap_lines(out, 119);
 }
 

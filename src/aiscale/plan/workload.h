@@ -1,5 +1,6 @@
-// What is being trained, as the planner needs it: a GPT-style transformer (GPT-2 family,
-// larger planner-only presets, custom sizes) or a CNN image classifier (ResNet).
+// What is being trained, as the planner needs it: a decoder-only transformer (the GPT-2
+// family, the Llama family, larger presets, custom sizes of either) or a CNN image
+// classifier (ResNet).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -61,18 +62,28 @@ struct Workload {
 
   bool is_transformer() const { return kind == WorkloadKind::transformer; }
   int64_t params() const;
-  std::string describe() const;   // "48 layers, 25 heads, width 1600, context 1024, vocab 50257"
+  // "48 layers, 25 heads, width 1600, context 1024, vocab 50257"; the Llama family adds its
+  // key/value heads, MLP width and head: "32 layers, 32 heads (8 key/value), width 4096,
+  // SwiGLU MLP 14336, context 8192, vocab 128256, untied LM head"
+  std::string describe() const;
 };
 
-// Size changes on top of a preset (or the whole shape for "custom").
+// Size changes on top of a preset (or the whole shape for "custom"). family: "custom"
+// only (a preset has its own); n_kv_head, ffn_hidden and tie_embeddings: the Llama family
+// only (the train config's model.* keys of the same names).
 struct ModelOverrides {
   std::optional<int64_t> n_layer, n_head, n_embd, seq_len, vocab_size;
+  std::optional<nn::GptFamily> family;
+  std::optional<int64_t> n_kv_head, ffn_hidden;
+  std::optional<bool> tie_embeddings;
   std::optional<int> image_size;
 };
 
-// Presets: the GPT-2 family (gpt2-124m, -350m, -774m, -1558m) and the engine's small
-// models, gpt2-2.7b, gpt2-6.6b, gpt-857m, gpt3-175b, resnet18/34/50/101/152, and
-// "custom" (needs n_layer, n_head, n_embd). Throws Error listing the names.
+// Presets: every GPT-layout preset of the engine (nn/models/gpt_config.h: the GPT-2
+// family, gpt2-2.7b, gpt2-6.6b, gpt-857m, gpt3-175b, the Llama 3 shapes llama3-1b-shape,
+// -3b-shape, -8b-shape and the small gpt-/llama- models), resnet18/34/50/101/152, and
+// "custom" (needs n_layer, n_head, n_embd; --family llama for the Llama family). Throws
+// Error listing the names.
 Workload make_workload(std::string_view name, const ModelOverrides& overrides = {});
 std::vector<std::string> workload_names();
 

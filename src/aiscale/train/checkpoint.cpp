@@ -13,7 +13,8 @@
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/train/checkpoint_check.h"
-#include "aiscale/train/safetensors.h"
+#include "aiscale/train/hf_checkpoint.h"
+#include "aiscale/train/hf_mapping.h"
 
 namespace aiscale::train {
 namespace fs = std::filesystem;
@@ -21,80 +22,6 @@ namespace {
 
 constexpr uint32_t kOptimizerMagic = 0x504f4941;  // "AIOP"
 constexpr uint32_t kOptimizerVersion = 1;
-
-std::vector<SafeTensor> to_hf_tensors(const nn::GptConfig& c, const std::vector<float>& flat) {
-  std::vector<SafeTensor> out;
-  for (const auto& p : nn::GptLayout(c).tensors()) {
-    SafeTensor t;
-    t.name = p.name;
-    const int64_t n = p.shape.numel();
-    const float* src = flat.data() + p.offset;
-    if (p.transposed_in_hf) {  // ours (out, in) -> HF Conv1D (in, out)
-      const int64_t rows = p.shape[0], cols = p.shape[1];
-      t.shape = {cols, rows};
-      t.data.resize(n);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = 0; k < cols; ++k) t.data[k * rows + r] = src[r * cols + k];
-    } else {
-      for (int i = 0; i < p.shape.ndim; ++i) t.shape.push_back(p.shape[i]);
-      t.data.assign(src, src + n);
-    }
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-std::vector<float> from_hf_tensors(const nn::GptConfig& c, std::map<std::string, SafeTensor>& tensors,
-                                   const std::string& source) {
-  const nn::GptLayout layout(c);
-  std::vector<float> flat(static_cast<size_t>(layout.size()));
-  for (const auto& p : layout.tensors()) {
-    auto it = tensors.find(p.name);
-    if (it == tensors.end()) it = tensors.find("transformer." + p.name);
-    if (it == tensors.end())
-      fail("'{}' has no tensor '{}': it is not a GPT-2 checkpoint of this shape", source, p.name);
-    const SafeTensor& t = it->second;
-    const int64_t n = p.shape.numel();
-    std::vector<int64_t> want;
-    for (int i = 0; i < p.shape.ndim; ++i) want.push_back(p.shape[i]);
-    if (p.transposed_in_hf) std::swap(want[0], want[1]);
-    if (static_cast<int64_t>(t.data.size()) != n || t.shape != want)
-      fail("'{}': tensor '{}' has shape [{}], the model expects [{}]: the checkpoint is of another "
-           "model shape or corrupt", source, p.name, fmt::join(t.shape, ", "), fmt::join(want, ", "));
-    float* dst = flat.data() + p.offset;
-    if (p.transposed_in_hf) {
-      const int64_t rows = p.shape[0], cols = p.shape[1];
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = 0; k < cols; ++k) dst[r * cols + k] = t.data[k * rows + r];
-    } else {
-      std::copy(t.data.begin(), t.data.end(), dst);
-    }
-  }
-  return flat;
-}
-
-std::string hf_config_json(const nn::GptConfig& c) {
-  nlohmann::ordered_json j = {
-      {"architectures", {"GPT2LMHeadModel"}},
-      {"model_type", "gpt2"},
-      {"vocab_size", c.vocab_size},
-      {"n_positions", c.block_size},
-      {"n_ctx", c.block_size},
-      {"n_embd", c.n_embd},
-      {"n_layer", c.n_layer},
-      {"n_head", c.n_head},
-      {"activation_function", "gelu_new"},
-      {"layer_norm_epsilon", 1e-5},
-      {"resid_pdrop", 0.0},
-      {"embd_pdrop", 0.0},
-      {"attn_pdrop", 0.0},
-      // GPT-2's end-of-text id; only meaningful for the GPT-2 vocabulary (null otherwise).
-      {"bos_token_id", c.vocab_size > 50256 ? nlohmann::ordered_json(50256) : nlohmann::ordered_json()},
-      {"eos_token_id", c.vocab_size > 50256 ? nlohmann::ordered_json(50256) : nlohmann::ordered_json()},
-      {"tie_word_embeddings", true},
-      {"torch_dtype", "float32"}};
-  return j.dump(2) + "\n";
-}
 
 std::string optimizer_bytes(const CheckpointState& s) {
   std::string out;
@@ -220,11 +147,11 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Checkpoi
                                   {"config_toml", s.config_toml},
                                   {"aiscale_version", AISCALE_VERSION},
                                   {"written", utc_iso8601()}};
-  return {{"model.safetensors", safetensors_serialize(to_hf_tensors(s.model, s.params),
-                                                      {{"format", "pt"}, {"producer", "aiscale"}})},
-          {"config.json", hf_config_json(s.model)},
-          {"optimizer.bin", optimizer_bytes(s)},
-          {"state.json", state.dump(2) + "\n"}};
+  // The weights and config.json are a Hugging Face model folder (hf_checkpoint.h).
+  auto files = hf_model_files(s.model, s.params, s.max_shard_bytes);
+  files.emplace_back("optimizer.bin", optimizer_bytes(s));
+  files.emplace_back("state.json", state.dump(2) + "\n");
+  return files;
 }
 
 int64_t step_of(const std::string& checkpoint_dir) {
@@ -282,9 +209,8 @@ CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is corrupt: {}; resume from another checkpoint", state_path, e.what());
   }
-  std::string weights_path = (d / "model.safetensors").string();
-  auto tensors = safetensors_parse(read_file(weights_path), weights_path);
-  s.params = from_hf_tensors(s.model, tensors, weights_path);
+  s.params = hf_import(hf_model_map(s.model), HfWeights(dir),
+                       "The checkpoint is corrupt or mixed from two runs: resume from another");
   if (with_optimizer) {
     std::string opt_path = (d / "optimizer.bin").string();
     std::string bytes = read_file(opt_path);

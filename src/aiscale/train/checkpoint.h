@@ -3,7 +3,9 @@
 //
 // Layout of <run>/checkpoints/step_00000010/:
 //   model.safetensors  weights with Hugging Face GPT-2 names and layouts (Conv1D weights
-//                      stored (in, out)), loadable by transformers' GPT2LMHeadModel
+//                      stored (in, out)), loadable by transformers' GPT2LMHeadModel; above
+//                      max_shard_bytes, shards model-0000i-of-0000N.safetensors and
+//                      model.safetensors.index.json instead (hf_weights.h)
 //   config.json        Hugging Face GPT2Config for that
 //   optimizer.bin      AdamW moments m and v (fp32, aiscale layout)
 //   state.json         step, data position (samples of the epoch's order), seed, the
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "aiscale/nn/models/gpt_config.h"
+#include "aiscale/train/hf_weights.h"
 #include "aiscale/train/trainer.h"
 
 namespace aiscale::train {
@@ -46,6 +49,8 @@ struct CheckpointState {
   int64_t nonfinite_steps = 0;
   std::string config_toml;
   std::vector<float> params, m, v;  // fp32, gpt_param_infos order
+  // Writing only: the largest weights file (run.max_shard_gb); more is written in shards.
+  uint64_t max_shard_bytes = kHfDefaultShardBytes;
 };
 
 // Tokens one optimizer step of the writer took (0: not known).

@@ -1,6 +1,7 @@
 #include "aiscale/train/checkpoint_check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include <fmt/format.h>
@@ -26,6 +27,15 @@ int64_t int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t 
     fail("'{}' is corrupt: \"{}\" = {} is out of range", source, key, v.dump());
   return validate::in_range(v.get<int64_t>(), lo, hi, fmt::format("'{}': \"{}\"", source, key),
                             "the file is corrupt or edited; resume from another checkpoint");
+}
+
+// A finite number field; anything else is named.
+double real_field(const nlohmann::json& j, const char* key, const std::string& source) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_number() ||
+      !std::isfinite(j.at(key).get<double>()))
+    fail("'{}' is corrupt: \"{}\" must be a finite number; resume from another checkpoint",
+         source, key);
+  return j.at(key).get<double>();
 }
 
 // An integer key of the resolved configuration a checkpoint carries (state.json's
@@ -69,12 +79,37 @@ void read_legacy_position(CheckpointState& s, int64_t index, const std::string& 
 nn::GptConfig checkpoint_model_from_json(const nlohmann::json& hf, const std::string& source) {
   if (!hf.is_object()) fail("'{}' is corrupt: not a JSON object", source);
   nn::GptConfig c;
-  // The same bounds as the model.* config keys.
-  c.n_layer = int_field(hf, "n_layer", 1, 1024, source);
-  c.n_head = int_field(hf, "n_head", 1, 1024, source);
-  c.n_embd = int_field(hf, "n_embd", 1, 65536, source);
-  c.block_size = int_field(hf, "n_positions", 1, int64_t{1} << 20, source);
-  c.vocab_size = int_field(hf, "vocab_size", 2, int64_t{1} << 24, source);
+  // The same bounds as the model.* config keys; the family by config.json's model_type
+  // (train/hf_config.cpp writes both).
+  if (hf.value("model_type", std::string()) == "llama") {
+    c.family = nn::GptFamily::llama;
+    c.n_layer = int_field(hf, "num_hidden_layers", 1, 1024, source);
+    c.n_head = int_field(hf, "num_attention_heads", 1, 1024, source);
+    c.n_kv_head = int_field(hf, "num_key_value_heads", 1, 1024, source);
+    c.n_embd = int_field(hf, "hidden_size", 1, 65536, source);
+    c.ffn_hidden = int_field(hf, "intermediate_size", 1, int64_t{1} << 20, source);
+    c.block_size = int_field(hf, "max_position_embeddings", 1, int64_t{1} << 20, source);
+    c.vocab_size = int_field(hf, "vocab_size", 2, int64_t{1} << 24, source);
+    if (!hf.contains("tie_word_embeddings") || !hf.at("tie_word_embeddings").is_boolean())
+      fail("'{}' is corrupt: \"tie_word_embeddings\" must be true or false", source);
+    c.tie_embeddings = hf.at("tie_word_embeddings").get<bool>();
+    c.norm_eps = real_field(hf, "rms_norm_eps", source);
+    c.rope_theta = real_field(hf, "rope_theta", source);
+    if (hf.contains("rope_scaling") && !hf.at("rope_scaling").is_null()) {
+      const auto& rs = hf.at("rope_scaling");
+      c.rope_scaling.factor = real_field(rs, "factor", source);
+      c.rope_scaling.low_freq_factor = real_field(rs, "low_freq_factor", source);
+      c.rope_scaling.high_freq_factor = real_field(rs, "high_freq_factor", source);
+      c.rope_scaling.original_context =
+          int_field(rs, "original_max_position_embeddings", 1, int64_t{1} << 24, source);
+    }
+  } else {
+    c.n_layer = int_field(hf, "n_layer", 1, 1024, source);
+    c.n_head = int_field(hf, "n_head", 1, 1024, source);
+    c.n_embd = int_field(hf, "n_embd", 1, 65536, source);
+    c.block_size = int_field(hf, "n_positions", 1, int64_t{1} << 20, source);
+    c.vocab_size = int_field(hf, "vocab_size", 2, int64_t{1} << 24, source);
+  }
   try {
     c.validate();
   } catch (const Error& e) {
@@ -122,15 +157,21 @@ void checkpoint_state_from_json(const nlohmann::json& state, CheckpointState& s,
 }
 
 std::string model_shape_text(const nn::GptConfig& c) {
-  return fmt::format("n_layer={} n_head={} n_embd={} block_size={} vocab_size={}", c.n_layer,
-                     c.n_head, c.n_embd, c.block_size, c.vocab_size);
+  std::string text = fmt::format("n_layer={} n_head={} n_embd={} block_size={} vocab_size={}",
+                                 c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size);
+  if (c.llama())
+    text += fmt::format(" family=llama n_kv_head={} ffn_hidden={} tie_embeddings={}", c.kv_heads(),
+                        c.ffn(), c.tied());
+  return text;
 }
 
 void check_checkpoint_model(const nn::GptConfig& found, const nn::GptConfig& expected,
                             const std::string& where) {
   if (found.n_layer == expected.n_layer && found.n_head == expected.n_head &&
       found.n_embd == expected.n_embd && found.block_size == expected.block_size &&
-      found.vocab_size == expected.vocab_size)
+      found.vocab_size == expected.vocab_size && found.family == expected.family &&
+      found.kv_heads() == expected.kv_heads() && found.ffn() == expected.ffn() &&
+      found.tied() == expected.tied())
     return;
   fail("checkpoint '{}' is of another model than the config: the checkpoint has {}, the config "
        "{}; resume with the run's own config.toml, or set the model.* keys to the checkpoint's",

@@ -18,7 +18,8 @@ namespace {
 // The files a checkpoint folder holds (checkpoint.h); any of them marks one begun.
 bool has_checkpoint_files(const fs::path& d) {
   std::error_code ec;
-  for (const char* f : {"COMPLETE", "model.safetensors", "optimizer.bin", "state.json"})
+  for (const char* f : {"COMPLETE", "model.safetensors", "model.safetensors.index.json",
+                        "optimizer.bin", "state.json"})
     if (fs::exists(d / f, ec)) return true;
   return false;
 }

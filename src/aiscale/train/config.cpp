@@ -341,6 +341,13 @@ const std::vector<Key>& schema() {
                          0.0, 1e6));
     k.push_back(int_key("train.divergence_climb_window", &TrainConfig::divergence_climb_window,
                         "steps whose median loss a sustained climb is judged by", 2, 100000));
+    k.push_back(string_key("train.init_from", &TrainConfig::init_from,
+                           "Hugging Face model folder (config.json with model.safetensors, or "
+                           "shards and model.safetensors.index.json; a GPT-2 or Llama checkpoint "
+                           "of the model's shape, e.g. an aiscale checkpoint folder) whose weights start "
+                           "the run at step 0 with a fresh optimizer; empty = initialise from "
+                           "train.seed; a resumed run continues from its own checkpoint instead "
+                           "(docs/guide/checkpoints.md)"));
     k.push_back(string_key("parallel.communicator", &TrainConfig::communicator,
                            "auto: one process unless launched as several ranks (mpirun, srun, "
                            "aiscale launch, torchrun), then NCCL on GPUs (train.device = cuda); on "
@@ -465,6 +472,11 @@ const std::vector<Key>& schema() {
     k.push_back(bool_key("run.mllog", &TrainConfig::mllog,
                          "also write MLPerf-style :::MLLOG lines (run_start/stop, blocks, epochs, "
                          "eval_accuracy, hyperparameters) to <run>/mllog.txt"));
+    k.push_back(real_key("run.max_shard_gb", &TrainConfig::max_shard_gb,
+                         "largest weights file of a checkpoint in GB (10^9 bytes); a larger "
+                         "model is written as shards model-0000i-of-0000N.safetensors with "
+                         "model.safetensors.index.json, as transformers writes them",
+                         1e-6, 1e6));
     return k;
   }();
   return keys;

@@ -51,6 +51,9 @@ struct TrainConfig {
   double divergence_climb_factor = 1.5;  // stop when the median loss of the last climb window
                                      // exceeds this x the lowest such median; 0: off
   int64_t divergence_climb_window = 100;  // steps in a climb window
+  // A Hugging Face model folder whose weights start the run at step 0 (fresh optimizer
+  // state); empty: the seed's initialisation. A resumed run continues from its checkpoint.
+  std::string init_from;
 
   // [parallel]
   std::string communicator = "auto";  // auto | mpi | nccl | none
@@ -90,6 +93,7 @@ struct TrainConfig {
   int64_t keep_checkpoints = 2;
   bool tensorboard = false;      // TensorBoard event files in <run>/tensorboard/
   bool mllog = false;            // MLPerf-style :::MLLOG lines in <run>/mllog.txt
+  double max_shard_gb = 5;       // largest weights file of a checkpoint (10^9 bytes)
 
   int64_t tokens_per_step(int world_size = 1) const {
     return batch_size * seq_len * grad_accum * world_size;

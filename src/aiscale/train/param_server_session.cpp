@@ -22,6 +22,7 @@
 #include "aiscale/parallel/param_server/worker.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/environment.h"
+#include "aiscale/train/hf_checkpoint.h"
 #include "aiscale/train/model_options.h"
 #include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
@@ -141,8 +142,11 @@ void run_server(const TrainConfig& c, const ps::Roles& roles, ps::Channel& chann
                 ps::StalenessStats* stats) {
   const int64_t n = c.model.num_params();
   const ps::ShardRange range = ps::shard_range(n, roles.servers, roles.server_index(rank));
-  // The same initial weights as the model of a synchronous run with this seed.
-  const std::vector<float> init = nn::gpt_init_params(c.model, c.seed);
+  // The same initial weights as the model of a synchronous run with this seed (or of
+  // train.init_from, which the session has checked on every rank).
+  const std::vector<float> init = c.init_from.empty()
+                                      ? nn::gpt_init_params(c.model, c.seed)
+                                      : read_hf_model(c.init_from, c.model, "train.init_from");
   const std::vector<uint8_t> decay = nn::gpt_decay_mask(c.model, c.decay_embeddings);
   ps::ServerOptions o;
   o.steps = c.steps;

@@ -34,6 +34,7 @@
 #include "aiscale/train/param_server_session.h"
 #include "aiscale/train/parallel_layout.h"
 #include "aiscale/train/environment.h"
+#include "aiscale/train/hf_checkpoint.h"
 #include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/model_options.h"
 #include "aiscale/train/profile_report.h"
@@ -84,6 +85,7 @@ CheckpointState snapshot(const TrainConfig& c, nn::GptModel& model, const DataPo
   set_checkpoint_layout(s, c, world);
   s.nonfinite_steps = nonfinite;
   s.config_toml = to_toml(c);
+  s.max_shard_bytes = static_cast<uint64_t>(c.max_shard_gb * 1e9);
   const size_t n = static_cast<size_t>(model.num_params());
   s.params.resize(n);
   s.m.resize(n);
@@ -198,6 +200,12 @@ int run_training(const TrainRequest& req) {
   // Validated against the config's model before any buffer is sized from it.
   std::optional<ResumePoint> resume;
   if (!req.resume_dir.empty()) resume = choose_resume_point(req, c.model);
+  // train.init_from starts a new run from a Hugging Face model folder's weights; a resumed
+  // run continues from its own checkpoint instead. Every rank reads it (a shared file
+  // system), so that a bad folder is refused alike everywhere before any collective.
+  std::vector<float> init_params;
+  if (!resume && !c.init_from.empty())
+    init_params = read_hf_model(c.init_from, c.model, "train.init_from (--init-from)");
 
   // Before the model: a GPU rank's communicator also selects the rank's GPU.
   parallel::CommOptions co;
@@ -258,6 +266,9 @@ int run_training(const TrainRequest& req) {
     // counts samples. What changed is said (another seq_len is refused).
     std::vector<std::string> notes = resume_notes(r, c, layout, resume->dir);
     notes.insert(notes.begin(), resume_config_notes.begin(), resume_config_notes.end());
+    if (!c.init_from.empty())
+      notes.push_back(fmt::format("train.init_from = \"{}\" is not read: the run continues from "
+                                  "its checkpoint of step {}", c.init_from, r.step));
     if (rank == 0)
       for (const auto& n : notes) log::info("resume note: {}", n);
     if (r.step >= c.steps)
@@ -310,6 +321,9 @@ int run_training(const TrainRequest& req) {
         if (d > resume->dir) log::info("newer checkpoint set aside as {}", set_checkpoint_aside(d, "superseded"));
     }
     resume->state = {};  // the weights live in the model now
+  } else if (!init_params.empty()) {
+    model->set_params(init_params.data());  // the whole buffer: each rank takes its part
+    init_params = {};
   } else if (world > 1 && !model->collective_state()) {
     // DDP semantics: every rank starts from rank 0's weights. (A model that holds slices
     // or shards builds them from the seed's whole initialisation, the same on every rank.)
@@ -354,7 +368,9 @@ int run_training(const TrainRequest& req) {
               comm->backend(), groups ? " " + describe(layout) : std::string(),
               c.batch_size * c.grad_accum * data_world, c.seq_len,
               c.tokens_per_step(data_world), train_src->describe(),
-              resume ? fmt::format("; resuming at step {} from {}", start_step, resume->dir) : "");
+              resume ? fmt::format("; resuming at step {} from {}", start_step, resume->dir)
+              : c.init_from.empty() ? std::string()
+                                    : fmt::format("; weights from {}", c.init_from));
   if (world > 1 && rank == 0)
     log::debug("ranks agree on configuration {:016x}", fp.hash());
 
