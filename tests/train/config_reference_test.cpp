@@ -65,7 +65,7 @@ TEST(ConfigReference, EveryKeyHasOneRowWithItsDefaultAndRange) {
   }
   // One known key of each kind, with the value the schema gives it.
   EXPECT_NE(md.find("| `train.steps` | integer |"), std::string::npos);
-  EXPECT_NE(md.find("| `model.preset` | string | `\"gpt-mini\"` |"), std::string::npos);
+  EXPECT_NE(md.find("| `model.preset` | string | `'gpt-mini'` |"), std::string::npos);
 }
 
 }  // namespace
