@@ -2,9 +2,9 @@
 # Install what aiscale needs to build, test and run on Debian 12 (idempotent).
 # Quiet when everything is already there. Set AISCALE_SETUP_EXTRA="pkg ..." for more.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config
+pkgs=(build-essential cmake ninja-build pkg-config ccache
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
-  libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev
+  libopenblas-dev libopenblas0-pthread libgtest-dev libgmock-dev googletest  # googletest: its source tree, for .ci/check_dependencies.sh
   openmpi-bin libopenmpi-dev
   libxgboost-dev  # aiscale tune: gradient-boosted trees through XGBoost's C API
   fortunes-min fortunes

@@ -2,6 +2,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
@@ -40,6 +42,10 @@ void add_train_command(CLI::App& app) {
                   "override a config key: --set train.steps=50 (repeatable)")
       ->take_all();
   cmd->add_flag("--quiet,-q", req->quiet, "no progress line");
+  auto reference = std::make_shared<bool>(false);
+  cmd->add_flag("--config-reference", *reference,
+                "print the reference of every config key (type, default, allowed values, "
+                "meaning) as Markdown and exit: docs/reference/config.md is its output");
   cmd->add_option_function<int64_t>(
          "--profile", [req](int64_t n) { req->profile_steps = n; },
          "profile STEPS steps after the first (warm-up) step: an op table (printed, and "
@@ -52,7 +58,11 @@ void add_train_command(CLI::App& app) {
   cmd->footer("Config keys (section.key, type, meaning):\n" + train::config_reference() +
               "\nVision config keys ([model] kind = \"resnet\"):\n" +
               train::vision_config_reference());
-  cmd->callback([req, run] {
+  cmd->callback([req, run, reference] {
+    if (*reference) {
+      fmt::print("{}", train::config_reference_markdown());
+      return;
+    }
     if (req->config_path.empty() && req->resume_dir.empty())
       throw CLI::RequiredError("--config (or --resume RUN_DIR)");
     const std::vector<std::string> from_options = run->overrides();

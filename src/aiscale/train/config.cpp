@@ -36,6 +36,7 @@ struct Key {
   int64_t max_int = 0;
   std::function<void(TrainConfig&, const toml::node&)> set;
   std::function<std::string(const TrainConfig&)> get;  // TOML literal
+  double min_real = 0, max_real = 0;                    // for numbers
 };
 
 std::string quote(const std::string& s) {
@@ -111,7 +112,7 @@ Key model_count_key(std::string name, Get field, std::string doc, int64_t max) {
 
 template <typename Get>
 Key model_real_key(std::string name, Get field, std::string doc, double min, double max) {
-  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr};
+  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr, min, max};
   std::string key_name = k.name;
   k.set = [field, min, max, key_name](TrainConfig& c, const toml::node& n) {
     auto v = n.value<double>();
@@ -131,7 +132,7 @@ Key model_real_key(std::string name, Get field, std::string doc, double min, dou
 // [min, max].
 Key real_key(std::string name, double TrainConfig::*member, std::string doc, double min = 0.0,
              double max = std::numeric_limits<double>::max()) {
-  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr};
+  Key k{std::move(name), Kind::real, std::move(doc), {}, 0, 0, nullptr, nullptr, min, max};
   std::string key_name = k.name;
   k.set = [member, min, max, key_name](TrainConfig& c, const toml::node& n) {
     auto v = n.value<double>();  // accepts integers too
@@ -654,12 +655,28 @@ std::string to_toml(const TrainConfig& c) {
   return out;
 }
 
+namespace {
+ConfigKeyInfo key_info(const Key& k) {
+  static constexpr const char* kTypes[] = {"integer", "number", "string", "boolean"};
+  ConfigKeyInfo info{k.name, kTypes[static_cast<int>(k.kind)], k.doc, k.choices,
+                     k.min_int, k.max_int};
+  info.min_real = k.min_real;
+  info.max_real = k.max_real;
+  info.default_value = k.get(TrainConfig{});
+  return info;
+}
+}  // namespace
+
 std::optional<ConfigKeyInfo> config_key_info(const std::string& key) {
   const Key* k = find_key(key);
   if (!k) return std::nullopt;
-  static constexpr const char* kTypes[] = {"integer", "number", "string", "boolean"};
-  return ConfigKeyInfo{k->name, kTypes[static_cast<int>(k->kind)], k->doc, k->choices,
-                       k->min_int, k->max_int};
+  return key_info(*k);
+}
+
+std::vector<ConfigKeyInfo> config_keys() {
+  std::vector<ConfigKeyInfo> keys;
+  for (const auto& k : schema()) keys.push_back(key_info(k));
+  return keys;
 }
 
 std::string config_reference() {

@@ -136,12 +136,20 @@ std::string config_reference();
 
 // What the schema says about one key, for the command-line options named after the keys
 // (cli/run_options.h): its type ("integer", "number", "string", "boolean"), its meaning,
-// its choices (strings with a fixed set) and its integer range. Empty for an unknown key.
+// its choices (strings with a fixed set), its integer or number range and its default (a
+// TOML literal, from a default TrainConfig). Empty for an unknown key.
 struct ConfigKeyInfo {
   std::string name, type, doc;
   std::vector<std::string> choices;
   int64_t min_int = 0, max_int = 0;
+  double min_real = 0, max_real = 0;
+  std::string default_value;
 };
 std::optional<ConfigKeyInfo> config_key_info(const std::string& key);
+// Every key of the schema, in its order.
+std::vector<ConfigKeyInfo> config_keys();
+// The reference page of every key, as Markdown: docs/reference/config.md is its output
+// (`aiscale train --config-reference`; a unit test holds the page to it).
+std::string config_reference_markdown();
 
 }  // namespace aiscale::train
