@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "aiscale/train/config.h"
-#include "support/run_support.h"
+#include "../support/run_support.h"
 
 namespace aiscale {
 namespace {
