@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Trains a tiny byte-level model with aiscale, then checks that Hugging Face transformers
 # loads its checkpoint and greedy-decodes the same tokens. Needs python3 with torch and
-# transformers (the GPU host has both).  usage: bash tests/hf/run_hf_check.sh [BUILD_DIR]
+# transformers (the GPU host has both).
+# usage: bash tests/hf/run_hf_check.sh [BUILD_DIR] [PRESET: gpt-tiny (default) or llama-tiny]
 set -euo pipefail
 bin=${1:-build/cpu}/aiscale
+preset=${2:-gpt-tiny}
 tmp=$(mktemp -d)
 $bin data tokenize --input README.md docs --output-prefix "$tmp/d" --tokenizer byte --format paragraphs >/dev/null
 cat > "$tmp/c.toml" <<TOML
 [model]
-preset = "gpt-tiny"
+preset = "$preset"
 vocab_size = 256
 block_size = 64
 [data]
