@@ -59,6 +59,12 @@ container() {
     skip "debootstrap is not installed and no cached root filesystem (apt-get install debootstrap)"
   [ -s "$cache/debian12-rootfs.tar" ] || [ "$(id -u)" -eq 0 ] ||
     skip "debootstrap needs root and no root filesystem is cached in $cache"
+  if [ ! -s "$cache/debian12-rootfs.tar" ]; then
+    local mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+    local host=${mirror#*://}; host=${host%%/*}
+    timeout 20 bash -c "exec 3<>/dev/tcp/${host%%:*}/80" 2>/dev/null ||
+      skip "Debian's mirror $host cannot be reached and no root filesystem is cached in $cache (DEBIAN_MIRROR names another)"
+  fi
   [ -r /usr/share/games/fortunes/fortunes ] ||
     skip "the quick start's text is missing (apt-get install fortunes-min)"
   # A storage of its own under the cache (layers and the build's ccache survive between

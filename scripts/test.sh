@@ -4,9 +4,12 @@
 # the build takes its libraries from source folders and finds nvcc on PATH; then the
 # sanitizer stage: the unit tests that handle outside input built with ASan + UBSan (the
 # `asan` preset, clang; tests/sanitize_selection.cmake says which and why) and each
-# libFuzzer target for a few seconds (scripts/fuzz.sh). Ends with each stage's wall time.
+# libFuzzer target for a few seconds (scripts/fuzz.sh); then the container image with the
+# quick start inside it (scripts/check_packaging.sh container). Ends with each stage's wall
+# time.
 # usage: bash scripts/test.sh [extra ctest arguments, e.g. -L unit or -R Gpt]
-#   AISCALE_SANITIZERS=0 skips the sanitizer stage; AISCALE_FUZZ_SECONDS (default 8) is
+#   AISCALE_SANITIZERS=0 skips the sanitizer stage; AISCALE_CONTAINER=0 the container
+#   image stage; AISCALE_FUZZ_SECONDS (default 8) is
 #   the time of each fuzz target; AISCALE_CCACHE=0 builds without ccache; AISCALE_CCACHE_DIR
 #   puts the compiler cache elsewhere than ccache's default (under $HOME, so it survives
 #   between runs where $HOME does).
@@ -102,6 +105,17 @@ if [ "${AISCALE_SANITIZERS:-1}" != 0 ]; then
   end
   begin "fuzz targets (${AISCALE_FUZZ_SECONDS:-8} s each)"
   AISCALE_FUZZ_BUILD_DIR=build/asan bash scripts/fuzz.sh "${AISCALE_FUZZ_SECONDS:-8}"
+  end
+fi
+# The OCI image built with podman from a debootstrapped Debian 12 and the quick start run
+# inside it (scripts/check_packaging.sh container; its base and layers are cached under
+# ~/.cache/aiscale-packaging). Where podman cannot run containers, or no Debian mirror is
+# reachable for the first base, it says why and is skipped (exit 77).
+if [ "${AISCALE_CONTAINER:-1}" != 0 ]; then
+  begin "container image and the quick start in it (scripts/check_packaging.sh container)"
+  rc=0
+  bash scripts/check_packaging.sh container || rc=$?
+  if [ "$rc" = 77 ]; then stage_name+=" (skipped)"; elif [ "$rc" != 0 ]; then exit "$rc"; fi
   end
 fi
 [ -n "${launchers[*]}" ] && ccache -s | grep -E 'Hits|Misses' | head -3 || true

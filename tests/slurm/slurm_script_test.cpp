@@ -168,6 +168,15 @@ TEST(SlurmScript, CliWritesAScriptOrSaysWhatIsWrong) {
   EXPECT_NE(s.find("#SBATCH --partition=gpu\n"), std::string::npos) << s;
   EXPECT_NE(s.find("#SBATCH --gres=gpu:4\n"), std::string::npos) << s;
   EXPECT_NE(s.find(" bench language --model gpt2-124m \"$@\""), std::string::npos) << s;
+  // Without a container the job runs this binary by its absolute path; in a container, the
+  // image's own aiscale (this host's path means nothing there).
+  EXPECT_NE(s.find("AISCALE=${AISCALE:-/"), std::string::npos) << s;
+  r = run_aiscale("slurm script --system vega --nodes 2 --container /images/aiscale.sif -o " +
+                  (dir / "c.sbatch").string() + " -- bench language --model gpt2-124m");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  s = read_bytes(dir / "c.sbatch");
+  EXPECT_NE(s.find("AISCALE=${AISCALE:-aiscale}"), std::string::npos) << s;
+  EXPECT_NE(s.find("/images/aiscale.sif \"$AISCALE\" bench language"), std::string::npos) << s;
   r = run_aiscale("slurm script --system vega --gpus-per-node 6 -- train --config x.toml");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("vega/gpu has 4 GPUs per node"), std::string::npos) << r.output;

@@ -68,7 +68,8 @@ void add_job_options(CLI::App* c, JobOptions& o, bool study) {
                 "else srun");
   c->add_option("--srun-mpi", o.req.srun_mpi, "srun --mpi plugin (default: the preset's, else pmix)");
   c->add_option("--aiscale", o.req.aiscale,
-                "The aiscale binary as the job finds it (default: this binary's absolute path)");
+                "The aiscale binary as the job finds it (default: this binary's absolute path; with "
+                "--container, aiscale on the image's PATH)");
   c->add_option("--catalog", o.catalog_dir,
                 "Directory of the systems catalogue (default: $AISCALE_SYSTEMS_DIR or data/systems)");
   c->add_option("--systems", o.system_files, "Extra catalogue file or directory (repeatable)");
@@ -77,7 +78,11 @@ void add_job_options(CLI::App* c, JobOptions& o, bool study) {
 std::unique_ptr<plan::Catalog> prepare_job_options(JobOptions& o) {
   if (o.exclusive_given) o.req.exclusive = o.exclusive;
   o.req.site_prelude = !o.no_site_prelude;
-  if (o.req.aiscale.empty()) {
+  if (o.req.aiscale.empty() && !o.req.container.empty()) {
+    // Inside the image the binary is the image's own (on its PATH): this host's path to
+    // aiscale means nothing there.
+    o.req.aiscale = "aiscale";
+  } else if (o.req.aiscale.empty()) {
     std::error_code ec;
     auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
     o.req.aiscale = ec ? "aiscale" : self.string();
