@@ -65,6 +65,13 @@ TEST(Install, InstalledBinaryFindsItsDataOutsideTheSourceTree) {
   ASSERT_TRUE(fs::exists(prefix / "share/aiscale/data/systems/accelerators.toml"));
   ASSERT_TRUE(fs::exists(prefix / "share/aiscale/configs/quickstart.toml"));
   const bool vocab = fs::exists(prefix / "share/aiscale/gpt2/encoder.json");
+  // The report's chart libraries travel with their package.json (the report names their
+  // versions from it): without it, `aiscale report` fails from an installed copy.
+  for (const char* lib : {"vega", "vega-lite", "vega-embed"}) {
+    const fs::path dir = prefix / "share/aiscale/node_modules" / lib;
+    if (fs::exists(dir / "build" / (std::string(lib) + ".min.js")))
+      EXPECT_TRUE(fs::exists(dir / "package.json")) << dir << " lacks package.json";
+  }
   const fs::path work = root / "elsewhere";
   fs::create_directories(work);
   const std::string run = "cd '" + work.string() + "' && env -u AISCALE_SYSTEMS_DIR -u "
