@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "aiscale/train/config.h"
+#include "aiscale/train/vision_config.h"
 #include "../support/run_support.h"
 
 namespace aiscale {
@@ -50,9 +51,10 @@ TEST(ConfigReference, TheCommandPrintsThePage) {
   EXPECT_TRUE(r.output == train::config_reference_markdown()) << first_difference(train::config_reference_markdown(), r.output);
 }
 
-TEST(ConfigReference, EveryKeyHasOneRowWithItsDefaultAndRange) {
-  const std::string md = train::config_reference_markdown();
-  for (const train::ConfigKeyInfo& k : train::config_keys()) {
+// Each schema's keys in its own part of the page: the language models', then the image
+// classifiers' (which share some keys, defined once in train/config_common_keys.h).
+void expect_one_row_each(const std::string& md, const std::vector<config::KeyInfo>& keys) {
+  for (const config::KeyInfo& k : keys) {
     SCOPED_TRACE(k.name);
     const std::string row = "| `" + k.name + "` | " + k.type + " | `";
     const size_t at = md.find(row);
@@ -63,6 +65,14 @@ TEST(ConfigReference, EveryKeyHasOneRowWithItsDefaultAndRange) {
     if (k.type == "integer") EXPECT_NE(line.find(std::to_string(k.min_int)), std::string::npos) << line;
     for (const auto& c : k.choices) EXPECT_NE(line.find("`" + c + "`"), std::string::npos) << line;
   }
+}
+
+TEST(ConfigReference, EveryKeyHasOneRowWithItsDefaultAndRange) {
+  const std::string md = train::config_reference_markdown();
+  const size_t vision = md.find("\n## Image classifiers\n");
+  ASSERT_NE(vision, std::string::npos);
+  expect_one_row_each(md.substr(0, vision), train::config_keys());
+  expect_one_row_each(md.substr(vision), train::vision_config_keys());
   // One known key of each kind, with the value the schema gives it.
   EXPECT_NE(md.find("| `train.steps` | integer |"), std::string::npos);
   EXPECT_NE(md.find("| `model.preset` | string | `'gpt-mini'` |"), std::string::npos);

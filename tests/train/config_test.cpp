@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "aiscale/core/config_origins.h"
 #include "aiscale/core/error.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/schedule.h"
@@ -186,7 +187,7 @@ TEST(TrainConfig, ErrorsNameWhereTheValueCameFrom) {
   EXPECT_EQ(e.rfind("--set train.seq_len=4096, test.toml:2 (model.preset): train.seq_len = 4096 exceeds "
                     "model.block_size = 64", 0), 0u) << e;
   // An override made from an option names the option.
-  aiscale::train::name_override_origin("train.seq_len=2048", "--seq-len 2048");
+  aiscale::config::name_override_origin("train.seq_len=2048", "--seq-len 2048");
   e = error_of("[model]\npreset = \"gpt-tiny\"\n", {"train.seq_len=2048"});
   EXPECT_EQ(e.rfind("--seq-len 2048, test.toml:2 (model.preset): train.seq_len = 2048 exceeds", 0), 0u) << e;
   // A key at its default has no origin: the message names the others'.

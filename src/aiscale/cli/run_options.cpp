@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/options.h"
+#include "aiscale/core/config_origins.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/train/config.h"
@@ -130,7 +131,7 @@ void add_run_options(CLI::App* app, RunOptions& o, const std::vector<std::string
     if (d.flag) {
       app->add_flag_callback(names, [&o, key] {
             o.values.emplace_back(key, "true");
-            train::name_override_origin(key + "=true", option_name(key));
+            config::name_override_origin(key + "=true", option_name(key));
           }, help)
           ->group(group);
       continue;
@@ -142,7 +143,7 @@ void add_run_options(CLI::App* app, RunOptions& o, const std::vector<std::string
           if (type == "boolean") value = (v == "1" || v == "true") ? "true" : "false";
           o.values.emplace_back(key, value);
           // Errors about the value name this option, not a --set the user did not write.
-          train::name_override_origin(key + "=" + value, option_name(key) + " " + v);
+          config::name_override_origin(key + "=" + value, option_name(key) + " " + v);
         },
         help);
     opt->group(group);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/core/config_key_info.h"
 #include "aiscale/nn/models/gpt_config.h"
 
 namespace aiscale::train {
@@ -119,11 +120,6 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 TrainConfig parse_train_config(const std::string& toml_text, const std::string& source_name,
                                const std::vector<std::string>& overrides,
                                const ConfigAdjustment& adjust = {});
-// Records that the override `key=value` was made from a command-line option (`--steps 50`),
-// so that errors about it name the option the user gave rather than a --set they did not
-// write. The overrides pass through the training session as text; this is how their
-// origin travels with them.
-void name_override_origin(const std::string& override_text, const std::string& origin);
 
 // Every key with its value, as TOML: written into the run directory.
 // The checks of a whole configuration after its keys are read (config_validate.cpp); throws
@@ -138,13 +134,7 @@ std::string config_reference();
 // (cli/run_options.h): its type ("integer", "number", "string", "boolean"), its meaning,
 // its choices (strings with a fixed set), its integer or number range and its default (a
 // TOML literal, from a default TrainConfig). Empty for an unknown key.
-struct ConfigKeyInfo {
-  std::string name, type, doc;
-  std::vector<std::string> choices;
-  int64_t min_int = 0, max_int = 0;
-  double min_real = 0, max_real = 0;
-  std::string default_value;
-};
+using ConfigKeyInfo = config::KeyInfo;
 std::optional<ConfigKeyInfo> config_key_info(const std::string& key);
 // Every key of the schema, in its order.
 std::vector<ConfigKeyInfo> config_keys();

@@ -7,45 +7,18 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/config_schema.h"
 #include "aiscale/train/config.h"
+#include "aiscale/train/vision_config.h"
 
 namespace aiscale::train {
-
-namespace {
-
-// Markdown table cells: a '|' would end the cell.
-std::string cell(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '|') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-std::string allowed_values(const ConfigKeyInfo& k) {
-  if (k.type == "integer") {
-    if (k.max_int == std::numeric_limits<int64_t>::max()) return fmt::format(">= {}", k.min_int);
-    return fmt::format("{} to {}", k.min_int, k.max_int);
-  }
-  if (k.type == "number") {
-    if (k.max_real >= std::numeric_limits<double>::max()) return fmt::format(">= {}", k.min_real);
-    return fmt::format("{} to {}", k.min_real, k.max_real);
-  }
-  if (k.type == "boolean") return "`true`, `false`";
-  if (k.choices.empty()) return "text";
-  std::string out;
-  for (const auto& c : k.choices) out += fmt::format("{}`{}`", out.empty() ? "" : ", ", c);
-  return out;
-}
-
-}  // namespace
 
 std::string config_reference_markdown() {
   std::string out =
       "# Training configuration reference\n"
       "\n"
-      "<!-- Generated from the schema in src/aiscale/train/config.cpp; do not edit. Regenerate:\n"
+      "<!-- Generated from the schemas in src/aiscale/train/config.cpp and vision_config.cpp; do not\n"
+      "     edit. Regenerate:\n"
       "     build/cpu/aiscale train --config-reference > docs/reference/config.md -->\n"
       "\n"
       "Every key of the TOML file that `aiscale train --config FILE` (and `bench language`,\n"
@@ -53,19 +26,15 @@ std::string config_reference_markdown() {
       "section.key=value` overrides one on the command line. Integers and numbers outside\n"
       "their range, strings outside their choices and unknown keys are refused with the key\n"
       "named. How the keys work together: [training.md](../guide/training.md). The keys of\n"
-      "an image classifier (`[model] kind = \"resnet\"`) are in `aiscale train --help`.\n";
-  std::string section;
-  for (const ConfigKeyInfo& k : config_keys()) {
-    const std::string s = k.name.substr(0, k.name.find('.'));
-    if (s != section) {
-      section = s;
-      out += fmt::format("\n## [{}]\n\n", s);
-      out += "| Key | Type | Default | Allowed | Meaning |\n";
-      out += "|---|---|---|---|---|\n";
-    }
-    out += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", k.name, k.type, cell(k.default_value),
-                       cell(allowed_values(k)), cell(k.doc));
-  }
+      "an image classifier (`[model] kind = \"resnet\"`) follow those of the language models.\n";
+  out += config::key_tables(config_keys(), "##");
+  out +=
+      "\n## Image classifiers\n"
+      "\n"
+      "A config with `[model] kind = \"resnet\"` (or a ResNet preset) trains an image\n"
+      "classifier ([vision.md](../guide/vision.md)); its keys, some of them shared with the\n"
+      "language models above:\n";
+  out += config::key_tables(vision_config_keys(), "###");
   return out;
 }
 

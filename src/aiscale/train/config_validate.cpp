@@ -15,7 +15,6 @@
 #include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/parallel/launch_env.h"
-#include "aiscale/train/config_origins.h"
 #include "aiscale/train/parallel_layout.h"
 
 namespace aiscale::train {

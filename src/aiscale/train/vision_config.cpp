@@ -13,88 +13,24 @@
 #include "aiscale/core/toml_errors.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/nn/models/resnet_config.h"
-#include "aiscale/train/config_origins.h"
+#include "aiscale/core/config_schema.h"
+#include "aiscale/train/config_common_keys.h"
 
 namespace aiscale::train {
 namespace {
 
 using Config = VisionTrainConfig;
+using Key = config::Key<Config>;
 
-std::string node_text(const toml::node& n) {
-  std::ostringstream os;
-  n.visit([&](auto&& v) { os << v; });
-  return os.str();
-}
-
-std::string quote(const std::string& s) {
-  std::ostringstream os;
-  os << toml::value<std::string>(s);
-  return os.str();
-}
-
-struct Key {
-  std::string name, type, doc;
-  std::vector<std::string> choices;
-  std::function<void(Config&, const toml::node&)> set;
-  std::function<std::string(const Config&)> get;
-  int64_t min_int = 0, max_int = 0;  // integers: the range
-};
-
-template <typename T>
-Key int_key(std::string name, T Config::*member, std::string doc, int64_t min, int64_t max) {
-  Key k{name, "integer", std::move(doc), {}, nullptr, nullptr, min, max};
-  k.set = [=](Config& c, const toml::node& n) {
-    auto v = n.value_exact<int64_t>();
-    if (!v) fail("config key '{}' = {} must be an integer", name, node_text(n));
-    validate::in_range(*v, min, max, fmt::format("config key '{}'", name));
-    c.*member = static_cast<T>(*v);
-  };
-  k.get = [=](const Config& c) { return std::to_string(c.*member); };
-  return k;
-}
-
-Key real_key(std::string name, double Config::*member, std::string doc, double min, double max) {
-  Key k{name, "number", std::move(doc), {}, nullptr, nullptr};
-  k.set = [=](Config& c, const toml::node& n) {
-    auto v = n.value<double>();
-    if (!v || !n.is_number()) fail("config key '{}' = {} must be a number", name, node_text(n));
-    validate::in_range(*v, min, max, fmt::format("config key '{}'", name));
-    c.*member = *v;
-  };
-  k.get = [=](const Config& c) { return fmt::format("{}", c.*member); };
-  return k;
-}
-
-Key string_key(std::string name, std::string Config::*member, std::string doc,
-               std::vector<std::string> choices = {}) {
-  Key k{name, "string", std::move(doc), choices, nullptr, nullptr};
-  k.set = [=](Config& c, const toml::node& n) {
-    auto v = n.value_exact<std::string>();
-    if (!v) fail("config key '{}' = {} must be a string (in quotes)", name, node_text(n));
-    if (!choices.empty() && std::find(choices.begin(), choices.end(), *v) == choices.end())
-      fail("config key '{}' = \"{}\" is not allowed: choose one of {}", name, *v,
-           fmt::format("{}", fmt::join(choices, ", ")));
-    c.*member = *v;
-  };
-  k.get = [=](const Config& c) { return quote(c.*member); };
-  return k;
-}
-
-Key bool_key(std::string name, bool Config::*member, std::string doc) {
-  Key k{name, "boolean", std::move(doc), {}, nullptr, nullptr};
-  k.set = [=](Config& c, const toml::node& n) {
-    auto v = n.value_exact<bool>();
-    if (!v) fail("config key '{}' = {} must be true or false", name, node_text(n));
-    c.*member = *v;
-  };
-  k.get = [=](const Config& c) { return c.*member ? "true" : "false"; };
-  return k;
-}
+using config::bool_key;
+using config::int_key;
+using config::real_key;
+using config::string_key;
 
 constexpr int64_t kBig = int64_t{1} << 40;
 
-const std::vector<Key>& schema() {
-  static const std::vector<Key> keys = [] {
+std::vector<Key> keys() {
+  {  // one block: the keys in the order the reference lists them
     std::vector<Key> k;
     k.push_back(string_key("model.kind", &Config::kind, "resnet: an image classifier", {"resnet"}));
     k.push_back(string_key("model.preset", &Config::preset,
@@ -167,8 +103,7 @@ const std::vector<Key>& schema() {
                         "optimizer steps; 0 = train.epochs of the training set", 0, kBig));
     k.push_back(real_key("train.epochs", &Config::epochs, "epochs when train.steps = 0", 0.0,
                          1e6));
-    k.push_back(int_key("train.seed", &Config::seed, "initialisation and shuffling", 0,
-                        std::numeric_limits<int64_t>::max()));
+    add_common_train_keys(k);  // train.seed, train.threads, train.log_every
     k.push_back(real_key("train.lr", &Config::lr,
                          "base learning rate, for a global batch of train.reference_batch",
                          0.0, 1e3));
@@ -194,15 +129,11 @@ const std::vector<Key>& schema() {
                          "L2 weight decay on convolution and classifier weights", 0.0, 1.0));
     k.push_back(bool_key("train.decay_bn_and_bias", &Config::decay_bn_and_bias,
                          "apply weight decay to batch norm scales/shifts and biases too"));
-    k.push_back(int_key("train.threads", &Config::threads, "CPU threads; 0 = all cores", 0,
-                        validate::kMaxThreads));
     k.push_back(int_key("train.eval_every", &Config::eval_every,
                         "steps between validation passes; 0 = at each epoch's end", 0, kBig));
     k.push_back(int_key("train.eval_batches", &Config::eval_batches,
                         "batches per validation pass; 0 = the whole validation set", 0,
                         1 << 30));
-    k.push_back(int_key("train.log_every", &Config::log_every, "steps between metrics lines", 1,
-                        kBig));
     k.push_back(string_key("parallel.communicator", &Config::communicator,
                            "auto: several ranks talk over NCCL on GPUs, MPI on CPUs (TCP "
                            "without an MPI launcher: torchrun); one process otherwise",
@@ -217,62 +148,16 @@ const std::vector<Key>& schema() {
                         "0: every rank keeps the whole SGD momentum (DDP); 1: ZeRO-1, the "
                         "gradients reduce-scattered and the momentum sharded over the CPU "
                         "ranks, the parameters all-gathered after each step", 0, 1));
-    k.push_back(real_key("parallel.timeout_s", &Config::timeout_s,
-                         "a collective stalled this long ends the rank", 1.0, 2592000.0));
-    k.push_back(string_key("run.dir", &Config::run_dir, "parent folder of run directories"));
-    k.push_back(string_key("run.name", &Config::run_name,
-                           "run directory name; empty = <preset>-<date>-<time>"));
-    k.push_back(int_key("run.checkpoint_every", &Config::checkpoint_every,
-                        "steps between checkpoints; 0 = only at the end", 0, kBig));
-    k.push_back(int_key("run.keep_checkpoints", &Config::keep_checkpoints,
-                        "checkpoints kept (oldest removed)", 1, 1000000));
+    k.push_back(timeout_key<Config>());
+    add_common_run_keys(k);  // run.dir, run.name, run.checkpoint_every, run.keep_checkpoints
     return k;
-  }();
-  return keys;
-}
-
-const Key* find_key(const std::string& name) {
-  for (const Key& k : schema())
-    if (k.name == name) return &k;
-  return nullptr;
-}
-
-// `from_file`: the nodes carry their line in `source`; otherwise `source` is the override.
-// Records where each key came from (config_origins.h).
-void apply(Config& c, const toml::table& root, const std::string& source, bool from_file,
-           Origins& origins) {
-  for (const auto& [section_key, section_node] : root) {
-    const std::string section(section_key.str());
-    const toml::table* table = section_node.as_table();
-    if (!table)
-      fail("{}: '{}' must be a [section] of the vision config",
-           node_origin(section_node, source, from_file), section);
-    for (const auto& [key, node] : *table) {
-      const std::string name = section + "." + std::string(key.str());
-      const Key* k = find_key(name);
-      if (!k) {
-        std::vector<std::string> in_section;
-        for (const Key& s : schema())
-          if (s.name.starts_with(section + ".")) in_section.push_back(s.name);
-        fail("{}: unknown vision config key '{}'; {}", node_origin(node, source, from_file), name,
-             in_section.empty()
-                 ? std::string("sections are [model], [data], [train], [parallel], [run]")
-                 : fmt::format("keys of [{}] are {}", section, fmt::join(in_section, ", ")));
-      }
-      try {
-        k->set(c, node);
-      } catch (const Error& e) {
-        fail("{}: {}", node_origin(node, source, from_file), e.what());
-      }
-      origins[name] = node_origin(node, source, from_file);
-    }
   }
 }
 
-IntRange integer_range(const std::string& key) {
-  const Key* k = find_key(key);
-  if (!k || k->type != "integer") return std::nullopt;
-  return std::make_pair(k->min_int, k->max_int);
+const config::Schema<Config>& schema() {
+  static const config::Schema<Config> s(keys(), "vision config key",
+                                        "resolved aiscale vision training configuration");
+  return s;
 }
 
 void validate_config(const Config& c, const std::string& source) {
@@ -320,52 +205,7 @@ bool is_vision_config(const std::string& toml_text, const std::vector<std::strin
 
 VisionTrainConfig parse_vision_config(const std::string& text, const std::string& source,
                                       const std::vector<std::string>& overrides) {
-  Config c;
-  Origins origins;
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    if (auto m = toml_integer_out_of_range(e, text, source, integer_range)) fail("{}", *m);
-    fail("{}:{}:{}: malformed TOML: {}", source, e.source().begin.line, e.source().begin.column,
-         e.description());
-  }
-  apply(c, root, source, true, origins);
-  for (const std::string& o : overrides) {
-    const auto eq = o.find('='), dot = o.find('.');
-    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
-      fail("--set '{}' is malformed: write --set section.key=value (e.g. --set train.steps=50)",
-           o);
-    const std::string key = o.substr(0, eq), value = o.substr(eq + 1);
-    const Key* known = find_key(key);
-    toml::table t;
-    const bool quoted = !value.empty() && (value.front() == '"' || value.front() == '\'');
-    if (known && known->type == "string" && !quoted) {
-      t = toml::table{{"v", value}};
-    } else {
-      try {
-        t = toml::parse("v = " + value);
-      } catch (const toml::parse_error&) {
-        // Digits beyond 64 bits are a number out of range, not a word.
-        if (validate::looks_integer(value)) {
-          const IntRange range = integer_range(key);
-          fail("{}: {}", override_origin(o),
-               validate::out_of_range_text(fmt::format("config key '{}'", key), value,
-                                           range ? range->first : std::numeric_limits<int64_t>::min(),
-                                           range ? range->second : std::numeric_limits<int64_t>::max()));
-        }
-        t = toml::table{{"v", value}};
-      }
-    }
-    toml::table section{{key.substr(dot + 1), *t.get("v")}};
-    apply(c, toml::table{{key.substr(0, dot), section}}, override_origin(o), false, origins);
-  }
-  try {
-    validate_config(c, source);
-  } catch (const Error& e) {
-    fail("{}", with_origins(e.what(), source, origins));
-  }
-  return c;
+  return schema().parse(text, source, overrides, {}, {}, {}, validate_config);
 }
 
 VisionTrainConfig load_vision_config(const std::string& path,
@@ -373,28 +213,10 @@ VisionTrainConfig load_vision_config(const std::string& path,
   return parse_vision_config(read_file(path), path, overrides);
 }
 
-std::string to_toml(const VisionTrainConfig& c) {
-  std::string out = "# resolved aiscale vision training configuration (every key, with defaults)\n";
-  std::string section;
-  for (const Key& k : schema()) {
-    const std::string s = k.name.substr(0, k.name.find('.'));
-    if (s != section) {
-      out += fmt::format("{}[{}]\n", section.empty() ? "" : "\n", s);
-      section = s;
-    }
-    out += fmt::format("{} = {}\n", k.name.substr(k.name.find('.') + 1), k.get(c));
-  }
-  return out;
-}
+std::string to_toml(const VisionTrainConfig& c) { return schema().to_toml(c); }
 
-std::string vision_config_reference() {
-  std::string out;
-  for (const Key& k : schema()) {
-    const std::string extra =
-        k.choices.empty() ? "" : fmt::format(" [{}]", fmt::join(k.choices, "|"));
-    out += fmt::format("  {:<26} {:<8} {}{}\n", k.name, k.type, k.doc, extra);
-  }
-  return out;
-}
+std::vector<config::KeyInfo> vision_config_keys() { return schema().infos(); }
+
+std::string vision_config_reference() { return config::key_lines(schema().infos()); }
 
 }  // namespace aiscale::train

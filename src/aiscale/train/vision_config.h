@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/core/config_key_info.h"
+
 namespace aiscale::train {
 
 struct VisionTrainConfig {
@@ -85,5 +87,7 @@ VisionTrainConfig load_vision_config(const std::string& path,
                                      const std::vector<std::string>& overrides);
 std::string to_toml(const VisionTrainConfig& c);
 std::string vision_config_reference();
+// Every key of the vision schema, in its order (docs/reference/config.md lists them).
+std::vector<config::KeyInfo> vision_config_keys();
 
 }  // namespace aiscale::train

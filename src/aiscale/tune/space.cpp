@@ -1,5 +1,6 @@
 // Reading a study file: every key checked against the schema, every range and value
 // against the backend's limits, with the key named in each message.
+#include "aiscale/core/config_schema.h"
 #include "aiscale/tune/space.h"
 
 #include <algorithm>
@@ -29,17 +30,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
   return keys;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
+using config::edit_distance;
 
 [[noreturn]] void unknown_key(const std::string& source, const std::string& key,
                               const std::vector<std::string>& known, const std::string& what) {

@@ -1,4 +1,4 @@
-#include "aiscale/train/config_origins.h"
+#include "aiscale/core/config_origins.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,9 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "aiscale/train/config.h"
 
-namespace aiscale::train {
+namespace aiscale::config {
 namespace {
 
 std::mutex g_mutex;
@@ -68,4 +67,4 @@ std::string with_origins(const std::string& message, const std::string& source, 
   return fmt::format("{}: {}", fmt::join(where, ", "), body);
 }
 
-}  // namespace aiscale::train
+}  // namespace aiscale::config
