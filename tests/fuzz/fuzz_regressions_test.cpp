@@ -19,6 +19,19 @@ TEST(FuzzRegressions, SafetensorsWithoutTensorsReadsBack) {
                   .empty());
 }
 
+// A tensor with no elements (shape [0, 1], as Llama's zero-size bias entries are) was
+// decoded with memcpy into an empty vector's null data(): undefined behaviour the sanitizer
+// stops on. It reads back as an empty tensor of its shape, in every dtype.
+TEST(FuzzRegressions, SafetensorsEmptyTensorReadsBack) {
+  for (const char* dtype : {"F32", "BF16", "F16"}) {
+    train::SafeTensor t{"wte.weight", {0, 1}, {}, dtype};
+    const auto read = train::safetensors_parse(train::safetensors_serialize({t}), "empty-tensor.safetensors");
+    ASSERT_EQ(read.count("wte.weight"), 1u) << dtype;
+    EXPECT_TRUE(read.at("wte.weight").data.empty()) << dtype;
+    EXPECT_EQ(read.at("wte.weight").shape, (std::vector<int64_t>{0, 1})) << dtype;
+  }
+}
+
 // A --set value is taken as a bare string without TOML's UTF-8 check: a run name with an
 // invalid byte was accepted and written to the run's config.toml as another character (so
 // the resolved config no longer named the run), and a NUL would cut a path short.

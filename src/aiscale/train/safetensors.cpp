@@ -94,6 +94,7 @@ std::map<std::string, SafeTensorInfo> parse_header(std::string_view json, uint64
 
 // Converts `numel` values of a readable dtype at `p` into fp32.
 void decode(const std::string& dtype, const char* p, uint64_t numel, float* out) {
+  if (numel == 0) return;  // an empty tensor: `out` may be null (an empty vector's data())
   if (dtype == "F32") {
     std::memcpy(out, p, static_cast<size_t>(numel) * 4);
     return;
