@@ -6,6 +6,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/plan/collectives.h"
+#include "aiscale/plan/engine_support.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/plan/report.h"
 
@@ -210,6 +211,31 @@ TEST(PlanPlanner, CopyEngineTransportIsPlannedInsideOneNodeOnly) {
   EXPECT_THROW(check_request(r), Error);
   EXPECT_THROW(parse_grad_transport("shm"), Error);
   EXPECT_EQ(parse_grad_transport("copy-engine"), GradTransport::copy_engine);
+}
+
+// aiscale's GPU code is CUDA: AMD and Intel GPU partitions are what-ifs, never ranked as
+// runnable; with --include-unsupported they are planned, every row marked with the reason.
+TEST(PlanPlanner, GpusOfOtherVendorsAreWhatIfsOnly) {
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-350m", 1e9);
+  for (const char* system : {"lumi/lumi-g", "dawn/max1550", "cosma8/mi210"}) {
+    SCOPED_TRACE(system);
+    PlanResult res = plan(r, cat.resolve(system), cat, Calibration{}, Assumptions{});
+    EXPECT_TRUE(res.ranked.empty());
+    ASSERT_EQ(res.rejected.size(), 1u);
+    EXPECT_NE(res.rejected[0].reason.find("not NVIDIA's"), std::string::npos) << res.rejected[0].reason;
+    r.include_unsupported = true;
+    res = plan(r, cat.resolve(system), cat, Calibration{}, Assumptions{});
+    ASSERT_FALSE(res.ranked.empty());
+    for (const Candidate& c : res.ranked) {
+      EXPECT_FALSE(c.runs());
+      EXPECT_NE(c.engine_gap.find("aiscale's GPU code is CUDA"), std::string::npos) << c.engine_gap;
+    }
+    r.include_unsupported = false;
+  }
+  // NVIDIA partitions and CPU partitions run.
+  EXPECT_FALSE(plan(r, cat.resolve("leonardo/booster"), cat, Calibration{}, Assumptions{}).ranked.empty());
+  EXPECT_EQ(device_gap(cat.resolve("lumi/lumi-c")[0].partition->accelerator, true), "");
 }
 
 TEST(PlanPlanner, PipelineBubbleIsPpMinusOneSlots) {

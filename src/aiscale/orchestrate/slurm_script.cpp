@@ -7,6 +7,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/orchestrate/script_text.h"
+#include "aiscale/plan/engine_support.h"
 #include "aiscale/plan/time_limit.h"
 
 namespace aiscale::orchestrate {
@@ -137,6 +138,11 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
     fail("--gpus-per-node {}: {} has {} GPUs per node{}: ask for at most {} and spread the "
          "ranks over more nodes (--nodes)", j.gpus_per_node, j.label, preset_gpus,
          preset_gpus == 0 ? " (a CPU partition)" : "", preset_gpus);
+  if (part && j.gpus_per_node > 0)
+    if (std::string why = plan::device_gap(part->accelerator, part->is_cpu()); !why.empty())
+      fail("slurm script: {}: {}. A GPU job there cannot run aiscale; choose a partition with "
+           "NVIDIA GPUs (aiscale plan systems lists them), or --gpus-per-node 0 for CPU ranks",
+           j.label, why);
   j.tasks_per_node = r.tasks_per_node > 0 ? r.tasks_per_node : std::max(1, j.gpus_per_node);
   if (r.tasks_per_node < 0) fail("--tasks-per-node {} must be positive", r.tasks_per_node);
   if (r.ranks < 0 || r.nodes < 0) fail("--ranks and --nodes must be positive");

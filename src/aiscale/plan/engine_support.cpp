@@ -1,6 +1,7 @@
 #include "aiscale/plan/engine_support.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -93,6 +94,16 @@ const EngineSupport& engine_support_for(bool cpu_partition) {
   for (const auto& e : kEngineSupport)
     if (e.device == device) return e;
   return kEngineSupport.front();
+}
+
+std::string device_gap(const Accelerator& a, bool cpu_partition) {
+  // A vendor the catalogue leaves out is not second-guessed (a site's own entry).
+  std::string vendor = a.vendor;
+  std::transform(vendor.begin(), vendor.end(), vendor.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (cpu_partition || a.cpu_node || vendor.empty() || vendor == "nvidia") return "";
+  return fmt::format("its GPUs ({}) are not NVIDIA's, and aiscale's GPU code is CUDA: a what-if "
+                     "for comparison, not a machine aiscale runs on",
+                     a.name.empty() ? a.id : a.name);
 }
 
 std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_partition) {

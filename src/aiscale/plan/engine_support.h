@@ -77,6 +77,11 @@ std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_nod
 // Why no layout of this workload can run at all (the model family or the precision), or "".
 std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_partition);
 
+// Why aiscale cannot drive these devices at all, or "": aiscale's GPU code is CUDA, so a GPU
+// partition whose GPUs are not NVIDIA's (AMD Instinct, Intel Max) is a what-if: planned only
+// with --include-unsupported, marked, and refused by `slurm script`. CPU partitions run.
+std::string device_gap(const Accelerator& a, bool cpu_partition);
+
 // One line listing what the engine runs on this kind of partition, for the plan's notes.
 std::string engine_support_summary(bool cpu_partition);
 

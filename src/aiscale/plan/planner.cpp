@@ -265,6 +265,12 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
     out.reason = why;
     return out;
   }
+  // Devices aiscale cannot drive at all: every layout there is a what-if.
+  const std::string device_why = device_gap(part.accelerator, part.is_cpu());
+  if (!unsupported_too && !device_why.empty()) {
+    out.reason = fmt::format("{}; --include-unsupported plans it anyway, marked", device_why);
+    return out;
+  }
   if (!unsupported_too)
     if (std::string why = engine_gap_for_workload(w, prec, part.is_cpu()); !why.empty()) {
       out.reason = fmt::format("`aiscale train` cannot run this today: {}; --include-unsupported "
@@ -323,7 +329,7 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
               l.grad_accum = static_cast<int>(gb / per_step);
             }
             if (layout_problem(l, w)) continue;
-            std::string gap = engine_gap(w, l, prec, part.is_cpu());
+            std::string gap = device_why.empty() ? engine_gap(w, l, prec, part.is_cpu()) : device_why;
             if (!gap.empty() && !unsupported_too) {
               if (engine_gap_seen.empty()) engine_gap_seen = gap;
               continue;

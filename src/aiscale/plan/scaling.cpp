@@ -106,7 +106,8 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     c.figures = curve.figures;
     const Workload w = workload_on(r, part);
     c.attention = w.attention;
-    c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
+    c.engine_gap = device_gap(part.accelerator, part.is_cpu());
+    if (c.engine_gap.empty()) c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
     if (c.engine_gap.empty() && !part.is_cpu())
       c.engine_gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib);
     c.memory = memory_per_gpu(w, l, r.precision, a.memory,
