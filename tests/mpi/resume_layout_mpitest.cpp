@@ -12,8 +12,9 @@
 // to or read from the wrong place, or a data position off by one batch, moves step 5's loss
 // by more than 1e-3. The same layout resumed must give the same bits.
 //
-// ZeRO-1 is implemented for GPU ranks only; its CPU counterpart here is ZeRO-2 (the same
-// sharded optimizer state, the gradients sharded too). tests/gpu2/resume_layouts_gpu2.cpp
+// ZeRO-1 on CPU ranks wraps plain data parallelism only (data_parallel_wrappers_mpitest.cpp);
+// the sharded layout here is ZeRO-2 (the same sharded optimizer state, the gradients sharded
+// too). tests/gpu2/resume_layouts_gpu2.cpp
 // resumes GPU layouts.
 #include <gtest/gtest.h>
 

@@ -12,6 +12,7 @@
 
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
+#include "aiscale/cli/plan_emit.h"
 #include "aiscale/cli/run_options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
@@ -61,6 +62,8 @@ struct PlanOptions {
   std::optional<int> tp, pp;
   std::string recompute;
   std::string rank = "time";
+  std::string emit_dir, emit_data = "data/fortunes/fortunes_train_*.bin";
+  int emit_row = 1;
   std::optional<double> utilisation;
   bool json = false;
 };
@@ -295,6 +298,11 @@ void run_plan(const PlanOptions& o) {
   const PlanResult res = aiscale::plan::plan(r, targets, cat, cal, a);
   if (o.json) fmt::print("{}\n", plan_json(r, res, cal, a).dump(2));
   else fmt::print("{}", plan_text(r, res, cal, a, o.explain));
+  if (!o.emit_dir.empty()) {
+    const std::string written = emit_plan_row(r, res, o.emit_row, cat, {o.emit_dir, o.emit_data, ""});
+    if (o.json) fmt::print(stderr, "{}", written);
+    else fmt::print("{}", written);
+  }
 }
 
 void run_scaling(const PlanOptions& o) {
@@ -351,6 +359,14 @@ void add_plan_command(CLI::App& app) {
                  "Print the workload, the best plan's breakdowns (step, epoch: loading, validation, "
                  "start-up; efficiency per batch, training part and epoch), the figures with their "
                  "sources, calibration and assumptions below the table");
+  plan->add_option("--emit", o->emit_dir,
+                   "Write DIR/train.toml and DIR/job.sbatch that run the chosen row (--emit-row) "
+                   "with `aiscale train` (transformer plans)");
+  plan->add_option("--emit-row", o->emit_row, "Row of the plan to emit (default 1, the best)")
+      ->check(integer_in(1, 1 << 20));
+  plan->add_option("--emit-data", o->emit_data,
+                   "data.train of the emitted config: the token shards (default "
+                   "data/fortunes/fortunes_train_*.bin, the quick start's)");
   add_plan_choice_options(plan, *o);
 
   CLI::App* systems = plan->add_subcommand("systems", "List the systems and accelerators catalogue");
