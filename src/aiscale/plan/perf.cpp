@@ -283,11 +283,15 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     // their gradients after backward: nothing hides.
     const double in_share = part.is_cpu() ? 0.0 : 1.0;
     const double cost = !part.is_cpu() && dp.per_node > 1 ? a.collective_overlap_cost_s : 0.0;
-    auto beside = [&](double t, double t_in, double window, int collectives, double unhidden) {
+    // Returns what shows of the traffic (never more than t); the collectives' own cost
+    // beside the compute goes to overlap_cost_s, `times` over (micro-batches).
+    auto beside = [&](double t, double t_in, double window, int collectives, double unhidden,
+                      double times = 1.0) {
       const double across = std::max(0.0, t - t_in);
       const double shows = std::max(0.0, t_in - in_share * window) +
                            std::max(0.0, across - overlap * window);
-      return std::max(shows, unhidden) + collectives * cost;
+      e.overlap_cost_s += times * collectives * cost;
+      return std::min(t, std::max(shows, unhidden));
     };
     if (l.transport == GradTransport::copy_engine) {
       // aiscale's copy engines (one node, ZeRO 0 or 1): the buckets' exchange runs beside
@@ -329,7 +333,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
         const double ag = hier_allgather_time(weight_bytes, dp, fabric, buckets);
         e.dp_comm_s = ga * rs + ag;
         e.dp_exposed_s =
-            ga * beside(rs, rs_in, t_bwd, buckets, hier_reduce_scatter_time(last_bucket, dp, fabric)) + ag;
+            ga * beside(rs, rs_in, t_bwd, buckets, hier_reduce_scatter_time(last_bucket, dp, fabric), ga) + ag;
         break;
       }
       case 3: {  // per micro-batch: gather each layer's weights for forward and again for
@@ -345,8 +349,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
         const double last_rs = hier_reduce_scatter_time(last_bucket, dp, fabric);
         const int embeddings = w.is_transformer() ? 1 : 0;
         e.dp_comm_s = ga * (2.0 * ag + rs);
-        e.dp_exposed_s = ga * (beside(ag, ag_in, t_fwd, layers + embeddings, first_layer) +
-                               beside(ag + rs, ag_in + rs_in, t_bwd, layers + buckets, last_rs));
+        e.dp_exposed_s = ga * (beside(ag, ag_in, t_fwd, layers + embeddings, first_layer, ga) +
+                               beside(ag + rs, ag_in + rs_in, t_bwd, layers + buckets, last_rs, ga));
         break;
       }
     }
@@ -378,8 +382,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
   if (l.gpus() > 1)
     e.straggler_s = m.step_spread.value * (e.compute_s + e.optimizer_s) / std::sqrt(ga) *
                     expected_max_normal(l.gpus());
-  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.optimizer_s +
-             e.sync_s + e.straggler_s;
+  e.step_s = e.compute_s + e.tp_comm_s + e.bubble_s + e.pp_comm_s + e.dp_exposed_s + e.overlap_cost_s +
+             e.optimizer_s + e.sync_s + e.straggler_s;
   e.samples_per_s = e.samples_per_step / e.step_s;
   e.tokens_per_s = e.tokens_per_step / e.step_s;
   e.mfu = e.model_flops_per_step / (e.step_s * static_cast<double>(l.gpus()) * m.peak_flops);

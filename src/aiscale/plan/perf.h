@@ -23,7 +23,10 @@ struct StepEstimate {
   double bubble_s = 0;         // pipeline fill and drain
   double pp_comm_s = 0;        // pipeline activation/gradient sends
   double dp_comm_s = 0;        // data-parallel collectives, total
-  double dp_exposed_s = 0;     // the part not hidden behind backward/forward
+  double dp_exposed_s = 0;     // the part not hidden behind backward/forward (≤ dp_comm_s)
+  // What running collectives beside compute costs on its own, apart from their traffic:
+  // each one's kernels wait for SMs and peers (Assumptions::collective_overlap_cost_s).
+  double overlap_cost_s = 0;
   double optimizer_s = 0;      // memory-bound optimizer update
   double sync_s = 0;           // fixed per-step data-parallel synchronisation (GPU, NCCL)
   double straggler_s = 0;      // waiting for the slowest of the ranks (step spread, perf.cpp)

@@ -40,7 +40,7 @@ json memory(const MemoryBreakdown& m, double capacity) {
 json step(const StepEstimate& s) {
   return {{"nodes", s.nodes}, {"compute_s", s.compute_s}, {"tp_comm_s", s.tp_comm_s},
           {"bubble_s", s.bubble_s}, {"pp_comm_s", s.pp_comm_s}, {"dp_comm_s", s.dp_comm_s},
-          {"dp_exposed_s", s.dp_exposed_s}, {"optimizer_s", s.optimizer_s}, {"sync_s", s.sync_s},
+          {"dp_exposed_s", s.dp_exposed_s}, {"overlap_cost_s", s.overlap_cost_s}, {"optimizer_s", s.optimizer_s}, {"sync_s", s.sync_s},
           {"straggler_s", s.straggler_s}, {"step_s", s.step_s},
           {"samples_per_step", s.samples_per_step}, {"tokens_per_step", s.tokens_per_step},
           {"samples_per_s", s.samples_per_s}, {"tokens_per_s", s.tokens_per_s},

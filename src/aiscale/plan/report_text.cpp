@@ -128,10 +128,11 @@ std::string memory_detail(const MemoryBreakdown& m, const Accelerator& acc, cons
 std::string step_detail(const StepEstimate& s) {
   return fmt::format(
       "  step time: compute {} + tensor-parallel comm {} + pipeline bubble {} + pipeline sends "
-      "{} + exposed data-parallel comm {} (of {}) + synchronisation {} + stragglers {} + optimizer {} "
-      "= {}; MFU {:.0f}%\n",
+      "{} + exposed data-parallel comm {} (of {}) + collectives beside compute {} + "
+      "synchronisation {} + stragglers {} + optimizer {} = {}; MFU {:.0f}%\n",
       duration(s.compute_s), duration(s.tp_comm_s), duration(s.bubble_s), duration(s.pp_comm_s),
-      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.sync_s), duration(s.straggler_s),
+      duration(s.dp_exposed_s), duration(s.dp_comm_s), duration(s.overlap_cost_s), duration(s.sync_s),
+      duration(s.straggler_s),
       duration(s.optimizer_s), duration(s.step_s),
       s.mfu * 100);
 }
@@ -505,7 +506,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
       }
       const Candidate& x = *row.run;
       const double tput = w.is_transformer() ? x.step.tokens_per_s : x.step.samples_per_s;
-      const double comm = x.step.dp_exposed_s + x.step.tp_comm_s + x.step.pp_comm_s;
+      const double comm = x.step.dp_exposed_s + x.step.overlap_cost_s + x.step.tp_comm_s + x.step.pp_comm_s;
       if (!x.runs()) not_runnable = x.engine_gap;
       rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus),
                       x.layout.shape() + (x.runs() ? "" : " *"),
