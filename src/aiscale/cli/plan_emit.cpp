@@ -69,8 +69,9 @@ std::string emit_plan_row(const plan::PlanRequest& r, const plan::PlanResult& re
     fail("--emit-row {} is not a row of this plan: it has {} row(s)", row, res.ranked.size());
   const plan::Candidate& c = res.ranked[static_cast<size_t>(row - 1)];
   if (!c.runs())
-    fail("--emit: row {} ({} on {} GPUs) does not run in `aiscale train`: {}; choose a row that "
-         "runs (--emit-row N)", row, c.target.label(), c.layout.gpus(), c.engine_gap);
+    fail("--emit: row {} ({} on {} GPU{}) does not run in `aiscale train`: {}; choose a row that "
+         "runs (--emit-row N)", row, c.target.label(), c.layout.gpus(), c.layout.gpus() == 1 ? "" : "s",
+         c.engine_gap);
   const plan::Partition& part = *c.target.partition;
 
   std::error_code ec;
@@ -87,7 +88,7 @@ std::string emit_plan_row(const plan::PlanRequest& r, const plan::PlanResult& re
       row, r.workload.name, c.layout.gpus(), part.is_cpu() ? "nodes" : "GPUs", c.target.label(),
       c.layout.describe(), c.steps, c.step.step_s);
   const std::string text = header + train::to_toml(t);
-  train::parse_train_config(text, config_path.string(), {});
+  train::parse_train_config(text, "the config --emit would write (" + config_path.string() + ")", {});
   atomic_write_file(config_path.string(), text);
 
   // The job: one rank per GPU (one per node on CPU partitions), the time limit the plan
