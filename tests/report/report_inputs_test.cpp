@@ -52,6 +52,12 @@ TEST(ReportInputs, TrainRunDirectoryIsAOnePointStudy) {
   EXPECT_NE(a["study"]["workload"].get<std::string>().find("GPT gpt-mini (7.2 M parameters), batch 8×64"), std::string::npos)
       << a["study"]["workload"];
   EXPECT_EQ(a["environment"]["date"], "2026-11-22T10:00:00Z");
+  // Where and with what, from environment.json: every rank's host once, the version with
+  // its commit, the compiler and the libraries found (the empty ones left out).
+  EXPECT_EQ(a["environment"]["host"], "node01, node02");
+  EXPECT_EQ(a["environment"]["aiscale_version"], "0.1.0 (0123abc)");
+  EXPECT_EQ(a["environment"]["software"],
+            json({{"compiler", "GCC 12.2.0"}, {"mpi", "Open MPI v4.1.4"}, {"openblas", "OpenBLAS 0.3.21"}}));
   const json& p = a["series"][0]["points"][0];
   EXPECT_EQ(a["series"][0]["label"], "aiscale fp32");
   EXPECT_EQ(p["n"], 2);

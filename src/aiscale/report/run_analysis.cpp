@@ -198,6 +198,33 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
   if (summary.empty()) workload += " (unfinished: no summary.json yet)";
   else if (summary.value("status", "") == "interrupted") workload += " (interrupted)";
 
+  // Where it ran and with what (environment.json, written at the run's start): the hosts,
+  // the CPU, the build and the libraries it found. Older runs without it report blanks.
+  std::string host, version;
+  json software = json::object();
+  if (fs::exists(d / "environment.json")) {
+    files_read.push_back((d / "environment.json").string());
+    const json env = read_json_file(files_read.back());
+    if (env.is_object()) {
+      version = env.value("aiscale_version", "");
+      if (env.contains("git_commit") && env["git_commit"].is_string() && !version.empty())
+        version += " (" + env["git_commit"].get<std::string>() + ")";
+      std::vector<std::string> hosts;
+      if (env.contains("ranks") && env["ranks"].is_array())
+        for (const json& r : env["ranks"])
+          if (r.is_object() && r.contains("host") && r["host"].is_string() &&
+              std::find(hosts.begin(), hosts.end(), r["host"].get<std::string>()) == hosts.end())
+            hosts.push_back(r["host"].get<std::string>());
+      for (const auto& h : hosts) host += (host.empty() ? "" : ", ") + h;
+      if (env.contains("build") && env["build"].is_object() && env["build"].contains("compiler") &&
+          env["build"]["compiler"].is_string())
+        software["compiler"] = env["build"]["compiler"];
+      if (env.contains("libraries") && env["libraries"].is_object())
+        for (const auto& [name, value] : env["libraries"].items())
+          if (value.is_string() && !value.get<std::string>().empty()) software[name] = value;
+    }
+  }
+
   const std::string config_path = (d / "config.toml").string();
   const std::string command =
       world > 1 ? fmt::format("aiscale launch -n {} -- train --config {}", world, config_path)
@@ -208,10 +235,10 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
           {"study", {{"name", d.filename().empty() ? d.parent_path().filename().string() : d.filename().string()},
                      {"dir", dir}, {"kind", "run"}, {"workload", workload}, {"unit", "tokens/s"},
                      {"created", date}, {"command", command}}},
-          {"environment", {{"host", ""}, {"device", summary.value("device", cfg.device)},
+          {"environment", {{"host", host}, {"device", summary.value("device", cfg.device)},
                            {"device_kind", cfg.device == "cpu" ? "cpu" : "gpu"},
-                           {"aiscale_version", ""}, {"date", date},
-                           {"software", json::object()}}},
+                           {"aiscale_version", version}, {"date", date},
+                           {"software", software}}},
           {"series", json::array({series})},
           {"cdf", cdf},
           {"loss_curves", curves},
