@@ -58,10 +58,14 @@ void print_summary(const nlohmann::json& a) {
         std::printf("        straggler: rank %d (repeat %d) %.1f%% slower than the median rank\n",
                     st.value("rank", 0), st.value("repeat", 0), 100 * st.value("slower_by", 0.0));
     }
-    if (s["amdahl"].is_object())
+    if (s["amdahl"].is_object() && s["amdahl"]["residual_rms"].is_number())
       std::printf("  Amdahl fit: serial fraction %.4f, residual %.2g s (%.1f%% of the mean time)\n",
                   s["amdahl"].value("serial_fraction", 0.0), s["amdahl"].value("residual_rms", 0.0),
                   100 * s["amdahl"].value("residual_rms_relative", 0.0));
+    else if (s["amdahl"].is_object())
+      std::printf("  Amdahl: serial fraction %.4f from 2 rank counts (determined, not fitted: "
+                  "measure a third to judge the fit)\n",
+                  s["amdahl"].value("serial_fraction", 0.0));
   }
   for (const auto& f : a["failed_points"]) {
     const std::string reason = f.value("reason", "");

@@ -81,7 +81,9 @@ Table amdahl_table(const std::vector<json>& studies) {
       t.rows.push_back({d["study"]["display_name"].get<std::string>(), s["label"].get<std::string>(),
                         text_of(s, "source"), text_of(s, "precision"),
                         format_figure(s["amdahl"]["serial_fraction"]),
-                        format_figure(s["amdahl"]["residual_rms"])});
+                        s["amdahl"]["residual_rms"].is_null()
+                            ? std::string("— (2 rank counts: the curve is determined, not fitted)")
+                            : format_figure(s["amdahl"]["residual_rms"])});
     }
   return t;
 }

@@ -189,9 +189,18 @@ nlohmann::json make_series(const std::string& label, const std::string& source, 
   }
   nlohmann::json amdahl;
   if (kind == "strong")
-    if (auto f = fit_amdahl(counts, times))
+    if (auto f = fit_amdahl(counts, times)) {
       amdahl = {{"serial_fraction", f->serial_fraction}, {"residual_rms", f->residual_rms},
-                {"residual_rms_relative", f->residual_rms_relative}, {"fitted_t1_s", f->t1}};
+                {"residual_rms_relative", f->residual_rms_relative}, {"fitted_t1_s", f->t1},
+                {"rank_counts", f->counts}};
+      // Two rank counts determine the curve: its residuals are 0 by construction, which
+      // says nothing of how well Amdahl's law describes the series.
+      if (f->counts < 3) {
+        amdahl["residual_rms"] = nullptr;
+        amdahl["residual_rms_relative"] = nullptr;
+        amdahl["note"] = "2 rank counts determine the curve exactly: no fit quality; measure a third";
+      }
+    }
   return {{"label", label}, {"source", source}, {"precision", precision}, {"points", points}, {"amdahl", amdahl}};
 }
 

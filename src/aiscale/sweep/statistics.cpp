@@ -159,7 +159,8 @@ std::optional<double> mfu(double achieved_tflops, double peak_tflops) {
 
 std::optional<AmdahlFit> fit_amdahl(const std::vector<int>& counts, const std::vector<double>& times) {
   const size_t k = std::min(counts.size(), times.size());
-  if (std::set<int>(counts.begin(), counts.begin() + k).size() < 2) return std::nullopt;
+  const size_t distinct = std::set<int>(counts.begin(), counts.begin() + k).size();
+  if (distinct < 2) return std::nullopt;
   double mx = 0, mt = 0;
   for (size_t i = 0; i < k; ++i) {
     mx += 1.0 / counts[i];
@@ -175,6 +176,7 @@ std::optional<AmdahlFit> fit_amdahl(const std::vector<int>& counts, const std::v
   }
   const double b = sxt / sxx, a = mt - b * mx;
   AmdahlFit f;
+  f.counts = static_cast<int>(distinct);
   f.t1 = a + b;
   f.serial_fraction = f.t1 != 0 ? a / f.t1 : 0.0;
   double ss = 0;

@@ -91,6 +91,7 @@ struct AmdahlFit {
   double residual_rms = 0;
   double residual_rms_relative = 0;
   double t1 = 0;  // a + b: the fitted one-rank time
+  int counts = 0;  // distinct rank counts: with 2 the line is determined, not fitted
 };
 std::optional<AmdahlFit> fit_amdahl(const std::vector<int>& counts, const std::vector<double>& times);
 
