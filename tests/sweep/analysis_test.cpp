@@ -6,6 +6,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/sweep/analysis.h"
+#include "aiscale/sweep/reference_check.h"
 #include "aiscale/sweep/study_dir.h"
 #include "../support/run_support.h"
 
@@ -142,5 +143,85 @@ TEST(SweepAnalysis, ComparisonJsonLines) {
   EXPECT_THROW(analyze_jsonl((dir / "bad.jsonl").string()), Error);
 }
 
+
+// Reference values kept with the study (reference.toml): every analysis checks them, with
+// ReFrame's relative bounds; a point that was not measured fails, saying so.
+namespace refs {
+
+TEST(SweepReferences, EveryAnalysisChecksTheStudysReferenceValues) {
+  const fs::path dir = make_study("analysis-references");
+  // n = 1: 500 tokens/s per device; n = 2: 400 per device (the hand figures above).
+  std::ofstream(dir / "reference.toml")
+      << "[[reference]]\nn = 1\nmetric = \"throughput_per_device\"\nvalue = 490.0\nlower = -0.05\n"
+         "[[reference]]\nn = 2\nmetric = \"throughput_per_device\"\nvalue = 450.0\nlower = -0.05\nupper = 0.05\n"
+         "[[reference]]\nn = 2\nmetric = \"step_time_median_s\"\nvalue = 1.0\nupper = 0.1\n"
+         "[[reference]]\nn = 4\nmetric = \"throughput_total\"\nvalue = 1000.0\nlower = -0.1\n";
+  const nlohmann::json a = analyze_study(dir.string());
+  ASSERT_TRUE(a.contains("references")) << a.dump();
+  const nlohmann::json& r = a["references"];
+  ASSERT_EQ(r.size(), 4u) << r.dump();
+  EXPECT_TRUE(r[0]["pass"].get<bool>()) << r[0].dump();   // 500 >= 490 × 0.95
+  EXPECT_FALSE(r[1]["pass"].get<bool>()) << r[1].dump();  // 400 < 450 × 0.95
+  EXPECT_NE(r[1]["why"].get<std::string>().find("11.1 % below"), std::string::npos) << r[1].dump();
+  EXPECT_FALSE(r[2]["pass"].get<bool>()) << r[2].dump();  // 1.25 s > 1.0 × 1.1
+  EXPECT_NE(r[2]["why"].get<std::string>().find("25.0 % above"), std::string::npos) << r[2].dump();
+  EXPECT_FALSE(r[3]["pass"].get<bool>());                 // n = 4 failed: not measured
+  EXPECT_NE(r[3]["why"].get<std::string>().find("no point of 4 rank(s)"), std::string::npos) << r[3].dump();
+}
+
+// The command line: `aiscale scale --analyze DIR --reference FILE` keeps the file with the
+// study, prints each check and ends with status 1 on a miss; `aiscale report` shows them.
+TEST(SweepReferences, ScaleAnalyzeExitsOneOnAMissAndTheReportShowsIt) {
+  const fs::path dir = make_study("references-cli");
+  const fs::path file = dir.parent_path() / (dir.filename().string() + "-ref.toml");
+  std::ofstream(file) << "[[reference]]\nn = 2\nmetric = \"throughput_per_device\"\nvalue = 450.0\nlower = -0.05\n";
+  auto r = testsupport::run_aiscale("scale --analyze " + dir.string() + " --reference " + file.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("reference aiscale fp32 n=2 throughput_per_device 450: FAIL"), std::string::npos) << r.output;
+  // (The study's failed n = 4 point is the first reason named for the status.)
+  EXPECT_TRUE(fs::exists(dir / "reference.toml"));
+  r = testsupport::run_aiscale("report " + dir.string() + " -o " + (dir / "r.md").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string md = testsupport::read_bytes(dir / "r.md");
+  EXPECT_NE(md.find("Reference checks"), std::string::npos) << md;
+  EXPECT_NE(md.find("FAIL: 400 is 11.1 % below the reference"), std::string::npos) << md;
+  fs::remove(file);
+}
+
+TEST(SweepReferences, BadReferenceFilesAreNamedWithTheFix) {
+  const fs::path dir = testsupport::temp_dir("references-bad");
+  auto error_for = [&](const std::string& text) {
+    std::ofstream(dir / "r.toml") << text;
+    try {
+      load_references((dir / "r.toml").string());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_for("").find("no [[reference]] entry"), std::string::npos);
+  EXPECT_NE(error_for("[[reference]]\nn = 2\nmetric = \"speed\"\nvalue = 1.0\nlower = -0.1\n").find("metric 'speed' is unknown"),
+            std::string::npos);
+  EXPECT_NE(error_for("[[reference]]\nn = 2\nmetric = \"speedup\"\nvalue = 1.0\n").find("give lower, upper or both"),
+            std::string::npos);
+  EXPECT_NE(error_for("[[reference]]\nn = 2\nmetric = \"speedup\"\nvalue = 1.0\nlower = 0.1\n").find("must lie in [-1, 0]"),
+            std::string::npos);
+  EXPECT_NE(error_for("[[reference]]\nn = 2\nmetric = \"speedup\"\nvalue = 1.0\nlower = -0.1\ntolerance = 3\n")
+                .find("unknown key 'tolerance'"),
+            std::string::npos);
+  EXPECT_NE(error_for("[[reference]]\nn = \"two\"\n").find("n must be the rank count"), std::string::npos);
+  const std::string missing = [&] {
+    try {
+      load_references((dir / "none.toml").string());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(missing.find("no such file"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace refs
 }  // namespace
 }  // namespace aiscale::sweep

@@ -13,8 +13,10 @@
 #include "aiscale/cli/slurm_options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/exception_text.h"
+#include "aiscale/core/fs.h"
 #include "aiscale/orchestrate/study_submit.h"
 #include "aiscale/sweep/analysis.h"
+#include "aiscale/sweep/reference_check.h"
 #include "aiscale/sweep/study.h"
 #include "aiscale/sweep/stop_signals.h"
 #include "aiscale/sweep/study_dir.h"
@@ -26,6 +28,7 @@ struct ScaleArgs {
   std::string study;
   std::string output;
   std::string analyze;
+  std::string reference;  // --reference FILE
   std::string mpirun = "mpirun";
   std::string scheduler = "local";
   JobOptions slurm;
@@ -116,6 +119,34 @@ void check_point_jobs(const sweep::Study& study, const orchestrate::ScriptReques
   }
 }
 
+// The reference checks of an analysis (reference_check.h): a line each; true when all pass.
+bool print_references(const nlohmann::json& a) {
+  if (!a.contains("references")) return true;
+  bool all = true;
+  for (const auto& r : a["references"]) {
+    const bool pass = r.value("pass", false);
+    all = all && pass;
+    std::printf("  reference %s n=%d %s %.4g: %s%s%s\n", r.value("series", "").c_str(), r.value("n", 0),
+                r.value("metric", "").c_str(), r.value("value", 0.0), pass ? "pass" : "FAIL",
+                pass ? "" : ": ", r.value("why", "").c_str());
+  }
+  std::fflush(stdout);
+  return all;
+}
+
+// Keeps the reference file with the study (checked first), so every later analysis and
+// report of the study checks it.
+void keep_references(const std::string& file, const std::string& dir) {
+  if (file.empty()) return;
+  sweep::load_references(file);
+  atomic_write_file((std::filesystem::path(dir) / "reference.toml").string(), read_file(file));
+}
+
+[[noreturn]] void references_failed(const std::string& dir) {
+  fail("the study misses its reference values (the FAIL lines above; {}/reference.toml): the "
+       "measurements stay in {}", dir, dir);
+}
+
 // The exit status says whether every point was measured: one line naming the failed
 // points and where their logs are, and status 1.
 [[noreturn]] void points_failed(const std::string& dir, const std::vector<std::string>& ids, size_t total) {
@@ -142,6 +173,10 @@ void add_scale_command(CLI::App& app) {
                   "only analyse: a study directory (point states re-read from its files, e.g. after "
                   "Slurm jobs; writes analysis.json and prints a summary) or a comparison JSON-lines "
                   "file (prints its analysis JSON)");
+  cmd->add_option("--reference", args->reference,
+                  "TOML file of reference values ([[reference]] n, metric, value, lower, upper, "
+                  "series), kept as STUDY_DIR/reference.toml and checked at every analysis; a miss "
+                  "ends with status 1");
   cmd->add_option("--mpirun", args->mpirun, "mpirun to start each point's ranks with")->capture_default_str();
   cmd->add_flag("--dry-run", args->dry_run, "write the study directory and the points' commands, run nothing");
   cmd->add_flag("--oversubscribe", args->oversubscribe,
@@ -174,13 +209,16 @@ void add_scale_command(CLI::App& app) {
     if (!args->analyze.empty()) {
       if (std::filesystem::is_directory(args->analyze)) {
         auto index = sweep::refresh_point_states(args->analyze);
+        keep_references(args->reference, args->analyze);
         auto a = sweep::analyze_study(args->analyze);
         print_summary(a);
+        const bool references_pass = print_references(a);
         std::printf("analysis: %s/analysis.json\n", args->analyze.c_str());
         std::fflush(stdout);
         std::vector<std::string> failed;
         for (const auto& f : a["failed_points"]) failed.push_back(f.value("id", ""));
         if (!failed.empty()) points_failed(args->analyze, failed, index["points"].size());
+        if (!references_pass) references_failed(args->analyze);
       } else {
         std::printf("%s\n", sweep::analyze_jsonl(args->analyze).dump(2).c_str());
       }
@@ -203,8 +241,10 @@ void add_scale_command(CLI::App& app) {
       if (std::filesystem::exists(std::filesystem::path(args->output) / "study.json"))
         sweep::check_no_point_processes(args->output);
     }
+    if (!args->reference.empty()) sweep::load_references(args->reference);  // before anything runs
     const std::string command = fmt::format("aiscale scale {} -o {}", args->study, args->output);
     auto index = sweep::open_study_dir(study, args->output, command);
+    keep_references(args->reference, args->output);
     std::printf("study '%s' (%s scaling, %zu points) in %s\n", study.name.c_str(), study.kind.c_str(),
                 index["points"].size(), args->output.c_str());
     std::fflush(stdout);
@@ -250,10 +290,12 @@ void add_scale_command(CLI::App& app) {
     }
     auto a = sweep::analyze_study(args->output);
     print_summary(a);
+    const bool references_pass = print_references(a);
     std::printf("%d point(s) finished, %d failed, %d skipped (finished before); analysis: %s/analysis.json\n",
                 result.finished, result.failed, result.skipped, args->output.c_str());
     std::fflush(stdout);
     if (result.failed > 0) points_failed(args->output, result.failed_points, index["points"].size());
+    if (!references_pass) references_failed(args->output);
   });
 }
 

@@ -221,6 +221,25 @@ json validate_analysis(const json& input, const std::string& source) {
     if (!failed[i].contains("reason") || failed[i]["reason"].is_null()) failed[i]["reason"] = "";
     c.string(failed[i], "reason", p);
   }
+  // Reference checks (aiscale scale --reference): optional.
+  if (doc.contains("references")) {
+    json& refs = optional_records(c, doc, "references");
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const std::string p = Checker::index("references", i);
+      if (!refs[i].is_object())
+        c.fail_at(p, "must be an object {\"series\", \"n\", \"metric\", \"value\", \"measured\", \"pass\"}");
+      c.string(refs[i], "series", p);
+      c.number(refs[i], "n", p);
+      c.string(refs[i], "metric", p);
+      c.number(refs[i], "value", p);
+      c.nullable_number(refs[i], "measured", p);
+      c.nullable_number(refs[i], "lower", p);
+      c.nullable_number(refs[i], "upper", p);
+      if (!refs[i].contains("pass") || !refs[i]["pass"].is_boolean()) c.fail_at(Checker::join(p, "pass"), "must be true or false");
+      if (!refs[i].contains("why") || refs[i]["why"].is_null()) refs[i]["why"] = "";
+      c.string(refs[i], "why", p);
+    }
+  }
   return doc;
 }
 

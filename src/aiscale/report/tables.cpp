@@ -123,6 +123,32 @@ Table failed_table(const std::vector<json>& studies) {
   return t;
 }
 
+// ReFrame-style reference checks (sweep/reference_check.h), where a study has them.
+Table reference_table(const std::vector<json>& studies) {
+  Table t{"references", "Reference checks",
+          "Each reference value of a study (aiscale scale --reference) against its point: pass "
+          "when value × (1 + lower) ≤ measured ≤ value × (1 + upper).",
+          {"study", "series", "n", "metric", "reference", "bounds", "measured", "result"}, {}};
+  for (const json& d : studies) {
+    if (!d.contains("references") || !d["references"].is_array()) continue;
+    for (const json& r : d["references"]) {
+      const auto bound = [&](const char* key, const char* sign) {
+        return r.contains(key) && r[key].is_number() ? fmt::format("{}{:.1f} %", sign, 100 * std::abs(r[key].get<double>()))
+                                                     : std::string();
+      };
+      std::string bounds = bound("lower", "−");
+      const std::string up = bound("upper", "+");
+      if (!up.empty()) bounds += (bounds.empty() ? "" : " / ") + up;
+      const bool pass = r.value("pass", false);
+      t.rows.push_back({d["study"]["display_name"].get<std::string>(), text_of(r, "series"),
+                        std::to_string(r.value("n", 0)), text_of(r, "metric"), format_figure(r["value"]),
+                        bounds, format_figure(r.value("measured", json())),
+                        pass ? "pass" : "FAIL: " + r.value("why", std::string())});
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 std::string format_figure(const json& value) {
@@ -151,6 +177,7 @@ std::vector<Table> build_tables(const std::vector<json>& studies) {
   std::vector<Table> tables{points_table(studies), environment_table(studies)};
   if (Table a = amdahl_table(studies); !a.rows.empty()) tables.push_back(std::move(a));
   if (Table m = machine_profile_table(studies); !m.rows.empty()) tables.push_back(std::move(m));
+  if (Table r = reference_table(studies); !r.rows.empty()) tables.push_back(std::move(r));
   tables.push_back(failed_table(studies));
   return tables;
 }

@@ -14,6 +14,7 @@
 #include "aiscale/nn/models/gpt_config.h"
 #include "aiscale/profile/device_info.h"
 #include "aiscale/sweep/point.h"
+#include "aiscale/sweep/reference_check.h"
 #include "aiscale/sweep/statistics.h"
 #include "aiscale/sweep/study_dir.h"
 #include "aiscale/train/config.h"
@@ -268,6 +269,10 @@ nlohmann::json analyze_study(const std::string& dir, bool write_cache) {
       {"loss_curves", losses},
       {"failed_points", failed},
       {"pending_points", pending}};
+  // Reference values kept with the study (aiscale scale --reference): checked at every
+  // analysis, so a report of the study shows them.
+  if (const fs::path refs = fs::path(dir) / "reference.toml"; fs::exists(refs))
+    a["references"] = check_references(load_references(refs.string()), a);
   if (write_cache) {
     try {
       atomic_write_file((fs::path(dir) / "analysis.json").string(), a.dump(2) + "\n");
