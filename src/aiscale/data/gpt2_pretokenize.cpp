@@ -78,13 +78,7 @@ struct Scanner {
 }  // namespace
 
 void gpt2_pretokenize(std::string_view text, std::vector<std::string_view>& pieces) {
-  const Scanner scanner{text};
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t end = scanner.piece_end(pos);
-    pieces.push_back(text.substr(pos, end - pos));
-    pos = end;
-  }
+  unicode::split_pieces<Scanner>(text, pieces);
 }
 
 }  // namespace aiscale::data

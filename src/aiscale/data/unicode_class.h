@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace aiscale::data::unicode {
 
@@ -22,5 +23,19 @@ inline constexpr char32_t kInvalidByte = 0xFFFFFFFF;
 // Invalid or truncated sequences, overlong forms and surrogates decode as kInvalidByte
 // with length 1, so every byte of the input belongs to exactly one character.
 char32_t decode_utf8(std::string_view text, size_t pos, size_t& length);
+
+// A pre-tokenizer's pieces: `Scanner{text}.piece_end(pos)` is where the piece starting at
+// pos ends (the GPT-2 and Llama 3 patterns, each its own scanner); every byte of the text
+// belongs to one piece, in order.
+template <class Scanner>
+void split_pieces(std::string_view text, std::vector<std::string_view>& pieces) {
+  const Scanner scanner{text};
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = scanner.piece_end(pos);
+    pieces.push_back(text.substr(pos, end - pos));
+    pos = end;
+  }
+}
 
 }  // namespace aiscale::data::unicode
