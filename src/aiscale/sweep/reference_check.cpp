@@ -89,6 +89,12 @@ double figure(const nlohmann::json& point, const std::string& metric) {
 
 nlohmann::json check_references(const std::vector<Reference>& refs, const nlohmann::json& a) {
   nlohmann::json rows = nlohmann::json::array();
+  // What a row says of its reference, whatever it found.
+  auto row_of = [](const Reference& r, const std::string& series) {
+    return nlohmann::json{{"series", series}, {"n", r.n}, {"metric", r.metric}, {"value", r.value},
+                          {"lower", r.has_lower ? nlohmann::json(r.lower) : nlohmann::json(nullptr)},
+                          {"upper", r.has_upper ? nlohmann::json(r.upper) : nlohmann::json(nullptr)}};
+  };
   for (const Reference& r : refs) {
     bool matched = false;
     for (const auto& s : a.value("series", nlohmann::json::array())) {
@@ -98,9 +104,7 @@ nlohmann::json check_references(const std::vector<Reference>& refs, const nlohma
         if (p.value("n", 0) != r.n) continue;
         matched = true;
         const double m = figure(p, r.metric);
-        nlohmann::json row = {{"series", label}, {"n", r.n}, {"metric", r.metric}, {"value", r.value},
-                              {"lower", r.has_lower ? nlohmann::json(r.lower) : nlohmann::json(nullptr)},
-                              {"upper", r.has_upper ? nlohmann::json(r.upper) : nlohmann::json(nullptr)}};
+        nlohmann::json row = row_of(r, label);
         if (!std::isfinite(m)) {
           row["measured"] = nullptr;
           row["pass"] = false;
@@ -119,13 +123,14 @@ nlohmann::json check_references(const std::vector<Reference>& refs, const nlohma
         rows.push_back(row);
       }
     }
-    if (!matched)
-      rows.push_back({{"series", r.series}, {"n", r.n}, {"metric", r.metric}, {"value", r.value},
-                      {"lower", r.has_lower ? nlohmann::json(r.lower) : nlohmann::json(nullptr)},
-                      {"upper", r.has_upper ? nlohmann::json(r.upper) : nlohmann::json(nullptr)},
-                      {"measured", nullptr}, {"pass", false},
-                      {"why", r.series.empty() ? fmt::format("no point of {} rank(s) was measured", r.n)
-                                               : fmt::format("series '{}' has no point of {} rank(s)", r.series, r.n)}});
+    if (!matched) {
+      nlohmann::json row = row_of(r, r.series);
+      row["measured"] = nullptr;
+      row["pass"] = false;
+      row["why"] = r.series.empty() ? fmt::format("no point of {} rank(s) was measured", r.n)
+                                    : fmt::format("series '{}' has no point of {} rank(s)", r.series, r.n);
+      rows.push_back(row);
+    }
   }
   return rows;
 }
