@@ -86,17 +86,25 @@ if has errors && [ "$NGPUS" -ge 2 ]; then
   gpu=(--set train.device=cuda train.precision=bf16 train.steps=12 train.warmup_steps=2
        run.dir="$OUT/runs")
   cfg=(-q -c configs/quickstart.toml)
-  error_case tp3 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp3 \
-    parallel.tensor_parallel=3
-  error_case tp2pp2 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp2pp2 \
-    parallel.tensor_parallel=2 parallel.pipeline_parallel=2 parallel.microbatches=2
-  error_case rank_local env AISCALE_FAULT=fail@3:1 "$BIN" launch -n 2 -- train "${cfg[@]}" \
-    "${gpu[@]}" run.name=fail
-  timeout 240 "$BIN" launch -n 2 -- train "${cfg[@]}" "${gpu[@]}" run.name=tp2 \
-    parallel.tensor_parallel=2 > "$OUT/train_tp2.log" 2>&1
-  row "train tp 2 (exit code)" "$?"
-  error_case resume_tp2_as_dp2_ok "$BIN" launch -n 2 -- train -q --resume "$OUT/runs/tp2" \
-    --set parallel.tensor_parallel=1 train.steps=16
+  # On 2 ranks, and on 4 where the host has them: tensor parallelism of 3 (no rank count
+  # here divides by it), tensor x pipeline parallelism that needs twice the ranks, a
+  # rank-local failure of the last rank, and a tp 2 run resumed as data parallelism.
+  sizes=(2)
+  [ "$NGPUS" -ge 4 ] && sizes+=(4)
+  for n in "${sizes[@]}"; do
+    error_case "n${n}_tp3" "$BIN" launch -n "$n" -- train "${cfg[@]}" "${gpu[@]}" \
+      run.name="n${n}_tp3" parallel.tensor_parallel=3
+    error_case "n${n}_tp2pp${n}" "$BIN" launch -n "$n" -- train "${cfg[@]}" "${gpu[@]}" \
+      run.name="n${n}_tp2pp${n}" parallel.tensor_parallel=2 parallel.pipeline_parallel="$n" \
+      parallel.microbatches="$n"
+    error_case "n${n}_rank_local" env AISCALE_FAULT="fail@3:$((n - 1))" "$BIN" launch -n "$n" \
+      -- train "${cfg[@]}" "${gpu[@]}" run.name="n${n}_fail"
+    timeout 240 "$BIN" launch -n "$n" -- train "${cfg[@]}" "${gpu[@]}" run.name="n${n}_tp2" \
+      parallel.tensor_parallel=2 > "$OUT/train_n${n}_tp2.log" 2>&1
+    row "train tp 2 on $n ranks (exit code)" "$?"
+    error_case "n${n}_resume_tp2_as_dp${n}_ok" "$BIN" launch -n "$n" -- train -q \
+      --resume "$OUT/runs/n${n}_tp2" --set parallel.tensor_parallel=1 train.steps=16
+  done
 fi
 
 if has tests; then

@@ -12,9 +12,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "aiscale/nn/models/gpt_cuda.cuh"
@@ -62,9 +64,12 @@ __global__ void kv_append_kernel(bf16* k_cache, bf16* v_cache, const bf16* qkv,
 // max, sum), and each lane accumulates its PER elements of the head from the chunk's 32
 // value rows (read coalesced); warp 0 merges the eight. One row of 12 heads is only 12
 // blocks: work per chunk, not per position, keeps a decoding step short.
-template <int HS>
+// APPEND: the block first writes its row's key and value of head h into the cache (what
+// kv_append_kernel does), one kernel less per layer; valid when no two rows share a stream
+// (a decoding step), since a block reads only its own stream's positions.
+template <int HS, bool APPEND>
 __global__ void __launch_bounds__(256)
-cached_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const bf16* v_cache,
+cached_attention_kernel(bf16* out, const bf16* qkv, bf16* k_cache, bf16* v_cache,
                         const int32_t* rows, int C, int NH, int T, float scale_log2) {
   constexpr int kWarps = 8;
   constexpr int PER = HS >= 32 ? HS / 32 : 1;
@@ -76,7 +81,14 @@ cached_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const b
   __shared__ float q[HS];
   const bf16* qrow = qkv + int64_t(r) * 3 * C + h * HS;
   for (int d = threadIdx.x; d < HS; d += blockDim.x) q[d] = __bfloat162float(qrow[d]) * scale_log2;
-  __syncthreads();
+  if constexpr (APPEND) {
+    const int64_t at = ((s * NH + h) * T + p) * HS;
+    for (int d = threadIdx.x; d < HS; d += blockDim.x) {
+      k_cache[at + d] = qrow[C + d];
+      v_cache[at + d] = qrow[2 * C + d];
+    }
+  }
+  __syncthreads();  // q, and with APPEND this position's key and value, for every warp
   const bf16* kb = k_cache + (s * NH + h) * T * HS;
   const bf16* vb = v_cache + (s * NH + h) * T * HS;
   float m = -INFINITY, l = 0.0f, acc[PER];
@@ -147,68 +159,205 @@ cached_attention_kernel(bf16* out, const bf16* qkv, const bf16* k_cache, const b
 
 // A linear layer of a few rows, which a decoding step of a few streams is: out (R, OC) =
 // in (R, C) @ w (OC, C)^T + bias [+ residual (R, OC)], or with pre non-null pre = that and
-// out = gelu(pre) (tanh form, as the training kernels). One warp per output channel reads
-// the channel's weight row once in 16-byte pieces and keeps R sums (a matrix-vector product
-// streams the weights; a GEMM kernel for R = 1 spends most of its time on its tiles). C is
-// a multiple of 8 (make_cuda_gpt_decoder checks n_embd). Out may be the residual (each
-// element read and written by the one lane that owns it). OutT: bf16, or fp32 (the logits).
+// out = gelu(pre) (tanh form, as the training kernels). A matrix-vector product streams the
+// weights (a GEMM kernel for R = 1 spends most of its time on its tiles): each weight row is
+// read once in 16-byte pieces, four pieces in flight per lane, and R sums are kept. A block
+// of 8 warps serves 8 / KS output channels at a time, KS warps a channel, each over its
+// slice of C (KS > 1 where there are too few channels to fill the GPU with one warp each);
+// the slices' sums meet in shared memory in a fixed order. Blocks step over the channels.
+//
+// NORM: `in` is the residual stream and the layer's input is its LayerNorm (ln_w, ln_b;
+// statistics in fp32, rounded once to bf16 as the training kernel does): each block first
+// normalises the R rows (row i of `in` is in_index[i] where in_index is non-null: the rows
+// whose logits are wanted) into shared memory, one warp a row, so no separate LayerNorm
+// kernel runs and no normalised copy goes through global memory.
+//
+// C is a multiple of 8 (make_cuda_gpt_decoder checks n_embd). Out may be the residual (each
+// element read and written by the one thread that owns it); out is never `in` when NORM.
+// OutT: bf16, or fp32 (the logits).
 constexpr int kFewRows = 8;
-template <int R, typename OutT>
-__global__ void __launch_bounds__(256)
-few_rows_linear_kernel(OutT* out, bf16* pre, const bf16* in, const bf16* w, const bf16* bias,
-                       const bf16* residual, int C, int OC) {
-  const int o = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (o >= OC) return;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  const bf16* wrow = w + int64_t(o) * C;
+constexpr int kFewRowsWarps = 8;
+constexpr int kPiecesInFlight = 4;
+
+__device__ __forceinline__ float gelu_tanh(float v) {
+  const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);  // sqrt(2/pi) (...)
+  return 0.5f * v * (1.0f + tanhf(u));
+}
+
+// Row `row` of `in` LayerNormed into `dst` (C bf16) by one warp.
+__device__ __forceinline__ void layernorm_row_to(bf16* dst, const bf16* row, const bf16* ln_w,
+                                                 const bf16* ln_b, int C, int lane) {
+  float sum = 0.0f;
   for (int k = lane * 8; k < C; k += 32 * 8) {
-    const uint4 wv = *reinterpret_cast<const uint4*>(wrow + k);
+    const uint4 xv = *reinterpret_cast<const uint4*>(row + k);
+    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 a = __bfloat1622float2(x2[e]);
+      sum += a.x + a.y;
+    }
+  }
+  const float m = cuda::warp_sum(sum) / C;
+  float sq = 0.0f;
+  for (int k = lane * 8; k < C; k += 32 * 8) {
+    const uint4 xv = *reinterpret_cast<const uint4*>(row + k);
+    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 a = __bfloat1622float2(x2[e]);
+      sq += (a.x - m) * (a.x - m) + (a.y - m) * (a.y - m);
+    }
+  }
+  const float r = rsqrtf(cuda::warp_sum(sq) / C + 1e-5f);
+  for (int k = lane * 8; k < C; k += 32 * 8) {
+    const uint4 xv = *reinterpret_cast<const uint4*>(row + k);
+    const uint4 wv = *reinterpret_cast<const uint4*>(ln_w + k);
+    const uint4 bv = *reinterpret_cast<const uint4*>(ln_b + k);
+    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
     const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
+    const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv);
+    uint4 ov;
+    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&ov);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const uint4 xv = *reinterpret_cast<const uint4*>(in + int64_t(r) * C + k);
-      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 a = __bfloat1622float2(w2[e]), b = __bfloat1622float2(x2[e]);
-        acc[r] += a.x * b.x + a.y * b.y;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const float2 a = __bfloat1622float2(x2[e]), g = __bfloat1622float2(w2[e]),
+                   b = __bfloat1622float2(b2[e]);
+      o2[e] = __floats2bfloat162_rn((a.x - m) * r * g.x + b.x, (a.y - m) * r * g.y + b.y);
     }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], d);
-  }
-  if (lane != 0) return;
-  const float b = bias ? __bfloat162float(bias[o]) : 0.0f;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int64_t at = int64_t(r) * OC + o;
-    float v = acc[r] + b;
-    if (residual) v += __bfloat162float(residual[at]);
-    if (pre) {
-      pre[at] = __float2bfloat16(v);
-      const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);  // sqrt(2/pi) (...)
-      v = 0.5f * v * (1.0f + tanhf(u));
-    }
-    if constexpr (sizeof(OutT) == 4) out[at] = v;
-    else out[at] = __float2bfloat16(v);
+    *reinterpret_cast<uint4*>(dst + k) = ov;
   }
 }
 
+template <int R, int KS, typename OutT, bool NORM>
+__global__ void __launch_bounds__(kFewRowsWarps * 32)
+few_rows_linear_kernel(OutT* out, bf16* pre, const bf16* in, const int32_t* in_index,
+                       const bf16* ln_w, const bf16* ln_b, const bf16* w, const bf16* bias,
+                       const bf16* residual, int C, int OC) {
+  constexpr int CH = kFewRowsWarps / KS;  // channels a block serves at a time
+  extern __shared__ uint4 few_rows_shared[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bf16* x = in;
+  if constexpr (NORM) {
+    bf16* xs = reinterpret_cast<bf16*>(few_rows_shared);
+    if (warp < R)
+      layernorm_row_to(xs + int64_t(warp) * C, in + int64_t(in_index ? in_index[warp] : warp) * C,
+                       ln_w, ln_b, C, lane);
+    __syncthreads();
+    x = xs;
+  }
+  // The slice of C this warp sums over: multiples of 8 elements.
+  const int slice = ((C + KS * 8 - 1) / (KS * 8)) * 8;
+  const int k_begin = (warp / CH) * slice, k_end = min(C, k_begin + slice);
+  constexpr int kStep = 32 * 8;
+  for (int group = blockIdx.x; group * CH < OC; group += gridDim.x) {
+    const int o = group * CH + warp % CH;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    if (o < OC) {
+      const bf16* wrow = w + int64_t(o) * C;
+      for (int k0 = k_begin + lane * 8; k0 < k_end; k0 += kPiecesInFlight * kStep) {
+        uint4 wv[kPiecesInFlight];
+#pragma unroll
+        for (int u = 0; u < kPiecesInFlight; ++u)
+          if (k0 + u * kStep < k_end) wv[u] = __ldcs(reinterpret_cast<const uint4*>(wrow + k0 + u * kStep));
+#pragma unroll
+        for (int u = 0; u < kPiecesInFlight; ++u) {
+          const int k = k0 + u * kStep;
+          if (k >= k_end) break;
+          const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const uint4 xv = *reinterpret_cast<const uint4*>(x + int64_t(r) * C + k);
+            const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float2 a = __bfloat1622float2(w2[e]), b = __bfloat1622float2(x2[e]);
+              acc[r] += a.x * b.x + a.y * b.y;
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = cuda::warp_sum(acc[r]);
+    if constexpr (KS > 1) {
+      __shared__ float part[KS][CH][R];
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[warp / CH][warp % CH][r] = acc[r];
+      }
+      __syncthreads();
+      if (warp < CH && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float s = 0.0f;
+#pragma unroll
+          for (int q = 0; q < KS; ++q) s += part[q][warp][r];
+          acc[r] = s;
+        }
+      }
+      __syncthreads();  // part is written again by the next group
+    }
+    if (lane != 0 || warp >= CH || o >= OC) continue;
+    const float b = bias ? __bfloat162float(bias[o]) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = int64_t(r) * OC + o;
+      float v = acc[r] + b;
+      if (residual) v += __bfloat162float(residual[at]);
+      if (pre) {
+        pre[at] = __float2bfloat16(v);
+        v = gelu_tanh(v);
+      }
+      if constexpr (sizeof(OutT) == 4) out[at] = v;
+      else out[at] = __float2bfloat16(v);
+    }
+  }
+}
+
+// Shared memory the NORM form needs for R rows of C (the rows, bf16).
+size_t few_rows_norm_bytes(int R, int C) { return size_t(R) * C * sizeof(bf16); }
+constexpr size_t kFewRowsNormMaxBytes = 48 * 1024;  // without opting in to more
+
+// Launches the few-rows kernel; ln_w non-null selects the NORM form. KS: warps a channel.
 template <typename OutT>
-void few_rows_linear(OutT* out, bf16* pre, const bf16* in, const bf16* w, const bf16* bias,
-                     const bf16* residual, int R, int C, int OC, cudaStream_t s) {
-  const dim3 grid((OC + 7) / 8), block(256);
+void few_rows_linear(OutT* out, bf16* pre, const bf16* in, const int32_t* in_index,
+                     const bf16* ln_w, const bf16* ln_b, const bf16* w, const bf16* bias,
+                     const bf16* residual, int R, int C, int OC, int KS, int max_blocks,
+                     cudaStream_t s) {
+  const int CH = kFewRowsWarps / KS;
+  const dim3 grid(std::min((OC + CH - 1) / CH, max_blocks)), block(kFewRowsWarps * 32);
+  const bool norm = ln_w != nullptr;
+  const size_t shared = norm ? few_rows_norm_bytes(R, C) : 0;
+  auto go = [&](auto kernel) {
+    kernel<<<grid, block, shared, s>>>(out, pre, in, in_index, ln_w, ln_b, w, bias, residual, C, OC);
+  };
+  auto with_rows = [&](auto rows) {
+    constexpr int n = decltype(rows)::value;
+    if constexpr (sizeof(OutT) == 4) {  // the LM head: enough channels for one warp each
+      if (norm) go(few_rows_linear_kernel<n, 1, OutT, true>);
+      else go(few_rows_linear_kernel<n, 1, OutT, false>);
+    } else if (KS == 1) {
+      if (norm) go(few_rows_linear_kernel<n, 1, OutT, true>);
+      else go(few_rows_linear_kernel<n, 1, OutT, false>);
+    } else if (KS == 2) {
+      if (norm) go(few_rows_linear_kernel<n, 2, OutT, true>);
+      else go(few_rows_linear_kernel<n, 2, OutT, false>);
+    } else {
+      if (norm) go(few_rows_linear_kernel<n, 4, OutT, true>);
+      else go(few_rows_linear_kernel<n, 4, OutT, false>);
+    }
+  };
   switch (R) {
-#define AISCALE_FEW_ROWS(n) \
-    case n: few_rows_linear_kernel<n, OutT><<<grid, block, 0, s>>>(out, pre, in, w, bias, residual, C, OC); break;
-    AISCALE_FEW_ROWS(1) AISCALE_FEW_ROWS(2) AISCALE_FEW_ROWS(3) AISCALE_FEW_ROWS(4)
-    AISCALE_FEW_ROWS(5) AISCALE_FEW_ROWS(6) AISCALE_FEW_ROWS(7) AISCALE_FEW_ROWS(8)
-#undef AISCALE_FEW_ROWS
+    case 1: with_rows(std::integral_constant<int, 1>{}); break;
+    case 2: with_rows(std::integral_constant<int, 2>{}); break;
+    case 3: with_rows(std::integral_constant<int, 3>{}); break;
+    case 4: with_rows(std::integral_constant<int, 4>{}); break;
+    case 5: with_rows(std::integral_constant<int, 5>{}); break;
+    case 6: with_rows(std::integral_constant<int, 6>{}); break;
+    case 7: with_rows(std::integral_constant<int, 7>{}); break;
+    case 8: with_rows(std::integral_constant<int, 8>{}); break;
     default: throw Error("few_rows_linear: " + std::to_string(R) + " rows");
   }
   AISCALE_CUDA_LAUNCH_CHECK();
@@ -267,6 +416,8 @@ class Decoder final : public CudaGptDecoder {
     AISCALE_CUDA_CHECK(cudaGetDevice(&device));
     AISCALE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     device_name_ = std::string(prop.name) + " (cuda:" + std::to_string(device) + ")";
+    sm_count_ = prop.multiProcessorCount;
+    max_blocks_ = sm_count_ * (prop.maxThreadsPerMultiProcessor / (kFewRowsWarps * 32));
   }
 
   ~Decoder() override {
@@ -309,21 +460,23 @@ class Decoder final : public CudaGptDecoder {
     // A call that wants every row's logits (a decoding step) is replayed as a graph from the
     // second call of its row count on (the kernels read the rows from the device); the first
     // runs eagerly and plans the GEMMs.
-    auto graph = graphs_.find(n_rows);
+    const bool distinct = distinct_streams(rows, n_rows);
+    const int key = 2 * n_rows + (distinct ? 1 : 0);
+    auto graph = graphs_.find(key);
     if (all_logits && graph != graphs_.end()) {
       AISCALE_CUDA_CHECK(cudaGraphLaunch(graph->second, stream_));
-    } else if (all_logits && eager_steps_[n_rows]++ > 0) {
+    } else if (all_logits && eager_steps_[key]++ > 0) {
       cudaGraph_t g = nullptr;
       AISCALE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      enqueue(n_rows, n_out);
+      enqueue(n_rows, n_out, distinct);
       AISCALE_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
       cudaGraphExec_t exec = nullptr;
       AISCALE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
       AISCALE_CUDA_CHECK(cudaGraphDestroy(g));
-      graphs_[n_rows] = exec;
+      graphs_[key] = exec;
       AISCALE_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     } else {
-      enqueue(n_rows, n_out);
+      enqueue(n_rows, n_out, distinct);
     }
     // The logits to the caller's buffer (pinned once here, so that the copy runs at the
     // link's speed and needs no second copy), else to the decoder's own pinned buffer.
@@ -383,12 +536,29 @@ class Decoder final : public CudaGptDecoder {
 
   const bf16* w(int64_t offset) const { return weights_ + offset; }
 
-  void enqueue(int n_rows, int n_out) {
+  bool distinct_streams(const DecodeRow* rows, int n_rows) {
+    seen_.assign(static_cast<size_t>(max_streams_), 0);
+    for (int i = 0; i < n_rows; ++i) {
+      if (seen_[rows[i].stream]) return false;
+      seen_[rows[i].stream] = 1;
+    }
+    return true;
+  }
+
+  // Whether the few-rows kernels take R rows (and, with norm, their LayerNorm in shared
+  // memory); cuBLASLt's GEMMs and the separate LayerNorm kernel beyond.
+  bool few_rows(int64_t R, bool norm) const {
+    return R <= kFewRows && (!norm || few_rows_norm_bytes(static_cast<int>(R),
+                                                          static_cast<int>(c_.n_embd)) <=
+                                          kFewRowsNormMaxBytes);
+  }
+
+  // distinct: no two rows share a stream (then attention appends to the cache itself).
+  void enqueue(int n_rows, int n_out, bool distinct) {
     const int64_t C = c_.n_embd, V = c_.vocab_size, R = n_rows;
     const int NH = static_cast<int>(c_.n_head), HS = static_cast<int>(C / c_.n_head);
     const int T = context_;
     const int threads = 256;
-    const DType t = DType::bf16;
     embed_rows_kernel<<<n_rows, threads, 0, stream_>>>(x_, rows_, w(0), w(layout_.wpe()),
                                                        static_cast<int>(C));
     AISCALE_CUDA_LAUNCH_CHECK();
@@ -398,42 +568,36 @@ class Decoder final : public CudaGptDecoder {
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       bf16* kc = k_cache_ + l * cache_layer;
       bf16* vc = v_cache_ + l * cache_layer;
-      cuda::layernorm_forward(t, ln_, mean_, rstd_, x_, w(layout_.at(l, P::ln1_w)),
-                              w(layout_.at(l, P::ln1_b)), R, C, stream_);
-      linear(qkv_, nullptr, ln_, layout_.at(l, P::qkv_w), layout_.at(l, P::qkv_b), nullptr, R, C,
-             3 * C);
-      kv_append_kernel<<<n_rows, threads, 0, stream_>>>(kc, vc, qkv_, rows_, static_cast<int>(C),
-                                                        NH, HS, T);
-      AISCALE_CUDA_LAUNCH_CHECK();
-      const dim3 grid(n_rows, NH);
-      switch (HS) {
-        case 16: cached_attention_kernel<16><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
-        case 32: cached_attention_kernel<32><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
-        case 64: cached_attention_kernel<64><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
-        default: cached_attention_kernel<128><<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, static_cast<int>(C), NH, T, scale_log2); break;
+      // qkv = ln1(x) @ qkv_w^T + b
+      norm_linear(qkv_, nullptr, layout_.at(l, P::ln1_w), layout_.at(l, P::ln1_b),
+                  layout_.at(l, P::qkv_w), layout_.at(l, P::qkv_b), R, 3 * C);
+      if (!distinct) {
+        kv_append_kernel<<<n_rows, threads, 0, stream_>>>(kc, vc, qkv_, rows_,
+                                                          static_cast<int>(C), NH, HS, T);
+        AISCALE_CUDA_LAUNCH_CHECK();
       }
-      AISCALE_CUDA_LAUNCH_CHECK();
+      attention(kc, vc, n_rows, HS, distinct, scale_log2);
       // x += att @ proj^T + b (the residual read and written in place)
       linear(x_, nullptr, att_, layout_.at(l, P::proj_w), layout_.at(l, P::proj_b), x_, R, C, C);
-      cuda::layernorm_forward(t, ln_, mean_, rstd_, x_, w(layout_.at(l, P::ln2_w)),
-                              w(layout_.at(l, P::ln2_b)), R, C, stream_);
-      linear(fc_, fc_pre_, ln_, layout_.at(l, P::fc_w), layout_.at(l, P::fc_b), nullptr, R, C,
-             4 * C);
+      // fc = gelu(ln2(x) @ fc_w^T + b); x += fc @ fcproj^T + b
+      norm_linear(fc_, fc_pre_, layout_.at(l, P::ln2_w), layout_.at(l, P::ln2_b),
+                  layout_.at(l, P::fc_w), layout_.at(l, P::fc_b), R, 4 * C);
       linear(x_, nullptr, fc_, layout_.at(l, P::fcproj_w), layout_.at(l, P::fcproj_b), x_, R,
              4 * C, C);
     }
-    cuda::layernorm_forward(t, ln_, mean_, rstd_, x_, w(layout_.lnf_w()), w(layout_.lnf_b()), R,
-                            C, stream_);
     if (n_out == 0) return;
+    // logits (n_out, V) fp32 = lnf(x)[out_rows] @ wte (V, C)^T (the tied LM head)
+    if (few_rows(n_out, true)) {
+      few_rows_linear<float>(logits_, nullptr, x_, out_rows_, w(layout_.lnf_w()),
+                             w(layout_.lnf_b()), w(0), nullptr, nullptr, n_out,
+                             static_cast<int>(C), static_cast<int>(V), 1, max_blocks_, stream_);
+      return;
+    }
+    cuda::layernorm_forward(DType::bf16, ln_, mean_, rstd_, x_, w(layout_.lnf_w()),
+                            w(layout_.lnf_b()), R, C, stream_);
     gather_rows_kernel<<<n_out, threads, 0, stream_>>>(selected_, ln_, out_rows_,
                                                        static_cast<int>(C));
     AISCALE_CUDA_LAUNCH_CHECK();
-    // logits (n_out, V) fp32 = selected (n_out, C) @ wte (V, C)^T (the tied LM head)
-    if (n_out <= kFewRows) {
-      few_rows_linear<float>(logits_, nullptr, selected_, w(0), nullptr, nullptr, n_out,
-                             static_cast<int>(C), static_cast<int>(V), stream_);
-      return;
-    }
     cuda::GemmCall g;
     g.trans_a = true;
     g.m = V;
@@ -452,13 +616,59 @@ class Decoder final : public CudaGptDecoder {
                   " x " + std::to_string(n_out) + " x " + std::to_string(C) + ")");
   }
 
+  void attention(bf16* kc, bf16* vc, int n_rows, int HS, bool append, float scale_log2) {
+    const dim3 grid(n_rows, static_cast<unsigned>(c_.n_head));
+    const int C = static_cast<int>(c_.n_embd), NH = static_cast<int>(c_.n_head), T = context_;
+    auto go = [&](auto kernel) {
+      kernel<<<grid, 256, 0, stream_>>>(att_, qkv_, kc, vc, rows_, C, NH, T, scale_log2);
+    };
+    switch (HS * 2 + (append ? 1 : 0)) {
+      case 32: go(cached_attention_kernel<16, false>); break;
+      case 33: go(cached_attention_kernel<16, true>); break;
+      case 64: go(cached_attention_kernel<32, false>); break;
+      case 65: go(cached_attention_kernel<32, true>); break;
+      case 128: go(cached_attention_kernel<64, false>); break;
+      case 129: go(cached_attention_kernel<64, true>); break;
+      default:
+        if (append) go(cached_attention_kernel<128, true>);
+        else go(cached_attention_kernel<128, false>);
+    }
+    AISCALE_CUDA_LAUNCH_CHECK();
+  }
+
+  // Warps a channel for a few-rows layer of OC channels over C: one, unless that leaves
+  // the GPU's warps short of work (the projections back to the model width).
+  int warps_per_channel(int64_t C, int64_t OC) const {
+    int ks = 1;
+    while (ks < 4 && OC * ks < int64_t(sm_count_) * kFewRowsWarps * 4 && C / (ks * 2) >= 256)
+      ks *= 2;
+    return ks;
+  }
+
+  // out (R, OC) = LayerNorm(x) @ weight^T + bias (GELU with pre), the norm's weight and
+  // bias at norm_w, norm_b: in the few-rows kernel, or the LayerNorm kernel then `linear`.
+  void norm_linear(bf16* out, bf16* pre, int64_t norm_w, int64_t norm_b, int64_t weight,
+                   int64_t bias, int64_t R, int64_t OC) {
+    const int64_t C = c_.n_embd;
+    if (few_rows(R, true)) {
+      few_rows_linear<bf16>(out, pre, x_, nullptr, w(norm_w), w(norm_b), w(weight), w(bias),
+                            nullptr, static_cast<int>(R), static_cast<int>(C),
+                            static_cast<int>(OC), warps_per_channel(C, OC), max_blocks_, stream_);
+      return;
+    }
+    cuda::layernorm_forward(DType::bf16, ln_, mean_, rstd_, x_, w(norm_w), w(norm_b), R, C,
+                            stream_);
+    linear(out, pre, ln_, weight, bias, nullptr, R, C, OC);
+  }
+
   // out (R, OC) = in (R, C) @ weight^T + bias [+ residual], GELU with pre: the few-rows
   // kernel for a decoding step of up to kFewRows streams, cuBLASLt's GEMMs beyond.
   void linear(bf16* out, bf16* pre, const bf16* in, int64_t weight, int64_t bias,
               const bf16* residual, int64_t R, int64_t C, int64_t OC) {
-    if (R <= kFewRows) {
-      few_rows_linear<bf16>(out, pre, in, w(weight), w(bias), residual, static_cast<int>(R),
-                            static_cast<int>(C), static_cast<int>(OC), stream_);
+    if (few_rows(R, false)) {
+      few_rows_linear<bf16>(out, pre, in, nullptr, nullptr, nullptr, w(weight), w(bias),
+                            residual, static_cast<int>(R), static_cast<int>(C),
+                            static_cast<int>(OC), warps_per_channel(C, OC), max_blocks_, stream_);
       return;
     }
     cuda::linear_forward(*gemm_, DType::bf16, out, pre, in, w(weight), w(bias), residual, R, C,
@@ -469,6 +679,7 @@ class Decoder final : public CudaGptDecoder {
   GptLayout layout_;
   int max_streams_, max_rows_, context_;
   std::vector<int32_t> cached_;  // positions each stream holds in the cache
+  std::vector<char> seen_;       // distinct_streams' scratch
   cudaStream_t stream_ = nullptr;
   bf16 *weights_ = nullptr, *k_cache_ = nullptr, *v_cache_ = nullptr;
   bf16 *x_ = nullptr, *ln_ = nullptr, *qkv_ = nullptr, *att_ = nullptr, *fc_ = nullptr,
@@ -479,8 +690,10 @@ class Decoder final : public CudaGptDecoder {
   float* registered_ = nullptr;  // the caller's logits buffer, pinned by cudaHostRegister
   size_t registered_bytes_ = 0;
   std::unique_ptr<cuda::Gemm> gemm_;
-  std::map<int, cudaGraphExec_t> graphs_;  // decoding steps by number of streams
+  // Decoding steps by 2 x rows + (rows of distinct streams).
+  std::map<int, cudaGraphExec_t> graphs_;
   std::map<int, int> eager_steps_;
+  int sm_count_ = 1, max_blocks_ = 1;  // few-rows kernels: blocks that run at once
   std::string device_name_;
 };
 

@@ -2,10 +2,13 @@
 // each one position of one stream, reading every earlier position of its stream from the
 // cache. Prefill is one call with a stream's prompt positions as rows; decoding is one call
 // with one row per stream. Weights in bf16 (as the training kernels' working copy), the
-// cache in bf16, logits in fp32. The training ops (ops/cuda: LayerNorm, cuBLASLt linear
-// layers with fused bias, GELU and residual) do the work; attention over the cache is a
-// kernel of its own. A decoding step of the same number of streams is replayed as one CUDA
-// graph (a step is ~100 small kernels: launched one by one, their gaps would dominate).
+// cache in bf16, logits in fp32. Up to 8 rows a call (a decoding step of a few streams),
+// the linear layers are matrix-vector kernels of the decoder's own with the LayerNorm before
+// them, and bias, GELU and residual after them, fused in; attention over the cache appends
+// the step's keys and values itself. Beyond 8 rows the training ops do the work (LayerNorm,
+// cuBLASLt linear layers with fused epilogues). A decoding step of the same number of
+// streams is replayed as one CUDA graph (a step of GPT-2 124M is ~60 small kernels:
+// launched one by one, their gaps would dominate).
 // Host code in every build (no CUDA types here); without CUDA, make_cuda_gpt_decoder fails.
 #pragma once
 #include <cstdint>
