@@ -1,7 +1,7 @@
 // Checkpoints resumed in other layouts on CPU ranks over MPI (through `aiscale launch`):
 // 8 steps of a tiny model, a checkpoint at step 4, in six layouts of one global batch of
-// 8 rows (1 rank x 8; dp 2 x 4; tp 2 x 8; pp 2 x 8 in 2 micro-batches; ZeRO-2 and ZeRO-3
-// over dp 2 x 4). Each layout's checkpoint holds the whole tensors (the same as one rank's);
+// 8 rows (1 rank x 8; dp 2 x 4; tp 2 x 8; pp 2 x 8 in 2 micro-batches; ZeRO-1, ZeRO-2 and
+// ZeRO-3 over dp 2 x 4). Each layout's checkpoint holds the whole tensors (the same as one rank's);
 // resumed in its own layout at step 4 it continues to the bit; resumed in another layout it
 // continues like the run that never stopped, with the notes of what changed.
 //
@@ -12,10 +12,8 @@
 // to or read from the wrong place, or a data position off by one batch, moves step 5's loss
 // by more than 1e-3. The same layout resumed must give the same bits.
 //
-// ZeRO-1 on CPU ranks wraps plain data parallelism only (data_parallel_wrappers_mpitest.cpp);
-// the sharded layout here is ZeRO-2 (the same sharded optimizer state, the gradients sharded
-// too). tests/gpu2/resume_layouts_gpu2.cpp
-// resumes GPU layouts.
+// ZeRO-1 on CPU ranks wraps plain data parallelism (data_parallel_wrappers_mpitest.cpp).
+// tests/gpu2/resume_layouts_gpu2.cpp resumes GPU layouts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,6 +37,7 @@ const Layout kLayouts[] = {
     {"dp2", 2, "", 4},
     {"tp2", 2, "parallel.tensor_parallel=2", 8},
     {"pp2", 2, "parallel.pipeline_parallel=2 parallel.microbatches=2", 8},
+    {"zero1", 2, "parallel.zero_stage=1", 4},
     {"zero2", 2, "parallel.zero_stage=2", 4},
     {"zero3", 2, "parallel.zero_stage=3", 4},
 };
@@ -186,6 +185,14 @@ TEST_F(ResumeLayout, ZeroStagesReshardAndGather) {
   r = resume("zero3", "zero3-to-one", 1, "parallel.zero_stage=0 train.batch_size=8");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_like("one", "zero3-to-one", false);
+  // ZeRO-1's shards (optimizer state only) into ZeRO-3's (weights too), and back.
+  r = resume("zero1", "zero1-to-zero3", 2, "parallel.zero_stage=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ZeRO-1, this run is dp 2 x tp 1 x pp 1, ZeRO-3"), std::string::npos) << r.output;
+  expect_like("one", "zero1-to-zero3", false);
+  r = resume("zero3", "zero3-to-zero1", 2, "parallel.zero_stage=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_like("one", "zero3-to-zero1", false);
 }
 
 // Another global batch (2 ranks x 4 onto 1 rank x 4): said in a note, and the data goes on

@@ -89,11 +89,15 @@ TEST(ResumeLayoutKeys, SequenceParallelZeroAndExchangesOfTheOldLayout) {
               {"parallel.pipeline_parallel=2", "parallel.microbatches=2"}, 2, &notes);
   EXPECT_EQ(c.zero_stage, 2);
   EXPECT_TRUE(has(notes, "parallel.zero_stage = 3 -> 2"));
-  // A GPU run's ZeRO-1 on CPU ranks.
+  // ZeRO-1 stays on plain CPU data parallelism; with tensor parallelism it becomes ZeRO-2.
   c = resumed("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\nbatch_size = 4\n"
               "[parallel]\nzero_stage = 1\n", {}, 2, &notes);
-  EXPECT_EQ(c.zero_stage, 0);
-  EXPECT_TRUE(has(notes, "parallel.zero_stage = 1 -> 0"));
+  EXPECT_EQ(c.zero_stage, 1);
+  EXPECT_FALSE(has(notes, "parallel.zero_stage"));
+  c = resumed("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\nbatch_size = 4\n"
+              "[parallel]\nzero_stage = 1\n", {"parallel.tensor_parallel=2"}, 2, &notes);
+  EXPECT_EQ(c.zero_stage, 2);
+  EXPECT_TRUE(has(notes, "parallel.zero_stage = 1 -> 2"));
   // Compression and AdaSum of CPU data parallelism into tensor parallelism.
   c = resumed("[model]\npreset = \"gpt-tiny\"\n[train]\nseq_len = 32\nbatch_size = 4\n"
               "[parallel]\ncompression = \"topk\"\n", {"parallel.tensor_parallel=2"}, 2, &notes);

@@ -67,9 +67,10 @@ std::vector<std::string> reset_old_layout_keys(TrainConfig& c, int world,
           fmt::format("the {} tokens of a micro-batch do not split over {} tensor ranks",
                       c.batch_size / c.microbatches * c.seq_len, tp));
   // ZeRO stages the new layout runs.
-  if (!gpu && c.zero_stage == 1)
-    reset("parallel.zero_stage", c.zero_stage, int64_t{0},
-          "ZeRO-1 is implemented for GPU ranks; CPU ranks run ZeRO 0, 2 or 3");
+  if (!gpu && c.zero_stage == 1 && (tp > 1 || pp > 1))
+    reset("parallel.zero_stage", c.zero_stage, int64_t{2},
+          "ZeRO-1 on CPU ranks shards the optimizer state of plain data parallelism; with "
+          "tensor or pipeline parallelism ZeRO-2 keeps it sharded");
   if (pp > 1 && c.zero_stage == 3)
     reset("parallel.zero_stage", c.zero_stage, int64_t{gpu ? 1 : 2},
           fmt::format("ZeRO-3 does not combine with pipeline stages; ZeRO-{} keeps the optimizer "
