@@ -17,7 +17,7 @@ struct VisionBenchOptions {
   std::string device = "cpu";      // cpu | cuda
   std::string precision = "fp32";  // cuda: fp32 | bf16 | fp16 (AMP)
   bool tf32 = false;               // cuda fp32: TF32 convolutions
-  std::string batchnorm = "own";   // cuda: own | cudnn batch norm kernels
+  std::string batchnorm = "auto";  // cuda: auto | own | cudnn batch norm kernels
   int64_t cudnn_workspace_mib = -1;  // cuda: cuDNN's workspace in MiB, -1 automatic
   bool overlap = true;             // cuda ranks: bucketed all-reduce during the backward
   int64_t batch_size = 0;          // images per rank; 0: 16 on the CPU, 256 on a GPU

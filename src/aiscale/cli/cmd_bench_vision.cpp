@@ -39,10 +39,11 @@ void add_bench_vision_command(CLI::App* bench) {
                 "cuda fp32: let cuDNN use TF32 tensor cores (off by default, as PyTorch's fp32 "
                 "peer measures)");
   cmd->add_option("--batchnorm", args->o.batchnorm,
-                  "cuda: batch norm kernels, own (deterministic) or cudnn (cuDNN's fused "
-                  "kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 keeps the own)")
+                  "cuda: batch norm kernels, auto (cudnn for bf16 and fp16, own for fp32: the "
+                  "faster measured), own (deterministic) or cudnn (cuDNN's fused kernels where "
+                  "cuDNN takes the layer; bf16 and fp16 only, fp32 keeps the own)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"own", "cudnn"}));
+      ->check(CLI::IsMember({"auto", "own", "cudnn"}));
   cmd->add_option("--cudnn-workspace-mib", args->o.cudnn_workspace_mib,
                   "cuda: MiB of cuDNN workspace, allocated once; the convolution search only "
                   "times engines that fit it; -1: the GPU's free memory beside the model, less "

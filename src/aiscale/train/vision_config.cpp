@@ -89,10 +89,11 @@ std::vector<Key> keys() {
     k.push_back(bool_key("train.tf32", &Config::tf32,
                          "cuda fp32: let cuDNN use TF32 tensor cores (off: true fp32)"));
     k.push_back(string_key("train.batchnorm", &Config::batchnorm,
-                           "cuda: batch norm kernels, own (deterministic) or cudnn (cuDNN's "
-                           "fused kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 keeps "
-                           "the own)",
-                           {"own", "cudnn"}));
+                           "cuda: batch norm kernels, auto (cudnn for bf16 and fp16, own for "
+                           "fp32: the faster measured), own (deterministic) or cudnn (cuDNN's "
+                           "fused kernels where cuDNN takes the layer; bf16 and fp16 only, fp32 "
+                           "keeps the own)",
+                           {"auto", "own", "cudnn"}));
     k.push_back(int_key("train.cudnn_workspace_mib", &Config::cudnn_workspace_mib,
                         "cuda: MiB of cuDNN workspace, allocated once; the convolution search "
                         "only times engines that fit it; -1: the GPU's free memory beside the "
@@ -172,7 +173,7 @@ void validate_config(const Config& c, const std::string& source) {
   if (c.device == "cpu" && (c.precision != "fp32" || c.tf32))
     fail("{}: train.precision = \"{}\"{} needs train.device = \"cuda\"; the CPU trains in fp32",
          source, c.precision, c.tf32 ? " with train.tf32" : "");
-  if (c.device == "cpu" && c.batchnorm != "own")
+  if (c.device == "cpu" && c.batchnorm == "cudnn")
     fail("{}: train.batchnorm = \"{}\" needs train.device = \"cuda\"", source, c.batchnorm);
   if (c.device == "cuda" && c.sync_batchnorm)
     fail("{}: parallel.sync_batchnorm is not available on the GPU yet: set it to false (each "

@@ -40,7 +40,7 @@ struct VisionTrainConfig {
   std::string device = "cpu";       // cpu | cuda (one GPU per rank)
   std::string precision = "fp32";   // cuda: fp32 | bf16 | fp16 (AMP)
   bool tf32 = false;                // cuda fp32: TF32 convolutions
-  std::string batchnorm = "own";    // cuda: own | cudnn (batch norm kernels)
+  std::string batchnorm = "auto";   // cuda: auto | own | cudnn (batch norm kernels)
   int64_t cudnn_workspace_mib = -1;  // cuda: cuDNN's workspace in MiB, -1 automatic
   int64_t batch_size = 32;   // per rank
   int64_t steps = 0;         // optimizer steps; 0: train.epochs of the training set

@@ -38,12 +38,14 @@ ResNetCuda::ResNetCuda(ResNet& host, const ResNetCudaOptions& options) : options
   if (options_.workspace_mib < -1 || options_.workspace_mib > (int64_t{1} << 20))
     fail("cuDNN workspace of {} MiB is outside 0..1048576 (or -1: automatic)", options_.workspace_mib);
   s.workspace_auto = options_.workspace_mib < 0;
-  if (options_.batchnorm != "own" && options_.batchnorm != "cudnn")
-    fail("batch norm kernels '{}' are not one of own, cudnn", options_.batchnorm);
+  if (options_.batchnorm != "own" && options_.batchnorm != "cudnn" && options_.batchnorm != "auto")
+    fail("batch norm kernels '{}' are not one of auto, own, cudnn", options_.batchnorm);
   // cuDNN's batch norm for the 16-bit types only: its fp32 spatial-persistent kernels moved
   // ResNet-18's step-1 gradient by 6.2e-3 (relative L2) from the CPU model's, where the own
   // kernels agree to 4e-6 (H100, 2026-11-27), and fp32 runs are the exact ones.
-  s.cudnn_batchnorm = options_.batchnorm == "cudnn" && s.dtype != DType::f32;
+  // "auto" takes cuDNN's for the 16-bit types: ResNet-50 bf16 ran 1.23x (H100) and 1.31x
+  // (H200) the images/s of the own kernels (docs/design/defaults.md).
+  s.cudnn_batchnorm = options_.batchnorm != "own" && s.dtype != DType::f32;
   s.tf32 = options_.tf32;
   if (!s.workspace_auto) s.workspace_bytes = size_t(options_.workspace_mib) << 20;
   s.label_smoothing = host.options().label_smoothing;

@@ -36,9 +36,11 @@ struct ResNetCudaOptions {
   // beside the arena, 512 MiB to 16 GiB (resnet_cuda.cu, automatic_workspace).
   int64_t workspace_mib = -1;
   // Training batch norm kernels: "own" (ops/vision/cuda: deterministic, NHWC, the add and
-  // ReLU fused) or "cudnn" (cuDNN's fused spatial-persistent kernels where cuDNN takes the
-  // layer, the own ones elsewhere).
-  std::string batchnorm = "own";
+  // ReLU fused), "cudnn" (cuDNN's fused spatial-persistent kernels where cuDNN takes the
+  // layer, the own ones elsewhere; bf16 and fp16 only, fp32 keeps the own), or "auto": the
+  // faster measured of the two per precision (docs/design/defaults.md), which is cudnn's
+  // choice.
+  std::string batchnorm = "auto";
   double momentum = 0.9, weight_decay = 1e-4;
   bool nesterov = false;
   bool decay_bn_and_bias = false;
