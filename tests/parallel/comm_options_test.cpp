@@ -124,10 +124,20 @@ TEST(CommConfig, ZeroStageAndBuckets) {
   EXPECT_EQ(train::parse_train_config(train::to_toml(g), "config.toml", {}).grad_comm, "bf16");
 }
 
-// parallel.grad_transport: nccl (default) or copy-engine, which needs GPU ranks (with or
-// without ZeRO-1); it survives the run's config.toml.
+// parallel.grad_transport: auto (default), nccl or copy-engine, which needs GPU ranks (with
+// or without ZeRO-1); it survives the run's config.toml. "auto" is handed to the model
+// unless an all-reduce of aiscale's own sums the buckets (then NCCL carries them).
 TEST(CommOptions, GradTransportKey) {
-  EXPECT_EQ(train::parse_train_config("", "t.toml", {}).grad_transport, "nccl");
+  const train::TrainConfig d = train::parse_train_config("", "t.toml", {});
+  EXPECT_EQ(d.grad_transport, "auto");
+  EXPECT_EQ(train::grad_transport_of(d), "auto");
+  auto ring = train::parse_train_config(
+      "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\nallreduce = \"ring\"\n",
+      "t.toml", {});
+  EXPECT_EQ(train::grad_transport_of(ring), "nccl");
+  // auto beside every layout copy-engine is refused with: ZeRO-3 on GPUs.
+  EXPECT_EQ(train::parse_train_config("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\n"
+                                      "zero_stage = 3\n", "t.toml", {}).grad_transport, "auto");
   auto g = train::parse_train_config(
       "[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n[parallel]\ngrad_transport = \"copy-engine\"\n",
       "t.toml", {});

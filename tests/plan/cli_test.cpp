@@ -110,7 +110,14 @@ TEST(PlanCli, GradTransportOptionIsPrintedAndChecked) {
   // Checked as the option shared with train and bench (its choices are the config key's).
   r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --grad-transport dma");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--grad-transport: dma not in {nccl,copy-engine}"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--grad-transport: dma not in {auto,nccl,copy-engine}"), std::string::npos) << r.output;
+  // Without the option ("auto"): the copy engines on one Hopper node, NCCL across nodes
+  // and on other GPUs (Leonardo's A100s), as `aiscale train` chooses.
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --gpus 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto k = nlohmann::json::parse(r.output);
+  EXPECT_EQ(k["request"]["grad_transport"], "auto");
+  EXPECT_EQ(k["ranked"][0]["layout"]["grad_transport"], "nccl");
 }
 
 TEST(PlanCli, CpuPartitionGetsARankedLayoutInFp32) {

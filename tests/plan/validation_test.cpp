@@ -92,6 +92,9 @@ TEST(PlanValidation, TwoH200CopyEngineEfficiency) {
   const Host h;
   const Calibration cal = load_calibration({kFixtures + "h200x2_measured.jsonl"}, h.cat);
   PlanRequest r = data_parallel(make_workload("gpt2-124m"), Precision::bf16, 1e9, 2, 16);
+  const Candidate automatic = only_layout(r, "gpuhost", h.cat, cal);  // as train's default
+  EXPECT_EQ(automatic.layout.transport, GradTransport::copy_engine);
+  r.grad_transport = GradTransport::nccl;
   const Candidate nccl = only_layout(r, "gpuhost", h.cat, cal);
   r.grad_transport = GradTransport::copy_engine;
   const Candidate ce = only_layout(r, "gpuhost", h.cat, cal);

@@ -114,7 +114,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   ro.offload_optimizer = o.run.offload_optimizer;
   ro.bucket_mib = o.run.bucket_mib;
   ro.grad_comm = parse_dtype(o.run.grad_comm);
-  ro.grad_transport = o.run.grad_transport;
+  ro.grad_transport = train::grad_transport_of(o.run);
   ro.attention = o.run.attention;
   auto model = nn::make_gpt(o.run.device, o.run.model, ro);
   train::SyntheticSource source(o.run.batch_size, o.run.seq_len, o.run.model.vocab_size, o.seed + 1000 * data_rank);
@@ -192,7 +192,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   if (comm.world() > 1) {
     j["zero_stage"] = o.run.zero_stage;
     j["grad_comm"] = o.run.grad_comm;
-    j["grad_transport"] = o.run.grad_transport;
+    j["grad_transport"] = model->gradient_transport();
     j["gradient_sync"] = model->data_parallel()
                              ? (o.run.overlap ? "buckets overlapped with backward" : "after backward")
                              : "trainer all-reduce after backward";

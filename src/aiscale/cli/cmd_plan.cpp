@@ -256,7 +256,8 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (const auto mb = o.run.integer("train.batch_size")) r.pins.micro_batch = static_cast<int>(*mb);
   if (!o.recompute.empty()) r.pins.recompute = parse_recompute(o.recompute);
   r.pins.offload = o.run.text("parallel.offload_optimizer").value_or("false") == "true";
-  r.grad_transport = parse_grad_transport(o.run.text("parallel.grad_transport").value_or("nccl"));
+  if (const auto t = o.run.text("parallel.grad_transport"); t && *t != "auto")
+    r.grad_transport = parse_grad_transport(*t);
   r.objective = parse_objective(o.rank);
   if (!o.deadline.empty()) r.deadline_s = parse_duration(o.deadline, "--deadline");
   r.min_duration_s = parse_duration(o.min_duration, "--min-duration");

@@ -308,7 +308,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
                                 : hier_allreduce_time(last_bucket, dp, fabric);
       const double ag = zero1 ? hier_allgather_time(weight_bytes, dp, fabric, buckets) : 0.0;
       e.dp_comm_s = x + ag;
-      e.dp_exposed_s = std::max(tail, x - t_bwd) + m.copy_engine_slowdown.value * t_mb + ag;
+      e.dp_exposed_s = std::max(tail, x - t_bwd) + ag;
+      e.overlap_cost_s += m.copy_engine_slowdown.value * t_mb;  // beside the compute
     } else switch (l.zero) {
       case 0: {  // one all-reduce per bucket, beside the last micro-batch's backward
         const double t = hier_allreduce_time(grad_bytes, dp, fabric, buckets);

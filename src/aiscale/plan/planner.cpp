@@ -212,7 +212,7 @@ void check_request(const PlanRequest& r) {
   probe.zero = r.pins.zero.value_or(0);
   probe.micro_batch = r.pins.micro_batch.value_or(1);
   probe.recompute = r.pins.recompute.value_or(Recompute::none);
-  probe.transport = r.grad_transport;
+  probe.transport = r.grad_transport.value_or(GradTransport::nccl);
   probe.offload = r.pins.offload;
   if (probe.offload && !r.pins.zero) probe.zero = 3;  // the search tries stages 1 to 3
   validate_layout(probe, w);
@@ -222,6 +222,19 @@ void check_request(const PlanRequest& r) {
   const long g = global_batch_of(r);
   if (g > 0 && r.pins.micro_batch && g % *r.pins.micro_batch != 0)
     fail("impossible layout: micro-batch {} does not divide the global batch of {}", *r.pins.micro_batch, g);
+}
+
+GradTransport transport_for(const PlanRequest& r, const Partition& part, const Layout& l,
+                            long gpus) {
+  if (r.grad_transport) return *r.grad_transport;
+  const long per_node = part.gpus_per_node > 0 ? part.gpus_per_node : 1;
+  // aiscale takes the copy engines on Hopper GPUs (compute capability 9.0 or newer): in
+  // the catalogue the NVIDIA accelerators with FP8 tensor cores.
+  const Accelerator& acc = part.accelerator;
+  const bool hopper = acc.vendor == "NVIDIA" && acc.peak_fp8 > 0;
+  const bool copy_engines = !part.is_cpu() && hopper && l.dp > 1 && l.tp == 1 && l.pp == 1 &&
+                            l.zero <= 1 && gpus <= per_node;
+  return copy_engines ? GradTransport::copy_engine : GradTransport::nccl;
 }
 
 std::string transport_reason(const PlanRequest& r, const Partition& part, long gpus) {
@@ -322,7 +335,8 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
           if (pinned_out(pins.recompute, rc)) continue;
           for (int mb : mbs) {
             if (pinned_out(pins.micro_batch, mb)) continue;
-            Layout l{dp, tp, pp, zero, mb, 1, rc, r.grad_transport, pins.offload};
+            Layout l{dp, tp, pp, zero, mb, 1, rc, GradTransport::nccl, pins.offload};
+            l.transport = transport_for(r, part, l, gpus);
             if (gb > 0) {
               const long per_step = static_cast<long>(dp) * mb;
               if (gb % per_step != 0) continue;

@@ -57,7 +57,10 @@ struct PlanRequest {
   std::optional<Attention> attention;
   // How the data-parallel gradients travel: NCCL (any GPU count) or aiscale's copy engines
   // (GPU partitions, one node, ZeRO 0 or 1; larger counts are rejected with the reason).
-  GradTransport grad_transport = GradTransport::nccl;
+  // nullopt: "auto", as `aiscale train` resolves it: the copy engines for plain data
+  // parallelism with ZeRO 0 or 1 on the Hopper GPUs of one node, NCCL for every other
+  // layout (transport_for).
+  std::optional<GradTransport> grad_transport;
   Objective objective = Objective::time;
   Applicant applicant = Applicant::experienced;  // --applicant: who applies for the access call
   // Also plan (and mark) layouts `aiscale train` cannot run today (engine_support.h).
@@ -130,6 +133,11 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
 
 // Why `gpus` GPUs of this partition cannot use the request's gradient transport, or "".
 std::string transport_reason(const PlanRequest& r, const Partition& part, long gpus);
+// The transport of layout `l` on `gpus` GPUs of `part`: the request's, or where it asks
+// for none ("auto") the one `aiscale train` takes: the copy engines for plain data
+// parallelism with ZeRO 0 or 1 on the Hopper GPUs of one node, else NCCL.
+GradTransport transport_for(const PlanRequest& r, const Partition& part, const Layout& l,
+                            long gpus);
 
 // Why a partition cannot be planned at all (a CPU partition without its CPU model,
 // sockets or RAM, an IPU partition), or "" when it can.

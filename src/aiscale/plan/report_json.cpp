@@ -214,7 +214,9 @@ nlohmann::json plan_json(const PlanRequest& r, const PlanResult& res, const Cali
                        {"formula", res.compute.formula}, {"substituted", res.compute.substituted}}},
           {"request", {{"gpus", r.gpus}, {"global_batch", r.global_batch},
                        {"min_efficiency", r.min_efficiency}, {"max_gpus", r.max_gpus},
-                       {"grad_transport", std::string(to_string(r.grad_transport))},
+                       {"grad_transport", r.grad_transport
+                                              ? std::string(to_string(*r.grad_transport))
+                                              : std::string("auto")},
                        {"rank", std::string(to_string(r.objective))},
                        {"deadline_s", r.deadline_s ? json(*r.deadline_s) : json(nullptr)},
                        {"min_duration_s", r.min_duration_s},

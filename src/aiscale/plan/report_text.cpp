@@ -473,13 +473,13 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   }
   const Candidate& best = res.ranked.front();
   out += "\n";
-  out += figures_text(best.figures, best.target.label(), r.grad_transport);
+  out += figures_text(best.figures, best.target.label(), best.layout.transport);
   out += "\n";
   out += engine_support_summary(best.target.partition->is_cpu());
   out += " (plan/engine_support.cpp).\n";
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a, r.grad_transport) + offload_text(r, a);
+  out += assumptions_text(a, best.layout.transport) + offload_text(r, a);
   return wrap_lines(out, 119);
 }
 
@@ -537,10 +537,10 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   if (!not_runnable.empty())
     out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";
-  out += figures_text(c.figures, c.target.label(), r.grad_transport);
+  out += figures_text(c.figures, c.target.label(), c.base.transport);
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a, r.grad_transport) + offload_text(r, a);
+  out += assumptions_text(a, c.base.transport) + offload_text(r, a);
   return wrap_lines(out, 119);
 }
 

@@ -95,6 +95,7 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
     Layout l = base->layout;
     l.dp = static_cast<int>(row.gpus / (static_cast<long>(l.tp) * l.pp));
+    l.transport = transport_for(r, part, l, row.gpus);
     if (std::string why = transport_reason(r, part, row.gpus); !why.empty()) {
       row.note = why;
       curve.weak.push_back(std::move(row));

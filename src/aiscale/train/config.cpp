@@ -297,10 +297,11 @@ std::vector<Key> keys() {
                            "bytes (rounded before the sum, fp32 again after it)",
                            {"fp32", "bf16"}));
     k.push_back(string_key("parallel.grad_transport", &TrainConfig::grad_transport,
-                           "GPU ranks on one node: how gradient buckets move; nccl (NCCL's "
-                           "kernels) or copy-engine (CUDA IPC copies, no SMs held; also "
-                           "with ZeRO-1)",
-                           {"nccl", "copy-engine"}));
+                           "GPU ranks: how gradient buckets move; nccl (NCCL's kernels), "
+                           "copy-engine (CUDA IPC copies on one node, no SMs held; also with "
+                           "ZeRO-1), or auto (the copy engines for plain data parallelism where "
+                           "every rank can set them up, else NCCL)",
+                           {"auto", "nccl", "copy-engine"}));
     add_common_run_keys(k);  // run.dir, run.name, run.checkpoint_every, run.keep_checkpoints
     k.push_back(bool_key("run.tensorboard", &TrainConfig::tensorboard,
                          "also write the step scalars (loss, lr, grad norm, tokens/s, MFU, memory, "

@@ -74,7 +74,7 @@ struct TrainConfig {
   bool offload_optimizer = false;     // GPU ZeRO-3: master weights and AdamW moments on the host
   double bucket_mib = 25;             // GPU: gradient bucket size
   std::string grad_comm = "fp32";     // GPU: type the gradients are reduced in (fp32 | bf16)
-  std::string grad_transport = "nccl";  // GPU, one node: nccl | copy-engine
+  std::string grad_transport = "auto";  // GPU: auto | nccl | copy-engine (see grad_transport_of)
   // Communication choices (docs/guide/communication.md).
   std::string allreduce = "library";  // library | ring | hierarchical (GPUs: data parallelism only)
   int64_t ranks_per_node = 0;         // hierarchical: ranks per node; 0: where they run
@@ -104,6 +104,11 @@ struct TrainConfig {
 // The gradient mixing a run uses: parallel.grad_mixing, or "sum" where only the older
 // key parallel.grad_reduce asked for it.
 std::string grad_mixing_of(const TrainConfig& c);
+
+// The gradient transport handed to the model: parallel.grad_transport, with "auto" made
+// "nccl" where parallel.allreduce names an all-reduce of aiscale's own (it sums the NCCL
+// buckets itself). The model resolves "auto" further (nn/models/gpt.h).
+std::string grad_transport_of(const TrainConfig& c);
 
 // Called on a parsed configuration before it is validated, with the keys the overrides
 // set ("parallel.microbatches", ...): a resumed run resets there the keys of its old

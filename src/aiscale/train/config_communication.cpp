@@ -11,6 +11,10 @@ std::string grad_mixing_of(const TrainConfig& c) {
   return c.grad_mixing == "average" && c.grad_reduce == "sum" ? "sum" : c.grad_mixing;
 }
 
+std::string grad_transport_of(const TrainConfig& c) {
+  return c.grad_transport == "auto" && c.allreduce != "library" ? "nccl" : c.grad_transport;
+}
+
 namespace {
 
 // Parameter servers: CPU data parallelism of whole models, with nothing of the
@@ -61,7 +65,7 @@ void check_communication_config(const TrainConfig& c, const std::string& source)
     };
     if (c.grad_comm != "fp32")
       refuse("bf16 buckets go through NCCL's own all-reduce", "set parallel.grad_comm = \"fp32\"");
-    if (c.grad_transport != "nccl")
+    if (c.grad_transport == "copy-engine")
       refuse("the copy-engine transport is an all-reduce of its own",
              "set parallel.grad_transport = \"nccl\"");
     if (c.zero_stage != 0)

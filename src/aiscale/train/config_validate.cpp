@@ -81,7 +81,8 @@ void validate_train_config(const TrainConfig& c, const std::string& source) {
   if (c.grad_transport == "copy-engine" && c.device != "cuda")
     fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients: it needs "
          "train.device = \"cuda\" (else use \"nccl\")", source);
-  if (c.zero_stage >= 2 && c.device == "cuda" && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
+  if (c.zero_stage >= 2 && c.device == "cuda" &&
+      (c.grad_comm != "fp32" || c.grad_transport == "copy-engine"))
     fail("{}: parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
          "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", source,
          c.zero_stage);

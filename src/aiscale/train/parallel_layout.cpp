@@ -59,7 +59,7 @@ void check_parallel_config(const TrainConfig& c) {
            "(the stage's data-parallel copies shard at most its optimizer state): set "
            "parallel.zero_stage = 1 (or 0), or parallel.pipeline_parallel = 1 to shard with "
            "ZeRO-{}", pp, c.zero_stage);
-    if (pp > 1 && (c.grad_comm != "fp32" || c.grad_transport != "nccl"))
+    if (pp > 1 && (c.grad_comm != "fp32" || c.grad_transport == "copy-engine"))
       fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 "
            "over NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"",
            pp);

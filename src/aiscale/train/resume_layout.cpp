@@ -90,7 +90,7 @@ std::vector<std::string> reset_old_layout_keys(TrainConfig& c, int world,
     const std::string why = pp > 1 ? "pipeline stages on GPU ranks sum fp32 gradients over NCCL"
                                    : "ZeRO-2/3 on GPU ranks reduce fp32 gradients over NCCL";
     if (c.grad_comm != "fp32") reset("parallel.grad_comm", c.grad_comm, std::string("fp32"), why);
-    if (c.grad_transport != "nccl")
+    if (c.grad_transport == "copy-engine")
       reset("parallel.grad_transport", c.grad_transport, std::string("nccl"), why);
   }
   const bool model_parallel = tp > 1 || pp > 1;

@@ -294,7 +294,7 @@ void build_model(GptRun& run) {
   ro.offload_optimizer = c.offload_optimizer;
   ro.bucket_mib = c.bucket_mib;
   ro.grad_comm = parse_dtype(c.grad_comm);
-  ro.grad_transport = c.grad_transport;
+  ro.grad_transport = grad_transport_of(c);
   ro.attention = c.attention;
   ro.comm_timeout_s = c.timeout_s;
   run.model = nn::make_gpt(c.device, c.model, ro);

@@ -65,10 +65,12 @@ struct GptRunOptions {
   // bf16 before the sum and widened back after it, like PyTorch DDP's bf16 compression
   // hook). Accumulation and the optimizer stay fp32.
   DType grad_comm = DType::f32;
-  // How the buckets travel between the GPUs of one node: "nccl" (NCCL's kernels) or
+  // How the buckets travel between the GPUs of one node: "nccl" (NCCL's kernels),
   // "copy-engine" (CUDA IPC copies by the copy engines, no SMs held while waiting for the
-  // peers; plain data parallelism on one node only: parallel/cuda/copy_engine_group.h).
-  std::string grad_transport = "nccl";
+  // peers; plain data parallelism on one node only: parallel/cuda/copy_engine_group.h), or
+  // "auto": the copy engines for plain data parallelism (ZeRO 0 or 1) where every rank can
+  // set them up, else NCCL (docs/design/defaults.md).
+  std::string grad_transport = "auto";
   double comm_timeout_s = 300;  // device collectives not complete after this long fail
   // GPU attention kernels: "auto" (cuDNN's fused engines where the build has cuDNN 9 and
   // they take the shape, else the own flash kernels, else CUDA cores; the environment
@@ -87,6 +89,10 @@ class GptModel : public Model {
   // Which attention kernels run (for benchmark records), e.g. "cudnn (engines 2 / 2, cuDNN
   // 91400, workspace 256 B)", "flash", "simple", "cpu".
   virtual std::string attention_kernels() const { return "cpu"; }
+  // How the data-parallel gradients travel once the model is built: "nccl" or
+  // "copy-engine" on GPU ranks (parallel.grad_transport = "auto" resolved), "host" where
+  // the communicator sums them on the host, "none" on one rank.
+  virtual std::string gradient_transport() const { return options().comm ? "host" : "none"; }
   int64_t num_params() const override { return config().num_params(); }
 
   // nn::Model: the tensors of gpt_param_infos with the decay of gpt_decay_mask; a batch of

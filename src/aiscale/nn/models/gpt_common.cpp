@@ -136,7 +136,7 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
     fail("parallel.sequence_parallel = true on GPU ranks does not run with train.recompute (the "
          "LayerNorm and GELU outputs recomputed): set train.recompute = false, or "
          "train.recompute_layers = true to recompute whole layers");
-  if (g.data().world() > 1 && (o.grad_comm != DType::f32 || o.grad_transport != "nccl"))
+  if (g.data().world() > 1 && (o.grad_comm != DType::f32 || o.grad_transport == "copy-engine"))
     fail("parallel.tensor_parallel = {} with {} data-parallel copies on GPU ranks sums the "
          "copies' gradients in fp32 over NCCL: set parallel.grad_comm = \"fp32\" and "
          "parallel.grad_transport = \"nccl\"", tp, g.data().world());
@@ -163,7 +163,7 @@ void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
     fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 (the stage's "
          "data-parallel copies shard at most its optimizer state): set parallel.zero_stage = 0 "
          "or 1 and parallel.offload_optimizer = false", pp);
-  if (o.grad_comm != DType::f32 || o.grad_transport != "nccl")
+  if (o.grad_comm != DType::f32 || o.grad_transport == "copy-engine")
     fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
          "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);
   if (o.microbatches < 1 || o.batch % o.microbatches)
@@ -194,8 +194,8 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
   if (o.attention != "auto" && device != "cuda")
     fail("train.attention (--attention) = \"{}\" chooses GPU kernels; this run has device "
          "\"{}\": leave it at \"auto\" or run on cuda", o.attention, device);
-  if (o.grad_transport != "nccl" && o.grad_transport != "copy-engine")
-    fail("parallel.grad_transport = \"{}\": use nccl or copy-engine", o.grad_transport);
+  if (o.grad_transport != "auto" && o.grad_transport != "nccl" && o.grad_transport != "copy-engine")
+    fail("parallel.grad_transport = \"{}\": use auto, nccl or copy-engine", o.grad_transport);
   if (o.grad_transport == "copy-engine" && world > 1 &&
       (device != "cuda" || !o.comm->device_stream()))
     fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
@@ -206,7 +206,7 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
          "run has the {} communicator: use parallel.communicator = \"nccl\" (or auto)",
          o.zero_stage, o.comm->backend());
   if (o.zero_stage >= 2 && device == "cuda" && (o.grad_comm != DType::f32 ||
-                                                o.grad_transport != "nccl"))
+                                                o.grad_transport == "copy-engine"))
     fail("parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
          "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", o.zero_stage);
   if (o.offload_optimizer && (device != "cuda" || o.zero_stage != 3))

@@ -51,6 +51,11 @@ class GptCuda final : public GptModel, private GptCudaMemory {
                : "simple";
   }
 
+  std::string gradient_transport() const override {
+    if (reducer_) return reducer_->transport_name();
+    return options_.comm && options_.comm->world() > 1 ? "nccl" : "none";
+  }
+
   // One forward + backward on random tokens before the first real step: loads every
   // kernel and, with autotuning on, lets each GEMM time cuBLASLt's candidate algorithms
   // on the real buffers (some accumulate into the gradients, which are zeroed after).

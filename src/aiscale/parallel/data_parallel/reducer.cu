@@ -97,11 +97,25 @@ size_t Reducer::sum_squares_slots() const {
   return std::max<size_t>({1, plan_.buckets.size(), size_t(world_) + 1});
 }
 
+// "auto" takes the copy engines where they were measured to beat NCCL's kernels: NVLink
+// H100 and H200 nodes (docs/design/defaults.md). Compute capability 9.0 or newer on every
+// rank stands for that (the same verdict on every rank: a host-side sum over them).
+bool Reducer::every_rank_hopper_or_newer() {
+  int device = 0, major = 0;
+  AISCALE_CUDA_CHECK(cudaGetDevice(&device));
+  AISCALE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  double older = major >= 9 ? 0.0 : 1.0;
+  comm_->allreduce_sum(&older, 1);
+  return older == 0.0;
+}
+
 void Reducer::connect(const Buffers& buffers, cudaStream_t model_stream, void* arena,
                       size_t arena_bytes) {
   buf_ = buffers;
   stream_ = model_stream;
-  if (options_.grad_transport == "copy-engine") {
+  if (options_.grad_transport == "auto" && !every_rank_hopper_or_newer()) {
+    options_.grad_transport = "nccl";
+  } else if (options_.grad_transport == "copy-engine" || options_.grad_transport == "auto") {
     // Buckets and gathers through the copy engines (CUDA IPC) instead of NCCL's kernels;
     // host-side collectives stay on the given communicator.
     int64_t largest = 0;
@@ -111,8 +125,19 @@ void Reducer::connect(const Buffers& buffers, cudaStream_t model_stream, void* a
     o.arena_bytes = arena_bytes;
     o.staging_bytes = size_t(2 * largest + 64 * world_) * dtype_size(comm_t_);
     o.timeout_s = options_.timeout_s;
-    copy_engine_ = make_copy_engine_group(*comm_, o);
-    comm_ = copy_engine_.get();
+    try {
+      copy_engine_ = make_copy_engine_group(*comm_, o);
+      comm_ = copy_engine_.get();
+      options_.grad_transport = "copy-engine";
+    } catch (const std::exception& e) {
+      // The set-up agrees over all ranks (every rank throws, or none), so all of them
+      // fall back together.
+      if (options_.grad_transport != "auto") throw;
+      if (rank_ == 0)
+        std::fprintf(stderr, "note: parallel.grad_transport = \"auto\": NCCL carries the gradient "
+                     "buckets; the copy engines could not be set up: %s\n", e.what());
+      options_.grad_transport = "nccl";
+    }
   }
   // The gradient norm out of the buckets' sums where the transport sums with its own
   // kernels (the copy engines): without ZeRO, in fp32 (options.fused_norm off keeps the

@@ -54,7 +54,10 @@ struct ReducerOptions {
   bool overlap = true;  // false: one bucket after the whole backward (for measurements)
   double bucket_mib = 25;
   DType grad_comm = DType::f32;
-  std::string grad_transport = "nccl";  // "nccl" or "copy-engine"
+  // "nccl", "copy-engine", or "auto": the copy engines where every rank's GPU is a Hopper
+  // or newer (compute capability 9.0+) and every rank can set them up (one node, GPUs that
+  // map each other's memory), else NCCL (a failed set-up with a note from rank 0).
+  std::string grad_transport = "nccl";
   double timeout_s = 300;
   bool verbose = false;  // print the buckets
   // Over the copy engines (fp32, no ZeRO): the norm's squares from the sum kernels; false
@@ -90,6 +93,8 @@ class Reducer final : public GradientReadyListener {
   // Whether gathers reach the consumer straight from the peers (copy engines): their
   // buffer must then be one of its own, see CopyEngineGroup's allgather_push.
   bool pushes_gathers() const { return options_.grad_transport == "copy-engine"; }
+  // The transport the buckets take once connected: "nccl" or "copy-engine".
+  const std::string& transport_name() const { return options_.grad_transport; }
   struct Buffers {
     float* grads = nullptr;          // padded_size values
     void* comm_buffer = nullptr;     // comm_buffer_bytes()
@@ -162,6 +167,7 @@ class Reducer final : public GradientReadyListener {
   size_t begin_span(std::string name, const char* collective, double bytes, int bucket,
                     std::string_view dtype, cudaEvent_t after);
   bool fused_norm_bucket(size_t k) const;
+  bool every_rank_hopper_or_newer();  // collective (connect's "auto")
   cudaStream_t comm_stream() const { return static_cast<cudaStream_t>(comm_->device_stream()); }
   void* comm_at(int64_t i) const;
 
