@@ -97,13 +97,20 @@ cached_attention_kernel(bf16* out, const bf16* qkv, bf16* k_cache, bf16* v_cache
   for (int base = warp * 32; base <= p; base += kWarps * 32) {
     const int j = base + lane;
     float score = -INFINITY;
-    if (j <= p) {
-      const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(kb + int64_t(j) * HS);
+    if (j <= p) {  // the key row in 16-byte pieces, all loads issued before the sums
+      const uint4* k4 = reinterpret_cast<const uint4*>(kb + int64_t(j) * HS);
+      uint4 kv[HS / 8];
+#pragma unroll
+      for (int c = 0; c < HS / 8; ++c) kv[c] = k4[c];
       float dot = 0.0f;
 #pragma unroll
-      for (int d = 0; d < HS / 2; ++d) {
-        const float2 kv = __bfloat1622float2(k2[d]);
-        dot += q[2 * d] * kv.x + q[2 * d + 1] * kv.y;
+      for (int c = 0; c < HS / 8; ++c) {
+        const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(&kv[c]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(k2[e]);
+          dot += q[8 * c + 2 * e] * f.x + q[8 * c + 2 * e + 1] * f.y;
+        }
       }
       score = dot;
     }
@@ -119,13 +126,23 @@ cached_attention_kernel(bf16* out, const bf16* qkv, bf16* k_cache, bf16* v_cache
     l = l * corr + chunk_sum;
 #pragma unroll
     for (int i = 0; i < PER; ++i) acc[i] *= corr;
+    // The chunk's value rows, 8 at a time with their loads in flight together (rows past
+    // the position are not read: the cache holds no value there yet).
     const int n = min(32, p - base + 1);
-    for (int i = 0; i < n; ++i) {
-      const float w = __shfl_sync(0xffffffffu, pj, i);
-      if (active) {
-        const bf16* vrow = vb + int64_t(base + i) * HS + lane * PER;
+    for (int i0 = 0; i0 < n; i0 += 8) {
+      float w[8], vv[8][PER];
 #pragma unroll
-        for (int e = 0; e < PER; ++e) acc[e] += w * __bfloat162float(vrow[e]);
+      for (int u = 0; u < 8; ++u) {
+        w[u] = __shfl_sync(0xffffffffu, pj, i0 + u);
+        const bool row = active && i0 + u < n;
+        const bf16* vrow = vb + int64_t(base + i0 + u) * HS + lane * PER;
+#pragma unroll
+        for (int e = 0; e < PER; ++e) vv[u][e] = row ? __bfloat162float(vrow[e]) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+#pragma unroll
+        for (int e = 0; e < PER; ++e) acc[e] += w[u] * vv[u][e];
       }
     }
     m = m_new;
