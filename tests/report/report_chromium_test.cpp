@@ -34,14 +34,16 @@ TEST(ReportChromium, EveryChartIsDrawnWithoutErrors) {
   const fs::path dir = temp_dir("report-chromium");
   const fs::path html = dir / "report.html";
   auto r = run_aiscale("report " + fixture("strong_aiscale_pytorch.json") + " " +
-                       fixture("weak_two_precisions.json") + " " + fixture("run_two_ranks") + " -o " + html.string());
+                       fixture("weak_two_precisions.json") + " " + fixture("run_two_ranks") + " " +
+                       fixture("run_with_steps") + " -o " + html.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   BrowserView v = open_in_chromium(html, dir);
   EXPECT_EQ(v.status["done"], "true") << v.status["text"] << "\n" << v.log;
-  EXPECT_EQ(v.status["charts"], "7");
-  EXPECT_EQ(v.status["rendered"], "7") << v.status["text"];
+  EXPECT_EQ(v.status["charts"], "9");
+  EXPECT_EQ(v.status["rendered"], "9") << v.status["text"];
   EXPECT_EQ(v.status["errors"], "0") << v.status["text"];
-  for (const char* id : {"efficiency", "speedup", "cdf", "throughput", "loss", "power", "clock"})
+  for (const char* id : {"efficiency", "speedup", "cdf", "throughput", "split", "loss", "training",
+                         "power", "clock"})
     EXPECT_TRUE(chart_drawn(v.dom, id)) << id << " has no <svg> or <canvas>";
   EXPECT_EQ(v.log.find("Uncaught"), std::string::npos) << v.log;
   fs::remove_all(dir);

@@ -71,6 +71,13 @@ TEST(ReportInputs, TrainRunDirectoryIsAOnePointStudy) {
   EXPECT_EQ(a["loss_curves"][1]["label"], "aiscale fp32 validation");
   EXPECT_EQ(a["loss_curves"][1]["step"], json({4, 6}));  // the last from summary.json
   EXPECT_EQ(a["loss_curves"][1]["loss"], json({8.1, 6.9}));
+  // The schedule, the gradient norm and the throughput of every logged step.
+  const json& t = a["training_curves"][0];
+  EXPECT_EQ(t["step"].size(), 6u);
+  EXPECT_DOUBLE_EQ(t["lr"][1].get<double>(), 0.0006);
+  EXPECT_DOUBLE_EQ(t["grad_norm"][2].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(t["tokens_per_s"][1].get<double>(), 4000.0);
+  EXPECT_TRUE(p["step_split"].is_null());  // no steps.jsonl
   EXPECT_EQ(a["study"]["command"], "aiscale launch -n 2 -- train --config " + fixture("run_two_ranks") + "/config.toml");
 }
 
@@ -78,6 +85,13 @@ TEST(ReportInputs, StepsJsonlGivesTheStepTimesWithoutEpochEdgesAndWarmup) {
   const json a = load_report_input(fixture("run_with_steps")).analysis;
   EXPECT_EQ(a["series"][0]["points"][0]["n"], 2);  // ranks seen in steps.jsonl, no summary yet
   EXPECT_EQ(a["cdf"][0]["step_times_s"], json({0.29, 0.30, 0.31, 0.32}));  // rank 0, steps 2..5
+  // Steps 2..5, the slower rank's row each: (0.31 + 0.31 + 0.30 + 0.33) / 4 = 0.3125 s a
+  // step, 0.001 s of it waiting for data and 0.05 s in all-reduces.
+  const json& split = a["series"][0]["points"][0]["step_split"];
+  EXPECT_NEAR(split["compute_s"].get<double>(), 0.3125 - 0.051, 1e-12);
+  EXPECT_NEAR(split["communication_s"].get<double>(), 0.05, 1e-12);
+  EXPECT_NEAR(split["data_wait_s"].get<double>(), 0.001, 1e-12);
+  EXPECT_EQ(split["steps"], 4);
   EXPECT_NE(a["study"]["workload"].get<std::string>().find("unfinished"), std::string::npos);
 }
 

@@ -158,8 +158,9 @@ TEST(ReportTables, PointsEnvironmentAndFailedPoints) {
   EXPECT_EQ(points.rows[2][1], "aiscale bf16");
   EXPECT_EQ(points.rows[2][2], "4");
   EXPECT_EQ(points.rows[2][4], "370,000 (365,000–372,000) tokens/s");
-  EXPECT_EQ(points.rows[2][10], "0.925");
-  EXPECT_EQ(points.rows[2][16], "rank 3 (+12 %)");
+  EXPECT_EQ(points.rows[2][9], "—");  // this study's records have no step split
+  EXPECT_EQ(points.rows[2][11], "0.925");
+  EXPECT_EQ(points.rows[2][17], "rank 3 (+12 %)");
   EXPECT_EQ(points.rows[5][6], "—");  // PyTorch: no TFLOP/s
   const Table& env = table_named(tables, "environment");
   EXPECT_EQ(env.rows[0][3], "NVIDIA H100 80GB HBM3");

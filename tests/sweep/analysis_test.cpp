@@ -26,7 +26,8 @@ void write_point(const fs::path& study, const std::string& id, int ranks,
   for (size_t s = 0; s < times_by_rank[0].size(); ++s)
     for (int r = 0; r < ranks; ++r)
       steps << nlohmann::json{{"rank", r}, {"step", s + 1}, {"epoch", 0}, {"step_time_s", times_by_rank[r][s]},
-                              {"data_wait_s", 0.0}, {"sync_s", 0.0}, {"tokens", tokens}, {"samples", tokens / 100},
+                              {"data_wait_s", 0.05}, {"sync_s", r == 0 ? 0.25 : 0.0}, {"tokens", tokens},
+                              {"samples", tokens / 100},
                               {"loss", 5.0 - 0.5 * s}, {"first_in_epoch", s == 0}, {"last_in_epoch", false},
                               {"warmup", s == 0}}.dump()
             << "\n";
@@ -77,6 +78,13 @@ TEST(SweepAnalysis, StrongStudyFromFixedRecords) {
   EXPECT_DOUBLE_EQ(p2["efficiency"].get<double>(), 0.8);   // 1.6 / 2
   EXPECT_DOUBLE_EQ(p2["peak_memory_bytes"].get<double>(), 1001.0);
   EXPECT_TRUE(p2["weak_efficiency"].is_null());
+  // Where the step goes: the slowest rank's rows (rank 0), 0.05 s waiting for data, 0.25 s
+  // in the all-reduces, the rest computing; the mean over the 3 measured steps.
+  EXPECT_NEAR(p1["step_split"]["compute_s"].get<double>(), 1.7, 1e-12);
+  EXPECT_NEAR(p2["step_split"]["compute_s"].get<double>(), 0.95, 1e-12);
+  EXPECT_NEAR(p2["step_split"]["communication_s"].get<double>(), 0.25, 1e-12);
+  EXPECT_NEAR(p2["step_split"]["data_wait_s"].get<double>(), 0.05, 1e-12);
+  EXPECT_EQ(p2["step_split"]["steps"], 3);
   // T = a + b/n through (1, 2.0) and (2, 1.25): b = 1.5, a = 0.5, f = 0.25.
   EXPECT_NEAR(s["amdahl"]["serial_fraction"].get<double>(), 0.25, 1e-12);
   // Two rank counts determine the curve: no fit quality is claimed.

@@ -215,6 +215,76 @@ std::optional<Chart> loss_chart(const std::vector<json>& studies) {
   return Chart{"loss", "Loss curves", "Training (and validation, where measured) loss per step.", spec};
 }
 
+// Where each point's step time goes (step_split): compute, communication and data wait,
+// stacked, per series and rank count. Drawn when some point has the split.
+std::optional<Chart> split_chart(const std::vector<json>& studies) {
+  json rows = json::array();
+  for (const json& d : studies)
+    for (const json& s : d["series"])
+      for (const json& p : s["points"]) {
+        if (!p.contains("step_split") || !p["step_split"].is_object()) continue;
+        const json& x = p["step_split"];
+        const std::string point = fmt::format("{} · n={}", s["label"].get<std::string>(), p["n"].dump());
+        int order = 0;
+        for (auto [key, part] : {std::pair{"compute_s", "compute"}, {"communication_s", "communication"},
+                                 {"data_wait_s", "data wait"}})
+          rows.push_back({{"point", point}, {"part", part}, {"order", order++},
+                          {"ms", x.value(key, 0.0) * 1e3}});
+      }
+  if (rows.empty()) return std::nullopt;
+  json spec = base_spec(rows);
+  spec["mark"] = "bar";
+  spec["encoding"] = {
+      {"y", {{"field", "point"}, {"type", "nominal"}, {"title", "series · ranks"}, {"sort", nullptr}}},
+      {"x", {{"field", "ms"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "mean step time (ms)"}}},
+      {"color", {{"field", "part"}, {"type", "nominal"}, {"title", "part of the step"},
+                 {"sort", {"compute", "communication", "data wait"}}}},
+      {"order", {{"field", "order"}, {"type", "quantitative"}}},
+      {"tooltip", tooltip({{"point", "nominal"}, {"part", "nominal"}, {"ms", "quantitative"}})}};
+  return Chart{"split", "Where the step time goes",
+               "Per point, the mean time of a measured step on the rank that ended it: in the "
+               "batch source (data wait), in the trainer's host-visible all-reduces "
+               "(communication; GPU ranks that reduce gradient buckets inside backward show only "
+               "what the step waited for after it) and the rest (compute).",
+               spec};
+}
+
+// A train run's learning rate, gradient norm and throughput per logged step, one panel each.
+std::optional<Chart> training_chart(const std::vector<json>& studies) {
+  json rows = json::array();
+  for (const json& d : studies) {
+    if (!d.contains("training_curves")) continue;
+    for (const json& c : d["training_curves"]) {
+      const size_t count = c["step"].size();
+      const size_t stride = std::max<size_t>(1, (count + kMaxLossPoints - 1) / kMaxLossPoints);
+      for (size_t i = 0; i < count; i += stride)
+        for (auto [key, quantity] : {std::pair{"lr", "learning rate"}, {"grad_norm", "gradient norm"},
+                                     {"tokens_per_s", "tokens/s"}})
+          if (c[key][i].is_number())
+            rows.push_back({{"step", c["step"][i]}, {"value", c[key][i]}, {"quantity", quantity},
+                            {"curve", label_of(c)}});
+    }
+  }
+  if (rows.empty()) return std::nullopt;
+  json spec = {{"data", {{"values", rows}}},
+               {"facet", {{"row", {{"field", "quantity"}, {"type", "nominal"}, {"title", nullptr},
+                                   {"sort", {"learning rate", "gradient norm", "tokens/s"}}}}}},
+               {"resolve", {{"scale", {{"y", "independent"}}}}},
+               {"spec", {{"width", kWidth}, {"height", kHeight / 2},
+                         {"mark", "line"},
+                         {"encoding", {{"x", {{"field", "step"}, {"type", "quantitative"}, {"title", "step"}}},
+                                       {"y", {{"field", "value"}, {"type", "quantitative"}, {"title", nullptr},
+                                              {"scale", {{"zero", false}}}}},
+                                       {"color", color("curve", "run")},
+                                       {"tooltip", tooltip({{"quantity", "nominal"}, {"step", "quantitative"},
+                                                            {"value", "quantitative"}})}}}}},
+               {"config", {{"legend", {{"orient", "bottom"}}}}}};
+  return Chart{"training", "Learning rate, gradient norm and throughput",
+               "Per logged step of the run: the learning rate of the schedule, the gradient's "
+               "norm before clipping, and the tokens per second of all ranks together.",
+               spec};
+}
+
 // Power or SM clock per n: drawn only when some point measured it.
 std::optional<Chart> per_n_chart(const std::vector<json>& studies, const char* key, const char* id,
                                  const char* title, const char* axis, const char* caption) {
@@ -257,7 +327,8 @@ std::vector<std::pair<double, double>> cdf_points(const std::vector<double>& sor
 std::vector<Chart> build_charts(const std::vector<json>& studies) {
   std::vector<Chart> charts;
   for (auto chart : {efficiency_chart(studies), speedup_chart(studies), cdf_chart(studies),
-                     throughput_chart(studies), loss_chart(studies),
+                     throughput_chart(studies), split_chart(studies), loss_chart(studies),
+                     training_chart(studies),
                      per_n_chart(studies, "power_w", "power", "Power per device", "board power (W)",
                                  "Median board power per device over the measured steps."),
                      per_n_chart(studies, "sm_clock_mhz", "clock", "SM clock per device", "SM clock (MHz)",

@@ -12,6 +12,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/stats.h"
 #include "aiscale/report/inputs.h"
+#include "aiscale/sweep/statistics.h"
 
 namespace aiscale::report {
 namespace {
@@ -119,9 +120,12 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
     cfg = read_run_config(files_read.back());
   }
   std::vector<json> steps;
+  json split = nullptr;
   if (fs::exists(d / "steps.jsonl")) {
     files_read.push_back((d / "steps.jsonl").string());
     steps = read_json_lines(files_read.back());
+    if (const auto s = sweep::step_split(sweep::read_step_records(files_read.back()), sweep::Window{}))
+      split = sweep::to_json(*s);
   }
 
   // The step-time distribution and the ranks.
@@ -148,6 +152,7 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
                 {"tflops_per_device", nullptr},
                 {"mfu", nullptr},
                 {"step_time_median_s", number_or(summary, "step_time_median_s", median(times))},
+                {"step_split", split},
                 {"speedup", nullptr},
                 {"efficiency", nullptr},
                 {"weak_efficiency", nullptr},
@@ -187,6 +192,16 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
   }
   json curves = json::array({train_curve});
   if (!val_curve["step"].empty()) curves.push_back(val_curve);
+
+  // The learning rate, gradient norm and throughput of every logged step.
+  json training = {{"label", label}, {"n", world}, {"step", json::array()}, {"lr", json::array()},
+                   {"grad_norm", json::array()}, {"tokens_per_s", json::array()}};
+  for (const json& m : metrics) {
+    if (!m.contains("step") || !m["step"].is_number()) continue;
+    training["step"].push_back(m["step"]);
+    for (const char* key : {"lr", "grad_norm", "tokens_per_s"})
+      training[key].push_back(m.contains(key) && m[key].is_number() ? m[key] : json(nullptr));
+  }
 
   std::string workload = cfg.preset.empty() ? "GPT" : "GPT " + cfg.preset;
   if (summary.contains("n_params") && summary["n_params"].is_number())
@@ -242,6 +257,7 @@ json analyze_run_directory(const std::string& dir, std::vector<std::string>& fil
           {"series", json::array({series})},
           {"cdf", cdf},
           {"loss_curves", curves},
+          {"training_curves", json::array({training})},
           {"failed_points", json::array()}};
 }
 

@@ -42,13 +42,23 @@ std::string format_stragglers(const json& list) {
   return out;
 }
 
+// "compute / communication / data wait" of a step in ms, from step_split.
+std::string format_split(const json& p) {
+  if (!p.contains("step_split") || !p["step_split"].is_object()) return kDash;
+  const json& x = p["step_split"];
+  return fmt::format("{:.3g} / {:.3g} / {:.3g}", x.value("compute_s", 0.0) * 1e3,
+                     x.value("communication_s", 0.0) * 1e3, x.value("data_wait_s", 0.0) * 1e3);
+}
+
 Table points_table(const std::vector<json>& studies) {
   Table t{"points", "Figures per point",
           "One row per series and rank count n: medians over the repeats with (min–max); "
           "speedup and efficiency against the series' smallest n; weak-scaling efficiency "
-          "from the full epoch / the training part / the median batch.",
+          "from the full epoch / the training part / the median batch; the step split is the "
+          "mean step of the rank that ended it: computing / in all-reduces / waiting for data.",
           {"study", "series", "n", "repeats", "throughput per device", "throughput total",
-           "TFLOP/s per device", "MFU", "step time median (s)", "speedup", "efficiency",
+           "TFLOP/s per device", "MFU", "step time median (s)",
+           "step split (ms): compute / communication / data wait", "speedup", "efficiency",
            "weak efficiency (epoch / train / median batch)", "peak memory", "power (W)",
            "SM clock (MHz)", "GPU busy (%)", "stragglers"},
           {}};
@@ -61,7 +71,8 @@ Table points_table(const std::vector<json>& studies) {
                           format_spread(p["throughput_per_device"]) + " " + unit,
                           p["throughput_total"].is_null() ? kDash : format_spread(p["throughput_total"]) + " " + unit,
                           format_spread(p["tflops_per_device"]), format_spread(p["mfu"]),
-                          format_figure(p["step_time_median_s"]), format_figure(p["speedup"]),
+                          format_figure(p["step_time_median_s"]), format_split(p),
+                          format_figure(p["speedup"]),
                           format_figure(p["efficiency"]), format_weak(p["weak_efficiency"]),
                           format_bytes(p["peak_memory_bytes"]), format_figure(p["power_w"]),
                           format_figure(p["sm_clock_mhz"]), format_figure(p["gpu_utilization_pct"]),

@@ -34,6 +34,7 @@ struct PointResult {
   std::optional<double> epoch_per_device, train_per_device;  // samples/s per device
   std::optional<double> peak_memory, power_w, sm_clock_mhz, gpu_utilization_pct;
   std::vector<double> step_times;    // measured, for the CDF
+  std::optional<StepSplit> split;    // compute / communication / data wait
   std::vector<Straggler> stragglers;
   std::vector<int64_t> loss_steps;
   std::vector<double> losses;
@@ -76,6 +77,7 @@ PointResult measure_point(const fs::path& pd, const nlohmann::json& p, const Win
   r.epoch_per_device = epoch_throughput_per_device(rec, w, "wall");
   r.train_per_device = epoch_throughput_per_device(rec, w, "train");
   r.stragglers = find_stragglers(rank_median_busy_times(rec, w));
+  r.split = step_split(rec, w);
   r.peak_memory = max_event(rec, "memory", "peak_memory_bytes");
   r.power_w = mean_event(rec, "gpu_power", "mean_power_w");
   r.sm_clock_mhz = mean_event(rec, "gpu_power", "mean_sm_clock_mhz");
@@ -151,11 +153,30 @@ nlohmann::json make_series(const std::string& label, const std::string& source, 
     pt["n"] = n;
     pt["repeats"] = reps.size();
     pt["throughput_per_device"] = to_json(dev);
-    pt["throughput_total"] = to_json({dev.median * n, dev.min * n, dev.max * n});
+    pt["throughput_total"] = to_json(Spread{dev.median * n, dev.min * n, dev.max * n});
     pt["tflops_per_device"] = spread_json(spread_opt(reps, &PointResult::tflops));
     pt["mfu"] = spread_json(spread_opt(reps, &PointResult::mfu));
     pt["step_time_median_s"] = t;
     pt["step_time_s"] = to_json(spread_of(values_of(reps, &PointResult::step_time_s)));
+    // The split of the repeats' steps: the mean of their splits.
+    StepSplit split;
+    int with_split = 0;
+    for (const auto* r : reps)
+      if (r->split) {
+        split.compute_s += r->split->compute_s;
+        split.communication_s += r->split->communication_s;
+        split.data_wait_s += r->split->data_wait_s;
+        split.steps += r->split->steps;
+        ++with_split;
+      }
+    if (with_split > 0) {
+      split.compute_s /= with_split;
+      split.communication_s /= with_split;
+      split.data_wait_s /= with_split;
+      pt["step_split"] = to_json(split);
+    } else {
+      pt["step_split"] = nullptr;
+    }
     pt["speedup"] = strong ? speedup(t0, t) : weak_speedup(dev0, n0, dev.median, n);
     pt["efficiency"] = strong ? strong_efficiency(t0, n0, t, n) : throughput_ratio(dev0, dev.median);
     pt["per_device_throughput_ratio"] = throughput_ratio(dev0, dev.median);

@@ -97,6 +97,35 @@ std::vector<double> rank_median_busy_times(const RunRecords& r, const Window& w)
   return out;
 }
 
+std::optional<StepSplit> step_split(const RunRecords& r, const Window& w) {
+  std::map<int64_t, const StepRow*> slowest;
+  for (const auto& s : r.steps)
+    if (w.contains(s)) {
+      auto [it, fresh] = slowest.emplace(s.step, &s);
+      if (!fresh && s.step_time_s > it->second->step_time_s) it->second = &s;
+    }
+  if (slowest.empty()) return std::nullopt;
+  StepSplit out;
+  for (const auto& [step, row] : slowest) {
+    const double wait = std::clamp(row->data_wait_s, 0.0, row->step_time_s);
+    const double comm = std::clamp(row->sync_s, 0.0, row->step_time_s - wait);
+    out.data_wait_s += wait;
+    out.communication_s += comm;
+    out.compute_s += row->step_time_s - wait - comm;
+  }
+  out.steps = static_cast<int64_t>(slowest.size());
+  const double k = static_cast<double>(out.steps);
+  out.data_wait_s /= k;
+  out.communication_s /= k;
+  out.compute_s /= k;
+  return out;
+}
+
+nlohmann::json to_json(const StepSplit& s) {
+  return {{"compute_s", s.compute_s}, {"communication_s", s.communication_s},
+          {"data_wait_s", s.data_wait_s}, {"steps", s.steps}};
+}
+
 int64_t tokens_per_rank_step(const RunRecords& r, const Window& w) {
   for (const auto& s : r.steps)
     if (w.contains(s)) return s.tokens;

@@ -52,6 +52,18 @@ std::vector<double> global_step_times(const RunRecords& r, const Window& w);
 // Each rank's median busy time (step time minus its time in the trainer's all-reduces:
 // a rank that waits for others is not slow) over the measured steps; index = rank.
 std::vector<double> rank_median_busy_times(const RunRecords& r, const Window& w);
+// Where a measured step's time goes, from the step records: per step the slowest rank's
+// row (the one that ends the step), its time in the batch source (data_wait_s), in the
+// trainer's host-visible all-reduces (communication_s: on GPU ranks that reduce their
+// gradient buckets inside backward, only what the step waits for after it) and the rest
+// (compute_s); each the mean over the measured steps, so the three add up to the mean
+// step time. Nullopt without measured steps.
+struct StepSplit {
+  double compute_s = 0, communication_s = 0, data_wait_s = 0;
+  int64_t steps = 0;
+};
+std::optional<StepSplit> step_split(const RunRecords& r, const Window& w);
+nlohmann::json to_json(const StepSplit& s);
 // Tokens and samples one rank processes per step (from the first measured step).
 int64_t tokens_per_rank_step(const RunRecords& r, const Window& w);
 int64_t samples_per_rank_step(const RunRecords& r, const Window& w);
