@@ -72,32 +72,17 @@ fi
 if has decoder && command -v ncu > /dev/null; then
   log "decoder: the kernels of one stream under ncu"
   # Past the prompt, the first (eager) steps and the graph's capture: replayed steps only.
-  CUDA_VISIBLE_DEVICES=0 timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum \
+  CUDA_VISIBLE_DEVICES=0 timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum \
     --csv --launch-skip 1000 --launch-count 310 "$BIN" bench sample --device cuda \
     --model gpt2-124m --streams 1 --prompt-len 64 --tokens 64 --output "$OUT/ncu_sample.jsonl" \
     > "$OUT/ncu_decoder.csv" 2> "$OUT/ncu_decoder.err"
-  python3 - "$OUT/ncu_decoder.csv" > "$OUT/decoder_kernels.txt" 2>&1 <<'PY'
-import csv, collections, re, sys
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-head, rows = rows[0], rows[1:]
-name_i, metric_i, value_i = head.index("Kernel Name"), head.index("Metric Name"), head.index("Metric Value")
-total = collections.defaultdict(float); count = collections.Counter()
-for r in rows:
-    if r[metric_i] != "gpu__time_duration.sum": continue
-    name = re.sub(r"\(.*", "", r[name_i]).replace("void ", "").split("<")[0].split("::")[-1]
-    total[name] += float(r[value_i].replace(",", "")) / 1e3; count[name] += 1
-# Steps: the LM head (the few-rows kernel writing fp32 logits) runs once a step.
-launches = sum(count.values())
-print(f"{launches} kernels timed; per kernel name: launches, total us, mean us")
-for name, t in sorted(total.items(), key=lambda kv: -kv[1]):
-    print(f"  {name:48s} {count[name]:5d} {t:10.1f} {t / count[name]:8.2f}")
-print(f"sum of kernel times {sum(total.values()):.1f} us over {launches} launches")
-PY
+  # 310 launches: five replayed steps of 62 kernels.
+  python3 bench/gpu/ncu_table.py "$OUT/ncu_decoder.csv" --steps 5 > "$OUT/decoder_kernels.txt" 2>&1
   row "decoder kernels (ncu)" "$(tail -1 "$OUT/decoder_kernels.txt")"
 fi
 
 echo
 echo "== $(date -u +%F) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$NGPUS, $(git rev-parse --short HEAD 2>/dev/null)"
 printf '%s\n' "${table[@]}"
-[ -f "$OUT/decoder_kernels.txt" ] && head -20 "$OUT/decoder_kernels.txt"
+[ -f "$OUT/decoder_kernels.txt" ] && cat "$OUT/decoder_kernels.txt"
 exit 0
