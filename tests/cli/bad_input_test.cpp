@@ -29,6 +29,9 @@ TEST(BadInput, OptionRangesAreReadableAndRefuseNaN) {
   expect_refused(run_aiscale("plan --model gpt2-124m --tokens 1e9 --min-efficiency inf"),
                  "--min-efficiency");
   expect_refused(run_aiscale("sample --run x --temperature nan"), "--temperature");
+  // A run directory that is not there is named as such (not as a run without checkpoints).
+  expect_refused(run_aiscale("sample --run /nonexistent-run-dir"),
+                 "--run '/nonexistent-run-dir': no such run directory");
   // Beyond 64 bits: out of range, with the range (a real-number check used to let 1e20
   // through as the largest 64-bit integer, and the benchmark crashed on it).
   expect_refused(run_aiscale("bench language --steps 99999999999999999999"),

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/cli/command_check.h"
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
+#include "aiscale/core/error.h"
 #include "aiscale/core/exception_text.h"
 #include "aiscale/launch/local.h"
 
@@ -29,6 +31,10 @@ void add_launch_command(CLI::App& app) {
   cmd->add_flag("--dry-run", *dry, "print the mpirun command instead of running it");
   cmd->add_option("command", l->command, "the aiscale command and its arguments, after --")->required();
   cmd->callback([l, dry] {
+    // The command is parsed here, once, before any rank starts: a typo is one message, not
+    // one per rank after mpirun has started them all.
+    if (const std::string why = aiscale_command_error(l->command); !why.empty())
+      fail("launch: the command after -- is not one aiscale runs ({}): {}", fmt::join(l->command, " "), why);
     if (*dry) {
       fmt::print("{}\n", fmt::join(launch::local_launch_argv(*l, "aiscale"), " "));
       return;

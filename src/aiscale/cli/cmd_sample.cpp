@@ -99,6 +99,9 @@ void run_sample(const SampleArgs& a) {
   std::string ckpt = a.checkpoint;
   if (ckpt.empty()) {
     if (a.run_dir.empty()) fail("give --run RUN_DIR or --checkpoint CHECKPOINT_DIR");
+    if (!fs::is_directory(a.run_dir))
+      fail("--run '{}': {}; give the run directory that `aiscale train` printed (run.dir/run.name)",
+           a.run_dir, fs::exists(a.run_dir) ? "not a directory" : "no such run directory");
     auto latest = train::latest_checkpoint((fs::path(a.run_dir) / "checkpoints").string());
     if (!latest) fail("'{}' has no complete checkpoint: train it first (or wait for one)", a.run_dir);
     ckpt = *latest;
