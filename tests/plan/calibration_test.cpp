@@ -192,6 +192,30 @@ TEST(PlanCalibration, OneGpuRunsComeBeforeMultiGpuRuns) {
   EXPECT_NE(m.utilisation.source.find("2-GPU run"), std::string::npos) << m.utilisation.source;
 }
 
+// `aiscale bench vision` records calibrate the CNN family only: a GPT on the same card keeps
+// its own (datasheet) figure, and a language record never stands in for a CNN.
+TEST(PlanCalibration, VisionRecordsCalibrateCnnsOnly) {
+  const std::string file = write_temp(
+      R"({"bench":"vision","model":"resnet50","parameters":25557032,"device":"cuda","gpu":"NVIDIA A100-SXM-64GB","precision":"bf16","tf32":false,"world_size":1,"train_flops_per_image":24535105536.0,"images_per_s_per_rank":2000,"step_time_median_s":0.128}
+{"bench":"vision","model":"resnet50","parameters":25557032,"device":"cpu","precision":"fp32","world_size":1,"train_flops_per_image":24535105536.0,"images_per_s_per_rank":5}
+{"benchmark":"language","model":"gpt2-124m","n_params":124439808,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","tokens_per_s_per_device":100000,"flops_per_token":800000000}
+)");
+  const Calibration cal = load_calibration({file}, catalog());
+  fs::remove(file);
+  ASSERT_EQ(cal.utilisation.size(), 2u);
+  const MfuSample* cnn = cal.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 25557032, true);
+  ASSERT_NE(cnn, nullptr);
+  EXPECT_TRUE(cnn->cnn);
+  // 24.5 GFLOP × 2000 images/s over the A100's 312 TFLOP/s bf16.
+  EXPECT_NEAR(cnn->utilisation, 24535105536.0 * 2000 / 312e12, 1e-12);
+  const MfuSample* gpt = cal.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 25557032, false);
+  ASSERT_NE(gpt, nullptr);
+  EXPECT_FALSE(gpt->cnn);
+  EXPECT_EQ(gpt->model, "gpt2-124m");
+  ASSERT_FALSE(cal.notes.empty());
+  EXPECT_NE(cal.notes.back().find("CPU vision result"), std::string::npos) << cal.notes.back();
+}
+
 TEST(PlanCalibration, BadFilesAreExplained) {
   const std::string bad = write_temp("{\"benchmark\":\"language\", oops\n");
   try {

@@ -82,6 +82,7 @@ Prediction predict(const Measured& m) {
   PlanRequest r;
   r.workload = make_workload(m.model);
   r.tokens = 1e9;
+  if (!r.workload.is_transformer()) r.images = 1281167;  // an ImageNet epoch
   r.precision = parse_precision(m.precision);
   r.gpus = m.gpus;
   // A pipeline's batch is split into micro-batches: the planner's micro-batch, its

@@ -165,6 +165,7 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
   app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
   app->add_option("--calibration", o.calibration,
                   "`aiscale bench` result file (JSON Lines) or directory to calibrate with: language, "
+                  "vision (CNNs), "
                   "allreduce and loader results (repeatable)")
       ->allow_extra_args(false);
   app->add_option("--machine-profile", o.machine_profile,
@@ -173,7 +174,7 @@ void add_layout_options(CLI::App* app, PlanOptions& o) {
                   "it was measured on (docs/guide/machine-profile.md)");
   app->add_option("--utilisation", o.utilisation,
                   "Assumed fraction of the dense peak where nothing is measured, for large GEMMs (default 0.45 "
-                  "for transformers, 0.33 for CNNs)")
+                  "for transformers; for CNNs 0.15 in bf16/fp16, 0.33 in fp32)")
       ->check(number_in(0.000001, 1));
 }
 
@@ -271,7 +272,7 @@ Assumptions make_assumptions(const PlanOptions& o) {
   if (o.utilisation) {
     if (!(*o.utilisation > 0) || *o.utilisation > 1)
       fail("--utilisation must lie in (0, 1] (got {})", *o.utilisation);
-    a.transformer_utilisation = a.cnn_utilisation = *o.utilisation;
+    a.transformer_utilisation = a.cnn_utilisation = a.cnn_utilisation_fp32 = *o.utilisation;
   }
   return a;
 }

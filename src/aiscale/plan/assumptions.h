@@ -47,10 +47,16 @@ struct Assumptions {
   // compiled reached 42% of the H200's bf16 peak on GPT-2 124M at 16 × 1024 tokens
   // (docs/results/one-gpu.md, 2026-11-26), 0.42 / 0.92 = 45% on the curve; aiscale 46-50%.
   double transformer_utilisation = 0.45;
-  // OpenAI's "AI and Compute" (Amodei and Hernandez, 2018,
+  // CNNs in 16-bit (bf16/fp16 AMP): aiscale's ResNet-50 at batch 256 reached 15.1% of the
+  // H100's dense bf16 peak (6,074 images/s × 24.5 GFLOP, docs/results/vision.md,
+  // 2026-11-27) and 17.8% of the H200's (7,171 images/s, 2026-11-28): batch norm, pooling
+  // and the elementwise work keep the tensor cores idle for much of the step.
+  double cnn_utilisation = 0.15;
+  // CNNs in fp32/TF32: OpenAI's "AI and Compute" (Amodei and Hernandez, 2018,
   // https://openai.com/index/ai-and-compute/) assumed 33% GPU utilisation when estimating
-  // training compute from GPU time, and its worked estimates include CNNs.
-  double cnn_utilisation = 0.33;
+  // training compute from GPU time, and its worked estimates include CNNs; aiscale's
+  // ResNet-50 fp32 (TF32 off) reached 36% of the H100's fp32 peak (977 images/s, 2026-11-27).
+  double cnn_utilisation_fp32 = 0.33;
   // CPU partitions (fp32): aiscale's measured CPU training step, 81.7 GFLOP/s on 2 cores
   // of a Zen 3 EPYC at 2.45 GHz (docs/results/cpu.md, idle machine), over those cores'
   // peak 2 × 2.45 GHz × 32 FLOP/cycle = 156.8 GFLOP/s: 52%.

@@ -233,6 +233,54 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
   c.utilisation.push_back(std::move(s));
 }
 
+// `aiscale bench vision` on GPUs: a CNN's utilisation of the dense peak, from the
+// training FLOPs per image (6 × multiply-adds, as the planner counts them) and the images
+// per second of one GPU. CPU runs and unknown devices are noted and left out.
+void read_vision(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
+  if (text(j, "device") != "cuda") {
+    c.notes.push_back(where + ": a CPU vision result; the planner's CPU partitions calibrate "
+                      "from language results only; not used");
+    return;
+  }
+  MfuSample s;
+  s.cnn = true;
+  s.device = need(j, "gpu", where).get<std::string>();
+  s.accelerator_id = match_device(cat, s.device);
+  if (s.accelerator_id.empty()) {
+    c.notes.push_back(fmt::format("{}: device '{}' matches no accelerator in the catalogue "
+                                  "(add it to an accelerator's device_names)", where, s.device));
+    return;
+  }
+  const std::string precision = text(j, "precision");
+  try {
+    s.precision = parse_precision(precision == "fp32" && j.value("tf32", false) ? "tf32" : precision);
+  } catch (const Error&) {
+    c.notes.push_back(fmt::format("{}: precision '{}' is not one the planner models; not used", where, precision));
+    return;
+  }
+  s.model = text(j, "model");
+  s.date = text(j, "date");
+  s.n_params = static_cast<int64_t>(need_number(j, "parameters", where));
+  s.world_size = static_cast<int>(number_or(j, "world_size", 1));
+  s.achieved_tflops = need_number(j, "train_flops_per_image", where) *
+                      need_number(j, "images_per_s_per_rank", where) / 1e12;
+  s.step_spread = step_spread_of(j);
+  const Accelerator* acc = cat.find_accelerator(s.accelerator_id);
+  const double peak = acc->peak_flops(s.precision);
+  if (peak <= 0) {
+    c.notes.push_back(fmt::format("{}: {} has no {} peak in the catalogue; result not used", where,
+                                  s.accelerator_id, to_string(s.precision)));
+    return;
+  }
+  s.utilisation = s.achieved_tflops * 1e12 / peak;
+  if (!(s.utilisation > 0) || s.utilisation > 1.0)
+    fail("{}: achieved {:.1f} TFLOP/s is {:.0f}% of the {} dense {} peak: the result or the "
+         "device name is wrong", where, s.achieved_tflops, s.utilisation * 100, s.accelerator_id,
+         to_string(s.precision));
+  s.source = where;
+  c.utilisation.push_back(std::move(s));
+}
+
 // `aiscale bench loader`: images/s per worker thread (one record per thread count; the
 // planner keeps the one with the most threads, the rate a loaded host sustains).
 void read_loader(const json& j, const std::string& where, Calibration& c) {
@@ -338,6 +386,7 @@ Calibration load_calibration(const std::vector<std::string>& paths, const Catalo
         if (bench == "language") read_language(j, where, cat, c);
         else if (bench == "allreduce") read_allreduce(j, where, cat, c);
         else if (bench == "loader") read_loader(j, where, c);
+        else if (text(j, "bench") == "vision") read_vision(j, where, cat, c);
         else c.notes.push_back(fmt::format("{}: benchmark '{}' not used for calibration", where, bench));
       }
     }
@@ -345,14 +394,14 @@ Calibration load_calibration(const std::vector<std::string>& paths, const Catalo
 }
 
 const MfuSample* Calibration::closest_utilisation(std::string_view accel, Precision p,
-                                                  int64_t n_params) const {
+                                                  int64_t n_params, bool cnn) const {
   // One-GPU runs first: a multi-GPU step also holds its communication, which the model
   // prices on its own, so such a run stands in only where no 1-GPU run exists.
   const MfuSample* best = nullptr;
   bool best_multi = false;
   double best_dist = 0;
   for (const auto& s : utilisation) {
-    if (s.accelerator_id != accel || s.precision != p) continue;
+    if (s.accelerator_id != accel || s.precision != p || s.cnn != cnn) continue;
     const bool multi = s.world_size > 1;
     const double d = log_distance(double(s.n_params), double(n_params));
     // Ties: the higher utilisation (a better-tuned run of the same size).

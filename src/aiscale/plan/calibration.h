@@ -35,6 +35,7 @@ struct MfuSample {
                                 // the step without the planner's AdamW estimate (optimizer_s)
   double optimizer_s = 0;       // that estimate, taken out of the measured step (0: none)
   double utilisation = 0;       // achieved / dense peak of that precision
+  bool cnn = false;             // a CNN's run (`bench vision`), else a transformer's
   double gemm_elements = 0;     // batch × seq × n_embd of the run (0: not in the result)
   // Step-to-step spread, as a fraction of the median step: (p90 − median) / (1.2816 ×
   // median), the standard deviation of a normal spread; 0 where the result has no p90.
@@ -83,11 +84,11 @@ struct Calibration {
   std::shared_ptr<const MachineProfile> machine_profile;
 
   bool empty() const { return utilisation.empty() && bandwidth.empty() && copy_engine.empty(); }
-  // The measurement on this accelerator and precision whose model size is closest (in
-  // log scale) to n_params, among 1-GPU runs where there are any; nullptr when there is
-  // none.
+  // The measurement of this model family (CNN or transformer) on this accelerator and
+  // precision whose model size is closest (in log scale) to n_params, among 1-GPU runs
+  // where there are any; nullptr when there is none.
   const MfuSample* closest_utilisation(std::string_view accelerator_id, Precision p,
-                                       int64_t n_params) const;
+                                       int64_t n_params, bool cnn = false) const;
   // CPU model `cpu_id`: the measurement whose thread count is closest (in log scale) to
   // `cores` (a node's), then whose model size is closest; nullptr when there is none.
   const MfuSample* closest_cpu_utilisation(std::string_view cpu_id, int cores,

@@ -96,8 +96,10 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   m.peak_flops = acc.peak_flops(p);
   m.cpu_or_cnn = acc.cpu_node || !w.is_transformer();
 
-  const double default_u = acc.cpu_node ? a.cpu_utilisation
-                           : w.is_transformer() ? a.transformer_utilisation : a.cnn_utilisation;
+  const double default_u = acc.cpu_node            ? a.cpu_utilisation
+                           : w.is_transformer()     ? a.transformer_utilisation
+                           : is_mixed(p)            ? a.cnn_utilisation
+                                                    : a.cnn_utilisation_fp32;
   m.utilisation = {default_u, false,
                    acc.cpu_node
                        ? fmt::format("assumed {:.0f}% of the node's {} peak (cores × clock × FLOPs "
@@ -116,8 +118,8 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
       m.gemm_half_elements = {fit->half_elements, true,
                               fmt::format("fitted to {}", fit->sources)};
     }
-  if (w.is_transformer() && !acc.cpu_node && !m.gemm_half_elements.measured)
-    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params())) {
+  if (!acc.cpu_node && !m.gemm_half_elements.measured)
+    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params(), !w.is_transformer())) {
       m.utilisation_at_elements = s->gemm_elements;
       m.utilisation = {s->utilisation, true,
                        fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}{}", s->model,

@@ -232,8 +232,9 @@ GradTransport transport_for(const PlanRequest& r, const Partition& part, const L
   // the catalogue the NVIDIA accelerators with FP8 tensor cores.
   const Accelerator& acc = part.accelerator;
   const bool hopper = acc.vendor == "NVIDIA" && acc.peak_fp8 > 0;
-  const bool copy_engines = !part.is_cpu() && hopper && l.dp > 1 && l.tp == 1 && l.pp == 1 &&
-                            l.zero <= 1 && gpus <= per_node;
+  // (Only the transformer engine has the copy-engine transport: ResNets reduce over NCCL.)
+  const bool copy_engines = r.workload.is_transformer() && !part.is_cpu() && hopper && l.dp > 1 &&
+                            l.tp == 1 && l.pp == 1 && l.zero <= 1 && gpus <= per_node;
   return copy_engines ? GradTransport::copy_engine : GradTransport::nccl;
 }
 

@@ -126,6 +126,7 @@ json calibration(const Calibration& cal) {
 json assumptions(const Assumptions& a) {
   return {{"transformer_utilisation", a.transformer_utilisation},
           {"cnn_utilisation", a.cnn_utilisation},
+          {"cnn_utilisation_fp32", a.cnn_utilisation_fp32},
           {"intra_efficiency", a.intra_efficiency},
           {"inter_efficiency", a.inter_efficiency},
           {"alpha_intra_s", a.alpha_intra_s},
