@@ -77,16 +77,19 @@ TwoRanks run_two_ranks_by_hand(const fs::path& dir, const std::string& args, con
 // through 50 AdamW updates; a loss within 1% (about 2.5 bf16 units in the last place) at
 // every step, and within 0.3% on average, is what bf16 arithmetic allows, and the weights
 // after 50 steps must agree to 5% (relative L2).
+// (NCCL's transport named: the default, "auto", takes the copy engines on Hopper GPUs,
+// which CopyEngineTransportMatchesOneGpu checks.)
 TEST(Gpu2, DdpMatchesOneGpuWithTwiceTheBatch) {
-  expect_like_one_gpu("train.batch_size=8", "x8, buckets overlapped with backward");
+  expect_like_one_gpu("train.batch_size=8 parallel.grad_transport=nccl",
+                      "x8, buckets overlapped with backward");
 }
 
 // The same with 2 micro-steps of 4 (the first communicates nothing, the second reduces
 // what both accumulated, the embedding gradient of the first included) and 0.25 MiB
 // buckets (one per layer here, so several reductions run during backward).
 TEST(Gpu2, DdpWithGradientAccumulationAndSmallBuckets) {
-  expect_like_one_gpu("train.batch_size=4 train.grad_accum=2 parallel.bucket_mib=0.25",
-                      "x4 x 2 micro-steps, 0.25 MiB buckets");
+  expect_like_one_gpu("train.batch_size=4 train.grad_accum=2 parallel.bucket_mib=0.25 "
+                      "parallel.grad_transport=nccl", "x4 x 2 micro-steps, 0.25 MiB buckets");
 }
 
 // Gradients summed in bf16 (parallel.grad_comm = bf16): each bucket rounded to bf16 before
@@ -94,10 +97,11 @@ TEST(Gpu2, DdpWithGradientAccumulationAndSmallBuckets) {
 // far less than 1e-3 and acts on training like noise well inside the bf16 tolerances above;
 // plain data parallelism and ZeRO-1 (whose parts are widened back separately) both.
 TEST(Gpu2, Bf16GradientCommunication) {
-  expect_like_one_gpu("train.batch_size=8 parallel.grad_comm=bf16 parallel.bucket_mib=0.3",
-                      "x8, gradients summed in bf16");
   expect_like_one_gpu("train.batch_size=8 parallel.grad_comm=bf16 parallel.bucket_mib=0.3 "
-                      "parallel.zero_stage=1", "x8, ZeRO-1, gradients summed in bf16");
+                      "parallel.grad_transport=nccl", "x8, gradients summed in bf16");
+  expect_like_one_gpu("train.batch_size=8 parallel.grad_comm=bf16 parallel.bucket_mib=0.3 "
+                      "parallel.zero_stage=1 parallel.grad_transport=nccl",
+                      "x8, ZeRO-1, gradients summed in bf16");
 }
 
 // The buckets moved by the copy engines over CUDA IPC (parallel.grad_transport =
@@ -176,14 +180,14 @@ TEST(Gpu2, CopyEngineFusedNormMatchesItsOwnPass) {
 // the working copy can differ, so the tolerances are those of the 1-vs-2-GPU test. The
 // checkpoints hold the whole optimizer state, gathered from the shards.
 TEST(Gpu2, ZeroOneMatchesDdp) {
-  expect_zero_like_ddp(1, " parallel.bucket_mib=0.3");
+  expect_zero_like_ddp(1, " parallel.bucket_mib=0.3 parallel.grad_transport=nccl");
 }
 
 // Sharded state through checkpoints: 10 steps under ZeRO-1 resumed to 20 without it, and
 // 10 steps without resumed to 20 under ZeRO-1, both against 20 straight ZeRO-1 steps. A
 // shard written to or read from the wrong place would jump the loss at step 11.
 TEST(Gpu2, ZeroOneStateSurvivesCheckpoints) {
-  expect_zero_state_survives_checkpoints(1, " parallel.bucket_mib=0.3");
+  expect_zero_state_survives_checkpoints(1, " parallel.bucket_mib=0.3 parallel.grad_transport=nccl");
 }
 
 // srun without an MPI plugin: ranks from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, the
@@ -314,7 +318,7 @@ TEST(Gpu2, TorchrunTrainsOnTwoGpus) {
               c.max_rel, c.mean_rel, port + 1);
 }
 
-TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer(""); }
+TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer("parallel.grad_transport=nccl"); }
 
 TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
   expect_dead_rank_ends_the_peer("parallel.grad_transport=copy-engine");
@@ -410,6 +414,13 @@ TEST(Gpu2, BenchLanguageReportsGpuPower) {
     EXPECT_NEAR(double(p["tokens_per_joule"]), 8.0 * 512 * 120 * ranks / energy,
                 1e-6 * double(p["tokens_per_joule"]));
     std::printf("[gpu2] bench power, %d rank(s): %s\n", ranks, p.dump().c_str());
+    // The default transport ("auto"): the copy engines on Hopper GPUs (compute capability
+    // 9.0 or newer), NCCL on older ones.
+    if (ranks == 2) {
+      const std::string cc = run_command("nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1").output;
+      const bool hopper = std::atof(cc.c_str()) >= 9.0;
+      EXPECT_EQ(j["grad_transport"], hopper ? "copy-engine" : "nccl") << "compute capability " << cc;
+    }
   }
 }
 
@@ -442,7 +453,8 @@ TEST(Gpu2, StalledPeerEndsTheCopyEngineExchange) {
 // ZeRO-1 over the copy engines, each against 1 GPU with the whole batch.
 TEST(Gpu2, FourRanksMatchOneGpu) {
   need_gpus(4);
-  expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3", "x4, NCCL", 4);
+  expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3 parallel.grad_transport=nccl",
+                      "x4, NCCL", 4);
   expect_like_one_gpu("train.batch_size=4 parallel.bucket_mib=0.3 parallel.grad_transport=copy-engine",
                       "x4, copy-engine transport", 4);
   expect_like_one_gpu("train.batch_size=4 parallel.zero_stage=1 parallel.bucket_mib=0.3 "

@@ -98,7 +98,7 @@ void expect_overlapped_row(const nlohmann::json& table, const std::string& op) {
 RunOutput train_two(const std::string& cfg, const std::string& name, const std::string& set) {
   return run_aiscale("launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg +
                      " --profile 2 --set run.name=" + name +
-                     " parallel.communicator=nccl parallel.bucket_mib=0.3 " + set);
+                     " parallel.communicator=nccl parallel.grad_transport=nccl parallel.bucket_mib=0.3 " + set);
 }
 
 TEST(ProfileGpu2, BucketsOnTheCommunicatorTrack) {
