@@ -14,7 +14,8 @@ import sys
 
 
 def short_name(name):
-    name = re.sub(r"\(.*", "", name).replace("void ", "").strip()
+    name = re.sub(r"\((anonymous namespace)\)::|<unnamed>::", "", name).replace("void ", "")
+    name = re.sub(r"\(.*", "", name).strip()
     return name.split("<")[0].split("::")[-1]
 
 
