@@ -32,6 +32,7 @@ TEST(BadInput, OptionRangesAreReadableAndRefuseNaN) {
   // A run directory that is not there is named as such (not as a run without checkpoints).
   expect_refused(run_aiscale("sample --run /nonexistent-run-dir"),
                  "--run '/nonexistent-run-dir': no such run directory");
+  expect_refused(run_aiscale("sample --checkpoint /nonexistent --stop ''"), "--stop '': an empty stop sequence");
   // Beyond 64 bits: out of range, with the range (a real-number check used to let 1e20
   // through as the largest 64-bit integer, and the benchmark crashed on it).
   expect_refused(run_aiscale("bench language --steps 99999999999999999999"),

@@ -96,6 +96,11 @@ void print_ids(const std::vector<int32_t>& ids) {
 }
 
 void run_sample(const SampleArgs& a) {
+  // Options first: nothing is read before they are known to make sense.
+  for (const std::string& stop : a.stops)
+    if (train::unescape(stop).empty())
+      fail("--stop '{}': an empty stop sequence matches before any token; give the text that "
+           "ends a sample (escapes such as \\n work)", stop);
   std::string ckpt = a.checkpoint;
   if (ckpt.empty()) {
     if (a.run_dir.empty()) fail("give --run RUN_DIR or --checkpoint CHECKPOINT_DIR");
