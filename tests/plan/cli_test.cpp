@@ -194,7 +194,7 @@ TEST(PlanCli, RankObjectivesAndDeadline) {
   EXPECT_NE(r.output.find("--deadline = 'soon' is not a duration"), std::string::npos) << r.output;
   r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --rank fastest");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--rank must be time, gpu-hours or smallest"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--rank must be time, gpu-hours, energy or smallest"), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, LlamaPresetsAndCustomLlamaShapes) {

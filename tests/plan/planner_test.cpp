@@ -185,6 +185,29 @@ TEST(PlanPlanner, NvlinkExchangeHidesBehindLongLayersButEachCollectiveCosts) {
   EXPECT_LE(n.dp_exposed_s, n.dp_comm_s);
 }
 
+// --rank energy: the GPUs' energy at their datasheet board power (GPU-hours × W); a
+// partition whose accelerator has no power figure ranks after those with one.
+TEST(PlanPlanner, RankByEnergyCountsTheGpusAtTheirBoardPower) {
+  EXPECT_EQ(parse_objective("energy"), Objective::energy);
+  EXPECT_EQ(to_string(Objective::energy), "energy");
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-124m", 1e9);
+  r.objective = Objective::energy;
+  std::vector<Target> targets = cat.resolve("discoverer");  // H200s: 700 W
+  for (const Target& t : cat.resolve("leonardo")) targets.push_back(t);  // custom A100: no figure
+  for (const Target& t : cat.resolve("karolina/gpu")) targets.push_back(t);  // A100 40GB: 400 W
+  const PlanResult res = plan(r, targets, cat, Calibration{}, Assumptions{});
+  ASSERT_GE(res.ranked.size(), 3u);
+  for (const Candidate& c : res.ranked) {
+    const double w = c.target.partition->accelerator.board_power_w;
+    EXPECT_NEAR(c.energy_kwh, c.gpu_hours * w / 1000.0, 1e-9 * (1 + c.energy_kwh)) << c.target.label();
+  }
+  EXPECT_GT(res.ranked[0].energy_kwh, 0.0);
+  EXPECT_LE(res.ranked[0].energy_kwh, res.ranked[1].energy_kwh);
+  EXPECT_EQ(res.ranked.back().target.label(), "leonardo/booster");  // unknown power last
+  EXPECT_EQ(res.ranked.back().energy_kwh, 0.0);
+}
+
 TEST(PlanPlanner, CopyEngineTransportIsPlannedInsideOneNodeOnly) {
   PlanRequest r = gpt_request("gpt2-124m", 1e9);
   r.grad_transport = GradTransport::copy_engine;

@@ -346,7 +346,8 @@ void add_plan_command(CLI::App& app) {
       ->check(number_in(0, 1));
   plan->add_option("--rank", o->rank,
                    "Objective: 'time' to finish (default; the most GPUs at --min-efficiency), "
-                   "'gpu-hours' (the fewest), or 'smallest' (the fewest GPUs that finish within "
+                   "'gpu-hours' (the fewest), 'energy' (the GPUs' energy at their datasheet board "
+                   "power: the fewest kWh), or 'smallest' (the fewest GPUs that finish within "
                    "--deadline)");
   plan->add_option("--deadline", o->deadline,
                    "The run must finish within this, e.g. 36h, 3d, 2w (with --rank smallest: "

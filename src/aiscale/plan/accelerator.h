@@ -30,6 +30,9 @@ struct Accelerator {
   std::string bandwidth_as;         // id whose bandwidth stands in when this one is unknown
   // Dense peaks in TFLOP/s; 0 means the precision is not supported.
   double peak_fp64 = 0, peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0;
+  // The board's maximum power (TDP) from the datasheet, W; 0: not in the catalogue. An
+  // upper bound of what the GPU draws while it trains (`--rank energy`).
+  double board_power_w = 0;
   std::vector<std::string> device_names;  // driver-reported name fragments (calibration)
   std::string source;                     // where the figures come from
   // A whole CPU node standing in as one "device" (CPU partitions): peaks are the node's

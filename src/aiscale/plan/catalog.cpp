@@ -89,6 +89,10 @@ Accelerator to_accelerator(const toml::table& t) {
   }
   a.device_names = get_strings(t, "device_names");
   a.source = get<std::string>(t, "source", "");
+  a.board_power_w = get<double>(t, "board_power_w", 0.0);
+  if (a.board_power_w < 0)
+    fail("accelerator '{}': board_power_w = {} is negative: give the board's power in W", a.id,
+         a.board_power_w);
   if (a.memory_gib <= 0)
     fail("accelerator '{}' has no memory_gib: add its memory capacity in GiB", a.id);
   return a;

@@ -69,7 +69,7 @@ const std::vector<Field> kAcceleratorFields = {
     {"name", Kind::string},         {"memory_gib", Kind::number},
     {"memory_bandwidth_tbs", Kind::number}, {"bandwidth_as", Kind::string},
     {"peak_tflops", Kind::table},   {"device_names", Kind::strings},
-    {"source", Kind::string}};
+    {"board_power_w", Kind::number}, {"source", Kind::string}};
 const std::vector<Field> kCpuFields = {
     {"id", Kind::string},    {"vendor", Kind::string}, {"name", Kind::string},
     {"cores", Kind::integer}, {"ghz", Kind::number},   {"flops_per_cycle", Kind::table},

@@ -127,6 +127,9 @@ void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, 
   const double seconds = c.epochs * c.epoch.epoch_s;
   c.days = seconds / 86400.0;
   c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
+  c.energy_kwh = c.target.partition->is_cpu()
+                     ? 0.0
+                     : c.gpu_hours * c.target.partition->accelerator.board_power_w / 1000.0;
   c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
                          c.target.partition->is_cpu(), r.applicant);
 }
@@ -493,6 +496,12 @@ std::optional<Candidate> choose(const PlanRequest& r, const Sweep& sw, std::stri
         if (c->gpu_hours < best->gpu_hours * 0.99) best = c;
       return *best;
     }
+    case Objective::energy: {  // one partition: its board power is a constant factor
+      const Candidate* best = ok.front();
+      for (const Candidate* c : ok)
+        if (c->energy_kwh < best->energy_kwh * 0.99) best = c;
+      return *best;
+    }
     case Objective::time: {
       // More GPUs only while the run is still longer than --min-duration (a deadline
       // shorter than that is already met by the filter above).
@@ -511,6 +520,10 @@ bool ranks_before(const PlanRequest& r, const Candidate& x, const Candidate& y) 
   if (x.runs() != y.runs()) return x.runs();
   switch (r.objective) {
     case Objective::gpu_hours: return x.gpu_hours < y.gpu_hours;
+    case Objective::energy:
+      // Partitions without a power figure after those with one, among them by GPU-hours.
+      if ((x.energy_kwh > 0) != (y.energy_kwh > 0)) return x.energy_kwh > 0;
+      return x.energy_kwh > 0 ? x.energy_kwh < y.energy_kwh : x.gpu_hours < y.gpu_hours;
     case Objective::smallest:
       if (x.layout.gpus() != y.layout.gpus()) return x.layout.gpus() < y.layout.gpus();
       return x.days < y.days;
@@ -524,14 +537,16 @@ bool ranks_before(const PlanRequest& r, const Candidate& x, const Candidate& y) 
 Objective parse_objective(std::string_view text) {
   if (text == "time" || text == "days") return Objective::time;
   if (text == "gpu-hours") return Objective::gpu_hours;
+  if (text == "energy") return Objective::energy;
   if (text == "smallest") return Objective::smallest;
-  fail("--rank must be time, gpu-hours or smallest (got '{}')", text);
+  fail("--rank must be time, gpu-hours, energy or smallest (got '{}')", text);
 }
 
 std::string_view to_string(Objective o) {
   switch (o) {
     case Objective::time: return "time";
     case Objective::gpu_hours: return "gpu-hours";
+    case Objective::energy: return "energy";
     case Objective::smallest: return "smallest";
   }
   return "?";

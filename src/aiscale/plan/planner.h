@@ -26,8 +26,9 @@ struct LayoutPins {
 // What the user optimises (--rank): the shortest time to finish (the most GPUs the job
 // uses at --min-efficiency), the fewest GPU-hours, or the smallest allocation that
 // finishes within --deadline.
-enum class Objective { time, gpu_hours, smallest };
-Objective parse_objective(std::string_view text);  // "time" (also "days"), "gpu-hours", "smallest"
+enum class Objective { time, gpu_hours, energy, smallest };
+// "time" (also "days"), "gpu-hours", "energy", "smallest"
+Objective parse_objective(std::string_view text);
 std::string_view to_string(Objective o);
 
 struct PlanRequest {
@@ -92,6 +93,9 @@ struct Candidate {
   std::string efficiency_note;
   bool weak = false;
   double steps = 0, days = 0, gpu_hours = 0;
+  // The GPUs' energy at their datasheet board power over the GPU-hours, kWh: an upper
+  // bound, hosts, network and cooling not counted; 0 where the catalogue has no power.
+  double energy_kwh = 0;
   double startup_s = 0;   // job start-up (Assumptions::startup_*), in days and gpu_hours
   double epochs = 1;      // epochs the run makes (transformers: --tokens over the epoch)
   EpochEstimate epoch;    // one epoch: loading, validation, partial batch, start-up

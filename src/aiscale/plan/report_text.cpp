@@ -305,6 +305,7 @@ std::string objective_text(const PlanRequest& r) {
   switch (r.objective) {
     case Objective::time: return "time to finish";
     case Objective::gpu_hours: return "GPU-hours";
+    case Objective::energy: return "the GPUs' energy at their datasheet board power";
     case Objective::smallest: return fmt::format("the smallest allocation that finishes within {}",
                                                  duration(r.deadline_s.value_or(0)));
   }
@@ -411,6 +412,8 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   const bool marks = r.include_unsupported;
   std::vector<std::string> head = {"#", "system/partition", "GPUs", "layout", "mem GiB", "step",
                                    "eff", "time", "GPU-h", "route"};
+  const bool energy = r.objective == Objective::energy;
+  if (energy) head.insert(head.end() - 1, "kWh");
   if (marks) head.push_back("runs");
   std::vector<std::vector<std::string>> rows = {head};
   std::string gaps;
@@ -426,6 +429,10 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
         fmt::format("{:.1f}/{:.0f}", c.memory.total / kGiB, c.target.partition->accelerator.memory_gib),
         duration(c.step.step_s), pct(c.efficiency), duration(c.days * 86400.0),
         with_commas(static_cast<int64_t>(std::llround(c.gpu_hours))), c.route.name};
+    if (energy)
+      row.insert(row.end() - 1, c.energy_kwh > 0
+                                    ? with_commas(static_cast<int64_t>(std::llround(c.energy_kwh)))
+                                    : "?");
     if (marks) row.push_back(c.runs() ? "yes" : "no");
     rows.push_back(std::move(row));
     if (!c.runs()) gaps += fmt::format("  #{} does not run in `aiscale train` yet: {}\n", i, c.engine_gap);
