@@ -33,6 +33,11 @@ TEST(BadInput, OptionRangesAreReadableAndRefuseNaN) {
   expect_refused(run_aiscale("sample --run /nonexistent-run-dir"),
                  "--run '/nonexistent-run-dir': no such run directory");
   expect_refused(run_aiscale("sample --checkpoint /nonexistent --stop ''"), "--stop '': an empty stop sequence");
+  // A launcher variable that is set but not a count stops the run naming it (it used to
+  // mean one rank, and the job trained alone).
+  expect_refused(run_aiscale("train -c " + std::string(AISCALE_SOURCE_DIR) + "/configs/quickstart.toml",
+                             "env RANK=0 WORLD_SIZE=abc"),
+                 "environment variable WORLD_SIZE='abc' is not a rank count");
   // Beyond 64 bits: out of range, with the range (a real-number check used to let 1e20
   // through as the largest 64-bit integer, and the benchmark crashed on it).
   expect_refused(run_aiscale("bench language --steps 99999999999999999999"),

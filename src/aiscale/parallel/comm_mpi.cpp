@@ -10,6 +10,7 @@
 #include "aiscale/parallel/algorithms/hierarchical.h"
 #include "aiscale/parallel/algorithms/ring.h"
 #include "aiscale/parallel/bootstrap.h"
+#include "aiscale/parallel/launch_env.h"
 
 #ifdef AISCALE_HAVE_MPI
 #include <mpi.h>
@@ -18,19 +19,11 @@
 namespace aiscale::parallel {
 
 int launched_world_size() {
-  // torchrun-style (RANK with WORLD_SIZE), OpenMPI, MPICH/PMI, then Slurm: whichever
-  // launcher started us says how many ranks (the same order as launch_env).
-  if (const char* rank = std::getenv("RANK"); rank && *rank)
-    if (const char* v = std::getenv("WORLD_SIZE")) {
-      int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
-    if (const char* v = std::getenv(var)) {
-      int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  }
+  // Whichever launcher started us says how many ranks, read as launch_env reads it
+  // (torchrun-style RANK/WORLD_SIZE, OpenMPI, MPICH/PMI, PMIx, Slurm): a variable that is
+  // set but not a count stops the run naming it, instead of meaning one rank.
+  const LaunchEnv e = launch_env();
+  if (!e.source.empty()) return e.world;
   return 1;
 }
 
