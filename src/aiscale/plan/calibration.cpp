@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -78,20 +79,11 @@ std::string text(const json& j, const char* key) {
 }
 
 std::vector<std::string> jsonl_files(const std::string& path) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::recursive_directory_iterator(path, ec))
-      if (e.is_regular_file() && (e.path().extension() == ".jsonl" || e.path().extension() == ".json"))
-        out.push_back(e.path().string());
-    std::sort(out.begin(), out.end());
-  } else if (fs::is_regular_file(path, ec)) {
-    out.push_back(path);
-  } else {
+  auto files = files_or_folder(path, {".jsonl", ".json"}, true);
+  if (!files)
     fail("calibration file '{}' does not exist: give the JSON Lines file (or a directory of "
          "them) that `aiscale bench` wrote", path);
-  }
-  return out;
+  return *files;
 }
 
 // The step's spread from its median and p90 (a normal spread: p90 = median + 1.2816 σ), as

@@ -11,6 +11,7 @@
 
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
 #include "aiscale/core/paths.h"
 #include "aiscale/plan/catalog_schema.h"
 #include "aiscale/plan/time_limit.h"
@@ -242,19 +243,11 @@ Partition to_partition(const toml::table& t, const std::string& where) {
 }
 
 std::vector<std::string> toml_files_in(const std::string& path) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.is_regular_file() && e.path().extension() == ".toml") out.push_back(e.path().string());
-    std::sort(out.begin(), out.end());
-  } else if (fs::is_regular_file(path, ec)) {
-    out.push_back(path);
-  } else {
+  auto files = files_or_folder(path, {".toml"}, false);
+  if (!files)
     fail("systems catalogue '{}' does not exist: give a directory of *.toml files or one "
          "TOML file", path);
-  }
-  return out;
+  return *files;
 }
 
 }  // namespace
