@@ -119,33 +119,22 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const T* dout, int B,
 // --------------------------------------------------------------------------------------
 // GELU, residual
 
-template <typename T>
-__global__ void gelu_forward_kernel(T* out, const T* inp, int64_t packs) {
+// out = Op::apply(x) over packs of x, one pack a thread.
+template <typename T, typename Op>
+__global__ void unary_packs_kernel(T* out, const T* inp, int64_t packs) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= packs) return;
   constexpr int V = Pack<T>::N;
   const Pack<T> x = load_pack(inp + i * V);
   Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, gelu_f(x.get(k)));
+  for (int k = 0; k < V; ++k) o.set(k, Op::apply(x.get(k)));
   store_pack(out + i * V, o);
 }
 
-template <typename T>
-__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64_t packs) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= packs) return;
-  constexpr int V = Pack<T>::N;
-  const Pack<T> x = load_pack(inp + i * V);
-  const Pack<T> d = load_pack(dout + i * V);
-  Pack<T> o;
-#pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, gelu_grad_f(x.get(k)) * d.get(k));
-  store_pack(dinp + i * V, o);
-}
-
-template <typename T>
-__global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t packs) {
+// out = Op::apply(x, y) over packs of x and y, one pack a thread.
+template <typename T, typename Op>
+__global__ void binary_packs_kernel(T* out, const T* a, const T* b, int64_t packs) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= packs) return;
   constexpr int V = Pack<T>::N;
@@ -153,9 +142,19 @@ __global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t 
   const Pack<T> y = load_pack(b + i * V);
   Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, x.get(k) + y.get(k));
+  for (int k = 0; k < V; ++k) o.set(k, Op::apply(x.get(k), y.get(k)));
   store_pack(out + i * V, o);
 }
+
+struct GeluForward {
+  static __device__ __forceinline__ float apply(float x) { return gelu_f(x); }
+};
+struct GeluBackward {  // x: the input, d: the output's gradient
+  static __device__ __forceinline__ float apply(float x, float d) { return gelu_grad_f(x) * d; }
+};
+struct Add {
+  static __device__ __forceinline__ float apply(float x, float y) { return x + y; }
+};
 
 // --------------------------------------------------------------------------------------
 // Column sums (bias gradients): partial sums per row chunk, then a fixed-order reduction.
@@ -356,39 +355,41 @@ int64_t build_token_buckets(const int32_t* tokens, int64_t N, int64_t V, int32_t
   return num_unique;
 }
 
-void gelu_forward(DType t, void* out, const void* inp, int64_t n, cudaStream_t s) {
+namespace {
+
+// Launches the packed kernel that kernel_for(tag) names for dtype t over n elements (a
+// multiple of the pack width), one thread a pack, 256 threads a block; the pointers are
+// cast to the dtype's element type, const kept.
+template <typename KernelFor, typename... Ptrs>
+void launch_packed(DType t, int64_t n, const char* what, cudaStream_t s, KernelFor kernel_for,
+                   Ptrs... ptrs) {
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
-    check_packed<X>(n, "gelu_forward");
+    check_packed<X>(n, what);
     const int64_t packs = n / Pack<X>::N;
-    gelu_forward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
-        static_cast<X*>(out), static_cast<const X*>(inp), packs);
+    kernel_for(tag)<<<grid_for(packs, 256), 256, 0, s>>>(typed<X>(ptrs)..., packs);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
+}
+
+}  // namespace
+
+void gelu_forward(DType t, void* out, const void* inp, int64_t n, cudaStream_t s) {
+  launch_packed(t, n, "gelu_forward", s,
+                [](auto tag) { return unary_packs_kernel<decltype(tag), GeluForward>; }, out, inp);
 }
 
 void gelu_backward(DType t, void* dinp, const void* inp, const void* dout, int64_t n,
                    cudaStream_t s) {
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packed<X>(n, "gelu_backward");
-    const int64_t packs = n / Pack<X>::N;
-    gelu_backward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
-        static_cast<X*>(dinp), static_cast<const X*>(inp), static_cast<const X*>(dout), packs);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  launch_packed(t, n, "gelu_backward", s,
+                [](auto tag) { return binary_packs_kernel<decltype(tag), GeluBackward>; }, dinp,
+                inp, dout);
 }
 
 void residual_forward(DType t, void* out, const void* a, const void* b, int64_t n,
                       cudaStream_t s) {
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packed<X>(n, "residual_forward");
-    const int64_t packs = n / Pack<X>::N;
-    residual_forward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
-        static_cast<X*>(out), static_cast<const X*>(a), static_cast<const X*>(b), packs);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  launch_packed(t, n, "residual_forward", s,
+                [](auto tag) { return binary_packs_kernel<decltype(tag), Add>; }, out, a, b);
 }
 
 size_t bias_grad_scratch_floats(int64_t OC) { return static_cast<size_t>(kBiasRowChunks * OC); }
