@@ -16,30 +16,13 @@
 namespace aiscale::nn {
 namespace {
 
-using ops::cpu::exp_nonpositive;
-
 // One (row, head): the softmax of the scaled scores, then the weighted sum of the values,
 // in the order of the training op so that both agree to the last bits on the same inputs.
 AISCALE_CPU_HOT void attend(float* out, float* scores, const float* q, const float* k,
                             const float* v, int64_t n, int64_t stride, int64_t HS) {
   const float scale = 1.0f / std::sqrt(float(HS));
   ops::cpu::dots(scores, q, k, stride, n, HS);  // scores[t] = q . k_t for t < n
-  float max_score = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max_score)
-  for (int64_t t = 0; t < n; ++t) {
-    scores[t] *= scale;
-    max_score = scores[t] > max_score ? scores[t] : max_score;
-  }
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t t = 0; t < n; ++t) {
-    const float e = exp_nonpositive(scores[t] - max_score);
-    scores[t] = e;
-    sum += e;
-  }
-  const float inv_sum = 1.0f / sum;
-#pragma omp simd
-  for (int64_t t = 0; t < n; ++t) scores[t] *= inv_sum;
+  ops::cpu::scaled_softmax(scores, n, scale);
   for (int64_t i = 0; i < HS; ++i) out[i] = 0.0f;
   for (int64_t t = 0; t < n; ++t) {
     const float a = scores[t];

@@ -48,22 +48,7 @@ template <int64_t kHS>
     float* att_row = att + t * T;     // (T)
     // scores of the keys t2 <= t, softmax over them, zeros above the diagonal
     dots(att_row, q, k_base, W, t + 1, HS);
-    float max_score = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max_score)
-    for (int64_t t2 = 0; t2 <= t; ++t2) {
-      att_row[t2] *= scale;
-      max_score = att_row[t2] > max_score ? att_row[t2] : max_score;
-    }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t t2 = 0; t2 <= t; ++t2) {
-      const float e = exp_nonpositive(att_row[t2] - max_score);
-      att_row[t2] = e;
-      sum += e;
-    }
-    const float inv_sum = 1.0f / sum;
-#pragma omp simd
-    for (int64_t t2 = 0; t2 <= t; ++t2) att_row[t2] *= inv_sum;
+    scaled_softmax(att_row, t + 1, scale);
     for (int64_t t2 = t + 1; t2 < T; ++t2) att_row[t2] = 0.0f;
     // out_t = sum over t2 of att[t, t2] v_t2
     float local[kHS > 0 ? kHS : 1];

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
 #define AISCALE_CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -83,6 +84,33 @@ namespace aiscale::ops::cpu {
     dot4(out + j, a, r, r + stride, r + 2 * stride, r + 3 * stride, n);
   }
   for (; j < count; ++j) out[j] = dot(a, rows + j * stride, n);
+}
+
+// out[j] = exp(x[j] - m) for j < n (out may be x); returns their sum.
+[[gnu::always_inline]] inline float exp_shifted(float* out, const float* x, int64_t n, float m) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = exp_nonpositive(x[j] - m);
+    out[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+// s[t] = softmax(scale * s)[t] for t < n, in place: the attention's probabilities of one
+// query row, the same operations in the same order wherever they are computed.
+[[gnu::always_inline]] inline void scaled_softmax(float* s, int64_t n, float scale) {
+  float max_score = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max_score)
+  for (int64_t t = 0; t < n; ++t) {
+    s[t] *= scale;
+    max_score = s[t] > max_score ? s[t] : max_score;
+  }
+  const float sum = exp_shifted(s, s, n, max_score);
+  const float inv_sum = 1.0f / sum;
+#pragma omp simd
+  for (int64_t t = 0; t < n; ++t) s[t] *= inv_sum;
 }
 
 // Below this much work an op runs on one thread. Work is counted roughly in elements
