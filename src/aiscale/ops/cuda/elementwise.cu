@@ -3,6 +3,7 @@
 // 4 in fp32), which GPT widths are (the model checks C % 8 == 0).
 #include <algorithm>
 
+#include "aiscale/ops/cuda/cast_kernels.cuh"
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 
@@ -274,19 +275,6 @@ __global__ void gelu_backward_partial_sums_kernel(float* partials, T* d, const T
 __global__ void add_inplace_kernel(float* dst, const float* src, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] += src[i];
-}
-
-template <typename T>
-__global__ void cast_from_f32_kernel(T* out, const float* in, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = from_f32<T>(in[i]);
-}
-template <typename T>
-__global__ void cast_to_f32_kernel(float* out, const T* in, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = to_f32<T>(in[i]);
 }
 
 }  // namespace

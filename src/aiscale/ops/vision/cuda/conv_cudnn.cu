@@ -80,6 +80,16 @@ struct CudnnConv::Impl {
     return batch == g.N ? graph[size_t(slot)].get() : nullptr;
   }
 
+  // Runs the graph engine kept for `slot` where it takes batch n and returns true; else
+  // readies the legacy algorithms for batch n on stream s and returns false.
+  bool graph_ran(Slot slot, int64_t n, void* out, const void* a, const void* b, void* workspace,
+                 cudaStream_t s) {
+    if (ConvGraphPlan* p = graph_plan(slot, n); p && p->run(out, a, b, workspace, s)) return true;
+    ensure_batch(n);
+    check(cudnnSetStream(handle, s), "cudnnSetStream");
+    return false;
+  }
+
   cudnnMathType_t math() const {
     if (t != DType::f32) return CUDNN_TENSOR_OP_MATH;
     return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -258,9 +268,7 @@ int CudnnConv::graph_engines() const { return impl_->graph_used(); }
 void CudnnConv::forward(void* y, const void* x, const void* w, int64_t n, void* workspace,
                         cudaStream_t s) {
   Impl& m = *impl_;
-  if (ConvGraphPlan* p = m.graph_plan(Impl::kFwd, n); p && p->run(y, x, w, workspace, s)) return;
-  m.ensure_batch(n);
-  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  if (m.graph_ran(Impl::kFwd, n, y, x, w, workspace, s)) return;
   const float one = 1.f, zero = 0.f;
   check(cudnnConvolutionForward(m.handle, &one, m.x, x, m.w, w, m.conv, m.fwd, workspace,
                                 m.ws_fwd, &zero, m.y, y),
@@ -271,11 +279,7 @@ void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n
                               bool accumulate, void* workspace, cudaStream_t s) {
   Impl& m = *impl_;
   if (!m.backward_data) throw Error("cuDNN convolution: built without backward-data");
-  if (ConvGraphPlan* p = m.graph_plan(accumulate ? Impl::kDataAcc : Impl::kData, n);
-      p && p->run(dx, dy, w, workspace, s))
-    return;
-  m.ensure_batch(n);
-  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  if (m.graph_ran(accumulate ? Impl::kDataAcc : Impl::kData, n, dx, dy, w, workspace, s)) return;
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
   check(cudnnConvolutionBackwardData(m.handle, &one, m.w, w, m.y, dy, m.conv, m.bwd_data,
                                      workspace, m.ws_data, &beta, m.x, dx),
@@ -285,11 +289,8 @@ void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n
 void CudnnConv::backward_filter(void* dw, const void* dy, const void* x, int64_t n,
                                 bool accumulate, void* workspace, cudaStream_t s) {
   Impl& m = *impl_;
-  if (ConvGraphPlan* p = m.graph_plan(accumulate ? Impl::kFilterAcc : Impl::kFilter, n);
-      p && p->run(dw, dy, x, workspace, s))
+  if (m.graph_ran(accumulate ? Impl::kFilterAcc : Impl::kFilter, n, dw, dy, x, workspace, s))
     return;
-  m.ensure_batch(n);
-  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
   check(cudnnConvolutionBackwardFilter(m.handle, &one, m.x, x, m.y, dy, m.conv, m.bwd_filter,
                                        workspace, m.ws_filter, &beta, m.w, dw),
