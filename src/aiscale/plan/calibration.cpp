@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 
@@ -23,12 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
+std::string lower(std::string_view s) { return ascii_lower(s); }
 
 // The id of the entry (an accelerator or a CPU model) with the longest device_names
 // pattern found in a reported device name, case-insensitive; "" when none is.

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
@@ -21,12 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
+std::string lower(std::string_view s) { return ascii_lower(s); }
 
 // ---- merging: later files override single keys ------------------------------------
 
