@@ -418,31 +418,36 @@ void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t s) {
   AISCALE_CUDA_LAUNCH_CHECK();
 }
 
-void cast_from_f32(DType t, void* out, const float* in, int64_t n, cudaStream_t s) {
+namespace {
+
+// n values between fp32 and t: a copy where t is fp32, else launch(tag, blocks) with up to
+// 8192 blocks of 256 threads.
+template <typename Launch>
+void convert_f32(DType t, void* out, const void* in, int64_t n, cudaStream_t s, Launch launch) {
   if (n <= 0) return;
   if (t == DType::f32) {
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
     return;
   }
   dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
-    cast_from_f32_kernel<X><<<blocks, 256, 0, s>>>(static_cast<X*>(out), in, n);
+    launch(tag, static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192)));
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
 
-void cast_to_f32(DType t, float* out, const void* in, int64_t n, cudaStream_t s) {
-  if (n <= 0) return;
-  if (t == DType::f32) {
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
-    return;
-  }
-  dispatch_dtype(t, [&](auto tag) {
+}  // namespace
+
+void cast_from_f32(DType t, void* out, const float* in, int64_t n, cudaStream_t s) {
+  convert_f32(t, out, in, n, s, [&](auto tag, int blocks) {
     using X = decltype(tag);
-    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
+    cast_from_f32_kernel<X><<<blocks, 256, 0, s>>>(static_cast<X*>(out), in, n);
+  });
+}
+
+void cast_to_f32(DType t, float* out, const void* in, int64_t n, cudaStream_t s) {
+  convert_f32(t, out, in, n, s, [&](auto tag, int blocks) {
+    using X = decltype(tag);
     cast_to_f32_kernel<X><<<blocks, 256, 0, s>>>(out, static_cast<const X*>(in), n);
-    AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
 
