@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -65,6 +66,34 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::optional<std::vector<std::string>> files_or_folder(
+    const std::string& path, std::initializer_list<std::string_view> extensions, bool recursive) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto wanted = [&](const fs::directory_entry& e) {
+    if (!e.is_regular_file()) return false;
+    for (std::string_view x : extensions)
+      if (e.path().extension() == x) return true;
+    return false;
+  };
+  if (fs::is_directory(path, ec)) {
+    if (recursive) {
+      for (const auto& e : fs::recursive_directory_iterator(path, ec))
+        if (wanted(e)) out.push_back(e.path().string());
+    } else {
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (wanted(e)) out.push_back(e.path().string());
+    }
+    std::sort(out.begin(), out.end());
+  } else if (fs::is_regular_file(path, ec)) {
+    out.push_back(path);
+  } else {
+    return std::nullopt;
+  }
+  return out;
 }
 
 void check_output_file(const std::string& path, const std::string& what) {

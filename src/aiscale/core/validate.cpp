@@ -59,8 +59,10 @@ double finite(double v, std::string_view source, std::string_view fix) {
   return v;
 }
 
-double in_range(double v, double lo, double hi, std::string_view source, std::string_view fix) {
-  finite(v, source, fix);
+namespace {
+
+template <typename T>
+T within(T v, T lo, T hi, std::string_view source, std::string_view fix) {
   if (v < lo)
     fail("{} = {} is too small: it must be at least {}{}{}", source, v, bound_text(lo),
          fix.empty() ? "" : "; ", fix);
@@ -70,14 +72,15 @@ double in_range(double v, double lo, double hi, std::string_view source, std::st
   return v;
 }
 
+}  // namespace
+
+double in_range(double v, double lo, double hi, std::string_view source, std::string_view fix) {
+  finite(v, source, fix);
+  return within(v, lo, hi, source, fix);
+}
+
 int64_t in_range(int64_t v, int64_t lo, int64_t hi, std::string_view source, std::string_view fix) {
-  if (v < lo)
-    fail("{} = {} is too small: it must be at least {}{}{}", source, v, bound_text(lo),
-         fix.empty() ? "" : "; ", fix);
-  if (v > hi)
-    fail("{} = {} is too large: it must be at most {}{}{}", source, v, bound_text(hi),
-         fix.empty() ? "" : "; ", fix);
-  return v;
+  return within(v, lo, hi, source, fix);
 }
 
 int64_t thread_count(int64_t v, std::string_view source) {

@@ -24,6 +24,14 @@ AISCALE_CPU_HOT double sum_squares_slice(const float* x, int64_t n) {
 
 }  // namespace
 
+AttentionHeads attention_heads(int64_t C, int64_t NH, int64_t NKV) {
+  AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
+  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
+                NKV);
+  const int64_t HS = C / NH, KC = NKV * HS;
+  return {HS, KC, C + 2 * KC, NH / NKV};
+}
+
 double sum_squares(const float* x, int64_t n) {
   // Fixed blocks, summed in block order: the result does not depend on the number of
   // threads (global-norm clipping must be bit-for-bit reproducible).

@@ -152,4 +152,12 @@ const Backend& backend_by_name(std::string_view name);
 // Sum of squares of n values, in double (for global-norm clipping).
 double sum_squares(const float* x, int64_t n);
 
+// The heads of a causal attention over fused rows q | k | v of C + 2 KC values: head size
+// HS = C / NH, KC = NKV * HS, row width W, and query heads per key/value head. Throws Error
+// unless NH divides C and NKV divides NH.
+struct AttentionHeads {
+  int64_t HS, KC, W, group;
+};
+AttentionHeads attention_heads(int64_t C, int64_t NH, int64_t NKV);
+
 }  // namespace aiscale::ops

@@ -174,10 +174,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
 void attention_gqa_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                            int64_t C, int64_t NH, int64_t NKV) {
   // out (B, T, C), att (B, NH, T, T), qkv (B, T, C + 2 KC)
-  AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
-  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
-                NKV);
-  const int64_t HS = C / NH, KC = NKV * HS, W = C + 2 * KC, group = NH / NKV;
+  const AttentionHeads heads = attention_heads(C, NH, NKV);
+  const int64_t HS = heads.HS, KC = heads.KC, W = heads.W, group = heads.group;
   const double scale = 1.0 / std::sqrt(double(HS));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
@@ -220,10 +218,8 @@ void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const f
                             int64_t NKV) {
   // dqkv (B, T, C + 2 KC) overwritten, datt (B, NH, T, T) scratch, dout (B, T, C),
   // qkv (B, T, C + 2 KC), att (B, NH, T, T)
-  AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
-  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
-                NKV);
-  const int64_t HS = C / NH, KC = NKV * HS, W = C + 2 * KC, group = NH / NKV;
+  const AttentionHeads heads = attention_heads(C, NH, NKV);
+  const int64_t HS = heads.HS, KC = heads.KC, W = heads.W, group = heads.group;
   const float scale = 1.0f / std::sqrt(float(HS));
   for (int64_t i = 0; i < B * T * W; ++i) dqkv[i] = 0.0f;
   for (int64_t b = 0; b < B; ++b) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/error.h"
 #include "aiscale/orchestrate/script_text.h"
 #include "aiscale/plan/engine_support.h"
@@ -13,10 +14,7 @@
 namespace aiscale::orchestrate {
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
+std::string lower(const std::string& s) { return ascii_lower(s); }
 
 // The partition of `name` that has a Slurm preset ("leonardo" picks the first such GPU
 // partition, "leonardo/booster" that one).

@@ -177,31 +177,29 @@ int Mesh::isend_bytes(const void* data, int64_t bytes, int peer, int tag) {
   op.bytes = bytes;
   const int id = new_op(op);
   Outgoing o;
+  o.data = static_cast<const char*>(data);
+  o.op = id;
+  queue_message(peer, tag, bytes, std::move(o));
+  return id;
+}
+
+void Mesh::queue_message(int peer, int tag, int64_t bytes, Outgoing o) {
   std::memcpy(o.header, &kMessageMagic, 4);
   std::memcpy(o.header + 4, &tag, 4);
   std::memcpy(o.header + 8, &bytes, 8);
-  o.data = static_cast<const char*>(data);
   o.bytes = bytes;
-  o.op = id;
   Peer& p = peers_[static_cast<size_t>(peer)];
   p.out.push_back(std::move(o));
   if (p.out.size() == 1 && !p.closed) write_some(peer);  // small messages leave at once
-  return id;
 }
 
 void Mesh::send_copy(const void* data, int64_t bytes, int peer, int tag) {
   if (peer < 0 || peer >= world() || peer == rank_)
     fail("internal: TCP send from {} to group rank {} of {}", name(rank_), peer, world());
   Outgoing o;
-  std::memcpy(o.header, &kMessageMagic, 4);
-  std::memcpy(o.header + 4, &tag, 4);
-  std::memcpy(o.header + 8, &bytes, 8);
   o.copy.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
   o.data = o.copy.data();
-  o.bytes = bytes;
-  Peer& p = peers_[static_cast<size_t>(peer)];
-  p.out.push_back(std::move(o));
-  if (p.out.size() == 1 && !p.closed) write_some(peer);
+  queue_message(peer, tag, bytes, std::move(o));
 }
 
 int Mesh::irecv_bytes(void* data, int64_t bytes, int peer, int tag) {

@@ -110,6 +110,9 @@ class Mesh final : public algorithms::PeerLinks {
   template <typename Done>
   void progress_until(Done&& done);
   bool write_some(int peer);
+  // Queues `o` (its data and op set) to `peer` as message `tag` of `bytes`; the first in
+  // the queue starts leaving at once.
+  void queue_message(int peer, int tag, int64_t bytes, Outgoing o);
   bool read_some(int peer);
   void header_arrived(int peer);
   void body_arrived(int peer);

@@ -5,13 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::plan {
 
 Precision parse_precision(std::string_view text) {
-  std::string t(text);
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string t = ascii_lower(text);
   if (t == "fp32" || t == "float32") return Precision::fp32;
   if (t == "tf32") return Precision::tf32;
   if (t == "fp16" || t == "float16") return Precision::fp16;

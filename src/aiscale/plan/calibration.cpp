@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
 
 namespace aiscale::plan {
 namespace fs = std::filesystem;
@@ -22,12 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
+std::string lower(std::string_view s) { return ascii_lower(s); }
 
 // The id of the entry (an accelerator or a CPU model) with the longest device_names
 // pattern found in a reported device name, case-insensitive; "" when none is.
@@ -78,20 +75,11 @@ std::string text(const json& j, const char* key) {
 }
 
 std::vector<std::string> jsonl_files(const std::string& path) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::recursive_directory_iterator(path, ec))
-      if (e.is_regular_file() && (e.path().extension() == ".jsonl" || e.path().extension() == ".json"))
-        out.push_back(e.path().string());
-    std::sort(out.begin(), out.end());
-  } else if (fs::is_regular_file(path, ec)) {
-    out.push_back(path);
-  } else {
+  auto files = files_or_folder(path, {".jsonl", ".json"}, true);
+  if (!files)
     fail("calibration file '{}' does not exist: give the JSON Lines file (or a directory of "
          "them) that `aiscale bench` wrote", path);
-  }
-  return out;
+  return *files;
 }
 
 // The step's spread from its median and p90 (a normal spread: p90 = median + 1.2816 σ), as
@@ -158,24 +146,59 @@ void read_copy_engine(const json& j, const MfuSample& s, Calibration& c) {
                            tokens / base, s.source});
 }
 
-void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
-  if (text(j, "device_kind") == "cpu") return read_cpu_language(j, where, cat, c);
-  MfuSample s;
-  s.device = need(j, "device", where).get<std::string>();
+// The catalogue's accelerator of s.device into s.accelerator_id; false (noted in c) where
+// none matches.
+bool match_accelerator(MfuSample& s, const std::string& where, const Catalog& cat, Calibration& c) {
   s.accelerator_id = match_device(cat, s.device);
   if (s.accelerator_id.empty()) {
     c.notes.push_back(fmt::format("{}: device '{}' matches no accelerator in the catalogue "
                                   "(add it to an accelerator's device_names)", where, s.device));
-    return;
+    return false;
   }
+  return true;
+}
+
+// `name` parsed into s.precision; false (noted in c, with the result's own `written`) where
+// the planner does not model it.
+bool set_precision(MfuSample& s, const std::string& name, const std::string& written,
+                   const std::string& where, Calibration& c) {
+  try {
+    s.precision = parse_precision(name);
+  } catch (const Error&) {
+    c.notes.push_back(fmt::format("{}: precision '{}' is not one the planner models; not used", where, written));
+    return false;
+  }
+  return true;
+}
+bool set_precision(MfuSample& s, const std::string& name, const std::string& where, Calibration& c) {
+  return set_precision(s, name, name, where, c);
+}
+
+// s.achieved_tflops as a fraction of acc's dense peak into s.utilisation; false (noted in c)
+// where the catalogue has no peak for s.precision. A fraction outside (0, 1] fails.
+bool set_utilisation(MfuSample& s, const Accelerator& acc, const std::string& where, Calibration& c) {
+  const double peak = acc.peak_flops(s.precision);
+  if (peak <= 0) {
+    c.notes.push_back(fmt::format("{}: {} has no {} peak in the catalogue; result not used", where,
+                                  s.accelerator_id, to_string(s.precision)));
+    return false;
+  }
+  s.utilisation = s.achieved_tflops * 1e12 / peak;
+  if (!(s.utilisation > 0) || s.utilisation > 1.0)
+    fail("{}: achieved {:.1f} TFLOP/s is {:.0f}% of the {} dense {} peak: the result or the "
+         "device name is wrong", where, s.achieved_tflops, s.utilisation * 100, s.accelerator_id,
+         to_string(s.precision));
+  return true;
+}
+
+void read_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
+  if (text(j, "device_kind") == "cpu") return read_cpu_language(j, where, cat, c);
+  MfuSample s;
+  s.device = need(j, "device", where).get<std::string>();
+  if (!match_accelerator(s, where, cat, c)) return;
   const std::string precision = need(j, "precision", where).is_string()
                                     ? j["precision"].get<std::string>() : std::string();
-  try {
-    s.precision = parse_precision(precision);
-  } catch (const Error&) {
-    c.notes.push_back(fmt::format("{}: precision '{}' is not one the planner models; not used", where, precision));
-    return;
-  }
+  if (!set_precision(s, precision, where, c)) return;
   s.model = text(j, "model");
   s.host = text(j, "host");
   s.date = text(j, "date");
@@ -217,17 +240,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
       s.optimizer_s = optimizer;
     }
   }
-  const double peak = acc->peak_flops(s.precision);
-  if (peak <= 0) {
-    c.notes.push_back(fmt::format("{}: {} has no {} peak in the catalogue; result not used", where,
-                                  s.accelerator_id, to_string(s.precision)));
-    return;
-  }
-  s.utilisation = s.achieved_tflops * 1e12 / peak;
-  if (!(s.utilisation > 0) || s.utilisation > 1.0)
-    fail("{}: achieved {:.1f} TFLOP/s is {:.0f}% of the {} dense {} peak: the result or the "
-         "device name is wrong", where, s.achieved_tflops, s.utilisation * 100, s.accelerator_id,
-         to_string(s.precision));
+  if (!set_utilisation(s, *acc, where, c)) return;
   s.source = where;
   if (s.world_size > 1 && text(j, "grad_transport") == "copy-engine") read_copy_engine(j, s, c);
   c.utilisation.push_back(std::move(s));
@@ -245,19 +258,11 @@ void read_vision(const json& j, const std::string& where, const Catalog& cat, Ca
   MfuSample s;
   s.cnn = true;
   s.device = need(j, "gpu", where).get<std::string>();
-  s.accelerator_id = match_device(cat, s.device);
-  if (s.accelerator_id.empty()) {
-    c.notes.push_back(fmt::format("{}: device '{}' matches no accelerator in the catalogue "
-                                  "(add it to an accelerator's device_names)", where, s.device));
-    return;
-  }
+  if (!match_accelerator(s, where, cat, c)) return;
   const std::string precision = text(j, "precision");
-  try {
-    s.precision = parse_precision(precision == "fp32" && j.value("tf32", false) ? "tf32" : precision);
-  } catch (const Error&) {
-    c.notes.push_back(fmt::format("{}: precision '{}' is not one the planner models; not used", where, precision));
+  if (!set_precision(s, precision == "fp32" && j.value("tf32", false) ? "tf32" : precision,
+                     precision, where, c))
     return;
-  }
   s.model = text(j, "model");
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "parameters", where));
@@ -266,17 +271,7 @@ void read_vision(const json& j, const std::string& where, const Catalog& cat, Ca
                       need_number(j, "images_per_s_per_rank", where) / 1e12;
   s.step_spread = step_spread_of(j);
   const Accelerator* acc = cat.find_accelerator(s.accelerator_id);
-  const double peak = acc->peak_flops(s.precision);
-  if (peak <= 0) {
-    c.notes.push_back(fmt::format("{}: {} has no {} peak in the catalogue; result not used", where,
-                                  s.accelerator_id, to_string(s.precision)));
-    return;
-  }
-  s.utilisation = s.achieved_tflops * 1e12 / peak;
-  if (!(s.utilisation > 0) || s.utilisation > 1.0)
-    fail("{}: achieved {:.1f} TFLOP/s is {:.0f}% of the {} dense {} peak: the result or the "
-         "device name is wrong", where, s.achieved_tflops, s.utilisation * 100, s.accelerator_id,
-         to_string(s.precision));
+  if (!set_utilisation(s, *acc, where, c)) return;
   s.source = where;
   c.utilisation.push_back(std::move(s));
 }

@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
 #include "aiscale/core/paths.h"
 #include "aiscale/plan/catalog_schema.h"
 #include "aiscale/plan/time_limit.h"
@@ -20,12 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
+std::string lower(std::string_view s) { return ascii_lower(s); }
 
 // ---- merging: later files override single keys ------------------------------------
 
@@ -246,19 +243,11 @@ Partition to_partition(const toml::table& t, const std::string& where) {
 }
 
 std::vector<std::string> toml_files_in(const std::string& path) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.is_regular_file() && e.path().extension() == ".toml") out.push_back(e.path().string());
-    std::sort(out.begin(), out.end());
-  } else if (fs::is_regular_file(path, ec)) {
-    out.push_back(path);
-  } else {
+  auto files = files_or_folder(path, {".toml"}, false);
+  if (!files)
     fail("systems catalogue '{}' does not exist: give a directory of *.toml files or one "
          "TOML file", path);
-  }
-  return out;
+  return *files;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/ascii.h"
+
 namespace aiscale::plan {
 namespace {
 
@@ -98,8 +100,7 @@ const EngineSupport& engine_support_for(bool cpu_partition) {
 
 std::string device_gap(const Accelerator& a, bool cpu_partition) {
   // A vendor the catalogue leaves out is not second-guessed (a site's own entry).
-  std::string vendor = a.vendor;
-  std::transform(vendor.begin(), vendor.end(), vendor.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string vendor = ascii_lower(a.vendor);
   if (cpu_partition || a.cpu_node || vendor.empty() || vendor == "nvidia") return "";
   return fmt::format("its GPUs ({}) are not NVIDIA's, and aiscale's GPU code is CUDA: a what-if "
                      "for comparison, not a machine aiscale runs on",

@@ -13,33 +13,17 @@ constexpr size_t kPreallocatedEvents = 4096;
 
 GpuOpRecorder::GpuOpRecorder(OpProfiler& profiler, cudaStream_t stream, int track,
                              std::string track_name)
-    : profiler_(profiler), stream_(stream), track_(track) {
+    : profiler_(profiler),
+      stream_(stream),
+      track_(track),
+      events_(profiler, stream, kPreallocatedEvents) {
   profiler_.name_track(track, std::move(track_name));
-  events_.resize(kPreallocatedEvents);
-  for (auto& e : events_) AISCALE_CUDA_CHECK(cudaEventCreate(&e));
   marks_.reserve(kPreallocatedEvents);
-  // The anchor: recorded on an idle stream, it completes at (about) the host time read
-  // right after waiting for it.
-  AISCALE_CUDA_CHECK(cudaEventCreate(&anchor_));
-  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  AISCALE_CUDA_CHECK(cudaEventRecord(anchor_, stream_));
-  AISCALE_CUDA_CHECK(cudaEventSynchronize(anchor_));
-  anchor_us_ = profiler_.now_us();
   profiler_.add_device_source(this);
 }
 
 GpuOpRecorder::~GpuOpRecorder() {
   if (nvtx_open_) nvtxRangePop();
-  for (auto& e : events_) cudaEventDestroy(e);
-  if (anchor_) cudaEventDestroy(anchor_);
-}
-
-cudaEvent_t GpuOpRecorder::next_event() {
-  if (used_ == events_.size()) {  // more ops than foreseen: grow (rare)
-    events_.push_back(nullptr);
-    AISCALE_CUDA_CHECK(cudaEventCreate(&events_.back()));
-  }
-  return events_[used_++];
 }
 
 void GpuOpRecorder::mark(const char* name, double flops, double bytes) {
@@ -48,8 +32,8 @@ void GpuOpRecorder::mark(const char* name, double flops, double bytes) {
     nvtx_open_ = false;
   }
   if (!profiler_.recording()) return;
-  const size_t index = used_;
-  AISCALE_CUDA_CHECK(cudaEventRecord(next_event(), stream_));
+  size_t index = 0;
+  AISCALE_CUDA_CHECK(cudaEventRecord(events_.next(index), stream_));
   marks_.push_back({index, name, flops, bytes});
   if (name) {
     nvtxRangePushA(name);
@@ -63,22 +47,17 @@ void GpuOpRecorder::resolve(OpProfiler& into) {
     nvtx_open_ = false;
   }
   if (marks_.empty()) return;
-  AISCALE_CUDA_CHECK(cudaEventSynchronize(events_[marks_.back().event]));
-  auto at_us = [&](size_t event) {
-    float ms = 0;
-    AISCALE_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_, events_[event]));
-    return anchor_us_ + 1e3 * double(ms);
-  };
+  events_.synchronize(marks_.back().event);
   // An op without a following mark (a step cut short) has no end: left out.
   for (size_t i = 0; i + 1 < marks_.size(); ++i) {
     const Mark& m = marks_[i];
     if (!m.name) continue;
-    const double start = at_us(m.event), end = at_us(marks_[i + 1].event);
+    const double start = events_.at_us(m.event), end = events_.at_us(marks_[i + 1].event);
     into.add_resolved(
         {m.name, SpanKind::op, track_, start, end - start, m.flops, m.bytes, -1, {}, {}});
   }
   marks_.clear();
-  used_ = 0;
+  events_.reset();
 }
 
 }  // namespace aiscale::profile

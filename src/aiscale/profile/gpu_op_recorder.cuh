@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/profile/gpu_events.cuh"
 #include "aiscale/profile/op_profiler.h"
 
 namespace aiscale::profile {
@@ -32,14 +33,10 @@ class GpuOpRecorder final : public DeviceSpanSource {
     const char* name;
     double flops, bytes;
   };
-  cudaEvent_t next_event();
   OpProfiler& profiler_;
   cudaStream_t stream_;
   int track_;
-  cudaEvent_t anchor_ = nullptr;
-  double anchor_us_ = 0;
-  std::vector<cudaEvent_t> events_;
-  size_t used_ = 0;
+  AnchoredEvents events_;
   std::vector<Mark> marks_;
   bool nvtx_open_ = false;
 };

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/profile/gpu_events.cuh"
 #include "aiscale/profile/op_profiler.h"
 
 namespace aiscale::profile {
@@ -48,15 +49,11 @@ class GpuSpanRecorder final : public DeviceSpanSource {
     bool ended = false;
     unsigned long long nvtx = 0;
   };
-  cudaEvent_t next_event(size_t& index);
   OpProfiler& profiler_;
   cudaStream_t stream_;
   int track_;
-  cudaEvent_t anchor_ = nullptr;
-  double anchor_us_ = 0;
   std::mutex mutex_;
-  std::vector<cudaEvent_t> events_;
-  size_t used_ = 0;
+  AnchoredEvents events_;
   std::vector<Pending> pending_;
 };
 

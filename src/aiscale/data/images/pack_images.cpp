@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "aiscale/core/ascii.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/data/images/codec.h"
@@ -67,8 +68,7 @@ std::vector<Item> reduce(std::vector<Item> items, int64_t max_per_class, int64_t
 }
 
 bool is_image_file(const fs::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string ext = ascii_lower(path.extension().string());
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 

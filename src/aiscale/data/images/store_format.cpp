@@ -155,22 +155,24 @@ void ImageStoreWriter::commit_batch() {
   txn_bytes_ = 0;
 }
 
+// A write transaction into txn_; the database opened in the first.
+void ImageStoreWriter::begin_transaction() {
+  MDB_txn* txn = nullptr;
+  check(mdb_txn_begin(static_cast<MDB_env*>(env_), nullptr, 0, &txn), "begin", temp_dir_);
+  txn_ = txn;
+  if (records_ == 0) {
+    MDB_dbi dbi;
+    check(mdb_dbi_open(txn, nullptr, 0, &dbi), "open database", temp_dir_);
+    dbi_ = dbi;
+  }
+}
+
 void ImageStoreWriter::add(const RecordHeader& header, const uint8_t* bytes, size_t size) {
   // Room for the value and B-tree overhead, with slack; grown between transactions.
   const size_t need = written_bytes_ + size + 4096;
   if (need > map_size_ / 10 * 8) grow_map(need * 2);
   if (txn_bytes_ > (size_t{64} << 20)) commit_batch();
-  auto* env = static_cast<MDB_env*>(env_);
-  if (txn_ == nullptr) {
-    MDB_txn* txn = nullptr;
-    check(mdb_txn_begin(env, nullptr, 0, &txn), "begin", temp_dir_);
-    txn_ = txn;
-    if (records_ == 0) {
-      MDB_dbi dbi;
-      check(mdb_dbi_open(txn, nullptr, 0, &dbi), "open database", temp_dir_);
-      dbi_ = dbi;
-    }
-  }
+  if (txn_ == nullptr) begin_transaction();
   value_.resize(kRecordHeaderBytes + size);
   write_record_header(header, value_.data());
   if (size > 0) std::copy(bytes, bytes + size, value_.begin() + kRecordHeaderBytes);
@@ -186,18 +188,11 @@ void ImageStoreWriter::finish(ImageStoreMeta meta) {
   meta.records = records_;
   const std::string text = meta.to_json().dump();
   grow_map(written_bytes_ + text.size() + (size_t{1} << 20));
+  begin_transaction();
   auto* env = static_cast<MDB_env*>(env_);
-  MDB_txn* txn = nullptr;
-  check(mdb_txn_begin(env, nullptr, 0, &txn), "begin", temp_dir_);
-  txn_ = txn;
-  if (records_ == 0) {
-    MDB_dbi dbi;
-    check(mdb_dbi_open(txn, nullptr, 0, &dbi), "open database", temp_dir_);
-    dbi_ = dbi;
-  }
   std::string key = kImageStoreMetaKey;
   MDB_val k{key.size(), key.data()}, v{text.size(), const_cast<char*>(text.data())};
-  check(mdb_put(txn, dbi_, &k, &v, 0), "put metadata", temp_dir_);
+  check(mdb_put(static_cast<MDB_txn*>(txn_), dbi_, &k, &v, 0), "put metadata", temp_dir_);
   commit_batch();
   check(mdb_env_sync(env, 1), "sync", temp_dir_);
   mdb_env_close(env);

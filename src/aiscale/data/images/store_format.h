@@ -68,6 +68,7 @@ class ImageStoreWriter {
  private:
   void commit_batch();
   void grow_map(size_t at_least);
+  void begin_transaction();
 
   std::string dir_, temp_dir_;
   void* env_ = nullptr;  // MDB_env*

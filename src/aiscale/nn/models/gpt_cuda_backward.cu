@@ -162,6 +162,17 @@ void GptCuda::attention_qkv_backward(int64_t l) {
                               1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
 }
 
+GptCuda::Acts& GptCuda::begin_layer_backward(int64_t l) {
+  Acts& a = acts_[l];
+  use_layer(l, -1);
+  if (zero3_ && l > 0) zero3_->prepare_layer_grads(l - 1);
+  // Full recomputation: the layer's forward again from its input, kept in res(l) (the
+  // top layer's activations are still there after forward).
+  if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
+  acts_layer_ = -1;  // backward reuses the set's buffers
+  return a;
+}
+
 // Layers [l1 - 1 .. l0] backward: dres_ = d res(l1) in, d res(l0) out. bias_from_dres: the
 // bias gradient of layer l1 - 1's MLP projection is the column sums of dres_ itself (a
 // pipeline stage's received gradient; else the final LayerNorm's backward made them).
@@ -177,13 +188,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
   const int64_t N = N_, C = C_, Cl = Cl_, Fl = Fl_;
   cudaStream_t s = stream_;
   for (int64_t l = l1 - 1; l >= l0; --l) {
-    Acts& a = acts_[l];
-    use_layer(l, -1);
-    if (zero3_ && l > 0) zero3_->prepare_layer_grads(l - 1);
-    // Full recomputation: the layer's forward again from its input, kept in res(l) (the
-    // top layer's activations are still there after forward).
-    if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
-    acts_layer_ = -1;  // backward reuses the set's buffers
+    Acts& a = begin_layer_backward(l);
     if (recompute_norms()) {
       prof_op("layernorm_forward");
       cuda::layernorm_forward(t_, a.ln1, a.ln1_mean, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)),

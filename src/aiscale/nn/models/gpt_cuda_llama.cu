@@ -138,13 +138,8 @@ void GptCuda::llama_layers_backward(int64_t l0, int64_t l1) {
   const int64_t N = N_, C = C_, T = T_, Cl = Cl_, Fl = Fl_, W = QKVl_;
   cudaStream_t s = stream_;
   for (int64_t l = l1 - 1; l >= l0; --l) {
-    Acts& a = acts_[l];
-    use_layer(l, -1);
-    // (ZeRO-3: begin_backward prepared the top layer's gradient buffer; as GPT-2's, the
-    // layer below's is prepared while this one computes.)
-    if (zero3_ && l > 0) zero3_->prepare_layer_grads(l - 1);
-    if (options_.recompute_layers && acts_layer_ != l) layer_forward(l);
-    acts_layer_ = -1;  // backward reuses the set's buffers
+    // (ZeRO-3: begin_backward prepared the top layer's gradient buffer.)
+    Acts& a = begin_layer_backward(l);
     if (recompute_norms()) {
       prof_op("rmsnorm_forward");
       cuda::rmsnorm_forward(t_, a.ln1, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)), N, C, norm_eps_,

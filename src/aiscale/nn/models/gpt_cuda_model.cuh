@@ -149,6 +149,10 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void softmax_xent(const int32_t* d_targets, float dscale, bool write_grad);
   void head_backward(float grad_multiplier, const int32_t* d_targets);
   void layers_backward(int64_t l0, int64_t l1, bool bias_from_dres);
+  // Layer l's backward begins (GPT-2's and the llama family's): its parameters in use, under
+  // ZeRO-3 the gradient buffer of the layer below prepared while this one computes, its
+  // forward recomputed where only its input was kept. Returns its activations.
+  Acts& begin_layer_backward(int64_t l);
   void layers_backward_sp(int64_t l0, int64_t l1);
   void attention_qkv_backward(int64_t l);
   void mlp_backward(int64_t l, const void* dout, bool proj_bias);

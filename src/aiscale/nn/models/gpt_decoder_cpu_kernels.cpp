@@ -16,56 +16,13 @@
 namespace aiscale::nn {
 namespace {
 
-using ops::cpu::exp_nonpositive;
-
-// scores[t] = q . k_t for t < n. Four keys at a time: four independent accumulators keep
-// the FMA units busy where one dot product would be a single dependency chain.
-[[gnu::always_inline]] inline void key_scores(float* scores, const float* q, const float* k,
-                                              int64_t stride, int64_t n, int64_t HS) {
-  int64_t t = 0;
-  for (; t + 4 <= n; t += 4) {
-    const float *k0 = k + t * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-    for (int64_t i = 0; i < HS; ++i) {
-      s0 += q[i] * k0[i];
-      s1 += q[i] * k1[i];
-      s2 += q[i] * k2[i];
-      s3 += q[i] * k3[i];
-    }
-    scores[t] = s0, scores[t + 1] = s1, scores[t + 2] = s2, scores[t + 3] = s3;
-  }
-  for (; t < n; ++t) {
-    const float* kt = k + t * stride;
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < HS; ++i) s += q[i] * kt[i];
-    scores[t] = s;
-  }
-}
-
 // One (row, head): the softmax of the scaled scores, then the weighted sum of the values,
 // in the order of the training op so that both agree to the last bits on the same inputs.
 AISCALE_CPU_HOT void attend(float* out, float* scores, const float* q, const float* k,
                             const float* v, int64_t n, int64_t stride, int64_t HS) {
   const float scale = 1.0f / std::sqrt(float(HS));
-  key_scores(scores, q, k, stride, n, HS);
-  float max_score = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max_score)
-  for (int64_t t = 0; t < n; ++t) {
-    scores[t] *= scale;
-    max_score = scores[t] > max_score ? scores[t] : max_score;
-  }
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t t = 0; t < n; ++t) {
-    const float e = exp_nonpositive(scores[t] - max_score);
-    scores[t] = e;
-    sum += e;
-  }
-  const float inv_sum = 1.0f / sum;
-#pragma omp simd
-  for (int64_t t = 0; t < n; ++t) scores[t] *= inv_sum;
+  ops::cpu::dots(scores, q, k, stride, n, HS);  // scores[t] = q . k_t for t < n
+  ops::cpu::scaled_softmax(scores, n, scale);
   for (int64_t i = 0; i < HS; ++i) out[i] = 0.0f;
   for (int64_t t = 0; t < n; ++t) {
     const float a = scores[t];
@@ -84,30 +41,19 @@ AISCALE_CPU_HOT void linear_columns(float* out, const float* in, const float* w,
   for (; o + 4 <= end; o += 4) {
     const float *w0 = w + o * C, *w1 = w0 + C, *w2 = w1 + C, *w3 = w2 + C;
     for (int64_t r = 0; r < R; ++r) {
-      const float* x = in + r * C;
-      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-      for (int64_t c = 0; c < C; ++c) {
-        s0 += w0[c] * x[c];
-        s1 += w1[c] * x[c];
-        s2 += w2[c] * x[c];
-        s3 += w3[c] * x[c];
-      }
+      float s[4];
+      ops::cpu::dot4(s, in + r * C, w0, w1, w2, w3, C);
       float* y = out + r * OC + o;
-      y[0] = s0 + (b ? b[o] : 0.0f);
-      y[1] = s1 + (b ? b[o + 1] : 0.0f);
-      y[2] = s2 + (b ? b[o + 2] : 0.0f);
-      y[3] = s3 + (b ? b[o + 3] : 0.0f);
+      y[0] = s[0] + (b ? b[o] : 0.0f);
+      y[1] = s[1] + (b ? b[o + 1] : 0.0f);
+      y[2] = s[2] + (b ? b[o + 2] : 0.0f);
+      y[3] = s[3] + (b ? b[o + 3] : 0.0f);
     }
   }
   for (; o < end; ++o) {
     const float* wo = w + o * C;
     for (int64_t r = 0; r < R; ++r) {
-      const float* x = in + r * C;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t c = 0; c < C; ++c) s += wo[c] * x[c];
-      out[r * OC + o] = s + (b ? b[o] : 0.0f);
+      out[r * OC + o] = ops::cpu::dot(in + r * C, wo, C) + (b ? b[o] : 0.0f);
     }
   }
 }

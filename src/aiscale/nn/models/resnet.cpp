@@ -17,6 +17,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/rng.h"
 #include "aiscale/nn/batchnorm_train.h"
+#include "aiscale/nn/models/resnet_network.h"
 #include "aiscale/ops/ops.h"
 
 namespace aiscale::nn {
@@ -143,7 +144,12 @@ class Builder {
     return l.out;
   }
 
-  int fc(const std::string& name, int in, int64_t OC) {
+  // The residual branch's last batch norm, without ReLU; join adds the shortcut.
+  int branch_end(const std::string& bn_name, int y) { return bn(bn_name, y, false); }
+  int join(const std::string&, int y, int shortcut) { return add_relu(y, shortcut); }
+
+  int fc(int in, int64_t OC) {
+    const std::string name = "fc";
     FcLayer l;
     l.C = impl_.acts[in].C;
     l.OC = OC;
@@ -184,42 +190,6 @@ class Builder {
   int64_t max_batch_;
 };
 
-// The network of `c` into `b`; returns the logits' activation.
-int build_network(Builder& b, const ResNetConfig& c) {
-  int x = b.input(c.in_channels, c.image_size, c.image_size);
-  if (c.imagenet_stem) {
-    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 7, 2, 3), true);
-    x = b.maxpool(x, 3, 2, 1);
-  } else {
-    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 3, c.stem_stride, 1), true);
-  }
-  int64_t channels = c.stem_channels;
-  for (size_t stage = 0; stage < c.blocks.size(); ++stage) {
-    const int64_t width = c.widths[stage], out_channels = width * c.expansion();
-    for (int64_t block = 0; block < c.blocks[stage]; ++block) {
-      const std::string p = fmt::format("layer{}.{}", stage + 1, block);
-      const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
-      int y;
-      if (c.bottleneck) {
-        y = b.bn(p + ".bn1", b.conv(p + ".conv1", x, width, 1, 1, 0), true);
-        y = b.bn(p + ".bn2", b.conv(p + ".conv2", y, width, 3, stride, 1), true);
-        y = b.bn(p + ".bn3", b.conv(p + ".conv3", y, out_channels, 1, 1, 0), false);
-      } else {
-        y = b.bn(p + ".bn1", b.conv(p + ".conv1", x, width, 3, stride, 1), true);
-        y = b.bn(p + ".bn2", b.conv(p + ".conv2", y, width, 3, 1, 1), false);
-      }
-      int shortcut = x;
-      if (stride != 1 || channels != out_channels) {
-        shortcut = b.bn(p + ".downsample.1",
-                        b.conv(p + ".downsample.0", x, out_channels, 1, stride, 0), false);
-      }
-      x = b.add_relu(y, shortcut);
-      channels = out_channels;
-    }
-  }
-  return b.fc("fc", b.avgpool(x), c.num_classes);
-}
-
 }  // namespace
 
 ResNet::ResNet(const ResNetConfig& config, const ResNetOptions& options,
@@ -230,7 +200,7 @@ ResNet::ResNet(const ResNetConfig& config, const ResNetOptions& options,
   impl_->host = std::string(backend.name) == "reference" ? &ops::reference_backend()
                                                           : &ops::cpu_backend();
   Builder b(*impl_, param_tensors_, buffer_tensors_, options_.max_batch);
-  impl_->logits = build_network(b, config_);
+  impl_->logits = build_resnet_network(b, config_);
   params_.assign(b.param_floats, 0.0f);
   grads_.assign(b.param_floats, 0.0f);
   buffers_.assign(b.buffer_floats, 0.0f);

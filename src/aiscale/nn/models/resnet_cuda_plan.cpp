@@ -7,6 +7,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/resnet.h"
+#include "aiscale/nn/models/resnet_network.h"
 
 namespace aiscale::nn {
 namespace {
@@ -118,6 +119,11 @@ class PlanBuilder {
     return l.out;
   }
 
+  // The residual branch's last batch norm is fused with the block's add and ReLU: the
+  // branch ends at its convolution, and join is that batch norm with the shortcut added.
+  int branch_end(const std::string&, int y) { return y; }
+  int join(const std::string& bn_name, int y, int shortcut) { return bn(bn_name, y, true, shortcut); }
+
   int fc(int in, int64_t OC) {
     ResNetCudaLayer l;
     l.kind = Kind::fc;
@@ -153,46 +159,6 @@ class PlanBuilder {
   std::map<std::string, const ResNetTensor*> params_, buffers_;
   std::map<std::string, int64_t> device_;
 };
-
-// The same network as the CPU model (resnet.cpp: build_network), with each block's add
-// and ReLU inside its last batch norm.
-int build(PlanBuilder& b, const ResNetConfig& c) {
-  int x = b.input(c.in_channels, c.image_size, c.image_size);
-  if (c.imagenet_stem) {
-    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 7, 2, 3), true);
-    x = b.maxpool(x, 3, 2, 1);
-  } else {
-    x = b.bn("bn1", b.conv("conv1", x, c.stem_channels, 3, c.stem_stride, 1), true);
-  }
-  int64_t channels = c.stem_channels;
-  for (size_t stage = 0; stage < c.blocks.size(); ++stage) {
-    const int64_t width = c.widths[stage], out_channels = width * c.expansion();
-    for (int64_t block = 0; block < c.blocks[stage]; ++block) {
-      const std::string p = fmt::format("layer{}.{}", stage + 1, block);
-      const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
-      int y;
-      std::string last;
-      if (c.bottleneck) {
-        y = b.bn(p + ".bn1", b.conv(p + ".conv1", x, width, 1, 1, 0), true);
-        y = b.bn(p + ".bn2", b.conv(p + ".conv2", y, width, 3, stride, 1), true);
-        y = b.conv(p + ".conv3", y, out_channels, 1, 1, 0);
-        last = p + ".bn3";
-      } else {
-        y = b.bn(p + ".bn1", b.conv(p + ".conv1", x, width, 3, stride, 1), true);
-        y = b.conv(p + ".conv2", y, width, 3, 1, 1);
-        last = p + ".bn2";
-      }
-      int shortcut = x;
-      if (stride != 1 || channels != out_channels) {
-        shortcut = b.bn(p + ".downsample.1",
-                        b.conv(p + ".downsample.0", x, out_channels, 1, stride, 0), false);
-      }
-      x = b.bn(last, y, true, shortcut);
-      channels = out_channels;
-    }
-  }
-  return b.fc(b.avgpool(x), c.num_classes);
-}
 
 // Which backward writes first into each gradient (the others add), and the gradient
 // slots: a gradient is born at its first writer (in backward order) and freed once its
@@ -230,7 +196,7 @@ ResNetCudaPlan build_resnet_cuda_plan(const ResNet& host, int64_t max_batch,
   ResNetCudaPlan plan;
   PlanBuilder b(host, plan);
   const ResNetConfig& c = host.config();
-  plan.logits = build(b, c);
+  plan.logits = build_resnet_network(b, c);
   for (const ResNetTensor& t : host.buffer_tensors())
     plan.num_buffers = std::max(plan.num_buffers, t.offset + t.size);
   plan.max_batch = max_batch;
@@ -289,13 +255,14 @@ std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, 
   return buckets;
 }
 
-std::vector<float> to_device_layout(const ResNetCudaPlan& plan, const std::vector<float>& host) {
-  AISCALE_CHECK(int64_t(host.size()) == plan.host_params, "{} values for {} parameters",
-                host.size(), plan.host_params);
-  std::vector<float> dev(size_t(plan.num_params), 0.0f);
+namespace {
+
+// Copies every parameter from one layout into the other; convolution weights go between
+// the host's OIHW (PyTorch's) and the device's OHWI.
+void convert_layout(const ResNetCudaPlan& plan, const float* from, float* to, bool to_device) {
   for (const ResNetCudaParam& p : plan.params) {
-    const float* src = host.data() + p.host_offset;
-    float* dst = dev.data() + p.device_offset;
+    const float* src = from + (to_device ? p.host_offset : p.device_offset);
+    float* dst = to + (to_device ? p.device_offset : p.host_offset);
     if (!p.conv) {
       std::copy(src, src + p.size, dst);
       continue;
@@ -303,8 +270,23 @@ std::vector<float> to_device_layout(const ResNetCudaPlan& plan, const std::vecto
     const int64_t KK = p.K * p.K;
     for (int64_t o = 0; o < p.OC; ++o)
       for (int64_t c = 0; c < p.C; ++c)
-        for (int64_t k = 0; k < KK; ++k) dst[(o * KK + k) * p.C + c] = src[(o * p.C + c) * KK + k];
+        for (int64_t k = 0; k < KK; ++k) {
+          const int64_t host = (o * p.C + c) * KK + k, dev = (o * KK + k) * p.C + c;
+          if (to_device)
+            dst[dev] = src[host];
+          else
+            dst[host] = src[dev];
+        }
   }
+}
+
+}  // namespace
+
+std::vector<float> to_device_layout(const ResNetCudaPlan& plan, const std::vector<float>& host) {
+  AISCALE_CHECK(int64_t(host.size()) == plan.host_params, "{} values for {} parameters",
+                host.size(), plan.host_params);
+  std::vector<float> dev(size_t(plan.num_params), 0.0f);
+  convert_layout(plan, host.data(), dev.data(), true);
   return dev;
 }
 
@@ -313,18 +295,7 @@ void to_host_layout(const ResNetCudaPlan& plan, const std::vector<float>& dev,
   AISCALE_CHECK(int64_t(dev.size()) == plan.num_params, "{} values for {} parameters",
                 dev.size(), plan.num_params);
   host.resize(size_t(plan.host_params));
-  for (const ResNetCudaParam& p : plan.params) {
-    const float* src = dev.data() + p.device_offset;
-    float* dst = host.data() + p.host_offset;
-    if (!p.conv) {
-      std::copy(src, src + p.size, dst);
-      continue;
-    }
-    const int64_t KK = p.K * p.K;
-    for (int64_t o = 0; o < p.OC; ++o)
-      for (int64_t c = 0; c < p.C; ++c)
-        for (int64_t k = 0; k < KK; ++k) dst[(o * p.C + c) * KK + k] = src[(o * KK + k) * p.C + c];
-  }
+  convert_layout(plan, dev.data(), host.data(), false);
 }
 
 }  // namespace aiscale::nn

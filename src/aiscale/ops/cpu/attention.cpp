@@ -24,40 +24,6 @@
 namespace aiscale::ops::cpu {
 namespace {
 
-[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// out[j] = a . b_j for four rows b_j at once: four independent accumulators keep the
-// FMA units busy (a single dot is one long dependency chain), and a is loaded once.
-[[gnu::always_inline]] inline void dot4(float* out, const float* a, const float* b0,
-                                        const float* b1, const float* b2, const float* b3,
-                                        int64_t n) {
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-  for (int64_t i = 0; i < n; ++i) {
-    s0 += a[i] * b0[i];
-    s1 += a[i] * b1[i];
-    s2 += a[i] * b2[i];
-    s3 += a[i] * b3[i];
-  }
-  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
-}
-
-// out[t2] = a . rows[t2] for t2 in [0, count), rows `stride` floats apart.
-[[gnu::always_inline]] inline void dots(float* out, const float* a, const float* rows,
-                                        int64_t stride, int64_t count, int64_t n) {
-  int64_t j = 0;
-  for (; j + 4 <= count; j += 4) {
-    const float* r = rows + j * stride;
-    dot4(out + j, a, r, r + stride, r + 2 * stride, r + 3 * stride, n);
-  }
-  for (; j < count; ++j) out[j] = dot(a, rows + j * stride, n);
-}
-
 // y += alpha * x
 [[gnu::always_inline]] inline void axpy(float* y, float alpha, const float* x, int64_t n) {
 #pragma omp simd
@@ -82,22 +48,7 @@ template <int64_t kHS>
     float* att_row = att + t * T;     // (T)
     // scores of the keys t2 <= t, softmax over them, zeros above the diagonal
     dots(att_row, q, k_base, W, t + 1, HS);
-    float max_score = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max_score)
-    for (int64_t t2 = 0; t2 <= t; ++t2) {
-      att_row[t2] *= scale;
-      max_score = att_row[t2] > max_score ? att_row[t2] : max_score;
-    }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t t2 = 0; t2 <= t; ++t2) {
-      const float e = exp_nonpositive(att_row[t2] - max_score);
-      att_row[t2] = e;
-      sum += e;
-    }
-    const float inv_sum = 1.0f / sum;
-#pragma omp simd
-    for (int64_t t2 = 0; t2 <= t; ++t2) att_row[t2] *= inv_sum;
+    scaled_softmax(att_row, t + 1, scale);
     for (int64_t t2 = t + 1; t2 < T; ++t2) att_row[t2] = 0.0f;
     // out_t = sum over t2 of att[t, t2] v_t2
     float local[kHS > 0 ? kHS : 1];
@@ -195,10 +146,8 @@ AISCALE_CPU_HOT void attention_backward_group(float* dq, float* dk, float* dv, f
 void attention_gqa_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                            int64_t C, int64_t NH, int64_t NKV) {
   // out (B, T, C), att (B, NH, T, T), qkv (B, T, C + 2 KC)
-  AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
-  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
-                NKV);
-  const int64_t HS = C / NH, KC = NKV * HS, W = C + 2 * KC, group = NH / NKV;
+  const AttentionHeads heads = attention_heads(C, NH, NKV);
+  const int64_t HS = heads.HS, KC = heads.KC, W = heads.W, group = heads.group;
 #pragma omp parallel for schedule(dynamic, dynamic_chunk(B * NH)) \
     if (worth_threads(B * NH, T * T * HS))
   for (int64_t bh = 0; bh < B * NH; ++bh) {
@@ -215,10 +164,8 @@ void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const f
   // dqkv (B, T, C + 2 KC) overwritten, datt (B, NH, T, T) scratch, dout (B, T, C),
   // qkv (B, T, C + 2 KC), att (B, NH, T, T). One task per (batch, key/value head): the
   // query heads of a group add into the same dk, dv.
-  AISCALE_CHECK(NH > 0 && C % NH == 0, "attention: C = {} is not a multiple of NH = {}", C, NH);
-  AISCALE_CHECK(NKV > 0 && NH % NKV == 0, "attention: NH = {} is not a multiple of NKV = {}", NH,
-                NKV);
-  const int64_t HS = C / NH, KC = NKV * HS, W = C + 2 * KC, group = NH / NKV;
+  const AttentionHeads heads = attention_heads(C, NH, NKV);
+  const int64_t HS = heads.HS, KC = heads.KC, W = heads.W, group = heads.group;
 #pragma omp parallel for schedule(dynamic, dynamic_chunk(B * NKV)) \
     if (worth_threads(B * NKV, 2 * group * T * T * HS))
   for (int64_t bg = 0; bg < B * NKV; ++bg) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
 #define AISCALE_CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -48,6 +49,68 @@ namespace aiscale::ops::cpu {
   p = p * (r * r) + r + 1.0f;
   const float two_to_k = std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
   return x < kLow ? 0.0f : p * two_to_k;
+}
+
+// a . b
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// out[j] = a . b_j for four rows b_j at once: four independent accumulators keep the
+// FMA units busy (a single dot is one long dependency chain), and a is loaded once.
+[[gnu::always_inline]] inline void dot4(float* out, const float* a, const float* b0,
+                                        const float* b1, const float* b2, const float* b3,
+                                        int64_t n) {
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int64_t i = 0; i < n; ++i) {
+    s0 += a[i] * b0[i];
+    s1 += a[i] * b1[i];
+    s2 += a[i] * b2[i];
+    s3 += a[i] * b3[i];
+  }
+  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
+// out[t2] = a . rows[t2] for t2 in [0, count), rows `stride` floats apart.
+[[gnu::always_inline]] inline void dots(float* out, const float* a, const float* rows,
+                                        int64_t stride, int64_t count, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    const float* r = rows + j * stride;
+    dot4(out + j, a, r, r + stride, r + 2 * stride, r + 3 * stride, n);
+  }
+  for (; j < count; ++j) out[j] = dot(a, rows + j * stride, n);
+}
+
+// out[j] = exp(x[j] - m) for j < n (out may be x); returns their sum.
+[[gnu::always_inline]] inline float exp_shifted(float* out, const float* x, int64_t n, float m) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = exp_nonpositive(x[j] - m);
+    out[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+// s[t] = softmax(scale * s)[t] for t < n, in place: the attention's probabilities of one
+// query row, the same operations in the same order wherever they are computed.
+[[gnu::always_inline]] inline void scaled_softmax(float* s, int64_t n, float scale) {
+  float max_score = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max_score)
+  for (int64_t t = 0; t < n; ++t) {
+    s[t] *= scale;
+    max_score = s[t] > max_score ? s[t] : max_score;
+  }
+  const float sum = exp_shifted(s, s, n, max_score);
+  const float inv_sum = 1.0f / sum;
+#pragma omp simd
+  for (int64_t t = 0; t < n; ++t) s[t] *= inv_sum;
 }
 
 // Below this much work an op runs on one thread. Work is counted roughly in elements

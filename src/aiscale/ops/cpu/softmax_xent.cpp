@@ -70,13 +70,7 @@ AISCALE_CPU_HOT void row_grad(float* drow, const float* row, int32_t target, flo
     float* e = drow + begin;
     const int64_t n = std::min(block, V - begin);
     const float m = block_max(x, n);
-    float block_sum = 0.0f;
-#pragma omp simd reduction(+ : block_sum)
-    for (int64_t j = 0; j < n; ++j) {
-      const float ej = exp_nonpositive(x[j] - m);
-      e[j] = ej;
-      block_sum += ej;
-    }
+    const float block_sum = exp_shifted(e, x, n, m);
     block_maxima[b] = m;
     if (m > max_logit) {
       sum = sum * exp_nonpositive(max_logit - m) + block_sum;

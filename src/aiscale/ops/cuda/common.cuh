@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "aiscale/core/dtype.h"
 
@@ -148,6 +149,15 @@ __device__ __forceinline__ float block_max(float x, float* scratch) {
   x = lane < nwarps ? scratch[lane] : -INFINITY;
   return warp_max(x);
 }
+
+// A kernel's argument from an op's: a buffer as the element type X (const kept), any
+// other argument as it is.
+template <typename X>
+X* typed(void* p) { return static_cast<X*>(p); }
+template <typename X>
+const X* typed(const void* p) { return static_cast<const X*>(p); }
+template <typename X, typename A, typename = std::enable_if_t<std::is_arithmetic_v<A>>>
+A typed(A a) { return a; }
 
 // Dispatch a DType to the element type: f(float{}), f(bf16{}), f(f16{}).
 template <typename F>

@@ -30,6 +30,11 @@ inline void check(cudnnStatus_t st, const char* who, const std::string& what) {
   if (st != CUDNN_STATUS_SUCCESS) throw Error(std::string(who) + ": " + what + " failed (" + message(st) + ")");
 }
 
+// cuDNN's element type for a dtype.
+inline cudnnDataType_t data_type(DType t) {
+  return t == DType::f32 ? CUDNN_DATA_FLOAT : t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+}
+
 // One backend descriptor, destroyed with its owner.
 class Desc {
  public:

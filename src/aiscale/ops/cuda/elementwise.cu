@@ -3,6 +3,7 @@
 // 4 in fp32), which GPT widths are (the model checks C % 8 == 0).
 #include <algorithm>
 
+#include "aiscale/ops/cuda/cast_kernels.cuh"
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 
@@ -119,33 +120,22 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const T* dout, int B,
 // --------------------------------------------------------------------------------------
 // GELU, residual
 
-template <typename T>
-__global__ void gelu_forward_kernel(T* out, const T* inp, int64_t packs) {
+// out = Op::apply(x) over packs of x, one pack a thread.
+template <typename T, typename Op>
+__global__ void unary_packs_kernel(T* out, const T* inp, int64_t packs) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= packs) return;
   constexpr int V = Pack<T>::N;
   const Pack<T> x = load_pack(inp + i * V);
   Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, gelu_f(x.get(k)));
+  for (int k = 0; k < V; ++k) o.set(k, Op::apply(x.get(k)));
   store_pack(out + i * V, o);
 }
 
-template <typename T>
-__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64_t packs) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= packs) return;
-  constexpr int V = Pack<T>::N;
-  const Pack<T> x = load_pack(inp + i * V);
-  const Pack<T> d = load_pack(dout + i * V);
-  Pack<T> o;
-#pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, gelu_grad_f(x.get(k)) * d.get(k));
-  store_pack(dinp + i * V, o);
-}
-
-template <typename T>
-__global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t packs) {
+// out = Op::apply(x, y) over packs of x and y, one pack a thread.
+template <typename T, typename Op>
+__global__ void binary_packs_kernel(T* out, const T* a, const T* b, int64_t packs) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= packs) return;
   constexpr int V = Pack<T>::N;
@@ -153,9 +143,19 @@ __global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t 
   const Pack<T> y = load_pack(b + i * V);
   Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) o.set(k, x.get(k) + y.get(k));
+  for (int k = 0; k < V; ++k) o.set(k, Op::apply(x.get(k), y.get(k)));
   store_pack(out + i * V, o);
 }
+
+struct GeluForward {
+  static __device__ __forceinline__ float apply(float x) { return gelu_f(x); }
+};
+struct GeluBackward {  // x: the input, d: the output's gradient
+  static __device__ __forceinline__ float apply(float x, float d) { return gelu_grad_f(x) * d; }
+};
+struct Add {
+  static __device__ __forceinline__ float apply(float x, float y) { return x + y; }
+};
 
 // --------------------------------------------------------------------------------------
 // Column sums (bias gradients): partial sums per row chunk, then a fixed-order reduction.
@@ -277,19 +277,6 @@ __global__ void add_inplace_kernel(float* dst, const float* src, int64_t n) {
   if (i < n) dst[i] += src[i];
 }
 
-template <typename T>
-__global__ void cast_from_f32_kernel(T* out, const float* in, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = from_f32<T>(in[i]);
-}
-template <typename T>
-__global__ void cast_to_f32_kernel(float* out, const T* in, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = to_f32<T>(in[i]);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -356,39 +343,41 @@ int64_t build_token_buckets(const int32_t* tokens, int64_t N, int64_t V, int32_t
   return num_unique;
 }
 
-void gelu_forward(DType t, void* out, const void* inp, int64_t n, cudaStream_t s) {
+namespace {
+
+// Launches the packed kernel that kernel_for(tag) names for dtype t over n elements (a
+// multiple of the pack width), one thread a pack, 256 threads a block; the pointers are
+// cast to the dtype's element type, const kept.
+template <typename KernelFor, typename... Ptrs>
+void launch_packed(DType t, int64_t n, const char* what, cudaStream_t s, KernelFor kernel_for,
+                   Ptrs... ptrs) {
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
-    check_packed<X>(n, "gelu_forward");
+    check_packed<X>(n, what);
     const int64_t packs = n / Pack<X>::N;
-    gelu_forward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
-        static_cast<X*>(out), static_cast<const X*>(inp), packs);
+    kernel_for(tag)<<<grid_for(packs, 256), 256, 0, s>>>(typed<X>(ptrs)..., packs);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
+}
+
+}  // namespace
+
+void gelu_forward(DType t, void* out, const void* inp, int64_t n, cudaStream_t s) {
+  launch_packed(t, n, "gelu_forward", s,
+                [](auto tag) { return unary_packs_kernel<decltype(tag), GeluForward>; }, out, inp);
 }
 
 void gelu_backward(DType t, void* dinp, const void* inp, const void* dout, int64_t n,
                    cudaStream_t s) {
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packed<X>(n, "gelu_backward");
-    const int64_t packs = n / Pack<X>::N;
-    gelu_backward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
-        static_cast<X*>(dinp), static_cast<const X*>(inp), static_cast<const X*>(dout), packs);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  launch_packed(t, n, "gelu_backward", s,
+                [](auto tag) { return binary_packs_kernel<decltype(tag), GeluBackward>; }, dinp,
+                inp, dout);
 }
 
 void residual_forward(DType t, void* out, const void* a, const void* b, int64_t n,
                       cudaStream_t s) {
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packed<X>(n, "residual_forward");
-    const int64_t packs = n / Pack<X>::N;
-    residual_forward_kernel<X><<<grid_for(packs, 256), 256, 0, s>>>(
-        static_cast<X*>(out), static_cast<const X*>(a), static_cast<const X*>(b), packs);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  launch_packed(t, n, "residual_forward", s,
+                [](auto tag) { return binary_packs_kernel<decltype(tag), Add>; }, out, a, b);
 }
 
 size_t bias_grad_scratch_floats(int64_t OC) { return static_cast<size_t>(kBiasRowChunks * OC); }
@@ -429,31 +418,36 @@ void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t s) {
   AISCALE_CUDA_LAUNCH_CHECK();
 }
 
-void cast_from_f32(DType t, void* out, const float* in, int64_t n, cudaStream_t s) {
+namespace {
+
+// n values between fp32 and t: a copy where t is fp32, else launch(tag, blocks) with up to
+// 8192 blocks of 256 threads.
+template <typename Launch>
+void convert_f32(DType t, void* out, const void* in, int64_t n, cudaStream_t s, Launch launch) {
   if (n <= 0) return;
   if (t == DType::f32) {
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
     return;
   }
   dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
-    cast_from_f32_kernel<X><<<blocks, 256, 0, s>>>(static_cast<X*>(out), in, n);
+    launch(tag, static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192)));
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
 
-void cast_to_f32(DType t, float* out, const void* in, int64_t n, cudaStream_t s) {
-  if (n <= 0) return;
-  if (t == DType::f32) {
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * 4, cudaMemcpyDeviceToDevice, s));
-    return;
-  }
-  dispatch_dtype(t, [&](auto tag) {
+}  // namespace
+
+void cast_from_f32(DType t, void* out, const float* in, int64_t n, cudaStream_t s) {
+  convert_f32(t, out, in, n, s, [&](auto tag, int blocks) {
     using X = decltype(tag);
-    const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
+    cast_from_f32_kernel<X><<<blocks, 256, 0, s>>>(static_cast<X*>(out), in, n);
+  });
+}
+
+void cast_to_f32(DType t, float* out, const void* in, int64_t n, cudaStream_t s) {
+  convert_f32(t, out, in, n, s, [&](auto tag, int blocks) {
+    using X = decltype(tag);
     cast_to_f32_kernel<X><<<blocks, 256, 0, s>>>(out, static_cast<const X*>(in), n);
-    AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
 

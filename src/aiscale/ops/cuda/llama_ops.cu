@@ -169,6 +169,26 @@ void check_packs(int64_t n, const char* what) {
                                                std::to_string(Pack<T>::N));
 }
 
+// Launches the kernel that kernel_for(tag) names for dtype t, one thread for each pack of
+// `elements` (the packed width, `width`, checked), the buffers of args cast to the
+// dtype's element type.
+template <typename KernelFor, typename... Args>
+void launch_packed(DType t, int64_t width, const char* what, int64_t elements, cudaStream_t s,
+                   KernelFor kernel_for, Args... args) {
+  dispatch_dtype(t, [&](auto tag) {
+    using X = decltype(tag);
+    check_packs<X>(width, what);
+    kernel_for(tag)<<<grid_for(elements / Pack<X>::N), kThreads, 0, s>>>(typed<X>(args)...);
+    AISCALE_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void check_groups(int64_t NH, int64_t KVH) {
+  AISCALE_CUDA_REQUIRE(KVH > 0 && NH % KVH == 0, "grouped-query attention: " +
+                                                     std::to_string(NH) + " heads over " +
+                                                     std::to_string(KVH) + " KV heads");
+}
+
 }  // namespace
 
 void rotary_apply(DType t, void* qkv, const float* cos_sin, int64_t table_rows, int64_t N,
@@ -192,54 +212,32 @@ void rotary_apply(DType t, void* qkv, const float* cos_sin, int64_t table_rows, 
 void swiglu_forward(DType t, void* out, const void* gate_up, int64_t N, int64_t F,
                     cudaStream_t s) {
   if (N == 0) return;
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packs<X>(F, "SwiGLU");
-    swiglu_forward_kernel<X><<<grid_for(N * F / Pack<X>::N), kThreads, 0, s>>>(
-        static_cast<X*>(out), static_cast<const X*>(gate_up), N, F);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  launch_packed(t, F, "SwiGLU", N * F, s,
+                [](auto tag) { return swiglu_forward_kernel<decltype(tag)>; }, out, gate_up, N, F);
 }
 
 void swiglu_backward(DType t, void* dgate_up, const void* dh, const void* gate_up, int64_t N,
                      int64_t F, cudaStream_t s) {
   if (N == 0) return;
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packs<X>(F, "SwiGLU");
-    swiglu_backward_kernel<X><<<grid_for(N * F / Pack<X>::N), kThreads, 0, s>>>(
-        static_cast<X*>(dgate_up), static_cast<const X*>(dh), static_cast<const X*>(gate_up), N,
-        F);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  launch_packed(t, F, "SwiGLU", N * F, s,
+                [](auto tag) { return swiglu_backward_kernel<decltype(tag)>; }, dgate_up, dh,
+                gate_up, N, F);
 }
 
 void gqa_expand(DType t, void* full, const void* qkv, int64_t N, int64_t NH, int64_t KVH,
                 int64_t D, cudaStream_t s) {
-  AISCALE_CUDA_REQUIRE(KVH > 0 && NH % KVH == 0, "grouped-query attention: " +
-                                                     std::to_string(NH) + " heads over " +
-                                                     std::to_string(KVH) + " KV heads");
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packs<X>(D, "grouped-query attention (head size)");
-    gqa_expand_kernel<X><<<grid_for(N * 3 * NH * D / Pack<X>::N), kThreads, 0, s>>>(
-        static_cast<X*>(full), static_cast<const X*>(qkv), N, int(NH), int(KVH), int(D));
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  check_groups(NH, KVH);
+  launch_packed(t, D, "grouped-query attention (head size)", N * 3 * NH * D, s,
+                [](auto tag) { return gqa_expand_kernel<decltype(tag)>; }, full, qkv, N, int(NH),
+                int(KVH), int(D));
 }
 
 void gqa_reduce(DType t, void* dqkv, const void* dfull, int64_t N, int64_t NH, int64_t KVH,
                 int64_t D, cudaStream_t s) {
-  AISCALE_CUDA_REQUIRE(KVH > 0 && NH % KVH == 0, "grouped-query attention: " +
-                                                     std::to_string(NH) + " heads over " +
-                                                     std::to_string(KVH) + " KV heads");
-  dispatch_dtype(t, [&](auto tag) {
-    using X = decltype(tag);
-    check_packs<X>(D, "grouped-query attention (head size)");
-    gqa_reduce_kernel<X><<<grid_for(N * (NH + 2 * KVH) * D / Pack<X>::N), kThreads, 0, s>>>(
-        static_cast<X*>(dqkv), static_cast<const X*>(dfull), N, int(NH), int(KVH), int(D));
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  check_groups(NH, KVH);
+  launch_packed(t, D, "grouped-query attention (head size)", N * (NH + 2 * KVH) * D, s,
+                [](auto tag) { return gqa_reduce_kernel<decltype(tag)>; }, dqkv, dfull, N,
+                int(NH), int(KVH), int(D));
 }
 
 }  // namespace aiscale::cuda

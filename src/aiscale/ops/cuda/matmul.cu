@@ -306,6 +306,27 @@ namespace {
   throw Error(std::string("cuBLASLt has no algorithm for ") + what + " (m=" + std::to_string(m) +
               ", n=" + std::to_string(n) + ", k=" + std::to_string(k) + ")");
 }
+
+// The column-major product d (m x n) = op(a) op(b) over k, a and b of type ab, d of cd.
+GemmCall product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a,
+                 int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd, DType ab,
+                 DType cd) {
+  GemmCall c;
+  c.trans_a = trans_a;
+  c.trans_b = trans_b;
+  c.m = m;
+  c.n = n;
+  c.k = k;
+  c.a = a;
+  c.lda = lda;
+  c.b = b;
+  c.ldb = ldb;
+  c.d = d;
+  c.ldd = ldd;
+  c.ab_type = ab;
+  c.cd_type = cd;
+  return c;
+}
 }  // namespace
 
 void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp,
@@ -313,20 +334,7 @@ void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp
                     int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s) {
   // Column-major view: out^T (OC x N) = weight^T... i.e. op(A) = W (OC x C) from its
   // row-major storage (C x OC column-major, transposed), B = inp^T (C x N).
-  GemmCall c;
-  c.trans_a = true;
-  c.trans_b = false;
-  c.m = OC;
-  c.n = N;
-  c.k = C;
-  c.a = weight;
-  c.lda = C;
-  c.b = inp;
-  c.ldb = C;
-  c.d = out;
-  c.ldd = OC;
-  c.ab_type = t;
-  c.cd_type = t;
+  GemmCall c = product(true, false, OC, N, C, weight, C, inp, C, out, OC, t, t);
   if (residual) {
     c.c = residual;
     c.ldc = OC;
@@ -359,20 +367,7 @@ void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const
                            const void* gelu_pre, float* dbias_gelu, float* bias_scratch,
                            const LinearOptions& o, cudaStream_t s) {
   // dinp^T (C x N) = W^T... : op(A) = weight as stored (C x OC column-major), B = dout^T.
-  GemmCall c;
-  c.trans_a = false;
-  c.trans_b = false;
-  c.m = C;
-  c.n = N;
-  c.k = OC;
-  c.a = weight;
-  c.lda = C;
-  c.b = dout;
-  c.ldb = ld_dout;
-  c.d = dinp;
-  c.ldd = C;
-  c.ab_type = t;
-  c.cd_type = t;
+  GemmCall c = product(false, false, C, N, OC, weight, C, dout, ld_dout, dinp, C, t, t);
   c.alpha = alpha;
   if (gelu_pre && o.fused_dgelu) {
     c.aux = const_cast<void*>(gelu_pre);
@@ -410,22 +405,9 @@ void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, cons
   // stored (OC x N column-major), transposed.
   AISCALE_CUDA_REQUIRE(dbias == nullptr || (alpha == 1.0f && ld_dout == OC),
                 "linear_backward_weight: bias gradient needs alpha = 1 and a packed dout");
-  GemmCall c;
-  c.trans_a = false;
-  c.trans_b = true;
-  c.m = C;
-  c.n = OC;
-  c.k = N;
-  c.a = inp;
-  c.lda = C;
-  c.b = dout;
-  c.ldb = ld_dout;
+  GemmCall c = product(false, true, C, OC, N, inp, C, dout, ld_dout, dweight, C, t, DType::f32);
   c.c = dweight;
   c.ldc = C;
-  c.d = dweight;
-  c.ldd = C;
-  c.ab_type = t;
-  c.cd_type = DType::f32;
   c.alpha = alpha;
   c.beta = 1.0f;
   if (dbias && o.fused_bgrad) {

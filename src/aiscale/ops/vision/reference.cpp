@@ -9,62 +9,64 @@
 namespace aiscale::ops::vision {
 namespace {
 
-void conv2d_forward(float* out, const float* inp, const float* weight, const float* bias,
-                    const ConvShape& s, float* /*scratch*/) {
+// f(n, o, oh, ow) for every output element of a convolution, in memory order.
+template <typename F>
+void for_each_conv_output(const ConvShape& s, F f) {
   const int64_t OH = s.OH(), OW = s.OW();
-  for (int64_t n = 0; n < s.N; ++n) {
-    for (int64_t o = 0; o < s.OC; ++o) {
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          double acc = bias ? bias[o] : 0.0;
-          for (int64_t c = 0; c < s.C; ++c) {
-            for (int64_t kh = 0; kh < s.K; ++kh) {
-              const int64_t h = oh * s.stride - s.pad + kh;
-              if (h < 0 || h >= s.H) continue;
-              for (int64_t kw = 0; kw < s.K; ++kw) {
-                const int64_t w = ow * s.stride - s.pad + kw;
-                if (w < 0 || w >= s.W) continue;
-                acc += double(inp[((n * s.C + c) * s.H + h) * s.W + w]) *
-                       weight[((o * s.C + c) * s.K + kh) * s.K + kw];
-              }
-            }
-          }
-          out[((n * s.OC + o) * OH + oh) * OW + ow] = float(acc);
-        }
-      }
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t o = 0; o < s.OC; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) f(n, o, oh, ow, ((n * s.OC + o) * OH + oh) * OW + ow);
+}
+
+// f(kh, kw, h, w) for every position (h, w) of the K x K window of output (oh, ow) of a
+// convolution or pool shape, by kernel row, then column; padding skipped.
+template <typename Shape, typename F>
+void for_each_in_window(const Shape& s, int64_t oh, int64_t ow, F f) {
+  for (int64_t kh = 0; kh < s.K; ++kh) {
+    const int64_t h = oh * s.stride - s.pad + kh;
+    if (h < 0 || h >= s.H) continue;
+    for (int64_t kw = 0; kw < s.K; ++kw) {
+      const int64_t w = ow * s.stride - s.pad + kw;
+      if (w < 0 || w >= s.W) continue;
+      f(kh, kw, h, w);
     }
   }
+}
+
+// f(i, k) for every input element i that output (n, o, oh, ow) reads, with the index k of
+// its weight: by input channel, then kernel row, then kernel column; padding skipped.
+template <typename F>
+void for_each_tap(const ConvShape& s, int64_t n, int64_t o, int64_t oh, int64_t ow, F f) {
+  for (int64_t c = 0; c < s.C; ++c) {
+    for_each_in_window(s, oh, ow, [&](int64_t kh, int64_t kw, int64_t h, int64_t w) {
+      f(((n * s.C + c) * s.H + h) * s.W + w, ((o * s.C + c) * s.K + kh) * s.K + kw);
+    });
+  }
+}
+
+void conv2d_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    const ConvShape& s, float* /*scratch*/) {
+  for_each_conv_output(s, [&](int64_t n, int64_t o, int64_t oh, int64_t ow, int64_t at) {
+    double acc = bias ? bias[o] : 0.0;
+    for_each_tap(s, n, o, oh, ow,
+                 [&](int64_t i, int64_t k) { acc += double(inp[i]) * weight[k]; });
+    out[at] = float(acc);
+  });
 }
 
 void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, const ConvShape& s,
                      float* /*scratch*/) {
-  const int64_t OH = s.OH(), OW = s.OW();
   if (dinp) std::fill(dinp, dinp + s.in_size(), 0.0f);
-  for (int64_t n = 0; n < s.N; ++n) {
-    for (int64_t o = 0; o < s.OC; ++o) {
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const float g = dout[((n * s.OC + o) * OH + oh) * OW + ow];
-          if (dbias) dbias[o] += g;
-          for (int64_t c = 0; c < s.C; ++c) {
-            for (int64_t kh = 0; kh < s.K; ++kh) {
-              const int64_t h = oh * s.stride - s.pad + kh;
-              if (h < 0 || h >= s.H) continue;
-              for (int64_t kw = 0; kw < s.K; ++kw) {
-                const int64_t w = ow * s.stride - s.pad + kw;
-                if (w < 0 || w >= s.W) continue;
-                const int64_t i = ((n * s.C + c) * s.H + h) * s.W + w;
-                const int64_t k = ((o * s.C + c) * s.K + kh) * s.K + kw;
-                dweight[k] += g * inp[i];
-                if (dinp) dinp[i] += g * weight[k];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  for_each_conv_output(s, [&](int64_t n, int64_t o, int64_t oh, int64_t ow, int64_t at) {
+    const float g = dout[at];
+    if (dbias) dbias[o] += g;
+    for_each_tap(s, n, o, oh, ow, [&](int64_t i, int64_t k) {
+      dweight[k] += g * inp[i];
+      if (dinp) dinp[i] += g * weight[k];
+    });
+  });
 }
 
 void batchnorm_stats(double* sum, double* sumsq, const float* inp, int64_t N, int64_t C,
@@ -144,18 +146,12 @@ void maxpool_forward(float* out, int32_t* argmax, const float* inp, const PoolSh
       for (int64_t ow = 0; ow < OW; ++ow) {
         float best = -std::numeric_limits<float>::infinity();
         int32_t where = -1;
-        for (int64_t kh = 0; kh < s.K; ++kh) {
-          const int64_t h = oh * s.stride - s.pad + kh;
-          if (h < 0 || h >= s.H) continue;
-          for (int64_t kw = 0; kw < s.K; ++kw) {
-            const int64_t w = ow * s.stride - s.pad + kw;
-            if (w < 0 || w >= s.W) continue;
-            if (where < 0 || plane[h * s.W + w] > best) {
-              best = plane[h * s.W + w];
-              where = int32_t(h * s.W + w);
-            }
+        for_each_in_window(s, oh, ow, [&](int64_t, int64_t, int64_t h, int64_t w) {
+          if (where < 0 || plane[h * s.W + w] > best) {
+            best = plane[h * s.W + w];
+            where = int32_t(h * s.W + w);
           }
-        }
+        });
         out[(nc * OH + oh) * OW + ow] = best;
         argmax[(nc * OH + oh) * OW + ow] = where;
       }
@@ -187,14 +183,20 @@ void avgpool_backward(float* dinp, const float* dout, int64_t N, int64_t C, int6
   }
 }
 
+// The largest logit of a row and the sum of exp(logit - largest).
+void row_max_and_sum(const float* row, int64_t V, double& maxv, double& z) {
+  maxv = row[0];
+  for (int64_t j = 1; j < V; ++j) maxv = std::max<double>(maxv, row[j]);
+  z = 0;
+  for (int64_t j = 0; j < V; ++j) z += std::exp(row[j] - maxv);
+}
+
 void xent_smooth_forward(float* losses, const float* logits, const int32_t* targets, int64_t N,
                          int64_t V, float smoothing) {
   for (int64_t i = 0; i < N; ++i) {
     const float* row = logits + i * V;
-    double maxv = row[0];
-    for (int64_t j = 1; j < V; ++j) maxv = std::max<double>(maxv, row[j]);
-    double z = 0;
-    for (int64_t j = 0; j < V; ++j) z += std::exp(row[j] - maxv);
+    double maxv, z;
+    row_max_and_sum(row, V, maxv, z);
     const double logz = std::log(z) + maxv;
     double loss = 0;
     for (int64_t j = 0; j < V; ++j) {
@@ -209,10 +211,8 @@ void xent_smooth_backward(float* dlogits, const float* logits, const int32_t* ta
                           const float* dlosses, int64_t N, int64_t V, float smoothing) {
   for (int64_t i = 0; i < N; ++i) {
     const float* row = logits + i * V;
-    double maxv = row[0];
-    for (int64_t j = 1; j < V; ++j) maxv = std::max<double>(maxv, row[j]);
-    double z = 0;
-    for (int64_t j = 0; j < V; ++j) z += std::exp(row[j] - maxv);
+    double maxv, z;
+    row_max_and_sum(row, V, maxv, z);
     const double target = targets[i];
     const double scale = dlosses[i];
     // Read the whole row before writing: dlogits may alias logits.

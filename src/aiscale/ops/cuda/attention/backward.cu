@@ -26,8 +26,8 @@ void attention_backward(DType t, void* dqkv, const void* dout, const void* qkv,
     AISCALE_CUDA_LAUNCH_CHECK();
   });
   if (flash) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(T, kBlockRows)), static_cast<unsigned>(B * NH));
-    auto run = [&](auto tag) {
+    const dim3 grid = row_blocks(T, kBlockRows, B, NH);
+    dispatch_half(t, [&](auto tag) {
       using X = decltype(tag);
       auto kernel = flash_backward_pipelined_kernel<X>;
       const size_t smem = kBwdPipelinedSmemBytes;
@@ -40,31 +40,24 @@ void attention_backward(DType t, void* dqkv, const void* dout, const void* qkv,
       attention_dq_convert_kernel<X><<<static_cast<unsigned>(ceil_div(items, 256)), 256, 0, s>>>(
           static_cast<X*>(dqkv), dq_accum, B * T, int(C), scale);
       AISCALE_CUDA_LAUNCH_CHECK();
-    };
-    if (t == DType::bf16) run(bf16{});
-    else run(f16{});
+    });
     return;
   }
-  dispatch_dtype(t, [&](auto tag) {
+  dispatch_simple(t, HS, [&](auto tag, auto hs) {
     using X = decltype(tag);
-    dispatch_head_size(HS, [&](auto hs) {
-      constexpr int H = decltype(hs)::value;
-      const dim3 grid(static_cast<unsigned>(ceil_div(T, kSimpleRows)), static_cast<unsigned>(B * NH));
-      const size_t smem_kv = sizeof(float) * (2 * kSimpleRows * H + 2 * kSimpleRows);
-      auto k1 = simple_backward_dkdv_kernel<X, H>;
-      set_smem(k1, smem_kv);
-      k1<<<grid, kSimpleRows, smem_kv, s>>>(static_cast<X*>(dqkv), static_cast<const X*>(qkv),
-                                            static_cast<const X*>(dout), lse, delta, int(T),
-                                            int(NH), int(C), scale_log2, scale);
+    constexpr int H = decltype(hs)::value;
+    const dim3 grid = row_blocks(T, kSimpleRows, B, NH);
+    // dK and dV, then dQ: the same arguments, each kernel with its shared memory.
+    auto launch = [&](auto kernel, size_t smem) {
+      set_smem(kernel, smem);
+      kernel<<<grid, kSimpleRows, smem, s>>>(static_cast<X*>(dqkv), static_cast<const X*>(qkv),
+                                             static_cast<const X*>(dout), lse, delta, int(T),
+                                             int(NH), int(C), scale_log2, scale);
       AISCALE_CUDA_LAUNCH_CHECK();
-      const size_t smem_q = sizeof(float) * 2 * kSimpleRows * H;
-      auto k2 = simple_backward_dq_kernel<X, H>;
-      set_smem(k2, smem_q);
-      k2<<<grid, kSimpleRows, smem_q, s>>>(static_cast<X*>(dqkv), static_cast<const X*>(qkv),
-                                           static_cast<const X*>(dout), lse, delta, int(T),
-                                           int(NH), int(C), scale_log2, scale);
-      AISCALE_CUDA_LAUNCH_CHECK();
-    });
+    };
+    launch(simple_backward_dkdv_kernel<X, H>,
+           sizeof(float) * (2 * kSimpleRows * H + 2 * kSimpleRows));
+    launch(simple_backward_dq_kernel<X, H>, sizeof(float) * 2 * kSimpleRows * H);
   });
 }
 

@@ -162,6 +162,25 @@ void dispatch_head_size(int64_t hs, F&& f) {
   }
 }
 
+// f(tag) for the 16-bit dtypes the flash kernels take: bf16, else fp16.
+template <typename F>
+void dispatch_half(DType t, F&& f) {
+  if (t == DType::bf16) f(bf16{});
+  else f(f16{});
+}
+
+// f(tag, hs) for the simple kernels: the dtype's element type and the head size as a
+// compile-time constant.
+template <typename F>
+void dispatch_simple(DType t, int64_t hs, F&& f) {
+  dispatch_dtype(t, [&](auto tag) { dispatch_head_size(hs, [&](auto h) { f(tag, h); }); });
+}
+
+// One block for every `rows` query rows of each (batch, head).
+inline dim3 row_blocks(int64_t T, int64_t rows, int64_t B, int64_t NH) {
+  return dim3(static_cast<unsigned>(ceil_div(T, rows)), static_cast<unsigned>(B * NH));
+}
+
 // Whether attention_forward / attention_backward run the flash kernels for this choice.
 inline bool use_flash(DType t, int64_t hs, AttentionImpl impl) {
   if (impl == AttentionImpl::cudnn)

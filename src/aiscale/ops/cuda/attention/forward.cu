@@ -32,27 +32,23 @@ void attention_forward(DType t, void* out, float* lse, const void* qkv, int64_t 
   const int64_t HS = C / NH;
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HS));
   if (use_flash(t, HS, impl)) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(T, kBlockRows)), static_cast<unsigned>(B * NH));
-    auto run = [&](auto tag) {
+    const dim3 grid = row_blocks(T, kBlockRows, B, NH);
+    dispatch_half(t, [&](auto tag) {
       using X = decltype(tag);
       flash_forward_wide_kernel<X, 2><<<grid, kWideThreads, 0, s>>>(
           static_cast<X*>(out), lse, static_cast<const X*>(qkv), int(T), int(NH), int(C), scale_log2);
       AISCALE_CUDA_LAUNCH_CHECK();
-    };
-    if (t == DType::bf16) run(bf16{});
-    else run(f16{});
+    });
     return;
   }
-  dispatch_dtype(t, [&](auto tag) {
+  dispatch_simple(t, HS, [&](auto tag, auto hs) {
     using X = decltype(tag);
-    dispatch_head_size(HS, [&](auto hs) {
-      constexpr int H = decltype(hs)::value;
-      const dim3 grid(static_cast<unsigned>(ceil_div(T, kSimpleRows)), static_cast<unsigned>(B * NH));
-      simple_forward_kernel<X, H><<<grid, kSimpleRows, 0, s>>>(
-          static_cast<X*>(out), lse, static_cast<const X*>(qkv), int(T), int(NH), int(C),
-          scale_log2);
-      AISCALE_CUDA_LAUNCH_CHECK();
-    });
+    constexpr int H = decltype(hs)::value;
+    const dim3 grid = row_blocks(T, kSimpleRows, B, NH);
+    simple_forward_kernel<X, H><<<grid, kSimpleRows, 0, s>>>(
+        static_cast<X*>(out), lse, static_cast<const X*>(qkv), int(T), int(NH), int(C),
+        scale_log2);
+    AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
 

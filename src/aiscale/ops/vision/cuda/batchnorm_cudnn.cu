@@ -7,6 +7,8 @@
 
 #if AISCALE_HAVE_CUDNN
 #include <cudnn.h>
+
+#include "aiscale/ops/cuda/cudnn_backend.cuh"
 #endif
 
 namespace aiscale::cuda::vision {
@@ -21,10 +23,7 @@ void check(cudnnStatus_t st, const char* what) {
               ")");
 }
 
-cudnnDataType_t cudnn_type(DType t) {
-  return t == DType::f32 ? CUDNN_DATA_FLOAT : t == DType::bf16 ? CUDNN_DATA_BFLOAT16
-                                                               : CUDNN_DATA_HALF;
-}
+using cudnn_backend::data_type;
 
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 
@@ -50,7 +49,7 @@ struct Descs {
     cudnnDestroyActivationDescriptor(act);
   }
   void set(DType t, int64_t n, int64_t H, int64_t W, int64_t C) {
-    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, cudnn_type(t), int(n), int(C), int(H),
+    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, data_type(t), int(n), int(C), int(H),
                                      int(W)),
           "tensor descriptor");
     check(cudnnDeriveBNTensorDescriptor(param, x, kMode), "parameter descriptor");

@@ -11,6 +11,8 @@
 
 #if AISCALE_HAVE_CUDNN
 #include <cudnn.h>
+
+#include "aiscale/ops/cuda/cudnn_backend.cuh"
 #endif
 
 namespace aiscale::cuda::vision {
@@ -19,19 +21,17 @@ namespace aiscale::cuda::vision {
 
 namespace {
 
-void check(cudnnStatus_t st, const char* what) {
-  if (st == CUDNN_STATUS_SUCCESS) return;
-  std::string m = cudnnGetErrorString(st);
-  char detail[1024] = {0};
-  cudnnGetLastErrorString(detail, sizeof detail);
-  if (detail[0]) m += std::string(": ") + detail;
-  throw Error(std::string("cuDNN convolution: ") + what + " failed (" + m + ")");
+void check(cudnnStatus_t st, const char* what) { cudnn_backend::check(st, "cuDNN convolution", what); }
+
+// The index of the first of the timed candidates that ran.
+template <typename Perf>
+int first_success(const Perf* perf, int count, const char* what) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) return i;
+  throw Error(std::string("cuDNN convolution: no ") + what + " algorithm runs this shape");
 }
 
-cudnnDataType_t cudnn_type(DType t) {
-  return t == DType::f32 ? CUDNN_DATA_FLOAT : t == DType::bf16 ? CUDNN_DATA_BFLOAT16
-                                                               : CUDNN_DATA_HALF;
-}
+using cudnn_backend::data_type;
 
 }  // namespace
 
@@ -80,13 +80,23 @@ struct CudnnConv::Impl {
     return batch == g.N ? graph[size_t(slot)].get() : nullptr;
   }
 
+  // Runs the graph engine kept for `slot` where it takes batch n and returns true; else
+  // readies the legacy algorithms for batch n on stream s and returns false.
+  bool graph_ran(Slot slot, int64_t n, void* out, const void* a, const void* b, void* workspace,
+                 cudaStream_t s) {
+    if (ConvGraphPlan* p = graph_plan(slot, n); p && p->run(out, a, b, workspace, s)) return true;
+    ensure_batch(n);
+    check(cudnnSetStream(handle, s), "cudnnSetStream");
+    return false;
+  }
+
   cudnnMathType_t math() const {
     if (t != DType::f32) return CUDNN_TENSOR_OP_MATH;
     return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   }
 
   void set_batch(int64_t batch) {
-    const cudnnDataType_t dt = cudnn_type(t);
+    const cudnnDataType_t dt = data_type(t);
     check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, dt, int(batch), int(g.C), int(g.H),
                                      int(g.W)),
           "input descriptor");
@@ -103,37 +113,33 @@ struct CudnnConv::Impl {
     check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y,
                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, f),
           "forward heuristics");
-    bool found = false;
-    for (int i = 0; i < count && !found; ++i) {
-      if (f[i].status == CUDNN_STATUS_SUCCESS && f[i].memory <= limit) {
-        fwd = f[i].algo, ws_fwd = f[i].memory, found = true;
-      }
-    }
-    if (!found) throw Error("cuDNN convolution: no forward algorithm within the workspace");
+    first_within_limit(f, count, fwd, ws_fwd, "forward");
     if (backward_data) {
       cudnnConvolutionBwdDataAlgoPerf_t d[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       check(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                 handle, w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, d),
             "backward-data heuristics");
-      found = false;
-      for (int i = 0; i < count && !found; ++i) {
-        if (d[i].status == CUDNN_STATUS_SUCCESS && d[i].memory <= limit) {
-          bwd_data = d[i].algo, ws_data = d[i].memory, found = true;
-        }
-      }
-      if (!found) throw Error("cuDNN convolution: no backward-data algorithm within the workspace");
+      first_within_limit(d, count, bwd_data, ws_data, "backward-data");
     }
     cudnnConvolutionBwdFilterAlgoPerf_t b[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
               handle, x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, b),
           "backward-filter heuristics");
-    found = false;
-    for (int i = 0; i < count && !found; ++i) {
-      if (b[i].status == CUDNN_STATUS_SUCCESS && b[i].memory <= limit) {
-        bwd_filter = b[i].algo, ws_filter = b[i].memory, found = true;
+    first_within_limit(b, count, bwd_filter, ws_filter, "backward-filter");
+  }
+
+  // The heuristics' first algorithm that runs within the workspace limit, into algo and ws.
+  template <typename Perf, typename Algo>
+  void first_within_limit(const Perf* perf, int count, Algo& algo, size_t& ws,
+                          const char* what) const {
+    for (int i = 0; i < count; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
+        algo = perf[i].algo, ws = perf[i].memory;
+        return;
       }
     }
-    if (!found) throw Error("cuDNN convolution: no backward-filter algorithm within the workspace");
+    throw Error(std::string("cuDNN convolution: no ") + what +
+                " algorithm within the workspace");
   }
 
   void ensure_batch(int64_t batch) {
@@ -166,7 +172,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
   check(cudnnCreateTensorDescriptor(&m.y), "cudnnCreateTensorDescriptor");
   check(cudnnCreateFilterDescriptor(&m.w), "cudnnCreateFilterDescriptor");
   check(cudnnCreateConvolutionDescriptor(&m.conv), "cudnnCreateConvolutionDescriptor");
-  check(cudnnSetFilter4dDescriptor(m.w, cudnn_type(t), CUDNN_TENSOR_NHWC, int(g.OC), int(g.C),
+  check(cudnnSetFilter4dDescriptor(m.w, data_type(t), CUDNN_TENSOR_NHWC, int(g.OC), int(g.C),
                                    int(g.K), int(g.K)),
         "filter descriptor");
   check(cudnnSetConvolution2dDescriptor(m.conv, int(g.pad), int(g.pad), int(g.stride),
@@ -183,10 +189,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
                                                m.y, search.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                &count, f, workspace, workspace_bytes),
         "forward algorithm search");
-  int pick = -1;
-  for (int i = 0; i < count && pick < 0; ++i)
-    if (f[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-  if (pick < 0) throw Error("cuDNN convolution: no forward algorithm runs this shape");
+  int pick = first_success(f, count, "forward");
   m.fwd = f[pick].algo;
   m.ws_fwd = f[pick].memory;
   const float legacy_fwd_ms = f[pick].time;
@@ -197,10 +200,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
               m.handle, m.w, search.w, m.y, search.y, m.conv, m.x, search.dx,
               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, d, workspace, workspace_bytes),
           "backward-data algorithm search");
-    pick = -1;
-    for (int i = 0; i < count && pick < 0; ++i)
-      if (d[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-    if (pick < 0) throw Error("cuDNN convolution: no backward-data algorithm runs this shape");
+    pick = first_success(d, count, "backward-data");
     m.bwd_data = d[pick].algo;
     m.ws_data = d[pick].memory;
     legacy_data_ms = d[pick].time;
@@ -210,10 +210,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
             m.handle, m.x, search.x, m.y, search.y, m.conv, m.w, search.dw,
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, b, workspace, workspace_bytes),
         "backward-filter algorithm search");
-  pick = -1;
-  for (int i = 0; i < count && pick < 0; ++i)
-    if (b[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-  if (pick < 0) throw Error("cuDNN convolution: no backward-filter algorithm runs this shape");
+  pick = first_success(b, count, "backward-filter");
   m.bwd_filter = b[pick].algo;
   m.ws_filter = b[pick].memory;
   m.found_fwd = m.fwd, m.found_data = m.bwd_data, m.found_filter = m.bwd_filter;
@@ -271,9 +268,7 @@ int CudnnConv::graph_engines() const { return impl_->graph_used(); }
 void CudnnConv::forward(void* y, const void* x, const void* w, int64_t n, void* workspace,
                         cudaStream_t s) {
   Impl& m = *impl_;
-  if (ConvGraphPlan* p = m.graph_plan(Impl::kFwd, n); p && p->run(y, x, w, workspace, s)) return;
-  m.ensure_batch(n);
-  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  if (m.graph_ran(Impl::kFwd, n, y, x, w, workspace, s)) return;
   const float one = 1.f, zero = 0.f;
   check(cudnnConvolutionForward(m.handle, &one, m.x, x, m.w, w, m.conv, m.fwd, workspace,
                                 m.ws_fwd, &zero, m.y, y),
@@ -284,11 +279,7 @@ void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n
                               bool accumulate, void* workspace, cudaStream_t s) {
   Impl& m = *impl_;
   if (!m.backward_data) throw Error("cuDNN convolution: built without backward-data");
-  if (ConvGraphPlan* p = m.graph_plan(accumulate ? Impl::kDataAcc : Impl::kData, n);
-      p && p->run(dx, dy, w, workspace, s))
-    return;
-  m.ensure_batch(n);
-  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
+  if (m.graph_ran(accumulate ? Impl::kDataAcc : Impl::kData, n, dx, dy, w, workspace, s)) return;
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
   check(cudnnConvolutionBackwardData(m.handle, &one, m.w, w, m.y, dy, m.conv, m.bwd_data,
                                      workspace, m.ws_data, &beta, m.x, dx),
@@ -298,11 +289,8 @@ void CudnnConv::backward_data(void* dx, const void* dy, const void* w, int64_t n
 void CudnnConv::backward_filter(void* dw, const void* dy, const void* x, int64_t n,
                                 bool accumulate, void* workspace, cudaStream_t s) {
   Impl& m = *impl_;
-  if (ConvGraphPlan* p = m.graph_plan(accumulate ? Impl::kFilterAcc : Impl::kFilter, n);
-      p && p->run(dw, dy, x, workspace, s))
+  if (m.graph_ran(accumulate ? Impl::kFilterAcc : Impl::kFilter, n, dw, dy, x, workspace, s))
     return;
-  m.ensure_batch(n);
-  check(cudnnSetStream(m.handle, s), "cudnnSetStream");
   const float one = 1.f, beta = accumulate ? 1.f : 0.f;
   check(cudnnConvolutionBackwardFilter(m.handle, &one, m.x, x, m.y, dy, m.conv, m.bwd_filter,
                                        workspace, m.ws_filter, &beta, m.w, dw),

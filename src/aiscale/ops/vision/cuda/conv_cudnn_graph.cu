@@ -21,16 +21,13 @@ namespace aiscale::cuda::vision {
 
 namespace {
 
+using cudnn_backend::data_type;
 using cudnn_backend::Desc;
 using Dims = std::vector<int64_t>;
 
 // The variant pack's tensors, by role: the activation side (x or dx), the filter (w or
 // dw), the output side (y or dy).
 enum Uid : int64_t { kAct = 1, kFilter = 2, kOut = 3 };
-
-cudnnDataType_t data_type(DType t) {
-  return t == DType::f32 ? CUDNN_DATA_FLOAT : t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-}
 
 // An NHWC tensor (dims in cuDNN's N, C, H, W order; the filter's K, C, R, S as KRSC).
 Desc nhwc_tensor(int64_t uid, int64_t n, int64_t c, int64_t h, int64_t w, cudnnDataType_t dt) {

@@ -21,6 +21,18 @@ unsigned blocks_for(int64_t n) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, 256), 1 << 16)));
 }
 
+// The position (n, h, w, c) of element i of an NHWC tensor of H x W x C per image.
+template <typename I>
+__device__ __forceinline__ void split_nhwc(int64_t i, I H, I W, I C, int64_t& n, I& h, I& w,
+                                           I& c) {
+  c = I(i % C);
+  int64_t p = i / C;
+  w = I(p % W);
+  p /= W;
+  h = I(p % H);
+  n = p / H;
+}
+
 template <typename T>
 __global__ void maxpool_fwd(T* y, int32_t* argmax, const T* x, int64_t N, int64_t H, int64_t W,
                             int64_t C, int64_t OH, int64_t OW, int64_t K, int64_t stride,
@@ -28,11 +40,8 @@ __global__ void maxpool_fwd(T* y, int32_t* argmax, const T* x, int64_t N, int64_
   const int64_t total = N * OH * OW * C;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i % C;
-    int64_t p = i / C;
-    const int64_t ow = p % OW;
-    p /= OW;
-    const int64_t oh = p % OH, n = p / OH;
+    int64_t n, oh, ow, c;
+    split_nhwc(i, OH, OW, C, n, oh, ow, c);
     float best = -INFINITY;
     int32_t where = -1;
     for (int64_t kh = 0; kh < K; ++kh) {
@@ -60,11 +69,8 @@ __global__ void maxpool_bwd(T* dx, const T* dy, const int32_t* argmax, int64_t N
   const int64_t total = N * H * W * C;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = i % C;
-    int64_t p = i / C;
-    const int64_t w = p % W;
-    p /= W;
-    const int64_t h = p % H, n = p / H;
+    int64_t n, h, w, c;
+    split_nhwc(i, H, W, C, n, h, w, c);
     // Windows oh with oh*stride - pad <= h <= oh*stride - pad + K - 1.
     const int64_t oh_lo = h + pad - K + 1 > 0 ? (h + pad - K + 1 + stride - 1) / stride : 0;
     const int64_t oh_hi = (h + pad) / stride < OH - 1 ? (h + pad) / stride : OH - 1;
@@ -99,12 +105,9 @@ __global__ void maxpool_fwd_vec(T* y, int32_t* argmax, const T* x, int64_t N, in
   const int64_t total = N * OH * OW * CV;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int cv = int(i % CV);
-    int64_t p = i / CV;
-    const int ow = int(p % OW);
-    p /= OW;
-    const int oh = int(p % OH);
-    const int64_t n = p / OH;
+    int64_t n;
+    int oh, ow, cv;
+    split_nhwc(i, OH, OW, CV, n, oh, ow, cv);
     float best[V];
     int32_t where[V];
 #pragma unroll
@@ -147,12 +150,9 @@ __global__ void maxpool_bwd_vec(T* dx, const T* dy, const int32_t* argmax, int64
   const int64_t total = N * H * W * CV;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int cv = int(i % CV);
-    int64_t p = i / CV;
-    const int w = int(p % W);
-    p /= W;
-    const int h = int(p % H);
-    const int64_t n = p / H;
+    int64_t n;
+    int h, w, cv;
+    split_nhwc(i, H, W, CV, n, h, w, cv);
     const int oh_lo = h + pad - K + 1 > 0 ? (h + pad - K + 1 + stride - 1) / stride : 0;
     const int oh_hi = min((h + pad) / stride, OH - 1);
     const int ow_lo = w + pad - K + 1 > 0 ? (w + pad - K + 1 + stride - 1) / stride : 0;

@@ -2,6 +2,7 @@
 // top-1/top-5 counts in one pass per row, the classifier's bias gradient, SGD with
 // momentum (which also refreshes the 16-bit compute copy of the weights under AMP), and
 // the type and layout conversions around them.
+#include "aiscale/ops/cuda/cast_kernels.cuh"
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/vision/cuda/vision_cuda.cuh"
 
@@ -89,12 +90,6 @@ __global__ void add_f32(float* dst, const T* src, int64_t n) {
     dst[i] += to_f32<T>(src[i]);
 }
 
-template <typename T>
-__global__ void from_f32_kernel(T* dst, const float* src, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = from_f32<T>(src[i]);
-}
 
 template <typename T>
 __global__ void to_nhwc(T* dst, const float* src, int64_t N, int64_t C, int64_t HW) {
@@ -154,7 +149,7 @@ void add_to_f32(float* dst, const void* src, DType t, int64_t n, cudaStream_t s)
 void convert_from_f32(void* dst, DType t, const float* src, int64_t n, cudaStream_t s) {
   dispatch_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    from_f32_kernel<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(dst), src, n);
+    cast_from_f32_kernel<T><<<blocks_for(n), 256, 0, s>>>(static_cast<T*>(dst), src, n);
   });
   AISCALE_CUDA_LAUNCH_CHECK();
 }
