@@ -23,11 +23,17 @@ namespace {
 
 void check(cudnnStatus_t st, const char* what) { cudnn_backend::check(st, "cuDNN convolution", what); }
 
-// The index of the first of the timed candidates that ran.
-template <typename Perf>
-int first_success(const Perf* perf, int count, const char* what) {
-  for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return i;
+// The first of the timed candidates that ran (the fastest) into algo and ws; returns its
+// time in milliseconds.
+template <typename Perf, typename Algo>
+float take_first_success(const Perf* perf, int count, Algo& algo, size_t& ws, const char* what) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+      algo = perf[i].algo;
+      ws = perf[i].memory;
+      return perf[i].time;
+    }
+  }
   throw Error(std::string("cuDNN convolution: no ") + what + " algorithm runs this shape");
 }
 
@@ -189,10 +195,7 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
                                                m.y, search.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                &count, f, workspace, workspace_bytes),
         "forward algorithm search");
-  int pick = first_success(f, count, "forward");
-  m.fwd = f[pick].algo;
-  m.ws_fwd = f[pick].memory;
-  const float legacy_fwd_ms = f[pick].time;
+  const float legacy_fwd_ms = take_first_success(f, count, m.fwd, m.ws_fwd, "forward");
   float legacy_data_ms = 0;
   if (backward_data) {
     cudnnConvolutionBwdDataAlgoPerf_t d[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -200,22 +203,18 @@ CudnnConv::CudnnConv(CudnnContext& ctx, DType t, bool tf32, const ConvGeometry& 
               m.handle, m.w, search.w, m.y, search.y, m.conv, m.x, search.dx,
               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, d, workspace, workspace_bytes),
           "backward-data algorithm search");
-    pick = first_success(d, count, "backward-data");
-    m.bwd_data = d[pick].algo;
-    m.ws_data = d[pick].memory;
-    legacy_data_ms = d[pick].time;
+    legacy_data_ms = take_first_success(d, count, m.bwd_data, m.ws_data, "backward-data");
   }
   cudnnConvolutionBwdFilterAlgoPerf_t b[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   check(cudnnFindConvolutionBackwardFilterAlgorithmEx(
             m.handle, m.x, search.x, m.y, search.y, m.conv, m.w, search.dw,
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, b, workspace, workspace_bytes),
         "backward-filter algorithm search");
-  pick = first_success(b, count, "backward-filter");
-  m.bwd_filter = b[pick].algo;
-  m.ws_filter = b[pick].memory;
+  const float legacy_filter_ms =
+      take_first_success(b, count, m.bwd_filter, m.ws_filter, "backward-filter");
   m.found_fwd = m.fwd, m.found_data = m.bwd_data, m.found_filter = m.bwd_filter;
   m.found_ws_fwd = m.ws_fwd, m.found_ws_data = m.ws_data, m.found_ws_filter = m.ws_filter;
-  const float legacy_ms[3] = {legacy_fwd_ms, backward_data ? legacy_data_ms : 0.f, b[pick].time};
+  const float legacy_ms[3] = {legacy_fwd_ms, backward_data ? legacy_data_ms : 0.f, legacy_filter_ms};
 
   // The graph API's candidates for each direction (and output scaling), kept where one beat
   // the legacy choice by 5 %. AISCALE_CUDNN_CONV_ENGINES=legacy measures without them,
