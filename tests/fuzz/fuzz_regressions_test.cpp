@@ -3,6 +3,7 @@
 // corpus_replay_test.cpp).
 #include <gtest/gtest.h>
 
+#include "aiscale/sweep/study.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/safetensors.h"
 #include "../support/error_of.h"
@@ -30,6 +31,15 @@ TEST(FuzzRegressions, SafetensorsEmptyTensorReadsBack) {
     EXPECT_TRUE(read.at("wte.weight").data.empty()) << dtype;
     EXPECT_EQ(read.at("wte.weight").shape, (std::vector<int64_t>{0, 1})) << dtype;
   }
+}
+
+// An integer key of a study given as a float beyond 64 bits (`repeats = 2.2e48`) was
+// converted by toml++ before its type was checked: undefined behaviour the sanitizer stops
+// on. It is refused as not an integer, naming the file, line and key.
+TEST(FuzzRegressions, StudyIntegerKeysGivenAsHugeFloatsAreRefused) {
+  const std::string text = "name = \"s\"\nkind = \"strong\"\ncounts = [1, 2]\nrepeats = 2.2e48\n";
+  const std::string e = testsupport::error_of([&] { sweep::parse_study(text, "study.toml", "."); });
+  EXPECT_NE(e.find("study.toml:4: repeats must be an integer"), std::string::npos) << e;
 }
 
 // A --set value is taken as a bare string without TOML's UTF-8 check: a run name with an

@@ -63,9 +63,14 @@ RunConfig read_run_config(const std::string& path) {
   c.precision = t["train"]["precision"].value_or(c.precision);
   c.device = t["train"]["device"].value_or(c.device);
   c.train_data = t["data"]["train"].value_or(std::string{});
-  c.batch = t["train"]["batch_size"].value_or(int64_t{0});
-  c.seq = t["train"]["seq_len"].value_or(int64_t{0});
-  c.accum = t["train"]["grad_accum"].value_or(int64_t{1});
+  // Integers only: toml++ converts a float to an integer with no range check.
+  const auto integer = [&](const char* key, int64_t fallback) {
+    const auto* v = t["train"][key].as_integer();
+    return v ? v->get() : fallback;
+  };
+  c.batch = integer("batch_size", 0);
+  c.seq = integer("seq_len", 0);
+  c.accum = integer("grad_accum", 1);
   return c;
 }
 

@@ -62,8 +62,9 @@ int64_t get_int(const toml::table& t, const std::string& table, const std::strin
                 int64_t fallback, int64_t min, int64_t max, const std::string& source) {
   const toml::node* n = t.get(key);
   if (!n) return fallback;
-  auto v = n->value<int64_t>();
-  if (!v || !n->is_integer()) fail("{}: {} must be an integer", at(source, *n), key_name(table, key));
+  // The type first: toml++ converts a float to an integer with no range check.
+  if (!n->is_integer()) fail("{}: {} must be an integer", at(source, *n), key_name(table, key));
+  const auto v = n->value<int64_t>();
   validate::in_range(*v, min, max, fmt::format("{}: {}", at(source, *n), key_name(table, key)));
   return *v;
 }

@@ -34,8 +34,9 @@ int64_t int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t 
 int64_t config_toml_int(const toml::table* root, const char* section, const char* key,
                         int64_t fallback) {
   if (!root) return fallback;
-  const auto v = (*root)[section][key].value<int64_t>();
-  return v ? *v : fallback;
+  // Integers only: toml++ converts a float to an integer with no range check.
+  const auto* v = (*root)[section][key].as_integer();
+  return v ? v->get() : fallback;
 }
 
 // The layout, the batch and the data position of a checkpoint written before state.json
