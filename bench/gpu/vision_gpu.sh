@@ -2,10 +2,11 @@
 # ResNet on GPUs: build, the GPU vision tests (every CUDA vision op against the CPU
 # reference, the GPU ResNet against the CPU model), then ResNet-50 on synthetic 224x224
 # images, bf16 AMP (both batch-norm paths) and fp32, on one GPU and data-parallel on all
-# the host's GPUs, against a PyTorch ResNet-50 program given as $RESNET_PEER (channels-last,
-# `--amp 1` bf16 autocast or `--amp 0` fp32 with TF32 off, `--compile 0|1`; one JSON line)
-# on the same GPUs. Logs under $OUT, a short table last. From the repository root:
-#   RESNET_PEER=path/to/resnet50_program.py bash bench/gpu/vision_gpu.sh [stages...]
+# the host's GPUs, against a PyTorch ResNet-50 program, $RESNET_PEER (default
+# bench/compare/torch_resnet50.py: channels-last, `--amp 1` bf16 autocast or `--amp 0` fp32
+# with TF32 off, `--compile 0|1`; one JSON line) on the same GPUs. Logs under $OUT, a short
+# table last. From the repository root:
+#   bash bench/gpu/vision_gpu.sh [stages...]
 #   stages: build test bench peer multi    (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,6 +14,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 OUT=${OUT:-/tmp/aiscale-vision-out}
 mkdir -p "$OUT"
+RESNET_PEER=${RESNET_PEER:-bench/compare/torch_resnet50.py}
 stages=" ${*:-build test bench peer multi} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 BIN=build/cuda
