@@ -76,12 +76,12 @@ def main():
         if os.environ.get("RANK", "0") != "0":
             return
     print(json.dumps({
-        "program": "torch_resnet50", "model": "resnet50", "batch": a.batch,
+        "source": "pytorch", "program": "torch_resnet50", "model": "resnet50", "batch": a.batch,
         "precision": "bf16" if a.amp else "fp32", "compile": bool(a.compile),
         "steps": a.steps, "warmup": a.warmup, "step_time_median_s": median,
         "world_size": world, "images_per_s_per_gpu": a.batch / median,
         "images_per_s": a.batch * world / median, "final_loss": float(loss.detach()),
-        "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0), "torch_version": torch.__version__,
         "torchvision": torchvision.__version__}))
 
 
