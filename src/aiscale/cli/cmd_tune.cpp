@@ -21,6 +21,7 @@
 #include "aiscale/core/log.h"
 #include "aiscale/core/validate.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/sweep/train_search.h"
 #include "aiscale/tune/scaling.h"
 #include "aiscale/tune/study.h"
 
@@ -90,6 +91,59 @@ std::string config_text(const TuneArgs& a) {
   return text;
 }
 
+// A study of training runs: its trials are `aiscale train` processes (sweep/train_search.h).
+void run_train_study(const TuneArgs& a, const tune::StudyConfig& c) {
+  for (auto [given, what] : {std::pair{!a.scaling.empty(), "--scaling"}, std::pair{!a.shard.empty(), "--shard"},
+                             std::pair{a.threads >= 0, "--threads"}, std::pair{a.threads_per_task >= 0, "--threads-per-task"}})
+    if (given)
+      fail("{} belongs to mlp and xgboost studies; {} is a study of training runs (study.backend = \"train\"): "
+           "its trials are placed by [train] (parallel_trials, ranks_per_trial, threads_per_rank)", what, a.config);
+  if (parallel::launched_world_size() > 1)
+    fail("aiscale tune {}: a study of training runs starts its trials' ranks itself ([train] ranks_per_trial, "
+         "parallel_trials); run it as one process, not under mpirun, srun or aiscale launch", a.config);
+  sweep::TrainSearchOptions o;
+  o.fresh = a.fresh;
+  o.quiet = a.quiet;
+  o.study_text = config_text(a);
+  const sweep::TrainSearchOutcome out = sweep::run_train_search(c, o);
+  const auto& def = out.trials.front();
+  int64_t finished = 0, stopped = 0, failed = 0;
+  for (const auto& t : out.trials) {
+    if (t.trial < 0) continue;
+    finished += t.status == "finished";
+    stopped += t.status == "stopped";
+    failed += t.status == "failed" || t.status == "diverged";
+  }
+  std::printf("%lld trial(s): %lld finished, %lld stopped early, %lld failed or diverged; %lld started, %lld resumed, "
+              "%lld done before; %.1f s, %lld at a time, the slots busy %.0f%% of the time (training steps %.0f%%)\n",
+              static_cast<long long>(out.trials.size() - 1), static_cast<long long>(finished),
+              static_cast<long long>(stopped), static_cast<long long>(failed), static_cast<long long>(out.started),
+              static_cast<long long>(out.resumed), static_cast<long long>(out.skipped), out.wall_seconds,
+              static_cast<long long>(out.parallel_trials), 100 * out.busy_share, 100 * out.step_share);
+  if (out.interrupted) {
+    std::printf("interrupted: run `aiscale tune %s` again to resume (finished trials are not run again)\n",
+                a.config.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("default configuration: validation loss %s (%s)\n",
+              std::isfinite(def.val_loss) ? fmt::format("{:.4f}", def.val_loss).c_str() : "none",
+              sweep::trial_status_text(def).c_str());
+  if (out.best < 0) {
+    std::fflush(stdout);
+    fail("no trial of {} finished ({} failed or diverged, {} stopped early): see {}/results.csv and the logs "
+         "under {}/trials", a.config, failed, stopped, out.dir, out.dir);
+  }
+  const auto& best = out.trials[static_cast<size_t>(out.best + 1)];
+  std::string keys;
+  for (const auto& [k, v] : best.params) keys += fmt::format(" {}={}", k, tune::value_text(v));
+  std::printf("best: %s, validation loss %.4f, %s the default;%s\n-> %s (results.csv, results.json, "
+              "best/config.toml)\n", best.name.c_str(), best.val_loss,
+              !std::isfinite(def.val_loss) || best.val_loss < def.val_loss ? "better than" : "not better than",
+              keys.c_str(), out.dir.c_str());
+  std::fflush(stdout);
+}
+
 void run_tune(const TuneArgs& a) {
   if (!a.synthetic_csv.empty()) {
     validate::in_range(a.rows, int64_t{1}, int64_t{100000000}, "--rows");
@@ -103,7 +157,12 @@ void run_tune(const TuneArgs& a) {
   if (a.config.empty())
     fail("aiscale tune needs a study file (e.g. configs/tune/synthetic_mlp.toml), or --synthetic-csv FILE");
   validate::omp_num_threads_env();
-  tune::StudyConfig c = tune::load_study_config(a.config, a.overrides);
+  const tune::TrainKeyCatalogue train_keys = sweep::train_key_catalogue();
+  tune::StudyConfig c = tune::load_study_config(a.config, a.overrides, &train_keys);
+  if (c.backend == tune::Backend::train) {
+    run_train_study(a, c);
+    return;
+  }
   if (a.threads >= 0) c.threads = validate::thread_count(a.threads, "--threads");
   if (a.threads_per_task >= 0) c.threads_per_task = validate::in_range(a.threads_per_task, int64_t{0}, validate::kMaxThreads, "--threads-per-task");
   if (!a.shard.empty() && (a.fresh || !a.scaling.empty()))

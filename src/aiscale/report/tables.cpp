@@ -160,6 +160,27 @@ Table reference_table(const std::vector<json>& studies) {
   return t;
 }
 
+// The leaderboard of each study of training runs (aiscale tune, backend "train"), best first.
+Table trials_table(const std::vector<json>& studies) {
+  Table t{"trials", "Trials of the training-run searches",
+          "Every trial of each study of training runs, best first: finished trials by their last "
+          "validation loss, then those stopped early (the later rung first), then failed ones.",
+          {"study", "rank", "trial", "ended", "last step", "validation loss", "keys"}, {}};
+  for (const json& d : studies) {
+    if (!d.contains("tune") || d["tune"].value("kind", "") != "train") continue;
+    int rank = 0;
+    for (const json& tr : d["tune"]["trials"]) {
+      std::string keys;
+      for (const auto& [k, v] : tr["params"].items())
+        keys += (keys.empty() ? "" : ", ") + k + " = " + (v.is_string() ? v.get<std::string>() : format_figure(v));
+      t.rows.push_back({d["study"]["display_name"].get<std::string>(), std::to_string(++rank), text_of(tr, "trial"),
+                        text_of(tr, "status"), format_figure(tr["last_step"]), format_figure(tr["val_loss"]),
+                        keys.empty() ? kDash : keys});
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 std::string format_figure(const json& value) {
@@ -189,6 +210,7 @@ std::vector<Table> build_tables(const std::vector<json>& studies) {
   if (Table a = amdahl_table(studies); !a.rows.empty()) tables.push_back(std::move(a));
   if (Table m = machine_profile_table(studies); !m.rows.empty()) tables.push_back(std::move(m));
   if (Table r = reference_table(studies); !r.rows.empty()) tables.push_back(std::move(r));
+  if (Table tr = trials_table(studies); !tr.rows.empty()) tables.push_back(std::move(tr));
   tables.push_back(failed_table(studies));
   return tables;
 }

@@ -1,7 +1,9 @@
 #include "aiscale/report/tune_analysis.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "aiscale/core/error.h"
 #include "aiscale/report/inputs.h"
@@ -20,10 +22,102 @@ double number_at(const json& record, const char* key, const std::string& where) 
   return record[key].get<double>();
 }
 
+// Spearman's rank correlation of two equally long samples (ties share their mean rank);
+// NaN when either is constant.
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return v[x] < v[y]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size();) {
+      size_t j = i;
+      while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = 0.5 * static_cast<double>(i + j);
+      i = j + 1;
+    }
+    return r;
+  };
+  const std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double n = static_cast<double>(a.size());
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ma += ra[i] / n, mb += rb[i] / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : NAN;
+}
+
+// A study of training runs (aiscale tune with study.backend = "train"): each trial's
+// validation curve with how it ended, and each searched key's importance: |Spearman's rho|
+// between the key's value and the validation loss at the first rung (where every trial that
+// ran has one; the last step's loss without halving).
+json analyze_train_search(const std::string& file, const json& results) {
+  json tune = {{"kind", "train"}, {"metric", "val_loss"}, {"backend", "train"}, {"higher_is_better", false},
+               {"trials", json::array()}, {"scaling", json::array()}, {"curves", json::array()},
+               {"importance", json::array()}};
+  const json& halving = results.at("halving");
+  const int64_t first_rung = halving.is_object() && !halving.at("rungs").empty()
+                                 ? halving["rungs"][0].get<int64_t>() : results.at("steps").get<int64_t>();
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> samples;  // key -> (values, losses)
+  for (const json& t : results.at("trials")) {
+    const std::string name = t.at("name").get<std::string>(), status = t.at("status").get<std::string>();
+    for (const json& point : t.at("curve"))
+      if (point.at(1).is_number())
+        tune["curves"].push_back({{"trial", name}, {"step", point[0]}, {"val_loss", point[1]},
+                                  {"ended", status == "stopped" ? "stopped early" : status}});
+    tune["trials"].push_back({{"trial", name}, {"status", status}, {"val_loss", t.at("val_loss")},
+                              {"last_step", t.at("last_step")}, {"params", t.at("params")}});
+    double at_rung = NAN;
+    for (const json& point : t.at("curve"))
+      if (point.at(0).get<int64_t>() == first_rung && point.at(1).is_number()) at_rung = point[1].get<double>();
+    if (t.at("trial").get<int64_t>() < 0 || !std::isfinite(at_rung)) continue;
+    for (const auto& [key, v] : t.at("params").items())
+      if (v.is_number()) {
+        samples[key].first.push_back(v.get<double>());
+        samples[key].second.push_back(at_rung);
+      }
+  }
+  for (const json& p : results.at("params")) {
+    const std::string key = p.at("name").get<std::string>();
+    const auto it = samples.find(key);
+    if (it == samples.end() || it->second.first.size() < 3) continue;
+    const double rho = spearman(it->second.first, it->second.second);
+    if (!std::isfinite(rho)) continue;
+    tune["importance"].push_back({{"param", key}, {"rho", rho}, {"importance", std::abs(rho)},
+                                  {"trials", it->second.first.size()}, {"at_step", first_rung}});
+  }
+  tune["default_score"] = results.value("default_val_loss", json());
+  tune["best"] = results.value("best", json());
+  (void)file;
+  return tune;
+}
+
 }  // namespace
 
 json analyze_tune_directory(const std::string& dir, std::vector<std::string>& files_read) {
   const fs::path p(dir);
+  if (fs::exists(p / "tune.json") && read_json_file((p / "tune.json").string()).value("backend", "") == "train") {
+    files_read.push_back((p / "tune.json").string());
+    const std::string file = (p / "results.json").string();
+    if (!fs::exists(file))
+      fail("tune directory '{}' has no results.json yet: run `aiscale tune` on its study file to the end "
+           "(an interrupted study writes it too)", dir);
+    files_read.push_back(file);
+    const json results = read_json_file(file);
+    if (results.value("kind", "") != "train-search")
+      fail("'{}' is not the results of a study of training runs (kind '{}')", file, results.value("kind", ""));
+    json study = {{"name", results.value("name", "tune")}, {"kind", "tune"}, {"dir", dir},
+                  {"workload", "train " + fs::path(results.value("train_config", "")).filename().string()},
+                  {"unit", "val_loss"}, {"created", ""}};
+    json environment = {{"host", ""}, {"device", results.value("device", "")},
+                        {"device_kind", results.value("device", "cpu") == "cuda" ? "gpu" : "cpu"}, {"date", ""}};
+    return {{"format", "aiscale-study-analysis"}, {"version", 1}, {"study", study}, {"environment", environment},
+            {"series", json::array()}, {"tune", analyze_train_search(file, results)}};
+  }
   // tune.json describes a search; a directory of --scaling runs only has scaling.json.
   const fs::path meta_file = fs::exists(p / "tune.json") ? p / "tune.json" : p / "scaling.json";
   const json meta = read_json_file(meta_file.string());
@@ -96,6 +190,7 @@ std::vector<Chart> tune_charts(const std::vector<json>& studies) {
       times.push_back({{"study", name}, {"time", "serial-equivalent"}, {"models", r["models"]},
                        {"seconds", r["serial_seconds"]}});
     }
+    if (d["tune"].value("kind", "") == "train") continue;  // drawn by train_search_charts
     for (const json& t : d["tune"]["trials"]) {
       if (!t["score"].is_null())
         trials.push_back({{"study", name}, {"series", "trial score"}, {"trial", t["trial"]}, {"score", t["score"]}});
@@ -136,6 +231,64 @@ std::vector<Chart> tune_charts(const std::vector<json>& studies) {
     out.push_back({"tune_best", "Best score against trials (aiscale tune)",
                    "Each trial's cross-validated score (at the last rung it reached under successive "
                    "halving) and the best so far, in trial order.", s});
+  }
+  for (auto& c : train_search_charts(studies)) out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<Chart> train_search_charts(const std::vector<json>& studies) {
+  json curves = json::array(), importance = json::array();
+  for (const json& d : studies) {
+    if (!d.contains("tune") || d["tune"].value("kind", "") != "train") continue;
+    const std::string name = d["study"].value("display_name", d["study"]["name"].get<std::string>());
+    for (json c : d["tune"]["curves"]) {
+      c["study"] = name;
+      curves.push_back(std::move(c));
+    }
+    for (json i : d["tune"]["importance"]) {
+      i["study"] = name;
+      importance.push_back(std::move(i));
+    }
+  }
+  std::vector<Chart> out;
+  auto spec = [](json values) {
+    return json{{"width", 420}, {"height", 260}, {"data", {{"values", std::move(values)}}},
+                {"config", {{"legend", {{"orient", "bottom"}, {"columns", 3}}}}}};
+  };
+  if (!curves.empty()) {
+    json s = spec(curves);
+    s["mark"] = {{"type", "line"}, {"point", true}};
+    s["encoding"] = {
+        {"x", {{"field", "step"}, {"type", "quantitative"}, {"title", "training step"}}},
+        {"y", {{"field", "val_loss"}, {"type", "quantitative"}, {"title", "validation loss"}, {"scale", {{"zero", false}}}}},
+        {"detail", {{"field", "trial"}, {"type", "nominal"}}},
+        {"color", {{"field", "ended"}, {"type", "nominal"}, {"title", "trial"}}},
+        {"strokeDash", {{"field", "study"}, {"type", "nominal"}, {"title", "study"}}},
+        {"tooltip", json::array({{{"field", "study"}, {"type", "nominal"}}, {{"field", "trial"}, {"type", "nominal"}},
+                                 {{"field", "step"}, {"type", "quantitative"}}, {{"field", "val_loss"}, {"type", "quantitative"}},
+                                 {{"field", "ended"}, {"type", "nominal"}}})}};
+    out.push_back({"tune_curves", "Validation loss of every trial (aiscale tune, training runs)",
+                   "Each trial's validation loss against its training step, coloured by how it ended: "
+                   "finished, stopped early by successive halving at a rung, failed; the default "
+                   "configuration is the trial named default.", s});
+  }
+  if (!importance.empty()) {
+    json s = spec(importance);
+    s["mark"] = "bar";
+    s["encoding"] = {
+        {"y", {{"field", "param"}, {"type", "nominal"}, {"title", "key"}, {"sort", "-x"}}},
+        {"x", {{"field", "importance"}, {"type", "quantitative"}, {"title", "|Spearman rho| with the validation loss"},
+               {"scale", {{"domain", json::array({0, 1})}}}}},
+        {"color", {{"field", "study"}, {"type", "nominal"}, {"title", "study"}}},
+        {"yOffset", {{"field", "study"}, {"type", "nominal"}}},
+        {"tooltip", json::array({{{"field", "study"}, {"type", "nominal"}}, {{"field", "param"}, {"type", "nominal"}},
+                                 {{"field", "rho"}, {"type", "quantitative"}, {"format", ".2f"}},
+                                 {{"field", "trials"}, {"type", "quantitative"}}, {{"field", "at_step"}, {"type", "quantitative"}}})}};
+    out.push_back({"tune_importance", "Which keys mattered (aiscale tune, training runs)",
+                   "For each searched key, the absolute rank correlation (Spearman) between its value "
+                   "and the trials' validation loss at the first rung, where every trial has one: 1 "
+                   "means the loss follows the key's order, 0 that it does not. The sign (in the "
+                   "tooltip) says whether larger values lowered the loss.", s});
   }
   return out;
 }

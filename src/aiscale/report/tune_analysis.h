@@ -21,5 +21,8 @@ nlohmann::json analyze_tune_directory(const std::string& dir, std::vector<std::s
 // The charts of the studies that have a "tune" object: wall and serial-equivalent time
 // against models, best score against trials. Empty when none has.
 std::vector<Chart> tune_charts(const std::vector<nlohmann::json>& studies);
+// Those of studies of training runs (study.backend = "train"): every trial's validation
+// curve coloured by how it ended, and each searched key's importance.
+std::vector<Chart> train_search_charts(const std::vector<nlohmann::json>& studies);
 
 }  // namespace aiscale::report

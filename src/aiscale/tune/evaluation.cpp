@@ -75,6 +75,8 @@ double score(Metric m, std::span<const float> truth, std::span<const float> pred
       }
       return m == Metric::accuracy ? correct / static_cast<double>(n) : loss / static_cast<double>(n);
     }
+    case Metric::val_loss:
+      fail("internal: a training run's validation loss is not scored from predictions");
   }
   return 0;
 }

@@ -21,7 +21,9 @@ double value_number(const Value& v) {
   fail("internal: '{}' is not a number", std::get<std::string>(v));
 }
 
-const char* backend_name(Backend b) { return b == Backend::mlp ? "mlp" : "xgboost"; }
+const char* backend_name(Backend b) {
+  return b == Backend::mlp ? "mlp" : b == Backend::xgboost ? "xgboost" : "train";
+}
 
 const std::vector<Hyperparameter>& hyperparameters(Backend b) {
   static const std::vector<Hyperparameter> mlp = {
@@ -46,7 +48,12 @@ const std::vector<Hyperparameter>& hyperparameters(Backend b) {
       {"gamma", 'r', 0, 1e6, {}, Value{0.0}, false, "least loss reduction to split"},
       {"max_bin", 'i', 2, 1024, {}, Value{int64_t{256}}, false, "histogram bins per feature"},
   };
-  return b == Backend::mlp ? mlp : xgb;
+  // A train study's hyperparameters are the keys of its training config
+  // (StudyConfig::train_keys); the budget is train.steps.
+  static const std::vector<Hyperparameter> train = {
+      {"train.steps", 'i', 1, 1099511627776.0, {}, Value{int64_t{100}}, true, "optimizer steps (the budget)"},
+  };
+  return b == Backend::mlp ? mlp : b == Backend::xgboost ? xgb : train;
 }
 
 const Hyperparameter& budget_hyperparameter(Backend b) {
@@ -57,6 +64,7 @@ const Hyperparameter& budget_hyperparameter(Backend b) {
 
 Params with_defaults(Backend b, const Params& p) {
   Params out = p;
+  if (b == Backend::train) return out;  // the training config holds the defaults
   for (const auto& h : hyperparameters(b)) out.emplace(h.name, h.default_value);
   return out;
 }

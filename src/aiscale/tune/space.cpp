@@ -4,6 +4,7 @@
 #include "aiscale/tune/space.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -20,12 +21,16 @@
 namespace aiscale::tune {
 namespace {
 
+namespace fs = std::filesystem;
+
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
       {"study", {"name", "backend", "task", "metric", "search", "trials", "folds", "seed", "threads",
                  "threads_per_task", "dir"}},
       {"data", {"source", "path", "target", "images", "labels", "rows", "image_pool", "synthetic_rows", "noise"}},
       {"halving", {"eta", "min_budget", "max_budget"}},
+      {"train", {"config", "set", "launcher", "ranks_per_trial", "gpus_per_trial", "gpus", "parallel_trials",
+                 "threads_per_rank", "stop_grace_s", "max_failures"}},
   };
   return keys;
 }
@@ -89,25 +94,40 @@ struct Reader {
   }
   // A value of hyperparameter h, checked against its type and limits.
   Value hyper_value(const toml::node& n, const std::string& key, const Hyperparameter& h) const {
+    if (h.type == 'b') {  // a boolean key of a training config: true or false
+      auto v = n.value_exact<bool>();
+      if (!v) fail("{} = {} must be true or false", where(key), node_text(n));
+      return Value{std::string(*v ? "true" : "false")};
+    }
     if (h.type == 's') return text(n, key, h.choices);
     if (h.type == 'i') return integer(n, key, static_cast<int64_t>(h.min), static_cast<int64_t>(h.max));
     return real(n, key, h.min, h.max);
   }
 };
 
-const Hyperparameter& find_hyper(Backend b, const std::string& name, const std::string& source,
-                                 const std::string& what) {
+const Hyperparameter& find_hyper(const StudyConfig& c, const std::string& name, const std::string& what) {
+  const std::vector<Hyperparameter>& all = c.backend == Backend::train ? c.train_keys : hyperparameters(c.backend);
   std::vector<std::string> names;
-  for (const auto& h : hyperparameters(b)) {
+  for (const auto& h : all) {
     if (h.name == name) return h;
     names.push_back(h.name);
   }
-  unknown_key(source, name, names, fmt::format("{} hyperparameter (in {})", backend_name(b), what));
+  if (c.backend == Backend::train) {
+    // The nearest key of the training config, not the whole list of them.
+    std::string best;
+    size_t best_d = 1000;
+    for (const auto& k : names)
+      if (const size_t d = edit_distance(name, k); d < best_d) best_d = d, best = k;
+    fail("{}: '{}' (in {}) is not a key of the training config {}{}; every key is listed by "
+         "`aiscale train --config-reference`", c.config_path, name, what, c.train.config,
+         best_d <= 3 ? fmt::format(" — did you mean '{}'?", best) : "");
+  }
+  unknown_key(c.config_path, name, names, fmt::format("{} hyperparameter (in {})", backend_name(c.backend), what));
 }
 
-ParamSpec read_param(const Reader& r, Backend b, const std::string& name, const toml::node& node) {
+ParamSpec read_param(const Reader& r, const StudyConfig& c, const std::string& name, const toml::node& node) {
   const std::string prefix = "params." + name;
-  const Hyperparameter& h = find_hyper(b, name, r.source, "[params]");
+  const Hyperparameter& h = find_hyper(c, name, "[params]");
   const toml::table* t = node.as_table();
   if (!t) fail("{} must be a table, e.g. [{}] type = \"uniform\", low = 0.1, high = 1", r.where(prefix), prefix);
   for (const auto& [k, v] : *t) {
@@ -132,9 +152,9 @@ ParamSpec read_param(const Reader& r, Backend b, const std::string& name, const 
       fail("{}: a choice takes values, not low/high", r.where(prefix));
     return p;
   }
-  if (h.type == 's')
-    fail("{}: '{}' is a text hyperparameter ({}): use type = \"choice\"", r.where(prefix + ".type"),
-         name, fmt::join(h.choices, ", "));
+  if (h.type == 's' || h.type == 'b')
+    fail("{}: '{}' is a {} hyperparameter ({}): use type = \"choice\"", r.where(prefix + ".type"),
+         name, h.type == 'b' ? "boolean" : "text", h.type == 'b' ? "true, false" : fmt::format("{}", fmt::join(h.choices, ", ")));
   p.kind = kind == "uniform" ? ParamKind::uniform : kind == "log-uniform" ? ParamKind::log_uniform : ParamKind::integer;
   if (p.kind == ParamKind::integer && h.type != 'i')
     fail("{}: '{}' is a real hyperparameter: use type = \"uniform\" or \"log-uniform\"", r.where(prefix + ".type"), name);
@@ -187,9 +207,68 @@ void apply_override(toml::table& root, const std::string& text) {
   }
 }
 
-void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, std::string>& overridden) {
+// The leaves of a [fixed] or [params] table of a train study, by their dotted key: TOML
+// reads `[params.train.lr]` and `[params."train.lr"]` alike once flattened. A [params]
+// leaf is a table with a type (its distribution); a [fixed] leaf is any value.
+void flatten(const toml::table& t, const std::string& prefix, bool params,
+             std::vector<std::pair<std::string, const toml::node*>>& out) {
+  static const std::vector<std::string> spec_keys = {"type", "low", "high", "values", "points"};
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    const toml::table* sub = v.as_table();
+    bool leaf = !sub || sub->empty();
+    if (sub && params)
+      for (const auto& s : spec_keys) leaf = leaf || sub->contains(s);
+    if (leaf) out.emplace_back(key, &v);
+    else flatten(*sub, key, params, out);
+  }
+}
+
+void apply_train(StudyConfig& c, const Reader& r, const toml::table& root) {
+  const toml::table* t = root["train"].as_table();
+  if (!t || !t->get("config"))
+    fail("{}: study.backend = \"train\" needs [train] config = \"...\" (the training config every "
+         "trial starts from, relative to this file)", c.config_path);
+  for (const char* other : {"data"})
+    if (root[other].as_table())
+      fail("{}: [{}] belongs to mlp and xgboost studies; a train study's data is the [data] of its "
+           "training config ({})", c.config_path, other, r.text(*t->get("config"), "train.config"));
+  for (const char* key : {"folds", "task", "threads", "threads_per_task"})
+    if (root["study"][key])
+      fail("{}: study.{} belongs to mlp and xgboost studies; remove it (a train study's trials are "
+           "placed by [train])", r.where(std::string("study.") + key), key);
+  const fs::path base = fs::path(c.config_path).parent_path();
+  c.train.config = fs::absolute(base / r.text(*t->get("config"), "train.config")).lexically_normal().string();
+  validate::regular_file(c.train.config, fmt::format("{}: train.config", c.config_path));
+  if (const toml::node* n = t->get("set")) {
+    const toml::array* a = n->as_array();
+    if (!a) fail("{} must be a list of \"section.key=value\" texts", r.where("train.set"));
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string o = r.text(*a->get(i), fmt::format("train.set[{}]", i));
+      if (o.find('=') == std::string::npos || o.find('=') == 0)
+        fail("{} = \"{}\": write section.key=value, e.g. \"train.steps=200\"", r.where("train.set"), o);
+      c.train.set.push_back(o);
+    }
+  }
+  auto get = [&](const char* key) { return t->get(key); };
+  if (auto* n = get("launcher")) c.train.launcher = r.text(*n, "train.launcher", {"auto", "local", "srun"});
+  if (auto* n = get("ranks_per_trial")) c.train.ranks_per_trial = r.integer(*n, "train.ranks_per_trial", 1, 1 << 20);
+  if (auto* n = get("gpus_per_trial")) c.train.gpus_per_trial = r.integer(*n, "train.gpus_per_trial", 0, 1 << 16);
+  if (auto* n = get("gpus")) c.train.gpus = r.integer(*n, "train.gpus", -1, 1 << 16);
+  if (auto* n = get("parallel_trials")) c.train.parallel_trials = r.integer(*n, "train.parallel_trials", 0, 1 << 20);
+  if (auto* n = get("threads_per_rank"))
+    c.train.threads_per_rank = r.integer(*n, "train.threads_per_rank", 0, validate::kMaxThreads);
+  if (auto* n = get("stop_grace_s")) c.train.stop_grace_s = r.real(*n, "train.stop_grace_s", 0, 86400);
+  if (auto* n = get("max_failures")) c.train.max_failures = r.integer(*n, "train.max_failures", -1, INT64_MAX);
+  if (c.train.gpus_per_trial > 0 && c.train.gpus_per_trial != c.train.ranks_per_trial)
+    fail("{}: train.gpus_per_trial = {} with train.ranks_per_trial = {}: a trial's ranks take one GPU "
+         "each; make them equal", c.config_path, c.train.gpus_per_trial, c.train.ranks_per_trial);
+}
+
+void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, std::string>& overridden,
+           const TrainKeyCatalogue* catalogue) {
   Reader r{c.config_path, &root, &overridden};
-  static const std::vector<std::string> sections = {"study", "data", "halving", "fixed", "params"};
+  static const std::vector<std::string> sections = {"study", "data", "halving", "fixed", "params", "train"};
   for (const auto& [k, v] : root) {
     const std::string s(k.str());
     if (std::find(sections.begin(), sections.end(), s) == sections.end())
@@ -208,20 +287,37 @@ void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, 
   };
   const std::string sk = "study.";
   if (auto* n = get("study", "name")) c.name = r.text(*n, "study.name");
-  if (auto* n = get("study", "backend"))
-    c.backend = r.text(*n, "study.backend", {"mlp", "xgboost"}) == "mlp" ? Backend::mlp : Backend::xgboost;
+  if (auto* n = get("study", "backend")) {
+    const std::string b = r.text(*n, "study.backend", {"mlp", "xgboost", "train"});
+    c.backend = b == "mlp" ? Backend::mlp : b == "xgboost" ? Backend::xgboost : Backend::train;
+  }
   if (c.backend == Backend::xgboost && !xgboost_compiled())
     fail("{}: study.backend = \"xgboost\", but this aiscale was built without XGBoost: install "
          "Debian's libxgboost-dev (scripts/setup.sh does) and rebuild, or use backend = \"mlp\"", c.config_path);
+  if (c.backend != Backend::train && root["train"].as_table())
+    fail("{}: [train] belongs to studies of training runs: add study.backend = \"train\", or remove [train]",
+         c.config_path);
+  if (c.backend == Backend::train) {
+    apply_train(c, r, root);
+    if (!catalogue || !catalogue->keys)
+      fail("internal: a train study needs the training config's keys");
+    c.train_keys = catalogue->keys(c.train.config, c.train.set);
+    c.metric = Metric::val_loss;
+    c.folds = 0;
+  }
   if (auto* n = get("study", "task")) {
     c.task = r.text(*n, "study.task", {"regression", "classification"}) == "regression"
                  ? TaskKind::regression : TaskKind::classification;
     c.task_given = true;
   }
   if (auto* n = get("study", "metric")) {
-    const std::string m = r.text(*n, "study.metric", {"rmse", "mae", "r2", "accuracy", "log-loss"});
-    c.metric = m == "rmse" ? Metric::rmse : m == "mae" ? Metric::mae : m == "r2" ? Metric::r2
-             : m == "accuracy" ? Metric::accuracy : Metric::log_loss;
+    if (c.backend == Backend::train) {
+      r.text(*n, "study.metric", {"val_loss"});
+    } else {
+      const std::string m = r.text(*n, "study.metric", {"rmse", "mae", "r2", "accuracy", "log-loss"});
+      c.metric = m == "rmse" ? Metric::rmse : m == "mae" ? Metric::mae : m == "r2" ? Metric::r2
+               : m == "accuracy" ? Metric::accuracy : Metric::log_loss;
+    }
     c.metric_given = true;
   }
   if (auto* n = get("study", "search")) c.search = r.text(*n, "study.search", {"random", "grid"});
@@ -243,37 +339,65 @@ void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, 
   if (auto* n = get("data", "synthetic_rows")) c.data.synthetic_rows = r.integer(*n, "data.synthetic_rows", 1, 100000000);
   if (auto* n = get("data", "noise")) c.data.noise = r.real(*n, "data.noise", 0, 1e6);
 
+  // [fixed] first: a train study's budget may be fixed there (train.steps).
+  std::vector<std::pair<std::string, const toml::node*>> fixed, params;
+  if (const toml::table* t = root["fixed"].as_table()) {
+    if (c.backend == Backend::train) flatten(*t, "", false, fixed);
+    else for (const auto& [k, v] : *t) fixed.emplace_back(std::string(k.str()), &v);
+  }
+  if (const toml::table* t = root["params"].as_table()) {
+    if (c.backend == Backend::train) flatten(*t, "", true, params);
+    else for (const auto& [k, v] : *t) params.emplace_back(std::string(k.str()), &v);
+  }
+  for (const auto& [name, v] : fixed)
+    c.fixed[name] = r.hyper_value(*v, "fixed." + name, find_hyper(c, name, "[fixed]"));
+
   if (root["halving"].as_table()) {
     c.halving.enabled = true;
     if (auto* n = get("halving", "eta")) c.halving.eta = r.integer(*n, "halving.eta", 2, 100);
-    const Hyperparameter& budget = budget_hyperparameter(c.backend);
+    const Hyperparameter& budget = c.backend == Backend::train ? find_hyper(c, "train.steps", "[halving]")
+                                                               : budget_hyperparameter(c.backend);
     const int64_t most = static_cast<int64_t>(budget.max);
     for (auto [key, field] : {std::pair{"min_budget", &c.halving.min_budget}, std::pair{"max_budget", &c.halving.max_budget}}) {
       const toml::node* n = get("halving", key);
-      if (!n) fail("{}: [halving] needs {} ({} of the {} backend)", c.config_path, key, budget.name, backend_name(c.backend));
+      if (!n && c.backend == Backend::train && std::string(key) == "max_budget") {
+        // The trials' own length: train.steps of [fixed], else of the training config.
+        const auto f = c.fixed.find("train.steps");
+        *field = f != c.fixed.end() ? std::get<int64_t>(f->second) : std::get<int64_t>(budget.default_value);
+        continue;
+      }
+      if (!n)
+        fail("{}: [halving] needs {} ({} of the {} backend{})", c.config_path, key, budget.name, backend_name(c.backend),
+             c.backend == Backend::train ? ": the training step of the first rung" : "");
       *field = r.integer(*n, std::string("halving.") + key, 1, most);
+    }
+    if (c.backend == Backend::train) {
+      const auto f = c.fixed.find("train.steps");
+      const int64_t steps = f != c.fixed.end() ? std::get<int64_t>(f->second) : std::get<int64_t>(budget.default_value);
+      if (c.halving.max_budget != steps)
+        fail("{}: halving.max_budget = {}, but the trials train {} steps (train.steps of {}): the last "
+             "rung is the end of training; leave max_budget out or set train.steps in [fixed]",
+             c.config_path, c.halving.max_budget, steps, f != c.fixed.end() ? "[fixed]" : c.train.config);
+      if (c.halving.min_budget >= steps)
+        fail("{}: halving.min_budget = {} is not below the {} steps a trial trains: no trial could be "
+             "stopped early; make min_budget smaller (e.g. {}) or train longer",
+             c.config_path, c.halving.min_budget, steps, std::max<int64_t>(1, steps / 9));
     }
     if (c.halving.min_budget > c.halving.max_budget)
       fail("{}: halving.min_budget = {} is more than halving.max_budget = {}: the budget range is empty",
            c.config_path, c.halving.min_budget, c.halving.max_budget);
   }
-  if (const toml::table* fixed = root["fixed"].as_table())
-    for (const auto& [k, v] : *fixed) {
-      const std::string name(k.str());
-      c.fixed[name] = r.hyper_value(v, "fixed." + name, find_hyper(c.backend, name, c.config_path, "[fixed]"));
-    }
-  if (const toml::table* params = root["params"].as_table())
-    for (const auto& [k, v] : *params) {
-      ParamSpec p = read_param(r, c.backend, std::string(k.str()), v);
-      if (c.fixed.count(p.name))
-        fail("{}: '{}' is both in [fixed] and in [params]: keep one", c.config_path, p.name);
-      if (c.halving.enabled && budget_hyperparameter(c.backend).name == p.name)
-        fail("{}: params.{} is the budget that successive halving sets: remove it from [params] "
-             "or remove [halving]", c.config_path, p.name);
-      c.params.push_back(std::move(p));
-    }
+  for (const auto& [name, v] : params) {
+    ParamSpec p = read_param(r, c, name, *v);
+    if (c.fixed.count(p.name))
+      fail("{}: '{}' is both in [fixed] and in [params]: keep one", c.config_path, p.name);
+    if (c.halving.enabled && budget_hyperparameter(c.backend).name == p.name)
+      fail("{}: params.{} is the budget that successive halving sets: remove it from [params] "
+           "or remove [halving]", c.config_path, p.name);
+    c.params.push_back(std::move(p));
+  }
   // Data keys that belong together.
-  if (c.data.source == "csv") {
+  if (c.backend != Backend::train && c.data.source == "csv") {
     if (c.data.path.empty()) fail("{}: data.source = \"csv\" needs data.path (the CSV file)", c.config_path);
     if (c.data.target.empty()) fail("{}: data.source = \"csv\" needs data.target (the target column's name)", c.config_path);
   }
@@ -287,7 +411,8 @@ void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, 
 
 }  // namespace
 
-StudyConfig load_study_config(const std::string& path, const std::vector<std::string>& overrides) {
+StudyConfig load_study_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const TrainKeyCatalogue* train_keys) {
   validate::regular_file(path, "tune config");
   toml::table root;
   const std::string text = read_file(path);
@@ -305,7 +430,7 @@ StudyConfig load_study_config(const std::string& path, const std::vector<std::st
   }
   StudyConfig c;
   c.config_path = path;
-  apply(c, root, overridden);
+  apply(c, root, overridden, train_keys);
   return c;
 }
 
@@ -333,6 +458,7 @@ const char* metric_name(Metric m) {
     case Metric::r2: return "r2";
     case Metric::accuracy: return "accuracy";
     case Metric::log_loss: return "log-loss";
+    case Metric::val_loss: return "val_loss";
   }
   return "?";
 }

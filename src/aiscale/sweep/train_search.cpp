@@ -1,0 +1,815 @@
+#include "aiscale/sweep/train_search.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "aiscale/core/config_schema.h"
+#include "aiscale/core/error.h"
+#include "aiscale/core/fs.h"
+#include "aiscale/core/validate.h"
+#include "aiscale/sweep/asha.h"
+#include "aiscale/sweep/point_processes.h"
+#include "aiscale/sweep/stop_signals.h"
+#include "aiscale/train/config.h"
+#include "aiscale/train/vision_config.h"
+
+extern char** environ;
+
+namespace aiscale::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---- the training config's keys -------------------------------------------------------
+
+bool vision(const std::string& base, const std::vector<std::string>& set) {
+  return train::is_vision_config(read_file(base), set);
+}
+
+// The resolved config as TOML: every key with its value.
+std::string resolved_toml(const std::string& base, const std::vector<std::string>& set) {
+  if (vision(base, set)) return train::to_toml(train::load_vision_config(base, set));
+  return train::to_toml(train::load_train_config(base, set));
+}
+
+tune::Value value_at(const toml::table& t, const config::KeyInfo& k) {
+  const toml::node* n = t.at_path(k.name).node();
+  if (!n) return tune::Value{std::string()};
+  if (auto i = n->value_exact<int64_t>()) return tune::Value{*i};
+  if (auto d = n->value_exact<double>()) return tune::Value{*d};
+  if (auto b = n->value_exact<bool>()) return tune::Value{std::string(*b ? "true" : "false")};
+  if (auto s = n->value_exact<std::string>()) return tune::Value{*s};
+  return tune::Value{std::string()};
+}
+
+std::vector<tune::Hyperparameter> keys_of(const std::string& base, const std::vector<std::string>& set) {
+  const bool v = vision(base, set);
+  const std::vector<config::KeyInfo> infos = v ? train::vision_config_keys() : train::config_keys();
+  toml::table resolved;
+  try {
+    resolved = toml::parse(resolved_toml(base, set), base);
+  } catch (const toml::parse_error& e) {
+    fail("internal: the resolved config of {} does not read back: {}", base, e.description());
+  }
+  std::vector<tune::Hyperparameter> out;
+  for (const auto& k : infos) {
+    tune::Hyperparameter h;
+    h.name = k.name;
+    h.doc = k.doc;
+    h.default_value = value_at(resolved, k);
+    if (k.type == "integer") {
+      h.type = 'i';
+      h.min = static_cast<double>(k.min_int);
+      h.max = static_cast<double>(k.max_int);
+    } else if (k.type == "number") {
+      h.type = 'r';
+      h.min = k.min_real;
+      h.max = k.max_real;
+    } else if (k.type == "boolean") {
+      h.type = 'b';
+    } else {
+      h.type = 's';
+      h.choices = k.choices;
+    }
+    h.budget = k.name == "train.steps";
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+// ---- state files ----------------------------------------------------------------------
+
+json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double number_of(const json& j) { return j.is_number() ? j.get<double>() : kNaN; }
+
+json params_json(const tune::Params& p) {
+  json j = json::object();
+  for (const auto& [k, v] : p) {
+    if (auto* i = std::get_if<int64_t>(&v)) j[k] = *i;
+    else if (auto* d = std::get_if<double>(&v)) j[k] = *d;
+    else j[k] = std::get<std::string>(v);
+  }
+  return j;
+}
+
+json trial_json(const TrialRecord& t) {
+  json curve = json::array(), rungs = json::array();
+  for (const auto& [s, l] : t.curve) curve.push_back({s, number_or_null(l)});
+  for (const auto& r : t.rungs)
+    rungs.push_back({{"step", r.step}, {"val_loss", number_or_null(r.val_loss)}, {"went_on", r.went_on}});
+  return {{"trial", t.trial}, {"name", t.name}, {"params", params_json(t.params)}, {"status", t.status},
+          {"curve", curve}, {"rungs", rungs}, {"last_step", t.last_step}, {"val_loss", number_or_null(t.val_loss)},
+          {"exit_code", t.exit_code}, {"error", t.error}, {"seconds", t.seconds},
+          {"step_seconds", t.step_seconds}, {"attempts", t.attempts}};
+}
+
+void read_trial_state(TrialRecord& t, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(read_file(path));
+    t.status = j.at("status").get<std::string>();
+    t.curve.clear();
+    for (const auto& p : j.at("curve")) t.curve.emplace_back(p.at(0).get<int64_t>(), number_of(p.at(1)));
+    t.rungs.clear();
+    for (const auto& r : j.at("rungs"))
+      t.rungs.push_back({r.at("step").get<int64_t>(), number_of(r.at("val_loss")), r.at("went_on").get<bool>()});
+    t.last_step = j.at("last_step").get<int64_t>();
+    t.val_loss = number_of(j.at("val_loss"));
+    t.exit_code = j.at("exit_code").get<int>();
+    t.error = j.at("error").get<std::string>();
+    t.seconds = j.at("seconds").get<double>();
+    t.step_seconds = j.at("step_seconds").get<double>();
+    t.attempts = j.at("attempts").get<int64_t>();
+  } catch (const json::exception& e) {
+    fail("{}: not a trial state this aiscale wrote ({}): remove it to run the trial again, or start the "
+         "study over with --fresh", path, e.what());
+  }
+}
+
+// ---- one trial's process --------------------------------------------------------------
+
+struct Slot {
+  std::vector<int> gpus;  // CUDA device numbers of this slot; empty on CPUs
+  int64_t trial = -2;     // the trial running there; -2: free
+};
+
+struct Running {
+  pid_t pid = 0;
+  size_t slot = 0;
+  double started = 0;
+  bool stop_sent = false;      // told to stop (by the halving or by a stop signal)
+  bool stopped_by_rung = false;
+  double kill_at = 0;
+  std::uintmax_t offset = 0;   // how far metrics.jsonl has been read
+  std::string marker;          // AISCALE_STUDY_POINT of its processes
+};
+
+pid_t start_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                    const std::string& log) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
+  const std::string header = fmt::format("$ {}\n", fmt::join(argv, " "));
+  if (::write(fd, header.data(), header.size()) < 0) {}
+  std::vector<std::string> args = argv, envs = env;
+  std::vector<char*> cargs, cenv;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  const std::string exec_failed = fmt::format("cannot run '{}'\n", argv[0]);
+  pid_t pid = 0;
+  {
+    BlockStopSignals blocked;
+    pid = ::fork();
+    if (pid == 0) {
+      ::setsid();  // a group of its own: stopped as one, and the terminal's Ctrl-C comes through the study
+      reset_stop_signals_in_child();
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const int null_in = ::open("/dev/null", O_RDONLY);
+      if (null_in >= 0) ::dup2(null_in, 0);
+      ::execvpe(cargs[0], cargs.data(), cenv.data());
+      if (::write(2, exec_failed.data(), exec_failed.size()) < 0) {}
+      ::_exit(127);
+    }
+  }
+  ::close(fd);
+  if (pid < 0) fail("cannot start a trial process: {}", std::strerror(errno));
+  return pid;
+}
+
+std::string log_tail(const std::string& log, size_t lines) {
+  std::ifstream in(log);
+  std::deque<std::string> last;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '$') continue;
+    last.push_back(line);
+    if (last.size() > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += (out.empty() ? "" : " | ") + l;
+  return out;
+}
+
+// ---- the study -------------------------------------------------------------------------
+
+std::string override_text(const std::string& key, const tune::Value& v) {
+  if (auto* s = std::get_if<std::string>(&v)) {
+    if (*s == "true" || *s == "false") return key + "=" + *s;
+    return key + "=" + config::toml_quote(*s);
+  }
+  return key + "=" + tune::value_text(v);
+}
+
+// CUDA devices this node offers: CUDA_VISIBLE_DEVICES when set, else /dev/nvidiaN.
+std::vector<int> visible_gpus() {
+  std::vector<int> out;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::stringstream ss(v);
+    for (std::string item; std::getline(ss, item, ',');)
+      if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) out.push_back(std::stoi(item));
+    return out;
+  }
+  for (int i = 0; i < 1024; ++i)
+    if (fs::exists(fmt::format("/dev/nvidia{}", i))) out.push_back(i);
+  return out;
+}
+
+int cores() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+class Search {
+ public:
+  Search(const tune::StudyConfig& c, const TrainSearchOptions& o) : c_(c), o_(o) {}
+  TrainSearchOutcome run();
+
+ private:
+  void prepare_dir();
+  void plan_slots();
+  std::vector<std::string> train_overrides(const TrialRecord& t) const;
+  void launch(TrialRecord& t, size_t slot);
+  void read_metrics(TrialRecord& t, Running& r);
+  void finish(TrialRecord& t, Running& r, int status);
+  void stop_trial(Running& r, int sig);
+  void save(const TrialRecord& t) const;
+  void say(const std::string& line) const;
+  std::string trial_dir(const TrialRecord& t) const { return (fs::path(dir_) / "trials" / t.name).string(); }
+  void write_results(TrainSearchOutcome& out) const;
+
+  const tune::StudyConfig& c_;
+  const TrainSearchOptions& o_;
+  std::string dir_, self_, device_ = "cpu", launcher_ = "local";
+  std::vector<TrialRecord> trials_;  // the default first
+  std::vector<Slot> slots_;
+  std::map<int64_t, Running> running_;  // by index into trials_
+  Asha asha_{3, {}};
+  bool halving_ = false;
+  int64_t steps_ = 0, eval_every_ = 0, threads_ = 1, failures_ = 0;
+  int64_t started_ = 0, resumed_ = 0, skipped_ = 0;
+  double busy_s_ = 0, step_s_ = 0;  // process and training-step time of this run of the study
+};
+
+void Search::say(const std::string& line) const {
+  if (o_.quiet) return;
+  std::printf("tune: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void Search::save(const TrialRecord& t) const {
+  atomic_write_file((fs::path(dir_) / "trials" / (t.name + ".json")).string(), trial_json(t).dump(1) + "\n");
+}
+
+void Search::prepare_dir() {
+  dir_ = fs::absolute(c_.dir).lexically_normal().string();
+  const std::string base_text = read_file(c_.train.config);
+  const json identity = {{"kind", "train"}, {"study", o_.study_text}, {"train_config", c_.train.config},
+                         {"train_config_text", base_text}};
+  const std::string fp = fmt::format("{:016x}", std::hash<std::string>{}(identity.dump()));
+  const fs::path tune_json = fs::path(dir_) / "tune.json";
+  if (fs::exists(tune_json) && !o_.fresh) {
+    json old;
+    try {
+      old = json::parse(read_file(tune_json.string()));
+    } catch (const json::exception&) {
+      fail("{}: not a tune.json this aiscale wrote: remove the directory or run with --fresh", tune_json.string());
+    }
+    if (old.value("fingerprint", "") != fp)
+      fail("{} holds a study of another configuration (the study file or its training config {} changed): "
+           "run with --fresh to start over there, or give study.dir another directory",
+           dir_, c_.train.config);
+  }
+  if (o_.fresh && fs::exists(dir_)) {
+    // Only what a study writes is removed.
+    for (const char* name : {"trials", "best", "results.csv", "results.json", "tune.json"}) fs::remove_all(fs::path(dir_) / name);
+  }
+  fs::create_directories(fs::path(dir_) / "trials");
+  atomic_write_file(tune_json.string(), json{{"format", "aiscale-tune"}, {"fingerprint", fp}, {"backend", "train"}, {"name", c_.name},
+                                             {"study_text", o_.study_text}, {"train_config", c_.train.config}}
+                                            .dump(1) + "\n");
+}
+
+void Search::plan_slots() {
+  const auto device_it = std::find_if(c_.train_keys.begin(), c_.train_keys.end(),
+                                      [](const auto& h) { return h.name == "train.device"; });
+  device_ = device_it != c_.train_keys.end() ? tune::value_text(device_it->default_value) : "cpu";
+  if (auto f = c_.fixed.find("train.device"); f != c_.fixed.end()) device_ = tune::value_text(f->second);
+  int64_t gpus_per_trial = c_.train.gpus_per_trial;
+  if (device_ == "cuda" && gpus_per_trial == 0) gpus_per_trial = c_.train.ranks_per_trial;
+  if (device_ != "cuda" && gpus_per_trial > 0)
+    fail("{}: train.gpus_per_trial = {}, but the trials train on the CPU (train.device = \"{}\" in {}): set "
+         "train.device = \"cuda\" in [fixed] or in the training config, or leave gpus_per_trial out",
+         c_.config_path, gpus_per_trial, device_, c_.train.config);
+  const bool in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  launcher_ = c_.train.launcher == "auto" ? (in_slurm ? "srun" : "local") : c_.train.launcher;
+  if (launcher_ == "srun" && !in_slurm)
+    fail("{}: train.launcher = \"srun\" runs the trials as job steps of a Slurm allocation, but this is "
+         "not inside one (SLURM_JOB_ID is not set): submit the study with `aiscale slurm script -- tune "
+         "{}`, or use launcher = \"local\"", c_.config_path, c_.config_path);
+  const int64_t ranks = c_.train.ranks_per_trial;
+  int64_t parallel = c_.train.parallel_trials;
+  if (launcher_ == "srun") {
+    const int64_t tasks = validate::env_int("SLURM_NTASKS", 1, 1 << 24).value_or(1);
+    if (ranks > tasks)
+      fail("{}: train.ranks_per_trial = {}, but the allocation has {} task(s) (SLURM_NTASKS): no trial "
+           "fits; ask sbatch for at least {} tasks (--ntasks), or fewer ranks per trial",
+           c_.config_path, ranks, tasks, ranks);
+    if (parallel == 0) parallel = std::max<int64_t>(1, tasks / ranks);
+    threads_ = c_.train.threads_per_rank > 0 ? c_.train.threads_per_rank
+                                             : validate::env_int("SLURM_CPUS_PER_TASK", 1, 1 << 20).value_or(1);
+    slots_.assign(static_cast<size_t>(parallel), Slot{});
+    return;
+  }
+  if (gpus_per_trial > 0) {
+    std::vector<int> gpus = visible_gpus();
+    if (c_.train.gpus >= 0) {
+      if (c_.train.gpus > static_cast<int64_t>(gpus.size()))
+        fail("{}: train.gpus = {}, but this node shows {} GPU(s){}: lower it", c_.config_path, c_.train.gpus,
+             gpus.size(), std::getenv("CUDA_VISIBLE_DEVICES") ? " (CUDA_VISIBLE_DEVICES)" : "");
+      gpus.resize(static_cast<size_t>(c_.train.gpus));
+    }
+    if (static_cast<int64_t>(gpus.size()) < gpus_per_trial)
+      fail("{}: each trial needs {} GPU(s) (train.gpus_per_trial), but {} {} available: no trial fits; "
+           "use fewer GPUs per trial or a node with more", c_.config_path, gpus_per_trial, gpus.size(),
+           gpus.size() == 1 ? "is" : "are");
+    const int64_t fit = static_cast<int64_t>(gpus.size()) / gpus_per_trial;
+    if (parallel == 0 || parallel > fit) parallel = fit;
+    for (int64_t s = 0; s < parallel; ++s) {
+      Slot slot;
+      for (int64_t g = 0; g < gpus_per_trial; ++g) slot.gpus.push_back(gpus[static_cast<size_t>(s * gpus_per_trial + g)]);
+      slots_.push_back(slot);
+    }
+    threads_ = c_.train.threads_per_rank > 0 ? c_.train.threads_per_rank
+                                             : std::max<int64_t>(1, cores() / (parallel * ranks));
+    return;
+  }
+  const int64_t n = cores();
+  if (parallel == 0) parallel = std::max<int64_t>(1, n / (ranks * std::max<int64_t>(1, c_.train.threads_per_rank)));
+  threads_ = c_.train.threads_per_rank > 0 ? c_.train.threads_per_rank : std::max<int64_t>(1, n / (parallel * ranks));
+  slots_.assign(static_cast<size_t>(parallel), Slot{});
+}
+
+std::vector<std::string> Search::train_overrides(const TrialRecord& t) const {
+  std::vector<std::string> set = c_.train.set;
+  for (const auto& [k, v] : t.params) set.push_back(override_text(k, v));
+  return set;
+}
+
+void Search::launch(TrialRecord& t, size_t slot) {
+  const std::string run_dir = trial_dir(t);
+  const std::string log = (fs::path(dir_) / "trials" / (t.name + ".log")).string();
+  std::vector<std::string> train_args;
+  bool resume = false;
+  if (fs::exists(fs::path(run_dir) / "checkpoints")) {
+    for (const auto& e : fs::directory_iterator(fs::path(run_dir) / "checkpoints"))
+      if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
+          e.path().filename().string().find('.') == std::string::npos)
+        resume = true;
+  }
+  if (resume) {
+    train_args = {"train", "--resume", run_dir, "-q"};
+    ++resumed_;
+  } else {
+    // A run directory without a checkpoint holds nothing to continue from.
+    std::error_code ec;
+    fs::remove_all(run_dir, ec);
+    std::vector<std::string> set = train_overrides(t);
+    set.push_back(fmt::format("run.dir={}", config::toml_quote((fs::path(dir_) / "trials").string())));
+    set.push_back(fmt::format("run.name={}", config::toml_quote(t.name)));
+    set.push_back(fmt::format("train.eval_every={}", eval_every_));
+    set.push_back("train.log_every=1");
+    if (device_ == "cpu") set.push_back(fmt::format("train.threads={}", threads_));
+    // The trial's config is checked here first, so a bad combination fails with its reason
+    // and no process is started for it.
+    try {
+      (void)resolved_toml(c_.train.config, set);
+    } catch (const Error& e) {
+      t.status = "failed";
+      t.error = e.what();
+      ++failures_;
+      save(t);
+      say(fmt::format("{} failed before it started: {}", t.name, t.error));
+      return;
+    }
+    train_args = {"train", "-c", c_.train.config};
+    for (const auto& s : set) {
+      train_args.push_back("--set");
+      train_args.push_back(s);
+    }
+    train_args.push_back("-q");
+    ++started_;
+  }
+  const int64_t ranks = c_.train.ranks_per_trial;
+  std::vector<std::string> argv;
+  if (launcher_ == "srun") {
+    argv = {"srun", "--exact", fmt::format("--ntasks={}", ranks), fmt::format("--cpus-per-task={}", threads_),
+            "--kill-on-bad-exit=1", self_};
+    if (!slots_[slot].gpus.empty() || (device_ == "cuda")) argv.insert(argv.begin() + 4, "--gpus-per-task=1");
+  } else if (ranks > 1) {
+    argv = {self_, "launch", "-n", std::to_string(ranks), "--threads-per-rank", std::to_string(threads_), "--"};
+  } else {
+    argv = {self_};
+  }
+  argv.insert(argv.end(), train_args.begin(), train_args.end());
+
+  Running r;
+  r.slot = slot;
+  r.started = now_s();
+  r.marker = fs::path(run_dir).lexically_normal().string();
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    if (v.rfind(std::string(kPointEnv) + "=", 0) == 0) continue;
+    if (!slots_[slot].gpus.empty() && v.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
+    if (v.rfind("OMP_NUM_THREADS=", 0) == 0) continue;
+    env.emplace_back(*e);
+  }
+  env.push_back(std::string(kPointEnv) + "=" + r.marker);
+  env.push_back(fmt::format("OMP_NUM_THREADS={}", threads_));
+  if (!slots_[slot].gpus.empty()) env.push_back(fmt::format("CUDA_VISIBLE_DEVICES={}", fmt::join(slots_[slot].gpus, ",")));
+  r.pid = start_process(argv, env, log);
+  t.status = "running";
+  ++t.attempts;
+  save(t);
+  slots_[slot].trial = t.trial;
+  std::string keys;
+  for (const auto& [k, v] : t.params) keys += fmt::format(" {}={}", k, tune::value_text(v));
+  say(fmt::format("{} {}{}{}", t.name, resume ? "resumed from its checkpoint" : "started",
+                  slots_[slot].gpus.empty() ? "" : fmt::format(" on GPU {}", fmt::join(slots_[slot].gpus, ",")), keys));
+  running_[static_cast<int64_t>(&t - trials_.data())] = r;
+}
+
+void Search::stop_trial(Running& r, int sig) {
+  ::kill(-r.pid, sig);
+  signal_processes(find_point_processes(r.marker), sig);
+}
+
+void Search::read_metrics(TrialRecord& t, Running& r) {
+  const fs::path metrics = fs::path(trial_dir(t)) / "metrics.jsonl";
+  std::error_code ec;
+  const auto size = fs::file_size(metrics, ec);
+  if (ec || size <= r.offset) return;
+  std::ifstream in(metrics, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(r.offset));
+  std::string chunk(static_cast<size_t>(size - r.offset), '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  const size_t end = chunk.rfind('\n');
+  if (end == std::string::npos) return;  // a line still being written
+  r.offset += end + 1;
+  std::stringstream lines(chunk.substr(0, end));
+  for (std::string line; std::getline(lines, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("step")) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (step <= t.last_step && !j.contains("val_loss")) continue;  // a resumed run's lines already read
+    if (step > t.last_step) {
+      t.last_step = step;
+      if (j.contains("step_time_s") && j["step_time_s"].is_number()) {
+        t.step_seconds += j["step_time_s"].get<double>();
+        step_s_ += j["step_time_s"].get<double>();
+      }
+    }
+    if (!j.contains("val_loss")) continue;
+    const double loss = number_of(j["val_loss"]);
+    if (std::any_of(t.curve.begin(), t.curve.end(), [&](const auto& p) { return p.first == step; })) continue;
+    t.curve.emplace_back(step, loss);
+    t.val_loss = loss;
+    if (halving_ && asha_.is_rung(step)) {
+      const bool go_on = asha_.record(t.trial, step, loss, t.trial < 0);
+      t.rungs.push_back({step, loss, go_on});
+      const auto rank = asha_.recorded(step);
+      if (!go_on && !r.stop_sent) {
+        r.stop_sent = true;
+        r.stopped_by_rung = true;
+        r.kill_at = now_s() + c_.train.stop_grace_s;
+        stop_trial(r, SIGTERM);
+        say(fmt::format("{} step {}: validation loss {:.4f}, not among the best 1/{} of the {} trial(s) at this "
+                        "rung: stopped", t.name, step, loss, c_.halving.eta, rank.size()));
+      } else {
+        say(fmt::format("{} step {}: validation loss {:.4f}, goes on ({} trial(s) at this rung)", t.name, step,
+                        loss, rank.size()));
+      }
+    }
+    save(t);
+  }
+}
+
+void Search::finish(TrialRecord& t, Running& r, int status) {
+  read_metrics(t, r);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // Ranks that outlive the launcher are ended with it.
+  end_point_processes(r.marker, r.stop_sent ? SIGKILL : SIGTERM, r.stop_sent ? 1.0 : 10.0);
+  t.seconds += now_s() - r.started;
+  busy_s_ += now_s() - r.started;
+  t.exit_code = code;
+  const std::string log = (fs::path(dir_) / "trials" / (t.name + ".log")).string();
+  json summary;
+  if (fs::exists(fs::path(trial_dir(t)) / "summary.json"))
+    summary = json::parse(read_file((fs::path(trial_dir(t)) / "summary.json").string()), nullptr, false);
+  const bool reached = summary.is_object() && summary.value("steps", int64_t{0}) >= steps_ &&
+                       summary.value("status", std::string()) == "finished";
+  if (r.stopped_by_rung) {
+    t.status = "stopped";
+    say(fmt::format("{} stopped at step {} (validation loss {:.4f})", t.name, t.rungs.empty() ? t.last_step : t.rungs.back().step,
+                    t.val_loss));
+  } else if (code == 0 && reached) {
+    t.status = "finished";
+    if (summary.contains("val_loss")) t.val_loss = number_of(summary["val_loss"]);
+    say(fmt::format("{} finished: validation loss {:.4f} after {} steps ({:.1f} s)", t.name, t.val_loss, steps_, t.seconds));
+  } else if (StopSignals::received()) {
+    t.status = "pending";  // interrupted with the study: resumed from its checkpoint next time
+  } else if (code == 3) {
+    t.status = "diverged";
+    t.val_loss = kNaN;
+    t.error = log_tail(log, 2);
+    say(fmt::format("{} diverged (exit 3): {}", t.name, t.error));
+  } else {
+    t.status = "failed";
+    t.error = code == 0 ? fmt::format("ended at step {} of {} without an error: {}", t.last_step, steps_, log_tail(log, 2))
+                        : log_tail(log, 3);
+    ++failures_;
+    say(fmt::format("{} failed (exit {}): {} — its output: {}", t.name, code, t.error, log));
+  }
+  slots_[r.slot].trial = -2;
+  save(t);
+}
+
+TrainSearchOutcome Search::run() {
+  const auto wall_start = now_s();
+  self_ = o_.self_exe.empty() ? fs::read_symlink("/proc/self/exe").string() : o_.self_exe;
+  prepare_dir();
+  // The trials' length and validation passes.
+  const auto steps_h = std::find_if(c_.train_keys.begin(), c_.train_keys.end(), [](const auto& h) { return h.name == "train.steps"; });
+  if (steps_h == c_.train_keys.end()) fail("internal: the training config has no train.steps");
+  steps_ = std::get<int64_t>(steps_h->default_value);
+  if (auto f = c_.fixed.find("train.steps"); f != c_.fixed.end()) steps_ = std::get<int64_t>(f->second);
+  if (steps_ <= 0)
+    fail("{}: the trials of {} train by epochs (train.steps = 0): a train study needs train.steps, in "
+         "[fixed] or in the training config", c_.config_path, c_.train.config);
+  halving_ = c_.halving.enabled;
+  std::vector<int64_t> rungs;
+  if (halving_) {
+    rungs = asha_rungs(c_.halving.min_budget, steps_, c_.halving.eta);
+    asha_ = Asha(c_.halving.eta, rungs);
+    eval_every_ = c_.halving.min_budget;
+  } else {
+    const auto ev = std::find_if(c_.train_keys.begin(), c_.train_keys.end(), [](const auto& h) { return h.name == "train.eval_every"; });
+    eval_every_ = ev != c_.train_keys.end() ? std::get<int64_t>(ev->default_value) : 0;
+    if (eval_every_ <= 0) eval_every_ = std::max<int64_t>(1, steps_ / 10);
+  }
+  plan_slots();
+
+  // The default configuration and the drawn trials, with their state from an earlier run.
+  TrialRecord def;
+  def.trial = -1;
+  def.name = "default";
+  def.params = c_.fixed;
+  trials_.push_back(def);
+  const std::vector<tune::Params> drawn = tune::make_trials(c_);
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    TrialRecord t;
+    t.trial = static_cast<int64_t>(i);
+    t.name = fmt::format("trial-{:03d}", i);
+    t.params = drawn[i];
+    trials_.push_back(std::move(t));
+  }
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < trials_.size(); ++i) {
+    TrialRecord& t = trials_[i];
+    const std::string state = (fs::path(dir_) / "trials" / (t.name + ".json")).string();
+    if (fs::exists(state)) {
+      read_trial_state(t, state);
+      for (const auto& r : t.rungs) asha_.restore(t.trial, r.step, r.val_loss, r.went_on);
+      if (t.status == "failed") ++failures_;
+    }
+    if (t.status == "finished" || t.status == "stopped" || t.status == "failed" || t.status == "diverged") {
+      ++skipped_;
+      continue;
+    }
+    // A rung passed before the interruption that decided "stop" is final.
+    if (std::any_of(t.rungs.begin(), t.rungs.end(), [](const auto& r) { return !r.went_on; })) {
+      t.status = "stopped";
+      save(t);
+      ++skipped_;
+      continue;
+    }
+    queue.push_back(i);
+  }
+  say(fmt::format("{}: {} trial(s) and the default configuration of {}, {} step(s) each; {} at a time ({}{}); "
+                  "{}{} to run, {} done before",
+                  c_.name, drawn.size(), c_.train.config, steps_, slots_.size(),
+                  launcher_ == "srun" ? "Slurm job steps" : slots_.front().gpus.empty() ? "CPU" : "GPU",
+                  c_.train.ranks_per_trial > 1 ? fmt::format(", {} ranks each", c_.train.ranks_per_trial) : "",
+                  halving_ ? fmt::format("rungs at steps {} (eta {}); ", fmt::join(rungs, ", "), c_.halving.eta) : "",
+                  queue.size(), skipped_));
+
+  StopSignals signals;
+  bool gave_up = false;
+  while (!queue.empty() || !running_.empty()) {
+    const bool stopping = StopSignals::received() != 0;
+    if (!stopping && !gave_up && c_.train.max_failures >= 0 && failures_ > c_.train.max_failures) {
+      gave_up = true;
+      say(fmt::format("{} trial(s) failed, more than train.max_failures = {}: no further trial is started",
+                      failures_, c_.train.max_failures));
+    }
+    // Fill the free slots.
+    for (size_t s = 0; s < slots_.size() && !stopping && !gave_up && !queue.empty(); ++s) {
+      if (slots_[s].trial != -2) continue;
+      const size_t i = queue.front();
+      queue.pop_front();
+      launch(trials_[i], s);
+    }
+    // Watch the running trials.
+    for (auto it = running_.begin(); it != running_.end();) {
+      TrialRecord& t = trials_[static_cast<size_t>(it->first)];
+      Running& r = it->second;
+      if (stopping && !r.stop_sent) {
+        r.stop_sent = true;
+        r.kill_at = now_s() + c_.train.stop_grace_s;
+        stop_trial(r, StopSignals::received());
+      }
+      if (r.stop_sent && (now_s() > r.kill_at || StopSignals::count() > 1)) stop_trial(r, SIGKILL);
+      read_metrics(t, r);
+      int status = 0;
+      const pid_t w = ::waitpid(r.pid, &status, WNOHANG);
+      if (w == r.pid) {
+        finish(t, r, status);
+        it = running_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (stopping && running_.empty()) break;
+    if (gave_up && running_.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  TrainSearchOutcome out;
+  out.interrupted = StopSignals::received() != 0;
+  out.wall_seconds = now_s() - wall_start;
+  out.parallel_trials = static_cast<int64_t>(slots_.size());
+  out.rungs = rungs;
+  out.dir = dir_;
+  out.started = started_;
+  out.resumed = resumed_;
+  out.skipped = skipped_;
+  write_results(out);
+  if (gave_up)
+    fail("{}: {} trial(s) failed (more than train.max_failures = {}); their errors are in {}/results.csv "
+         "and each trial's log under {}/trials", c_.config_path, failures_, c_.train.max_failures, dir_, dir_);
+  return out;
+}
+
+bool finished_better(const TrialRecord& a, const TrialRecord& b) {
+  // Finished first, by loss; then stopped, the later rung first; then the rest.
+  auto group = [](const TrialRecord& t) {
+    if (t.status == "finished" && std::isfinite(t.val_loss)) return 0;
+    if (t.status == "stopped") return 1;
+    if (t.status == "pending" || t.status == "running") return 2;
+    return 3;
+  };
+  const int ga = group(a), gb = group(b);
+  if (ga != gb) return ga < gb;
+  if (ga == 1 && a.last_step != b.last_step) return a.last_step > b.last_step;
+  const bool an = !std::isfinite(a.val_loss), bn = !std::isfinite(b.val_loss);
+  if (an != bn) return bn;
+  if (!an && a.val_loss != b.val_loss) return a.val_loss < b.val_loss;
+  return a.trial < b.trial;
+}
+
+std::string csv_cell(std::string s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch == '\n' ? ' ' : ch);
+  return out + "\"";
+}
+
+void Search::write_results(TrainSearchOutcome& out) const {
+  std::vector<TrialRecord> board = trials_;
+  std::stable_sort(board.begin(), board.end(), finished_better);
+  out.trials = trials_;
+  const double busy = busy_s_, steps = step_s_;
+  const double capacity = out.wall_seconds * static_cast<double>(std::max<int64_t>(1, out.parallel_trials));
+  out.busy_share = capacity > 0 ? busy / capacity : 0;
+  out.step_share = capacity > 0 ? steps / capacity : 0;
+  for (const auto& t : board)
+    if (t.trial >= 0 && t.status == "finished" && std::isfinite(t.val_loss)) {
+      out.best = t.trial;
+      break;
+    }
+  // Keys, in the order of the study's [params] then [fixed].
+  std::vector<std::string> keys;
+  for (const auto& p : c_.params) keys.push_back(p.name);
+  for (const auto& [k, v] : c_.fixed) keys.push_back(k);
+  std::string csv = "rank,trial,status,last_step,val_loss,seconds,step_seconds";
+  for (const auto& k : keys) csv += "," + csv_cell(k);
+  csv += ",error\n";
+  json rows = json::array();
+  int64_t rank = 0;
+  for (const auto& t : board) {
+    ++rank;
+    csv += fmt::format("{},{},{},{},{},{:.3f},{:.3f}", rank, t.name, csv_cell(trial_status_text(t)), t.last_step,
+                       std::isfinite(t.val_loss) ? fmt::format("{:.6g}", t.val_loss) : std::string(), t.seconds,
+                       t.step_seconds);
+    for (const auto& k : keys) {
+      const auto it = t.params.find(k);
+      csv += "," + (it == t.params.end() ? std::string() : csv_cell(tune::value_text(it->second)));
+    }
+    csv += "," + csv_cell(t.error) + "\n";
+    json row = trial_json(t);
+    row["rank"] = rank;
+    rows.push_back(row);
+  }
+  atomic_write_file((fs::path(dir_) / "results.csv").string(), csv);
+  json params = json::array();
+  for (const auto& p : c_.params) {
+    static const char* kinds[] = {"uniform", "log-uniform", "int", "choice"};
+    params.push_back({{"name", p.name}, {"type", kinds[static_cast<int>(p.kind)]}, {"low", p.low}, {"high", p.high}});
+  }
+  const auto def = std::find_if(trials_.begin(), trials_.end(), [](const auto& t) { return t.trial == -1; });
+  json j = {{"kind", "train-search"},
+            {"name", c_.name},
+            {"train_config", c_.train.config},
+            {"metric", "val_loss"},
+            {"search", c_.search},
+            {"steps", steps_},
+            {"halving", halving_ ? json{{"eta", c_.halving.eta}, {"rungs", out.rungs}} : json(nullptr)},
+            {"params", params},
+            {"parallel_trials", out.parallel_trials},
+            {"ranks_per_trial", c_.train.ranks_per_trial},
+            {"launcher", launcher_},
+            {"device", device_},
+            {"wall_seconds", out.wall_seconds},
+            {"busy_share", out.busy_share},
+            {"step_share", out.step_share},
+            {"interrupted", out.interrupted},
+            {"best", out.best >= 0 ? json(fmt::format("trial-{:03d}", out.best)) : json(nullptr)},
+            {"default_val_loss", def != trials_.end() ? number_or_null(def->val_loss) : json(nullptr)},
+            {"trials", rows}};
+  atomic_write_file((fs::path(dir_) / "results.json").string(), j.dump(1) + "\n");
+  if (out.best >= 0) {
+    const TrialRecord& b = trials_[static_cast<size_t>(out.best + 1)];
+    std::string text = fmt::format(
+        "# The best trial ({}, validation loss {:.6g} after {} steps) of the study {} ({}):\n"
+        "# {} with these keys set. Train it with: aiscale train -c {}/best/config.toml\n",
+        b.name, b.val_loss, steps_, c_.name, c_.config_path, c_.train.config, dir_);
+    for (const auto& [k, v] : b.params) text += fmt::format("#   {}\n", override_text(k, v));
+    text += resolved_toml(c_.train.config, train_overrides(b));
+    fs::create_directories(fs::path(dir_) / "best");
+    atomic_write_file((fs::path(dir_) / "best" / "config.toml").string(), text);
+  }
+}
+
+}  // namespace
+
+tune::TrainKeyCatalogue train_key_catalogue() {
+  tune::TrainKeyCatalogue k;
+  k.keys = [](const std::string& base, const std::vector<std::string>& set) { return keys_of(base, set); };
+  return k;
+}
+
+std::string trial_status_text(const TrialRecord& t) {
+  if (t.status == "stopped") {
+    for (const auto& r : t.rungs)
+      if (!r.went_on) return fmt::format("stopped at step {}", r.step);
+    return "stopped";
+  }
+  if (t.status == "failed") return t.exit_code >= 0 ? fmt::format("failed (exit {})", t.exit_code) : "failed";
+  if (t.status == "pending" && t.last_step > 0) return fmt::format("interrupted at step {}", t.last_step);
+  return t.status;
+}
+
+TrainSearchOutcome run_train_search(const tune::StudyConfig& c, const TrainSearchOptions& o) {
+  Search s(c, o);
+  return s.run();
+}
+
+}  // namespace aiscale::sweep
