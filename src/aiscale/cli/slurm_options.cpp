@@ -64,7 +64,8 @@ void add_job_options(CLI::App* c, JobOptions& o, bool study) {
                 "Container image to run aiscale in (with the preset's container command, e.g. "
                 "singularity exec --nv)");
   c->add_option("--launcher", o.req.launcher,
-                "srun (one task per rank) or mpirun (inside the allocation); default: the preset's, "
+                "srun (one task per rank), mpirun (inside the allocation) or none (the command once, "
+                "starting its own job steps: aiscale tune over training runs); default: the preset's, "
                 "else srun");
   c->add_option("--srun-mpi", o.req.srun_mpi, "srun --mpi plugin (default: the preset's, else pmix)");
   c->add_option("--aiscale", o.req.aiscale,

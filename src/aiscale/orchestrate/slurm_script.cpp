@@ -206,8 +206,8 @@ JobScript resolve_job(const ScriptRequest& r, const plan::Catalog* cat) {
   j.container = r.container;
   j.container_exec = preset->container_exec.empty() ? "apptainer exec" : preset->container_exec;
   j.launcher = !r.launcher.empty() ? r.launcher : preset->launcher;
-  if (j.launcher != "srun" && j.launcher != "mpirun")
-    fail("--launcher '{}' is unknown: use srun or mpirun", j.launcher);
+  if (j.launcher != "srun" && j.launcher != "mpirun" && j.launcher != "none")
+    fail("--launcher '{}' is unknown: use srun, mpirun or none", j.launcher);
   j.srun_mpi = !r.srun_mpi.empty() ? r.srun_mpi : preset->srun_mpi;
   j.aiscale = r.aiscale.empty() ? "aiscale" : r.aiscale;
   j.argv = r.argv;
@@ -352,6 +352,9 @@ std::string render_sbatch(const JobScript& j) {
     if (!j.cpu_bind.empty()) cmd += " --cpu-bind=" + shell_quote(j.cpu_bind);
     if (!j.gpu_bind.empty()) cmd += " --gpu-bind=" + shell_quote(j.gpu_bind);
     cmd += " \\\n  ";
+  } else if (j.launcher == "none") {
+    o += "# The command runs once, in the batch step: it starts its own job steps inside the\n"
+         "# allocation (aiscale tune over training runs: each trial an srun of its ranks).\n";
   } else {
     o += "# mpirun inside the allocation starts the ranks (OpenMPI finds the nodes from Slurm);\n"
          "# each reads its rank from OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK. Neighbouring ranks share\n"

@@ -34,7 +34,7 @@ struct ScriptRequest {
   std::vector<std::string> env;      // NAME=value after the preset's
   bool site_prelude = true;        // include the preset's prelude lines
   std::string container;           // image to run aiscale in (the preset's container_exec)
-  std::string launcher;            // "srun" | "mpirun"; "": the preset's (srun)
+  std::string launcher;            // "srun" | "mpirun" | "none"; "": the preset's (srun)
   std::string srun_mpi;            // srun --mpi; "": the preset's (pmix)
   std::string aiscale = "aiscale"; // the aiscale binary as the job will find it
   std::vector<std::string> argv;   // aiscale arguments: {"train", "--config", "x.toml"}

@@ -538,6 +538,9 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
                        summary.value("status", std::string()) == "finished";
   if (r.stopped_by_rung) {
     t.status = "stopped";
+    // A stopped trial never continues: its checkpoint (written as it stopped) only takes space.
+    std::error_code ec;
+    fs::remove_all(fs::path(trial_dir(t)) / "checkpoints", ec);
     say(fmt::format("{} stopped at step {} (validation loss {:.4f})", t.name, t.rungs.empty() ? t.last_step : t.rungs.back().step,
                     t.val_loss));
   } else if (code == 0 && reached) {
@@ -565,7 +568,6 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
 TrainSearchOutcome Search::run() {
   const auto wall_start = now_s();
   self_ = o_.self_exe.empty() ? fs::read_symlink("/proc/self/exe").string() : o_.self_exe;
-  prepare_dir();
   // The trials' length and validation passes.
   const auto steps_h = std::find_if(c_.train_keys.begin(), c_.train_keys.end(), [](const auto& h) { return h.name == "train.steps"; });
   if (steps_h == c_.train_keys.end()) fail("internal: the training config has no train.steps");
@@ -583,9 +585,11 @@ TrainSearchOutcome Search::run() {
   } else {
     const auto ev = std::find_if(c_.train_keys.begin(), c_.train_keys.end(), [](const auto& h) { return h.name == "train.eval_every"; });
     eval_every_ = ev != c_.train_keys.end() ? std::get<int64_t>(ev->default_value) : 0;
+    if (auto f = c_.fixed.find("train.eval_every"); f != c_.fixed.end()) eval_every_ = std::get<int64_t>(f->second);
     if (eval_every_ <= 0) eval_every_ = std::max<int64_t>(1, steps_ / 10);
   }
-  plan_slots();
+  plan_slots();  // every refusal before the study directory is touched
+  prepare_dir();
 
   // The default configuration and the drawn trials, with their state from an earlier run.
   TrialRecord def;

@@ -76,7 +76,29 @@ std::vector<Params> random_trials(const StudyConfig& c, int64_t count, uint64_t 
   return out;
 }
 
-std::vector<Params> make_trials(const StudyConfig& c) {
+namespace {
+
+// A train study's integer keys (train.warmup_steps, train.batch_size) searched over a
+// uniform or log-uniform range take the draw rounded to the nearest integer.
+std::vector<Params> rounded_to_keys(const StudyConfig& c, std::vector<Params> trials) {
+  if (c.backend != Backend::train) return trials;
+  for (auto& t : trials)
+    for (auto& [name, v] : t)
+      if (auto* d = std::get_if<double>(&v))
+        for (const auto& h : c.train_keys)
+          if (h.name == name && h.type == 'i') v = Value{static_cast<int64_t>(std::llround(*d))};
+  return trials;
+}
+
+std::vector<Params> drawn_trials(const StudyConfig& c);
+
+}  // namespace
+
+std::vector<Params> make_trials(const StudyConfig& c) { return rounded_to_keys(c, drawn_trials(c)); }
+
+namespace {
+
+std::vector<Params> drawn_trials(const StudyConfig& c) {
   if (c.search == "random") {
     if (c.params.empty())
       fail("{}: random search needs at least one [params.NAME] section to vary", c.config_path);
@@ -108,5 +130,7 @@ std::vector<Params> make_trials(const StudyConfig& c) {
     if (axes.empty()) return out;
   }
 }
+
+}  // namespace
 
 }  // namespace aiscale::tune

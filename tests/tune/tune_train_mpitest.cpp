@@ -1,0 +1,196 @@
+// `aiscale tune` over training runs (study.backend = "train") on this machine's CPU: the
+// quick-start model on Debian's fortunes, its learning rate and warm-up searched by 12 trials
+// two at a time, asynchronous successive halving stopping most of them early; the study is
+// interrupted by SIGTERM part-way and run again, and must finish without repeating a trial;
+// its report draws in Chromium. A trial of 2 MPI ranks (aiscale launch), a trial whose
+// config is impossible (recorded, the study goes on) and the refused studies.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "../support/chromium.h"
+#include "../support/run_support.h"
+
+using namespace aiscale::testsupport;
+
+namespace {
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_bytes(p)); }
+
+// The fortunes tokenized with GPT-2's BPE, as the quick start does.
+fs::path fortune_shards(const fs::path& dir) {
+  auto r = run_aiscale("data tokenize --input /usr/share/games/fortunes --output-prefix " +
+                       (dir / "fortunes").string() + " --fortune");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return dir / "fortunes";
+}
+
+// The quick-start config (configs/quickstart.toml) reading the shards under `dir`.
+std::string quickstart_config(const fs::path& dir, const fs::path& prefix) {
+  std::string text = read_bytes(fs::path(AISCALE_SOURCE_DIR) / "configs/quickstart.toml");
+  auto swap = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+  };
+  swap("data/fortunes/fortunes_train_*.bin", prefix.string() + "_train_*.bin");
+  swap("data/fortunes/fortunes_val_*.bin", prefix.string() + "_val_*.bin");
+  std::ofstream(dir / "quickstart.toml") << text;
+  return (dir / "quickstart.toml").string();
+}
+
+// Each trial's training steps in its metrics.jsonl: a trial run twice would repeat steps.
+std::vector<int64_t> logged_steps(const fs::path& run_dir) {
+  std::vector<int64_t> steps;
+  for (const auto& j : read_metrics(run_dir)) steps.push_back(j["step"].get<int64_t>());
+  return steps;
+}
+
+int64_t trials_done(const fs::path& trials) {
+  int64_t n = 0;
+  if (!fs::exists(trials)) return 0;
+  for (const auto& e : fs::directory_iterator(trials)) {
+    if (e.path().extension() != ".json") continue;
+    const auto j = nlohmann::json::parse(read_bytes(e.path()), nullptr, false);
+    if (j.is_object() && (j.value("status", "") == "finished" || j.value("status", "") == "stopped")) ++n;
+  }
+  return n;
+}
+
+TEST(TuneTrain, AshaSearchOfTheQuickStartSurvivesSigtermAndDrawsItsReport) {
+  const fs::path dir = temp_dir("tune-train-asha");
+  const std::string base = quickstart_config(dir, fortune_shards(dir));
+  // The default configuration is the quick-start model with the engine's default learning
+  // rate (train.lr = 6e-4, not the quick start's tuned 3e-3): the search has to find better.
+  std::ofstream(dir / "study.toml")
+      << "[study]\nname = \"qs\"\nbackend = \"train\"\ntrials = 12\nseed = 1\ndir = \"" << (dir / "out").string()
+      << "\"\n[train]\nconfig = \"quickstart.toml\"\nset = [\"train.lr=6e-4\", \"train.eval_batches=4\"]\n"
+      << "parallel_trials = 2\nranks_per_trial = 1\n[fixed]\n\"train.steps\" = 60\n"
+      << "[halving]\neta = 3\nmin_budget = 10\n"
+      << "[params.\"train.lr\"]\ntype = \"log-uniform\"\nlow = 3e-4\nhigh = 3e-2\n"
+      << "[params.train.warmup_steps]\ntype = \"int\"\nlow = 0\nhigh = 30\n";
+  const std::string study = (dir / "study.toml").string();
+
+  // First run, ended by SIGTERM once a few trials are done.
+  const fs::path log1 = dir / "first.log";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log1.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(AISCALE_BINARY, AISCALE_BINARY, "tune", study.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (trials_done(dir / "out/trials") < 3 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string first = read_bytes(log1);
+  ASSERT_TRUE(WIFEXITED(status)) << first;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << first;
+  EXPECT_NE(first.find("interrupted: run `aiscale tune"), std::string::npos) << first;
+  // What was done before the signal, kept to compare after the rerun.
+  std::map<std::string, std::string> done_before;
+  for (const auto& e : fs::directory_iterator(dir / "out/trials")) {
+    if (e.path().extension() != ".json") continue;
+    const auto j = read_json(e.path());
+    const std::string s = j["status"];
+    if (s == "finished" || s == "stopped") done_before[j["name"]] = read_bytes(dir / "out/trials" / j["name"].get<std::string>() / "metrics.jsonl");
+  }
+  ASSERT_GE(done_before.size(), 3u);
+
+  // The rerun finishes the study without running those again.
+  auto r = run_aiscale("tune " + study);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(done_before.size()) + " done before"), std::string::npos) << r.output;
+  for (const auto& [name, metrics] : done_before)
+    EXPECT_EQ(read_bytes(dir / "out/trials" / name / "metrics.jsonl"), metrics) << name << " ran again";
+  const auto results = read_json(dir / "out/results.json");
+  ASSERT_EQ(results["trials"].size(), 13u);  // the default and 12 trials
+  int64_t stopped = 0, finished = 0;
+  for (const auto& t : results["trials"]) {
+    const std::string name = t["name"];
+    const auto steps = logged_steps(dir / "out/trials" / name);
+    EXPECT_EQ(std::set<int64_t>(steps.begin(), steps.end()).size(), steps.size()) << name << ": a step logged twice";
+    if (t["trial"].get<int64_t>() < 0) {
+      EXPECT_EQ(t["status"], "finished");  // the baseline always trains to the end
+      continue;
+    }
+    stopped += t["status"] == "stopped";
+    finished += t["status"] == "finished";
+    if (t["status"] == "stopped") {
+      EXPECT_FALSE(fs::exists(dir / "out/trials" / name / "checkpoints")) << name;
+      bool stopped_at_rung = false;
+      for (const auto& rung : t["rungs"]) stopped_at_rung |= !rung["went_on"].get<bool>();
+      EXPECT_TRUE(stopped_at_rung) << t.dump();
+    }
+  }
+  EXPECT_GE(stopped, 6) << "ASHA should stop at least half of the 12 trials early";
+  EXPECT_GE(finished, 1);
+  EXPECT_EQ(stopped + finished, 12);
+  // The best finished trial beats the default configuration.
+  ASSERT_TRUE(results["best"].is_string()) << results.dump(1);
+  const double best = results["trials"][0]["val_loss"];
+  EXPECT_EQ(results["trials"][0]["name"], results["best"]);
+  EXPECT_LT(best, results["default_val_loss"].get<double>()) << r.output;
+  EXPECT_NE(r.output.find("better than the default"), std::string::npos) << r.output;
+  // results.csv: the leaderboard, best first.
+  const std::string csv = read_bytes(dir / "out/results.csv");
+  EXPECT_EQ(csv.rfind("rank,trial,status,last_step,val_loss", 0), 0u) << csv;
+  EXPECT_NE(csv.find("\n1," + results["best"].get<std::string>() + ",finished,60,"), std::string::npos) << csv;
+  // best/config.toml trains as it is.
+  r = run_aiscale("train -c " + (dir / "out/best/config.toml").string() + " --set train.steps=2 --set train.warmup_steps=0 --set run.dir=" +
+                  (dir / "runs").string() + " --set run.name=best -q");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  // The report: every trial's curve and the keys' importance, drawn in Chromium.
+  r = run_aiscale("report " + (dir / "out").string() + " -o " + (dir / "r.html").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  BrowserView v = open_in_chromium(dir / "r.html", dir);
+  EXPECT_EQ(v.status["done"], "true") << v.status["text"] << "\n" << v.log;
+  EXPECT_EQ(v.status["charts"], "2");
+  EXPECT_EQ(v.status["rendered"], "2") << v.status["text"];
+  EXPECT_EQ(v.status["errors"], "0") << v.status["text"];
+  for (const char* id : {"tune_curves", "tune_importance"}) EXPECT_TRUE(chart_drawn(v.dom, id)) << id;
+  fs::remove_all(dir);
+}
+
+// A trial of 2 MPI ranks (started through aiscale launch), and a trial whose drawn config is
+// impossible: it is recorded as failed with the reason, and the study goes on.
+TEST(TuneTrain, TwoRankTrialsAndAFailedTrial) {
+  const fs::path dir = temp_dir("tune-train-ranks");
+  write_byte_shards(dir);
+  const fs::path base = tiny_config(dir);
+  std::ofstream(dir / "study.toml")
+      << "[study]\nname = \"ranks\"\nbackend = \"train\"\nsearch = \"grid\"\ndir = \"" << (dir / "out").string()
+      << "\"\n[train]\nconfig = \"" << base.filename().string() << "\"\nranks_per_trial = 2\nparallel_trials = 1\n"
+      << "[fixed]\n\"train.steps\" = 4\n\"train.eval_every\" = 2\n"
+      << "[params.\"model.n_head\"]\ntype = \"choice\"\nvalues = [2, 3]\n";
+  auto r = run_aiscale("tune " + (dir / "study.toml").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto results = read_json(dir / "out/results.json");
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& t : results["trials"]) by_name[t["name"]] = t;
+  ASSERT_EQ(by_name.size(), 3u);
+  EXPECT_EQ(by_name["trial-000"]["status"], "finished") << r.output;
+  EXPECT_EQ(by_name["trial-001"]["status"], "failed");
+  EXPECT_NE(by_name["trial-001"]["error"].get<std::string>().find("n_head"), std::string::npos)
+      << by_name["trial-001"].dump();
+  const auto summary = read_json(dir / "out/trials/trial-000/summary.json");
+  EXPECT_EQ(summary["layout"]["dp"], 2) << summary.dump();
+  EXPECT_NE(r.output.find("1 failed"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
