@@ -5,6 +5,7 @@
 //   aiscale tune --synthetic-csv data.csv [--rows 100000] [--seed 1]
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -98,7 +99,10 @@ void run_train_study(const TuneArgs& a, const tune::StudyConfig& c) {
     if (given)
       fail("{} belongs to mlp and xgboost studies; {} is a study of training runs (study.backend = \"train\"): "
            "its trials are placed by [train] (parallel_trials, ranks_per_trial, threads_per_rank)", what, a.config);
-  if (parallel::launched_world_size() > 1)
+  // A Slurm batch script (SLURM_JOB_ID without SLURM_STEP_ID) carries the allocation's task
+  // count without being one of several ranks: the study runs there, its trials as job steps.
+  const bool slurm_batch = std::getenv("SLURM_JOB_ID") && !std::getenv("SLURM_STEP_ID");
+  if (!slurm_batch && parallel::launched_world_size() > 1)
     fail("aiscale tune {}: a study of training runs starts its trials' ranks itself ([train] ranks_per_trial, "
          "parallel_trials); run it as one process, not under mpirun, srun or aiscale launch", a.config);
   sweep::TrainSearchOptions o;

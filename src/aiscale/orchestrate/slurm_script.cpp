@@ -294,7 +294,12 @@ std::string render_sbatch(const JobScript& j) {
     sbatch_line(o, "--exclusive", "Whole nodes: no other job shares their memory bandwidth or "
                                   "network links, so\n# measurements stay comparable.");
   sbatch_line(o, "--time=" + j.time, fmt::format("Wall-time limit ({} s).", j.time_s));
-  if (j.signal_lead_s > 0)
+  if (j.signal_lead_s > 0 && j.launcher == "none")
+    sbatch_line(o, fmt::format("--signal=B:TERM@{}", j.signal_lead_s),
+                fmt::format("SIGTERM to the batch script {} s before the limit, which passes it on to the "
+                            "command:\n# aiscale tune stops its trials (each writes a checkpoint) and exits; "
+                            "the same\n# command resumes.", j.signal_lead_s));
+  else if (j.signal_lead_s > 0)
     sbatch_line(o, fmt::format("--signal=TERM@{}", j.signal_lead_s),
                 fmt::format("SIGTERM to every rank {} s before the limit: aiscale train finishes "
                             "its step, writes a\n# checkpoint and exits (continue with aiscale "
@@ -376,8 +381,18 @@ std::string render_sbatch(const JobScript& j) {
          "rm -rf \"$(dirname \"$log\")/run\" \"$(dirname \"$log\")/exit_code\"\n";
     o += "echo \"aiscale-slurm: job ${SLURM_JOB_ID:-?} on $(hostname) starts $(date -u +%FT%TZ)\"\n";
   }
-  o += cmd + "\n";
-  o += "status=$?\n";
+  if (j.launcher == "none") {
+    // In the background, so that the shell can pass SIGTERM on (a shell waiting for a
+    // foreground command would end and leave the command running).
+    o += "trap 'kill -TERM \"$child\" 2>/dev/null' TERM INT\n";
+    o += cmd + " &\n";
+    o += "child=$!\n";
+    o += "wait \"$child\"\nstatus=$?\n";
+    o += "while kill -0 \"$child\" 2>/dev/null; do wait \"$child\"; status=$?; done\n";
+  } else {
+    o += cmd + "\n";
+    o += "status=$?\n";
+  }
   if (!j.log.empty() || array)
     o += "# The point's exit status beside its log, written whole: the point's state is read from\n"
          "# its files alone (`aiscale slurm collect`, `aiscale scale --analyze`).\n"

@@ -241,6 +241,16 @@ std::vector<int> visible_gpus() {
   return out;
 }
 
+// What a launcher tells its ranks about their place (Slurm, PMIx, OpenMPI, MPICH,
+// torchrun): a trial started here by this process is not one of those ranks, even where the
+// study itself runs inside a job.
+bool is_launcher_variable(std::string_view v) {
+  for (const char* prefix : {"SLURM_PROCID=", "SLURM_NTASKS=", "SLURM_LOCALID=", "SLURM_STEP_ID=", "PMIX_RANK=",
+                             "PMI_RANK=", "PMI_SIZE=", "OMPI_COMM_WORLD_", "RANK=", "WORLD_SIZE=", "LOCAL_RANK="})
+    if (v.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 int cores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
@@ -449,6 +459,7 @@ void Search::launch(TrialRecord& t, size_t slot) {
     if (v.rfind(std::string(kPointEnv) + "=", 0) == 0) continue;
     if (!slots_[slot].gpus.empty() && v.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
     if (v.rfind("OMP_NUM_THREADS=", 0) == 0) continue;
+    if (launcher_ == "local" && is_launcher_variable(v)) continue;
     env.emplace_back(*e);
   }
   env.push_back(std::string(kPointEnv) + "=" + r.marker);
