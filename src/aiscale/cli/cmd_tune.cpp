@@ -240,10 +240,14 @@ void add_tune_command(CLI::App& app) {
   auto a = std::make_shared<TuneArgs>();
   auto* cmd = app.add_subcommand(
       "tune",
-      "Hyperparameter search: random or grid search with k-fold cross-validation and successive "
-      "halving over the engine's MLP or XGBoost, many models per node and across MPI ranks; "
+      "Hyperparameter search: over training runs (study.backend = \"train\": any key of a training "
+      "config, each trial an aiscale train run on the node's GPUs, CPU ranks or Slurm job steps, "
+      "asynchronous successive halving); or random or grid search with k-fold cross-validation and "
+      "successive halving over the engine's MLP or XGBoost, many models per node and across MPI ranks; "
       "--scaling prints the time-vs-models table");
-  cmd->add_option("config", a->config, "study file (TOML): [study], [data], [params.NAME], [fixed], [halving]");
+  cmd->add_option("config", a->config,
+                  "study file (TOML): [study], [data], [params.NAME], [fixed], [halving]; for training runs "
+                  "[study] backend = \"train\" with [train] config = \"run.toml\" and [params.\"train.lr\"]");
   cmd->add_option("--set,-s", a->overrides, "override a study key: --set study.trials=50 (repeatable)");
   cmd->add_option("--scaling", a->scaling,
                   "instead of a search, time N randomly drawn models for each N in this list "
@@ -275,6 +279,10 @@ void add_tune_command(CLI::App& app) {
       "trial retrained on all rows in best/. `aiscale report DIR` draws a tune directory.\n"
       "Exit status: 0 when the search has a result; 1 when it was refused, failed, or every "
       "trial diverged (score NaN).\n"
+      "Training runs (backend = \"train\"): the default configuration and each trial run as aiscale "
+      "train in DIR/trials/<name>; SIGINT/SIGTERM stop the running trials (each writes a checkpoint) "
+      "and the same command resumes; results.csv, results.json and best/config.toml. Exit status 0 "
+      "with a best trial or when interrupted, 1 when refused or no trial finished.\n"
       "See docs/guide/tune.md.");
   cmd->callback([a] { run_tune(*a); });
 }
