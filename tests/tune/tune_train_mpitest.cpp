@@ -193,4 +193,43 @@ TEST(TuneTrain, TwoRankTrialsAndAFailedTrial) {
   fs::remove_all(dir);
 }
 
+// SIGUSR1 gives a run up: the step finishes, no checkpoint is written, the summary says
+// stopped and the exit status is 0 (aiscale tune ends the trials it stops this way).
+TEST(TuneTrain, Sigusr1StopsATrainRunWithoutACheckpoint) {
+  const fs::path dir = temp_dir("tune-train-usr1");
+  write_byte_shards(dir);
+  const std::string cfg = tiny_config(dir);
+  const fs::path log = dir / "train.log";
+  const std::string steps = "train.steps=100000";
+  const std::string run_name = "run.name=usr1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(AISCALE_BINARY, AISCALE_BINARY, "train", "-c", cfg.c_str(), "--set", steps.c_str(), "--set",
+            run_name.c_str(), "-q", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const fs::path run = dir / "runs/usr1";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while ((!fs::exists(run / "metrics.jsonl") || read_metrics(run).size() < 3) &&
+         std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(pid, SIGUSR1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string out = read_bytes(log);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("stopped by SIGUSR1 after step"), std::string::npos) << out;
+  const auto summary = read_json(run / "summary.json");
+  EXPECT_EQ(summary["status"], "stopped");
+  EXPECT_LT(summary["steps"].get<int64_t>(), 100000);
+  if (fs::exists(run / "checkpoints"))
+    for (const auto& e : fs::directory_iterator(run / "checkpoints")) ADD_FAILURE() << "checkpoint written: " << e.path();
+  fs::remove_all(dir);
+}
+
 }  // namespace

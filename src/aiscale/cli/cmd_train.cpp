@@ -23,7 +23,7 @@ void add_train_command(CLI::App& app) {
       "docs/guide/vision.md) from a TOML config. Writes a run directory (config.toml, metrics.jsonl, "
       "checkpoints/, summary.json). Runs on N ranks when started by mpirun, srun or "
       "`aiscale launch -n N -- train ...`. SIGTERM/SIGINT finish the step, write a checkpoint "
-      "and exit cleanly. Exit status: 0 finished or stopped by a signal, 1 an error (the message "
+      "and exit cleanly; SIGUSR1 finishes the step and exits without one (summary status stopped). Exit status: 0 finished or stopped by a signal, 1 an error (the message "
       "names the input), 3 the run diverged (see train.divergence_factor).");
   cmd->add_option("--config,-c", req->config_path, "TOML run configuration (see configs/)")
                      ->check(CLI::ExistingFile);

@@ -521,7 +521,9 @@ void Search::read_metrics(TrialRecord& t, Running& r) {
         r.stop_sent = true;
         r.stopped_by_rung = true;
         r.kill_at = now_s() + c_.train.stop_grace_s;
-        stop_trial(r, SIGTERM);
+        // SIGUSR1: aiscale train ends after its step without a checkpoint (a stopped trial
+        // never continues, so writing one would only keep the slot from the next trial).
+        stop_trial(r, SIGUSR1);
         say(fmt::format("{} step {}: validation loss {:.4f}, not among the best 1/{} of the {} trial(s) at this "
                         "rung: stopped", t.name, step, loss, c_.halving.eta, rank.size()));
       } else {
@@ -549,7 +551,8 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
                        summary.value("status", std::string()) == "finished";
   if (r.stopped_by_rung) {
     t.status = "stopped";
-    // A stopped trial never continues: its checkpoint (written as it stopped) only takes space.
+    // A stopped trial never continues: a checkpoint it wrote (a periodic one, or one written
+    // because the stop signal crossed a SIGTERM) only takes space.
     std::error_code ec;
     fs::remove_all(fs::path(trial_dir(t)) / "checkpoints", ec);
     say(fmt::format("{} stopped at step {} (validation loss {:.4f})", t.name, t.rungs.empty() ? t.last_step : t.rungs.back().step,

@@ -54,7 +54,7 @@ namespace fs = std::filesystem;
 namespace session {
 namespace {
 
-// Set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C). A signal handler can only touch
+// Set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C) and SIGUSR1 (stop without a checkpoint). A signal handler can only touch
 // process-wide state, so this flag is the one exception to "no globals" besides the logger.
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
@@ -65,8 +65,10 @@ void install_stop_signals() {
   g_stop_signal = 0;
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
 }
 bool stop_signalled() { return g_stop_signal != 0; }
+bool abandon_signalled() { return g_stop_signal == SIGUSR1; }
 void signal_stop() { g_stop_signal = SIGTERM; }
 
 }  // namespace session

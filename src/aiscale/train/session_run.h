@@ -73,6 +73,7 @@ struct GptRun {
 struct TrainOutcome {
   TrainResult result;
   bool stopped_by_signal = false;
+  bool abandoned = false;  // stopped by SIGUSR1 (on some rank): no checkpoint
   std::string diverged;         // why the run was stopped as diverged
   int64_t last_good_step = 0;   // after a loss divergence: the newest state judged good
   int64_t last_checkpoint = 0, last_step = 0;
@@ -89,8 +90,11 @@ int finish_run(GptRun& run, TrainOutcome& outcome);
 
 // The stop flag set by SIGTERM/SIGINT (Slurm preemption, Ctrl-C): GPT runs
 // (open_run_directory) and vision runs install the handlers before their first step.
+// SIGUSR1 stops the run too, without the checkpoint a stop writes: the run is given up
+// (aiscale tune ends the trials that successive halving stops this way).
 void install_stop_signals();
 bool stop_signalled();
+bool abandon_signalled();  // the stop came from SIGUSR1
 void signal_stop();  // AISCALE_FAULT=term@S: as if SIGTERM arrived
 
 }  // namespace aiscale::train::session

@@ -141,11 +141,13 @@ TrainOutcome train(GptRun& run) {
       fail("AISCALE_FAULT=fail@{}:{}: rank {} fails on purpose after step {}", s.step, rank, rank,
            s.step);
     if (s.step == fault.term_step) session::signal_stop();
-    // Ranks must agree on stopping, or the others would wait in the next all-reduce.
-    double stop = session::stop_signalled() ? 1.0 : 0.0;
-    if (world > 1) comm->allreduce_sum(&stop, 1);
-    if (stop > 0) {
+    // Ranks must agree on stopping, or the others would wait in the next all-reduce, and
+    // on whether a checkpoint follows (a collective where the state is sharded).
+    double stop[2] = {session::stop_signalled() ? 1.0 : 0.0, session::abandon_signalled() ? 1.0 : 0.0};
+    if (world > 1) comm->allreduce_sum(stop, 2);
+    if (stop[0] > 0) {
       stopped_by_signal = true;
+      o.abandoned = stop[1] > 0;
       return false;
     }
     // The final checkpoint too is written here, before the trainer's final evaluation:
@@ -234,13 +236,15 @@ int finish_run(GptRun& run, TrainOutcome& o) {
       diverged_state = write_diverged_checkpoint(
           ckpt_dir, snapshot(run, position_after_last_step, r.steps));
     }
-  } else if (r.steps != last_checkpoint) {
-    // Also on a signal, and after NaN/Inf steps (their updates were skipped: the model
-    // holds the last good state). Written before the summary marks the run done.
+  } else if (r.steps != last_checkpoint && !o.abandoned) {
+    // Also on a signal (not SIGUSR1: the run is given up), and after NaN/Inf steps (their
+    // updates were skipped: the model holds the last good state). Written before the
+    // summary marks the run done.
     save_checkpoint(r.steps);
   }
   if (rank == 0) checkpointer->wait();
   const std::string status = diverged_stop       ? "diverged"
+                             : o.abandoned       ? "stopped"
                              : stopped_by_signal ? "interrupted"
                                                  : "finished";
   if (outputs) outputs->run_stop(r.steps, status == "finished" && late_error.empty() ? "success" : "aborted");
@@ -281,7 +285,9 @@ int finish_run(GptRun& run, TrainOutcome& o) {
   if (!late_error.empty()) summary["final_evaluation_error"] = late_error;
   run_dir.write_summary(summary);
   if (rank == 0) {
-    if (stopped_by_signal)
+    if (o.abandoned)
+      std::printf("stopped by SIGUSR1 after step %lld, without a checkpoint\n", static_cast<long long>(r.steps));
+    else if (stopped_by_signal)
       std::printf("stopped by signal after step %lld; checkpoint written. Resume with:\n"
                   "  aiscale train --resume %s\n", static_cast<long long>(r.steps),
                   run_dir.path().c_str());

@@ -315,6 +315,7 @@ int run_vision_training(const TrainRequest& req) {
   trainer.show_progress = !req.quiet;
   int64_t last_saved = start_step;
   bool stopped_by_signal = false;
+  bool abandoned = false;  // SIGUSR1: stopped without a checkpoint
   auto save = [&](int64_t step) {
     gather_state();  // a collective with ZeRO-1
     if (rank == 0)
@@ -328,11 +329,12 @@ int run_vision_training(const TrainRequest& req) {
            s.step, s.loss, schedule.peak_lr);
     if (s.step == fault.term_step) session::signal_stop();
     // Ranks must agree on stopping, or the others would wait in the next all-reduce.
-    double stop = session::stop_signalled() ? 1.0 : 0.0;
-    if (world > 1) comm->allreduce_sum(&stop, 1);
-    if (stop > 0) {
+    double stop[2] = {session::stop_signalled() ? 1.0 : 0.0, session::abandon_signalled() ? 1.0 : 0.0};
+    if (world > 1) comm->allreduce_sum(stop, 2);
+    if (stop[0] > 0) {
       stopped_by_signal = true;
-      return false;  // the checkpoint follows the loop (written aside, then renamed)
+      abandoned = stop[1] > 0;
+      return false;  // the checkpoint follows the loop (written aside, then renamed), unless SIGUSR1
     }
     if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.step < total_steps)
       save(s.step);
@@ -343,9 +345,9 @@ int run_vision_training(const TrainRequest& req) {
   // (data.skip_corrupt = true), over all ranks: the set trained on differs by this much.
   double skipped_train = double(train_src->stats().skipped_corrupt);
   if (world > 1) comm->allreduce_sum(&skipped_train, 1);
-  if (r.steps > last_saved) save(r.steps);
+  if (r.steps > last_saved && !abandoned) save(r.steps);
   nlohmann::json summary = {{"kind", "resnet"},
-                            {"status", stopped_by_signal ? "interrupted" : "finished"},
+                            {"status", abandoned ? "stopped" : stopped_by_signal ? "interrupted" : "finished"},
                             {"model", c.preset},
                             {"device", c.device},
                             {"precision", c.precision},
@@ -370,7 +372,10 @@ int run_vision_training(const TrainRequest& req) {
     summary["val_images"] = r.val.samples;
   }
   run_dir.write_summary(summary);
-  if (rank == 0 && stopped_by_signal) {
+  if (rank == 0 && abandoned) {
+    std::printf("stopped by SIGUSR1 after step %lld, without a checkpoint\n", static_cast<long long>(r.steps));
+    std::fflush(stdout);
+  } else if (rank == 0 && stopped_by_signal) {
     std::printf("stopped by signal after step %lld; checkpoint written. Resume with:\n"
                 "  aiscale train --resume %s\n", static_cast<long long>(r.steps),
                 run_dir.path().c_str());
