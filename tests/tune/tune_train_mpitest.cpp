@@ -232,4 +232,37 @@ TEST(TuneTrain, Sigusr1StopsATrainRunWithoutACheckpoint) {
   fs::remove_all(dir);
 }
 
+// AISCALE_START_GATE: the run sets itself up and trains nothing until the gate file exists.
+TEST(TuneTrain, StartGateHoldsTheFirstStepUntilItsFileExists) {
+  const fs::path dir = temp_dir("tune-train-gate");
+  write_byte_shards(dir);
+  const std::string cfg = tiny_config(dir);
+  const fs::path gate = dir / "gate", log = dir / "train.log", run = dir / "runs/gated";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("AISCALE_START_GATE", gate.c_str(), 1);
+    ::execl(AISCALE_BINARY, AISCALE_BINARY, "train", "-c", cfg.c_str(), "--set", "train.steps=4", "--set",
+            "run.name=gated", "-q", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Set up (its run directory written) but no step taken while the gate is closed.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!fs::exists(run / "config.toml") && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the run did not wait at its gate: " << read_bytes(log);
+  EXPECT_TRUE(!fs::exists(run / "metrics.jsonl") || read_metrics(run).empty()) << read_bytes(log);
+  std::ofstream(gate) << "open\n";
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_bytes(log);
+  EXPECT_EQ(read_json(run / "summary.json")["status"], "finished");
+  EXPECT_EQ(read_metrics(run).size(), 4u);
+  fs::remove_all(dir);
+}
+
 }  // namespace

@@ -27,6 +27,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/core/validate.h"
+#include "aiscale/orchestrate/process.h"
 #include "aiscale/sweep/asha.h"
 #include "aiscale/sweep/point_processes.h"
 #include "aiscale/sweep/stop_signals.h"
@@ -157,6 +158,7 @@ void read_trial_state(TrialRecord& t, const std::string& path) {
 struct Slot {
   std::vector<int> gpus;  // CUDA device numbers of this slot; empty on CPUs
   int64_t trial = -2;     // the trial running there; -2: free
+  int64_t next = -2;      // a trial set up there, waiting at its start gate; -2: none
 };
 
 struct Running {
@@ -168,6 +170,8 @@ struct Running {
   double kill_at = 0;
   std::uintmax_t offset = 0;   // how far metrics.jsonl has been read
   std::string marker;          // AISCALE_STUDY_POINT of its processes
+  std::string gate;            // its start gate (AISCALE_START_GATE); empty: none
+  bool waiting = false;        // set up, waiting for the slot (its gate closed)
 };
 
 pid_t start_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -265,7 +269,9 @@ class Search {
   void prepare_dir();
   void plan_slots();
   std::vector<std::string> train_overrides(const TrialRecord& t) const;
-  void launch(TrialRecord& t, size_t slot);
+  void launch(TrialRecord& t, size_t slot, bool prestart = false);
+  bool room_for_next(size_t slot) const;
+  void free_slot(size_t slot, int64_t trial);
   void read_metrics(TrialRecord& t, Running& r);
   void finish(TrialRecord& t, Running& r, int status);
   void stop_trial(Running& r, int sig);
@@ -285,6 +291,8 @@ class Search {
   int64_t steps_ = 0, eval_every_ = 0, threads_ = 1, failures_ = 0;
   int64_t started_ = 0, resumed_ = 0, skipped_ = 0;
   double busy_s_ = 0, step_s_ = 0;  // process and training-step time of this run of the study
+  bool prestart_ = false;
+  double next_room_check_ = 0;
 };
 
 void Search::say(const std::string& line) const {
@@ -392,7 +400,41 @@ std::vector<std::string> Search::train_overrides(const TrialRecord& t) const {
   return set;
 }
 
-void Search::launch(TrialRecord& t, size_t slot) {
+// Whether a slot's GPUs can hold a second trial beside the running one: its trial has
+// trained a step (so its memory is allocated) and every GPU of the slot has used less than
+// 45 % of its memory (nvidia-smi). Never on CPUs: the cores are shared out already.
+bool Search::room_for_next(size_t slot) const {
+  const Slot& sl = slots_[slot];
+  if (sl.gpus.empty() || !prestart_ || sl.trial < -1 || sl.next != -2) return false;
+  const auto it = running_.find(sl.trial + 1);
+  if (it == running_.end() || trials_[static_cast<size_t>(sl.trial + 1)].last_step < 1) return false;
+  for (int g : sl.gpus) {
+    const auto r = orchestrate::run_process({"nvidia-smi", "--query-gpu=memory.used,memory.total",
+                                             "--format=csv,noheader,nounits", "-i", std::to_string(g)});
+    double used = 0, total = 0;
+    if (!r.ok() || std::sscanf(r.out.c_str(), "%lf, %lf", &used, &total) != 2 || total <= 0) return false;
+    if (used > 0.45 * total) return false;
+  }
+  return true;
+}
+
+// The slot's trial has ended or been stopped: its waiting trial (if any) starts training.
+void Search::free_slot(size_t slot, int64_t trial) {
+  Slot& sl = slots_[slot];
+  if (sl.trial != trial) return;
+  sl.trial = -2;
+  if (sl.next == -2) return;
+  const int64_t next = sl.next;
+  sl.next = -2;
+  sl.trial = next;
+  Running& r = running_.at(next + 1);
+  r.waiting = false;
+  r.started = now_s();
+  atomic_write_file(r.gate, "open\n");
+  say(fmt::format("{} leaves its start gate", trials_[static_cast<size_t>(next + 1)].name));
+}
+
+void Search::launch(TrialRecord& t, size_t slot, bool prestart) {
   const std::string run_dir = trial_dir(t);
   const std::string log = (fs::path(dir_) / "trials" / (t.name + ".log")).string();
   std::vector<std::string> train_args;
@@ -463,17 +505,26 @@ void Search::launch(TrialRecord& t, size_t slot) {
     env.emplace_back(*e);
   }
   env.push_back(std::string(kPointEnv) + "=" + r.marker);
+  if (prestart) {
+    r.gate = (fs::path(dir_) / "trials" / (t.name + ".gate")).string();
+    std::error_code ec;
+    fs::remove(r.gate, ec);
+    r.waiting = true;
+    env.push_back("AISCALE_START_GATE=" + r.gate);
+  }
   env.push_back(fmt::format("OMP_NUM_THREADS={}", threads_));
   if (!slots_[slot].gpus.empty()) env.push_back(fmt::format("CUDA_VISIBLE_DEVICES={}", fmt::join(slots_[slot].gpus, ",")));
   r.pid = start_process(argv, env, log);
   t.status = "running";
   ++t.attempts;
   save(t);
-  slots_[slot].trial = t.trial;
+  if (prestart) slots_[slot].next = t.trial;
+  else slots_[slot].trial = t.trial;
   std::string keys;
   for (const auto& [k, v] : t.params) keys += fmt::format(" {}={}", k, tune::value_text(v));
-  say(fmt::format("{} {}{}{}", t.name, resume ? "resumed from its checkpoint" : "started",
-                  slots_[slot].gpus.empty() ? "" : fmt::format(" on GPU {}", fmt::join(slots_[slot].gpus, ",")), keys));
+  say(fmt::format("{} {}{}{}{}", t.name, resume ? "resumed from its checkpoint" : "started",
+                  slots_[slot].gpus.empty() ? "" : fmt::format(" on GPU {}", fmt::join(slots_[slot].gpus, ",")),
+                  prestart ? ", waiting at its start gate while the GPU's trial trains" : "", keys));
   running_[static_cast<int64_t>(&t - trials_.data())] = r;
 }
 
@@ -503,6 +554,9 @@ void Search::read_metrics(TrialRecord& t, Running& r) {
     if (step <= t.last_step && !j.contains("val_loss")) continue;  // a resumed run's lines already read
     if (step > t.last_step) {
       t.last_step = step;
+      // Trained out: what is left (the last validation, its checkpoint) overlaps the next
+      // trial, already set up beside it in memory.
+      if (step >= steps_ && slots_[r.slot].trial == t.trial && slots_[r.slot].next != -2) free_slot(r.slot, t.trial);
       if (j.contains("step_time_s") && j["step_time_s"].is_number()) {
         t.step_seconds += j["step_time_s"].get<double>();
         step_s_ += j["step_time_s"].get<double>();
@@ -524,6 +578,7 @@ void Search::read_metrics(TrialRecord& t, Running& r) {
         // SIGUSR1: aiscale train ends after its step without a checkpoint (a stopped trial
         // never continues, so writing one would only keep the slot from the next trial).
         stop_trial(r, SIGUSR1);
+        free_slot(r.slot, t.trial);
         say(fmt::format("{} step {}: validation loss {:.4f}, not among the best 1/{} of the {} trial(s) at this "
                         "rung: stopped", t.name, step, loss, c_.halving.eta, rank.size()));
       } else {
@@ -540,8 +595,10 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   // Ranks that outlive the launcher are ended with it.
   end_point_processes(r.marker, r.stop_sent ? SIGKILL : SIGTERM, r.stop_sent ? 1.0 : 10.0);
-  t.seconds += now_s() - r.started;
-  busy_s_ += now_s() - r.started;
+  if (!r.waiting) {
+    t.seconds += now_s() - r.started;
+    busy_s_ += now_s() - r.started;
+  }
   t.exit_code = code;
   const std::string log = (fs::path(dir_) / "trials" / (t.name + ".log")).string();
   json summary;
@@ -575,7 +632,12 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
     ++failures_;
     say(fmt::format("{} failed (exit {}): {} — its output: {}", t.name, code, t.error, log));
   }
-  slots_[r.slot].trial = -2;
+  if (r.waiting && slots_[r.slot].next == t.trial) slots_[r.slot].next = -2;
+  free_slot(r.slot, t.trial);
+  if (!r.gate.empty()) {
+    std::error_code ec;
+    fs::remove(r.gate, ec);
+  }
   save(t);
 }
 
@@ -603,6 +665,7 @@ TrainSearchOutcome Search::run() {
     if (eval_every_ <= 0) eval_every_ = std::max<int64_t>(1, steps_ / 10);
   }
   plan_slots();  // every refusal before the study directory is touched
+  prestart_ = c_.train.prestart && launcher_ == "local" && !slots_.empty() && !slots_.front().gpus.empty();
   prepare_dir();
 
   // The default configuration and the drawn trials, with their state from an earlier run.
@@ -665,6 +728,16 @@ TrainSearchOutcome Search::run() {
       queue.pop_front();
       launch(trials_[i], s);
     }
+    // The next trial of a GPU set up while its trial trains (when the GPU has the room).
+    if (!stopping && !gave_up && !queue.empty() && now_s() >= next_room_check_) {
+      next_room_check_ = now_s() + 2;
+      for (size_t s = 0; s < slots_.size() && !queue.empty(); ++s) {
+        if (!room_for_next(s)) continue;
+        const size_t i = queue.front();
+        queue.pop_front();
+        launch(trials_[i], s, /*prestart=*/true);
+      }
+    }
     // Watch the running trials.
     for (auto it = running_.begin(); it != running_.end();) {
       TrialRecord& t = trials_[static_cast<size_t>(it->first)];
@@ -672,7 +745,8 @@ TrainSearchOutcome Search::run() {
       if (stopping && !r.stop_sent) {
         r.stop_sent = true;
         r.kill_at = now_s() + c_.train.stop_grace_s;
-        stop_trial(r, StopSignals::received());
+        // A trial still at its start gate has trained nothing: it goes without a checkpoint.
+        stop_trial(r, r.waiting ? SIGUSR1 : StopSignals::received());
       }
       if (r.stop_sent && (now_s() > r.kill_at || StopSignals::count() > 1)) stop_trial(r, SIGKILL);
       read_metrics(t, r);

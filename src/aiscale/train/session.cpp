@@ -68,6 +68,13 @@ void install_stop_signals() {
   std::signal(SIGUSR1, on_stop_signal);
 }
 bool stop_signalled() { return g_stop_signal != 0; }
+
+void wait_for_start_gate() {
+  const char* gate = std::getenv("AISCALE_START_GATE");
+  if (!gate || !*gate) return;
+  while (!std::filesystem::exists(gate) && !stop_signalled())
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
 bool abandon_signalled() { return g_stop_signal == SIGUSR1; }
 void signal_stop() { g_stop_signal = SIGTERM; }
 

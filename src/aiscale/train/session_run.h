@@ -95,6 +95,10 @@ int finish_run(GptRun& run, TrainOutcome& outcome);
 void install_stop_signals();
 bool stop_signalled();
 bool abandon_signalled();  // the stop came from SIGUSR1
+// With AISCALE_START_GATE=FILE, a run set up (model, data, memory) waits before its first
+// step until FILE exists, or a stop signal arrives: aiscale tune starts a GPU's next trial
+// while the last one trains and opens its gate when the GPU is free.
+void wait_for_start_gate();
 void signal_stop();  // AISCALE_FAULT=term@S: as if SIGTERM arrived
 
 }  // namespace aiscale::train::session

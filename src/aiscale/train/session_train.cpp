@@ -156,6 +156,7 @@ TrainOutcome train(GptRun& run) {
       save_checkpoint(s.step);
     return true;
   };
+  session::wait_for_start_gate();
   if (outputs) outputs->run_start(start_step);
   try {
     r = trainer.run(start_step);

@@ -340,6 +340,7 @@ int run_vision_training(const TrainRequest& req) {
       save(s.step);
     return true;
   };
+  session::wait_for_start_gate();
   const TrainResult r = trainer.run(start_step);
   // Training images taken from the next record because theirs was corrupt
   // (data.skip_corrupt = true), over all ranks: the set trained on differs by this much.

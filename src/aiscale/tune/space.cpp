@@ -30,7 +30,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
       {"data", {"source", "path", "target", "images", "labels", "rows", "image_pool", "synthetic_rows", "noise"}},
       {"halving", {"eta", "min_budget", "max_budget"}},
       {"train", {"config", "set", "launcher", "ranks_per_trial", "gpus_per_trial", "gpus", "parallel_trials",
-                 "threads_per_rank", "stop_grace_s", "max_failures"}},
+                 "threads_per_rank", "stop_grace_s", "max_failures", "prestart"}},
   };
   return keys;
 }
@@ -260,6 +260,11 @@ void apply_train(StudyConfig& c, const Reader& r, const toml::table& root) {
     c.train.threads_per_rank = r.integer(*n, "train.threads_per_rank", 0, validate::kMaxThreads);
   if (auto* n = get("stop_grace_s")) c.train.stop_grace_s = r.real(*n, "train.stop_grace_s", 0, 86400);
   if (auto* n = get("max_failures")) c.train.max_failures = r.integer(*n, "train.max_failures", -1, INT64_MAX);
+  if (auto* n = get("prestart")) {
+    auto v = n->value_exact<bool>();
+    if (!v) fail("{} = {} must be true or false", r.where("train.prestart"), node_text(*n));
+    c.train.prestart = *v;
+  }
   if (c.train.gpus_per_trial > 0 && c.train.gpus_per_trial != c.train.ranks_per_trial)
     fail("{}: train.gpus_per_trial = {} with train.ranks_per_trial = {}: a trial's ranks take one GPU "
          "each; make them equal", c.config_path, c.train.gpus_per_trial, c.train.ranks_per_trial);

@@ -84,6 +84,7 @@ struct TrainSearchConfig {
   int64_t parallel_trials = 0;     // trials at once; 0: from the GPUs or cores
   int64_t threads_per_rank = 0;    // CPU threads of each rank; 0: the cores shared out
   double stop_grace_s = 60;        // a stopped trial's time to checkpoint before SIGKILL
+  bool prestart = true;            // GPU trials: set up the next trial while one trains (when room)
   int64_t max_failures = -1;       // failed trials after which the study gives up; -1: never
 };
 
