@@ -172,6 +172,7 @@ struct Running {
   std::string marker;          // AISCALE_STUDY_POINT of its processes
   std::string gate;            // its start gate (AISCALE_START_GATE); empty: none
   bool waiting = false;        // set up, waiting for the slot (its gate closed)
+  bool released = false;       // its slot went to the next trial before it exited
 };
 
 pid_t start_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -423,6 +424,10 @@ void Search::free_slot(size_t slot, int64_t trial) {
   Slot& sl = slots_[slot];
   if (sl.trial != trial) return;
   sl.trial = -2;
+  if (auto it = running_.find(trial + 1); it != running_.end() && !it->second.released) {
+    it->second.released = true;
+    busy_s_ += now_s() - it->second.started;  // the slot's time, up to here
+  }
   if (sl.next == -2) return;
   const int64_t next = sl.next;
   sl.next = -2;
@@ -595,10 +600,7 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   // Ranks that outlive the launcher are ended with it.
   end_point_processes(r.marker, r.stop_sent ? SIGKILL : SIGTERM, r.stop_sent ? 1.0 : 10.0);
-  if (!r.waiting) {
-    t.seconds += now_s() - r.started;
-    busy_s_ += now_s() - r.started;
-  }
+  if (!r.waiting) t.seconds += now_s() - r.started;
   t.exit_code = code;
   const std::string log = (fs::path(dir_) / "trials" / (t.name + ".log")).string();
   json summary;
@@ -633,7 +635,7 @@ void Search::finish(TrialRecord& t, Running& r, int status) {
     say(fmt::format("{} failed (exit {}): {} — its output: {}", t.name, code, t.error, log));
   }
   if (r.waiting && slots_[r.slot].next == t.trial) slots_[r.slot].next = -2;
-  free_slot(r.slot, t.trial);
+  if (!r.waiting) free_slot(r.slot, t.trial);  // counts its slot time unless released before
   if (!r.gate.empty()) {
     std::error_code ec;
     fs::remove(r.gate, ec);
@@ -730,7 +732,7 @@ TrainSearchOutcome Search::run() {
     }
     // The next trial of a GPU set up while its trial trains (when the GPU has the room).
     if (!stopping && !gave_up && !queue.empty() && now_s() >= next_room_check_) {
-      next_room_check_ = now_s() + 2;
+      next_room_check_ = now_s() + 0.25;
       for (size_t s = 0; s < slots_.size() && !queue.empty(); ++s) {
         if (!room_for_next(s)) continue;
         const size_t i = queue.front();
