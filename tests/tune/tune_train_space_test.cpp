@@ -63,6 +63,16 @@ TEST(TuneTrainSpace, KeysOfTheTrainingConfigWithItsValuesAsDefaults) {
   }
 }
 
+TEST(TuneTrainSpace, OverridesReachQuotedKeys) {
+  StudyFiles f;
+  const std::string body = "[fixed]\n\"train.steps\" = 30\n[params.\"train.lr\"]\ntype = \"uniform\"\nlow = 0.001\nhigh = 0.01\n";
+  EXPECT_EQ(std::get<int64_t>(f.load(body, {"fixed.\"train.steps\"=40"}).fixed.at("train.steps")), 40);
+  EXPECT_DOUBLE_EQ(f.load(body, {"params.\"train.lr\".high=0.02"}).params.at(0).high, 0.02);
+  // The same key spelt both ways is refused, not silently one of them.
+  const std::string twice = error_of([&] { f.load(body, {"fixed.train.steps=40"}); });
+  EXPECT_NE(twice.find("'train.steps' is given twice in [fixed]"), std::string::npos) << twice;
+}
+
 TEST(TuneTrainSpace, MistakesAreNamedWithTheirFix) {
   StudyFiles f;
   EXPECT_NE(f.error("[params.\"train.lrr\"]\ntype = \"uniform\"\nlow = 1\nhigh = 2\n").find("did you mean 'train.lr'"),

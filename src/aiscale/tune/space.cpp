@@ -185,13 +185,16 @@ void apply_override(toml::table& root, const std::string& text) {
   if (eq == std::string::npos || eq == 0)
     fail("--set '{}': write section.key=value, e.g. --set study.trials=50", text);
   const std::string path = text.substr(0, eq), raw = text.substr(eq + 1);
-  std::vector<std::string> parts;
-  for (size_t s = 0;;) {
-    const size_t dot = path.find('.', s);
-    parts.push_back(path.substr(s, dot == std::string::npos ? std::string::npos : dot - s));
-    if (dot == std::string::npos) break;
-    s = dot + 1;
+  // Dots part the path, except inside quotes: fixed."train.steps" is the key "train.steps"
+  // of [fixed], as TOML reads it.
+  std::vector<std::string> parts(1);
+  bool quoted = false;
+  for (const char ch : path) {
+    if (ch == '"') quoted = !quoted;
+    else if (ch == '.' && !quoted) parts.emplace_back();
+    else parts.back() += ch;
   }
+  if (quoted) fail("--set '{}': a quote in the key is not closed", text);
   if (parts.size() < 2) fail("--set '{}': name the section too, e.g. study.{}", text, path);
   toml::table* t = &root;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -354,6 +357,12 @@ void apply(StudyConfig& c, const toml::table& root, const std::map<std::string, 
     if (c.backend == Backend::train) flatten(*t, "", true, params);
     else for (const auto& [k, v] : *t) params.emplace_back(std::string(k.str()), &v);
   }
+  for (const auto* list : {&fixed, &params})
+    for (size_t i = 0; i < list->size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if ((*list)[i].first == (*list)[j].first)
+          fail("{}: '{}' is given twice in [{}] (once as a quoted key, once as dotted tables): keep one",
+               c.config_path, (*list)[i].first, list == &fixed ? "fixed" : "params");
   for (const auto& [name, v] : fixed)
     c.fixed[name] = r.hyper_value(*v, "fixed." + name, find_hyper(c, name, "[fixed]"));
 
