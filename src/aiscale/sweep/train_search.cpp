@@ -31,6 +31,7 @@
 #include "aiscale/sweep/asha.h"
 #include "aiscale/sweep/point_processes.h"
 #include "aiscale/sweep/stop_signals.h"
+#include "aiscale/sweep/train_trials.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/vision_config.h"
 
@@ -41,117 +42,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using namespace trials;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// ---- the training config's keys -------------------------------------------------------
-
-bool vision(const std::string& base, const std::vector<std::string>& set) {
-  return train::is_vision_config(read_file(base), set);
-}
-
-// The resolved config as TOML: every key with its value.
-std::string resolved_toml(const std::string& base, const std::vector<std::string>& set) {
-  if (vision(base, set)) return train::to_toml(train::load_vision_config(base, set));
-  return train::to_toml(train::load_train_config(base, set));
-}
-
-tune::Value value_at(const toml::table& t, const config::KeyInfo& k) {
-  const toml::node* n = t.at_path(k.name).node();
-  if (!n) return tune::Value{std::string()};
-  if (auto i = n->value_exact<int64_t>()) return tune::Value{*i};
-  if (auto d = n->value_exact<double>()) return tune::Value{*d};
-  if (auto b = n->value_exact<bool>()) return tune::Value{std::string(*b ? "true" : "false")};
-  if (auto s = n->value_exact<std::string>()) return tune::Value{*s};
-  return tune::Value{std::string()};
-}
-
-std::vector<tune::Hyperparameter> keys_of(const std::string& base, const std::vector<std::string>& set) {
-  const bool v = vision(base, set);
-  const std::vector<config::KeyInfo> infos = v ? train::vision_config_keys() : train::config_keys();
-  toml::table resolved;
-  try {
-    resolved = toml::parse(resolved_toml(base, set), base);
-  } catch (const toml::parse_error& e) {
-    fail("internal: the resolved config of {} does not read back: {}", base, e.description());
-  }
-  std::vector<tune::Hyperparameter> out;
-  for (const auto& k : infos) {
-    tune::Hyperparameter h;
-    h.name = k.name;
-    h.doc = k.doc;
-    h.default_value = value_at(resolved, k);
-    if (k.type == "integer") {
-      h.type = 'i';
-      h.min = static_cast<double>(k.min_int);
-      h.max = static_cast<double>(k.max_int);
-    } else if (k.type == "number") {
-      h.type = 'r';
-      h.min = k.min_real;
-      h.max = k.max_real;
-    } else if (k.type == "boolean") {
-      h.type = 'b';
-    } else {
-      h.type = 's';
-      h.choices = k.choices;
-    }
-    h.budget = k.name == "train.steps";
-    out.push_back(std::move(h));
-  }
-  return out;
-}
-
-// ---- state files ----------------------------------------------------------------------
-
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-double number_of(const json& j) { return j.is_number() ? j.get<double>() : kNaN; }
-
-json params_json(const tune::Params& p) {
-  json j = json::object();
-  for (const auto& [k, v] : p) {
-    if (auto* i = std::get_if<int64_t>(&v)) j[k] = *i;
-    else if (auto* d = std::get_if<double>(&v)) j[k] = *d;
-    else j[k] = std::get<std::string>(v);
-  }
-  return j;
-}
-
-json trial_json(const TrialRecord& t) {
-  json curve = json::array(), rungs = json::array();
-  for (const auto& [s, l] : t.curve) curve.push_back({s, number_or_null(l)});
-  for (const auto& r : t.rungs)
-    rungs.push_back({{"step", r.step}, {"val_loss", number_or_null(r.val_loss)}, {"went_on", r.went_on}});
-  return {{"trial", t.trial}, {"name", t.name}, {"params", params_json(t.params)}, {"status", t.status},
-          {"curve", curve}, {"rungs", rungs}, {"last_step", t.last_step}, {"val_loss", number_or_null(t.val_loss)},
-          {"exit_code", t.exit_code}, {"error", t.error}, {"seconds", t.seconds},
-          {"step_seconds", t.step_seconds}, {"attempts", t.attempts}};
-}
-
-void read_trial_state(TrialRecord& t, const std::string& path) {
-  json j;
-  try {
-    j = json::parse(read_file(path));
-    t.status = j.at("status").get<std::string>();
-    t.curve.clear();
-    for (const auto& p : j.at("curve")) t.curve.emplace_back(p.at(0).get<int64_t>(), number_of(p.at(1)));
-    t.rungs.clear();
-    for (const auto& r : j.at("rungs"))
-      t.rungs.push_back({r.at("step").get<int64_t>(), number_of(r.at("val_loss")), r.at("went_on").get<bool>()});
-    t.last_step = j.at("last_step").get<int64_t>();
-    t.val_loss = number_of(j.at("val_loss"));
-    t.exit_code = j.at("exit_code").get<int>();
-    t.error = j.at("error").get<std::string>();
-    t.seconds = j.at("seconds").get<double>();
-    t.step_seconds = j.at("step_seconds").get<double>();
-    t.attempts = j.at("attempts").get<int64_t>();
-  } catch (const json::exception& e) {
-    fail("{}: not a trial state this aiscale wrote ({}): remove it to run the trial again, or start the "
-         "study over with --fresh", path, e.what());
-  }
-}
 
 // ---- one trial's process --------------------------------------------------------------
 
@@ -174,92 +66,6 @@ struct Running {
   bool waiting = false;        // set up, waiting for the slot (its gate closed)
   bool released = false;       // its slot went to the next trial before it exited
 };
-
-pid_t start_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                    const std::string& log) {
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
-  const std::string header = fmt::format("$ {}\n", fmt::join(argv, " "));
-  if (::write(fd, header.data(), header.size()) < 0) {}
-  std::vector<std::string> args = argv, envs = env;
-  std::vector<char*> cargs, cenv;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  for (auto& e : envs) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  const std::string exec_failed = fmt::format("cannot run '{}'\n", argv[0]);
-  pid_t pid = 0;
-  {
-    BlockStopSignals blocked;
-    pid = ::fork();
-    if (pid == 0) {
-      ::setsid();  // a group of its own: stopped as one, and the terminal's Ctrl-C comes through the study
-      reset_stop_signals_in_child();
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      const int null_in = ::open("/dev/null", O_RDONLY);
-      if (null_in >= 0) ::dup2(null_in, 0);
-      ::execvpe(cargs[0], cargs.data(), cenv.data());
-      if (::write(2, exec_failed.data(), exec_failed.size()) < 0) {}
-      ::_exit(127);
-    }
-  }
-  ::close(fd);
-  if (pid < 0) fail("cannot start a trial process: {}", std::strerror(errno));
-  return pid;
-}
-
-std::string log_tail(const std::string& log, size_t lines) {
-  std::ifstream in(log);
-  std::deque<std::string> last;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '$') continue;
-    last.push_back(line);
-    if (last.size() > lines) last.pop_front();
-  }
-  std::string out;
-  for (const auto& l : last) out += (out.empty() ? "" : " | ") + l;
-  return out;
-}
-
-// ---- the study -------------------------------------------------------------------------
-
-std::string override_text(const std::string& key, const tune::Value& v) {
-  if (auto* s = std::get_if<std::string>(&v)) {
-    if (*s == "true" || *s == "false") return key + "=" + *s;
-    return key + "=" + config::toml_quote(*s);
-  }
-  return key + "=" + tune::value_text(v);
-}
-
-// CUDA devices this node offers: CUDA_VISIBLE_DEVICES when set, else /dev/nvidiaN.
-std::vector<int> visible_gpus() {
-  std::vector<int> out;
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    std::stringstream ss(v);
-    for (std::string item; std::getline(ss, item, ',');)
-      if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) out.push_back(std::stoi(item));
-    return out;
-  }
-  for (int i = 0; i < 1024; ++i)
-    if (fs::exists(fmt::format("/dev/nvidia{}", i))) out.push_back(i);
-  return out;
-}
-
-// What a launcher tells its ranks about their place (Slurm, PMIx, OpenMPI, MPICH,
-// torchrun): a trial started here by this process is not one of those ranks, even where the
-// study itself runs inside a job.
-bool is_launcher_variable(std::string_view v) {
-  for (const char* prefix : {"SLURM_PROCID=", "SLURM_NTASKS=", "SLURM_LOCALID=", "SLURM_STEP_ID=", "PMIX_RANK=",
-                             "PMI_RANK=", "PMI_SIZE=", "OMPI_COMM_WORLD_", "RANK=", "WORLD_SIZE=", "LOCAL_RANK="})
-    if (v.rfind(prefix, 0) == 0) return true;
-  return false;
-}
-
-int cores() {
-  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
 
 class Search {
  public:
@@ -780,30 +586,6 @@ TrainSearchOutcome Search::run() {
     fail("{}: {} trial(s) failed (more than train.max_failures = {}); their errors are in {}/results.csv "
          "and each trial's log under {}/trials", c_.config_path, failures_, c_.train.max_failures, dir_, dir_);
   return out;
-}
-
-bool finished_better(const TrialRecord& a, const TrialRecord& b) {
-  // Finished first, by loss; then stopped, the later rung first; then the rest.
-  auto group = [](const TrialRecord& t) {
-    if (t.status == "finished" && std::isfinite(t.val_loss)) return 0;
-    if (t.status == "stopped") return 1;
-    if (t.status == "pending" || t.status == "running") return 2;
-    return 3;
-  };
-  const int ga = group(a), gb = group(b);
-  if (ga != gb) return ga < gb;
-  if (ga == 1 && a.last_step != b.last_step) return a.last_step > b.last_step;
-  const bool an = !std::isfinite(a.val_loss), bn = !std::isfinite(b.val_loss);
-  if (an != bn) return bn;
-  if (!an && a.val_loss != b.val_loss) return a.val_loss < b.val_loss;
-  return a.trial < b.trial;
-}
-
-std::string csv_cell(std::string s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch == '\n' ? ' ' : ch);
-  return out + "\"";
 }
 
 void Search::write_results(TrainSearchOutcome& out) const {
