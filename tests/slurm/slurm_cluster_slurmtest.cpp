@@ -10,6 +10,7 @@
 
 #include <fstream>
 
+#include "../support/quickstart_study.h"
 #include "../support/run_support.h"
 
 using namespace aiscale::testsupport;
@@ -147,39 +148,37 @@ TEST_F(SlurmCluster, SbatchRefusingAJobLeavesTheStudyAsItWas) {
 }
 
 TEST_F(SlurmCluster, TrainStudyRunsItsTrialsAsJobSteps) {
-  // aiscale tune over training runs inside one allocation of 2 tasks: the study runs once in
-  // the batch script (slurm script --launcher none) and starts each trial as an srun job
-  // step, two at a time, stopping the weaker ones early.
+  // The quick-start search of tests/tune/tune_train_mpitest.cpp inside one allocation of 2
+  // tasks: the study runs once in the batch script (slurm script --launcher none) and starts
+  // each trial as an srun job step, two at a time, stopping the weaker ones early.
   const fs::path dir = cluster().dir / "tune";
   fs::create_directories(dir);
-  write_byte_shards(dir);
-  const fs::path base = tiny_config(dir);
-  std::ofstream(dir / "study.toml")
-      << "[study]\nname = \"slurm-tune\"\nbackend = \"train\"\ntrials = 4\nseed = 2\ndir = \"" << (dir / "out").string()
-      << "\"\n[train]\nconfig = \"" << base.string() << "\"\n[fixed]\n\"train.steps\" = 12\n"
-      << "[halving]\neta = 2\nmin_budget = 4\n"
-      << "[params.\"train.lr\"]\ntype = \"log-uniform\"\nlow = 1e-4\nhigh = 1e-2\n";
+  const std::string study = quickstart_lr_study(dir);
   const fs::path script = dir / "tune.sbatch";
-  auto r = aiscale_in_cluster("slurm script --partition debug -N 1 --tasks-per-node 2 -c 1 --launcher none --no-exclusive --time 5 "
-                              "--signal-lead 30 --chdir " + dir.string() + " --output " + (dir / "job.out").string() +
-                              " -o " + script.string() + " -- tune " + (dir / "study.toml").string());
+  auto r = aiscale_in_cluster("slurm script --partition debug -N 1 --tasks-per-node 2 -c 1 --launcher none "
+                              "--no-exclusive --time 10 --signal-lead 30 --chdir " + dir.string() + " --output " +
+                              (dir / "job.out").string() + " -o " + script.string() + " -- tune " + study);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(cluster().env + "timeout 300 sbatch --wait " + script.string());
+  r = run_command(cluster().env + "timeout 400 sbatch --wait " + script.string());
   const std::string job = fs::exists(dir / "job.out") ? read_bytes(dir / "job.out") : "";
   ASSERT_EQ(r.exit_code, 0) << r.output << job << read_bytes(script);
   EXPECT_NE(job.find("aiscale-slurm: exit status 0"), std::string::npos) << job;
   EXPECT_NE(job.find("Slurm job steps"), std::string::npos) << job;
+  EXPECT_NE(job.find("better than the default"), std::string::npos) << job;
   const auto results = nlohmann::json::parse(read_bytes(dir / "out/results.json"));
   EXPECT_EQ(results["launcher"], "srun");
   EXPECT_EQ(results["parallel_trials"], 2);
-  ASSERT_EQ(results["trials"].size(), 5u);
+  ASSERT_EQ(results["trials"].size(), 13u);
+  int64_t stopped = 0;
   for (const auto& t : results["trials"]) {
     const std::string status = t["status"];
     EXPECT_TRUE(status == "finished" || status == "stopped") << t.dump();
+    stopped += status == "stopped";
     // Each trial ran as a job step of the allocation.
     const std::string log = read_bytes(dir / "out/trials" / (t["name"].get<std::string>() + ".log"));
     EXPECT_EQ(log.rfind("$ srun --exact --ntasks=1 --cpus-per-task=1", 0), 0u) << log;
   }
+  EXPECT_GE(stopped, 6);
   EXPECT_TRUE(results["best"].is_string()) << results.dump(1);
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "../support/chromium.h"
+#include "../support/quickstart_study.h"
 #include "../support/run_support.h"
 
 using namespace aiscale::testsupport;
@@ -24,28 +25,6 @@ using namespace aiscale::testsupport;
 namespace {
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_bytes(p)); }
-
-// The fortunes tokenized with GPT-2's BPE, as the quick start does.
-fs::path fortune_shards(const fs::path& dir) {
-  auto r = run_aiscale("data tokenize --input /usr/share/games/fortunes --output-prefix " +
-                       (dir / "fortunes").string() + " --fortune");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return dir / "fortunes";
-}
-
-// The quick-start config (configs/quickstart.toml) reading the shards under `dir`.
-std::string quickstart_config(const fs::path& dir, const fs::path& prefix) {
-  std::string text = read_bytes(fs::path(AISCALE_SOURCE_DIR) / "configs/quickstart.toml");
-  auto swap = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    if (at != std::string::npos) text.replace(at, from.size(), to);
-  };
-  swap("data/fortunes/fortunes_train_*.bin", prefix.string() + "_train_*.bin");
-  swap("data/fortunes/fortunes_val_*.bin", prefix.string() + "_val_*.bin");
-  std::ofstream(dir / "quickstart.toml") << text;
-  return (dir / "quickstart.toml").string();
-}
 
 // Each trial's training steps in its metrics.jsonl: a trial run twice would repeat steps.
 std::vector<int64_t> logged_steps(const fs::path& run_dir) {
@@ -67,17 +46,7 @@ int64_t trials_done(const fs::path& trials) {
 
 TEST(TuneTrain, AshaSearchOfTheQuickStartSurvivesSigtermAndDrawsItsReport) {
   const fs::path dir = temp_dir("tune-train-asha");
-  const std::string base = quickstart_config(dir, fortune_shards(dir));
-  // The default configuration is the quick-start model with the engine's default learning
-  // rate (train.lr = 6e-4, not the quick start's tuned 3e-3): the search has to find better.
-  std::ofstream(dir / "study.toml")
-      << "[study]\nname = \"qs\"\nbackend = \"train\"\ntrials = 12\nseed = 1\ndir = \"" << (dir / "out").string()
-      << "\"\n[train]\nconfig = \"quickstart.toml\"\nset = [\"train.lr=6e-4\", \"train.eval_batches=4\"]\n"
-      << "parallel_trials = 2\nranks_per_trial = 1\n[fixed]\n\"train.steps\" = 60\n"
-      << "[halving]\neta = 3\nmin_budget = 10\n"
-      << "[params.\"train.lr\"]\ntype = \"log-uniform\"\nlow = 3e-4\nhigh = 3e-2\n"
-      << "[params.train.warmup_steps]\ntype = \"int\"\nlow = 0\nhigh = 30\n";
-  const std::string study = (dir / "study.toml").string();
+  const std::string study = quickstart_lr_study(dir);
 
   // First run, ended by SIGTERM once a few trials are done.
   const fs::path log1 = dir / "first.log";
