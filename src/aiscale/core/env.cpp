@@ -42,7 +42,13 @@ const Variable kVariables[] = {
     {"AISCALE_STUDY_POINT", "a directory", "", Kind::user,
      "set by aiscale scale on every process of a point it runs (mpirun and the ranks inherit "
      "it): the point's folder, by which its processes are found to pass a stop signal on, and "
-     "left-over ones before a rerun (sweep/point_processes.cpp); not meant to be set by hand"},
+     "left-over ones before a rerun (sweep/point_processes.cpp); aiscale tune sets it on each "
+     "trial of a search over training runs (its run directory); not meant to be set by hand"},
+    {"AISCALE_START_GATE", "a file path", "", Kind::user,
+     "a training run sets itself up and waits before its first step until this file exists "
+     "(or a stop signal arrives): aiscale tune sets it up on a GPU while the GPU's trial "
+     "trains and creates the file when the GPU is free (train/session.cpp, "
+     "sweep/train_search.cpp)"},
     // --- test: fault injection ---
     {"AISCALE_FAULT", "nan@STEP | kill@STEP:RANK | fail@STEP:RANK | term@STEP | slow@RANK:MS | blowup@STEP",
      "", Kind::test,

@@ -70,8 +70,8 @@ void install_stop_signals() {
 bool stop_signalled() { return g_stop_signal != 0; }
 
 void wait_for_start_gate() {
-  const char* gate = std::getenv("AISCALE_START_GATE");
-  if (!gate || !*gate) return;
+  if (!env::is_set("AISCALE_START_GATE")) return;
+  const std::string gate = env::get("AISCALE_START_GATE");
   while (!std::filesystem::exists(gate) && !stop_signalled())
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
