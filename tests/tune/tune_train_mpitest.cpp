@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "../support/background.h"
 #include "../support/chromium.h"
 #include "../support/quickstart_study.h"
 #include "../support/run_support.h"
@@ -50,24 +51,13 @@ TEST(TuneTrain, AshaSearchOfTheQuickStartSurvivesSigtermAndDrawsItsReport) {
 
   // First run, ended by SIGTERM once a few trials are done.
   const fs::path log1 = dir / "first.log";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open(log1.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl(AISCALE_BINARY, AISCALE_BINARY, "tune", study.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (trials_done(dir / "out/trials") < 3 && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const pid_t pid = start_aiscale({"tune", study}, log1);
+  ASSERT_GT(pid, 0);
+  wait_until([&] { return trials_done(dir / "out/trials") >= 3; }, 300);
   ::kill(pid, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const int code = wait_exit(pid, 300);
   const std::string first = read_bytes(log1);
-  ASSERT_TRUE(WIFEXITED(status)) << first;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << first;
+  EXPECT_EQ(code, 0) << first;
   EXPECT_NE(first.find("interrupted: run `aiscale tune"), std::string::npos) << first;
   // What was done before the signal, kept to compare after the rerun.
   std::map<std::string, std::string> done_before;
@@ -169,29 +159,14 @@ TEST(TuneTrain, Sigusr1StopsATrainRunWithoutACheckpoint) {
   write_byte_shards(dir);
   const std::string cfg = tiny_config(dir);
   const fs::path log = dir / "train.log";
-  const std::string steps = "train.steps=100000";
-  const std::string run_name = "run.name=usr1";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl(AISCALE_BINARY, AISCALE_BINARY, "train", "-c", cfg.c_str(), "--set", steps.c_str(), "--set",
-            run_name.c_str(), "-q", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = start_aiscale({"train", "-c", cfg, "--set", "train.steps=100000", "--set", "run.name=usr1", "-q"}, log);
+  ASSERT_GT(pid, 0);
   const fs::path run = dir / "runs/usr1";
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while ((!fs::exists(run / "metrics.jsonl") || read_metrics(run).size() < 3) &&
-         std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  wait_until([&] { return fs::exists(run / "metrics.jsonl") && read_metrics(run).size() >= 3; }, 120);
   ::kill(pid, SIGUSR1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const int code = wait_exit(pid, 120);
   const std::string out = read_bytes(log);
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("stopped by SIGUSR1 after step"), std::string::npos) << out;
   const auto summary = read_json(run / "summary.json");
   EXPECT_EQ(summary["status"], "stopped");
@@ -207,28 +182,17 @@ TEST(TuneTrain, StartGateHoldsTheFirstStepUntilItsFileExists) {
   write_byte_shards(dir);
   const std::string cfg = tiny_config(dir);
   const fs::path gate = dir / "gate", log = dir / "train.log", run = dir / "runs/gated";
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::setenv("AISCALE_START_GATE", gate.c_str(), 1);
-    ::execl(AISCALE_BINARY, AISCALE_BINARY, "train", "-c", cfg.c_str(), "--set", "train.steps=4", "--set",
-            "run.name=gated", "-q", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = start_aiscale({"train", "-c", cfg, "--set", "train.steps=4", "--set", "run.name=gated", "-q"}, log,
+                                  {{"AISCALE_START_GATE", gate.string()}});
+  ASSERT_GT(pid, 0);
   // Set up (its run directory written) but no step taken while the gate is closed.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (!fs::exists(run / "config.toml") && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_until([&] { return fs::exists(run / "config.toml"); }, 60);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the run did not wait at its gate: " << read_bytes(log);
   EXPECT_TRUE(!fs::exists(run / "metrics.jsonl") || read_metrics(run).empty()) << read_bytes(log);
   std::ofstream(gate) << "open\n";
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_bytes(log);
+  EXPECT_EQ(wait_exit(pid, 60), 0) << read_bytes(log);
   EXPECT_EQ(read_json(run / "summary.json")["status"], "finished");
   EXPECT_EQ(read_metrics(run).size(), 4u);
   fs::remove_all(dir);

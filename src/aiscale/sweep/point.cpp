@@ -141,46 +141,17 @@ PointRun run_point_local(const std::string& point_dir, const LocalExecutor& exec
   std::vector<std::string> args = launch::local_launch_argv(l, self);
   const std::string marker = fs::absolute(point_dir).lexically_normal().string();
   const std::string log = (fs::path(point_dir) / "log.txt").string();
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
-  const std::string header = fmt::format("$ {}\n", fmt::join(args, " "));
-  if (::write(fd, header.data(), header.size()) < 0) {}
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  // The environment with the point's marker, built before fork (the child only calls
-  // async-signal-safe functions before exec).
+  // The environment with the point's marker.
   std::vector<std::string> env_text;
   for (char** e = environ; *e; ++e)
     if (std::string_view(*e).rfind(std::string(kPointEnv) + "=", 0) != 0) env_text.emplace_back(*e);
   env_text.push_back(std::string(kPointEnv) + "=" + marker);
-  std::vector<char*> cenv;
-  for (auto& e : env_text) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  const std::string exec_failed = fmt::format(
-      "cannot run '{}' (install OpenMPI or pass --mpirun PATH)\n", cargs[0]);
-
-  pid_t pid = 0;
-  {
-    BlockStopSignals blocked;  // a signal now is handled once the child is known
-    pid = ::fork();
-    if (pid == 0) {
-      // A session (and process group) of its own: the terminal's Ctrl-C does not reach the
-      // ranks past aiscale scale, which passes it on and waits for them.
-      ::setsid();
-      reset_stop_signals_in_child();
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      const int null_in = ::open("/dev/null", O_RDONLY);
-      if (null_in >= 0) ::dup2(null_in, 0);
-      ::execvpe(cargs[0], cargs.data(), cenv.data());
-      if (::write(2, exec_failed.data(), exec_failed.size()) < 0) {}
-      ::_exit(127);
-    }
-    if (pid > 0) StopSignals::set_point_process(pid);
-  }
-  ::close(fd);
-  if (pid < 0) fail("cannot start a process for point '{}': {}", point_dir, std::strerror(errno));
+  // A session of its own: the terminal's Ctrl-C does not reach the ranks past aiscale scale,
+  // which passes it on and waits for them; a signal is handled once the child is known.
+  const pid_t pid = start_logged_process(
+      args, env_text, log, /*append=*/false,
+      fmt::format("cannot run '{}' (install OpenMPI or pass --mpirun PATH)\n", args[0]),
+      [](pid_t started) { StopSignals::set_point_process(started); });
 
   // Wait for mpirun; after a stop signal, poll so the grace period can end.
   int status = 0;

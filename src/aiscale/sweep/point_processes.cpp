@@ -1,9 +1,11 @@
 #include "aiscale/sweep/point_processes.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,10 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "aiscale/core/error.h"
+#include "aiscale/sweep/stop_signals.h"
 
 namespace aiscale::sweep {
 namespace fs = std::filesystem;
@@ -131,6 +137,43 @@ std::string describe_processes(const std::vector<PointProcess>& processes, size_
   }
   if (processes.size() > max) out += fmt::format(" and {} more", processes.size() - max);
   return out;
+}
+
+pid_t start_logged_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                           const std::string& log, bool append, const std::string& exec_failed,
+                           const std::function<void(pid_t)>& on_started) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
+  const std::string header = fmt::format("$ {}\n", fmt::join(argv, " "));
+  if (::write(fd, header.data(), header.size()) < 0) {}
+  // Everything the child needs is built before fork: it only calls async-signal-safe
+  // functions before exec.
+  std::vector<std::string> args = argv, envs = env;
+  std::vector<char*> cargs, cenv;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  pid_t pid = 0;
+  {
+    BlockStopSignals blocked;
+    pid = ::fork();
+    if (pid == 0) {
+      ::setsid();
+      reset_stop_signals_in_child();
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const int null_in = ::open("/dev/null", O_RDONLY);
+      if (null_in >= 0) ::dup2(null_in, 0);
+      ::execvpe(cargs[0], cargs.data(), cenv.data());
+      if (::write(2, exec_failed.data(), exec_failed.size()) < 0) {}
+      ::_exit(127);
+    }
+    if (pid > 0 && on_started) on_started(pid);
+  }
+  ::close(fd);
+  if (pid < 0) fail("cannot start '{}': {}", argv[0], std::strerror(errno));
+  return pid;
 }
 
 }  // namespace aiscale::sweep

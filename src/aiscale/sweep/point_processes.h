@@ -6,6 +6,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,16 @@ void signal_processes(const std::vector<PointProcess>& processes, int sig);
 // `deadline_s` seconds from now for them to end, then SIGKILLs what is left and waits a
 // little more for it. Returns how many processes there were at the start.
 int end_point_processes(const std::string& point_dir, int sig, double deadline_s);
+
+// Starts argv (looked up on PATH) with the environment `env` in a session and process group
+// of its own (stopped as one; the terminal's Ctrl-C reaches it only through the caller),
+// its output written to `log` after a "$ command" line (the file truncated, or appended to
+// with `append`), stdin /dev/null; `exec_failed` is what the log says when argv cannot run.
+// `on_started(pid)` runs with SIGINT and SIGTERM blocked, so a stop signal is handled only
+// once the caller knows the child. Throws Error when the log or the process cannot be made.
+pid_t start_logged_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                           const std::string& log, bool append, const std::string& exec_failed,
+                           const std::function<void(pid_t)>& on_started = {});
 
 // "123 (mpirun -np 2 ...), 124 (aiscale bench ...)": at most `max` of them, then "and N more".
 std::string describe_processes(const std::vector<PointProcess>& processes, size_t max = 4);

@@ -22,7 +22,7 @@
 #include "aiscale/core/config_schema.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
-#include "aiscale/sweep/stop_signals.h"
+#include "aiscale/sweep/point_processes.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/vision_config.h"
 
@@ -156,36 +156,7 @@ void read_trial_state(TrialRecord& t, const std::string& path) {
 
 pid_t start_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                     const std::string& log) {
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
-  const std::string header = fmt::format("$ {}\n", fmt::join(argv, " "));
-  if (::write(fd, header.data(), header.size()) < 0) {}
-  std::vector<std::string> args = argv, envs = env;
-  std::vector<char*> cargs, cenv;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  for (auto& e : envs) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  const std::string exec_failed = fmt::format("cannot run '{}'\n", argv[0]);
-  pid_t pid = 0;
-  {
-    BlockStopSignals blocked;
-    pid = ::fork();
-    if (pid == 0) {
-      ::setsid();  // a group of its own: stopped as one, and the terminal's Ctrl-C comes through the study
-      reset_stop_signals_in_child();
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      const int null_in = ::open("/dev/null", O_RDONLY);
-      if (null_in >= 0) ::dup2(null_in, 0);
-      ::execvpe(cargs[0], cargs.data(), cenv.data());
-      if (::write(2, exec_failed.data(), exec_failed.size()) < 0) {}
-      ::_exit(127);
-    }
-  }
-  ::close(fd);
-  if (pid < 0) fail("cannot start a trial process: {}", std::strerror(errno));
-  return pid;
+  return start_logged_process(argv, env, log, /*append=*/true, fmt::format("cannot run '{}'\n", argv[0]));
 }
 
 std::string log_tail(const std::string& log, size_t lines) {
