@@ -194,7 +194,7 @@ TEST(PlanCli, RankObjectivesAndDeadline) {
   EXPECT_NE(r.output.find("--deadline = 'soon' is not a duration"), std::string::npos) << r.output;
   r = run_aiscale("plan --model gpt2-350m --tokens 10e9 --rank fastest");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--rank must be time, gpu-hours, energy or smallest"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--rank must be time, gpu-hours, energy, cost or smallest"), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, LlamaPresetsAndCustomLlamaShapes) {
@@ -243,6 +243,28 @@ TEST(PlanCli, LlamaPresetsAndCustomLlamaShapes) {
   r = run_aiscale("plan --model llama3-8b-shape --tokens 1e9 --tie-embeddings maybe");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--tie-embeddings maybe is invalid"), std::string::npos) << r.output;
+}
+
+// --price and --rank cost: a cost column, refused names and a cost ranking without prices.
+TEST(PlanCli, PricesAddACostColumnAndRankByCost) {
+  auto r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --system jupiter --rank cost "
+                       "--price jupiter/booster=2.5 --price leonardo=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Ranked by cost"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" cost "), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --rank cost");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--rank cost needs what a GPU-hour costs"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --price lumi=1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("'lumi' is none of the partitions planned"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --price leonardo=-1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--price leonardo"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --price leonardo=2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_TRUE(j.dump().find("\"cost\":") != std::string::npos) << r.output.substr(0, 400);
 }
 
 }  // namespace

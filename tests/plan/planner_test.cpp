@@ -208,6 +208,38 @@ TEST(PlanPlanner, RankByEnergyCountsTheGpusAtTheirBoardPower) {
   EXPECT_EQ(res.ranked.back().energy_kwh, 0.0);
 }
 
+// --rank cost: GPU-hours × the --price of the partition (or its system); a price makes a
+// dearer-per-hour but faster partition rank by what the run costs, not by its GPU-hours;
+// a partition without a price ranks after those with one.
+TEST(PlanPlanner, RankByCostIsGpuHoursTimesThePartitionsPrice) {
+  EXPECT_EQ(parse_objective("cost"), Objective::cost);
+  EXPECT_EQ(to_string(Objective::cost), "cost");
+  const Catalog& cat = catalog();
+  PlanRequest r = gpt_request("gpt2-124m", 1e9);
+  std::vector<Target> targets = cat.resolve("discoverer");  // H200s
+  for (const Target& t : cat.resolve("leonardo")) targets.push_back(t);  // A100s
+  for (const Target& t : cat.resolve("karolina/gpu")) targets.push_back(t);
+  r.objective = Objective::gpu_hours;
+  const PlanResult by_hours = plan(r, targets, cat, Calibration{}, Assumptions{});
+  ASSERT_GE(by_hours.ranked.size(), 3u);
+  // Price the partition with the fewest GPU-hours far above the second: by cost it drops.
+  const std::string cheapest_hours = by_hours.ranked[0].target.label();
+  const std::string second = by_hours.ranked[1].target.label();
+  r.objective = Objective::cost;
+  r.prices[cheapest_hours] = 100.0;
+  r.prices[by_hours.ranked[1].target.system->id] = 1.0;  // a system-wide price
+  const PlanResult res = plan(r, targets, cat, Calibration{}, Assumptions{});
+  ASSERT_EQ(res.ranked.size(), by_hours.ranked.size());
+  EXPECT_EQ(res.ranked[0].target.label(), second);
+  EXPECT_EQ(res.ranked[1].target.label(), cheapest_hours);
+  for (const Candidate& c : res.ranked) {
+    if (c.target.label() == cheapest_hours) EXPECT_NEAR(c.cost, c.gpu_hours * 100.0, 1e-9 * (1 + c.cost));
+    else if (c.target.label() == second) EXPECT_NEAR(c.cost, c.gpu_hours, 1e-9 * (1 + c.cost));
+    else EXPECT_LT(c.cost, 0.0) << c.target.label();  // no price: last
+  }
+  EXPECT_LT(res.ranked.back().cost, 0.0);
+}
+
 TEST(PlanPlanner, CopyEngineTransportIsPlannedInsideOneNodeOnly) {
   PlanRequest r = gpt_request("gpt2-124m", 1e9);
   r.grad_transport = GradTransport::copy_engine;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "aiscale/cli/commands.h"
 #include "aiscale/cli/options.h"
@@ -16,6 +17,7 @@
 #include "aiscale/cli/run_options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/log.h"
+#include "aiscale/core/validate.h"
 #include "aiscale/plan/machine_profile.h"
 #include "aiscale/plan/planner.h"
 #include "aiscale/plan/report.h"
@@ -62,6 +64,7 @@ struct PlanOptions {
   std::optional<int> tp, pp;
   std::string recompute;
   std::string rank = "time";
+  std::vector<std::string> prices;  // --price NAME=AMOUNT
   std::string emit_dir, emit_data = "data/fortunes/fortunes_train_*.bin";
   int emit_row = 1;
   std::optional<double> utilisation;
@@ -260,6 +263,26 @@ PlanRequest make_request(const PlanOptions& o, bool need_tokens, const std::vect
   if (const auto t = o.run.text("parallel.grad_transport"); t && *t != "auto")
     r.grad_transport = parse_grad_transport(*t);
   r.objective = parse_objective(o.rank);
+  for (const auto& text : o.prices) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("--price '{}': write SYSTEM=AMOUNT or SYSTEM/PARTITION=AMOUNT, the cost of one GPU-hour there "
+           "(e.g. --price leonardo/booster=1.2)", text);
+    const std::string name = text.substr(0, eq);
+    bool known = false;
+    std::vector<std::string> names;
+    for (const auto& t : targets) {
+      known = known || t.label() == name || t.system->id == name;
+      names.push_back(t.label());
+    }
+    if (!known)
+      fail("--price '{}': '{}' is none of the partitions planned ({}); name a system or system/partition "
+           "among them (--system picks which are planned)", text, name, fmt::join(names, ", "));
+    r.prices[name] = validate::parse_real(text.substr(eq + 1), 0.0, 1e12, fmt::format("--price {}", name));
+  }
+  if (r.objective == Objective::cost && r.prices.empty())
+    fail("--rank cost needs what a GPU-hour costs: give --price SYSTEM=AMOUNT (or SYSTEM/PARTITION=AMOUNT) "
+         "for the systems to compare");
   if (!o.deadline.empty()) r.deadline_s = parse_duration(o.deadline, "--deadline");
   r.min_duration_s = parse_duration(o.min_duration, "--min-duration");
   r.applicant = parse_applicant(o.applicant);
@@ -347,8 +370,13 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--rank", o->rank,
                    "Objective: 'time' to finish (default; the most GPUs at --min-efficiency), "
                    "'gpu-hours' (the fewest), 'energy' (the GPUs' energy at their datasheet board "
-                   "power: the fewest kWh), or 'smallest' (the fewest GPUs that finish within "
+                   "power: the fewest kWh), 'cost' (GPU-hours x --price: the cheapest; partitions "
+                   "without a price last), or 'smallest' (the fewest GPUs that finish within "
                    "--deadline)");
+  plan->add_option("--price", o->prices,
+                   "SYSTEM=AMOUNT or SYSTEM/PARTITION=AMOUNT: what one GPU-hour costs there (any "
+                   "currency; on CPU partitions one rank-hour); adds a cost column, and --rank cost "
+                   "ranks by it (repeatable)");
   plan->add_option("--deadline", o->deadline,
                    "The run must finish within this, e.g. 36h, 3d, 2w (with --rank smallest: "
                    "required)");

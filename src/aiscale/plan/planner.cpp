@@ -130,6 +130,8 @@ void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, 
   c.energy_kwh = c.target.partition->is_cpu()
                      ? 0.0
                      : c.gpu_hours * c.target.partition->accelerator.board_power_w / 1000.0;
+  if (const auto p = r.prices.find(c.target.label()); p != r.prices.end()) c.cost = c.gpu_hours * p->second;
+  else if (const auto s = r.prices.find(c.target.system->id); s != r.prices.end()) c.cost = c.gpu_hours * s->second;
   c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
                          c.target.partition->is_cpu(), r.applicant);
 }
@@ -490,6 +492,7 @@ std::optional<Candidate> choose(const PlanRequest& r, const Sweep& sw, std::stri
   switch (r.objective) {
     case Objective::smallest:
       return *ok.front();
+    case Objective::cost:  // one partition: its price is a constant factor
     case Objective::gpu_hours: {
       const Candidate* best = ok.front();
       for (const Candidate* c : ok)
@@ -524,6 +527,10 @@ bool ranks_before(const PlanRequest& r, const Candidate& x, const Candidate& y) 
       // Partitions without a power figure after those with one, among them by GPU-hours.
       if ((x.energy_kwh > 0) != (y.energy_kwh > 0)) return x.energy_kwh > 0;
       return x.energy_kwh > 0 ? x.energy_kwh < y.energy_kwh : x.gpu_hours < y.gpu_hours;
+    case Objective::cost:
+      // Partitions without a price after those with one, among them by GPU-hours.
+      if ((x.cost >= 0) != (y.cost >= 0)) return x.cost >= 0;
+      return x.cost >= 0 ? x.cost < y.cost : x.gpu_hours < y.gpu_hours;
     case Objective::smallest:
       if (x.layout.gpus() != y.layout.gpus()) return x.layout.gpus() < y.layout.gpus();
       return x.days < y.days;
@@ -538,8 +545,9 @@ Objective parse_objective(std::string_view text) {
   if (text == "time" || text == "days") return Objective::time;
   if (text == "gpu-hours") return Objective::gpu_hours;
   if (text == "energy") return Objective::energy;
+  if (text == "cost") return Objective::cost;
   if (text == "smallest") return Objective::smallest;
-  fail("--rank must be time, gpu-hours, energy or smallest (got '{}')", text);
+  fail("--rank must be time, gpu-hours, energy, cost or smallest (got '{}')", text);
 }
 
 std::string_view to_string(Objective o) {
@@ -547,6 +555,7 @@ std::string_view to_string(Objective o) {
     case Objective::time: return "time";
     case Objective::gpu_hours: return "gpu-hours";
     case Objective::energy: return "energy";
+    case Objective::cost: return "cost";
     case Objective::smallest: return "smallest";
   }
   return "?";

@@ -2,6 +2,7 @@
 // sizes, ZeRO stage, micro-batch, recomputation) that fit in memory at each GPU count,
 // keep the fastest, and rank systems by time to train; plus predicted scaling curves.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,8 +27,8 @@ struct LayoutPins {
 // What the user optimises (--rank): the shortest time to finish (the most GPUs the job
 // uses at --min-efficiency), the fewest GPU-hours, or the smallest allocation that
 // finishes within --deadline.
-enum class Objective { time, gpu_hours, energy, smallest };
-// "time" (also "days"), "gpu-hours", "energy", "smallest"
+enum class Objective { time, gpu_hours, energy, cost, smallest };
+// "time" (also "days"), "gpu-hours", "energy", "cost", "smallest"
 Objective parse_objective(std::string_view text);
 std::string_view to_string(Objective o);
 
@@ -63,6 +64,10 @@ struct PlanRequest {
   // layout (transport_for).
   std::optional<GradTransport> grad_transport;
   Objective objective = Objective::time;
+  // --price: what one GPU-hour costs (the planner's GPU-hours: ranks x hours on CPU
+  // partitions), by partition id ("leonardo/booster") or system id ("leonardo"); the
+  // partition's own entry first. A candidate of a partition without one has no cost.
+  std::map<std::string, double> prices;
   Applicant applicant = Applicant::experienced;  // --applicant: who applies for the access call
   // Also plan (and mark) layouts `aiscale train` cannot run today (engine_support.h).
   bool include_unsupported = false;
@@ -96,6 +101,8 @@ struct Candidate {
   // The GPUs' energy at their datasheet board power over the GPU-hours, kWh: an upper
   // bound, hosts, network and cooling not counted; 0 where the catalogue has no power.
   double energy_kwh = 0;
+  // GPU-hours x the partition's --price; < 0 where no price was given for it.
+  double cost = -1;
   double startup_s = 0;   // job start-up (Assumptions::startup_*), in days and gpu_hours
   double epochs = 1;      // epochs the run makes (transformers: --tokens over the epoch)
   EpochEstimate epoch;    // one epoch: loading, validation, partial batch, start-up

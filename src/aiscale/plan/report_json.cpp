@@ -79,6 +79,7 @@ json candidate(const Candidate& c) {
           {"scaling_base_gpus", c.base_gpus}, {"steps", c.steps}, {"startup_s", c.startup_s},
           {"seconds", c.days * 86400.0}, {"days", c.days}, {"gpu_hours", c.gpu_hours},
           {"energy_kwh", c.energy_kwh > 0 ? json(c.energy_kwh) : json(nullptr)},
+          {"cost", c.cost >= 0 ? json(c.cost) : json(nullptr)},
           {"access_route", {{"name", c.route.name}, {"detail", c.route.detail},
                             {"call", c.route.call_id}, {"also", c.route.also}}},
           {"attention", std::string(to_string(c.attention))}, {"cpu_partition", p.is_cpu()},

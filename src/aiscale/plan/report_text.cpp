@@ -306,6 +306,7 @@ std::string objective_text(const PlanRequest& r) {
     case Objective::time: return "time to finish";
     case Objective::gpu_hours: return "GPU-hours";
     case Objective::energy: return "the GPUs' energy at their datasheet board power";
+    case Objective::cost: return "cost (GPU-hours x --price)";
     case Objective::smallest: return fmt::format("the smallest allocation that finishes within {}",
                                                  duration(r.deadline_s.value_or(0)));
   }
@@ -414,6 +415,8 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
                                    "eff", "time", "GPU-h", "route"};
   const bool energy = r.objective == Objective::energy;
   if (energy) head.insert(head.end() - 1, "kWh");
+  const bool cost = !r.prices.empty();
+  if (cost) head.insert(head.end() - 1, "cost");
   if (marks) head.push_back("runs");
   std::vector<std::vector<std::string>> rows = {head};
   std::string gaps;
@@ -433,6 +436,8 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
       row.insert(row.end() - 1, c.energy_kwh > 0
                                     ? with_commas(static_cast<int64_t>(std::llround(c.energy_kwh)))
                                     : "?");
+    if (cost)
+      row.insert(row.end() - 1, c.cost >= 0 ? with_commas(static_cast<int64_t>(std::llround(c.cost))) : "?");
     if (marks) row.push_back(c.runs() ? "yes" : "no");
     rows.push_back(std::move(row));
     if (!c.runs()) gaps += fmt::format("  #{} does not run in `aiscale train` yet: {}\n", i, c.engine_gap);
