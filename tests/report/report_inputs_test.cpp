@@ -166,4 +166,22 @@ TEST(ReportCommand, WritesEachFormatAndRefusesToOverwriteAnInput) {
 }
 
 }  // namespace
+// --predict names one partition of the planner's catalogue; an analysis file alone (no
+// study directory with its points' runs) gets no prediction, and the report says so.
+TEST(ReportInputs, PredictNamesAPartitionAndNeedsTheStudyDirectory) {
+  const fs::path dir = testsupport::temp_dir("report-predict");
+  const std::string input = std::string(AISCALE_TEST_DATA_DIR) + "/report/fixtures/strong_aiscale_pytorch.json";
+  auto r = testsupport::run_aiscale("report " + input + " -o " + (dir / "r.md").string() + " --predict nosuch");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown system 'nosuch'"), std::string::npos) << r.output;
+  r = testsupport::run_aiscale("report " + input + " -o " + (dir / "r.md").string() + " --predict cosma8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--predict cosma8: name one partition"), std::string::npos) << r.output;
+  r = testsupport::run_aiscale("report " + input + " -o " + (dir / "r.md").string() + " --predict lumi/lumi-c");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no input is a study directory"), std::string::npos) << r.output;
+  EXPECT_EQ(testsupport::read_bytes(dir / "r.md").find("Measured against the planner"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 }  // namespace aiscale::report

@@ -1,6 +1,7 @@
 // `aiscale scale` end to end on the CPU: a strong study of a training (1 and 2 ranks, the
 // 2nd of 3 epochs measured) and a weak study of the language benchmark, each point run
-// through mpirun; the analysis fields are checked, the strong study's HTML report is opened in
+// through mpirun; the analysis fields are checked, the strong study's HTML report (with its
+// step split, a reference check and the planner's prediction of each point) is opened in
 // headless Chromium, and a second run skips finished points.
 #include <gtest/gtest.h>
 
@@ -71,15 +72,34 @@ TEST(ScaleStudyMpi, StrongTrainingStudyOverEpochs) {
   EXPECT_EQ(pts[1]["stragglers"][0]["rank"], 1);
   EXPECT_GT(pts[1]["stragglers"][0]["slower_by"].get<double>(), 0.05);
 
-  // Its report, opened in headless Chromium: every chart drawn, no script or console error.
-  r = run_aiscale("report " + out + " -o " + (dir / "report.html").string());
+  // A reference value the study meets, kept with it and checked at every analysis.
+  std::ofstream(dir / "ref.toml") << "[[reference]]\nn = 2\nmetric = \"speedup\"\nvalue = 1.0\nlower = -0.9\nupper = 5.0\n";
+  r = run_aiscale("scale --analyze " + out + " --reference " + (dir / "ref.toml").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Its report with the planner's prediction of each point on the development VM's
+  // description (the planner's own CPU fixture and its measured calibration), opened in
+  // headless Chromium: every chart drawn, no script or console error.
+  const std::string fixtures = std::string(AISCALE_SOURCE_DIR) + "/tests/plan/fixtures/";
+  r = run_aiscale("report " + out + " -o " + (dir / "report.html").string() + " --predict devvm/cpu --systems " +
+                  fixtures + "devvm_cpu.toml --calibration " + fixtures + "devvm_cpu_measured.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string html = aiscale::testsupport::read_bytes(dir / "report.html");
+  for (const char* table : {"Measured against the planner", "Reference checks", "step split (ms)"})
+    EXPECT_NE(html.find(table), std::string::npos) << table;
+  r = run_aiscale("report " + out + " -o " + (dir / "report.md").string() + " --predict devvm/cpu --systems " +
+                  fixtures + "devvm_cpu.toml --calibration " + fixtures + "devvm_cpu_measured.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string md = aiscale::testsupport::read_bytes(dir / "report.md");
+  // Both points predicted on devvm/cpu, each with the measurement over the prediction.
+  EXPECT_NE(md.find("| tiny-strong | aiscale fp32 | 1 | devvm/cpu |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tiny-strong | aiscale fp32 | 2 | devvm/cpu |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("the point's run directory holds no"), std::string::npos) << md;
   const auto view = aiscale::testsupport::open_in_chromium(dir / "report.html", dir);
   EXPECT_EQ(view.status.count("done") ? view.status.at("done") : "", "true") << view.log;
   ASSERT_TRUE(view.status.count("charts") && view.status.count("rendered")) << view.log;
   EXPECT_EQ(view.status.at("rendered"), view.status.at("charts")) << view.status.at("text");
   EXPECT_EQ(view.status.at("errors"), "0") << view.status.at("text");
-  for (const char* id : {"efficiency", "speedup", "cdf", "throughput", "loss"})
+  for (const char* id : {"efficiency", "speedup", "cdf", "throughput", "prediction", "split", "loss"})
     EXPECT_TRUE(aiscale::testsupport::chart_drawn(view.dom, id)) << id << " has no <svg> or <canvas>";
 
   // Again: nothing is run.

@@ -12,6 +12,7 @@
 #include "aiscale/cli/commands.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/report/predictions.h"
 #include "aiscale/report/html.h"
 #include "aiscale/report/inputs.h"
 #include "aiscale/report/text_formats.h"
@@ -26,6 +27,7 @@ struct ReportArgs {
   std::vector<std::string> inputs;
   std::string output;
   std::string format;  // "": from the output's extension
+  report::PredictOptions predict;  // --predict: the planner's prediction beside each point
 };
 
 std::string format_of(const ReportArgs& a) {
@@ -56,7 +58,8 @@ void run_report(const ReportArgs& a) {
   std::vector<report::StudyInput> inputs;
   for (const auto& path : a.inputs) inputs.push_back(report::load_report_input(path));
   refuse_to_overwrite_inputs(a.output, inputs);
-  const std::vector<nlohmann::json> studies = report::label_studies(inputs);
+  std::vector<nlohmann::json> studies = report::label_studies(inputs);
+  if (!a.predict.target.empty()) report::add_predictions(studies, a.predict);
 
   std::string content, detail;
   size_t series = 0, points = 0;
@@ -102,12 +105,22 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--format", a->format,
                   "html (default), md or csv; without it, a .md or .csv output name chooses")
       ->check(CLI::IsMember({"html", "md", "csv"}));
+  cmd->add_option("--predict", a->predict.target,
+                  "SYSTEM/PARTITION of the planner's catalogue: beside each measured point, the "
+                  "planner's step time and throughput per device for the same run (model, ranks, "
+                  "batch, precision, layout) there, and the measurement over the prediction");
+  cmd->add_option("--systems", a->predict.systems,
+                  "with --predict: an extra catalogue file (e.g. this host as a system; repeatable)");
+  cmd->add_option("--calibration", a->predict.calibration,
+                  "with --predict: measured results that calibrate the planner (as plan --calibration; "
+                  "repeatable)");
   cmd->footer(
       "HTML: one self-contained file that works offline. Charts: efficiency against n (weak "
       "scaling: full epoch, training part, median batch), speedup against ideal, per-batch "
       "step-time CDF per n, throughput per device by precision and source, loss curves, power "
       "and SM clock per n (when measured). Tables: figures per point, environment (device, "
-      "software, date, command), Amdahl fit, failed points, and the machine profile when the "
+      "software, date, command), Amdahl fit, failed points, the planner's predictions with "
+      "--predict, and the machine profile when the "
       "directory holds machine-profile.toml (docs/guide/machine-profile.md). Several inputs are drawn side by "
       "side, their labels prefixed with the study name.\n"
       "md: the tables in Markdown. csv: one row per series point.\n"

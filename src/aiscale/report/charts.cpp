@@ -193,6 +193,36 @@ std::optional<Chart> throughput_chart(const std::vector<json>& studies) {
                spec};
 }
 
+// Measured against predicted throughput per device (aiscale report --predict).
+std::optional<Chart> prediction_chart(const std::vector<json>& studies) {
+  json rows = json::array();
+  std::set<double> ns;
+  for (const json& d : studies)
+    for (const json& s : d["series"])
+      for (const json& p : s["points"]) {
+        if (!p.contains("predicted") || !p["predicted"].contains("throughput_per_device")) continue;
+        ns.insert(p["n"].get<double>());
+        rows.push_back({{"n", p["n"]}, {"series", label_of(s)}, {"figure", "measured"},
+                        {"throughput", p["throughput_per_device"]["median"]}, {"unit", d["study"]["unit"]}});
+        rows.push_back({{"n", p["n"]}, {"series", label_of(s)},
+                        {"figure", "predicted on " + p["predicted"]["target"].get<std::string>()},
+                        {"throughput", p["predicted"]["throughput_per_device"]}, {"unit", d["study"]["unit"]}});
+      }
+  if (rows.empty()) return std::nullopt;
+  json spec = base_spec(rows);
+  spec["mark"] = {{"type", "line"}, {"point", true}};
+  spec["encoding"] = {{"x", n_axis(ns)},
+                      {"y", {{"field", "throughput"}, {"type", "quantitative"}, {"title", "throughput per device"}}},
+                      {"color", color("series", "series")},
+                      {"strokeDash", color("figure", "figure")},
+                      {"tooltip", tooltip({{"series", "nominal"}, {"figure", "nominal"}, {"n", "quantitative"},
+                                           {"throughput", "quantitative"}, {"unit", "nominal"}})}};
+  return Chart{"prediction", "Measured against the planner's prediction",
+               "Per-device throughput of each series as measured (solid) and as the planner predicts "
+               "the same run on the partition named by --predict (dashed); the table gives the ratio.",
+               spec};
+}
+
 std::optional<Chart> loss_chart(const std::vector<json>& studies) {
   json rows = json::array();
   for (const json& d : studies)
@@ -327,7 +357,7 @@ std::vector<std::pair<double, double>> cdf_points(const std::vector<double>& sor
 std::vector<Chart> build_charts(const std::vector<json>& studies) {
   std::vector<Chart> charts;
   for (auto chart : {efficiency_chart(studies), speedup_chart(studies), cdf_chart(studies),
-                     throughput_chart(studies), split_chart(studies), loss_chart(studies),
+                     throughput_chart(studies), prediction_chart(studies), split_chart(studies), loss_chart(studies),
                      training_chart(studies),
                      per_n_chart(studies, "power_w", "power", "Power per device", "board power (W)",
                                  "Median board power per device over the measured steps."),

@@ -160,6 +160,33 @@ Table reference_table(const std::vector<json>& studies) {
   return t;
 }
 
+// The planner's prediction beside each measured point (aiscale report --predict).
+Table predictions_table(const std::vector<json>& studies) {
+  Table t{"predictions", "Measured against the planner",
+          "For each point, the planner's prediction for the same run (model, ranks, batch, "
+          "precision, layout) on the partition named by --predict, beside the measurement: the "
+          "step time, the throughput per device, and the measurement over the prediction.",
+          {"study", "series", "n", "predicted on", "step measured (s)", "step predicted (s)",
+           "throughput per device measured", "predicted", "measured / predicted", "why not predicted"},
+          {}};
+  for (const json& d : studies)
+    for (const json& s : d["series"])
+      for (const json& p : s["points"]) {
+        if (!p.contains("predicted")) continue;
+        const json& pr = p["predicted"];
+        const std::string unit = d["study"]["unit"].get<std::string>();
+        t.rows.push_back({d["study"]["display_name"].get<std::string>(), s["label"].get<std::string>(),
+                          format_figure(p["n"]), text_of(pr, "target"), format_figure(p["step_time_median_s"]),
+                          format_figure(pr.value("step_time_s", json())),
+                          p["throughput_per_device"].is_object()
+                              ? format_figure(p["throughput_per_device"]["median"]) + " " + unit : kDash,
+                          pr.contains("throughput_per_device")
+                              ? format_figure(pr["throughput_per_device"]) + " " + unit : kDash,
+                          format_figure(pr.value("ratio", json())), text_of(pr, "reason")});
+      }
+  return t;
+}
+
 // The leaderboard of each study of training runs (aiscale tune, backend "train"), best first.
 Table trials_table(const std::vector<json>& studies) {
   Table t{"trials", "Trials of the training-run searches",
@@ -210,6 +237,7 @@ std::vector<Table> build_tables(const std::vector<json>& studies) {
   if (Table a = amdahl_table(studies); !a.rows.empty()) tables.push_back(std::move(a));
   if (Table m = machine_profile_table(studies); !m.rows.empty()) tables.push_back(std::move(m));
   if (Table r = reference_table(studies); !r.rows.empty()) tables.push_back(std::move(r));
+  if (Table pr = predictions_table(studies); !pr.rows.empty()) tables.push_back(std::move(pr));
   if (Table tr = trials_table(studies); !tr.rows.empty()) tables.push_back(std::move(tr));
   tables.push_back(failed_table(studies));
   return tables;
