@@ -198,4 +198,30 @@ TEST(TuneTrain, StartGateHoldsTheFirstStepUntilItsFileExists) {
   fs::remove_all(dir);
 }
 
+// The keys of an image classifier's config (train.lr of the vision schema), its validation
+// passes at the eval steps, the best config written as a vision config.
+TEST(TuneTrain, ResNetTrialsSearchTheVisionConfigsKeys) {
+  const fs::path dir = temp_dir("tune-train-resnet");
+  std::ofstream(dir / "study.toml")
+      << "[study]\nname = \"vt\"\nbackend = \"train\"\ntrials = 2\ndir = \"" << (dir / "out").string()
+      << "\"\n[train]\nconfig = \"" << AISCALE_SOURCE_DIR << "/configs/fashion-mnist-resnet.toml\"\n"
+      << "set = [\"train.eval_batches=2\", \"train.batch_size=32\"]\nparallel_trials = 2\n"
+      << "[fixed]\n\"train.steps\" = 6\n\"train.eval_every\" = 3\n"
+      << "[params.\"train.lr\"]\ntype = \"log-uniform\"\nlow = 0.01\nhigh = 0.3\n";
+  auto r = run_aiscale("tune " + (dir / "study.toml").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto results = read_json(dir / "out/results.json");
+  ASSERT_EQ(results["trials"].size(), 3u);
+  for (const auto& t : results["trials"]) {
+    EXPECT_EQ(t["status"], "finished") << t.dump();
+    EXPECT_EQ(t["curve"].size(), 2u) << t.dump();  // validation at steps 3 and 6
+  }
+  const std::string best = read_bytes(dir / "out/best/config.toml");
+  EXPECT_NE(best.find("resnet-small"), std::string::npos) << best;
+  r = run_aiscale("train -c " + (dir / "out/best/config.toml").string() + " --set train.steps=1 --set run.dir=" +
+                  (dir / "runs").string() + " -q");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  fs::remove_all(dir);
+}
+
 }  // namespace
