@@ -541,26 +541,6 @@ bool ranks_before(const PlanRequest& r, const Candidate& x, const Candidate& y) 
 
 }  // namespace
 
-Objective parse_objective(std::string_view text) {
-  if (text == "time" || text == "days") return Objective::time;
-  if (text == "gpu-hours") return Objective::gpu_hours;
-  if (text == "energy") return Objective::energy;
-  if (text == "cost") return Objective::cost;
-  if (text == "smallest") return Objective::smallest;
-  fail("--rank must be time, gpu-hours, energy, cost or smallest (got '{}')", text);
-}
-
-std::string_view to_string(Objective o) {
-  switch (o) {
-    case Objective::time: return "time";
-    case Objective::gpu_hours: return "gpu-hours";
-    case Objective::energy: return "energy";
-    case Objective::cost: return "cost";
-    case Objective::smallest: return "smallest";
-  }
-  return "?";
-}
-
 PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const Catalog& cat,
                 const Calibration& cal, const Assumptions& a) {
   check_request(r);

@@ -55,7 +55,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 // validation curve with how it ended, and each searched key's importance: |Spearman's rho|
 // between the key's value and the validation loss at the first rung (where every trial that
 // ran has one; the last step's loss without halving).
-json analyze_train_search(const std::string& file, const json& results) {
+json analyze_train_search(const json& results) {
   json tune = {{"kind", "train"}, {"metric", "val_loss"}, {"backend", "train"}, {"higher_is_better", false},
                {"trials", json::array()}, {"scaling", json::array()}, {"curves", json::array()},
                {"importance", json::array()}};
@@ -92,7 +92,6 @@ json analyze_train_search(const std::string& file, const json& results) {
   }
   tune["default_score"] = results.value("default_val_loss", json());
   tune["best"] = results.value("best", json());
-  (void)file;
   return tune;
 }
 
@@ -116,7 +115,7 @@ json analyze_tune_directory(const std::string& dir, std::vector<std::string>& fi
     json environment = {{"host", ""}, {"device", results.value("device", "")},
                         {"device_kind", results.value("device", "cpu") == "cuda" ? "gpu" : "cpu"}, {"date", ""}};
     return {{"format", "aiscale-study-analysis"}, {"version", 1}, {"study", study}, {"environment", environment},
-            {"series", json::array()}, {"tune", analyze_train_search(file, results)}};
+            {"series", json::array()}, {"tune", analyze_train_search(results)}};
   }
   // tune.json describes a search; a directory of --scaling runs only has scaling.json.
   const fs::path meta_file = fs::exists(p / "tune.json") ? p / "tune.json" : p / "scaling.json";

@@ -1,16 +1,13 @@
 #include "aiscale/sweep/train_search.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -21,19 +18,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <toml++/toml.h>
 
 #include "aiscale/core/config_schema.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
-#include "aiscale/core/validate.h"
-#include "aiscale/orchestrate/process.h"
 #include "aiscale/sweep/asha.h"
 #include "aiscale/sweep/point_processes.h"
 #include "aiscale/sweep/stop_signals.h"
+#include "aiscale/sweep/train_placement.h"
 #include "aiscale/sweep/train_trials.h"
-#include "aiscale/train/config.h"
-#include "aiscale/train/vision_config.h"
+#include "aiscale/train/checkpoint.h"
+#include "aiscale/tune/results_io.h"
 
 extern char** environ;
 
@@ -117,7 +112,7 @@ void Search::prepare_dir() {
   const std::string base_text = read_file(c_.train.config);
   const json identity = {{"kind", "train"}, {"study", o_.study_text}, {"train_config", c_.train.config},
                          {"train_config_text", base_text}};
-  const std::string fp = fmt::format("{:016x}", std::hash<std::string>{}(identity.dump()));
+  const std::string fp = fmt::format("{:016x}", tune::fingerprint(identity.dump()));
   const fs::path tune_json = fs::path(dir_) / "tune.json";
   if (fs::exists(tune_json) && !o_.fresh) {
     json old;
@@ -142,63 +137,11 @@ void Search::prepare_dir() {
 }
 
 void Search::plan_slots() {
-  const auto device_it = std::find_if(c_.train_keys.begin(), c_.train_keys.end(),
-                                      [](const auto& h) { return h.name == "train.device"; });
-  device_ = device_it != c_.train_keys.end() ? tune::value_text(device_it->default_value) : "cpu";
-  if (auto f = c_.fixed.find("train.device"); f != c_.fixed.end()) device_ = tune::value_text(f->second);
-  int64_t gpus_per_trial = c_.train.gpus_per_trial;
-  if (device_ == "cuda" && gpus_per_trial == 0) gpus_per_trial = c_.train.ranks_per_trial;
-  if (device_ != "cuda" && gpus_per_trial > 0)
-    fail("{}: train.gpus_per_trial = {}, but the trials train on the CPU (train.device = \"{}\" in {}): set "
-         "train.device = \"cuda\" in [fixed] or in the training config, or leave gpus_per_trial out",
-         c_.config_path, gpus_per_trial, device_, c_.train.config);
-  const bool in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
-  launcher_ = c_.train.launcher == "auto" ? (in_slurm ? "srun" : "local") : c_.train.launcher;
-  if (launcher_ == "srun" && !in_slurm)
-    fail("{}: train.launcher = \"srun\" runs the trials as job steps of a Slurm allocation, but this is "
-         "not inside one (SLURM_JOB_ID is not set): submit the study with `aiscale slurm script -- tune "
-         "{}`, or use launcher = \"local\"", c_.config_path, c_.config_path);
-  const int64_t ranks = c_.train.ranks_per_trial;
-  int64_t parallel = c_.train.parallel_trials;
-  if (launcher_ == "srun") {
-    const int64_t tasks = validate::env_int("SLURM_NTASKS", 1, 1 << 24).value_or(1);
-    if (ranks > tasks)
-      fail("{}: train.ranks_per_trial = {}, but the allocation has {} task(s) (SLURM_NTASKS): no trial "
-           "fits; ask sbatch for at least {} tasks (--ntasks), or fewer ranks per trial",
-           c_.config_path, ranks, tasks, ranks);
-    if (parallel == 0) parallel = std::max<int64_t>(1, tasks / ranks);
-    threads_ = c_.train.threads_per_rank > 0 ? c_.train.threads_per_rank
-                                             : validate::env_int("SLURM_CPUS_PER_TASK", 1, 1 << 20).value_or(1);
-    slots_.assign(static_cast<size_t>(parallel), Slot{});
-    return;
-  }
-  if (gpus_per_trial > 0) {
-    std::vector<int> gpus = visible_gpus();
-    if (c_.train.gpus >= 0) {
-      if (c_.train.gpus > static_cast<int64_t>(gpus.size()))
-        fail("{}: train.gpus = {}, but this node shows {} GPU(s){}: lower it", c_.config_path, c_.train.gpus,
-             gpus.size(), std::getenv("CUDA_VISIBLE_DEVICES") ? " (CUDA_VISIBLE_DEVICES)" : "");
-      gpus.resize(static_cast<size_t>(c_.train.gpus));
-    }
-    if (static_cast<int64_t>(gpus.size()) < gpus_per_trial)
-      fail("{}: each trial needs {} GPU(s) (train.gpus_per_trial), but {} {} available: no trial fits; "
-           "use fewer GPUs per trial or a node with more", c_.config_path, gpus_per_trial, gpus.size(),
-           gpus.size() == 1 ? "is" : "are");
-    const int64_t fit = static_cast<int64_t>(gpus.size()) / gpus_per_trial;
-    if (parallel == 0 || parallel > fit) parallel = fit;
-    for (int64_t s = 0; s < parallel; ++s) {
-      Slot slot;
-      for (int64_t g = 0; g < gpus_per_trial; ++g) slot.gpus.push_back(gpus[static_cast<size_t>(s * gpus_per_trial + g)]);
-      slots_.push_back(slot);
-    }
-    threads_ = c_.train.threads_per_rank > 0 ? c_.train.threads_per_rank
-                                             : std::max<int64_t>(1, cores() / (parallel * ranks));
-    return;
-  }
-  const int64_t n = cores();
-  if (parallel == 0) parallel = std::max<int64_t>(1, n / (ranks * std::max<int64_t>(1, c_.train.threads_per_rank)));
-  threads_ = c_.train.threads_per_rank > 0 ? c_.train.threads_per_rank : std::max<int64_t>(1, n / (parallel * ranks));
-  slots_.assign(static_cast<size_t>(parallel), Slot{});
+  const TrialPlacement p = plan_placement(c_);
+  launcher_ = p.launcher;
+  device_ = p.device;
+  threads_ = p.threads;
+  for (const auto& gpus : p.slot_gpus) slots_.push_back(Slot{gpus});
 }
 
 std::vector<std::string> Search::train_overrides(const TrialRecord& t) const {
@@ -215,14 +158,7 @@ bool Search::room_for_next(size_t slot) const {
   if (sl.gpus.empty() || !prestart_ || sl.trial < -1 || sl.next != -2) return false;
   const auto it = running_.find(sl.trial + 1);
   if (it == running_.end() || trials_[static_cast<size_t>(sl.trial + 1)].last_step < 1) return false;
-  for (int g : sl.gpus) {
-    const auto r = orchestrate::run_process({"nvidia-smi", "--query-gpu=memory.used,memory.total",
-                                             "--format=csv,noheader,nounits", "-i", std::to_string(g)});
-    double used = 0, total = 0;
-    if (!r.ok() || std::sscanf(r.out.c_str(), "%lf, %lf", &used, &total) != 2 || total <= 0) return false;
-    if (used > 0.45 * total) return false;
-  }
-  return true;
+  return gpus_memory_below(sl.gpus, 0.45);
 }
 
 // The slot's trial has ended or been stopped: its waiting trial (if any) starts training.
@@ -249,13 +185,8 @@ void Search::launch(TrialRecord& t, size_t slot, bool prestart) {
   const std::string run_dir = trial_dir(t);
   const std::string log = (fs::path(dir_) / "trials" / (t.name + ".log")).string();
   std::vector<std::string> train_args;
-  bool resume = false;
-  if (fs::exists(fs::path(run_dir) / "checkpoints")) {
-    for (const auto& e : fs::directory_iterator(fs::path(run_dir) / "checkpoints"))
-      if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 &&
-          e.path().filename().string().find('.') == std::string::npos)
-        resume = true;
-  }
+  const bool resume = fs::exists(fs::path(run_dir) / "checkpoints") &&
+                      train::latest_checkpoint((fs::path(run_dir) / "checkpoints").string()).has_value();
   if (resume) {
     train_args = {"train", "--resume", run_dir, "-q"};
     ++resumed_;
@@ -294,7 +225,7 @@ void Search::launch(TrialRecord& t, size_t slot, bool prestart) {
   if (launcher_ == "srun") {
     argv = {"srun", "--exact", fmt::format("--ntasks={}", ranks), fmt::format("--cpus-per-task={}", threads_),
             "--kill-on-bad-exit=1", self_};
-    if (!slots_[slot].gpus.empty() || (device_ == "cuda")) argv.insert(argv.begin() + 4, "--gpus-per-task=1");
+    if (device_ == "cuda") argv.insert(argv.begin() + 4, "--gpus-per-task=1");
   } else if (ranks > 1) {
     argv = {self_, "launch", "-n", std::to_string(ranks), "--threads-per-rank", std::to_string(threads_), "--"};
   } else {
@@ -453,10 +384,7 @@ TrainSearchOutcome Search::run() {
   const auto wall_start = now_s();
   self_ = o_.self_exe.empty() ? fs::read_symlink("/proc/self/exe").string() : o_.self_exe;
   // The trials' length and validation passes.
-  const auto steps_h = std::find_if(c_.train_keys.begin(), c_.train_keys.end(), [](const auto& h) { return h.name == "train.steps"; });
-  if (steps_h == c_.train_keys.end()) fail("internal: the training config has no train.steps");
-  steps_ = std::get<int64_t>(steps_h->default_value);
-  if (auto f = c_.fixed.find("train.steps"); f != c_.fixed.end()) steps_ = std::get<int64_t>(f->second);
+  steps_ = std::get<int64_t>(study_value(c_, "train.steps"));
   if (steps_ <= 0)
     fail("{}: the trials of {} train by epochs (train.steps = 0): a train study needs train.steps, in "
          "[fixed] or in the training config", c_.config_path, c_.train.config);
@@ -467,9 +395,7 @@ TrainSearchOutcome Search::run() {
     asha_ = Asha(c_.halving.eta, rungs);
     eval_every_ = c_.halving.min_budget;
   } else {
-    const auto ev = std::find_if(c_.train_keys.begin(), c_.train_keys.end(), [](const auto& h) { return h.name == "train.eval_every"; });
-    eval_every_ = ev != c_.train_keys.end() ? std::get<int64_t>(ev->default_value) : 0;
-    if (auto f = c_.fixed.find("train.eval_every"); f != c_.fixed.end()) eval_every_ = std::get<int64_t>(f->second);
+    eval_every_ = std::get<int64_t>(study_value(c_, "train.eval_every"));
     if (eval_every_ <= 0) eval_every_ = std::max<int64_t>(1, steps_ / 10);
   }
   plan_slots();  // every refusal before the study directory is touched
@@ -592,10 +518,9 @@ void Search::write_results(TrainSearchOutcome& out) const {
   std::vector<TrialRecord> board = trials_;
   std::stable_sort(board.begin(), board.end(), finished_better);
   out.trials = trials_;
-  const double busy = busy_s_, steps = step_s_;
   const double capacity = out.wall_seconds * static_cast<double>(std::max<int64_t>(1, out.parallel_trials));
-  out.busy_share = capacity > 0 ? busy / capacity : 0;
-  out.step_share = capacity > 0 ? steps / capacity : 0;
+  out.busy_share = capacity > 0 ? busy_s_ / capacity : 0;
+  out.step_share = capacity > 0 ? step_s_ / capacity : 0;
   for (const auto& t : board)
     if (t.trial >= 0 && t.status == "finished" && std::isfinite(t.val_loss)) {
       out.best = t.trial;
@@ -605,32 +530,18 @@ void Search::write_results(TrainSearchOutcome& out) const {
   std::vector<std::string> keys;
   for (const auto& p : c_.params) keys.push_back(p.name);
   for (const auto& [k, v] : c_.fixed) keys.push_back(k);
-  std::string csv = "rank,trial,status,last_step,val_loss,seconds,step_seconds";
-  for (const auto& k : keys) csv += "," + csv_cell(k);
-  csv += ",error\n";
+  atomic_write_file((fs::path(dir_) / "results.csv").string(), leaderboard_csv(board, keys));
   json rows = json::array();
-  int64_t rank = 0;
   for (const auto& t : board) {
-    ++rank;
-    csv += fmt::format("{},{},{},{},{},{:.3f},{:.3f}", rank, t.name, csv_cell(trial_status_text(t)), t.last_step,
-                       std::isfinite(t.val_loss) ? fmt::format("{:.6g}", t.val_loss) : std::string(), t.seconds,
-                       t.step_seconds);
-    for (const auto& k : keys) {
-      const auto it = t.params.find(k);
-      csv += "," + (it == t.params.end() ? std::string() : csv_cell(tune::value_text(it->second)));
-    }
-    csv += "," + csv_cell(t.error) + "\n";
     json row = trial_json(t);
-    row["rank"] = rank;
-    rows.push_back(row);
+    row["rank"] = rows.size() + 1;
+    rows.push_back(std::move(row));
   }
-  atomic_write_file((fs::path(dir_) / "results.csv").string(), csv);
   json params = json::array();
   for (const auto& p : c_.params) {
     static const char* kinds[] = {"uniform", "log-uniform", "int", "choice"};
     params.push_back({{"name", p.name}, {"type", kinds[static_cast<int>(p.kind)]}, {"low", p.low}, {"high", p.high}});
   }
-  const auto def = std::find_if(trials_.begin(), trials_.end(), [](const auto& t) { return t.trial == -1; });
   json j = {{"kind", "train-search"},
             {"name", c_.name},
             {"train_config", c_.train.config},
@@ -648,7 +559,7 @@ void Search::write_results(TrainSearchOutcome& out) const {
             {"step_share", out.step_share},
             {"interrupted", out.interrupted},
             {"best", out.best >= 0 ? json(fmt::format("trial-{:03d}", out.best)) : json(nullptr)},
-            {"default_val_loss", def != trials_.end() ? number_or_null(def->val_loss) : json(nullptr)},
+            {"default_val_loss", tune::number_or_null(trials_.front().val_loss)},  // the default is first
             {"trials", rows}};
   atomic_write_file((fs::path(dir_) / "results.json").string(), j.dump(1) + "\n");
   if (out.best >= 0) {
@@ -672,16 +583,6 @@ tune::TrainKeyCatalogue train_key_catalogue() {
   return k;
 }
 
-std::string trial_status_text(const TrialRecord& t) {
-  if (t.status == "stopped") {
-    for (const auto& r : t.rungs)
-      if (!r.went_on) return fmt::format("stopped at step {}", r.step);
-    return "stopped";
-  }
-  if (t.status == "failed") return t.exit_code >= 0 ? fmt::format("failed (exit {})", t.exit_code) : "failed";
-  if (t.status == "pending" && t.last_step > 0) return fmt::format("interrupted at step {}", t.last_step);
-  return t.status;
-}
 
 TrainSearchOutcome run_train_search(const tune::StudyConfig& c, const TrainSearchOptions& o) {
   Search s(c, o);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -22,9 +23,11 @@
 #include "aiscale/core/config_schema.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/orchestrate/process.h"
 #include "aiscale/sweep/point_processes.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/vision_config.h"
+#include "aiscale/tune/results_io.h"
 
 namespace aiscale::sweep::trials {
 
@@ -101,32 +104,24 @@ std::vector<tune::Hyperparameter> keys_of(const std::string& base, const std::ve
   return out;
 }
 
-// ---- state files ----------------------------------------------------------------------
-
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-double number_of(const json& j) { return j.is_number() ? j.get<double>() : kNaN; }
-
-namespace {
-
-json params_json(const tune::Params& p) {
-  json j = json::object();
-  for (const auto& [k, v] : p) {
-    if (auto* i = std::get_if<int64_t>(&v)) j[k] = *i;
-    else if (auto* d = std::get_if<double>(&v)) j[k] = *d;
-    else j[k] = std::get<std::string>(v);
-  }
-  return j;
+tune::Value study_value(const tune::StudyConfig& c, const std::string& key) {
+  if (const auto f = c.fixed.find(key); f != c.fixed.end()) return f->second;
+  for (const auto& h : c.train_keys)
+    if (h.name == key) return h.default_value;
+  fail("internal: the training config has no key {}", key);
 }
 
-}  // namespace
+// ---- state files ----------------------------------------------------------------------
+
+double number_of(const json& j) { return j.is_number() ? j.get<double>() : kNaN; }
 
 json trial_json(const TrialRecord& t) {
   json curve = json::array(), rungs = json::array();
-  for (const auto& [s, l] : t.curve) curve.push_back({s, number_or_null(l)});
+  for (const auto& [s, l] : t.curve) curve.push_back({s, tune::number_or_null(l)});
   for (const auto& r : t.rungs)
-    rungs.push_back({{"step", r.step}, {"val_loss", number_or_null(r.val_loss)}, {"went_on", r.went_on}});
-  return {{"trial", t.trial}, {"name", t.name}, {"params", params_json(t.params)}, {"status", t.status},
-          {"curve", curve}, {"rungs", rungs}, {"last_step", t.last_step}, {"val_loss", number_or_null(t.val_loss)},
+    rungs.push_back({{"step", r.step}, {"val_loss", tune::number_or_null(r.val_loss)}, {"went_on", r.went_on}});
+  return {{"trial", t.trial}, {"name", t.name}, {"params", tune::params_to_json(t.params)}, {"status", t.status},
+          {"curve", curve}, {"rungs", rungs}, {"last_step", t.last_step}, {"val_loss", tune::number_or_null(t.val_loss)},
           {"exit_code", t.exit_code}, {"error", t.error}, {"seconds", t.seconds},
           {"step_seconds", t.step_seconds}, {"attempts", t.attempts}};
 }
@@ -236,4 +231,48 @@ std::string csv_cell(std::string s) {
 }
 
 
+std::string leaderboard_csv(const std::vector<TrialRecord>& board, const std::vector<std::string>& keys) {
+  std::string csv = "rank,trial,status,last_step,val_loss,seconds,step_seconds";
+  for (const auto& k : keys) csv += "," + csv_cell(k);
+  csv += ",error\n";
+  int64_t rank = 0;
+  for (const auto& t : board) {
+    csv += fmt::format("{},{},{},{},{},{:.3f},{:.3f}", ++rank, t.name, csv_cell(trial_status_text(t)), t.last_step,
+                       std::isfinite(t.val_loss) ? fmt::format("{:.6g}", t.val_loss) : std::string(), t.seconds,
+                       t.step_seconds);
+    for (const auto& k : keys) {
+      const auto it = t.params.find(k);
+      csv += "," + (it == t.params.end() ? std::string() : csv_cell(tune::value_text(it->second)));
+    }
+    csv += "," + csv_cell(t.error) + "\n";
+  }
+  return csv;
+}
+
+bool gpus_memory_below(const std::vector<int>& gpus, double share) {
+  for (int g : gpus) {
+    const auto r = orchestrate::run_process({"nvidia-smi", "--query-gpu=memory.used,memory.total",
+                                             "--format=csv,noheader,nounits", "-i", std::to_string(g)});
+    double used = 0, total = 0;
+    if (!r.ok() || std::sscanf(r.out.c_str(), "%lf, %lf", &used, &total) != 2 || total <= 0) return false;
+    if (used > share * total) return false;
+  }
+  return true;
+}
+
 }  // namespace aiscale::sweep::trials
+
+namespace aiscale::sweep {
+
+std::string trial_status_text(const TrialRecord& t) {
+  if (t.status == "stopped") {
+    for (const auto& r : t.rungs)
+      if (!r.went_on) return fmt::format("stopped at step {}", r.step);
+    return "stopped";
+  }
+  if (t.status == "failed") return t.exit_code >= 0 ? fmt::format("failed (exit {})", t.exit_code) : "failed";
+  if (t.status == "pending" && t.last_step > 0) return fmt::format("interrupted at step {}", t.last_step);
+  return t.status;
+}
+
+}  // namespace aiscale::sweep

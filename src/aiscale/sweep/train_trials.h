@@ -25,7 +25,10 @@ std::vector<tune::Hyperparameter> keys_of(const std::string& base, const std::ve
 // "train.lr=0.003", "train.schedule='cosine'", "train.recompute=true": a --set override.
 std::string override_text(const std::string& key, const tune::Value& v);
 
-nlohmann::json number_or_null(double v);
+// The value a study's trials train with unless a trial sets it: [fixed]'s, else the
+// training config's own (StudyConfig::train_keys).
+tune::Value study_value(const tune::StudyConfig& c, const std::string& key);
+
 double number_of(const nlohmann::json& j);  // NaN for null
 // A trial's state file (trials/<name>.json), and reading one back into `t` (its number,
 // name and keys are the study's); a damaged file fails naming it and the fix.
@@ -41,6 +44,9 @@ std::string log_tail(const std::string& log, size_t lines);
 
 // CUDA devices this node offers: CUDA_VISIBLE_DEVICES when set, else /dev/nvidiaN.
 std::vector<int> visible_gpus();
+// Whether each of these GPUs has used at most `share` of its memory (nvidia-smi); false when
+// nvidia-smi cannot say.
+bool gpus_memory_below(const std::vector<int>& gpus, double share);
 int cores();
 // Whether an environment entry is a launcher's word to its ranks (Slurm, PMIx, OpenMPI,
 // MPICH, torchrun): a trial started by the study is not one of those ranks.
@@ -50,5 +56,7 @@ bool is_launcher_variable(std::string_view v);
 // first), then those not done, then failed ones.
 bool finished_better(const TrialRecord& a, const TrialRecord& b);
 std::string csv_cell(std::string s);
+// results.csv: a header naming `keys`, then one row per trial of `board` (in its order).
+std::string leaderboard_csv(const std::vector<TrialRecord>& board, const std::vector<std::string>& keys);
 
 }  // namespace aiscale::sweep::trials

@@ -232,10 +232,9 @@ void apply_train(StudyConfig& c, const Reader& r, const toml::table& root) {
   if (!t || !t->get("config"))
     fail("{}: study.backend = \"train\" needs [train] config = \"...\" (the training config every "
          "trial starts from, relative to this file)", c.config_path);
-  for (const char* other : {"data"})
-    if (root[other].as_table())
-      fail("{}: [{}] belongs to mlp and xgboost studies; a train study's data is the [data] of its "
-           "training config ({})", c.config_path, other, r.text(*t->get("config"), "train.config"));
+  if (root["data"].as_table())
+    fail("{}: [data] belongs to mlp and xgboost studies; a train study's data is the [data] of its "
+         "training config ({})", c.config_path, r.text(*t->get("config"), "train.config"));
   for (const char* key : {"folds", "task", "threads", "threads_per_task"})
     if (root["study"][key])
       fail("{}: study.{} belongs to mlp and xgboost studies; remove it (a train study's trials are "
