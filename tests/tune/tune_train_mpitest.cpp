@@ -11,8 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -221,6 +223,57 @@ TEST(TuneTrain, ResNetTrialsSearchTheVisionConfigsKeys) {
   r = run_aiscale("train -c " + (dir / "out/best/config.toml").string() + " --set train.steps=1 --set run.dir=" +
                   (dir / "runs").string() + " -q");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  fs::remove_all(dir);
+}
+
+// The pids of this user's `aiscale train` processes whose command line holds `marker`
+// (the ranks; not mpirun or aiscale launch, whose argv[0] is another program or command).
+std::vector<pid_t> train_ranks(const std::string& marker) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> argv;
+    for (size_t a = 0; a < cmd.size();) {
+      const size_t z = cmd.find('\0', a);
+      argv.push_back(cmd.substr(a, z == std::string::npos ? std::string::npos : z - a));
+      a = z == std::string::npos ? cmd.size() : z + 1;
+    }
+    if (argv.size() > 1 && argv[0] == AISCALE_BINARY && argv[1] == "train" && cmd.find(marker) != std::string::npos)
+      out.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return out;
+}
+
+// SIGUSR1 on one rank of two: the ranks agree, both stop after the same step, and no rank
+// writes a checkpoint. A study of training runs run under a launcher is refused on every rank.
+TEST(TuneTrain, Sigusr1OnOneOfTwoRanksStopsBothWithoutACheckpoint) {
+  const fs::path dir = temp_dir("tune-train-usr1-ranks");
+  write_byte_shards(dir);
+  const std::string cfg = tiny_config(dir);
+  const fs::path log = dir / "launch.log", run = dir / "runs/usr1two";
+  const pid_t pid = start_aiscale({"launch", "-n", "2", "--", "train", "-c", cfg, "--set", "train.steps=100000",
+                                   "--set", "run.name=usr1two", "-q"}, log);
+  ASSERT_GT(pid, 0);
+  wait_until([&] { return fs::exists(run / "metrics.jsonl") && read_metrics(run).size() >= 3; }, 120);
+  const auto ranks = train_ranks("run.name=usr1two");
+  ASSERT_EQ(ranks.size(), 2u) << read_bytes(log);
+  ::kill(ranks[1], SIGUSR1);
+  EXPECT_EQ(wait_exit(pid, 120), 0) << read_bytes(log);
+  EXPECT_EQ(read_json(run / "summary.json")["status"], "stopped") << read_bytes(log);
+  if (fs::exists(run / "checkpoints"))
+    for (const auto& e : fs::directory_iterator(run / "checkpoints")) ADD_FAILURE() << "checkpoint written: " << e.path();
+
+  std::ofstream(dir / "study.toml") << "[study]\nbackend = \"train\"\ntrials = 2\ndir = \"" << (dir / "out").string()
+                                    << "\"\n[train]\nconfig = \"" << cfg << "\"\n"
+                                    << "[params.\"train.lr\"]\ntype = \"log-uniform\"\nlow = 1e-4\nhigh = 1e-2\n";
+  auto r = run_aiscale("launch -n 2 -- tune " + (dir / "study.toml").string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("launch: 2 of 2 rank(s) failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("run it as one process, not under mpirun"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "out/trials")) << "no trial may start";
   fs::remove_all(dir);
 }
 
