@@ -63,23 +63,9 @@ const Variable kVariables[] = {
      "CUDA events (adds a host wait per step) and prints means and medians per rank at exit "
      "(profile/step_timer.cu)"},
     // --- measurement switches: an alternative path kept for a measurement or a test ---
-    {"AISCALE_CUDA_ATTENTION",
-     "auto | cudnn | flash | flash_narrow | flash_occ3 | flash_two_barrier | simple", "auto",
-     Kind::measurement,
-     "the GPU attention kernels when train.attention is auto, including variants that "
-     "exist only for measurement (read in nn/models/gpt_factory_nocuda.cpp, ops/cuda/attention.cu)"},
-    {"AISCALE_CUDA_FUSED_GELU", "0 | 1", "1", Kind::measurement,
-     "0: GELU after the FC GEMM by a kernel of its own instead of in its epilogue "
-     "(read in nn/models/gpt_factory_nocuda.cpp)"},
-    {"AISCALE_CUDA_FUSED_BGRAD", "0 | 1", "1", Kind::measurement,
-     "0: the QKV bias gradient by a reduction of its own instead of the weight-gradient "
-     "GEMM's epilogue (read in nn/models/gpt_factory_nocuda.cpp; docs/results/one-gpu.md's nobgrad variant)"},
-    {"AISCALE_CUDA_FUSED_XENT", "0 | 1", "1", Kind::measurement,
-     "0: the softmax cross-entropy's backward in backward instead of fused into the "
-     "forward's loss kernel (read in nn/models/gpt_factory_nocuda.cpp)"},
-    {"AISCALE_CUDA_LMHEAD_PAD", "0 | 1", "1", Kind::measurement,
-     "0: the LM head's weight-gradient GEMM over the real vocabulary rows instead of the "
-     "padded ones (read in nn/models/gpt_factory_nocuda.cpp)"},
+    {"AISCALE_CUDA_ATTENTION", "auto | cudnn | flash | simple", "auto", Kind::measurement,
+     "the GPU attention kernels when train.attention is auto (read in "
+     "nn/models/gpt_factory_nocuda.cpp)"},
     {"AISCALE_CUDA_VOCAB_PARALLEL", "0 | 1", "1", Kind::measurement,
      "0: under tensor parallelism the token embedding and the tied LM head whole on every "
      "tensor rank (each computing all the logits) instead of split by vocabulary rows (read "

@@ -93,28 +93,27 @@ Support host_shape_support(Op op, const OpShape& s) {
 
 }  // namespace
 
-std::string_view op_name(Op op) {
-  const int i = static_cast<int>(op);
-  return i >= 0 && i < kOpCount ? kOpNames[size_t(i)] : std::string_view("?");
+namespace {
+// The name of enumerator e in a table of names in enum order, or "?".
+template <typename E, size_t N>
+std::string_view name_of(const std::array<std::string_view, N>& names, E e) {
+  const auto i = static_cast<size_t>(e);
+  return i < N ? names[i] : std::string_view("?");
 }
-
-std::optional<Op> op_by_name(std::string_view name) {
-  for (int i = 0; i < kOpCount; ++i) {
-    if (kOpNames[size_t(i)] == name) return static_cast<Op>(i);
-  }
+// The enumerator named `name` in such a table.
+template <typename E, size_t N>
+std::optional<E> by_name(const std::array<std::string_view, N>& names, std::string_view name) {
+  for (size_t i = 0; i < N; ++i)
+    if (names[i] == name) return static_cast<E>(i);
   return std::nullopt;
 }
+}  // namespace
 
-std::string_view backend_name(BackendId b) {
-  const int i = static_cast<int>(b);
-  return i >= 0 && i < kBackendCount ? kBackendNames[size_t(i)] : std::string_view("?");
-}
-
+std::string_view op_name(Op op) { return name_of(kOpNames, op); }
+std::optional<Op> op_by_name(std::string_view name) { return by_name<Op>(kOpNames, name); }
+std::string_view backend_name(BackendId b) { return name_of(kBackendNames, b); }
 std::optional<BackendId> backend_id_by_name(std::string_view name) {
-  for (int i = 0; i < kBackendCount; ++i) {
-    if (kBackendNames[size_t(i)] == name) return static_cast<BackendId>(i);
-  }
-  return std::nullopt;
+  return by_name<BackendId>(kBackendNames, name);
 }
 
 bool backend_compiled(BackendId b) {

@@ -124,6 +124,19 @@ struct Backend {
                                  int64_t NKV);
 };
 
+// A backend's multi-head attention: its grouped-query attention with as many key/value
+// heads as query heads.
+template <auto GqaForward>
+void mha_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                 int64_t NH) {
+  GqaForward(out, att, qkv, B, T, C, NH, NH);
+}
+template <auto GqaBackward>
+void mha_backward(float* dqkv, float* datt, const float* dout, const float* qkv, const float* att,
+                  int64_t B, int64_t T, int64_t C, int64_t NH) {
+  GqaBackward(dqkv, datt, dout, qkv, att, B, T, C, NH, NH);
+}
+
 // The ops of the vocabulary that the host table holds (one function pointer each, in the
 // order of Op). The others are either free functions shared by the host backends
 // (sum_squares) or fused steps that only the CUDA backend has as ops of their own (on the

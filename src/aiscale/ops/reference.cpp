@@ -263,15 +263,6 @@ void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const f
   }
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH) {
-  attention_gqa_forward(out, att, qkv, B, T, C, NH, NH);
-}
-
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  attention_gqa_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, NH);
-}
 
 // ---------------------------------------------------------------------------------------
 // RMSNorm: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps)
@@ -455,8 +446,8 @@ const Backend& reference_backend() {
       layernorm_backward,
       gelu_forward,
       gelu_backward,
-      attention_forward,
-      attention_backward,
+      mha_forward<attention_gqa_forward>,
+      mha_backward<attention_gqa_backward>,
       residual_forward,
       residual_backward,
       softmax_xent_forward,

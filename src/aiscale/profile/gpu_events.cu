@@ -1,5 +1,7 @@
 #include "aiscale/profile/gpu_events.cuh"
 
+#include <utility>
+
 #include "aiscale/ops/cuda/common.cuh"
 
 namespace aiscale::profile {
@@ -30,6 +32,16 @@ cudaEvent_t AnchoredEvents::next(size_t& index) {
 
 void AnchoredEvents::synchronize(size_t index) const {
   AISCALE_CUDA_CHECK(cudaEventSynchronize(events_[index]));
+}
+
+GpuStreamSource::GpuStreamSource(OpProfiler& profiler, cudaStream_t stream, int track,
+                                 std::string track_name, size_t preallocated_events)
+    : profiler_(profiler),
+      stream_(stream),
+      track_(track),
+      events_(profiler, stream, preallocated_events) {
+  profiler_.name_track(track, std::move(track_name));
+  profiler_.add_device_source(this);
 }
 
 double AnchoredEvents::at_us(size_t index) const {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "aiscale/profile/op_profiler.h"
@@ -35,6 +36,20 @@ class AnchoredEvents {
   double anchor_us_ = 0;
   std::vector<cudaEvent_t> events_;
   size_t used_ = 0;
+};
+
+// What a GPU recorder is made of: the profiler it reports to, its stream, the track its
+// spans go on (named at construction) and its events. Registers itself with the profiler,
+// whose resolve() calls the recorder's.
+class GpuStreamSource : public DeviceSpanSource {
+ protected:
+  GpuStreamSource(OpProfiler& profiler, cudaStream_t stream, int track, std::string track_name,
+                  size_t preallocated_events);
+
+  OpProfiler& profiler_;
+  cudaStream_t stream_;
+  int track_;
+  AnchoredEvents events_;
 };
 
 }  // namespace aiscale::profile

@@ -13,13 +13,8 @@ constexpr size_t kPreallocatedEvents = 4096;
 
 GpuOpRecorder::GpuOpRecorder(OpProfiler& profiler, cudaStream_t stream, int track,
                              std::string track_name)
-    : profiler_(profiler),
-      stream_(stream),
-      track_(track),
-      events_(profiler, stream, kPreallocatedEvents) {
-  profiler_.name_track(track, std::move(track_name));
+    : GpuStreamSource(profiler, stream, track, std::move(track_name), kPreallocatedEvents) {
   marks_.reserve(kPreallocatedEvents);
-  profiler_.add_device_source(this);
 }
 
 GpuOpRecorder::~GpuOpRecorder() {

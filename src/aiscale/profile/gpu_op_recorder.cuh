@@ -14,7 +14,7 @@
 
 namespace aiscale::profile {
 
-class GpuOpRecorder final : public DeviceSpanSource {
+class GpuOpRecorder final : public GpuStreamSource {
  public:
   // Registers itself with `profiler` (resolve() is called by OpProfiler::resolve()).
   GpuOpRecorder(OpProfiler& profiler, cudaStream_t stream, int track, std::string track_name);
@@ -33,10 +33,6 @@ class GpuOpRecorder final : public DeviceSpanSource {
     const char* name;
     double flops, bytes;
   };
-  OpProfiler& profiler_;
-  cudaStream_t stream_;
-  int track_;
-  AnchoredEvents events_;
   std::vector<Mark> marks_;
   bool nvtx_open_ = false;
 };

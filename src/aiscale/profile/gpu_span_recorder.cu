@@ -14,13 +14,8 @@ constexpr size_t kPreallocatedEvents = 1024;
 
 GpuSpanRecorder::GpuSpanRecorder(OpProfiler& profiler, cudaStream_t stream, int track,
                                  std::string track_name)
-    : profiler_(profiler),
-      stream_(stream),
-      track_(track),
-      events_(profiler, stream, kPreallocatedEvents) {
-  profiler_.name_track(track, std::move(track_name));
+    : GpuStreamSource(profiler, stream, track, std::move(track_name), kPreallocatedEvents) {
   pending_.reserve(kPreallocatedEvents / 2);
-  profiler_.add_device_source(this);
 }
 
 GpuSpanRecorder::~GpuSpanRecorder() {

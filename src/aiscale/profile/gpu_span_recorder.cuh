@@ -22,7 +22,7 @@
 
 namespace aiscale::profile {
 
-class GpuSpanRecorder final : public DeviceSpanSource {
+class GpuSpanRecorder final : public GpuStreamSource {
  public:
   // Registers itself with `profiler`; waits for `stream` once (for the anchor).
   GpuSpanRecorder(OpProfiler& profiler, cudaStream_t stream, int track, std::string track_name);
@@ -49,11 +49,7 @@ class GpuSpanRecorder final : public DeviceSpanSource {
     bool ended = false;
     unsigned long long nvtx = 0;
   };
-  OpProfiler& profiler_;
-  cudaStream_t stream_;
-  int track_;
   std::mutex mutex_;
-  AnchoredEvents events_;
   std::vector<Pending> pending_;
 };
 

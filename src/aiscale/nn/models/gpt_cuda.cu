@@ -63,7 +63,7 @@ int cuda_device_count_checked() {
 
 namespace {
 // train.attention (or bench --attention) when it names kernels, else
-// AISCALE_CUDA_ATTENTION (which also knows the measurement variants), else automatic.
+// AISCALE_CUDA_ATTENTION, else automatic.
 // (make_gpt has checked the option's value; the variable's is checked here.)
 // Pipeline stages compute one micro-batch at a time: the activations are sized for it.
 int64_t rows_per_pass(const GptRunOptions& o, const parallel::Communicator* pipeline_group,
@@ -73,15 +73,13 @@ int64_t rows_per_pass(const GptRunOptions& o, const parallel::Communicator* pipe
 
 AttentionImpl choose_attention(const std::string& option, const std::string& variable) {
   static constexpr std::pair<const char*, AttentionImpl> kNames[] = {
-      {"auto", AttentionImpl::automatic},       {"cudnn", AttentionImpl::cudnn},
-      {"flash", AttentionImpl::flash},          {"simple", AttentionImpl::simple},
-      {"flash_narrow", AttentionImpl::flash_narrow}, {"flash_occ3", AttentionImpl::flash_occ3},
-      {"flash_two_barrier", AttentionImpl::flash_two_barrier}};
+      {"auto", AttentionImpl::automatic}, {"cudnn", AttentionImpl::cudnn},
+      {"flash", AttentionImpl::flash},    {"simple", AttentionImpl::simple}};
   const std::string name = option != "auto" ? option : variable;
   for (const auto& [n, impl] : kNames)
     if (name == n) return impl;
   throw Error("AISCALE_CUDA_ATTENTION = '" + name +
-              "': use auto, cudnn, flash, flash_narrow, flash_occ3, flash_two_barrier or simple");
+              "': use auto, cudnn, flash or simple");
 }
 
 }  // namespace
@@ -133,14 +131,11 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == layout_.size(),
                        "init has " + std::to_string(init.size()) + " values");
   attention_impl_ = choose_attention(options_.attention, sw.attention);
-  linear_.fused_gelu = sw.fused_gelu;
-  linear_.fused_bgrad = sw.fused_bgrad;
   // Only where the padded rows land inside wpe's gradient.
-  lm_head_padded_dw_ = sw.lm_head_pad && maxT_ >= Vp_ - V_ && !llama_;
+  lm_head_padded_dw_ = maxT_ >= Vp_ - V_ && !llama_;
   // Under tensor parallelism the ranks must pick the same GEMM algorithms, so that the
   // replicated computations (LM head, LayerNorms' inputs) stay bitwise equal: no timing.
   autotune_ = sw.autotune && tp == 1;
-  fused_xent_ = sw.fused_xent;
   verbose_ = sw.verbose;
   if (!cuda::attention_supported(t_, C_ / NH_))
     throw Error("the CUDA attention kernels do not support head size " +
@@ -179,7 +174,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
                          "sequence parallelism packs each LayerNorm's weight and bias together");
   }
   subscribe_reducer(sw.fused_norm);
-  if (zero3_ && !llama_) lm_head_padded_dw_ = sw.lm_head_pad;  // its gradients have the padded rows
+  if (zero3_ && !llama_) lm_head_padded_dw_ = true;  // its gradients have the padded rows
   allocate(sizes());
   if (zero3_) {
     Zero3::Buffers b;
@@ -232,14 +227,14 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   if (verbose_) {
     std::fprintf(stderr,
                  "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
-                 "fused gelu %d, dgelu %d, bgrad %d, xent %d, lm-head pad %d, autotune %d, "
+                 "fused gelu %d, dgelu %d, bgrad %d, lm-head pad %d, autotune %d, "
                  "recompute %d, recompute layers %d\n",
                  device_name_.c_str(), cuda::dtype_str(t_),
                  static_cast<long long>(B_), static_cast<long long>(T_),
                  double(arena_bytes_) / double(1 << 30),
                  attention_kernels().c_str(),
                  int(linear_.fused_gelu), int(linear_.fused_dgelu), int(linear_.fused_bgrad),
-                 int(fused_xent_), int(lm_head_padded_dw_), int(autotune_),
+                 int(lm_head_padded_dw_), int(autotune_),
                  int(options_.recompute), int(options_.recompute_layers));
   }
 }
@@ -458,14 +453,14 @@ void* GptCuda::sp_reduce(void* full) {
   return sp_block(full);
 }
 
-// The loss of the last head_forward into the device float *loss (and, fused, dlogits
-// scaled for grad_multiplier over the logits).
+// The loss of the last head_forward into the device float *loss, and dlogits scaled for
+// grad_multiplier in place of the logits (backward rescales them for its own multiplier).
 void GptCuda::loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss) {
   const int64_t N = N_;
   dlogits_multiplier_ = grad_multiplier;
   prof_op("softmax_xent_forward");
-  softmax_xent(d_targets, dlogits_multiplier_ / static_cast<float>(N), fused_xent_);
-  logits_state_ = fused_xent_ ? LogitsState::gradient : LogitsState::valid;
+  softmax_xent(d_targets, dlogits_multiplier_ / static_cast<float>(N), true);
+  logits_state_ = LogitsState::gradient;
   prof_op("mean_reduce");
   cuda::mean_reduce(loss, losses_, N, stream_);
   prof_op(nullptr);

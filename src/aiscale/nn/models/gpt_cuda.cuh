@@ -15,10 +15,6 @@ namespace aiscale::nn::detail {
 // host code (core/env.cpp lists each variable with what it is for).
 struct GptCudaSwitches {
   std::string attention = "auto";  // AISCALE_CUDA_ATTENTION, used when train.attention is auto
-  bool fused_gelu = true;          // AISCALE_CUDA_FUSED_GELU
-  bool fused_bgrad = true;         // AISCALE_CUDA_FUSED_BGRAD
-  bool fused_xent = true;          // AISCALE_CUDA_FUSED_XENT
-  bool lm_head_pad = true;         // AISCALE_CUDA_LMHEAD_PAD
   bool vocab_parallel = true;      // AISCALE_CUDA_VOCAB_PARALLEL
   bool autotune = true;            // AISCALE_CUDA_AUTOTUNE
   bool fused_norm = true;          // AISCALE_CUDA_FUSED_NORM (the data-parallel reducer's)

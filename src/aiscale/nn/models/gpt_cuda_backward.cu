@@ -16,7 +16,7 @@ void GptCuda::backward_batch(float grad_multiplier) {
   cudaStream_t s = stream_;
   mark(profile::StepTimer::kBackward);
   if (zero3_) zero3_->begin_backward();
-  head_backward(grad_multiplier, d_tokens_ + N_);
+  head_backward(grad_multiplier);
   const bool overlapped = reducer_ && reducer_->overlapping();
   layers_backward(lb(), le(), false);
   const int64_t Nb = bucket_capacity();
@@ -61,18 +61,14 @@ void GptCuda::backward_batch(float grad_multiplier) {
   }
 }
 
-// The LM head's and the final LayerNorm's backward: dlogits (of the last forward with
-// targets at d_targets) in, dres_ = d res(L) out.
-void GptCuda::head_backward(float grad_multiplier, const int32_t* d_targets) {
+// The LM head's and the final LayerNorm's backward: dlogits (written in place of the
+// logits by loss_forward) in, dres_ = d res(L) out.
+void GptCuda::head_backward(float grad_multiplier) {
   const int64_t N = N_, C = C_;
   cudaStream_t s = stream_;
-  float alpha = 1.0f;
-  if (logits_state_ == LogitsState::gradient) {
-    alpha = grad_multiplier / dlogits_multiplier_;
-  } else {
-    prof_op("softmax_xent_backward");
-    softmax_xent(d_targets, grad_multiplier / static_cast<float>(N), true);
-  }
+  if (logits_state_ != LogitsState::gradient)
+    throw Error("internal: the LM head's backward runs before the loss's forward");
+  const float alpha = grad_multiplier / dlogits_multiplier_;
   grad_multiplier_hint_ = grad_multiplier;
   logits_state_ = LogitsState::consumed;
   if (llama_) {
@@ -129,19 +125,30 @@ void GptCuda::mlp_backward(int64_t l, const void* dout, bool proj_bias) {
   prof_op("add_inplace");
   cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
   // MLP first layer (column-parallel: its input gradient is summed over the tensor ranks).
-  prof_op("matmul_backward", 2.0 * N * C * Fl);
-  cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C,
-                               Fl, Fl, 1.0f, bias_scratch_, linear_, s);
-  prof_op("matmul_backward", 2.0 * N * C * Fl);
-  cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, Fl, Fl,
-                              1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+  linear_backward(C, Fl, gl(l, P::fc_w), nullptr, pw(l, in(P::fc_w)), dfc_, a.ln2, dln_);
+}
+
+void GptCuda::linear_backward(int64_t C, int64_t OC, float* dweight, float* dbias,
+                              const void* weight, const void* dout, const void* inp, void* dinp,
+                              std::optional<int> ready_point) {
+  prof_op("matmul_backward", 2.0 * N_ * C * OC);
+  cuda::linear_backward_weight(*gemm_, t_, dweight, dbias ? bias_tmp_ : nullptr, dout, inp, N_,
+                               C, OC, OC, 1.0f, bias_scratch_, linear_, stream_);
+  if (dbias) {
+    prof_op("add_inplace");
+    cuda::add_inplace(dbias, bias_tmp_, OC, stream_);
+  }
+  if (ready_point) ready(*ready_point);
+  prof_op("matmul_backward", 2.0 * N_ * C * OC);
+  cuda::linear_backward_input(*gemm_, t_, dinp, dout, weight, N_, C, OC, OC, 1.0f, nullptr,
+                              nullptr, bias_scratch_, linear_, stream_);
 }
 
 // Layer l's attention and QKV projection backward: datty_ (d of the attention output) in,
 // the QKV weight and bias gradients added, dln_ = d of the QKV input (ln1's output; partial
 // sums over the tensor ranks under tensor parallelism) out.
 void GptCuda::attention_qkv_backward(int64_t l) {
-  const int64_t N = N_, C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_;
+  const int64_t C = C_, B = B_, T = T_, Cl = Cl_, NHl = NHl_;
   cudaStream_t s = stream_;
   Acts& a = acts_[l];
   prof_op("attention_backward", 4.0 * B * T * T * Cl);
@@ -151,15 +158,8 @@ void GptCuda::attention_qkv_backward(int64_t l) {
   else
     cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
                              dq_accum_, delta_, attention_impl_, s);
-  prof_op("matmul_backward", 6.0 * N * C * Cl);
-  cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), bias_tmp_, dqkv_, a.ln1, N, C,
-                               3 * Cl, 3 * Cl, 1.0f, bias_scratch_, linear_, s);
-  prof_op("add_inplace");
-  cuda::add_inplace(gl(l, P::qkv_b), bias_tmp_, 3 * Cl, s);
-  if (l == 0) ready(kGptLayer0Qkv);
-  prof_op("matmul_backward", 6.0 * N * C * Cl);
-  cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, 3 * Cl, 3 * Cl,
-                              1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+  linear_backward(C, 3 * Cl, gl(l, P::qkv_w), gl(l, P::qkv_b), pw(l, in(P::qkv_w)), dqkv_, a.ln1,
+                  dln_, l == 0 ? std::optional<int>(kGptLayer0Qkv) : std::nullopt);
 }
 
 GptCuda::Acts& GptCuda::begin_layer_backward(int64_t l) {
@@ -210,12 +210,8 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
                              a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
     if (l == 0) ready(kGptLayer0Mlp);
     // Attention projection: dres = d(res_mid).
-    prof_op("matmul_backward", 2.0 * N * C * Cl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), nullptr, dres_, a.atty, N, Cl,
-                                 C, C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 2.0 * N * C * Cl);
-    cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, Cl, C, C,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    linear_backward(Cl, C, gl(l, P::proj_w), nullptr, pw(l, in(P::proj_w)), dres_, a.atty,
+                    datty_);
     attention_qkv_backward(l);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
@@ -241,7 +237,7 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
 // ZeRO-2/3 they are summed over the tensor ranks before the layer's gradients are
 // reduce-scattered over the data group, each micro-step).
 void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
-  const int64_t N = N_, C = C_, Cl = Cl_;
+  const int64_t C = C_, Cl = Cl_;
   const int64_t R = sp_n();
   cudaStream_t s = stream_;
   for (int64_t l = l1 - 1; l >= l0; --l) {
@@ -265,14 +261,8 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
     // Attention projection: d(res_mid) gathered.
     prof_op("tensor_allgather");
     sp_gather(sp_full_, dres_);
-    prof_op("matmul_backward", 2.0 * N * C * Cl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), bias_tmp_, sp_full_, a.atty, N, Cl,
-                                 C, C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::proj_b), bias_tmp_, C, s);
-    prof_op("matmul_backward", 2.0 * N * C * Cl);
-    cuda::linear_backward_input(*gemm_, t_, datty_, sp_full_, pw(l, in(P::proj_w)), N, Cl, C, C,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    linear_backward(Cl, C, gl(l, P::proj_w), gl(l, P::proj_b), pw(l, in(P::proj_w)), sp_full_,
+                    a.atty, datty_);
     attention_qkv_backward(l);
     prof_op("tensor_reduce_scatter");
     const void* dln1 = sp_reduce(dln_);

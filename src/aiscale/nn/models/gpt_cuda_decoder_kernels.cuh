@@ -189,9 +189,9 @@ __device__ __forceinline__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(u));
 }
 
-// Row `row` of `in` LayerNormed into `dst` (C bf16) by one warp.
-__device__ __forceinline__ void layernorm_row_to(bf16* dst, const bf16* row, const bf16* ln_w,
-                                                 const bf16* ln_b, int C, int lane) {
+// The sum over a warp of f(x) for the C bf16 values x of `row`, on every lane.
+template <typename F>
+__device__ __forceinline__ float warp_row_sum(const bf16* row, int C, int lane, F&& f) {
   float sum = 0.0f;
   for (int k = lane * 8; k < C; k += 32 * 8) {
     const uint4 xv = *reinterpret_cast<const uint4*>(row + k);
@@ -199,21 +199,18 @@ __device__ __forceinline__ void layernorm_row_to(bf16* dst, const bf16* row, con
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float2 a = __bfloat1622float2(x2[e]);
-      sum += a.x + a.y;
+      sum += f(a.x) + f(a.y);
     }
   }
-  const float m = cuda::warp_sum(sum) / C;
-  float sq = 0.0f;
-  for (int k = lane * 8; k < C; k += 32 * 8) {
-    const uint4 xv = *reinterpret_cast<const uint4*>(row + k);
-    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 a = __bfloat1622float2(x2[e]);
-      sq += (a.x - m) * (a.x - m) + (a.y - m) * (a.y - m);
-    }
-  }
-  const float r = rsqrtf(cuda::warp_sum(sq) / C + 1e-5f);
+  return cuda::warp_sum(sum);
+}
+
+// Row `row` of `in` LayerNormed into `dst` (C bf16) by one warp.
+__device__ __forceinline__ void layernorm_row_to(bf16* dst, const bf16* row, const bf16* ln_w,
+                                                 const bf16* ln_b, int C, int lane) {
+  const float m = warp_row_sum(row, C, lane, [](float x) { return x; }) / C;
+  const float var = warp_row_sum(row, C, lane, [m](float x) { return (x - m) * (x - m); }) / C;
+  const float r = rsqrtf(var + 1e-5f);
   for (int k = lane * 8; k < C; k += 32 * 8) {
     const uint4 xv = *reinterpret_cast<const uint4*>(row + k);
     const uint4 wv = *reinterpret_cast<const uint4*>(ln_w + k);

@@ -151,22 +151,13 @@ void GptCuda::llama_layers_backward(int64_t l0, int64_t l1) {
       cuda::swiglu_forward(t_, a.fc_gelu, a.fc_pre, N, Fl, s);
     }
     // down_proj: dres = d res(l + 1).
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), nullptr, dres_, a.fc_gelu, N,
-                                 Fl, C, C, 1.0f, bias_scratch_, linear_, s);
-    // d of SwiGLU's output over that output (read by the weight gradient above only).
-    prof_op("matmul_backward", 2.0 * N * C * Fl);
-    cuda::linear_backward_input(*gemm_, t_, a.fc_gelu, dres_, pw(l, in(P::fcproj_w)), N, Fl, C,
-                                C, 1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    // (d of SwiGLU's output over that output: read by the weight gradient only.)
+    linear_backward(Fl, C, gl(l, P::fcproj_w), nullptr, pw(l, in(P::fcproj_w)), dres_, a.fc_gelu,
+                    a.fc_gelu);
     prof_op("swiglu_backward");
     cuda::swiglu_backward(t_, dfc_, a.fc_gelu, a.fc_pre, N, Fl, s);
     // gate_up_proj.
-    prof_op("matmul_backward", 4.0 * N * C * Fl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fc_w), nullptr, dfc_, a.ln2, N, C, 2 * Fl,
-                                 2 * Fl, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 4.0 * N * C * Fl);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dfc_, pw(l, in(P::fc_w)), N, C, 2 * Fl, 2 * Fl,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    linear_backward(C, 2 * Fl, gl(l, P::fc_w), nullptr, pw(l, in(P::fc_w)), dfc_, a.ln2, dln_);
     if (tp_) prof_op("tensor_allreduce");  // column-parallel: the input gradient's partial sums
     tp_sum(dln_);
     prof_op("rmsnorm_backward");
@@ -174,23 +165,14 @@ void GptCuda::llama_layers_backward(int64_t l0, int64_t l1) {
                            a.ln2_rstd, N, C, true, ln_scratch_, s);
     if (l == 0) ready(kGptLayer0Mlp);
     // o_proj: dres = d res_mid.
-    prof_op("matmul_backward", 2.0 * N * C * Cl);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::proj_w), nullptr, dres_, a.atty, N, Cl, C,
-                                 C, 1.0f, bias_scratch_, linear_, s);
-    prof_op("matmul_backward", 2.0 * N * C * Cl);
-    cuda::linear_backward_input(*gemm_, t_, datty_, dres_, pw(l, in(P::proj_w)), N, Cl, C, C,
-                                1.0f, nullptr, nullptr, bias_scratch_, linear_, s);
+    linear_backward(Cl, C, gl(l, P::proj_w), nullptr, pw(l, in(P::proj_w)), dres_, a.atty,
+                    datty_);
     llama_attention_backward(a);
     prof_op("rotary_backward");
     cuda::rotary_apply(t_, dqkv_, rope_table_, T_, N, T, NHl_ + KVl_, HS_, W, true, s);
     // qkv_proj.
-    prof_op("matmul_backward", 2.0 * N * C * W);
-    cuda::linear_backward_weight(*gemm_, t_, gl(l, P::qkv_w), nullptr, dqkv_, a.ln1, N, C, W, W,
-                                 1.0f, bias_scratch_, linear_, s);
-    if (l == 0) ready(kGptLayer0Qkv);
-    prof_op("matmul_backward", 2.0 * N * C * W);
-    cuda::linear_backward_input(*gemm_, t_, dln_, dqkv_, pw(l, in(P::qkv_w)), N, C, W, W, 1.0f,
-                                nullptr, nullptr, bias_scratch_, linear_, s);
+    linear_backward(C, W, gl(l, P::qkv_w), nullptr, pw(l, in(P::qkv_w)), dqkv_, a.ln1, dln_,
+                    l == 0 ? std::optional<int>(kGptLayer0Qkv) : std::nullopt);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
     prof_op("rmsnorm_backward");

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -147,7 +148,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void head_forward();
   void loss_forward(const int32_t* d_targets, float grad_multiplier, float* loss);
   void softmax_xent(const int32_t* d_targets, float dscale, bool write_grad);
-  void head_backward(float grad_multiplier, const int32_t* d_targets);
+  void head_backward(float grad_multiplier);
   void layers_backward(int64_t l0, int64_t l1, bool bias_from_dres);
   // Layer l's backward begins (GPT-2's and the llama family's): its parameters in use, under
   // ZeRO-3 the gradient buffer of the layer below prepared while this one computes, its
@@ -156,6 +157,12 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void layers_backward_sp(int64_t l0, int64_t l1);
   void attention_qkv_backward(int64_t l);
   void mlp_backward(int64_t l, const void* dout, bool proj_bias);
+  // A linear layer's backward over the N_ rows, C inputs and OC outputs: dweight +=
+  // dout^T inp (and, with dbias, dbias += dout's column sums); then `ready_point`'s gradients
+  // reported where one is given; then dinp = dout W.
+  void linear_backward(int64_t C, int64_t OC, float* dweight, float* dbias, const void* weight,
+                       const void* dout, const void* inp, void* dinp,
+                       std::optional<int> ready_point = std::nullopt);
   // Pipeline stages (gpt_cuda_pp.cu).
   void pipeline_take_batch(const int32_t* inputs, const int32_t* targets);
   void stage_compute(int m, float grad_multiplier, bool fresh, int loss_slot);
@@ -327,7 +334,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   float norm_eps_ = 1e-5f;
   AttentionImpl attention_impl_ = AttentionImpl::automatic;
   LinearOptions linear_;
-  bool fused_xent_ = true, verbose_ = false, printed_plans_ = false;
+  bool verbose_ = false, printed_plans_ = false;
   bool lm_head_padded_dw_ = false, autotune_ = true;
 
   int device_ = 0;

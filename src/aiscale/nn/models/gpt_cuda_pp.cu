@@ -240,7 +240,7 @@ void GptCuda::stage_backward(int m, float grad_multiplier) {
   p.held = -1;  // backward overwrites what it recomputes and consumes the logits
   if (!p.first()) p.stall(s, p.grad_out_sent);  // dres_ has left for the previous stage
   if (p.last()) {
-    head_backward(grad_multiplier, p.tokens() + N_ * p.micro() + m * N_);
+    head_backward(grad_multiplier);
   } else {
     p.stall(s, p.grad_in_filled);
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(dres_, p.grad_in(), size_t(bytes), cudaMemcpyDeviceToDevice, s));

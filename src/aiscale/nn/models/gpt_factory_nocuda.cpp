@@ -98,10 +98,6 @@ namespace detail {
 GptCudaSwitches gpt_cuda_switches_from_env() {
   GptCudaSwitches s;
   s.attention = env::get("AISCALE_CUDA_ATTENTION");
-  s.fused_gelu = env::flag("AISCALE_CUDA_FUSED_GELU");
-  s.fused_bgrad = env::flag("AISCALE_CUDA_FUSED_BGRAD");
-  s.fused_xent = env::flag("AISCALE_CUDA_FUSED_XENT");
-  s.lm_head_pad = env::flag("AISCALE_CUDA_LMHEAD_PAD");
   s.vocab_parallel = env::flag("AISCALE_CUDA_VOCAB_PARALLEL");
   s.autotune = env::flag("AISCALE_CUDA_AUTOTUNE");
   s.fused_norm = env::flag("AISCALE_CUDA_FUSED_NORM");

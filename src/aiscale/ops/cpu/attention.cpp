@@ -180,14 +180,5 @@ void attention_gqa_backward(float* dqkv, float* datt, const float* dout, const f
   }
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH) {
-  attention_gqa_forward(out, att, qkv, B, T, C, NH, NH);
-}
-
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  attention_gqa_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, NH);
-}
 
 }  // namespace aiscale::ops::cpu

@@ -26,11 +26,6 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void gelu_forward(float* out, const float* inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH);
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH);
-
 void residual_forward(float* out, const float* a, const float* b, int64_t n);
 void residual_backward(float* da, float* db, const float* dout, int64_t n);
 

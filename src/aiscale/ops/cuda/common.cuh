@@ -65,22 +65,21 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Element conversions. Math is always fp32; storage is T.
 
 template <typename T>
-__device__ __forceinline__ float to_f32(T x);
-template <>
-__device__ __forceinline__ float to_f32<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ float to_f32<bf16>(bf16 x) { return __bfloat162float(x); }
-template <>
-__device__ __forceinline__ float to_f32<f16>(f16 x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(T x) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
+  if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(x);
+  else if constexpr (std::is_same_v<T, f16>) return __half2float(x);
+  else return x;
+}
 
+// Rounded to nearest even.
 template <typename T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __forceinline__ f16 from_f32<f16>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ T from_f32(float x) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
+  if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(x);
+  else if constexpr (std::is_same_v<T, f16>) return __float2half_rn(x);
+  else return x;
+}
 
 // 16 bytes of T: the unit of every vectorised load and store.
 template <typename T>
@@ -111,6 +110,22 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
 template <typename T>
 __device__ __forceinline__ void store_pack_cs(T* p, const Pack<T>& x) {
   __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&x));
+}
+
+// use(i, load(i)) for i = first, first + stride, ... below end, U loads issued before any
+// of their values is used (U loads in flight per thread). I: int or int64_t.
+template <int U, typename I, typename Load, typename Use>
+__device__ __forceinline__ void strided_loads(I first, I end, I stride, Load&& load, Use&& use) {
+  using V = decltype(load(first));
+  for (I i0 = first; i0 < end; i0 += stride * U) {
+    V v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (i0 + u * stride < end) v[u] = load(i0 + u * stride);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (i0 + u * stride < end) use(i0 + u * stride, v[u]);
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -225,17 +225,12 @@ void gqa_reduce(DType t, void* dqkv, const void* dfull, int64_t N, int64_t NH, i
 // and it takes the shape, else flash), cudnn (cuDNN's fused engines, through the stateful
 // CudnnAttention of cudnn_attention.h, not these functions), flash (the tensor-core
 // kernels: forward with 32 query rows per warp, backward with one barrier per query tile),
-// simple (CUDA cores). flash_narrow, flash_occ3 and flash_two_barrier name variants that
-// lost their measurements and now live in the kernel workbench (bench/dev); passed to the
-// functions below they fail with a message saying so. (The names stay until the model's
-// choice table stops naming them.)
+// simple (CUDA cores). (Variants that lost their measurements live in the kernel workbench,
+// bench/dev/attention_variants.cu.)
 enum class AttentionImpl : uint8_t {
   automatic,
   cudnn,
   flash,
-  flash_narrow,
-  flash_occ3,
-  flash_two_barrier,
   simple
 };
 // "auto", "cudnn", "flash", "simple", ... (the names of train.attention).

@@ -163,10 +163,15 @@ struct Add {
 constexpr int kBiasRowChunks = 64;
 constexpr int kBiasWarps = 8;
 
-template <typename T>
-__global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t N, int OC) {
+// The column partial sums of one pass over an (N, OC) matrix: a block takes 32 packs of
+// columns and the rows r = blockIdx.y * kBiasWarps + warp, stepping by gridDim.y *
+// kBiasWarps (4 rows in flight per warp); load(r, c) reads what row r needs at columns
+// c..c+V-1 and use(r, c, loaded, acc) adds its values there into acc. The block's warps
+// meet in shared memory; partials[blockIdx.y][col] receives the block's sums.
+template <typename T, typename Load, typename Use>
+__device__ __forceinline__ void column_partials(float* partials, int64_t N, int OC, Load&& load,
+                                                Use&& use) {
   constexpr int V = Pack<T>::N;
-  constexpr int U = 4;  // rows in flight per warp
   __shared__ float smem[kBiasWarps][32 * V];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int c = (blockIdx.x * 32 + lane) * V;
@@ -174,19 +179,11 @@ __global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t 
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = 0.0f;
   if (c < OC) {
+    const int64_t first = int64_t(blockIdx.y) * kBiasWarps + warp;
     const int64_t step = int64_t(gridDim.y) * kBiasWarps;
-    for (int64_t r0 = int64_t(blockIdx.y) * kBiasWarps + warp; r0 < N; r0 += step * U) {
-      Pack<T> d[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r0 + u * step < N) d[u] = load_pack(x + (r0 + u * step) * OC + c);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r0 + u * step < N) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) acc[k] += d[u].get(k);
-        }
-    }
+    strided_loads<4>(
+        first, N, step, [&](int64_t r) { return load(r, c); },
+        [&](int64_t r, const auto& v) { use(r, c, v, acc); });
   }
 #pragma unroll
   for (int k = 0; k < V; ++k) smem[warp][lane * V + k] = acc[k];
@@ -198,6 +195,16 @@ __global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t 
     const int col = blockIdx.x * 32 * V + j;
     if (col < OC) partials[int64_t(blockIdx.y) * OC + col] = s;
   }
+}
+
+template <typename T>
+__global__ void column_partial_sums_kernel(float* partials, const T* x, int64_t N, int OC) {
+  column_partials<T>(
+      partials, N, OC, [&](int64_t r, int c) { return load_pack(x + r * OC + c); },
+      [](int64_t, int, const Pack<T>& v, float* acc) {
+#pragma unroll
+        for (int k = 0; k < Pack<T>::N; ++k) acc[k] += v.get(k);
+      });
 }
 
 // out[c] (+)= sum over p of partials[p][c], fixed order: a block takes 32 columns, its 8
@@ -223,53 +230,26 @@ __global__ void __launch_bounds__(256)
 // GELU backward in place (d = gelu'(pre) * d) and the column partial sums of the result
 // (the bias gradient of the layer that produced pre) in one pass.
 template <typename T>
+struct PackPair {
+  Pack<T> pre, grad;
+};
+template <typename T>
 __global__ void gelu_backward_partial_sums_kernel(float* partials, T* d, const T* pre, int64_t N,
                                                   int OC) {
-  constexpr int V = Pack<T>::N;
-  constexpr int U = 4;  // rows in flight per warp
-  __shared__ float smem[kBiasWarps][32 * V];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int c = (blockIdx.x * 32 + lane) * V;
-  float acc[V];
+  column_partials<T>(
+      partials, N, OC,
+      [&](int64_t r, int c) {
+        return PackPair<T>{load_pack(pre + r * OC + c), load_pack(d + r * OC + c)};
+      },
+      [&](int64_t r, int c, const PackPair<T>& v, float* acc) {
+        Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) acc[k] = 0.0f;
-  if (c < OC) {
-    const int64_t step = int64_t(gridDim.y) * kBiasWarps;
-    for (int64_t r0 = int64_t(blockIdx.y) * kBiasWarps + warp; r0 < N; r0 += step * U) {
-      Pack<T> x[U], g[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t r = r0 + u * step;
-        if (r < N) {
-          x[u] = load_pack(pre + r * OC + c);
-          g[u] = load_pack(d + r * OC + c);
+        for (int k = 0; k < Pack<T>::N; ++k) {
+          o.set(k, gelu_grad_f(v.pre.get(k)) * v.grad.get(k));
+          acc[k] += o.get(k);
         }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t r = r0 + u * step;
-        if (r < N) {
-          Pack<T> o;
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            o.set(k, gelu_grad_f(x[u].get(k)) * g[u].get(k));
-            acc[k] += o.get(k);
-          }
-          store_pack(d + r * OC + c, o);
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < V; ++k) smem[warp][lane * V + k] = acc[k];
-  __syncthreads();
-  for (int j = threadIdx.x; j < 32 * V; j += blockDim.x) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kBiasWarps; ++w) s += smem[w][j];
-    const int col = blockIdx.x * 32 * V + j;
-    if (col < OC) partials[int64_t(blockIdx.y) * OC + col] = s;
-  }
+        store_pack(d + r * OC + c, o);
+      });
 }
 
 __global__ void add_inplace_kernel(float* dst, const float* src, int64_t n) {

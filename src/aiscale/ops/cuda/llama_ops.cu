@@ -59,47 +59,52 @@ __global__ void rotary_kernel(T* __restrict__ qkv, const float* __restrict__ cos
 
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
-// out (N, F) = silu(gate) * up; gate_up (N, 2F) holds gate in [0, F), up in [F, 2F).
-template <typename T>
-__global__ void swiglu_forward_kernel(T* __restrict__ out, const T* __restrict__ gate_up,
-                                      int64_t N, int64_t F) {
+// One thread per 16-byte pack of an (N, F) half of gate_up (N, 2F), which holds gate in
+// [0, F) and up in [F, 2F) of each row: f(row, c, gate, up) with the pack at column c.
+template <typename T, typename Fn>
+__device__ __forceinline__ void swiglu_pack(const T* __restrict__ gate_up, int64_t N, int64_t F,
+                                            Fn&& f) {
   constexpr int V = Pack<T>::N;
   const int64_t packs = F / V;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= N * packs) return;
   const int64_t row = i / packs, c = (i % packs) * V;
   const T* in = gate_up + row * 2 * F + c;
-  const Pack<T> g = load_pack(in), u = load_pack(in + F);
-  Pack<T> o;
+  f(row, c, load_pack(in), load_pack(in + F));
+}
+
+// out (N, F) = silu(gate) * up.
+template <typename T>
+__global__ void swiglu_forward_kernel(T* __restrict__ out, const T* __restrict__ gate_up,
+                                      int64_t N, int64_t F) {
+  swiglu_pack(gate_up, N, F, [&](int64_t row, int64_t c, const Pack<T>& g, const Pack<T>& u) {
+    Pack<T> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const float x = g.get(k);
-    o.set(k, x * sigmoid_f(x) * u.get(k));
-  }
-  store_pack(out + row * F + c, o);
+    for (int k = 0; k < Pack<T>::N; ++k) {
+      const float x = g.get(k);
+      o.set(k, x * sigmoid_f(x) * u.get(k));
+    }
+    store_pack(out + row * F + c, o);
+  });
 }
 
 // dgate_up (N, 2F) = (dh * up * silu'(gate), dh * silu(gate)); may not alias gate_up.
 template <typename T>
 __global__ void swiglu_backward_kernel(T* __restrict__ dgate_up, const T* __restrict__ dh,
                                        const T* __restrict__ gate_up, int64_t N, int64_t F) {
-  constexpr int V = Pack<T>::N;
-  const int64_t packs = F / V;
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= N * packs) return;
-  const int64_t row = i / packs, c = (i % packs) * V;
-  const T* in = gate_up + row * 2 * F + c;
-  const Pack<T> g = load_pack(in), u = load_pack(in + F), d = load_pack(dh + row * F + c);
-  Pack<T> dg, du;
+  swiglu_pack(gate_up, N, F, [&](int64_t row, int64_t c, const Pack<T>& g, const Pack<T>& u) {
+    const Pack<T> d = load_pack(dh + row * F + c);
+    Pack<T> dg, du;
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const float x = g.get(k), s = sigmoid_f(x), dy = d.get(k);
-    du.set(k, dy * x * s);
-    dg.set(k, dy * u.get(k) * s * (1.0f + x * (1.0f - s)));
-  }
-  T* out = dgate_up + row * 2 * F + c;
-  store_pack(out, dg);
-  store_pack(out + F, du);
+    for (int k = 0; k < Pack<T>::N; ++k) {
+      const float x = g.get(k), s = sigmoid_f(x), dy = d.get(k);
+      du.set(k, dy * x * s);
+      dg.set(k, dy * u.get(k) * s * (1.0f + x * (1.0f - s)));
+    }
+    T* out = dgate_up + row * 2 * F + c;
+    store_pack(out, dg);
+    store_pack(out + F, du);
+  });
 }
 
 // --------------------------------------------------------------------------------------

@@ -327,6 +327,14 @@ GemmCall product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
   c.cd_type = cd;
   return c;
 }
+
+// c with epilogue e and its bias (or bias-gradient) vector; false where cuBLASLt has no
+// algorithm for that epilogue.
+bool run_with(Gemm& g, GemmCall c, Epilogue e, const void* bias, cudaStream_t s) {
+  c.epilogue = e;
+  c.bias = const_cast<void*>(bias);
+  return g.run(c, s);
+}
 }  // namespace
 
 void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp,
@@ -343,23 +351,16 @@ void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp
   if (pre_gelu) {
     AISCALE_CUDA_REQUIRE(residual == nullptr, "linear_forward: GELU with a residual is not supported");
     if (o.fused_gelu && bias) {
-      c.epilogue = Epilogue::gelu_aux_bias;
-      c.bias = const_cast<void*>(bias);
-      c.aux = pre_gelu;
-      c.ld_aux = OC;
-      if (g.run(c, s)) return;
+      GemmCall fused = c;
+      fused.aux = pre_gelu;
+      fused.ld_aux = OC;
+      if (run_with(g, fused, Epilogue::gelu_aux_bias, bias, s)) return;
     }
     c.d = pre_gelu;
-    c.epilogue = bias ? Epilogue::bias : Epilogue::none;
-    c.bias = const_cast<void*>(bias);
-    c.aux = nullptr;
-    if (!g.run(c, s)) no_algorithm("linear forward", c.m, c.n, c.k);
-    gelu_forward(t, out, pre_gelu, N * OC, s);
-    return;
   }
-  c.epilogue = bias ? Epilogue::bias : Epilogue::none;
-  c.bias = const_cast<void*>(bias);
-  if (!g.run(c, s)) no_algorithm("linear forward", c.m, c.n, c.k);
+  if (!run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s))
+    no_algorithm("linear forward", c.m, c.n, c.k);
+  if (pre_gelu) gelu_forward(t, out, pre_gelu, N * OC, s);
 }
 
 void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const void* weight,
@@ -370,24 +371,18 @@ void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const
   GemmCall c = product(false, false, C, N, OC, weight, C, dout, ld_dout, dinp, C, t, t);
   c.alpha = alpha;
   if (gelu_pre && o.fused_dgelu) {
-    c.aux = const_cast<void*>(gelu_pre);
-    c.ld_aux = C;
-    if (dbias_gelu && o.fused_bgrad) {
-      c.epilogue = Epilogue::dgelu_bgrad;
-      c.bias = dbias_gelu;
-      if (g.run(c, s)) return;
-    }
-    c.epilogue = Epilogue::dgelu;
-    c.bias = nullptr;
-    if (g.run(c, s)) {
+    GemmCall fused = c;
+    fused.aux = const_cast<void*>(gelu_pre);
+    fused.ld_aux = C;
+    if (dbias_gelu && o.fused_bgrad && run_with(g, fused, Epilogue::dgelu_bgrad, dbias_gelu, s))
+      return;
+    if (run_with(g, fused, Epilogue::dgelu, nullptr, s)) {
       if (dbias_gelu) bias_grad(t, dbias_gelu, dinp, N, C, false, bias_scratch, s);
       return;
     }
   }
-  c.epilogue = Epilogue::none;
-  c.aux = nullptr;
-  c.bias = nullptr;
-  if (!g.run(c, s)) no_algorithm("linear backward (input)", c.m, c.n, c.k);
+  if (!run_with(g, c, Epilogue::none, nullptr, s))
+    no_algorithm("linear backward (input)", c.m, c.n, c.k);
   if (gelu_pre) {
     if (dbias_gelu) {
       gelu_backward_bias(t, dinp, gelu_pre, N, C, dbias_gelu, bias_scratch, s);
@@ -410,14 +405,9 @@ void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, cons
   c.ldc = C;
   c.alpha = alpha;
   c.beta = 1.0f;
-  if (dbias && o.fused_bgrad) {
-    c.epilogue = Epilogue::bgradb;
-    c.bias = dbias;
-    if (g.run(c, s)) return;
-  }
-  c.epilogue = Epilogue::none;
-  c.bias = nullptr;
-  if (!g.run(c, s)) no_algorithm("linear backward (weight)", c.m, c.n, c.k);
+  if (dbias && o.fused_bgrad && run_with(g, c, Epilogue::bgradb, dbias, s)) return;
+  if (!run_with(g, c, Epilogue::none, nullptr, s))
+    no_algorithm("linear backward (weight)", c.m, c.n, c.k);
   if (dbias) bias_grad(t, dbias, dout, N, OC, false, bias_scratch, s);
 }
 

@@ -59,29 +59,20 @@ __global__ void __launch_bounds__(kXentThreads)
 
   // Pass 1: per-thread running max and sum of exp over its packs.
   float m = -FLT_MAX, s = 0.0f;
-  for (int p0 = threadIdx.x; p0 < packs; p0 += kXentThreads * kUnroll) {
-    Pack<T> v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u * kXentThreads;
-      if (p < packs) v[u] = load_pack(x + int64_t(p) * PV);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u * kXentThreads;
-      if (p < packs) {
+  const int first = threadIdx.x, stride = kXentThreads;
+  strided_loads<kUnroll>(
+      first, packs, stride, [&](int p) { return load_pack(x + int64_t(p) * PV); },
+      [&](int p, const Pack<T>& v) {
         float pm = -FLT_MAX;
 #pragma unroll
         for (int k = 0; k < PV; ++k)
-          if (p * PV + k < V) pm = fmaxf(pm, v[u].get(k));
+          if (p * PV + k < V) pm = fmaxf(pm, v.get(k));
         float ps = 0.0f;
 #pragma unroll
         for (int k = 0; k < PV; ++k)
-          if (p * PV + k < V) ps += __expf(v[u].get(k) - pm);
+          if (p * PV + k < V) ps += __expf(v.get(k) - pm);
         combine(m, s, pm, ps);
-      }
-    }
-  }
+      });
   block_combine(m, s, red_m, red_s);
   const float lse = m + __logf(s);
   const int target = targets[row];
@@ -90,29 +81,19 @@ __global__ void __launch_bounds__(kXentThreads)
   __syncthreads();  // the target logit is read above before any thread overwrites it
 
   // Pass 2: dlogits = dscale * (softmax - onehot), in place; padded columns get 0.
-  for (int p0 = threadIdx.x; p0 < packs; p0 += kXentThreads * kUnroll) {
-    Pack<T> v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u * kXentThreads;
-      if (p < packs) v[u] = load_pack_cs(x + int64_t(p) * PV);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u * kXentThreads;
-      if (p < packs) {
+  strided_loads<kUnroll>(
+      first, packs, stride, [&](int p) { return load_pack_cs(x + int64_t(p) * PV); },
+      [&](int p, const Pack<T>& v) {
         Pack<T> d;
 #pragma unroll
         for (int k = 0; k < PV; ++k) {
           const int col = p * PV + k;
           float g = 0.0f;
-          if (col < V) g = dscale * (__expf(v[u].get(k) - lse) - (col == target ? 1.0f : 0.0f));
+          if (col < V) g = dscale * (__expf(v.get(k) - lse) - (col == target ? 1.0f : 0.0f));
           d.set(k, g);
         }
         store_pack(x + int64_t(p) * PV, d);
-      }
-    }
-  }
+      });
 }
 
 // The row held in registers (NP packs per thread): one read of the logits from memory,

@@ -213,20 +213,10 @@ class NcclCommunicator final : public Communicator {
     pending_ = true;
   }
   void send_after(const void* d, int64_t bytes, int peer) override {
-    if (bytes <= 0) return;
-    check_peer(peer, "send");
-    after(nullptr);
-    enqueue([&] { return ncclSend(d, static_cast<size_t>(bytes), ncclInt8, peer, comm_, stream_); },
-            "send");
-    pending_ = true;
+    point_to_point(const_cast<void*>(d), bytes, peer, true);
   }
   void recv_after(void* d, int64_t bytes, int peer) override {
-    if (bytes <= 0) return;
-    check_peer(peer, "receive");
-    after(nullptr);
-    enqueue([&] { return ncclRecv(d, static_cast<size_t>(bytes), ncclInt8, peer, comm_, stream_); },
-            "receive");
-    pending_ = true;
+    point_to_point(d, bytes, peer, false);
   }
   void group_begin() override {
     if (!comm_) die(fmt::format("rank {}: the NCCL communicator was aborted earlier", rank_));
@@ -331,6 +321,20 @@ class NcclCommunicator final : public Communicator {
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= world_ || peer == rank_)
       fail("internal: rank {} of {} cannot {} to/from rank {} over NCCL", rank_, world_, what, peer);
+  }
+
+  // An NCCL send (or receive) of `bytes` to (from) `peer` after the work queued so far.
+  void point_to_point(void* d, int64_t bytes, int peer, bool send) {
+    if (bytes <= 0) return;
+    const char* what = send ? "send" : "receive";
+    check_peer(peer, what);
+    after(nullptr);
+    const size_t n = static_cast<size_t>(bytes);
+    enqueue([&] {
+      return send ? ncclSend(d, n, ncclInt8, peer, comm_, stream_)
+                  : ncclRecv(d, n, ncclInt8, peer, comm_, stream_);
+    }, what);
+    pending_ = true;
   }
 
   void after(void* event) {

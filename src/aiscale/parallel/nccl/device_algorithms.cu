@@ -77,36 +77,21 @@ void all_gather(Communicator& c, float* data, const RingSegments& seg) {
   }
 }
 
-// After the node's reduce-scatter: every rank sends its summed segment to the leader
-// (node rank 0), which then holds the node's whole sum.
-void gather_to_leader(Communicator& node, float* data, const RingSegments& seg) {
+// Between the node's ranks and their leader (node rank 0), each rank's segment of the ring
+// (the one it owns in the all-gather): sent to the leader after the node's reduce-scatter
+// (to_leader), which then holds the node's whole sum; or sent back by it.
+void leader_exchange(Communicator& node, float* data, const RingSegments& seg, bool to_leader) {
+  auto move = [&](int m, int peer, bool receive) {
+    const int s = seg.owned(m);
+    if (receive) node.recv_after(data + seg.begin(s), seg.size(s) * kFloat, peer);
+    else node.send_after(data + seg.begin(s), seg.size(s) * kFloat, peer);
+  };
   const int j = node.rank();
   node.group_begin();
-  if (j == 0) {
-    for (int m = 1; m < seg.p; ++m) {
-      const int s = seg.owned(m);
-      node.recv_after(data + seg.begin(s), seg.size(s) * kFloat, m);
-    }
-  } else {
-    const int s = seg.owned(j);
-    node.send_after(data + seg.begin(s), seg.size(s) * kFloat, 0);
-  }
-  node.group_end();
-}
-
-// The reverse: the leader sends each rank the segment it owns in the ring's all-gather.
-void scatter_from_leader(Communicator& node, float* data, const RingSegments& seg) {
-  const int j = node.rank();
-  node.group_begin();
-  if (j == 0) {
-    for (int m = 1; m < seg.p; ++m) {
-      const int s = seg.owned(m);
-      node.send_after(data + seg.begin(s), seg.size(s) * kFloat, m);
-    }
-  } else {
-    const int s = seg.owned(j);
-    node.recv_after(data + seg.begin(s), seg.size(s) * kFloat, 0);
-  }
+  if (j == 0)
+    for (int m = 1; m < seg.p; ++m) move(m, m, to_leader);
+  else
+    move(j, 0, !to_leader);
   node.group_end();
 }
 
@@ -150,7 +135,7 @@ void device_hierarchical_allreduce_sum(Communicator& world, Communicator& node,
   join(node, world, work.event(0));
   if (seg.p > 1) {
     reduce_scatter(node, data, seg, work);
-    gather_to_leader(node, data, seg);
+    leader_exchange(node, data, seg, true);
   }
   // (2) NCCL's all-reduce of the node sums among the leaders, on the leaders' stream.
   if (leaders && leaders->world() > 1) {
@@ -160,7 +145,7 @@ void device_hierarchical_allreduce_sum(Communicator& world, Communicator& node,
   }
   // (3) The result from the leader to the node's ranks, then back to world's stream.
   if (seg.p > 1) {
-    scatter_from_leader(node, data, seg);
+    leader_exchange(node, data, seg, false);
     all_gather(node, data, seg);
   }
   join(world, node, work.event(3));

@@ -77,37 +77,52 @@ __device__ __forceinline__ void atomic_add4(float* dst, float4 v) {
 #endif
 }
 
+// d += a b for one m16n8k16 tile (fp32 accumulate) of bf16 or fp16 inputs; pack: two
+// floats rounded into the 32-bit register the inputs come in.
+#define AISCALE_MMA_M16N8K16(TYPE, d, a, b0, b1)                                          \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "             \
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"        \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                            \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 template <typename T>
-struct Mma;
-template <>
-struct Mma<bf16> {
+struct Mma {
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
   static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (std::is_same_v<T, bf16>) AISCALE_MMA_M16N8K16("bf16", d, a, b0, b1);
+    else AISCALE_MMA_M16N8K16("f16", d, a, b0, b1);
   }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    using Pair = std::conditional_t<std::is_same_v<T, bf16>, __nv_bfloat162, __half2>;
+    Pair v;
+    if constexpr (std::is_same_v<T, bf16>) v = __floats2bfloat162_rn(lo, hi);
+    else v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&v);
   }
 };
-template <>
-struct Mma<f16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
+#undef AISCALE_MMA_M16N8K16
+
+// Zeroes a float or a (nested) array of them, unrolled: accumulators kept in registers.
+__device__ __forceinline__ void zero(float& x) { x = 0.0f; }
+template <typename A, size_t N>
+__device__ __forceinline__ void zero(A (&a)[N]) {
+#pragma unroll
+  for (size_t i = 0; i < N; ++i) zero(a[i]);
+}
+
+// Where the Q, K and V rows of one (batch b, head h) start in qkv (B, T, 3C): rows `stride`
+// = 3C apart, head h's HS columns of each part.
+template <typename T>
+struct HeadRows {
+  int64_t stride;
+  const T* q;
+  const T* k;
+  const T* v;
+  __device__ __forceinline__ HeadRows(const T* qkv, int b, int h, int T_, int C, int HS)
+      : stride(3 * int64_t(C)),
+        q(qkv + int64_t(b) * T_ * stride + int64_t(h) * HS),
+        k(q + C),
+        v(q + 2 * C) {}
 };
 
 // ---------------------------------------------------------------------------------------
@@ -185,11 +200,6 @@ inline dim3 row_blocks(int64_t T, int64_t rows, int64_t B, int64_t NH) {
 inline bool use_flash(DType t, int64_t hs, AttentionImpl impl) {
   if (impl == AttentionImpl::cudnn)
     throw Error("internal: cuDNN attention runs through CudnnAttention, not attention_forward");
-  if (impl == AttentionImpl::flash_narrow || impl == AttentionImpl::flash_occ3 ||
-      impl == AttentionImpl::flash_two_barrier)
-    throw Error(std::string("the attention kernel '") + attention_impl_name(impl) +
-                "' lost its measurement and was retired to the kernel workbench "
-                "(bench/dev/attention_variants.cu): use auto, cudnn, flash or simple");
   const bool ok = coverage::attention_flash_ok(t, hs);
   if (impl != AttentionImpl::automatic && impl != AttentionImpl::simple && !ok)
     throw Error("flash attention needs bf16 or fp16 and head size 64");

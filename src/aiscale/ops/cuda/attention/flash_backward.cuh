@@ -98,10 +98,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane >> 2, tq = lane & 3;
   const int key_lo = k0 + warp * 16;  // this warp's first key
-  const int64_t row_stride = 3 * int64_t(C);
-  const T* q_base = qkv + int64_t(b) * T_ * row_stride + h * kD;
-  const T* k_base = q_base + C;
-  const T* v_base = q_base + 2 * C;
+  const HeadRows<T> rows(qkv, b, h, T_, C, kD);
   const T* do_base = dout + int64_t(b) * T_ * C + h * kD;
   const float* lse_row = lse + int64_t(bh) * T_;
   const float* delta_row = delta + int64_t(bh) * T_;
@@ -109,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
   const int i_begin = k0 / kTile;  // first query tile with a query at or after key k0
 
   auto load_query_tile = [&](int i, int buf) {
-    load_tile<kTile>(sQ + buf * kTileElems, q_base, row_stride, i * kTile, T_);
+    load_tile<kTile>(sQ + buf * kTileElems, rows.q, rows.stride, i * kTile, T_);
     load_tile<kTile>(sdO + buf * kTileElems, do_base, C, i * kTile, T_);
     cp_async_commit();
     if (threadIdx.x < kTile) {
@@ -120,8 +117,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  load_tile<kBlockRows>(sK, k_base, row_stride, k0, T_);
-  load_tile<kBlockRows>(sV, v_base, row_stride, k0, T_);
+  load_tile<kBlockRows>(sK, rows.k, rows.stride, k0, T_);
+  load_tile<kBlockRows>(sV, rows.v, rows.stride, k0, T_);
   cp_async_commit();
   load_query_tile(i_begin, 0);
   cp_async_wait<0>();
@@ -137,13 +134,8 @@ __global__ void __launch_bounds__(kThreads)
             sV + swz(warp * 16 + (lane % 16), 2 * kc + lane / 16));
   }
   float dk[8][4], dv[8][4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      dk[i][e] = 0.0f;
-      dv[i][e] = 0.0f;
-    }
+  zero(dk);
+  zero(dv);
   const int dq_q = 16 * (warp & 3);   // dQ: this warp's queries within the tile
   const int dq_d = 32 * (warp >> 2);  // and dims
 
@@ -152,10 +144,7 @@ __global__ void __launch_bounds__(kThreads)
   auto dq_tile = [&](int qi, const T* sdS) {
     const int q_lo = qi * kTile;
     float dq[4][4];
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dq[n][e] = 0.0f;
+    zero(dq);
 #pragma unroll
     for (int kc = 0; kc < kBlockRows / 16; ++kc) {
       if (k0 + kc * 16 > q_lo + kTile - 1) break;
@@ -204,13 +193,8 @@ __global__ void __launch_bounds__(kThreads)
     if (key_lo <= q_lo + kTile - 1) {  // some query of the tile sees some key of the warp
       // S^T = K_w Q^T and dP^T = V_w dO^T: 16 keys x 64 queries each.
       float st[8][4], dpt[8][4];
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          st[n][e] = 0.0f;
-          dpt[n][e] = 0.0f;
-        }
+      zero(st);
+      zero(dpt);
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll
@@ -284,7 +268,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < 2; ++r) {
     const int key = key_lo + g + 8 * r;
     if (key < T_) {
-      T* drow = dqkv + (int64_t(b) * T_ + key) * row_stride + h * kD;
+      T* drow = dqkv + (int64_t(b) * T_ + key) * rows.stride + h * kD;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         *reinterpret_cast<uint32_t*>(drow + C + n * 8 + 2 * tq) =

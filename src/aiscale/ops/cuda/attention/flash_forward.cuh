@@ -27,15 +27,12 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane >> 2, tq = lane & 3;
   const int row_lo = q0 + warp * 32;  // this warp's first query
-  const int64_t row_stride = 3 * int64_t(C);
-  const T* q_base = qkv + int64_t(b) * T_ * row_stride + h * kD;
-  const T* k_base = q_base + C;
-  const T* v_base = q_base + 2 * C;
+  const HeadRows<T> rows(qkv, b, h, T_, C, kD);
 
-  load_tile<kBlockRows, kWideThreads>(sQ, q_base, row_stride, q0, T_);
+  load_tile<kBlockRows, kWideThreads>(sQ, rows.q, rows.stride, q0, T_);
   cp_async_commit();
-  load_tile<kTile, kWideThreads>(sK[0], k_base, row_stride, 0, T_);
-  load_tile<kTile, kWideThreads>(sV[0], v_base, row_stride, 0, T_);
+  load_tile<kTile, kWideThreads>(sK[0], rows.k, rows.stride, 0, T_);
+  load_tile<kTile, kWideThreads>(sV[0], rows.v, rows.stride, 0, T_);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
@@ -49,12 +46,7 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
               sQ + swz(warp * 32 + m * 16 + (lane % 16), 2 * kc + lane / 16));
 
   float o[2][8][4];
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[m][i][e] = 0.0f;
+  zero(o);
   float row_max[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
   float row_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 
@@ -62,8 +54,8 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
   for (int j = 0; j < n_kv; ++j) {
     const int buf = j & 1;
     if (j + 1 < n_kv) {
-      load_tile<kTile, kWideThreads>(sK[buf ^ 1], k_base, row_stride, (j + 1) * kTile, T_);
-      load_tile<kTile, kWideThreads>(sV[buf ^ 1], v_base, row_stride, (j + 1) * kTile, T_);
+      load_tile<kTile, kWideThreads>(sK[buf ^ 1], rows.k, rows.stride, (j + 1) * kTile, T_);
+      load_tile<kTile, kWideThreads>(sV[buf ^ 1], rows.v, rows.stride, (j + 1) * kTile, T_);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -74,12 +66,7 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
     const int k0 = j * kTile;
     if (k0 <= row_lo + 31) {
       float sc[2][8][4];
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sc[m][i][e] = 0.0f;
+      zero(sc);
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll

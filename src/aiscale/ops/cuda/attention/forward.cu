@@ -11,9 +11,6 @@ const char* attention_impl_name(AttentionImpl impl) {
     case AttentionImpl::automatic: return "auto";
     case AttentionImpl::cudnn: return "cudnn";
     case AttentionImpl::flash: return "flash";
-    case AttentionImpl::flash_narrow: return "flash_narrow";
-    case AttentionImpl::flash_occ3: return "flash_occ3";
-    case AttentionImpl::flash_two_barrier: return "flash_two_barrier";
     case AttentionImpl::simple: return "simple";
   }
   return "?";
@@ -31,25 +28,20 @@ void attention_forward(DType t, void* out, float* lse, const void* qkv, int64_t 
                        int64_t C, int64_t NH, AttentionImpl impl, cudaStream_t s) {
   const int64_t HS = C / NH;
   const float scale_log2 = kLog2e / std::sqrt(static_cast<float>(HS));
-  if (use_flash(t, HS, impl)) {
-    const dim3 grid = row_blocks(T, kBlockRows, B, NH);
+  if (use_flash(t, HS, impl))
     dispatch_half(t, [&](auto tag) {
       using X = decltype(tag);
-      flash_forward_wide_kernel<X, 2><<<grid, kWideThreads, 0, s>>>(
+      flash_forward_wide_kernel<X, 2><<<row_blocks(T, kBlockRows, B, NH), kWideThreads, 0, s>>>(
           static_cast<X*>(out), lse, static_cast<const X*>(qkv), int(T), int(NH), int(C), scale_log2);
-      AISCALE_CUDA_LAUNCH_CHECK();
     });
-    return;
-  }
-  dispatch_simple(t, HS, [&](auto tag, auto hs) {
-    using X = decltype(tag);
-    constexpr int H = decltype(hs)::value;
-    const dim3 grid = row_blocks(T, kSimpleRows, B, NH);
-    simple_forward_kernel<X, H><<<grid, kSimpleRows, 0, s>>>(
-        static_cast<X*>(out), lse, static_cast<const X*>(qkv), int(T), int(NH), int(C),
-        scale_log2);
-    AISCALE_CUDA_LAUNCH_CHECK();
-  });
+  else
+    dispatch_simple(t, HS, [&](auto tag, auto hs) {
+      using X = decltype(tag);
+      const dim3 grid = row_blocks(T, kSimpleRows, B, NH);
+      simple_forward_kernel<X, decltype(hs)::value><<<grid, kSimpleRows, 0, s>>>(
+          static_cast<X*>(out), lse, static_cast<const X*>(qkv), int(T), int(NH), int(C), scale_log2);
+    });
+  AISCALE_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace aiscale::cuda

@@ -40,20 +40,19 @@ __global__ void simple_forward_kernel(T* out, float* lse, const T* qkv, int T_, 
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = blockIdx.x * kSimpleRows;
   const int query = q0 + threadIdx.x;
-  const int64_t row_stride = 3 * int64_t(C);
-  const T* q_base = qkv + int64_t(b) * T_ * row_stride + h * HS;
+  const HeadRows<T> rows(qkv, b, h, T_, C, HS);
   float q[HS], acc[HS];
 #pragma unroll
   for (int d = 0; d < HS; ++d) {
-    q[d] = query < T_ ? to_f32<T>(q_base[int64_t(query) * row_stride + d]) * scale_log2 : 0.0f;
+    q[d] = query < T_ ? to_f32<T>(rows.q[int64_t(query) * rows.stride + d]) * scale_log2 : 0.0f;
     acc[d] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
   const int last_key = min(T_ - 1, q0 + kSimpleRows - 1);
   for (int k0 = 0; k0 <= last_key; k0 += kSimpleRows) {
     __syncthreads();
-    load_rows_f32<T, HS>(sK, q_base + C, row_stride, k0, T_);
-    load_rows_f32<T, HS>(sV, q_base + 2 * C, row_stride, k0, T_);
+    load_rows_f32<T, HS>(sK, rows.k, rows.stride, k0, T_);
+    load_rows_f32<T, HS>(sV, rows.v, rows.stride, k0, T_);
     __syncthreads();
     for (int kk = 0; kk < kSimpleRows; ++kk) {
       const int key = k0 + kk;
@@ -106,20 +105,19 @@ __global__ void simple_backward_dkdv_kernel(T* dqkv, const T* qkv, const T* dout
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int k0 = blockIdx.x * kSimpleRows;
   const int key = k0 + threadIdx.x;
-  const int64_t row_stride = 3 * int64_t(C);
-  const T* q_base = qkv + int64_t(b) * T_ * row_stride + h * HS;
+  const HeadRows<T> rows(qkv, b, h, T_, C, HS);
   const T* do_base = dout + int64_t(b) * T_ * C + h * HS;
   float k[HS], v[HS], dk[HS], dv[HS];
 #pragma unroll
   for (int d = 0; d < HS; ++d) {
-    k[d] = key < T_ ? to_f32<T>(q_base[int64_t(key) * row_stride + C + d]) : 0.0f;
-    v[d] = key < T_ ? to_f32<T>(q_base[int64_t(key) * row_stride + 2 * C + d]) : 0.0f;
+    k[d] = key < T_ ? to_f32<T>(rows.k[int64_t(key) * rows.stride + d]) : 0.0f;
+    v[d] = key < T_ ? to_f32<T>(rows.v[int64_t(key) * rows.stride + d]) : 0.0f;
     dk[d] = 0.0f;
     dv[d] = 0.0f;
   }
   for (int q0 = k0; q0 < T_; q0 += kSimpleRows) {
     __syncthreads();
-    load_rows_f32<T, HS>(sQ, q_base, row_stride, q0, T_);
+    load_rows_f32<T, HS>(sQ, rows.q, rows.stride, q0, T_);
     load_rows_f32<T, HS>(sdO, do_base, C, q0, T_);
     if (threadIdx.x < kSimpleRows) {
       const int q = q0 + threadIdx.x;
@@ -143,7 +141,7 @@ __global__ void simple_backward_dkdv_kernel(T* dqkv, const T* qkv, const T* dout
     }
   }
   if (key < T_) {
-    T* drow = dqkv + (int64_t(b) * T_ + key) * row_stride + h * HS;
+    T* drow = dqkv + (int64_t(b) * T_ + key) * rows.stride + h * HS;
 #pragma unroll
     for (int d = 0; d < HS; ++d) {
       drow[C + d] = from_f32<T>(dk[d] * scale);
@@ -163,14 +161,13 @@ __global__ void simple_backward_dq_kernel(T* dqkv, const T* qkv, const T* dout,
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = blockIdx.x * kSimpleRows;
   const int query = q0 + threadIdx.x;
-  const int64_t row_stride = 3 * int64_t(C);
-  const T* q_base = qkv + int64_t(b) * T_ * row_stride + h * HS;
+  const HeadRows<T> rows(qkv, b, h, T_, C, HS);
   const T* do_base = dout + int64_t(b) * T_ * C + h * HS;
   float q[HS], dO[HS], dq[HS];
   const bool valid = query < T_;
 #pragma unroll
   for (int d = 0; d < HS; ++d) {
-    q[d] = valid ? to_f32<T>(q_base[int64_t(query) * row_stride + d]) : 0.0f;
+    q[d] = valid ? to_f32<T>(rows.q[int64_t(query) * rows.stride + d]) : 0.0f;
     dO[d] = valid ? to_f32<T>(do_base[int64_t(query) * C + d]) : 0.0f;
     dq[d] = 0.0f;
   }
@@ -179,8 +176,8 @@ __global__ void simple_backward_dq_kernel(T* dqkv, const T* qkv, const T* dout,
   const int last_key = min(T_ - 1, q0 + kSimpleRows - 1);
   for (int k0 = 0; k0 <= last_key; k0 += kSimpleRows) {
     __syncthreads();
-    load_rows_f32<T, HS>(sK, q_base + C, row_stride, k0, T_);
-    load_rows_f32<T, HS>(sV, q_base + 2 * C, row_stride, k0, T_);
+    load_rows_f32<T, HS>(sK, rows.k, rows.stride, k0, T_);
+    load_rows_f32<T, HS>(sV, rows.v, rows.stride, k0, T_);
     __syncthreads();
     if (!valid) continue;
     for (int kk = 0; kk < kSimpleRows; ++kk) {
@@ -195,7 +192,7 @@ __global__ void simple_backward_dq_kernel(T* dqkv, const T* qkv, const T* dout,
     }
   }
   if (valid) {
-    T* drow = dqkv + (int64_t(b) * T_ + query) * row_stride + h * HS;
+    T* drow = dqkv + (int64_t(b) * T_ + query) * rows.stride + h * HS;
 #pragma unroll
     for (int d = 0; d < HS; ++d) drow[d] = from_f32<T>(dq[d] * scale);
   }

@@ -21,27 +21,35 @@ unsigned blocks_for(int64_t n) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, 256), 1 << 16)));
 }
 
-// The position (n, h, w, c) of element i of an NHWC tensor of H x W x C per image.
+// f(i, n, h, w, c) for every element i of an NHWC tensor of N x H x W x C, at its
+// position, over a grid-stride loop.
+template <typename I, typename F>
+__device__ __forceinline__ void for_each_nhwc(int64_t N, I H, I W, I C, F&& f) {
+  const int64_t total = N * H * W * C;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const I c = I(i % C);
+    int64_t p = i / C;
+    const I w = I(p % W);
+    p /= W;
+    const I h = I(p % H);
+    f(i, p / H, h, w, c);
+  }
+}
+
+// The outputs [lo, hi] of n whose K-wide windows (stride, pad) cover input position x:
+// lo * stride - pad <= x <= hi * stride - pad + K - 1.
 template <typename I>
-__device__ __forceinline__ void split_nhwc(int64_t i, I H, I W, I C, int64_t& n, I& h, I& w,
-                                           I& c) {
-  c = I(i % C);
-  int64_t p = i / C;
-  w = I(p % W);
-  p /= W;
-  h = I(p % H);
-  n = p / H;
+__device__ __forceinline__ void covering_windows(I x, I K, I stride, I pad, I n, I& lo, I& hi) {
+  lo = x + pad - K + 1 > 0 ? (x + pad - K + 1 + stride - 1) / stride : 0;
+  hi = (x + pad) / stride < n - 1 ? (x + pad) / stride : n - 1;
 }
 
 template <typename T>
 __global__ void maxpool_fwd(T* y, int32_t* argmax, const T* x, int64_t N, int64_t H, int64_t W,
                             int64_t C, int64_t OH, int64_t OW, int64_t K, int64_t stride,
                             int64_t pad) {
-  const int64_t total = N * OH * OW * C;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, oh, ow, c;
-    split_nhwc(i, OH, OW, C, n, oh, ow, c);
+  for_each_nhwc(N, OH, OW, C, [&](int64_t i, int64_t n, int64_t oh, int64_t ow, int64_t c) {
     float best = -INFINITY;
     int32_t where = -1;
     for (int64_t kh = 0; kh < K; ++kh) {
@@ -59,23 +67,17 @@ __global__ void maxpool_fwd(T* y, int32_t* argmax, const T* x, int64_t N, int64_
     }
     y[i] = from_f32<T>(best);
     argmax[i] = where;
-  }
+  });
 }
 
 template <typename T>
 __global__ void maxpool_bwd(T* dx, const T* dy, const int32_t* argmax, int64_t N, int64_t H,
                             int64_t W, int64_t C, int64_t OH, int64_t OW, int64_t K,
                             int64_t stride, int64_t pad, bool accumulate) {
-  const int64_t total = N * H * W * C;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, h, w, c;
-    split_nhwc(i, H, W, C, n, h, w, c);
-    // Windows oh with oh*stride - pad <= h <= oh*stride - pad + K - 1.
-    const int64_t oh_lo = h + pad - K + 1 > 0 ? (h + pad - K + 1 + stride - 1) / stride : 0;
-    const int64_t oh_hi = (h + pad) / stride < OH - 1 ? (h + pad) / stride : OH - 1;
-    const int64_t ow_lo = w + pad - K + 1 > 0 ? (w + pad - K + 1 + stride - 1) / stride : 0;
-    const int64_t ow_hi = (w + pad) / stride < OW - 1 ? (w + pad) / stride : OW - 1;
+  for_each_nhwc(N, H, W, C, [&](int64_t i, int64_t n, int64_t h, int64_t w, int64_t c) {
+    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    covering_windows(h, K, stride, pad, OH, oh_lo, oh_hi);
+    covering_windows(w, K, stride, pad, OW, ow_lo, ow_hi);
     const int32_t me = int32_t(h * W + w);
     float g = 0.f;
     for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
@@ -86,7 +88,7 @@ __global__ void maxpool_bwd(T* dx, const T* dy, const int32_t* argmax, int64_t N
     }
     if (accumulate) g += to_f32<T>(dx[i]);
     dx[i] = from_f32<T>(g);
-  }
+  });
 }
 
 // The vectorised pair: V channels (16 bytes of T) per thread.
@@ -101,13 +103,7 @@ struct alignas(16) Int4 {
 template <typename T, int V>
 __global__ void maxpool_fwd_vec(T* y, int32_t* argmax, const T* x, int64_t N, int H, int W,
                                 int C, int OH, int OW, int K, int stride, int pad) {
-  const int CV = C / V;
-  const int64_t total = N * OH * OW * CV;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n;
-    int oh, ow, cv;
-    split_nhwc(i, OH, OW, CV, n, oh, ow, cv);
+  for_each_nhwc(N, OH, OW, C / V, [&](int64_t, int64_t n, int oh, int ow, int cv) {
     float best[V];
     int32_t where[V];
 #pragma unroll
@@ -139,24 +135,17 @@ __global__ void maxpool_fwd_vec(T* y, int32_t* argmax, const T* x, int64_t N, in
       for (int v = 0; v < 4; ++v) a.v[v] = where[4 * q + v];
       *reinterpret_cast<Int4*>(argmax + o + 4 * q) = a;
     }
-  }
+  });
 }
 
 template <typename T, int V>
 __global__ void maxpool_bwd_vec(T* dx, const T* dy, const int32_t* argmax, int64_t N, int H,
                                 int W, int C, int OH, int OW, int K, int stride, int pad,
                                 bool accumulate) {
-  const int CV = C / V;
-  const int64_t total = N * H * W * CV;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n;
-    int h, w, cv;
-    split_nhwc(i, H, W, CV, n, h, w, cv);
-    const int oh_lo = h + pad - K + 1 > 0 ? (h + pad - K + 1 + stride - 1) / stride : 0;
-    const int oh_hi = min((h + pad) / stride, OH - 1);
-    const int ow_lo = w + pad - K + 1 > 0 ? (w + pad - K + 1 + stride - 1) / stride : 0;
-    const int ow_hi = min((w + pad) / stride, OW - 1);
+  for_each_nhwc(N, H, W, C / V, [&](int64_t, int64_t n, int h, int w, int cv) {
+    int oh_lo, oh_hi, ow_lo, ow_hi;
+    covering_windows(h, K, stride, pad, OH, oh_lo, oh_hi);
+    covering_windows(w, K, stride, pad, OW, ow_lo, ow_hi);
     const int32_t me = h * W + w;
     float g[V];
 #pragma unroll
@@ -180,7 +169,7 @@ __global__ void maxpool_bwd_vec(T* dx, const T* dy, const int32_t* argmax, int64
 #pragma unroll
     for (int v = 0; v < V; ++v) out.v[v] = from_f32<T>(g[v] + (accumulate ? to_f32<T>(out.v[v]) : 0.f));
     *reinterpret_cast<Pack<T, V>*>(dx + at) = out;
-  }
+  });
 }
 
 // Whether the vectorised kernels take this call: whole 16-byte channel groups, aligned
