@@ -13,7 +13,6 @@
 #include "aiscale/optim/sgd.h"
 #include "aiscale/train/sources.h"
 #include "aiscale/train/step_log.h"
-#include "aiscale/train/vision_gpu.h"
 
 namespace aiscale::bench {
 namespace {
@@ -44,7 +43,12 @@ nlohmann::json step_fields(const VisionBenchOptions& o, const nn::ResNetConfig& 
 nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& host,
                                      parallel::Communicator& comm) {
   const nn::ResNetConfig& mc = host.config();
-  nn::ResNetCudaOptions co = train::resnet_cuda_options(o);
+  nn::ResNetCudaOptions co;
+  co.max_batch = o.batch_size;
+  co.precision = o.precision;
+  co.tf32 = o.tf32;
+  co.batchnorm = o.batchnorm;
+  co.workspace_mib = o.cudnn_workspace_mib;
   co.momentum = 0.9;
   co.weight_decay = 5e-5;  // the PyTorch peer's settings
   nn::ResNetCuda model(host, co);

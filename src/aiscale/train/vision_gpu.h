@@ -13,17 +13,6 @@
 
 namespace aiscale::train {
 
-// The device ResNet's batch and kernels as a run sets them (a vision config, `aiscale bench
-// vision`'s options): batch_size, precision, tf32, batchnorm and cudnn_workspace_mib.
-template <class Settings>
-nn::ResNetCudaOptions resnet_cuda_options(const Settings& s) {
-  return {.max_batch = s.batch_size,
-          .precision = s.precision,
-          .tf32 = s.tf32,
-          .workspace_mib = s.cudnn_workspace_mib,
-          .batchnorm = s.batchnorm};
-}
-
 class ResNetCudaModel final : public nn::Model {
  public:
   ResNetCudaModel(nn::ResNetCuda& gpu, nn::ResNet& host) : gpu_(gpu), host_(host) {}

@@ -201,7 +201,12 @@ int run_vision_training(const TrainRequest& req) {
   std::unique_ptr<ResNetCudaModel> gpu_view;
   std::unique_ptr<optim::DataParallel> data_parallel;
   if (gpu) {
-    nn::ResNetCudaOptions go = resnet_cuda_options(c);
+    nn::ResNetCudaOptions go;
+    go.max_batch = c.batch_size;
+    go.precision = c.precision;
+    go.tf32 = c.tf32;
+    go.batchnorm = c.batchnorm;
+    go.workspace_mib = c.cudnn_workspace_mib;
     go.momentum = c.momentum;
     go.nesterov = c.nesterov;
     go.weight_decay = c.weight_decay;
