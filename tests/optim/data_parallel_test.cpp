@@ -52,7 +52,7 @@ void ddp_and_zero1_agree(const dp::OptimizerFactory& optimizer, const std::strin
     ThreadComm comm(fabric, rank, world);
     ToyModel a, b;
     auto ddp = dp::make_host_ddp(a.view(), &comm, optimizer, small_buckets());
-    auto zero1 = dp::make_host_zero1(b.view(), &comm, optimizer, small_buckets());
+    auto zero1 = dp::make_host_data_parallel(1, b.view(), &comm, optimizer, small_buckets());
     EXPECT_EQ(ddp->name(), "ddp");
     EXPECT_EQ(zero1->name(), "zero1");
     EXPECT_EQ(zero1->divisor(), 3.0);
@@ -126,7 +126,7 @@ TEST(HostWrappers, ZeroOneRefusesAdaSumAndCompression) {
     dp::HostDataParallelOptions o;
     o.exchange.compression = "topk";
     try {
-      dp::make_host_zero1(m.view(), &comm, [](int64_t n) {
+      dp::make_host_data_parallel(1, m.view(), &comm, [](int64_t n) {
         return std::make_unique<optim::Sgd>(n, optim::SgdOptions{});
       }, o);
       ADD_FAILURE() << "compression accepted";

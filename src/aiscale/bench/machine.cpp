@@ -13,6 +13,7 @@
 #include "aiscale/bench/machine_memory.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/split.h"
 #include "aiscale/nn/models/gpt_config.h"
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/train/sources.h"
@@ -228,14 +229,10 @@ std::string this_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::string out;
-  size_t start = 0;
-  while (start < all.size()) {
-    size_t end = all.find('\0', start);
-    if (end == std::string::npos) end = all.size();
-    std::string word = all.substr(start, end - start);
+  for (std::string_view arg : split(all, '\0')) {
+    std::string word(arg);
     if (word.find_first_of(" \t\"'") != std::string::npos) word = "'" + word + "'";
     out += (out.empty() ? "" : " ") + word;
-    start = end + 1;
   }
   return out.empty() ? "aiscale bench machine" : out;
 }

@@ -1,24 +1,22 @@
 #include "aiscale/core/dtype.h"
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale {
 
-std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "fp32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "fp16";
-  }
-  return "?";
-}
+namespace {
 
-DType parse_dtype(std::string_view n) {
-  if (n == "fp32" || n == "f32" || n == "float32") return DType::f32;
-  if (n == "bf16" || n == "bfloat16") return DType::bf16;
-  if (n == "fp16" || n == "f16" || n == "float16") return DType::f16;
-  fail("unknown precision '{}': use fp32, bf16 or fp16", n);
-}
+constexpr EnumName<DType> dtype_names[] = {
+    {DType::f32, "fp32"}, {DType::f32, "f32"}, {DType::f32, "float32"},
+    {DType::bf16, "bf16"}, {DType::bf16, "bfloat16"},
+    {DType::f16, "fp16"}, {DType::f16, "f16"}, {DType::f16, "float16"}};
+
+}  // namespace
+
+std::string_view dtype_name(DType t) { return enum_name(dtype_names, t); }
+
+DType parse_dtype(std::string_view n) { return parse_enum(dtype_names, n, "precision"); }
 
 // IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
 uint16_t f32_to_f16(float f) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::env {
@@ -129,13 +130,11 @@ bool flag(const char* name) {
 }
 
 const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::user: return "user";
-    case Kind::measurement: return "measurement";
-    case Kind::diagnostic: return "diagnostic";
-    case Kind::test: return "test";
-  }
-  return "?";
+  static constexpr EnumName<Kind> kinds[] = {{Kind::user, "user"},
+                                             {Kind::measurement, "measurement"},
+                                             {Kind::diagnostic, "diagnostic"},
+                                             {Kind::test, "test"}};
+  return enum_name(kinds, k);
 }
 
 }  // namespace aiscale::env

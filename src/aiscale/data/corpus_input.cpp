@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::data {
@@ -62,29 +63,18 @@ std::string read_gzip(const std::filesystem::path& path) {
   return text;
 }
 
+constexpr EnumName<DocumentFormat> document_formats[] = {
+    {DocumentFormat::automatic, "auto"}, {DocumentFormat::whole, "whole"},
+    {DocumentFormat::paragraphs, "paragraphs"}, {DocumentFormat::lines, "lines"},
+    {DocumentFormat::fortune, "fortune"}, {DocumentFormat::jsonl, "jsonl"}};
+
 }  // namespace
 
 DocumentFormat parse_document_format(std::string_view name) {
-  if (name == "auto") return DocumentFormat::automatic;
-  if (name == "whole") return DocumentFormat::whole;
-  if (name == "paragraphs") return DocumentFormat::paragraphs;
-  if (name == "lines") return DocumentFormat::lines;
-  if (name == "fortune") return DocumentFormat::fortune;
-  if (name == "jsonl") return DocumentFormat::jsonl;
-  fail("unknown document format '{}': choose auto, whole, paragraphs, lines, fortune or jsonl", name);
+  return parse_enum(document_formats, name, "document format");
 }
 
-std::string_view to_string(DocumentFormat format) {
-  switch (format) {
-    case DocumentFormat::automatic: return "auto";
-    case DocumentFormat::whole: return "whole";
-    case DocumentFormat::paragraphs: return "paragraphs";
-    case DocumentFormat::lines: return "lines";
-    case DocumentFormat::fortune: return "fortune";
-    case DocumentFormat::jsonl: return "jsonl";
-  }
-  return "?";
-}
+std::string_view to_string(DocumentFormat format) { return enum_name(document_formats, format); }
 
 DocumentFormat format_of_file(DocumentFormat format, const std::filesystem::path& file) {
   if (format != DocumentFormat::automatic) return format;

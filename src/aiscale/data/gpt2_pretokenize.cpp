@@ -61,17 +61,14 @@ struct Scanner {
       }
     }
     if (cls != CharClass::space) return run_end(start, cls);
-    // `\s+(?!\S)` then `\s+`: a whitespace run. At the end of the text it is taken
-    // whole; before a non-space character the regex backtracks by one character so that
-    // the last space can join the next word (" word"), unless the run is one character.
+    // A whitespace run.
     size_t last_start = pos;
     size_t end = pos;
     while (end < text.size() && at(end, length) == CharClass::space) {
       last_start = end;
       end += length;
     }
-    if (end == text.size() || last_start == pos) return end;
-    return last_start;
+    return unicode::space_run_end(text, pos, end, last_start);
   }
 };
 

@@ -98,11 +98,7 @@ struct Scanner {
       if (c == CharClass::newline) last_newline_end = run;
     }
     if (last_newline_end != 0) return last_newline_end;
-    // `\s+(?!\S)` then `\s+`: at the end of the text the run is taken whole; before a
-    // non-space character the last space is left to the next piece, unless the run is
-    // one character.
-    if (run == text.size() || last_start == pos) return run;
-    return last_start;
+    return unicode::space_run_end(text, pos, run, last_start);
   }
 };
 

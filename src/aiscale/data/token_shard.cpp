@@ -13,6 +13,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
+#include "aiscale/core/split.h"
 #include "aiscale/core/validate.h"
 
 namespace aiscale::data {
@@ -164,12 +165,8 @@ namespace {
 // Carries out a journal: renames whose source is gone were done before a kill.
 void apply_shard_switch(const std::filesystem::path& journal) {
   const std::string text = read_file(journal.string());
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view piece : split(text, '\n')) {
+    const std::string line(piece);
     const auto tab = line.find('\t');
     if (line.size() < 3 || tab != 1)
       fail("shard switch journal {} is corrupt (line '{}'); remove it and run `aiscale data "

@@ -24,6 +24,15 @@ inline constexpr char32_t kInvalidByte = 0xFFFFFFFF;
 // with length 1, so every byte of the input belongs to exactly one character.
 char32_t decode_utf8(std::string_view text, size_t pos, size_t& length);
 
+// Where a piece of whitespace ends in the GPT-2 and Llama 3 patterns (`\s+(?!\S)` then
+// `\s+`): the run [pos, run_end), whose last character starts at last_start, is taken whole
+// at the end of the text; before a non-space character the regex backtracks by one character
+// so that the last space can join the next word (" word"), unless the run is one character.
+inline size_t space_run_end(std::string_view text, size_t pos, size_t run_end, size_t last_start) {
+  if (run_end == text.size() || last_start == pos) return run_end;
+  return last_start;
+}
+
 // A pre-tokenizer's pieces: `Scanner{text}.piece_end(pos)` is where the piece starting at
 // pos ends (the GPT-2 and Llama 3 patterns, each its own scanner); every byte of the text
 // belongs to one piece, in order.

@@ -98,11 +98,12 @@ using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(int64_t state_
 std::unique_ptr<DataParallel> make_host_ddp(const HostModel& model, parallel::Communicator* comm,
                                             const OptimizerFactory& optimizer,
                                             const HostDataParallelOptions& options);
-// Fails (naming parallel.grad_mixing / parallel.compression) for AdaSum or compression:
-// a reduce-scatter sums dense gradients.
-std::unique_ptr<DataParallel> make_host_zero1(const HostModel& model, parallel::Communicator* comm,
-                                              const OptimizerFactory& optimizer,
-                                              const HostDataParallelOptions& options);
+// zero_stage 1: zero1, which fails (naming parallel.grad_mixing / parallel.compression) for
+// AdaSum or compression: a reduce-scatter sums dense gradients. Any other stage: ddp.
+std::unique_ptr<DataParallel> make_host_data_parallel(int zero_stage, const HostModel& model,
+                                                      parallel::Communicator* comm,
+                                                      const OptimizerFactory& optimizer,
+                                                      const HostDataParallelOptions& options);
 
 // The model's tensors as the gradient order of a host backward (the last tensor first, one
 // segment each) and the buckets planned over it: unit boundaries in flat order, U + 1.

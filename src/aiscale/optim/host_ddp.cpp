@@ -5,6 +5,7 @@
 #include "aiscale/ops/ops.h"
 #include "aiscale/parallel/data_parallel/bucket_plan.h"
 #include "aiscale/optim/data_parallel.h"
+#include "aiscale/optim/host_data_parallel.h"
 
 namespace aiscale::optim {
 
@@ -26,12 +27,12 @@ std::vector<int64_t> host_bucket_bounds(const HostModel& model, double bucket_mi
 
 namespace {
 
-class HostDdp final : public DataParallel {
+class HostDdp final : public HostDataParallel {
  public:
   HostDdp(const HostModel& model, parallel::Communicator* comm, const OptimizerFactory& optimizer,
           const HostDataParallelOptions& o)
-      : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr),
-        optimizer_(optimizer(model.size)), options_(o) {
+      : HostDataParallel(model, comm, o) {
+    optimizer_ = optimizer(model.size);
     if (comm_) {
       parallel::algorithms::GradientExchangeOptions eo = o.exchange;
       for (const auto& t : *model.tensors) eo.segments.push_back(t.offset);  // AdaSum per tensor
@@ -60,23 +61,14 @@ class HostDdp final : public DataParallel {
   void step(const StepParams& p) override {
     optimizer_->step(model_.params, model_.grads, model_.size, 0, 0, p);
   }
-  void set_profiler(profile::OpProfiler* p) override { optimizer_->set_profiler(p); }
 
   bool collective_state() const override { return false; }
-  void get_params(float* out) override {
-    std::memcpy(out, model_.params, size_t(model_.size) * 4);
-  }
-  void set_params(const float* in) override {
-    std::memcpy(model_.params, in, size_t(model_.size) * 4);
-  }
-  std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
   void get_state(int k, float* out) override {
     std::memcpy(out, optimizer_->state(k), size_t(model_.size) * 4);
   }
   void set_state(int k, const float* in) override {
     std::memcpy(optimizer_->state(k), in, size_t(model_.size) * 4);
   }
-  size_t optimizer_state_bytes() const override { return optimizer_->state_bytes(); }
   int64_t wire_bytes() const override { return exchange_ ? exchange_->wire_bytes() : 0; }
 
   nlohmann::json describe() const override {
@@ -92,10 +84,6 @@ class HostDdp final : public DataParallel {
   }
 
  private:
-  HostModel model_;
-  parallel::Communicator* comm_;
-  std::unique_ptr<Optimizer> optimizer_;
-  HostDataParallelOptions options_;
   std::unique_ptr<parallel::algorithms::GradientExchange> exchange_;
 };
 

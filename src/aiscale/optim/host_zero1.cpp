@@ -5,16 +5,16 @@
 #include "aiscale/ops/ops.h"
 #include "aiscale/optim/zero_shards.h"
 #include "aiscale/optim/data_parallel.h"
+#include "aiscale/optim/host_data_parallel.h"
 
 namespace aiscale::optim {
 namespace {
 
-class HostZero1 final : public DataParallel {
+class HostZero1 final : public HostDataParallel {
  public:
   HostZero1(const HostModel& model, parallel::Communicator* comm, const OptimizerFactory& optimizer,
             const HostDataParallelOptions& o)
-      : model_(model), comm_(comm && comm->world() > 1 ? comm : nullptr), options_(o),
-        shards_(host_bucket_bounds(model, o.bucket_mib), comm_) {
+      : HostDataParallel(model, comm, o), shards_(host_bucket_bounds(model, o.bucket_mib), comm_) {
     if (o.exchange.mixing == "adasum" || o.exchange.compression != "none")
       fail("parallel.zero_stage = 1 reduce-scatters the dense gradients: it takes neither "
            "parallel.grad_mixing = \"adasum\" nor parallel.compression (got \"{}\", \"{}\"): "
@@ -56,16 +56,8 @@ class HostZero1 final : public DataParallel {
     for (int u = 0; u < shards_.units(); ++u)
       shards_.gather(u, params + shards_.owned_begin(u), params + shards_.unit_begin(u));
   }
-  void set_profiler(profile::OpProfiler* p) override { optimizer_->set_profiler(p); }
 
   bool collective_state() const override { return comm_ != nullptr; }
-  void get_params(float* out) override {
-    std::memcpy(out, model_.params, size_t(model_.size) * 4);
-  }
-  void set_params(const float* in) override {
-    std::memcpy(model_.params, in, size_t(model_.size) * 4);
-  }
-  std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
   void get_state(int k, float* out) override {
     const float* s = optimizer_->state(k);
     for (int u = 0; u < shards_.units(); ++u)
@@ -79,7 +71,6 @@ class HostZero1 final : public DataParallel {
       std::copy(in + shards_.owned_begin(u), in + shards_.owned_end(u), mine);
     }
   }
-  size_t optimizer_state_bytes() const override { return optimizer_->state_bytes(); }
   // A reduce-scatter and an all-gather, each (p-1)/p of the dense bytes on a ring.
   int64_t wire_bytes() const override {
     if (!comm_) return 0;
@@ -100,19 +91,17 @@ class HostZero1 final : public DataParallel {
   }
 
  private:
-  HostModel model_;
-  parallel::Communicator* comm_;
-  HostDataParallelOptions options_;
   ZeroShards shards_;
   std::vector<float> grads_;  // this rank's part of every bucket's sum
-  std::unique_ptr<Optimizer> optimizer_;
 };
 
 }  // namespace
 
-std::unique_ptr<DataParallel> make_host_zero1(const HostModel& model, parallel::Communicator* comm,
-                                              const OptimizerFactory& optimizer,
-                                              const HostDataParallelOptions& options) {
+std::unique_ptr<DataParallel> make_host_data_parallel(int zero_stage, const HostModel& model,
+                                                      parallel::Communicator* comm,
+                                                      const OptimizerFactory& optimizer,
+                                                      const HostDataParallelOptions& options) {
+  if (zero_stage != 1) return make_host_ddp(model, comm, optimizer, options);
   return std::make_unique<HostZero1>(model, comm, optimizer, options);
 }
 

@@ -11,6 +11,7 @@
 #include "aiscale/parallel/algorithms/ring.h"
 #include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/launch_env.h"
+#include "aiscale/parallel/mpi_error.h"
 
 #ifdef AISCALE_HAVE_MPI
 #include <mpi.h>
@@ -31,12 +32,7 @@ int launched_world_size() {
 namespace {
 
 void check(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    fail("MPI {} failed: {}", what, std::string(msg, len));
-  }
+  if (rc != MPI_SUCCESS) fail("MPI {} failed: {}", what, mpi_error_text(rc));
 }
 
 // The point-to-point messages of the hand-written all-reduce algorithms, on `comm`.

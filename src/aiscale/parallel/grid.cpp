@@ -2,16 +2,20 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::parallel {
 namespace {
 
 constexpr std::array<Axis, kAxes> kAllAxes{Axis::dp, Axis::tp, Axis::pp, Axis::cp};
+constexpr EnumName<Axis> kAxisNames[] = {
+    {Axis::dp, "dp"}, {Axis::tp, "tp"}, {Axis::pp, "pp"}, {Axis::cp, "cp"}};
 
 int idx(Axis a) { return static_cast<int>(a); }
 
@@ -24,12 +28,10 @@ std::array<Axis, kAxes> parse_order(const std::string& text) {
   while (start <= text.size()) {
     const size_t dash = std::min(text.find('-', start), text.size());
     const std::string name = text.substr(start, dash - start);
-    Axis a{};
-    bool known = false;
-    for (Axis b : kAllAxes)
-      if (name == axis_name(b)) a = b, known = true;
+    const std::optional<Axis> known = find_enum(kAxisNames, name);
     if (!known)
       fail("parallel grid order \"{}\": '{}' is not an axis: {}", text, name, hint);
+    const Axis a = *known;
     if (seen[idx(a)] || n == kAxes)
       fail("parallel grid order \"{}\" names {} twice: {}", text, name, hint);
     seen[idx(a)] = true;
@@ -48,15 +50,7 @@ std::array<Axis, kAxes> parse_order(const std::string& text) {
 
 }  // namespace
 
-const char* axis_name(Axis a) {
-  switch (a) {
-    case Axis::dp: return "dp";
-    case Axis::tp: return "tp";
-    case Axis::pp: return "pp";
-    case Axis::cp: return "cp";
-  }
-  return "?";
-}
+const char* axis_name(Axis a) { return enum_name(kAxisNames, a); }
 
 int GridCoord::operator[](Axis a) const {
   switch (a) {

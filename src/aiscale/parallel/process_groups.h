@@ -5,12 +5,13 @@
 #pragma once
 #include <memory>
 
+#include "aiscale/core/non_copyable.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/parallel/grid.h"
 
 namespace aiscale::parallel {
 
-class ProcessGroups {
+class ProcessGroups : NonCopyable {
  public:
   // Collective over every rank of `world` (all must pass the same grid): splits it into
   // this rank's groups. `world` must outlive this object; world.world() must equal
@@ -18,8 +19,6 @@ class ProcessGroups {
   // coordinate along its axis (group(a).rank() == grid.coord(world.rank())[a]).
   ProcessGroups(Communicator& world, const ProcessGrid& grid);
   ~ProcessGroups();
-  ProcessGroups(const ProcessGroups&) = delete;
-  ProcessGroups& operator=(const ProcessGroups&) = delete;
 
   const ProcessGrid& grid() const { return grid_; }
   const GridCoord& coord() const { return coord_; }

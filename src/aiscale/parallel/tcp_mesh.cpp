@@ -162,20 +162,22 @@ void Mesh::connect_mesh(Store& store, const std::string& prefix, const std::stri
     }
 }
 
-int Mesh::new_op(Op op) {
+void Mesh::check_peer(int peer, bool receive) const {
+  if (peer >= 0 && peer < world() && peer != rank_) return;
+  if (receive)
+    fail("internal: TCP receive on {} from group rank {} of {}", name(rank_), peer, world());
+  fail("internal: TCP send from {} to group rank {} of {}", name(rank_), peer, world());
+}
+
+int Mesh::new_op(bool receive, int peer, int tag, char* data, int64_t bytes) {
+  check_peer(peer, receive);
   const int id = next_op_++;
-  ops_.emplace(id, op);
+  ops_.emplace(id, Op{.receive = receive, .peer = peer, .tag = tag, .data = data, .bytes = bytes});
   return id;
 }
 
 int Mesh::isend_bytes(const void* data, int64_t bytes, int peer, int tag) {
-  if (peer < 0 || peer >= world() || peer == rank_)
-    fail("internal: TCP send from {} to group rank {} of {}", name(rank_), peer, world());
-  Op op;
-  op.peer = peer;
-  op.tag = tag;
-  op.bytes = bytes;
-  const int id = new_op(op);
+  const int id = new_op(false, peer, tag, nullptr, bytes);
   Outgoing o;
   o.data = static_cast<const char*>(data);
   o.op = id;
@@ -194,8 +196,7 @@ void Mesh::queue_message(int peer, int tag, int64_t bytes, Outgoing o) {
 }
 
 void Mesh::send_copy(const void* data, int64_t bytes, int peer, int tag) {
-  if (peer < 0 || peer >= world() || peer == rank_)
-    fail("internal: TCP send from {} to group rank {} of {}", name(rank_), peer, world());
+  check_peer(peer, false);
   Outgoing o;
   o.copy.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
   o.data = o.copy.data();
@@ -203,15 +204,7 @@ void Mesh::send_copy(const void* data, int64_t bytes, int peer, int tag) {
 }
 
 int Mesh::irecv_bytes(void* data, int64_t bytes, int peer, int tag) {
-  if (peer < 0 || peer >= world() || peer == rank_)
-    fail("internal: TCP receive on {} from group rank {} of {}", name(rank_), peer, world());
-  Op op;
-  op.receive = true;
-  op.peer = peer;
-  op.tag = tag;
-  op.data = static_cast<char*>(data);
-  op.bytes = bytes;
-  const int id = new_op(op);
+  const int id = new_op(true, peer, tag, static_cast<char*>(data), bytes);
   Peer& p = peers_[static_cast<size_t>(peer)];
   auto& arrived = p.arrived[tag];
   if (!arrived.empty()) {  // it came before we asked

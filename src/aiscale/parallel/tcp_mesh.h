@@ -104,7 +104,10 @@ class Mesh final : public algorithms::PeerLinks {
     int64_t bytes = 0;
   };
 
-  int new_op(Op op);
+  // Fails (a bug in aiscale) unless `peer` is another rank of the group.
+  void check_peer(int peer, bool receive) const;
+  // Records an operation with `peer` (checked) and returns its id.
+  int new_op(bool receive, int peer, int tag, char* data, int64_t bytes);
   void connect_mesh(Store& store, const std::string& prefix, const std::string& advertise);
   // Moves data until done() is true; throws naming the peer that closed or stalled.
   template <typename Done>

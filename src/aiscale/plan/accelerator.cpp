@@ -6,30 +6,27 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/ascii.h"
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::plan {
 
+namespace {
+
+constexpr EnumName<Precision> precisions[] = {
+    {Precision::fp32, "fp32"}, {Precision::fp32, "float32"},  {Precision::tf32, "tf32"},
+    {Precision::bf16, "bf16"}, {Precision::bf16, "bfloat16"}, {Precision::bf16, "amp"},
+    {Precision::fp16, "fp16"}, {Precision::fp16, "float16"},  {Precision::fp8, "fp8"}};
+
+}  // namespace
+
+// Names are read without regard to case ("BF16").
 Precision parse_precision(std::string_view text) {
-  const std::string t = ascii_lower(text);
-  if (t == "fp32" || t == "float32") return Precision::fp32;
-  if (t == "tf32") return Precision::tf32;
-  if (t == "fp16" || t == "float16") return Precision::fp16;
-  if (t == "bf16" || t == "bfloat16" || t == "amp") return Precision::bf16;
-  if (t == "fp8") return Precision::fp8;
-  fail("unknown precision '{}': use one of fp32, tf32, bf16, fp16, fp8", text);
+  if (const std::optional<Precision> p = find_enum(precisions, ascii_lower(text))) return *p;
+  fail("unknown precision '{}': use {}", text, enum_choices(precisions));
 }
 
-std::string_view to_string(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
-    case Precision::fp8: return "fp8";
-  }
-  return "?";
-}
+std::string_view to_string(Precision p) { return enum_name(precisions, p); }
 
 bool is_mixed(Precision p) {
   return p == Precision::fp16 || p == Precision::bf16 || p == Precision::fp8;

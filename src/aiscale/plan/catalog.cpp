@@ -68,11 +68,28 @@ std::vector<std::string> get_strings(const toml::table& t, std::string_view key)
   return out;
 }
 
+// The ids of catalogue entries, for messages: "a, b, c".
+template <typename Entry>
+std::string ids_of(const std::vector<Entry>& entries) {
+  std::string ids;
+  for (const Entry& e : entries) ids += (ids.empty() ? "" : ", ") + e.id;
+  return ids;
+}
+
+// The keys an [[accelerator]] and a [[cpu]] share: id, vendor, name (the id where none is
+// given), device_names and source.
+template <typename Device>
+void read_device_identity(const toml::table& t, Device& d) {
+  d.id = get<std::string>(t, "id", "");
+  d.vendor = get<std::string>(t, "vendor", "");
+  d.name = get<std::string>(t, "name", d.id);
+  d.device_names = get_strings(t, "device_names");
+  d.source = get<std::string>(t, "source", "");
+}
+
 Accelerator to_accelerator(const toml::table& t) {
   Accelerator a;
-  a.id = get<std::string>(t, "id", "");
-  a.vendor = get<std::string>(t, "vendor", "");
-  a.name = get<std::string>(t, "name", a.id);
+  read_device_identity(t, a);
   a.memory_gib = get<double>(t, "memory_gib", 0.0);
   a.memory_bandwidth_tbs = get<double>(t, "memory_bandwidth_tbs", 0.0);
   a.bandwidth_as = get<std::string>(t, "bandwidth_as", "");
@@ -84,8 +101,6 @@ Accelerator to_accelerator(const toml::table& t) {
     a.peak_bf16 = get<double>(*p, "bf16", 0.0);
     a.peak_fp8 = get<double>(*p, "fp8", 0.0);
   }
-  a.device_names = get_strings(t, "device_names");
-  a.source = get<std::string>(t, "source", "");
   a.board_power_w = get<double>(t, "board_power_w", 0.0);
   if (a.board_power_w < 0)
     fail("accelerator '{}': board_power_w = {} is negative: give the board's power in W", a.id,
@@ -117,9 +132,7 @@ AccessCall to_access(const toml::table& t) {
 
 CpuModel to_cpu(const toml::table& t) {
   CpuModel c;
-  c.id = get<std::string>(t, "id", "");
-  c.vendor = get<std::string>(t, "vendor", "");
-  c.name = get<std::string>(t, "name", c.id);
+  read_device_identity(t, c);
   c.cores = static_cast<int>(get<int64_t>(t, "cores", 0));
   c.ghz = get<double>(t, "ghz", 0.0);
   if (auto* f = t["flops_per_cycle"].as_table()) {
@@ -127,8 +140,6 @@ CpuModel to_cpu(const toml::table& t) {
     c.fp64_flops_per_cycle = get<double>(*f, "fp64", 0.0);
   }
   c.memory_bandwidth_gbs = get<double>(t, "memory_bandwidth_gbs", 0.0);
-  c.device_names = get_strings(t, "device_names");
-  c.source = get<std::string>(t, "source", "");
   if (c.cores <= 0 || c.ghz <= 0 || c.fp32_flops_per_cycle <= 0)
     fail("cpu '{}' needs cores, ghz and flops_per_cycle.fp32 (all positive) to be planned", c.id);
   return c;
@@ -417,12 +428,10 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
         Partition p = to_partition(*pn.as_table(), where);
         if (!p.accelerator_id.empty()) {
           const Accelerator* a = cat.find_accelerator(p.accelerator_id);
-          if (!a) {
-            std::string ids;
-            for (const auto& x : cat.accelerators) ids += (ids.empty() ? "" : ", ") + x.id;
+          if (!a)
             fail("{} partition '{}': accelerator '{}' is not in the catalogue: use one of {} "
-                 "or add an [[accelerator]] entry", where, p.id, p.accelerator_id, ids);
-          }
+                 "or add an [[accelerator]] entry", where, p.id, p.accelerator_id,
+                 ids_of(cat.accelerators));
           p.accelerator = *a;
         } else if (p.kind == "gpu") {
           fail("{} partition '{}' is a GPU partition without an accelerator: add accelerator = "
@@ -431,8 +440,7 @@ Catalog load_catalog(const std::string& dir, const std::vector<std::string>& ext
         if (!p.cpu_model.empty()) {
           const CpuModel* c = cat.find_cpu(p.cpu_model);
           if (!c) {
-            std::string ids;
-            for (const auto& x : cat.cpus) ids += (ids.empty() ? "" : ", ") + x.id;
+            const std::string ids = ids_of(cat.cpus);
             fail("{} partition '{}': cpu_model '{}' is not in the catalogue: use one of {} or add "
                  "a [[cpu]] entry", where, p.id, p.cpu_model, ids.empty() ? "(none)" : ids);
           }

@@ -133,54 +133,61 @@ std::string id_of(const toml::table& t, const std::string& where, const char* wh
   return *id;
 }
 
+// Calls each(entry) for the tables of the array `key` of `t` (its [[key]] entries), if any.
+template <typename Each>
+void for_each_entry(const toml::table& t, const char* key, Each&& each) {
+  if (const toml::array* entries = t[key].as_array())
+    for (const toml::node& n : *entries) each(*n.as_table());
+}
+
+// Each [[key]] entry of a file's `root`: its keys checked against `fields`, then
+// each(entry, where), `where` naming it in messages ("<file>: accelerator 'h100'").
+template <typename Each>
+void check_entries(const toml::table& root, const std::string& file, const char* key,
+                   const std::vector<Field>& fields, Each&& each) {
+  for_each_entry(root, key, [&](const toml::table& entry) {
+    const std::string where = fmt::format("{}: {} '{}'", file, key, id_of(entry, file, key));
+    check_fields(entry, fields, where);
+    each(entry, where);
+  });
+}
+
+// Checks the sub-table `key` of `t`, where there is one, against `fields`.
+void check_table(const toml::table& t, const char* key, const std::vector<Field>& fields,
+                 const std::string& where) {
+  if (const toml::table* sub = t[key].as_table()) check_fields(*sub, fields, where + " " + key);
+}
+
 }  // namespace
 
 void validate_catalog_file(const toml::table& root, const std::string& file) {
   check_fields(root, kTopFields, file);
-  if (auto* accs = root["accelerator"].as_array())
-    for (auto& n : *accs) {
-      const auto& a = *n.as_table();
-      std::string where = fmt::format("{}: accelerator '{}'", file, id_of(a, file, "accelerator"));
-      check_fields(a, kAcceleratorFields, where);
-      if (auto* p = a["peak_tflops"].as_table()) check_fields(*p, kPeakFields, where + " peak_tflops");
-    }
-  if (auto* calls = root["access"].as_array())
-    for (auto& n : *calls) {
-      const auto& c = *n.as_table();
-      std::string where = fmt::format("{}: access '{}'", file, id_of(c, file, "access"));
-      check_fields(c, kAccessFields, where);
-      for (const char* key : {"name", "programme", "url", "seen"})
-        if (!c[key].is_string())
-          fail("{}: no {}: every access call names itself, its programme, the URL its figures "
-               "come from and the date they were seen", where, key);
-      const auto programme = c["programme"].value_or(std::string());
-      if (programme != "EuroHPC AI Factories" && programme != "EuroHPC JU")
-        fail("{}: programme = \"{}\": use \"EuroHPC AI Factories\" or \"EuroHPC JU\"", where, programme);
-    }
-  if (auto* cpus = root["cpu"].as_array())
-    for (auto& n : *cpus) {
-      const auto& c = *n.as_table();
-      std::string where = fmt::format("{}: cpu '{}'", file, id_of(c, file, "cpu"));
-      check_fields(c, kCpuFields, where);
-      if (auto* f = c["flops_per_cycle"].as_table()) check_fields(*f, kCpuFlopFields, where + " flops_per_cycle");
-    }
-  if (auto* systems = root["system"].as_array())
-    for (auto& n : *systems) {
-      const auto& s = *n.as_table();
-      std::string sid = id_of(s, file, "system");
-      std::string where = fmt::format("{}: system '{}'", file, sid);
-      check_fields(s, kSystemFields, where);
-      if (auto* parts = s["partition"].as_array())
-        for (auto& pn : *parts) {
-          const auto& p = *pn.as_table();
-          std::string pw = fmt::format("{} partition '{}'", where, id_of(p, where, "system.partition"));
-          check_fields(p, kPartitionFields, pw);
-          if (auto* i = p["intra_node"].as_table()) check_fields(*i, kIntraFields, pw + " intra_node");
-          if (auto* net = p["network"].as_table()) check_fields(*net, kNetworkFields, pw + " network");
-          if (auto* st = p["storage"].as_table()) check_fields(*st, kStorageFields, pw + " storage");
-          if (auto* sl = p["slurm"].as_table()) check_fields(*sl, kSlurmFields, pw + " slurm");
-        }
-    }
+  check_entries(root, file, "accelerator", kAcceleratorFields,
+                [](const toml::table& a, const std::string& where) {
+                  check_table(a, "peak_tflops", kPeakFields, where);
+                });
+  check_entries(root, file, "access", kAccessFields, [](const toml::table& c, const std::string& where) {
+    for (const char* key : {"name", "programme", "url", "seen"})
+      if (!c[key].is_string())
+        fail("{}: no {}: every access call names itself, its programme, the URL its figures "
+             "come from and the date they were seen", where, key);
+    const auto programme = c["programme"].value_or(std::string());
+    if (programme != "EuroHPC AI Factories" && programme != "EuroHPC JU")
+      fail("{}: programme = \"{}\": use \"EuroHPC AI Factories\" or \"EuroHPC JU\"", where, programme);
+  });
+  check_entries(root, file, "cpu", kCpuFields, [](const toml::table& c, const std::string& where) {
+    check_table(c, "flops_per_cycle", kCpuFlopFields, where);
+  });
+  check_entries(root, file, "system", kSystemFields, [](const toml::table& s, const std::string& where) {
+    for_each_entry(s, "partition", [&](const toml::table& p) {
+      const std::string pw = fmt::format("{} partition '{}'", where, id_of(p, where, "system.partition"));
+      check_fields(p, kPartitionFields, pw);
+      check_table(p, "intra_node", kIntraFields, pw);
+      check_table(p, "network", kNetworkFields, pw);
+      check_table(p, "storage", kStorageFields, pw);
+      check_table(p, "slurm", kSlurmFields, pw);
+    });
+  });
 }
 
 }  // namespace aiscale::plan

@@ -2,35 +2,32 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::plan {
 
-Recompute parse_recompute(std::string_view t) {
-  if (t == "none" || t == "off") return Recompute::none;
-  if (t == "selective") return Recompute::selective;
-  if (t == "full") return Recompute::full;
-  fail("unknown recomputation '{}': use none, selective or full", t);
-}
+namespace {
 
-std::string_view to_string(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
+constexpr EnumName<Recompute> recomputations[] = {{Recompute::none, "none"},
+                                                  {Recompute::none, "off"},
+                                                  {Recompute::selective, "selective"},
+                                                  {Recompute::full, "full"}};
+
+constexpr EnumName<GradTransport> grad_transports[] = {{GradTransport::nccl, "nccl"},
+                                                       {GradTransport::copy_engine, "copy-engine"}};
+
+}  // namespace
+
+Recompute parse_recompute(std::string_view t) { return parse_enum(recomputations, t, "recomputation"); }
+
+std::string_view to_string(Recompute r) { return enum_name(recomputations, r); }
 
 GradTransport parse_grad_transport(std::string_view t) {
-  if (t == "nccl") return GradTransport::nccl;
-  if (t == "copy-engine") return GradTransport::copy_engine;
-  fail("unknown gradient transport '{}': use nccl or copy-engine", t);
+  return parse_enum(grad_transports, t, "gradient transport");
 }
 
-std::string_view to_string(GradTransport t) {
-  return t == GradTransport::copy_engine ? "copy-engine" : "nccl";
-}
+std::string_view to_string(GradTransport t) { return enum_name(grad_transports, t, "nccl"); }
 
 std::string Layout::shape() const { return fmt::format("{}×{}×{}", dp, tp, pp); }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/split.h"
 #include "aiscale/plan/report.h"
 #include "aiscale/plan/units.h"
 
@@ -317,11 +318,9 @@ std::string objective_text(const PlanRequest& r) {
 // indentation + 4 (table lines are narrower and pass through).
 std::string wrap_lines(const std::string& text, size_t width) {
   std::string out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
+  const std::vector<std::string_view> lines = split(text, '\n');
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string line(lines[i]);
     const size_t indent = line.find_first_not_of(' ') == std::string::npos ? 0 : line.find_first_not_of(' ');
     bool first = true;
     while (display_width(line) > width) {
@@ -335,8 +334,7 @@ std::string wrap_lines(const std::string& text, size_t width) {
     }
     (void)first;
     out += line;
-    if (end < text.size()) out += "\n";
-    start = end + 1;
+    if (i + 1 < lines.size() || text.ends_with('\n')) out += "\n";
   }
   return out;
 }

@@ -18,6 +18,8 @@
 #include <vector>
 #include <thread>
 
+#include "aiscale/core/non_copyable.h"
+
 namespace aiscale::profile {
 
 struct GpuPowerWindow {
@@ -54,13 +56,11 @@ NodeGpu describe_gpu(const std::string& pci_bus_id);
 std::string nvml_driver_version();
 int nvml_cuda_driver_version();
 
-class GpuPowerMeter {
+class GpuPowerMeter : NonCopyable {
  public:
   // The GPU with this PCI bus id ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it).
   explicit GpuPowerMeter(const std::string& pci_bus_id);
   ~GpuPowerMeter();
-  GpuPowerMeter(const GpuPowerMeter&) = delete;
-  GpuPowerMeter& operator=(const GpuPowerMeter&) = delete;
 
   bool available() const { return device_ != nullptr; }
   // Why nothing is measured ("" when available).

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "aiscale/core/enum_names.h"
+
 namespace aiscale::profile {
 namespace {
 
@@ -23,14 +25,10 @@ const Origin& origin() {
 }  // namespace
 
 const char* span_kind_name(SpanKind k) {
-  switch (k) {
-    case SpanKind::op: return "op";
-    case SpanKind::phase: return "phase";
-    case SpanKind::data: return "data";
-    case SpanKind::comm: return "comm";
-    case SpanKind::step: return "step";
-  }
-  return "op";
+  static constexpr EnumName<SpanKind> kinds[] = {{SpanKind::op, "op"},     {SpanKind::phase, "phase"},
+                                                 {SpanKind::data, "data"}, {SpanKind::comm, "comm"},
+                                                 {SpanKind::step, "step"}};
+  return enum_name(kinds, k, "op");
 }
 
 OpProfiler::OpProfiler(int rank, int64_t first_step, int64_t steps)

@@ -6,16 +6,16 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include "aiscale/core/non_copyable.h"
+
 namespace aiscale::sweep {
 
 // Installs the handlers for its lifetime (the previous ones are restored after, and what was
 // received is forgotten).
-class StopSignals {
+class StopSignals : NonCopyable {
  public:
   StopSignals();
   ~StopSignals();
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
 
   // The first stop signal received (SIGINT or SIGTERM), 0 when none.
   static int received();
@@ -28,12 +28,10 @@ class StopSignals {
 
 // With SIGINT and SIGTERM blocked for its lifetime: a point's process is started and
 // recorded (set_point_process) before a signal can be handled, so none falls in between.
-class BlockStopSignals {
+class BlockStopSignals : NonCopyable {
  public:
   BlockStopSignals();
   ~BlockStopSignals();
-  BlockStopSignals(const BlockStopSignals&) = delete;
-  BlockStopSignals& operator=(const BlockStopSignals&) = delete;
 
  private:
   sigset_t saved_;

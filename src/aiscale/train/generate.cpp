@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <span>
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/rng.h"
 #include "aiscale/core/timer.h"
@@ -14,12 +15,10 @@
 namespace aiscale::train {
 
 const char* stop_reason_name(StopReason r) {
-  switch (r) {
-    case StopReason::length: return "length";
-    case StopReason::end_of_text: return "end_of_text";
-    case StopReason::stop_sequence: return "stop_sequence";
-  }
-  return "?";
+  static constexpr EnumName<StopReason> reasons[] = {{StopReason::length, "length"},
+                                                     {StopReason::end_of_text, "end_of_text"},
+                                                     {StopReason::stop_sequence, "stop_sequence"}};
+  return enum_name(reasons, r);
 }
 
 int64_t slide_keep(int64_t context) { return std::max<int64_t>(1, context / 2); }

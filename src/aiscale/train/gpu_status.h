@@ -8,16 +8,15 @@
 #include <thread>
 #include <vector>
 
+#include "aiscale/core/non_copyable.h"
 #include "aiscale/profile/gpu_power.h"
 
 namespace aiscale::train {
 
-class GpuStatusSampler {
+class GpuStatusSampler : NonCopyable {
  public:
   GpuStatusSampler();
   ~GpuStatusSampler();
-  GpuStatusSampler(const GpuStatusSampler&) = delete;
-  GpuStatusSampler& operator=(const GpuStatusSampler&) = delete;
 
   bool available() const { return available_; }
   std::vector<profile::NodeGpu> latest() const;

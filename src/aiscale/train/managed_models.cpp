@@ -126,8 +126,7 @@ std::unique_ptr<optim::DataParallel> make_data_parallel(const TrainConfig& c,
   auto optimizer = [ao, backend, &tensors](int64_t n) { return optim::make_adamw(n, ao, tensors, backend); };
   const dp::HostDataParallelOptions o = host_data_parallel_options(c);
   parallel::Communicator* data = comm.world() > 1 ? &comm : nullptr;
-  if (c.zero_stage == 1) return dp::make_host_zero1(host_model(model), data, optimizer, o);
-  return dp::make_host_ddp(host_model(model), data, optimizer, o);
+  return dp::make_host_data_parallel(c.zero_stage, host_model(model), data, optimizer, o);
 }
 
 }  // namespace aiscale::train

@@ -50,23 +50,6 @@ struct WorkerStep {
   }
 };
 
-RankFingerprint ps_fingerprint(const TrainConfig& c, const parallel::Communicator& comm) {
-  RankFingerprint f;
-  std::string section, toml = to_toml(c);
-  for (size_t start = 0; start < toml.size();) {
-    size_t end = toml.find('\n', start);
-    if (end == std::string::npos) end = toml.size();
-    const std::string line = toml.substr(start, end - start);
-    start = end + 1;
-    if (line.empty() || line[0] == '#') continue;
-    if (line[0] == '[') section = line.substr(1, line.size() - 2);
-    else f.lines.push_back(section + "." + line);
-  }
-  f.lines.push_back(fmt::format("world.size = {}", comm.world()));
-  f.lines.push_back("world.backend = " + comm.backend());
-  return f;
-}
-
 // What a worker learned in its loop.
 struct WorkerOutcome {
   std::vector<WorkerStep> steps;
@@ -206,7 +189,7 @@ int run_parameter_server_training(const TrainRequest& req, const TrainConfig& c,
                                   /*shuffle=*/false, c.model.vocab_size);
   }
   check_writable_dir(c.run_dir, "run.dir (--set run.dir=DIR)");
-  check_ranks_agree(comm, ps_fingerprint(c, comm));
+  check_ranks_agree(comm, config_fingerprint(c, comm));
   ps::Channel channel(comm, c.timeout_s);
 
   std::unique_ptr<nn::GptModel> model;

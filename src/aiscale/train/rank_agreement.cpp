@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/split.h"
 
 namespace aiscale::train {
 namespace {
@@ -58,12 +59,7 @@ void check_ranks_agree(parallel::Communicator& comm, const RankFingerprint& mine
   if (comm.rank() == 0) reference = text;
   comm.broadcast_bytes(reference.data(), size, 0);
   RankFingerprint ref;
-  for (size_t start = 0; start < reference.size();) {
-    size_t end = reference.find('\n', start);
-    if (end == std::string::npos) end = reference.size();
-    ref.lines.push_back(reference.substr(start, end - start));
-    start = end + 1;
-  }
+  for (std::string_view line : split(reference, '\n')) ref.lines.emplace_back(line);
   const auto diffs = fingerprint_differences(ref, mine);
   double disagreeing = diffs.empty() ? 0.0 : 1.0;
   comm.allreduce_sum(&disagreeing, 1);
@@ -79,19 +75,15 @@ void check_ranks_agree(parallel::Communicator& comm, const RankFingerprint& mine
 // The resolved configuration and the world, as "section.key = value" lines.
 RankFingerprint config_fingerprint(const TrainConfig& c, const parallel::Communicator& comm) {
   RankFingerprint f;
-  std::string toml = to_toml(c);
+  const std::string toml = to_toml(c);
   std::string section;
-  for (size_t start = 0; start < toml.size();) {
-    size_t end = toml.find('\n', start);
-    if (end == std::string::npos) end = toml.size();
-    std::string line = toml.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view line : split(toml, '\n')) {
     if (line.empty() || line[0] == '#') continue;
     if (line[0] == '[') {
       section = line.substr(1, line.size() - 2);
       continue;
     }
-    f.lines.push_back(section + "." + line);
+    f.lines.push_back(section + "." + std::string(line));
   }
   f.lines.push_back(fmt::format("world.size = {}", comm.world()));
   f.lines.push_back("world.backend = " + comm.backend());

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "aiscale/core/non_copyable.h"
+
 namespace aiscale::train {
 
 // A tensor in memory: fp32 values, written as `dtype` ("F32", "BF16" or "F16").
@@ -50,12 +52,10 @@ std::map<std::string, SafeTensor> safetensors_parse(const std::string& bytes, co
 
 // A safetensors file on disk, its header read and checked when opened; tensors are read one
 // at a time. Errors name the file (and the tensor).
-class SafeTensorsFile {
+class SafeTensorsFile : NonCopyable {
  public:
   explicit SafeTensorsFile(const std::string& path);
   ~SafeTensorsFile();
-  SafeTensorsFile(const SafeTensorsFile&) = delete;
-  SafeTensorsFile& operator=(const SafeTensorsFile&) = delete;
 
   const std::string& path() const { return path_; }
   const std::map<std::string, SafeTensorInfo>& tensors() const { return tensors_; }

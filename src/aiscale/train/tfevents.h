@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "aiscale/core/non_copyable.h"
+
 namespace aiscale::train {
 
 // CRC-32C (Castagnoli), as the TFRecord framing uses it, and its "masked" form
@@ -28,12 +30,10 @@ std::string tf_record(std::string_view record);
 
 // Appends events to <dir>/events.out.tfevents.<unix seconds>.<host>; each record is
 // written with one write() and the file is flushed per step.
-class TfEventsWriter {
+class TfEventsWriter : NonCopyable {
  public:
   explicit TfEventsWriter(const std::string& dir);
   ~TfEventsWriter();
-  TfEventsWriter(const TfEventsWriter&) = delete;
-  TfEventsWriter& operator=(const TfEventsWriter&) = delete;
   void scalars(int64_t step, const std::vector<std::pair<std::string, float>>& values);
   const std::string& path() const { return path_; }
 

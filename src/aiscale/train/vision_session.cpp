@@ -222,8 +222,7 @@ int run_vision_training(const TrainRequest& req) {
     auto sgd = [so, decay](int64_t n) { return std::make_unique<optim::Sgd>(n, so, decay); };
     const optim::HostDataParallelOptions ho;  // average, ZeRO-1 buckets of 25 MiB
     parallel::Communicator* data = world > 1 ? comm.get() : nullptr;
-    data_parallel = c.zero_stage == 1 ? optim::make_host_zero1(host_model(model), data, sgd, ho)
-                                      : optim::make_host_ddp(host_model(model), data, sgd, ho);
+    data_parallel = optim::make_host_data_parallel(c.zero_stage, host_model(model), data, sgd, ho);
   }
   nn::Model& trained = gpu ? static_cast<nn::Model&>(*gpu_view) : model;
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::data {
@@ -55,12 +56,9 @@ void cmyk_to_rgb(std::vector<uint8_t>& pixels, int64_t n) {
 }  // namespace
 
 const char* to_string(ImageEncoding encoding) {
-  switch (encoding) {
-    case ImageEncoding::raw: return "raw";
-    case ImageEncoding::jpeg: return "jpeg";
-    case ImageEncoding::png: return "png";
-  }
-  return "unknown";
+  static constexpr EnumName<ImageEncoding> encodings[] = {
+      {ImageEncoding::raw, "raw"}, {ImageEncoding::jpeg, "jpeg"}, {ImageEncoding::png, "png"}};
+  return enum_name(encodings, encoding, "unknown");
 }
 
 bool sniff_encoding(const uint8_t* bytes, size_t size, ImageEncoding& encoding) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/core/non_copyable.h"
 #include "aiscale/data/images/jpeg_region.h"
 
 namespace aiscale::data {
@@ -22,12 +23,10 @@ struct ImageHeader {
   int64_t width = 0, height = 0, channels = 0;  // channels 1, 2 (grey+alpha), 3 or 4
 };
 
-class Decoder {
+class Decoder : NonCopyable {
  public:
   Decoder();
   ~Decoder();
-  Decoder(const Decoder&) = delete;
-  Decoder& operator=(const Decoder&) = delete;
 
   // false (with why()) when the bytes are not a readable image of that encoding.
   bool header(ImageEncoding encoding, const uint8_t* bytes, size_t size, ImageHeader& out);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/core/non_copyable.h"
+
 namespace aiscale::data {
 
 // A rectangle of whole pixels.
@@ -17,12 +19,10 @@ struct PixelRect {
   int64_t x = 0, y = 0, width = 0, height = 0;
 };
 
-class JpegRegionDecoder {
+class JpegRegionDecoder : NonCopyable {
  public:
   JpegRegionDecoder();
   ~JpegRegionDecoder();
-  JpegRegionDecoder(const JpegRegionDecoder&) = delete;
-  JpegRegionDecoder& operator=(const JpegRegionDecoder&) = delete;
 
   // Decodes `region` (in pixels of the image scaled by scale_num/8, within it) at that
   // DCT scale into `pixels` (rows of region.width * channels bytes): grey as 1 channel,

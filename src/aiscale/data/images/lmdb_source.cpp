@@ -68,7 +68,7 @@ struct LmdbImageSource::Slot {
   }
 };
 
-LmdbImageSource::LmdbImageSource(const ImageSourceConfig& config) : config_(config) {
+LmdbImageSource::LmdbImageSource(const ImageSourceConfig& config) : OrderedImageSource(config) {
   std::string path = config_.path;
   if (config_.stage.rfind("local:", 0) == 0) {
     path = stage_store_locally(path, config_.stage.substr(6));
@@ -85,12 +85,7 @@ LmdbImageSource::LmdbImageSource(const ImageSourceConfig& config) : config_(conf
          "(e.g. 224x224)", config_.path);
   if (config_.prefetch_batches < 1)
     fail("prefetch_batches {} must be at least 1", config_.prefetch_batches);
-  transform_ = std::make_unique<ImageTransform>(
-      config_, config_.channels > 0 ? config_.channels : meta_.channels, height, width,
-      meta_.mean, meta_.std);
-  order_ = std::make_unique<SampleOrder>(meta_.records, config_.repeat, config_.seed, config_.train);
-  cursor_ = std::make_unique<BatchCursor>(order_->positions(), config_.batch_size, config_.rank,
-                                          config_.world_size, config_.path);
+  serve(meta_.records, meta_.channels, height, width, meta_.mean, meta_.std, config_.path);
   threads_ = config_.threads > 0 ? config_.threads : usable_cores();
   const size_t floats = static_cast<size_t>(config_.batch_size * transform_->floats_per_image());
   for (int i = 0; i < config_.prefetch_batches + 1; ++i)

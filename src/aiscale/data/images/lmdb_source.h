@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "aiscale/data/images/image_source.h"
+#include "aiscale/data/images/ordered_source.h"
 #include "aiscale/data/images/record_reader.h"
 #include "aiscale/data/images/sample_order.h"
 #include "aiscale/data/images/store_format.h"
@@ -23,21 +24,15 @@ namespace aiscale::data {
 
 class Decoder;  // codec.h
 
-class LmdbImageSource final : public ImageSource {
+class LmdbImageSource final : public OrderedImageSource {
  public:
   explicit LmdbImageSource(const ImageSourceConfig& config);
   ~LmdbImageSource() override;
 
   int64_t num_classes() const override { return meta_.classes; }
-  int64_t channels() const override { return transform_->channels(); }
-  int64_t height() const override { return transform_->height(); }
-  int64_t width() const override { return transform_->width(); }
-  int64_t batch_size() const override { return config_.batch_size; }
   int64_t records() const override { return meta_.records; }
-  int64_t batches_per_epoch() const override { return cursor_->batches_per_epoch(); }
   void next_batch(ImageBatch& out) override;
   void next_batch_view(ImageBatchView& out) override;
-  Position position() const override { return cursor_->position(); }
   void restore(Position position) override;
   ImageSourceStats stats() const override;
 
@@ -54,12 +49,8 @@ class LmdbImageSource final : public ImageSource {
                   int64_t record, int64_t epoch, int64_t position, float* out, int32_t& label,
                   std::string& error);
 
-  ImageSourceConfig config_;
   ImageStoreMeta meta_;
   std::unique_ptr<RecordReader> reader_;
-  std::unique_ptr<ImageTransform> transform_;
-  std::unique_ptr<SampleOrder> order_;
-  std::unique_ptr<BatchCursor> cursor_;
   int threads_ = 1;
 
   // The pipeline: batch sequence s (counted from start_workers()) fills slot s % slots;

@@ -33,7 +33,7 @@ void channel_statistics(const ImageArray& images, std::vector<float>& mean, std:
 
 MemoryImageSource::MemoryImageSource(ImageArray images, int64_t num_classes,
                                      const ImageSourceConfig& config)
-    : images_(std::move(images)), num_classes_(num_classes), config_(config) {
+    : OrderedImageSource(config), images_(std::move(images)), num_classes_(num_classes) {
   const std::string name = config_.path.empty() ? "in-memory images" : config_.path;
   const ImageArray& a = images_;
   if (a.count <= 0 || a.height <= 0 || a.width <= 0 || a.channels < 1 || a.channels > 4 ||
@@ -50,14 +50,7 @@ MemoryImageSource::MemoryImageSource(ImageArray images, int64_t num_classes,
            "match the number of classes", name, i, a.labels[i], num_classes_);
   std::vector<float> mean, stdev;
   if (config_.mean.empty() || config_.std.empty()) channel_statistics(a, mean, stdev);
-  const int64_t served_channels =
-      config_.channels > 0 ? config_.channels : (a.channels >= 3 ? 3 : 1);
-  transform_ = std::make_unique<ImageTransform>(
-      config_, served_channels, config_.height > 0 ? config_.height : a.height,
-      config_.width > 0 ? config_.width : a.width, mean, stdev);
-  order_ = std::make_unique<SampleOrder>(a.count, config_.repeat, config_.seed, config_.train);
-  cursor_ = std::make_unique<BatchCursor>(order_->positions(), config_.batch_size, config_.rank,
-                                          config_.world_size, name);
+  serve(a.count, a.channels >= 3 ? 3 : 1, a.height, a.width, mean, stdev, name);
 }
 
 void MemoryImageSource::next_batch(ImageBatch& out) {

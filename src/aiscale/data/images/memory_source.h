@@ -9,6 +9,7 @@
 
 #include "aiscale/data/images/image_array.h"
 #include "aiscale/data/images/image_source.h"
+#include "aiscale/data/images/ordered_source.h"
 #include "aiscale/data/images/sample_order.h"
 #include "aiscale/data/images/transform.h"
 
@@ -18,31 +19,21 @@ namespace aiscale::data {
 // pack-images stores and ImageSourceConfig's empty mean/std stand for).
 void channel_statistics(const ImageArray& images, std::vector<float>& mean, std::vector<float>& std);
 
-class MemoryImageSource final : public ImageSource {
+class MemoryImageSource final : public OrderedImageSource {
  public:
   // num_classes 0: the largest label + 1. config.path is only a name for messages.
   // Throws aiscale::Error for a label outside [0, num_classes) or an inconsistent array.
   MemoryImageSource(ImageArray images, int64_t num_classes, const ImageSourceConfig& config);
 
   int64_t num_classes() const override { return num_classes_; }
-  int64_t channels() const override { return transform_->channels(); }
-  int64_t height() const override { return transform_->height(); }
-  int64_t width() const override { return transform_->width(); }
-  int64_t batch_size() const override { return config_.batch_size; }
   int64_t records() const override { return images_.count; }
-  int64_t batches_per_epoch() const override { return cursor_->batches_per_epoch(); }
   void next_batch(ImageBatch& out) override;
-  Position position() const override { return cursor_->position(); }
   void restore(Position position) override { cursor_->restore(position); }
   ImageSourceStats stats() const override { return stats_; }
 
  private:
   ImageArray images_;
   int64_t num_classes_;
-  ImageSourceConfig config_;
-  std::unique_ptr<ImageTransform> transform_;
-  std::unique_ptr<SampleOrder> order_;
-  std::unique_ptr<BatchCursor> cursor_;
   ImageSourceStats stats_;
 };
 

@@ -112,6 +112,14 @@ size_t GptModel::activation_bytes() const {
 
 namespace {
 
+// GPU ranks run neither tensor nor pipeline parallelism (`key` = `size`) with context
+// parallelism.
+void refuse_context_parallelism(parallel::ProcessGroups& g, const char* key, int size) {
+  if (g.context().world() > 1)
+    fail("{} = {} on GPU ranks does not run with context parallelism (this job has {} context "
+         "ranks)", key, size, g.context().world());
+}
+
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
 // the gradients summed over each data group, with ZeRO-1 reduce-scattered into the
 // optimiser state's shards, with ZeRO-2/3 each rank's slices sharded over its data group)
@@ -120,9 +128,7 @@ namespace {
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
-  if (g.context().world() > 1)
-    fail("parallel.tensor_parallel = {} on GPU ranks does not run with context parallelism "
-         "(this job has {} context ranks)", tp, g.context().world());
+  refuse_context_parallelism(g, "parallel.tensor_parallel", tp);
   if (!g.tensor().device_stream() || (g.data().world() > 1 && !g.data().device_stream()))
     fail("parallel.tensor_parallel = {} on GPU ranks sums the layers' outputs and the "
          "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
@@ -152,9 +158,7 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
 void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int pp = g.pipeline().world();
-  if (g.context().world() > 1)
-    fail("parallel.pipeline_parallel = {} on GPU ranks does not run with context parallelism "
-         "(this job has {} context ranks)", pp, g.context().world());
+  refuse_context_parallelism(g, "parallel.pipeline_parallel", pp);
   if (!g.pipeline().device_stream() || (o.comm && o.comm->world() > 1 && !o.comm->device_stream()))
     fail("parallel.pipeline_parallel = {} on GPU ranks sends the activations between stages and "
          "sums the gradients on the GPU over NCCL; this run has the {} communicator: use "

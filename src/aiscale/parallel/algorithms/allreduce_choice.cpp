@@ -3,30 +3,25 @@
 #include <algorithm>
 #include <map>
 
-#include <fmt/format.h>
-
+#include "aiscale/core/enum_names.h"
 #include "aiscale/core/error.h"
 
 namespace aiscale::parallel::algorithms {
 
+namespace {
+
+constexpr EnumName<AllreduceAlgorithm> allreduce_algorithms[] = {
+    {AllreduceAlgorithm::library, "library"},
+    {AllreduceAlgorithm::ring, "ring"},
+    {AllreduceAlgorithm::hierarchical, "hierarchical"}};
+
+}  // namespace
+
 AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name) {
-  if (name == "library") return AllreduceAlgorithm::library;
-  if (name == "ring") return AllreduceAlgorithm::ring;
-  if (name == "hierarchical") return AllreduceAlgorithm::hierarchical;
-  fail("unknown all-reduce algorithm '{}': use {}", name,
-       fmt::format("{}", fmt::join(allreduce_algorithm_names(), ", ")));
+  return parse_enum(allreduce_algorithms, name, "all-reduce algorithm");
 }
 
-const char* allreduce_algorithm_name(AllreduceAlgorithm a) {
-  switch (a) {
-    case AllreduceAlgorithm::library: return "library";
-    case AllreduceAlgorithm::ring: return "ring";
-    case AllreduceAlgorithm::hierarchical: return "hierarchical";
-  }
-  return "?";
-}
-
-std::vector<std::string> allreduce_algorithm_names() { return {"library", "ring", "hierarchical"}; }
+const char* allreduce_algorithm_name(AllreduceAlgorithm a) { return enum_name(allreduce_algorithms, a); }
 
 std::vector<int> NodeTopology::leaders() const {
   std::vector<int> out;

@@ -14,7 +14,6 @@ enum class AllreduceAlgorithm { library, ring, hierarchical };
 // "library", "ring" or "hierarchical"; anything else fails naming the choices.
 AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name);
 const char* allreduce_algorithm_name(AllreduceAlgorithm a);
-std::vector<std::string> allreduce_algorithm_names();
 
 // The pipelined algorithms move their data in chunks of this many floats (256 KiB): one
 // chunk is summed while the next is on the wire.

@@ -5,6 +5,7 @@
 
 #include "aiscale/core/error.h"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/mpi_error.h"
 
 #ifdef AISCALE_HAVE_MPI
 #include <mpi.h>
@@ -16,11 +17,7 @@ namespace aiscale::parallel::param_server {
 namespace {
 
 void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  fail("MPI {} (parameter servers) failed: {}", what, std::string(msg, len));
+  if (rc != MPI_SUCCESS) fail("MPI {} (parameter servers) failed: {}", what, mpi_error_text(rc));
 }
 
 const char* tag_name(Tag t) {
