@@ -1,10 +1,11 @@
 // The subcommands' help prose (descriptions, footers and the longer option descriptions),
 // kept as Markdown in src/aiscale/cli/help/<file>.md and built into the binary
-// (cmake/embed_cli_help.cmake). A file holds sections, `# <section>`: a subcommand (its
+// (cmake/embed_text_files.cmake). A file holds sections, `# <section>`: a subcommand (its
 // description follows the heading) or a group of options that several subcommands share;
 // a section's entries, `## <entry>`, are its options by their long name ("--output"),
 // its positionals by name, and `footer`. Lines of a paragraph are joined by spaces; a blank
 // line is a line break; a line indented by two spaces stands as it is (an example command).
+// What stands before the first section (a comment) is not read.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "aiscale/report/embedded_text.h"
 
 namespace aiscale::cli {
 
@@ -51,13 +54,8 @@ class HelpSection {
 // each names an option that does not exist.
 std::vector<std::string> unused_help_entries();
 
-// The help files as built in: {name without .md, text}, in a source that
-// cmake/embed_cli_help.cmake writes into the build folder.
-struct EmbeddedHelpFile {
-  const char* name;
-  const char* text;
-};
-extern const EmbeddedHelpFile kEmbeddedHelpFiles[];
+// The help files as built in.
+extern const report::EmbeddedTextFile kEmbeddedHelpFiles[];
 extern const size_t kEmbeddedHelpFileCount;
 
 }  // namespace aiscale::cli

@@ -1,5 +1,6 @@
 // Vega-Lite specifications of the report's charts.
 #include "aiscale/report/charts.h"
+#include "aiscale/report/chart_texts.h"
 #include "aiscale/report/tune_analysis.h"
 
 #include <algorithm>
@@ -90,11 +91,7 @@ std::optional<Chart> efficiency_chart(const std::vector<json>& studies) {
        {{"data", {{"values", json::array({{{"ideal", 1}}})}}},
         {"mark", {{"type", "rule"}, {"color", "gray"}, {"strokeDash", {4, 4}}}},
         {"encoding", {{"y", {{"field", "ideal"}, {"type", "quantitative"}}}}}}});
-  return Chart{"efficiency", "Parallel efficiency against ranks",
-               "E(n) against the series' smallest n; weak-scaling studies draw the three timings "
-               "(full epoch, training part, median batch) and the per-device throughput ratio. "
-               "The dashed line is ideal scaling (1).",
-               spec};
+  return vega::chart("efficiency", spec);
 }
 
 std::optional<Chart> speedup_chart(const std::vector<json>& studies) {
@@ -128,8 +125,7 @@ std::optional<Chart> speedup_chart(const std::vector<json>& studies) {
         {"mark", {{"type", "line"}, {"color", "gray"}, {"strokeDash", {4, 4}}}},
         {"encoding", {{"x", n_axis(ns)}, {"y", {{"field", "speedup"}, {"type", "quantitative"}}},
                       {"detail", {{"field", "from"}, {"type", "nominal"}}}}}}});
-  return Chart{"speedup", "Speedup against ideal",
-               "S(n) against the series' smallest n; the dashed line is ideal speedup n / n₀.", spec};
+  return vega::chart("speedup", spec);
 }
 
 std::optional<Chart> cdf_chart(const std::vector<json>& studies) {
@@ -148,11 +144,8 @@ std::optional<Chart> cdf_chart(const std::vector<json>& studies) {
       {"y", quantitative("fraction", "fraction of steps ≤ t")},
       {"color", nominal("curve", "series · ranks")},
       {"tooltip", tooltip({{"curve", "nominal"}, {"step_time_s", "quantitative"}, {"fraction", "quantitative"}})}};
-  return with_mark("cdf", "Per-batch step time distribution",
-                   "Cumulative distribution of step times per series and rank count, each "
-                   "epoch's first and last batch and warm-up steps left out. A late rise (an "
-                   "elbow) shows stragglers or congestion.",
-                   base_spec(rows), {{"type", "line"}, {"interpolate", "step-after"}}, encoding);
+  return with_mark("cdf", base_spec(rows), {{"type", "line"}, {"interpolate", "step-after"}},
+                   encoding);
 }
 
 std::optional<Chart> throughput_chart(const std::vector<json>& studies) {
@@ -183,11 +176,7 @@ std::optional<Chart> throughput_chart(const std::vector<json>& studies) {
        {{"mark", {{"type", "rule"}, {"color", "black"}}},
         {"encoding", {{"x", x}, {"xOffset", {{"field", "series"}}},
                       {"y", {{"field", "min"}, {"type", "quantitative"}}}, {"y2", {{"field", "max"}}}}}}});
-  return Chart{"throughput", "Throughput per device by precision and source",
-               "Median per-device throughput for each series (aiscale or a reference such as "
-               "PyTorch, per precision); the black bar spans min to max over the repeats (over "
-               "the logged steps for a single train run).",
-               spec};
+  return vega::chart("throughput", spec);
 }
 
 // Measured against predicted throughput per device (aiscale report --predict).
@@ -210,11 +199,7 @@ std::optional<Chart> prediction_chart(const std::vector<json>& studies) {
                          {"strokeDash", nominal("figure", "figure")},
                          {"tooltip", tooltip({{"series", "nominal"}, {"figure", "nominal"}, {"n", "quantitative"},
                                               {"throughput", "quantitative"}, {"unit", "nominal"}})}};
-  return with_mark("prediction", "Measured against the planner's prediction",
-                   "Per-device throughput of each series as measured (solid) and as the planner "
-                   "predicts the same run on the partition named by --predict (dashed); the "
-                   "table gives the ratio.",
-                   base_spec(rows), line_with_points(), encoding);
+  return with_mark("prediction", base_spec(rows), line_with_points(), encoding);
 }
 
 std::optional<Chart> loss_chart(const std::vector<json>& studies) {
@@ -234,8 +219,7 @@ std::optional<Chart> loss_chart(const std::vector<json>& studies) {
       {"y", quantitative("loss", "loss", {{"zero", false}})},
       {"color", nominal("curve", "series · ranks")},
       {"tooltip", tooltip({{"curve", "nominal"}, {"step", "quantitative"}, {"loss", "quantitative"}})}};
-  return with_mark("loss", "Loss curves", "Training (and validation, where measured) loss per step.",
-                   base_spec(rows), "line", encoding);
+  return with_mark("loss", base_spec(rows), "line", encoding);
 }
 
 // Where each point's step time goes (step_split): compute, communication and data wait,
@@ -260,12 +244,7 @@ std::optional<Chart> split_chart(const std::vector<json>& studies) {
                  {"sort", {"compute", "communication", "data wait"}}}},
       {"order", {{"field", "order"}, {"type", "quantitative"}}},
       {"tooltip", tooltip({{"point", "nominal"}, {"part", "nominal"}, {"ms", "quantitative"}})}};
-  return with_mark("split", "Where the step time goes",
-                   "Per point, the mean time of a measured step on the rank that ended it: in "
-                   "the batch source (data wait), in the trainer's host-visible all-reduces "
-                   "(communication; GPU ranks that reduce gradient buckets inside backward "
-                   "show only what the step waited for after it) and the rest (compute).",
-                   base_spec(rows), "bar", encoding);
+  return with_mark("split", base_spec(rows), "bar", encoding);
 }
 
 // A train run's learning rate, gradient norm and throughput per logged step, one panel each.
@@ -297,15 +276,12 @@ std::optional<Chart> training_chart(const std::vector<json>& studies) {
                                        {"tooltip", tooltip({{"quantity", "nominal"}, {"step", "quantitative"},
                                                             {"value", "quantitative"}})}}}}},
                {"config", {{"legend", {{"orient", "bottom"}}}}}};
-  return Chart{"training", "Learning rate, gradient norm and throughput",
-               "Per logged step of the run: the learning rate of the schedule, the gradient's "
-               "norm before clipping, and the tokens per second of all ranks together.",
-               spec};
+  return vega::chart("training", spec);
 }
 
 // Power or SM clock per n: drawn only when some point measured it.
 std::optional<Chart> per_n_chart(const std::vector<json>& studies, const char* key, const char* id,
-                                 const char* title, const char* axis, const char* caption) {
+                                 const char* axis) {
   json rows = json::array();
   std::set<double> ns;
   for_each_point(studies, [&](const json&, const json& s, const json& p) {
@@ -318,7 +294,7 @@ std::optional<Chart> per_n_chart(const std::vector<json>& studies, const char* k
                          {"y", quantitative("value", axis, {{"zero", false}})},
                          {"color", nominal("series", "series")},
                          {"tooltip", tooltip({{"series", "nominal"}, {"n", "quantitative"}, {"value", "quantitative"}})}};
-  return with_mark(id, title, caption, base_spec(rows), line_with_points(), encoding);
+  return with_mark(id, base_spec(rows), line_with_points(), encoding);
 }
 
 }  // namespace
@@ -343,11 +319,8 @@ std::vector<Chart> build_charts(const std::vector<json>& studies) {
   for (auto chart : {efficiency_chart(studies), speedup_chart(studies), cdf_chart(studies),
                      throughput_chart(studies), prediction_chart(studies), split_chart(studies), loss_chart(studies),
                      training_chart(studies),
-                     per_n_chart(studies, "power_w", "power", "Power per device", "board power (W)",
-                                 "Median board power per device over the measured steps."),
-                     per_n_chart(studies, "sm_clock_mhz", "clock", "SM clock per device", "SM clock (MHz)",
-                                 "Median SM clock per device over the measured steps; a clock that "
-                                 "drops with n points at the power cap.")})
+                     per_n_chart(studies, "power_w", "power", "board power (W)"),
+                     per_n_chart(studies, "sm_clock_mhz", "clock", "SM clock (MHz)")})
     if (chart) charts.push_back(std::move(*chart));
   for (auto& chart : tune_charts(studies)) charts.push_back(std::move(chart));  // aiscale tune
   return charts;
@@ -372,11 +345,15 @@ json quantitative(const char* field, json title, json scale) {
 
 json line_with_points() { return {{"type", "line"}, {"point", true}}; }
 
-Chart with_mark(std::string id, std::string title, std::string caption, json spec, json mark,
-                json encoding) {
+Chart chart(const std::string& id, json spec) {
+  const ChartText& text = chart_text(id);
+  return Chart{id, text.title, text.caption, std::move(spec)};
+}
+
+Chart with_mark(const std::string& id, json spec, json mark, json encoding) {
   spec["mark"] = std::move(mark);
   spec["encoding"] = std::move(encoding);
-  return Chart{std::move(id), std::move(title), std::move(caption), std::move(spec)};
+  return chart(id, std::move(spec));
 }
 
 json tooltip(std::initializer_list<std::pair<const char*, const char*>> fields) {

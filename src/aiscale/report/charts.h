@@ -11,7 +11,7 @@ namespace aiscale::report {
 
 struct Chart {
   std::string id;       // stable name: efficiency, speedup, cdf, throughput, loss, power, clock
-  std::string title;
+  std::string title;    // title and caption: report/charts.md
   std::string caption;  // what is drawn and how to read it
   nlohmann::json spec;  // a complete Vega-Lite spec (data values inlined)
 };
@@ -39,9 +39,12 @@ nlohmann::json quantitative(const char* field, nlohmann::json title,
                             nlohmann::json scale = nullptr);
 // The mark of a line with a point at each value.
 nlohmann::json line_with_points();
-// A chart of one `mark` with `encoding` over `spec` (the data and size, as spec() makes it).
-Chart with_mark(std::string id, std::string title, std::string caption, nlohmann::json spec,
-                nlohmann::json mark, nlohmann::json encoding);
+// The chart `id` drawn by `spec`, with its title and caption (report/charts.md).
+Chart chart(const std::string& id, nlohmann::json spec);
+// The chart `id` of one `mark` with `encoding` over `spec` (the data and size, as spec()
+// makes it).
+Chart with_mark(const std::string& id, nlohmann::json spec, nlohmann::json mark,
+                nlohmann::json encoding);
 // A tooltip: the fields, each with its type.
 nlohmann::json tooltip(std::initializer_list<std::pair<const char*, const char*>> fields);
 }  // namespace vega

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "aiscale/core/error.h"
 #include "aiscale/report/inputs.h"
@@ -95,6 +97,19 @@ json analyze_train_search(const json& results) {
   return tune;
 }
 
+// DIR/<kind>.json that aiscale tune writes (kind: results or scaling; its format
+// aiscale-tune-<kind>), noted in `files_read`: its path and content; none when absent.
+std::optional<std::pair<std::string, json>> read_tune_file(const fs::path& dir, const std::string& kind,
+                                                           std::vector<std::string>& files_read) {
+  const std::string file = (dir / (kind + ".json")).string();
+  if (!fs::exists(file)) return std::nullopt;
+  files_read.push_back(file);
+  json doc = read_json_file(file);
+  if (doc.value("format", "") != "aiscale-tune-" + kind)
+    fail("'{}' is not a tune {} file (format '{}')", file, kind, doc.value("format", ""));
+  return std::pair{file, std::move(doc)};
+}
+
 }  // namespace
 
 json analyze_tune_directory(const std::string& dir, std::vector<std::string>& files_read) {
@@ -132,12 +147,8 @@ json analyze_tune_directory(const std::string& dir, std::vector<std::string>& fi
                 {"unit", meta.value("metric", "")}, {"created", meta.value("created", meta.value("date", ""))}};
   json environment = json::object();
   bool any = false;
-  if (fs::exists(p / "results.json")) {
-    const std::string file = (p / "results.json").string();
-    files_read.push_back(file);
-    const json results = read_json_file(file);
-    if (results.value("format", "") != "aiscale-tune-results")
-      fail("'{}' is not a tune results file (format '{}')", file, results.value("format", ""));
+  if (const auto read = read_tune_file(p, "results", files_read)) {
+    const auto& [file, results] = *read;
     const bool higher = results.value("higher_is_better", false);
     tune["higher_is_better"] = higher;
     double best = NAN;
@@ -154,12 +165,8 @@ json analyze_tune_directory(const std::string& dir, std::vector<std::string>& fi
                    {"device_kind", "cpu"}, {"date", results.value("date", "")}};
     any = true;
   }
-  if (fs::exists(p / "scaling.json")) {
-    const std::string file = (p / "scaling.json").string();
-    files_read.push_back(file);
-    const json scaling = read_json_file(file);
-    if (scaling.value("format", "") != "aiscale-tune-scaling")
-      fail("'{}' is not a tune scaling file (format '{}')", file, scaling.value("format", ""));
+  if (const auto read = read_tune_file(p, "scaling", files_read)) {
+    const auto& [file, scaling] = *read;
     for (const json& r : scaling.at("rows"))
       tune["scaling"].push_back({{"models", number_at(r, "models", file)},
                                  {"wall_seconds", number_at(r, "wall_seconds", file)},
@@ -206,12 +213,8 @@ std::vector<Chart> tune_charts(const std::vector<json>& studies) {
         {"strokeDash", vega::nominal("study", "study")},
         {"tooltip", vega::tooltip({{"study", "nominal"}, {"models", "quantitative"}, {"time", "nominal"},
                                    {"seconds", "quantitative"}})}};
-    out.push_back(vega::with_mark(
-        "tune_time", "Time against models (aiscale tune --scaling)",
-        "Wall time of N models sharing the threads (and ranks), against the serial-equivalent "
-        "time (the tasks' own durations summed: one thread running them in turn). The gap "
-        "is the speedup.",
-        vega::spec(times, 2), vega::line_with_points(), encoding));
+    out.push_back(
+        vega::with_mark("tune_time", vega::spec(times, 2), vega::line_with_points(), encoding));
   }
   if (!trials.empty()) {
     const json encoding = {
@@ -220,11 +223,8 @@ std::vector<Chart> tune_charts(const std::vector<json>& studies) {
         {"color", vega::nominal("series", "")},
         {"strokeDash", vega::nominal("study", "study")},
         {"tooltip", vega::tooltip({{"study", "nominal"}, {"trial", "quantitative"}, {"score", "quantitative"}})}};
-    out.push_back(vega::with_mark(
-        "tune_best", "Best score against trials (aiscale tune)",
-        "Each trial's cross-validated score (at the last rung it reached under successive "
-        "halving) and the best so far, in trial order.",
-        vega::spec(trials, 2), vega::line_with_points(), encoding));
+    out.push_back(
+        vega::with_mark("tune_best", vega::spec(trials, 2), vega::line_with_points(), encoding));
   }
   for (auto& c : train_search_charts(studies)) out.push_back(std::move(c));
   return out;
@@ -254,12 +254,8 @@ std::vector<Chart> train_search_charts(const std::vector<json>& studies) {
         {"strokeDash", vega::nominal("study", "study")},
         {"tooltip", vega::tooltip({{"study", "nominal"}, {"trial", "nominal"}, {"step", "quantitative"},
                                    {"val_loss", "quantitative"}, {"ended", "nominal"}})}};
-    out.push_back(vega::with_mark(
-        "tune_curves", "Validation loss of every trial (aiscale tune, training runs)",
-        "Each trial's validation loss against its training step, coloured by how it ended: "
-        "finished, stopped early by successive halving at a rung, failed; the default "
-        "configuration is the trial named default.",
-        vega::spec(curves, 3), vega::line_with_points(), encoding));
+    out.push_back(
+        vega::with_mark("tune_curves", vega::spec(curves, 3), vega::line_with_points(), encoding));
   }
   if (!importance.empty()) {
     json tip = vega::tooltip({{"study", "nominal"}, {"param", "nominal"}, {"rho", "quantitative"},
@@ -272,13 +268,7 @@ std::vector<Chart> train_search_charts(const std::vector<json>& studies) {
         {"color", vega::nominal("study", "study")},
         {"yOffset", {{"field", "study"}, {"type", "nominal"}}},
         {"tooltip", tip}};
-    out.push_back(vega::with_mark(
-        "tune_importance", "Which keys mattered (aiscale tune, training runs)",
-        "For each searched key, the absolute rank correlation (Spearman) between its value "
-        "and the trials' validation loss at the first rung, where every trial has one: 1 "
-        "means the loss follows the key's order, 0 that it does not. The sign (in the "
-        "tooltip) says whether larger values lowered the loss.",
-        vega::spec(importance, 3), "bar", encoding));
+    out.push_back(vega::with_mark("tune_importance", vega::spec(importance, 3), "bar", encoding));
   }
   return out;
 }
