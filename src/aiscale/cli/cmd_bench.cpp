@@ -12,6 +12,7 @@
 #include "aiscale/bench/loader.h"
 #include "aiscale/train/environment.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/run_options.h"
 #include "aiscale/core/error.h"
@@ -84,47 +85,33 @@ struct AllreduceArgs {
 };
 
 void add_allreduce_command(CLI::App* bench) {
+  const HelpSection help("bench", "allreduce");
   auto args = std::make_shared<AllreduceArgs>();
-  auto* ar = bench->add_subcommand(
-      "allreduce",
-      "All-reduce bandwidth over message sizes, like nccl-tests: in-place fp32 sum, one JSON line "
-      "per size with time, algbw and busbw = algbw*2(n-1)/n (run one rank per GPU through "
-      "aiscale launch, mpirun or srun)");
-  ar->add_option("--backend", args->o.backend,
-                 "nccl (GPU buffers), mpi (host buffers) or tcp (host buffers, the TCP "
-                 "communicator of ranks started without MPI, e.g. by torchrun)")
+  auto* ar = bench->add_subcommand("allreduce", help.about());
+  help.option(ar, "--backend", args->o.backend)
       ->capture_default_str()->check(CLI::IsMember({"nccl", "mpi", "tcp"}));
-  ar->add_option("--algorithm", args->o.algorithm,
-                 "library (MPI's or NCCL's own all-reduce), ring (hand-written chunked ring: "
-                 "MPI point-to-point on CPUs; NCCL send/receive and an add kernel per 4 MiB "
-                 "chunk on GPUs) or hierarchical (sum inside each node onto its lowest rank, "
-                 "all-reduce among those, broadcast inside the node)")
+  help.option(ar, "--algorithm", args->o.algorithm)
       ->capture_default_str()->check(CLI::IsMember({"library", "ring", "hierarchical"}));
-  ar->add_option("--ranks-per-node", args->o.ranks_per_node,
-                 "hierarchical: ranks per node (rank / N is its node, to simulate nodes on one "
-                 "host); 0: the nodes the ranks run on")
+  help.option(ar, "--ranks-per-node", args->o.ranks_per_node)
       ->capture_default_str()->check(integer_in(0, 1 << 20));
-  ar->add_option("--min-bytes", args->o.min_bytes, "smallest message")->capture_default_str()
+  help.option(ar, "--min-bytes", args->o.min_bytes)->capture_default_str()
       ->check(integer_in(1, int64_t{1} << 40));
-  ar->add_option("--max-bytes", args->o.max_bytes, "largest message")->capture_default_str()
+  help.option(ar, "--max-bytes", args->o.max_bytes)->capture_default_str()
       ->check(integer_in(1, int64_t{1} << 40));
-  ar->add_option("--step-factor", args->o.step_factor, "size multiplier between messages (2 or 4 ...)")
+  help.option(ar, "--step-factor", args->o.step_factor)
       ->capture_default_str()->check(integer_in(2, 1024));
-  ar->add_option("--iters", args->o.iters, "timed all-reduces per size")->capture_default_str()
-      ->check(integer_in(1, 1'000'000));
-  ar->add_option("--warmup", args->o.warmup, "untimed all-reduces per size first")->capture_default_str()
+  help.option(ar, "--iters", args->o.iters)->capture_default_str()->check(integer_in(1, 1'000'000));
+  help.option(ar, "--warmup", args->o.warmup)->capture_default_str()
       ->check(integer_in(0, 1'000'000));
-  ar->add_option("--repeats", args->o.repeats, "timed loops of --iters per size (the median counts)")
+  help.option(ar, "--repeats", args->o.repeats)
       ->capture_default_str()->check(integer_in(1, 10'000));
-  ar->add_option("--system", args->o.system, "machine name for the records (default: $SLURM_CLUSTER_NAME)");
-  ar->add_option("--nodes", args->o.nodes,
-                 "nodes for the records (default, or 0: $SLURM_JOB_NUM_NODES)")
-      ->check(integer_in(0, 1'000'000));
-  ar->add_flag("!--no-check", args->o.check, "skip checking one all-reduce per size against the exact sum");
-  ar->add_option("--rendezvous", args->rendezvous, "nccl, tcp: auto, mpi (nccl), file:/shared/path or tcp://host:port")->capture_default_str();
-  ar->add_option("--timeout", args->timeout_s, "seconds before a stalled collective fails the rank")
+  help.option(ar, "--system", args->o.system);
+  help.option(ar, "--nodes", args->o.nodes)->check(integer_in(0, 1'000'000));
+  help.flag(ar, "!--no-check", args->o.check);
+  help.option(ar, "--rendezvous", args->rendezvous)->capture_default_str();
+  help.option(ar, "--timeout", args->timeout_s)
       ->capture_default_str()->check(number_in(0.001, 2592000));
-  ar->add_option("--output,-o", args->output, "also append the JSON lines to this file");
+  help.option(ar, "--output,-o", args->output);
   ar->callback([args] {
     bench::allreduce_bench_sizes(args->o);  // a bad range fails before any set-up
     parallel::CommOptions co;
@@ -152,43 +139,25 @@ struct MachineArgs {
 };
 
 void add_machine_command(CLI::App* bench) {
+  const HelpSection help("bench", "machine");
   auto args = std::make_shared<MachineArgs>();
-  auto* m = bench->add_subcommand(
-      "machine",
-      "What this node can do, measured: dense GEMM TFLOP/s per precision (cuBLASLt fp32, tf32, "
-      "bf16, fp16 on GPUs; OpenBLAS fp64, fp32 on CPUs) over a size sweep and at a GPT model's own "
-      "GEMM shapes, memory bandwidth (host STREAM-like copy/triad, device kernels), host<->device "
-      "(pinned, pageable) and peer-to-peer bandwidth, and all-reduce bus bandwidth over the ranks "
-      "it is launched on; one JSON line per figure, and with --output a machine profile (TOML) "
-      "that `aiscale plan --machine-profile` uses in place of datasheet figures");
-  m->add_option("--device", args->o.device, "auto (cuda where a GPU is visible), cpu or cuda")
+  auto* m = bench->add_subcommand("machine", help.about());
+  help.option(m, "--device", args->o.device)
       ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  m->add_option("--model", args->o.model, "GPT preset whose GEMM shapes are measured")->capture_default_str();
-  m->add_option("--batch", args->o.batch, "sequences per micro-batch for the model's GEMMs (default 1 on CPUs, 16 on GPUs)")
-      ->check(integer_in(1, 1 << 20));
-  m->add_option("--seq", args->o.seq, "tokens per sequence for the model's GEMMs (default 128 on CPUs, 1024 on GPUs)")
-      ->check(integer_in(1, 1 << 20));
-  m->add_option("--max-size", args->o.max_size, "largest square GEMM of the sweep (default 2048 on CPUs, 8192 on GPUs)")
-      ->check(integer_in(16, 1 << 16));
-  m->add_option("--stream-mib", args->o.stream_mib, "MiB per array of the memory and copy tests (default 32 on CPUs, 256 on GPUs)")
-      ->check(integer_in(1, 1 << 16));
-  m->add_option("--allreduce-bytes", args->o.allreduce_bytes, "all-reduce message size (default 16 MiB on CPUs, 256 MiB on GPUs)")
+  help.option(m, "--model", args->o.model)->capture_default_str();
+  help.option(m, "--batch", args->o.batch)->check(integer_in(1, 1 << 20));
+  help.option(m, "--seq", args->o.seq)->check(integer_in(1, 1 << 20));
+  help.option(m, "--max-size", args->o.max_size)->check(integer_in(16, 1 << 16));
+  help.option(m, "--stream-mib", args->o.stream_mib)->check(integer_in(1, 1 << 16));
+  help.option(m, "--allreduce-bytes", args->o.allreduce_bytes)
       ->check(integer_in(4, int64_t{1} << 40));
-  m->add_option("--repeats", args->o.repeats, "timed repeats per figure, the median counts (default 3 on CPUs, 5 on GPUs)")
-      ->check(integer_in(1, 1000));
-  m->add_option("--threads", args->o.threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
-      ->check(integer_in(0, 1 << 16));
-  m->add_flag("--quick", args->o.quick, "small sizes and 2 repeats: a first look in a few seconds");
-  m->add_option("--output,-o", args->output,
-                "write the machine profile here (TOML, written aside and renamed; "
-                "docs/guide/machine-profile.md); checked writable, and every size checked "
-                "against the memory, before anything is measured");
-  m->add_option("--jsonl", args->jsonl, "also append the JSON lines to this file");
-  m->add_option("--rendezvous", args->rendezvous, "GPU ranks: auto, mpi, file:/shared/path or tcp://host:port")
-      ->capture_default_str();
-  m->footer("Run it as one process for the node's figures, or one rank per GPU (aiscale launch, "
-            "mpirun, srun) to add the all-reduce: rank 0 measures the node while the others wait, "
-            "then every rank joins the all-reduce. Progress goes to stderr.");
+  help.option(m, "--repeats", args->o.repeats)->check(integer_in(1, 1000));
+  help.option(m, "--threads", args->o.threads)->check(integer_in(0, 1 << 16));
+  help.flag(m, "--quick", args->o.quick);
+  help.option(m, "--output,-o", args->output);
+  help.option(m, "--jsonl", args->jsonl);
+  help.option(m, "--rendezvous", args->rendezvous)->capture_default_str();
+  m->footer(help.footer());
   m->callback([args] {
     parallel::CommOptions co;
     co.device = bench::machine_bench_device(args->o.device);
@@ -221,47 +190,33 @@ struct LoaderArgs {
 };
 
 void add_loader_command(CLI::App* bench) {
+  const HelpSection help("bench", "loader");
   auto args = std::make_shared<LoaderArgs>();
-  auto* loader = bench->add_subcommand(
-      "loader",
-      "Images/s the host's cores decode and augment through the image loader (TurboJPEG/libpng, "
-      "random-resized-crop + flip, normalisation), one JSON line per worker-thread count, from a "
-      "store packed by `aiscale data pack-images` (--data) or a synthetic JPEG set packed into a "
-      "temporary folder (--synthetic)");
-  loader->add_option("--data", args->o.data, "an image store (the --output of data pack-images)");
-  loader->add_option("--synthetic", args->o.synthetic,
-                     "without --data: this many synthetic photo-like JPEGs")
+  auto* loader = bench->add_subcommand("loader", help.about());
+  help.option(loader, "--data", args->o.data);
+  help.option(loader, "--synthetic", args->o.synthetic)
       ->capture_default_str()->check(integer_in(1, 10'000'000));
-  loader->add_option("--size", args->size, "synthetic images' size, WxH or S (square)")->capture_default_str();
-  loader->add_option("--classes", args->o.classes, "synthetic: classes")->capture_default_str()
+  help.option(loader, "--size", args->size)->capture_default_str();
+  help.option(loader, "--classes", args->o.classes)->capture_default_str()
       ->check(integer_in(1, 1'000'000));
-  loader->add_option("--workdir", args->o.workdir, "synthetic: folder for the temporary store (default: $TMPDIR)");
-  loader->add_option("--crop", args->o.crop, "served height and width")->capture_default_str()
-      ->check(integer_in(1, 65535));
-  loader->add_option("--batch", args->o.batch_size, "images per batch")->capture_default_str()
+  help.option(loader, "--workdir", args->o.workdir);
+  help.option(loader, "--crop", args->o.crop)->capture_default_str()->check(integer_in(1, 65535));
+  help.option(loader, "--batch", args->o.batch_size)->capture_default_str()
       ->check(integer_in(1, 1'000'000));
-  loader->add_option("--threads", args->o.threads,
-                     "worker-thread counts to sweep, e.g. 1,4,16 (default: 1, 2, 4, ... and all usable cores)")
-      ->delimiter(',')->check(integer_in(1, 4096));
-  loader->add_option("--batches", args->o.batches, "timed batches per thread count")->capture_default_str()
+  help.option(loader, "--threads", args->o.threads)->delimiter(',')->check(integer_in(1, 4096));
+  help.option(loader, "--batches", args->o.batches)->capture_default_str()
       ->check(integer_in(1, 1'000'000));
-  loader->add_option("--warmup", args->o.warmup, "untimed batches first")->capture_default_str()
+  help.option(loader, "--warmup", args->o.warmup)->capture_default_str()
       ->check(integer_in(0, 1'000'000));
-  loader->add_flag("!--validation", args->o.train, "centre crop instead of random-resized-crop + flip");
-  loader->add_option("--stage", args->o.stage, "none, ram or local:DIR (copy the store first)")->capture_default_str();
-  loader->add_option("--layout", args->o.layout, "nchw or nhwc")->capture_default_str()
+  help.flag(loader, "!--validation", args->o.train);
+  help.option(loader, "--stage", args->o.stage)->capture_default_str();
+  help.option(loader, "--layout", args->o.layout)->capture_default_str()
       ->check(CLI::IsMember({"nchw", "nhwc"}));
-  loader->add_option("--roi-decode", args->roi_decode,
-                     "on: decode only the crop's rows and columns of each JPEG (libjpeg's "
-                     "jpeg_skip_scanlines/jpeg_crop_scanline); off: the whole image, then crop")
+  help.option(loader, "--roi-decode", args->roi_decode)
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
-  loader->add_flag("--skip-corrupt", args->o.skip_corrupt,
-                   "skip records that cannot be decoded (counted in skipped_corrupt) instead of "
-                   "stopping with an error naming the first");
-  loader->add_option("--gpu-images-per-s", args->o.gpu_images_per_s,
-                     "images/s one GPU trains at (e.g. from bench vision): adds ratio_to_gpu")
-      ->check(number_in(0));
-  loader->add_option("--output,-o", args->output, "also append the JSON lines to this file");
+  help.flag(loader, "--skip-corrupt", args->o.skip_corrupt);
+  help.option(loader, "--gpu-images-per-s", args->o.gpu_images_per_s)->check(number_in(0));
+  help.option(loader, "--output,-o", args->output);
   loader->callback([args] {
     bench::LoaderBenchOptions o = args->o;
     o.roi_decode = args->roi_decode == "on";
@@ -302,35 +257,27 @@ void check_output_before_measuring(parallel::Communicator& comm, const std::stri
 }
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: each prints one JSON line per result");
+  const HelpSection bench_help("bench", "bench");
+  const HelpSection language_help("bench", "language");
+  auto* bench = app.add_subcommand("bench", bench_help.about());
   bench->require_subcommand(1);
 
   auto args = std::make_shared<LanguageArgs>();
-  auto* lang = bench->add_subcommand(
-      "language",
-      "GPT training throughput on synthetic tokens: tokens/s, achieved FLOP/s (6N + 12*L*C*T "
-      "per token), MFU on GPUs, median and p90 step time, peak memory");
+  auto* lang = bench->add_subcommand("language", language_help.about());
   add_run_options(lang, args->run, bench_run_keys(),
                   "Run settings (the train config's keys; default: the config's defaults)");
   // Whole numbers checked as such: a real-number check let 1e20 through, which CLI11 then
   // kept as the largest 64-bit integer.
-  lang->add_option("--steps", args->o.steps, "timed steps")->capture_default_str()
+  language_help.option(lang, "--steps", args->o.steps)->capture_default_str()
       ->check(integer_in(1, int64_t{1} << 40));
-  lang->add_option("--warmup", args->o.warmup, "untimed steps first")->capture_default_str()
+  language_help.option(lang, "--warmup", args->o.warmup)->capture_default_str()
       ->check(integer_in(0, int64_t{1} << 40));
-  lang->add_option("--output,-o", args->output, "also append the JSON line to this file");
-  lang->add_option("--run-dir", args->run_dir,
-                   "write a run directory: DIR/bench.jsonl (the record) and DIR/steps.jsonl (every "
-                   "rank's per-step records; docs/guide/scaling.md); DIR must not hold a result yet");
-  lang->add_option("--baseline-tokens-per-s", args->o.baseline_tokens_per_s,
-                   "tokens/s of a 1-device run of the same workload: adds scaling_efficiency = "
-                   "tokens/s per device / this")
+  language_help.option(lang, "--output,-o", args->output);
+  language_help.option(lang, "--run-dir", args->run_dir);
+  language_help.option(lang, "--baseline-tokens-per-s", args->o.baseline_tokens_per_s)
       ->check(number_in(0));
   lang->add_option_function<int64_t>(
-         "--profile", [args](int64_t n) { args->profile = n; },
-         "profile the first STEPS timed steps: an op table (printed, and op_table.{json,md}) "
-         "and a Chrome trace-event file for Perfetto (trace.json), in --run-dir DIR or beside "
-         "--output FILE (FILE.trace.json, ...); see docs/guide/observability.md")
+         "--profile", [args](int64_t n) { args->profile = n; }, language_help.of("--profile"))
       ->type_name("STEPS");
   lang->callback([args] {
     bench::LanguageBenchOptions o = args->o;

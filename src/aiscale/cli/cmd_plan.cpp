@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/plan_emit.h"
 #include "aiscale/cli/run_options.h"
@@ -72,113 +73,56 @@ struct PlanOptions {
 };
 
 void add_catalog_options(CLI::App* app, PlanOptions& o) {
-  app->add_option("--catalog", o.catalog_dir,
-                  "Directory of the systems catalogue (default: $AISCALE_SYSTEMS_DIR or "
-                  "data/systems in the source tree)");
-  app->add_option("--systems", o.system_files,
-                  "Extra catalogue file or directory that adds or overrides systems and "
-                  "accelerators (repeatable)")
-      ->allow_extra_args(false);
-  app->add_flag("--json", o.json, "Print JSON instead of tables");
+  const HelpSection help("plan", "catalog options");
+  help.option(app, "--catalog", o.catalog_dir);
+  help.option(app, "--systems", o.system_files)->allow_extra_args(false);
+  help.flag(app, "--json", o.json);
 }
 
 void add_plan_choice_options(CLI::App* app, PlanOptions& o) {
-  app->add_flag("--include-unsupported", o.include_unsupported,
-                "Also plan layouts `aiscale train` cannot run yet (tensor/pipeline parallelism, "
-                "ZeRO-2/3, CNNs...), marked as such; by default only runnable layouts are ranked");
+  const HelpSection help("plan", "plan choice options");
+  help.flag(app, "--include-unsupported", o.include_unsupported);
 }
 
 void add_workload_options(CLI::App* app, PlanOptions& o) {
-  app->add_option("--model", o.model,
-                  "gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, gpt-857m, gpt2-2.7b, gpt2-6.6b, "
-                  "gpt3-175b, llama3-1b-shape, llama3-3b-shape, llama3-8b-shape, llama-mini, "
-                  "llama-tiny, resnet50, resnet18, ... or custom (with --n-layer/--n-head/--n-embd; "
-                  "--family llama for a Llama)");
+  const HelpSection help("plan", "workload options");
+  help.option(app, "--model", o.model);
   const std::string model_group = "Model (custom size, or override a preset; the train config's keys)";
   add_run_options(app, o.run,
                   {"model.n_layer", "model.n_head", "model.n_embd", "train.seq_len", "model.vocab_size"},
                   model_group);
-  app->add_option("--family", o.family,
-                  "Architecture family of --model custom: gpt2 (default) or llama (RMSNorm, rotary "
-                  "positions, SwiGLU MLP, grouped-query attention, no biases) (config key "
-                  "model.family)")
+  help.option(app, "--family", o.family)->group(model_group);
+  help.option(app, "--n-kv-head", o.n_kv_head)->check(integer_in(1, 1024))->group(model_group);
+  help.option(app, "--ffn-hidden", o.ffn_hidden)->check(integer_in(1, int64_t{1} << 20))
       ->group(model_group);
-  app->add_option("--n-kv-head", o.n_kv_head,
-                  "llama: key/value heads (grouped-query attention; divides n_head; default "
-                  "n_head) (config key model.n_kv_head)")
-      ->check(integer_in(1, 1024))
-      ->group(model_group);
-  app->add_option("--ffn-hidden", o.ffn_hidden,
-                  "llama: MLP hidden width F (default 4 x n_embd) (config key model.ffn_hidden)")
-      ->check(integer_in(1, int64_t{1} << 20))
-      ->group(model_group);
-  app->add_option("--tie-embeddings", o.tie_embeddings,
-                  "llama: true (default for custom) when the LM head is the token embedding, "
-                  "false for a head of its own (config key model.tie_embeddings)")
-      ->group(model_group);
-  app->add_option("--image-size", o.image_size, "Image side for ResNets (default 224)")
-      ->check(integer_in(8, 1 << 16));
-  app->add_option("--tokens", o.tokens, "Training tokens D for transformers, e.g. 10e9")
-      ->check(number_in(0, 1e18));
-  app->add_option("--images", o.images, "Images per epoch for CNNs (default: ImageNet-1k, 1,281,167)")
-      ->check(number_in(1, 1e15));
-  app->add_option("--epochs", o.epochs, "Epochs for CNNs (default 90)")->check(number_in(0.001, 1e6));
-  app->add_option("--samples-per-epoch", o.samples_per_epoch,
-                  "Training samples per epoch (sequences or images) for the per-epoch figures; "
-                  "default: one pass over --tokens (transformers), --images (CNNs)")
-      ->check(number_in(1, 1e15));
-  app->add_option("--validation-samples", o.validation_samples,
-                  "Validation samples per epoch, run forward only (default: none for transformers, "
-                  "ImageNet's 50,000 for ResNets, scaled with --images)")
-      ->check(number_in(0, 1e15));
-  app->add_option("--validation-fraction", o.validation_fraction,
-                  "Validation samples per epoch as a fraction of the training samples")
-      ->check(number_in(0, 1));
-  app->add_option("--bytes-per-sample", o.bytes_per_sample,
-                  "Bytes of one sample on the shared filesystem (default: 2 per token, 4 for a "
-                  "vocabulary over 65,536; ImageNet's mean JPEG, 108 KB)")
-      ->check(number_in(0, 1e12));
-  app->add_option("--decode-rate", o.decode_rate,
-                  "Images/s one host core decodes and augments (default: a `bench loader` line in "
-                  "--calibration, else 500 as measured on an H100 host's core)")
-      ->check(number_in(0.001, 1e9));
-  app->add_option("--precision", o.precision,
-                  "fp32, tf32, bf16, fp16 or fp8 (default: bf16; fp32 when only CPU partitions "
-                  "are planned)");
-  app->add_option("--attention", o.attention,
-                  "Attention kernel for activation memory: flash (scores never stored) or "
-                  "materialized (B×heads×T×T scores kept); default: flash on GPU partitions, "
-                  "materialized on CPU partitions");
+  help.option(app, "--tie-embeddings", o.tie_embeddings)->group(model_group);
+  help.option(app, "--image-size", o.image_size)->check(integer_in(8, 1 << 16));
+  help.option(app, "--tokens", o.tokens)->check(number_in(0, 1e18));
+  help.option(app, "--images", o.images)->check(number_in(1, 1e15));
+  help.option(app, "--epochs", o.epochs)->check(number_in(0.001, 1e6));
+  help.option(app, "--samples-per-epoch", o.samples_per_epoch)->check(number_in(1, 1e15));
+  help.option(app, "--validation-samples", o.validation_samples)->check(number_in(0, 1e15));
+  help.option(app, "--validation-fraction", o.validation_fraction)->check(number_in(0, 1));
+  help.option(app, "--bytes-per-sample", o.bytes_per_sample)->check(number_in(0, 1e12));
+  help.option(app, "--decode-rate", o.decode_rate)->check(number_in(0.001, 1e9));
+  help.option(app, "--precision", o.precision);
+  help.option(app, "--attention", o.attention);
 }
 
 void add_layout_options(CLI::App* app, PlanOptions& o) {
-  app->add_option("--system", o.systems,
-                  "System (its GPU partitions) or system/partition, also a CPU partition such as "
-                  "lumi/lumi-c (repeatable; default: every GPU partition)")
-      ->allow_extra_args(false);
-  app->add_option("--global-batch", o.global_batch,
-                  "Sequences (or images) per optimizer step; default: the model's (GPT-2: 512)")
-      ->check(integer_in(0, int64_t{1} << 30));
-  app->add_option("--tp", o.tp, "Fix the tensor-parallel size")->check(integer_in(1, 1 << 16));
-  app->add_option("--pp", o.pp, "Fix the pipeline-parallel size")->check(integer_in(1, 1 << 16));
+  const HelpSection help("plan", "layout options");
+  help.option(app, "--system", o.systems)->allow_extra_args(false);
+  help.option(app, "--global-batch", o.global_batch)->check(integer_in(0, int64_t{1} << 30));
+  help.option(app, "--tp", o.tp)->check(integer_in(1, 1 << 16));
+  help.option(app, "--pp", o.pp)->check(integer_in(1, 1 << 16));
   add_run_options(app, o.run,
                   {"train.batch_size", "parallel.zero_stage", "parallel.grad_transport",
                    "parallel.offload_optimizer"},
                   "Fixed choices (the train config's keys; default: the planner chooses)");
-  app->add_option("--recompute", o.recompute, "Fix activation recomputation: none, selective, full");
-  app->add_option("--calibration", o.calibration,
-                  "`aiscale bench` result file (JSON Lines) or directory to calibrate with: language, "
-                  "vision (CNNs), "
-                  "allreduce and loader results (repeatable)")
-      ->allow_extra_args(false);
-  app->add_option("--machine-profile", o.machine_profile,
-                  "Machine profile (TOML) from `aiscale bench machine`: its measured GEMM, memory, "
-                  "peer-to-peer and all-reduce figures replace the datasheet's for the accelerator "
-                  "it was measured on (docs/guide/machine-profile.md)");
-  app->add_option("--utilisation", o.utilisation,
-                  "Assumed fraction of the dense peak where nothing is measured, for large GEMMs (default 0.45 "
-                  "for transformers; for CNNs 0.15 in bf16/fp16, 0.33 in fp32)")
-      ->check(number_in(0.000001, 1));
+  help.option(app, "--recompute", o.recompute);
+  help.option(app, "--calibration", o.calibration)->allow_extra_args(false);
+  help.option(app, "--machine-profile", o.machine_profile);
+  help.option(app, "--utilisation", o.utilisation)->check(number_in(0.000001, 1));
 }
 
 // The calibration results and, with --machine-profile, the profile; a profile measured on
@@ -352,65 +296,37 @@ void run_scaling(const PlanOptions& o) {
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
+  const HelpSection plan_help("plan", "plan");
+  const HelpSection systems_help("plan", "systems");
+  const HelpSection scaling_help("plan", "scaling");
   auto o = std::make_shared<PlanOptions>();
-  CLI::App* plan = app.add_subcommand(
-      "plan", "Match a training workload to HPC systems: compute, memory, layout, time, "
-              "GPU-hours and access route");
+  CLI::App* plan = app.add_subcommand("plan", plan_help.about());
   add_catalog_options(plan, *o);
   add_workload_options(plan, *o);
   add_layout_options(plan, *o);
-  plan->add_option("--gpus", o->gpus, "Plan for exactly this many GPUs")
-      ->check(integer_in(0, 1 << 24));
-  plan->add_option("--max-gpus", o->max_gpus, "Consider at most this many GPUs per system")
-      ->check(integer_in(0, 1 << 24));
-  plan->add_option("--min-efficiency", o->min_efficiency,
-                   "Never more GPUs than the job uses at this scaling efficiency, against the "
-                   "fewest GPUs it fits on, start-up included (default 0.7)")
-      ->check(number_in(0, 1));
-  plan->add_option("--rank", o->rank,
-                   "Objective: 'time' to finish (default; the most GPUs at --min-efficiency), "
-                   "'gpu-hours' (the fewest), 'energy' (the GPUs' energy at their datasheet board "
-                   "power: the fewest kWh), 'cost' (GPU-hours x --price: the cheapest; partitions "
-                   "without a price last), or 'smallest' (the fewest GPUs that finish within "
-                   "--deadline)");
-  plan->add_option("--price", o->prices,
-                   "SYSTEM=AMOUNT or SYSTEM/PARTITION=AMOUNT: what one GPU-hour costs there (any "
-                   "currency; on CPU partitions one rank-hour); adds a cost column, and --rank cost "
-                   "ranks by it (repeatable)");
-  plan->add_option("--deadline", o->deadline,
-                   "The run must finish within this, e.g. 36h, 3d, 2w (with --rank smallest: "
-                   "required)");
-  plan->add_option("--min-duration", o->min_duration,
-                   "With --rank time, stop adding GPUs once the run takes at most this (default "
-                   "1h: a 2 GPU-hour job stays on one node)");
-  plan->add_option("--applicant", o->applicant,
-                   "Who applies for the access call: 'experienced' (familiar with HPC; default) or "
-                   "'new' (a new user, SME or start-up: Fast Lane is not for them)");
-  plan->add_flag("--explain", o->explain,
-                 "Print the workload, the best plan's breakdowns (step, epoch: loading, validation, "
-                 "start-up; efficiency per batch, training part and epoch), the figures with their "
-                 "sources, calibration and assumptions below the table");
-  plan->add_option("--emit", o->emit_dir,
-                   "Write DIR/train.toml and DIR/job.sbatch that run the chosen row (--emit-row) "
-                   "with `aiscale train` (transformer plans)");
-  plan->add_option("--emit-row", o->emit_row, "Row of the plan to emit (default 1, the best)")
-      ->check(integer_in(1, 1 << 20));
-  plan->add_option("--emit-data", o->emit_data,
-                   "data.train of the emitted config: the token shards (default "
-                   "data/fortunes/fortunes_train_*.bin, the quick start's)");
+  plan_help.option(plan, "--gpus", o->gpus)->check(integer_in(0, 1 << 24));
+  plan_help.option(plan, "--max-gpus", o->max_gpus)->check(integer_in(0, 1 << 24));
+  plan_help.option(plan, "--min-efficiency", o->min_efficiency)->check(number_in(0, 1));
+  plan_help.option(plan, "--rank", o->rank);
+  plan_help.option(plan, "--price", o->prices);
+  plan_help.option(plan, "--deadline", o->deadline);
+  plan_help.option(plan, "--min-duration", o->min_duration);
+  plan_help.option(plan, "--applicant", o->applicant);
+  plan_help.flag(plan, "--explain", o->explain);
+  plan_help.option(plan, "--emit", o->emit_dir);
+  plan_help.option(plan, "--emit-row", o->emit_row)->check(integer_in(1, 1 << 20));
+  plan_help.option(plan, "--emit-data", o->emit_data);
   add_plan_choice_options(plan, *o);
 
-  CLI::App* systems = plan->add_subcommand("systems", "List the systems and accelerators catalogue");
+  CLI::App* systems = plan->add_subcommand("systems", systems_help.about());
   add_catalog_options(systems, *o);
 
-  CLI::App* scaling = plan->add_subcommand(
-      "scaling", "Predicted strong and weak scaling over doubling node counts on one system");
+  CLI::App* scaling = plan->add_subcommand("scaling", scaling_help.about());
   add_catalog_options(scaling, *o);
   add_workload_options(scaling, *o);
   add_layout_options(scaling, *o);
   add_plan_choice_options(scaling, *o);
-  scaling->add_option("--max-nodes", o->max_nodes, "Largest node count (default 64)")
-      ->check(integer_in(1, 1 << 20));
+  scaling_help.option(scaling, "--max-nodes", o->max_nodes)->check(integer_in(1, 1 << 20));
 
   plan->require_subcommand(0, 1);
   plan->callback([o, systems, scaling] {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
 #include "aiscale/report/predictions.h"
@@ -90,43 +91,16 @@ void run_report(const ReportArgs& a) {
 }  // namespace
 
 void add_report_command(CLI::App& app) {
+  const HelpSection help("report", "report");
   auto a = std::make_shared<ReportArgs>();
-  auto* cmd = app.add_subcommand(
-      "report",
-      "Draw scaling studies or a train run as one offline HTML page (Vega-Lite charts, tables), "
-      "Markdown or CSV");
-  cmd->add_option("inputs", a->inputs,
-                  "a study directory (study.json), a folder holding analysis.json, an analysis JSON "
-                  "file (format aiscale-study-analysis) or a train run directory (metrics.jsonl)")
-      ->required();
-  cmd->add_option("-o,--output", a->output,
-                  "file to write (atomically; never one of the inputs); parent folders are created")
-      ->required();
-  cmd->add_option("--format", a->format,
-                  "html (default), md or csv; without it, a .md or .csv output name chooses")
-      ->check(CLI::IsMember({"html", "md", "csv"}));
-  cmd->add_option("--predict", a->predict.target,
-                  "SYSTEM/PARTITION of the planner's catalogue: beside each measured point, the "
-                  "planner's step time and throughput per device for the same run (model, ranks, "
-                  "batch, precision, layout) there, and the measurement over the prediction");
-  cmd->add_option("--systems", a->predict.systems,
-                  "with --predict: an extra catalogue file (e.g. this host as a system; repeatable)");
-  cmd->add_option("--calibration", a->predict.calibration,
-                  "with --predict: measured results that calibrate the planner (as plan --calibration; "
-                  "repeatable)");
-  cmd->footer(
-      "HTML: one self-contained file that works offline. Charts: efficiency against n (weak "
-      "scaling: full epoch, training part, median batch), speedup against ideal, per-batch "
-      "step-time CDF per n, throughput per device by precision and source, loss curves, power "
-      "and SM clock per n (when measured). Tables: figures per point, environment (device, "
-      "software, date, command), Amdahl fit, failed points, the planner's predictions with "
-      "--predict, and the machine profile when the "
-      "directory holds machine-profile.toml (docs/guide/machine-profile.md). Several inputs are drawn side by "
-      "side, their labels prefixed with the study name.\n"
-      "md: the tables in Markdown. csv: one row per series point.\n"
-      "The page inlines vega, vega-lite and vega-embed read from $AISCALE_VEGA_DIR, else "
-      "third_party_npm/node_modules in the source tree (scripts/setup.sh installs them).\n"
-      "See docs/guide/report.md.");
+  auto* cmd = app.add_subcommand("report", help.about());
+  help.option(cmd, "inputs", a->inputs)->required();
+  help.option(cmd, "-o,--output", a->output)->required();
+  help.option(cmd, "--format", a->format)->check(CLI::IsMember({"html", "md", "csv"}));
+  help.option(cmd, "--predict", a->predict.target);
+  help.option(cmd, "--systems", a->predict.systems);
+  help.option(cmd, "--calibration", a->predict.calibration);
+  cmd->footer( help.footer());
   cmd->callback([a] { run_report(*a); });
 }
 

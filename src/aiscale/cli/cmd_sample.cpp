@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
@@ -199,69 +200,35 @@ void run_sample(const SampleArgs& a) {
 }  // namespace
 
 void add_sample_command(CLI::App& app) {
+  const HelpSection help("sample", "sample");
   auto a = std::make_shared<SampleArgs>();
-  auto* cmd = app.add_subcommand(
-      "sample",
-      "Generate text from a trained model's checkpoint: prompts decoded together as one batch "
-      "with a key/value cache, temperature, top-k, top-p and stop sequences");
-  cmd->add_option("--run,-r", a->run_dir, "run directory: its newest complete checkpoint is used");
-  cmd->add_option("--checkpoint", a->checkpoint, "a checkpoint folder (runs/X/checkpoints/step_N)");
-  cmd->add_option("--device", a->device,
-                  "cpu, or cuda: decode on this process's GPU (bf16 weights and cache, the "
-                  "decoding steps replayed as CUDA graphs)")
+  auto* cmd = app.add_subcommand("sample", help.about());
+  help.option(cmd, "--run,-r", a->run_dir);
+  help.option(cmd, "--checkpoint", a->checkpoint);
+  help.option(cmd, "--device", a->device)
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--prompt,-p", a->prompts,
-                  "text to continue; repeat for several prompts (default: a newline; \"\": start "
-                  "a new document from end-of-text)")
-      ->expected(1)->take_all();
-  cmd->add_option("--prompts-file", a->prompts_file,
-                  "a file of prompts, one per line (blank lines skipped), after any --prompt");
-  cmd->add_option("--tokens,-n", a->o.max_new_tokens, "tokens to generate per sample")
-      ->capture_default_str()->check(integer_in(1));
-  cmd->add_option("--min-tokens", a->o.min_new_tokens,
-                  "generate at least this many tokens: an end-of-text token before then starts a new "
-                  "line instead of ending the sample (default 0: stop at the first end-of-text)")
+  help.option(cmd, "--prompt,-p", a->prompts)->expected(1)->take_all();
+  help.option(cmd, "--prompts-file", a->prompts_file);
+  help.option(cmd, "--tokens,-n", a->o.max_new_tokens)->capture_default_str()->check(integer_in(1));
+  help.option(cmd, "--min-tokens", a->o.min_new_tokens)
       ->capture_default_str()->check(integer_in(0));
-  cmd->add_option("--temperature", a->o.sampling.temperature, "sampling temperature; 0 = greedy")
+  help.option(cmd, "--temperature", a->o.sampling.temperature)
       ->capture_default_str()->check(number_in(0));
-  cmd->add_option("--top-k", a->o.sampling.top_k, "sample among the k most likely tokens; 0 = all")
-      ->capture_default_str()->check(integer_in(0));
-  cmd->add_option("--top-p", a->o.sampling.top_p,
-                  "nucleus sampling: among the fewest most likely tokens whose probability sums "
-                  "to at least P (after temperature and top-k); 1 = all")
+  help.option(cmd, "--top-k", a->o.sampling.top_k)->capture_default_str()->check(integer_in(0));
+  help.option(cmd, "--top-p", a->o.sampling.top_p)
       ->capture_default_str()->check(positive_number())->check(number_in(0, 1));
-  cmd->add_option("--stop", a->stops,
-                  "end a sample where this text appears in it (not printed); repeatable; \\n, \\t, "
-                  "\\\\ are read as escapes")
-      ->expected(1)->take_all();
-  cmd->add_option("--samples", a->samples, "continuations of each prompt")
-      ->capture_default_str()->check(integer_in(1, 1 << 20));
-  cmd->add_option("--batch", a->batch,
-                  "samples decoded together (default: all of them, at most 16); more wait for a "
-                  "free stream")
-      ->check(integer_in(1, 1 << 20));
-  cmd->add_option("--context", a->context,
-                  "positions a sample's window holds (default: the run's train.seq_len, at most "
-                  "model.block_size); a full window slides by half")
-      ->check(integer_in(1, 1 << 30));
-  cmd->add_option("--seed", a->o.seed, "random seed: the same seed, the same text")
+  help.option(cmd, "--stop", a->stops)->expected(1)->take_all();
+  help.option(cmd, "--samples", a->samples)->capture_default_str()->check(integer_in(1, 1 << 20));
+  help.option(cmd, "--batch", a->batch)->check(integer_in(1, 1 << 20));
+  help.option(cmd, "--context", a->context)->check(integer_in(1, 1 << 30));
+  help.option(cmd, "--seed", a->o.seed)
       ->capture_default_str()->check(integer_in(0, std::numeric_limits<int64_t>::max()));
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "gpt2, byte, a tokenizer.json or a SentencePiece *.model (default: the run's "
-                  "data.tokenizer)");
-  cmd->add_option("--eot", a->eot,
-                  "the end-of-text token by its text, if the shards were tokenized with --eot "
-                  "(default: the tokenizer's own, as in `data tokenize`)");
-  cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(thread_count());
-  cmd->add_flag("--jsonl", a->jsonl,
-                "print one JSON object per sample as it ends: index, prompt, text, tokens, "
-                "stop_reason (length, end_of_text or stop_sequence), stop_sequence, ids");
-  cmd->add_flag("--print-ids", a->print_ids,
-                "also print every generated token id, end-of-text included (\"ids: [...]\")");
-  cmd->footer(
-      "One sample prints its text as it is generated; several print each sample when it ends. "
-      "Sample i of a run draws from its own random stream of --seed, so the same options give "
-      "the same text. See docs/guide/training.md#generating-text.");
+  help.option(cmd, "--tokenizer", a->tokenizer);
+  help.option(cmd, "--eot", a->eot);
+  help.option(cmd, "--threads", a->threads)->check(thread_count());
+  help.flag(cmd, "--jsonl", a->jsonl);
+  help.flag(cmd, "--print-ids", a->print_ids);
+  cmd->footer( help.footer());
   cmd->callback([a] { run_sample(*a); });
 }
 

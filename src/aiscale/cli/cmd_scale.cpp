@@ -9,6 +9,7 @@
 
 #include "aiscale/cli/command_check.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/slurm_options.h"
 #include "aiscale/core/error.h"
@@ -157,54 +158,31 @@ void keep_references(const std::string& file, const std::string& dir) {
 }  // namespace
 
 void add_scale_command(CLI::App& app) {
+  const HelpSection help("scale", "scale");
   auto args = std::make_shared<ScaleArgs>();
-  auto* cmd = app.add_subcommand(
-      "scale",
-      "Run a scaling study described in TOML (a train config or a bench suite over rank counts, "
-      "strong or weak, precisions, repeats): one job per point, through mpirun here or as Slurm "
-      "jobs (--scheduler slurm), into STUDY_DIR "
-      "(study.json, points/<id>/{command.json,run/,log.txt}, analysis.json), then the statistics "
-      "(speedup, efficiencies, throughput, TFLOP/s, MFU, step-time CDFs, Amdahl fit, stragglers). "
-      "Running it again skips finished points. See docs/guide/scaling.md.");
-  cmd->add_option("study", args->study, "study description (TOML; see configs/studies/)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--output,-o", args->output, "study directory (created, or reopened for the same study)");
-  cmd->add_option("--analyze", args->analyze,
-                  "only analyse: a study directory (point states re-read from its files, e.g. after "
-                  "Slurm jobs; writes analysis.json and prints a summary) or a comparison JSON-lines "
-                  "file (prints its analysis JSON)");
-  cmd->add_option("--reference", args->reference,
-                  "TOML file of reference values ([[reference]] n, metric, value, lower, upper, "
-                  "series), kept as STUDY_DIR/reference.toml and checked at every analysis; a miss "
-                  "ends with status 1");
-  cmd->add_option("--mpirun", args->mpirun, "mpirun to start each point's ranks with")->capture_default_str();
-  cmd->add_flag("--dry-run", args->dry_run, "write the study directory and the points' commands, run nothing");
+  auto* cmd = app.add_subcommand("scale", help.about());
+  help.option(cmd, "study", args->study)->check(CLI::ExistingFile);
+  help.option(cmd, "--output,-o", args->output);
+  help.option(cmd, "--analyze", args->analyze);
+  help.option(cmd, "--reference", args->reference);
+  help.option(cmd, "--mpirun", args->mpirun)->capture_default_str();
+  help.flag(cmd, "--dry-run", args->dry_run);
   cmd->add_flag("--oversubscribe", args->oversubscribe,
                 fmt::format("run points of more than {} ranks per core of this machine (refused "
                             "by default: such a point measures the operating system's scheduler)",
                             sweep::kMaxRanksPerCore));
-  cmd->add_option("--stop-timeout", args->stop_timeout_s,
-                  "on SIGINT or SIGTERM: seconds the running point's processes get to end (they "
-                  "get the signal) before they are killed (0: at once); the point is recorded as "
-                  "interrupted")
+  help.option(cmd, "--stop-timeout", args->stop_timeout_s)
       ->capture_default_str()->check(number_in(0, 86400));
-  cmd->add_option("--scheduler", args->scheduler,
-                  "local: run the points one after another here, through mpirun; slurm: submit "
-                  "them as Slurm jobs (a dependency chain, or job arrays with --mode array), then "
-                  "follow them with `aiscale slurm status|collect STUDY_DIR` (docs/guide/slurm.md)")
+  help.option(cmd, "--scheduler", args->scheduler)
       ->capture_default_str()->check(CLI::IsMember({"local", "slurm"}));
   auto* slurm = cmd->add_option_group("Slurm", "with --scheduler slurm: the jobs' resources and site preset");
   args->slurm.req.aiscale.clear();  // default: this binary's absolute path
   add_job_options(slurm, args->slurm, true);
-  slurm->add_option("--mode", args->submit.mode, "chain (one job per point, one after another) or array")
+  help.option(slurm, "--mode", args->submit.mode)
       ->capture_default_str()->check(CLI::IsMember({"chain", "array"}));
-  slurm->add_option("--array-parallel", args->submit.array_parallel,
-                    "with --mode array: tasks of an array that may run at once (at least 1)")
+  help.option(slurm, "--array-parallel", args->submit.array_parallel)
       ->capture_default_str()->check(integer_in(1, 1000000));
-  cmd->footer("Exit status: 0 when every point was measured; 1 when a point failed (one line names "
-              "them and their logs) or the study was refused; 128 + the signal when SIGINT or "
-              "SIGTERM stopped it (the running point is recorded as interrupted; running the same "
-              "command again resumes). With --analyze: 1 when the study has failed points.");
+  cmd->footer(help.footer());
   cmd->callback([args] {
     if (!args->analyze.empty()) {
       if (std::filesystem::is_directory(args->analyze)) {

@@ -12,6 +12,7 @@
 
 #include "aiscale/cli/command_check.h"
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/cli/slurm_options.h"
 #include "aiscale/core/error.h"
@@ -28,17 +29,14 @@ namespace {
 namespace orch = aiscale::orchestrate;
 
 void add_script(CLI::App* slurm) {
+  const HelpSection help("slurm", "script");
   auto o = std::make_shared<JobOptions>();
   o->req.aiscale.clear();
   auto out = std::make_shared<std::string>();
-  auto* c = slurm->add_subcommand(
-      "script",
-      "Write the sbatch script of an aiscale command (after --), commented, with the site's "
-      "conventions, e.g.\n  aiscale slurm script --system leonardo --nodes 4 -- train --config my.toml\n"
-      "Arguments given to sbatch after the script's name are added to the command.");
+  auto* c = slurm->add_subcommand("script", help.about());
   add_job_options(c, *o, false);
-  c->add_option("-o,--out", *out, "Write the script to this file (default: standard output)");
-  c->add_option("command", o->req.argv, "The aiscale command and its arguments, after --")->required();
+  help.option(c, "-o,--out", *out);
+  help.option(c, "command", o->req.argv)->required();
   c->callback([o, out] {
     // A command this aiscale does not run would fail only after the queue wait.
     if (const std::string why = aiscale_command_error(o->req.argv); !why.empty())
@@ -62,24 +60,18 @@ void add_script(CLI::App* slurm) {
 }
 
 void add_submit(CLI::App* slurm) {
+  const HelpSection help("slurm", "submit");
   auto o = std::make_shared<JobOptions>();
   o->req.aiscale.clear();
   auto so = std::make_shared<orch::SubmitOptions>();
   auto dir = std::make_shared<std::string>();
-  auto* c = slurm->add_subcommand(
-      "submit",
-      "Submit the points of a study (STUDY/points/<id>/command.json) as Slurm jobs: one job per "
-      "point, each after the previous (afterany), or job arrays (--mode array). Points that are "
-      "finished, queued or running are left alone; job ids go to STUDY/slurm.json. If sbatch "
-      "refuses a job, the jobs submitted before it are cancelled and the study is unchanged.");
-  c->add_option("study", *dir, "Study directory")->required();
+  auto* c = slurm->add_subcommand("submit", help.about());
+  help.option(c, "study", *dir)->required();
   add_job_options(c, *o, true);
-  c->add_option("--mode", so->mode, "chain (one job per point, one after another) or array")
-      ->capture_default_str();
-  c->add_option("--array-parallel", so->array_parallel,
-                "With --mode array: tasks of an array that may run at once (at least 1)")
+  help.option(c, "--mode", so->mode)->capture_default_str();
+  help.option(c, "--array-parallel", so->array_parallel)
       ->capture_default_str()->check(integer_in(1, 1000000));
-  c->add_flag("--dry-run", so->dry_run, "Write the scripts to STUDY/slurm/dry-run/ and submit nothing");
+  help.flag(c, "--dry-run", so->dry_run);
   c->callback([o, so, dir] {
     // Every point's command, before any job is submitted.
     for (const auto& p : orch::read_study_points(*dir))
@@ -99,21 +91,15 @@ void add_submit(CLI::App* slurm) {
 }
 
 void add_status(CLI::App* slurm) {
+  const HelpSection help("slurm", "status");
   auto dir = std::make_shared<std::string>();
   auto wait = std::make_shared<bool>(false);
   auto wo = std::make_shared<orch::WaitOptions>();
-  auto* c = slurm->add_subcommand(
-      "status",
-      "The Slurm state of every point of a study (squeue, scontrol show job; sacct where "
-      "accounting is kept). Jobs that died (TIMEOUT, NODE_FAIL, CANCELLED, OUT_OF_MEMORY, "
-      "FAILED) are shown with the tail of their log. With --wait, polls with growing pauses "
-      "until no point is queued or running, and exits 1 if any died or the timeout passed.");
-  c->add_option("study", *dir, "Study directory")->required();
-  c->add_flag("--wait", *wait, "Wait until no point is queued or running");
-  c->add_option("--timeout", wo->timeout_s, "With --wait: give up after this many seconds (above 0)")
-      ->capture_default_str()->check(positive_number());
-  c->add_option("--poll-max", wo->max_poll_s, "With --wait: longest pause between polls, seconds (above 0)")
-      ->capture_default_str()->check(positive_number());
+  auto* c = slurm->add_subcommand("status", help.about());
+  help.option(c, "study", *dir)->required();
+  help.flag(c, "--wait", *wait);
+  help.option(c, "--timeout", wo->timeout_s)->capture_default_str()->check(positive_number());
+  help.option(c, "--poll-max", wo->max_poll_s)->capture_default_str()->check(positive_number());
   c->callback([dir, wait, wo] {
     std::vector<orch::PointStatus> st;
     if (*wait) {
@@ -134,12 +120,10 @@ void add_status(CLI::App* slurm) {
 }
 
 void add_collect(CLI::App* slurm) {
+  const HelpSection help("slurm", "collect");
   auto dir = std::make_shared<std::string>();
-  auto* c = slurm->add_subcommand(
-      "collect",
-      "Record the Slurm state of every point's job in STUDY/slurm.json (one poll, no waiting), "
-      "then the points' states from their files, and print the table.");
-  c->add_option("study", *dir, "Study directory")->required();
+  auto* c = slurm->add_subcommand("collect", help.about());
+  help.option(c, "study", *dir)->required();
   c->callback([dir] {
     // study.json's point states from the point folders (exit_code, results), as the
     // local runner leaves them.
@@ -153,9 +137,8 @@ void add_collect(CLI::App* slurm) {
 }  // namespace
 
 void add_slurm_command(CLI::App& app) {
-  auto* slurm = app.add_subcommand(
-      "slurm", "Slurm: sbatch scripts with site presets, and scaling studies as Slurm jobs "
-               "(docs/guide/slurm.md)");
+  const HelpSection help("slurm", "slurm");
+  auto* slurm = app.add_subcommand("slurm", help.about());
   slurm->require_subcommand(1);
   add_script(slurm);
   add_submit(slurm);

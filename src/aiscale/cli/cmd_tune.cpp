@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/cli/commands.h"
+#include "aiscale/cli/help_text.h"
 #include "aiscale/cli/options.h"
 #include "aiscale/core/error.h"
 #include "aiscale/core/fs.h"
@@ -237,53 +238,22 @@ void run_on_ranks(const TuneArgs& a, const tune::StudyConfig& c, const tune::Dat
 }  // namespace
 
 void add_tune_command(CLI::App& app) {
+  const HelpSection help("tune", "tune");
   auto a = std::make_shared<TuneArgs>();
-  auto* cmd = app.add_subcommand(
-      "tune",
-      "Hyperparameter search: over training runs (study.backend = \"train\": any key of a training "
-      "config, each trial an aiscale train run on the node's GPUs, CPU ranks or Slurm job steps, "
-      "asynchronous successive halving); or random or grid search with k-fold cross-validation and "
-      "successive halving over the engine's MLP or XGBoost, many models per node and across MPI ranks; "
-      "--scaling prints the time-vs-models table");
-  cmd->add_option("config", a->config,
-                  "study file (TOML): [study], [data], [params.NAME], [fixed], [halving]; for training runs "
-                  "[study] backend = \"train\" with [train] config = \"run.toml\" and [params.\"train.lr\"]");
-  cmd->add_option("--set,-s", a->overrides, "override a study key: --set study.trials=50 (repeatable)");
-  cmd->add_option("--scaling", a->scaling,
-                  "instead of a search, time N randomly drawn models for each N in this list "
-                  "(e.g. 1,100,1000) and write the scaling table (scaling.csv, scaling.json)");
-  cmd->add_option("--threads", a->threads, "CPU threads per rank (0: all cores or OMP_NUM_THREADS; overrides study.threads)")
-      ->check(thread_count());
-  cmd->add_option("--threads-per-task", a->threads_per_task,
-                  "threads each model uses (0: chosen from the task and thread counts; overrides study.threads_per_task)")
-      ->check(thread_count());
-  cmd->add_flag("--fresh", a->fresh, "discard the finished tasks of an earlier run in the tune directory (default: resume)");
-  cmd->add_flag("-q,--quiet", a->quiet, "print only the summary");
-  cmd->add_option("--shard", a->shard,
-                  "K/N: run share K (from 0) of N of the tasks and stop without merging (a job of a "
-                  "job array; no [halving]); array: K and N from SLURM_ARRAY_TASK_ID/COUNT. A run "
-                  "without --shard afterwards merges");
-  cmd->add_option("--synthetic-csv", a->synthetic_csv,
-                  "write the synthetic regression (y = 3x1 - 2x2 + x3 x4 + sin(pi x5) + 0.5 x6^2 + noise) "
-                  "as CSV to this file and stop");
-  cmd->add_option("--rows", a->rows, "rows of --synthetic-csv (default 100000)")->check(integer_in(1, 100'000'000));
-  cmd->add_option("--noise", a->noise, "noise standard deviation of --synthetic-csv (default 0.1)");
-  cmd->add_option("--seed", a->seed, "seed of --synthetic-csv (default 1)")
-      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
-  cmd->footer(
-      "Tasks are trials x folds; one task per thread when there are at least as many tasks as "
-      "threads, else the threads are shared out among the tasks. Under mpirun (or aiscale launch, "
-      "srun) task i runs on rank i mod ranks; the ranks share the tune directory. Each finished task "
-      "leaves tasks/<task>.json, so a study run again resumes where it stopped. Results: "
-      "results.csv and results.json (one row per trial, the default hyperparameters first); the best "
-      "trial retrained on all rows in best/. `aiscale report DIR` draws a tune directory.\n"
-      "Exit status: 0 when the search has a result; 1 when it was refused, failed, or every "
-      "trial diverged (score NaN).\n"
-      "Training runs (backend = \"train\"): the default configuration and each trial run as aiscale "
-      "train in DIR/trials/<name>; SIGINT/SIGTERM stop the running trials (each writes a checkpoint) "
-      "and the same command resumes; results.csv, results.json and best/config.toml. Exit status 0 "
-      "with a best trial or when interrupted, 1 when refused or no trial finished.\n"
-      "See docs/guide/tune.md.");
+  auto* cmd = app.add_subcommand("tune", help.about());
+  help.option(cmd, "config", a->config);
+  help.option(cmd, "--set,-s", a->overrides);
+  help.option(cmd, "--scaling", a->scaling);
+  help.option(cmd, "--threads", a->threads)->check(thread_count());
+  help.option(cmd, "--threads-per-task", a->threads_per_task)->check(thread_count());
+  help.flag(cmd, "--fresh", a->fresh);
+  help.flag(cmd, "-q,--quiet", a->quiet);
+  help.option(cmd, "--shard", a->shard);
+  help.option(cmd, "--synthetic-csv", a->synthetic_csv);
+  help.option(cmd, "--rows", a->rows)->check(integer_in(1, 100'000'000));
+  help.option(cmd, "--noise", a->noise);
+  help.option(cmd, "--seed", a->seed)->check(integer_in(0, std::numeric_limits<int64_t>::max()));
+  cmd->footer( help.footer());
   cmd->callback([a] { run_tune(*a); });
 }
 

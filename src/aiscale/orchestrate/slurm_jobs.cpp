@@ -61,6 +61,15 @@ bool accounting_enabled() {
   return !v.empty() && v.find("none") == std::string::npos;
 }
 
+// The '|'-separated fields of each line of `out` (the --parsable2 form of squeue and sacct).
+std::vector<std::vector<std::string>> pipe_rows(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  std::stringstream ss(out);
+  std::string line;
+  while (std::getline(ss, line)) rows.push_back(split(trim(line), '|'));
+  return rows;
+}
+
 }  // namespace
 
 bool is_terminal_state(const std::string& s) {
@@ -82,13 +91,9 @@ bool is_hopeless_pending(const std::string& state, const std::string& reason) {
 
 std::map<std::string, JobState> parse_squeue(const std::string& out) {
   std::map<std::string, JobState> jobs;
-  std::stringstream ss(out);
-  std::string line;
-  while (std::getline(ss, line)) {
-    auto f = split(trim(line), '|');
-    if (f.size() < 2 || f[0].empty()) continue;
-    jobs[f[0]] = {first_word(f[1]), f.size() > 2 ? trim(f[2]) : "", "", "squeue"};
-  }
+  for (const auto& f : pipe_rows(out))
+    if (f.size() >= 2 && !f[0].empty())
+      jobs[f[0]] = {first_word(f[1]), f.size() > 2 ? trim(f[2]) : "", "", "squeue"};
   return jobs;
 }
 
@@ -103,13 +108,9 @@ JobState parse_scontrol_job(const std::string& out) {
 
 std::map<std::string, JobState> parse_sacct(const std::string& out) {
   std::map<std::string, JobState> jobs;
-  std::stringstream ss(out);
-  std::string line;
-  while (std::getline(ss, line)) {
-    auto f = split(trim(line), '|');
-    if (f.size() < 3 || f[0].empty() || f[0].find('.') != std::string::npos) continue;
-    jobs[f[0]] = {first_word(f[1]), "", trim(f[2]), "sacct"};
-  }
+  for (const auto& f : pipe_rows(out))  // the job, not its steps (ID.batch, ID.0)
+    if (f.size() >= 3 && !f[0].empty() && f[0].find('.') == std::string::npos)
+      jobs[f[0]] = {first_word(f[1]), "", trim(f[2]), "sacct"};
   return jobs;
 }
 

@@ -148,6 +148,18 @@ json& optional_records(const Checker& c, json& doc, const char* key) {
   return (c.array(doc, key, ""));
 }
 
+// Checks that each record of the optional array `key` is an object (of the members `shape`
+// lists, for the message), then hands it and its path to `check`.
+template <typename Check>
+void check_records(const Checker& c, json& doc, const char* key, const char* shape, Check&& check) {
+  json& records = optional_records(c, doc, key);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string p = Checker::index(key, i);
+    if (!records[i].is_object()) c.fail_at(p, std::string("must be an object ") + shape);
+    check(records[i], p);
+  }
+}
+
 }  // namespace
 
 json validate_analysis(const json& input, const std::string& source) {
@@ -191,55 +203,44 @@ json validate_analysis(const json& input, const std::string& source) {
   json& series = (c.array(doc, "series", ""));
   for (size_t i = 0; i < series.size(); ++i) check_series(c, series[i], Checker::index("series", i));
 
-  json& cdf = optional_records(c, doc, "cdf");
-  for (size_t i = 0; i < cdf.size(); ++i) {
-    const std::string p = Checker::index("cdf", i);
-    if (!cdf[i].is_object()) c.fail_at(p, "must be an object {\"label\", \"n\", \"step_times_s\"}");
-    c.string(cdf[i], "label", p);
-    c.number(cdf[i], "n", p);
-    check_numbers(c, cdf[i], "step_times_s", p);
-  }
-  json& loss = optional_records(c, doc, "loss_curves");
-  for (size_t i = 0; i < loss.size(); ++i) {
-    const std::string p = Checker::index("loss_curves", i);
-    if (!loss[i].is_object()) c.fail_at(p, "must be an object {\"label\", \"n\", \"repeat\", \"step\", \"loss\"}");
-    c.string(loss[i], "label", p);
-    c.number(loss[i], "n", p);
-    if (!loss[i].contains("repeat")) loss[i]["repeat"] = 1;
-    c.number(loss[i], "repeat", p);
-    check_numbers(c, loss[i], "step", p);
-    check_numbers(c, loss[i], "loss", p);
-    if (loss[i]["step"].size() != loss[i]["loss"].size())
-      c.fail_at(p, "has " + std::to_string(loss[i]["step"].size()) + " steps but " +
-                       std::to_string(loss[i]["loss"].size()) + " losses (they must pair up)");
-  }
-  json& failed = optional_records(c, doc, "failed_points");
-  for (size_t i = 0; i < failed.size(); ++i) {
-    const std::string p = Checker::index("failed_points", i);
-    if (!failed[i].is_object()) c.fail_at(p, "must be an object {\"id\", \"reason\"}");
-    c.string(failed[i], "id", p);
-    if (!failed[i].contains("reason") || failed[i]["reason"].is_null()) failed[i]["reason"] = "";
-    c.string(failed[i], "reason", p);
-  }
+  check_records(c, doc, "cdf", R"({"label", "n", "step_times_s"})", [&](json& r, const std::string& p) {
+    c.string(r, "label", p);
+    c.number(r, "n", p);
+    check_numbers(c, r, "step_times_s", p);
+  });
+  check_records(c, doc, "loss_curves", R"({"label", "n", "repeat", "step", "loss"})",
+                [&](json& r, const std::string& p) {
+                  c.string(r, "label", p);
+                  c.number(r, "n", p);
+                  if (!r.contains("repeat")) r["repeat"] = 1;
+                  c.number(r, "repeat", p);
+                  check_numbers(c, r, "step", p);
+                  check_numbers(c, r, "loss", p);
+                  if (r["step"].size() != r["loss"].size())
+                    c.fail_at(p, "has " + std::to_string(r["step"].size()) + " steps but " +
+                                     std::to_string(r["loss"].size()) + " losses (they must pair up)");
+                });
+  check_records(c, doc, "failed_points", R"({"id", "reason"})", [&](json& r, const std::string& p) {
+    c.string(r, "id", p);
+    if (!r.contains("reason") || r["reason"].is_null()) r["reason"] = "";
+    c.string(r, "reason", p);
+  });
   // Reference checks (aiscale scale --reference): optional.
-  if (doc.contains("references")) {
-    json& refs = optional_records(c, doc, "references");
-    for (size_t i = 0; i < refs.size(); ++i) {
-      const std::string p = Checker::index("references", i);
-      if (!refs[i].is_object())
-        c.fail_at(p, "must be an object {\"series\", \"n\", \"metric\", \"value\", \"measured\", \"pass\"}");
-      c.string(refs[i], "series", p);
-      c.number(refs[i], "n", p);
-      c.string(refs[i], "metric", p);
-      c.number(refs[i], "value", p);
-      c.nullable_number(refs[i], "measured", p);
-      c.nullable_number(refs[i], "lower", p);
-      c.nullable_number(refs[i], "upper", p);
-      if (!refs[i].contains("pass") || !refs[i]["pass"].is_boolean()) c.fail_at(Checker::join(p, "pass"), "must be true or false");
-      if (!refs[i].contains("why") || refs[i]["why"].is_null()) refs[i]["why"] = "";
-      c.string(refs[i], "why", p);
-    }
-  }
+  if (doc.contains("references"))
+    check_records(c, doc, "references", R"({"series", "n", "metric", "value", "measured", "pass"})",
+                  [&](json& r, const std::string& p) {
+                    c.string(r, "series", p);
+                    c.number(r, "n", p);
+                    c.string(r, "metric", p);
+                    c.number(r, "value", p);
+                    c.nullable_number(r, "measured", p);
+                    c.nullable_number(r, "lower", p);
+                    c.nullable_number(r, "upper", p);
+                    if (!r.contains("pass") || !r["pass"].is_boolean())
+                      c.fail_at(Checker::join(p, "pass"), "must be true or false");
+                    if (!r.contains("why") || r["why"].is_null()) r["why"] = "";
+                    c.string(r, "why", p);
+                  });
   return doc;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/fs.h"
+#include "aiscale/report/escape.h"
 
 namespace aiscale::report {
 namespace {
@@ -110,34 +111,13 @@ void append_table(std::string& out, const Table& t) {
 }  // namespace
 
 std::string html_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
+  return replace_chars(text,
+                       {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
 }
 
 std::string json_for_script(const json& value) {
-  const std::string text = value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
-    }
-  }
-  return out;
+  return replace_chars(value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace),
+                       {{'<', "\\u003c"}, {'>', "\\u003e"}, {'&', "\\u0026"}});
 }
 
 PageContent page_content(const std::vector<json>& studies) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/fs.h"
+#include "aiscale/report/escape.h"
 #include "aiscale/report/tables.h"
 
 namespace aiscale::report {
@@ -13,19 +14,8 @@ using nlohmann::json;
 
 // A Markdown table cell: pipes escaped, line breaks flattened, HTML tags neutralised.
 std::string md_cell(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '|': out += "\\|"; break;
-      case '\n': case '\r': out += ' '; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\\': out += "\\\\"; break;
-      case '`': out += "\\`"; break;
-      default: out += c;
-    }
-  }
-  return out;
+  return replace_chars(text, {{'|', "\\|"}, {'\n', " "}, {'\r', " "}, {'<', "&lt;"}, {'>', "&gt;"},
+                              {'\\', "\\\\"}, {'`', "\\`"}});
 }
 
 std::string number_field(const json& v) {

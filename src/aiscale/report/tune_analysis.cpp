@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "aiscale/core/error.h"
 #include "aiscale/report/inputs.h"
@@ -95,6 +97,19 @@ json analyze_train_search(const json& results) {
   return tune;
 }
 
+// DIR/<kind>.json that aiscale tune writes (kind: results or scaling; its format
+// aiscale-tune-<kind>), noted in `files_read`: its path and content; none when absent.
+std::optional<std::pair<std::string, json>> read_tune_file(const fs::path& dir, const std::string& kind,
+                                                           std::vector<std::string>& files_read) {
+  const std::string file = (dir / (kind + ".json")).string();
+  if (!fs::exists(file)) return std::nullopt;
+  files_read.push_back(file);
+  json doc = read_json_file(file);
+  if (doc.value("format", "") != "aiscale-tune-" + kind)
+    fail("'{}' is not a tune {} file (format '{}')", file, kind, doc.value("format", ""));
+  return std::pair{file, std::move(doc)};
+}
+
 }  // namespace
 
 json analyze_tune_directory(const std::string& dir, std::vector<std::string>& files_read) {
@@ -132,12 +147,8 @@ json analyze_tune_directory(const std::string& dir, std::vector<std::string>& fi
                 {"unit", meta.value("metric", "")}, {"created", meta.value("created", meta.value("date", ""))}};
   json environment = json::object();
   bool any = false;
-  if (fs::exists(p / "results.json")) {
-    const std::string file = (p / "results.json").string();
-    files_read.push_back(file);
-    const json results = read_json_file(file);
-    if (results.value("format", "") != "aiscale-tune-results")
-      fail("'{}' is not a tune results file (format '{}')", file, results.value("format", ""));
+  if (const auto read = read_tune_file(p, "results", files_read)) {
+    const auto& [file, results] = *read;
     const bool higher = results.value("higher_is_better", false);
     tune["higher_is_better"] = higher;
     double best = NAN;
@@ -154,12 +165,8 @@ json analyze_tune_directory(const std::string& dir, std::vector<std::string>& fi
                    {"device_kind", "cpu"}, {"date", results.value("date", "")}};
     any = true;
   }
-  if (fs::exists(p / "scaling.json")) {
-    const std::string file = (p / "scaling.json").string();
-    files_read.push_back(file);
-    const json scaling = read_json_file(file);
-    if (scaling.value("format", "") != "aiscale-tune-scaling")
-      fail("'{}' is not a tune scaling file (format '{}')", file, scaling.value("format", ""));
+  if (const auto read = read_tune_file(p, "scaling", files_read)) {
+    const auto& [file, scaling] = *read;
     for (const json& r : scaling.at("rows"))
       tune["scaling"].push_back({{"models", number_at(r, "models", file)},
                                  {"wall_seconds", number_at(r, "wall_seconds", file)},
@@ -174,7 +181,7 @@ json analyze_tune_directory(const std::string& dir, std::vector<std::string>& fi
   }
   if (!any)
     fail("tune directory '{}' has neither results.json nor scaling.json yet: run `aiscale tune` on "
-         "its study file first", dir);
+        "its study file first", dir);
   return {{"format", "aiscale-study-analysis"}, {"version", 1}, {"study", study},
           {"environment", environment}, {"series", json::array()}, {"tune", tune}};
 }
@@ -198,38 +205,26 @@ std::vector<Chart> tune_charts(const std::vector<json>& studies) {
     }
   }
   std::vector<Chart> out;
-  auto spec = [](json values) {
-    return json{{"width", 420}, {"height", 260}, {"data", {{"values", std::move(values)}}},
-                {"config", {{"legend", {{"orient", "bottom"}, {"columns", 2}}}}}};
-  };
   if (!times.empty()) {
-    json s = spec(times);
-    s["mark"] = {{"type", "line"}, {"point", true}};
-    s["encoding"] = {
-        {"x", {{"field", "models"}, {"type", "quantitative"}, {"title", "models"}, {"scale", {{"type", "log"}}}}},
-        {"y", {{"field", "seconds"}, {"type", "quantitative"}, {"title", "time (s)"}, {"scale", {{"type", "log"}}}}},
-        {"color", {{"field", "time"}, {"type", "nominal"}, {"title", "time"}}},
-        {"strokeDash", {{"field", "study"}, {"type", "nominal"}, {"title", "study"}}},
-        {"tooltip", json::array({{{"field", "study"}, {"type", "nominal"}}, {{"field", "models"}, {"type", "quantitative"}},
-                                 {{"field", "time"}, {"type", "nominal"}}, {{"field", "seconds"}, {"type", "quantitative"}}})}};
-    out.push_back({"tune_time", "Time against models (aiscale tune --scaling)",
-                   "Wall time of N models sharing the threads (and ranks), against the serial-equivalent "
-                   "time (the tasks' own durations summed: one thread running them in turn). The gap "
-                   "is the speedup.", s});
+    const json encoding = {
+        {"x", vega::quantitative("models", "models", {{"type", "log"}})},
+        {"y", vega::quantitative("seconds", "time (s)", {{"type", "log"}})},
+        {"color", vega::nominal("time", "time")},
+        {"strokeDash", vega::nominal("study", "study")},
+        {"tooltip", vega::tooltip({{"study", "nominal"}, {"models", "quantitative"}, {"time", "nominal"},
+                                   {"seconds", "quantitative"}})}};
+    out.push_back(
+        vega::with_mark("tune_time", vega::spec(times, 2), vega::line_with_points(), encoding));
   }
   if (!trials.empty()) {
-    json s = spec(trials);
-    s["mark"] = {{"type", "line"}, {"point", true}};
-    s["encoding"] = {
-        {"x", {{"field", "trial"}, {"type", "quantitative"}, {"title", "trial"}}},
-        {"y", {{"field", "score"}, {"type", "quantitative"}, {"title", "cross-validated score"}, {"scale", {{"zero", false}}}}},
-        {"color", {{"field", "series"}, {"type", "nominal"}, {"title", ""}}},
-        {"strokeDash", {{"field", "study"}, {"type", "nominal"}, {"title", "study"}}},
-        {"tooltip", json::array({{{"field", "study"}, {"type", "nominal"}}, {{"field", "trial"}, {"type", "quantitative"}},
-                                 {{"field", "score"}, {"type", "quantitative"}}})}};
-    out.push_back({"tune_best", "Best score against trials (aiscale tune)",
-                   "Each trial's cross-validated score (at the last rung it reached under successive "
-                   "halving) and the best so far, in trial order.", s});
+    const json encoding = {
+        {"x", vega::quantitative("trial", "trial")},
+        {"y", vega::quantitative("score", "cross-validated score", {{"zero", false}})},
+        {"color", vega::nominal("series", "")},
+        {"strokeDash", vega::nominal("study", "study")},
+        {"tooltip", vega::tooltip({{"study", "nominal"}, {"trial", "quantitative"}, {"score", "quantitative"}})}};
+    out.push_back(
+        vega::with_mark("tune_best", vega::spec(trials, 2), vega::line_with_points(), encoding));
   }
   for (auto& c : train_search_charts(studies)) out.push_back(std::move(c));
   return out;
@@ -250,44 +245,30 @@ std::vector<Chart> train_search_charts(const std::vector<json>& studies) {
     }
   }
   std::vector<Chart> out;
-  auto spec = [](json values) {
-    return json{{"width", 420}, {"height", 260}, {"data", {{"values", std::move(values)}}},
-                {"config", {{"legend", {{"orient", "bottom"}, {"columns", 3}}}}}};
-  };
   if (!curves.empty()) {
-    json s = spec(curves);
-    s["mark"] = {{"type", "line"}, {"point", true}};
-    s["encoding"] = {
-        {"x", {{"field", "step"}, {"type", "quantitative"}, {"title", "training step"}}},
-        {"y", {{"field", "val_loss"}, {"type", "quantitative"}, {"title", "validation loss"}, {"scale", {{"zero", false}}}}},
+    const json encoding = {
+        {"x", vega::quantitative("step", "training step")},
+        {"y", vega::quantitative("val_loss", "validation loss", {{"zero", false}})},
         {"detail", {{"field", "trial"}, {"type", "nominal"}}},
-        {"color", {{"field", "ended"}, {"type", "nominal"}, {"title", "trial"}}},
-        {"strokeDash", {{"field", "study"}, {"type", "nominal"}, {"title", "study"}}},
-        {"tooltip", json::array({{{"field", "study"}, {"type", "nominal"}}, {{"field", "trial"}, {"type", "nominal"}},
-                                 {{"field", "step"}, {"type", "quantitative"}}, {{"field", "val_loss"}, {"type", "quantitative"}},
-                                 {{"field", "ended"}, {"type", "nominal"}}})}};
-    out.push_back({"tune_curves", "Validation loss of every trial (aiscale tune, training runs)",
-                   "Each trial's validation loss against its training step, coloured by how it ended: "
-                   "finished, stopped early by successive halving at a rung, failed; the default "
-                   "configuration is the trial named default.", s});
+        {"color", vega::nominal("ended", "trial")},
+        {"strokeDash", vega::nominal("study", "study")},
+        {"tooltip", vega::tooltip({{"study", "nominal"}, {"trial", "nominal"}, {"step", "quantitative"},
+                                   {"val_loss", "quantitative"}, {"ended", "nominal"}})}};
+    out.push_back(
+        vega::with_mark("tune_curves", vega::spec(curves, 3), vega::line_with_points(), encoding));
   }
   if (!importance.empty()) {
-    json s = spec(importance);
-    s["mark"] = "bar";
-    s["encoding"] = {
+    json tip = vega::tooltip({{"study", "nominal"}, {"param", "nominal"}, {"rho", "quantitative"},
+                              {"trials", "quantitative"}, {"at_step", "quantitative"}});
+    tip[2]["format"] = ".2f";
+    const json encoding = {
         {"y", {{"field", "param"}, {"type", "nominal"}, {"title", "key"}, {"sort", "-x"}}},
-        {"x", {{"field", "importance"}, {"type", "quantitative"}, {"title", "|Spearman rho| with the validation loss"},
-               {"scale", {{"domain", json::array({0, 1})}}}}},
-        {"color", {{"field", "study"}, {"type", "nominal"}, {"title", "study"}}},
+        {"x", vega::quantitative("importance", "|Spearman rho| with the validation loss",
+                                 {{"domain", json::array({0, 1})}})},
+        {"color", vega::nominal("study", "study")},
         {"yOffset", {{"field", "study"}, {"type", "nominal"}}},
-        {"tooltip", json::array({{{"field", "study"}, {"type", "nominal"}}, {{"field", "param"}, {"type", "nominal"}},
-                                 {{"field", "rho"}, {"type", "quantitative"}, {"format", ".2f"}},
-                                 {{"field", "trials"}, {"type", "quantitative"}}, {{"field", "at_step"}, {"type", "quantitative"}}})}};
-    out.push_back({"tune_importance", "Which keys mattered (aiscale tune, training runs)",
-                   "For each searched key, the absolute rank correlation (Spearman) between its value "
-                   "and the trials' validation loss at the first rung, where every trial has one: 1 "
-                   "means the loss follows the key's order, 0 that it does not. The sign (in the "
-                   "tooltip) says whether larger values lowered the loss.", s});
+        {"tooltip", tip}};
+    out.push_back(vega::with_mark("tune_importance", vega::spec(importance, 3), "bar", encoding));
   }
   return out;
 }

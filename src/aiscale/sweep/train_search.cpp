@@ -91,7 +91,7 @@ class Search {
   Asha asha_{3, {}};
   bool halving_ = false;
   int64_t steps_ = 0, eval_every_ = 0, threads_ = 1, failures_ = 0;
-  int64_t started_ = 0, resumed_ = 0, skipped_ = 0;
+  TrainSearchOutcome outcome_;  // filled as the search runs: trials started, resumed, skipped first
   double busy_s_ = 0, step_s_ = 0;  // process and training-step time of this run of the study
   bool prestart_ = false;
   double next_room_check_ = 0;
@@ -189,7 +189,7 @@ void Search::launch(TrialRecord& t, size_t slot, bool prestart) {
                       train::latest_checkpoint((fs::path(run_dir) / "checkpoints").string()).has_value();
   if (resume) {
     train_args = {"train", "--resume", run_dir, "-q"};
-    ++resumed_;
+    ++outcome_.resumed;
   } else {
     // A run directory without a checkpoint holds nothing to continue from.
     std::error_code ec;
@@ -218,7 +218,7 @@ void Search::launch(TrialRecord& t, size_t slot, bool prestart) {
       train_args.push_back(s);
     }
     train_args.push_back("-q");
-    ++started_;
+    ++outcome_.started;
   }
   const int64_t ranks = c_.train.ranks_per_trial;
   std::vector<std::string> argv;
@@ -426,14 +426,14 @@ TrainSearchOutcome Search::run() {
       if (t.status == "failed") ++failures_;
     }
     if (t.status == "finished" || t.status == "stopped" || t.status == "failed" || t.status == "diverged") {
-      ++skipped_;
+      ++outcome_.skipped;
       continue;
     }
     // A rung passed before the interruption that decided "stop" is final.
     if (std::any_of(t.rungs.begin(), t.rungs.end(), [](const auto& r) { return !r.went_on; })) {
       t.status = "stopped";
       save(t);
-      ++skipped_;
+      ++outcome_.skipped;
       continue;
     }
     queue.push_back(i);
@@ -444,7 +444,7 @@ TrainSearchOutcome Search::run() {
                   launcher_ == "srun" ? "Slurm job steps" : slots_.front().gpus.empty() ? "CPU" : "GPU",
                   c_.train.ranks_per_trial > 1 ? fmt::format(", {} ranks each", c_.train.ranks_per_trial) : "",
                   halving_ ? fmt::format("rungs at steps {} (eta {}); ", fmt::join(rungs, ", "), c_.halving.eta) : "",
-                  queue.size(), skipped_));
+                  queue.size(), outcome_.skipped));
 
   StopSignals signals;
   bool gave_up = false;
@@ -498,15 +498,12 @@ TrainSearchOutcome Search::run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 
-  TrainSearchOutcome out;
+  TrainSearchOutcome& out = outcome_;
   out.interrupted = StopSignals::received() != 0;
   out.wall_seconds = now_s() - wall_start;
   out.parallel_trials = static_cast<int64_t>(slots_.size());
   out.rungs = rungs;
   out.dir = dir_;
-  out.started = started_;
-  out.resumed = resumed_;
-  out.skipped = skipped_;
   write_results(out);
   if (gave_up)
     fail("{}: {} trial(s) failed (more than train.max_failures = {}); their errors are in {}/results.csv "

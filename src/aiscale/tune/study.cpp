@@ -104,17 +104,16 @@ RungStats run_rung(const StudyConfig& c, const Dataset& d, const std::vector<Spl
     fo.seed = task_seed(c.seed, t.trial, t.fold);
     const auto model = fit_model(c.backend, train, fo);
     const std::vector<float> pred = model->predict(eval);
-    TaskRecord r;
-    r.id = t.id;
-    r.trial = t.trial;
-    r.fold = t.fold;
-    r.rung = t.rung;
-    r.budget = t.budget;
-    r.score = score(c.metric, eval.y, pred, d.classes);
-    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    r.rank = comm.rank();
-    r.threads = task_threads;
-    write_task_record((task_dir / (t.id + ".json")).string(), r);
+    write_task_record((task_dir / (t.id + ".json")).string(),
+                      {.id = t.id,
+                       .trial = t.trial,
+                       .fold = t.fold,
+                       .rung = t.rung,
+                       .budget = t.budget,
+                       .score = score(c.metric, eval.y, pred, d.classes),
+                       .seconds = std::chrono::duration<double>(Clock::now() - start).count(),
+                       .rank = comm.rank(),
+                       .threads = task_threads});
   });
   stats.run = static_cast<int64_t>(mine.size());
   double counts[2] = {static_cast<double>(stats.run), static_cast<double>(stats.resumed)};
