@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/core/non_copyable.h"
 #include "aiscale/profile/op_profiler.h"
 
 namespace aiscale::profile {
@@ -41,7 +42,7 @@ class AnchoredEvents {
 // What a GPU recorder is made of: the profiler it reports to, its stream, the track its
 // spans go on (named at construction) and its events. Registers itself with the profiler,
 // whose resolve() calls the recorder's.
-class GpuStreamSource : public DeviceSpanSource {
+class GpuStreamSource : public DeviceSpanSource, NonCopyable {
  protected:
   GpuStreamSource(OpProfiler& profiler, cudaStream_t stream, int track, std::string track_name,
                   size_t preallocated_events);

@@ -6,11 +6,6 @@
 
 namespace aiscale::profile {
 
-namespace {
-// Events made up front: creating one inside the window would cost the step time.
-constexpr size_t kPreallocatedEvents = 4096;
-}  // namespace
-
 GpuOpRecorder::GpuOpRecorder(OpProfiler& profiler, cudaStream_t stream, int track,
                              std::string track_name)
     : GpuStreamSource(profiler, stream, track, std::move(track_name), kPreallocatedEvents) {

@@ -19,8 +19,6 @@ class GpuOpRecorder final : public GpuStreamSource {
   // Registers itself with `profiler` (resolve() is called by OpProfiler::resolve()).
   GpuOpRecorder(OpProfiler& profiler, cudaStream_t stream, int track, std::string track_name);
   ~GpuOpRecorder() override;
-  GpuOpRecorder(const GpuOpRecorder&) = delete;
-  GpuOpRecorder& operator=(const GpuOpRecorder&) = delete;
 
   // The op `name` (a string literal) starts on the stream now; the op before it ends
   // here. nullptr: the op before ends, none starts. Does nothing outside the window.
@@ -28,6 +26,8 @@ class GpuOpRecorder final : public GpuStreamSource {
   void resolve(OpProfiler& into) override;
 
  private:
+  // Events made up front: creating one inside the window would cost the step time.
+  static constexpr size_t kPreallocatedEvents = 4096;
   struct Mark {
     size_t event;
     const char* name;

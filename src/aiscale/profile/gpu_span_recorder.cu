@@ -6,12 +6,6 @@
 
 namespace aiscale::profile {
 
-namespace {
-// Events made up front (two per span): creating one inside the window costs time on the
-// thread that queues the collectives.
-constexpr size_t kPreallocatedEvents = 1024;
-}  // namespace
-
 GpuSpanRecorder::GpuSpanRecorder(OpProfiler& profiler, cudaStream_t stream, int track,
                                  std::string track_name)
     : GpuStreamSource(profiler, stream, track, std::move(track_name), kPreallocatedEvents) {

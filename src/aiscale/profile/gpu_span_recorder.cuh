@@ -27,8 +27,6 @@ class GpuSpanRecorder final : public GpuStreamSource {
   // Registers itself with `profiler`; waits for `stream` once (for the anchor).
   GpuSpanRecorder(OpProfiler& profiler, cudaStream_t stream, int track, std::string track_name);
   ~GpuSpanRecorder() override;
-  GpuSpanRecorder(const GpuSpanRecorder&) = delete;
-  GpuSpanRecorder& operator=(const GpuSpanRecorder&) = delete;
 
   // Whether the profiler records now; ask on the stepping thread only.
   bool recording() const { return profiler_.recording(); }
@@ -43,6 +41,9 @@ class GpuSpanRecorder final : public GpuStreamSource {
   void resolve(OpProfiler& into) override;
 
  private:
+  // Events made up front (two per span): creating one inside the window costs time on the
+  // thread that queues the collectives.
+  static constexpr size_t kPreallocatedEvents = 1024;
   struct Pending {
     Span span;
     size_t start = 0, end = 0;

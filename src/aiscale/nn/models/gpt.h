@@ -74,7 +74,7 @@ struct GptRunOptions {
   double comm_timeout_s = 300;  // device collectives not complete after this long fail
   // GPU attention kernels: "auto" (cuDNN's fused engines where the build has cuDNN 9 and
   // they take the shape, else the own flash kernels, else CUDA cores; the environment
-  // variable AISCALE_CUDA_ATTENTION may pick a measurement variant), "cudnn", "flash",
+  // variable AISCALE_CUDA_ATTENTION may pick one of the others), "cudnn", "flash",
   // "simple". The CPU model has one attention and accepts only "auto".
   std::string attention = "auto";
 };

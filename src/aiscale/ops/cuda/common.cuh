@@ -64,21 +64,15 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // ---------------------------------------------------------------------------------------
 // Element conversions. Math is always fp32; storage is T.
 
+// T is float, bf16 or fp16; back to T rounds to nearest even (the conversion operators of
+// cuda_bf16.h and cuda_fp16.h: __bfloat162float / __float2bfloat16_rn and the fp16 pair).
 template <typename T>
 __device__ __forceinline__ float to_f32(T x) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
-  if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(x);
-  else if constexpr (std::is_same_v<T, f16>) return __half2float(x);
-  else return x;
+  return static_cast<float>(x);
 }
-
-// Rounded to nearest even.
 template <typename T>
 __device__ __forceinline__ T from_f32(float x) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
-  if constexpr (std::is_same_v<T, bf16>) return __float2bfloat16_rn(x);
-  else if constexpr (std::is_same_v<T, f16>) return __float2half_rn(x);
-  else return x;
+  return static_cast<T>(x);
 }
 
 // 16 bytes of T: the unit of every vectorised load and store.

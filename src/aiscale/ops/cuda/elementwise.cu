@@ -362,33 +362,41 @@ void residual_forward(DType t, void* out, const void* a, const void* b, int64_t 
 
 size_t bias_grad_scratch_floats(int64_t OC) { return static_cast<size_t>(kBiasRowChunks * OC); }
 
-void bias_grad(DType t, float* out, const void* x, int64_t N, int64_t OC, bool accumulate,
-               float* scratch, cudaStream_t s) {
+namespace {
+// Column sums of an (N, OC) pass of dtype t into out (fp32, OC; added with accumulate):
+// partials(tag, grid, threads) launches the pass's partial-sums kernel over kBiasRowChunks
+// row chunks into scratch, then the fixed-order reduction runs.
+template <typename Partials>
+void column_sums(DType t, const char* what, float* out, float* scratch, int64_t OC,
+                 bool accumulate, cudaStream_t s, Partials&& partials) {
   dispatch_dtype(t, [&](auto tag) {
     using X = decltype(tag);
-    check_packed<X>(OC, "bias_grad");
-    const dim3 grid(static_cast<unsigned>(ceil_div(OC, 32 * Pack<X>::N)), kBiasRowChunks);
-    column_partial_sums_kernel<X><<<grid, 32 * kBiasWarps, 0, s>>>(
-        scratch, static_cast<const X*>(x), N, static_cast<int>(OC));
+    check_packed<X>(OC, what);
+    partials(tag, dim3(static_cast<unsigned>(ceil_div(OC, 32 * Pack<X>::N)), kBiasRowChunks),
+             32 * kBiasWarps);
     AISCALE_CUDA_LAUNCH_CHECK();
     column_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, 32)), 256, 0, s>>>(
         out, scratch, kBiasRowChunks, static_cast<int>(OC), accumulate);
     AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
+}  // namespace
+
+void bias_grad(DType t, float* out, const void* x, int64_t N, int64_t OC, bool accumulate,
+               float* scratch, cudaStream_t s) {
+  column_sums(t, "bias_grad", out, scratch, OC, accumulate, s, [&](auto tag, dim3 grid, int threads) {
+    using X = decltype(tag);
+    column_partial_sums_kernel<X><<<grid, threads, 0, s>>>(scratch, static_cast<const X*>(x), N,
+                                                           static_cast<int>(OC));
+  });
+}
 
 void gelu_backward_bias(DType t, void* d, const void* pre, int64_t N, int64_t OC, float* dbias,
                         float* scratch, cudaStream_t s) {
-  dispatch_dtype(t, [&](auto tag) {
+  column_sums(t, "gelu_backward_bias", dbias, scratch, OC, false, s, [&](auto tag, dim3 grid, int threads) {
     using X = decltype(tag);
-    check_packed<X>(OC, "gelu_backward_bias");
-    const dim3 grid(static_cast<unsigned>(ceil_div(OC, 32 * Pack<X>::N)), kBiasRowChunks);
-    gelu_backward_partial_sums_kernel<X><<<grid, 32 * kBiasWarps, 0, s>>>(
+    gelu_backward_partial_sums_kernel<X><<<grid, threads, 0, s>>>(
         scratch, static_cast<X*>(d), static_cast<const X*>(pre), N, static_cast<int>(OC));
-    AISCALE_CUDA_LAUNCH_CHECK();
-    column_reduce_kernel<<<static_cast<unsigned>(ceil_div(OC, 32)), 256, 0, s>>>(
-        dbias, scratch, kBiasRowChunks, static_cast<int>(OC), false);
-    AISCALE_CUDA_LAUNCH_CHECK();
   });
 }
 

@@ -47,6 +47,22 @@ __device__ __forceinline__ void block_combine(float& m, float& s, float* red_m, 
   s = red_s[0];
 }
 
+// Pack p of a row (its first column p * PV) combined into the running (m, s): its max and
+// sum of exp over the columns below V (the padded ones left out).
+template <typename T>
+__device__ __forceinline__ void combine_pack(float& m, float& s, const Pack<T>& v, int p, int V) {
+  constexpr int PV = Pack<T>::N;
+  float pm = -FLT_MAX;
+#pragma unroll
+  for (int k = 0; k < PV; ++k)
+    if (p * PV + k < V) pm = fmaxf(pm, v.get(k));
+  float ps = 0.0f;
+#pragma unroll
+  for (int k = 0; k < PV; ++k)
+    if (p * PV + k < V) ps += __expf(v.get(k) - pm);
+  combine(m, s, pm, ps);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kXentThreads)
     softmax_xent_kernel(float* losses, T* logits, const int32_t* targets, int V, int Vp,
@@ -62,17 +78,7 @@ __global__ void __launch_bounds__(kXentThreads)
   const int first = threadIdx.x, stride = kXentThreads;
   strided_loads<kUnroll>(
       first, packs, stride, [&](int p) { return load_pack(x + int64_t(p) * PV); },
-      [&](int p, const Pack<T>& v) {
-        float pm = -FLT_MAX;
-#pragma unroll
-        for (int k = 0; k < PV; ++k)
-          if (p * PV + k < V) pm = fmaxf(pm, v.get(k));
-        float ps = 0.0f;
-#pragma unroll
-        for (int k = 0; k < PV; ++k)
-          if (p * PV + k < V) ps += __expf(v.get(k) - pm);
-        combine(m, s, pm, ps);
-      });
+      [&](int p, const Pack<T>& v) { combine_pack(m, s, v, p, V); });
   block_combine(m, s, red_m, red_s);
   const float lse = m + __logf(s);
   const int target = targets[row];
@@ -204,18 +210,8 @@ __global__ void __launch_bounds__(kXentThreads)
   const T* x = logits + row * Vp;
   const int packs = Vp / PV;
   float m = -FLT_MAX, s = 0.0f;
-  for (int p = threadIdx.x; p < packs; p += kXentThreads) {
-    const Pack<T> v = load_pack(x + int64_t(p) * PV);
-    float pm = -FLT_MAX;
-#pragma unroll
-    for (int k = 0; k < PV; ++k)
-      if (p * PV + k < V) pm = fmaxf(pm, v.get(k));
-    float ps = 0.0f;
-#pragma unroll
-    for (int k = 0; k < PV; ++k)
-      if (p * PV + k < V) ps += __expf(v.get(k) - pm);
-    combine(m, s, pm, ps);
-  }
+  for (int p = threadIdx.x; p < packs; p += kXentThreads)
+    combine_pack(m, s, load_pack(x + int64_t(p) * PV), p, V);
   block_combine(m, s, red_m, red_s);
   if (threadIdx.x == 0) {
     const int64_t col = int64_t(targets[row]) - vocab_begin;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "aiscale/core/non_copyable.h"
 #include "aiscale/parallel/algorithms/allreduce_choice.h"
 #include "aiscale/parallel/comm.h"
 
@@ -34,12 +35,10 @@ inline constexpr int64_t kDeviceChunkFloats = int64_t{1} << 20;
 // The GPU memory and CUDA events one all-reduce communicator needs: the scratch buffer of
 // the reduce-scatter steps (chunk_floats values) and the events that order the work of
 // several communicators' streams. On the current GPU.
-class DeviceAllreduceWork {
+class DeviceAllreduceWork : NonCopyable {
  public:
   explicit DeviceAllreduceWork(int64_t chunk_floats);
   ~DeviceAllreduceWork();
-  DeviceAllreduceWork(const DeviceAllreduceWork&) = delete;
-  DeviceAllreduceWork& operator=(const DeviceAllreduceWork&) = delete;
   int64_t chunk_floats() const { return chunk_floats_; }
   float* scratch() const { return scratch_; }
   void* event(int i) const { return events_[i]; }

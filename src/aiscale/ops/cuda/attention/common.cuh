@@ -110,16 +110,21 @@ __device__ __forceinline__ void zero(A (&a)[N]) {
   for (size_t i = 0; i < N; ++i) zero(a[i]);
 }
 
-// Where the Q, K and V rows of one (batch b, head h) start in qkv (B, T, 3C): rows `stride`
-// = 3C apart, head h's HS columns of each part.
+// The block's (batch b, head h), bh = b * NH + h = blockIdx.y, and where the Q, K and V rows
+// of that head start in qkv (B, T, 3C): rows `stride` = 3C apart, head h's HS columns of
+// each part.
 template <typename T>
 struct HeadRows {
+  int bh, b, h;
   int64_t stride;
   const T* q;
   const T* k;
   const T* v;
-  __device__ __forceinline__ HeadRows(const T* qkv, int b, int h, int T_, int C, int HS)
-      : stride(3 * int64_t(C)),
+  __device__ __forceinline__ HeadRows(const T* qkv, int NH, int T_, int C, int HS)
+      : bh(blockIdx.y),
+        b(bh / NH),
+        h(bh % NH),
+        stride(3 * int64_t(C)),
         q(qkv + int64_t(b) * T_ * stride + int64_t(h) * HS),
         k(q + C),
         v(q + 2 * C) {}

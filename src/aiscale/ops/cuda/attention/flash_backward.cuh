@@ -93,15 +93,14 @@ __global__ void __launch_bounds__(kThreads)
   float* sDelta = sLse + 2 * kTile;                            // [2][64]
 
   const int kt = blockIdx.x;  // key block; block 0 has the most work and starts first
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int k0 = kt * kBlockRows;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane >> 2, tq = lane & 3;
   const int key_lo = k0 + warp * 16;  // this warp's first key
-  const HeadRows<T> rows(qkv, b, h, T_, C, kD);
-  const T* do_base = dout + int64_t(b) * T_ * C + h * kD;
-  const float* lse_row = lse + int64_t(bh) * T_;
-  const float* delta_row = delta + int64_t(bh) * T_;
+  const HeadRows<T> rows(qkv, NH, T_, C, kD);
+  const T* do_base = dout + int64_t(rows.b) * T_ * C + rows.h * kD;
+  const float* lse_row = lse + int64_t(rows.bh) * T_;
+  const float* delta_row = delta + int64_t(rows.bh) * T_;
   const int n_q = (T_ + kTile - 1) / kTile;
   const int i_begin = k0 / kTile;  // first query tile with a query at or after key k0
 
@@ -169,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
       const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
       const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
       if (q_row < T_) {
-        float* dst = dq_accum + (int64_t(b) * T_ + q_row) * C + h * kD + dq_d + 2 * tq - (odd ? 2 : 0);
+        float* dst = dq_accum + (int64_t(rows.b) * T_ + q_row) * C + rows.h * kD + dq_d + 2 * tq - (odd ? 2 : 0);
         const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
                              : make_float4(dq[n][0], dq[n][1], r0, r1);
         atomic_add4(dst + n * 8, v);
@@ -268,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < 2; ++r) {
     const int key = key_lo + g + 8 * r;
     if (key < T_) {
-      T* drow = dqkv + (int64_t(b) * T_ + key) * rows.stride + h * kD;
+      T* drow = dqkv + (int64_t(rows.b) * T_ + key) * rows.stride + rows.h * kD;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         *reinterpret_cast<uint32_t*>(drow + C + n * 8 + 2 * tq) =

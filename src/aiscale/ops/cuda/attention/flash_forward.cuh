@@ -22,12 +22,11 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
   __shared__ alignas(128) T sV[2][kTileElems];
 
   const int qt = gridDim.x - 1 - blockIdx.x;
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = qt * kBlockRows;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane >> 2, tq = lane & 3;
   const int row_lo = q0 + warp * 32;  // this warp's first query
-  const HeadRows<T> rows(qkv, b, h, T_, C, kD);
+  const HeadRows<T> rows(qkv, NH, T_, C, kD);
 
   load_tile<kBlockRows, kWideThreads>(sQ, rows.q, rows.stride, q0, T_);
   cp_async_commit();
@@ -161,13 +160,13 @@ __global__ void __launch_bounds__(kWideThreads, MIN_BLOCKS)
       const float inv = 1.0f / l;
       const int row = row_lo + m * 16 + g + 8 * r;
       if (row < T_) {
-        T* o_row = out + (int64_t(b) * T_ + row) * C + h * kD;
+        T* o_row = out + (int64_t(rows.b) * T_ + row) * C + rows.h * kD;
 #pragma unroll
         for (int nb = 0; nb < 8; ++nb) {
           *reinterpret_cast<uint32_t*>(o_row + nb * 8 + 2 * tq) =
               Mma<T>::pack(o[m][nb][2 * r] * inv, o[m][nb][2 * r + 1] * inv);
         }
-        if (tq == 0) lse[int64_t(bh) * T_ + row] = row_max[m][r] + __log2f(l);
+        if (tq == 0) lse[int64_t(rows.bh) * T_ + row] = row_max[m][r] + __log2f(l);
       }
     }
   }

@@ -37,10 +37,9 @@ __global__ void simple_forward_kernel(T* out, float* lse, const T* qkv, int T_, 
                                       float scale_log2) {
   __shared__ alignas(16) float sK[kSimpleRows * HS];
   __shared__ alignas(16) float sV[kSimpleRows * HS];
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = blockIdx.x * kSimpleRows;
   const int query = q0 + threadIdx.x;
-  const HeadRows<T> rows(qkv, b, h, T_, C, HS);
+  const HeadRows<T> rows(qkv, NH, T_, C, HS);
   float q[HS], acc[HS];
 #pragma unroll
   for (int d = 0; d < HS; ++d) {
@@ -83,11 +82,11 @@ __global__ void simple_forward_kernel(T* out, float* lse, const T* qkv, int T_, 
     }
   }
   if (query < T_) {
-    T* o = out + (int64_t(b) * T_ + query) * C + h * HS;
+    T* o = out + (int64_t(rows.b) * T_ + query) * C + rows.h * HS;
     const float inv = 1.0f / l;
 #pragma unroll
     for (int d = 0; d < HS; ++d) o[d] = from_f32<T>(acc[d] * inv);
-    lse[int64_t(bh) * T_ + query] = m + __log2f(l);
+    lse[int64_t(rows.bh) * T_ + query] = m + __log2f(l);
   }
 }
 
@@ -102,11 +101,10 @@ __global__ void simple_backward_dkdv_kernel(T* dqkv, const T* qkv, const T* dout
   float* sdO = sQ + kSimpleRows * HS;
   float* sL = sdO + kSimpleRows * HS;
   float* sD = sL + kSimpleRows;
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int k0 = blockIdx.x * kSimpleRows;
   const int key = k0 + threadIdx.x;
-  const HeadRows<T> rows(qkv, b, h, T_, C, HS);
-  const T* do_base = dout + int64_t(b) * T_ * C + h * HS;
+  const HeadRows<T> rows(qkv, NH, T_, C, HS);
+  const T* do_base = dout + int64_t(rows.b) * T_ * C + rows.h * HS;
   float k[HS], v[HS], dk[HS], dv[HS];
 #pragma unroll
   for (int d = 0; d < HS; ++d) {
@@ -121,8 +119,8 @@ __global__ void simple_backward_dkdv_kernel(T* dqkv, const T* qkv, const T* dout
     load_rows_f32<T, HS>(sdO, do_base, C, q0, T_);
     if (threadIdx.x < kSimpleRows) {
       const int q = q0 + threadIdx.x;
-      sL[threadIdx.x] = q < T_ ? lse[int64_t(bh) * T_ + q] : 0.0f;
-      sD[threadIdx.x] = q < T_ ? delta[int64_t(bh) * T_ + q] : 0.0f;
+      sL[threadIdx.x] = q < T_ ? lse[int64_t(rows.bh) * T_ + q] : 0.0f;
+      sD[threadIdx.x] = q < T_ ? delta[int64_t(rows.bh) * T_ + q] : 0.0f;
     }
     __syncthreads();
     if (key >= T_) continue;
@@ -141,7 +139,7 @@ __global__ void simple_backward_dkdv_kernel(T* dqkv, const T* qkv, const T* dout
     }
   }
   if (key < T_) {
-    T* drow = dqkv + (int64_t(b) * T_ + key) * rows.stride + h * HS;
+    T* drow = dqkv + (int64_t(rows.b) * T_ + key) * rows.stride + rows.h * HS;
 #pragma unroll
     for (int d = 0; d < HS; ++d) {
       drow[C + d] = from_f32<T>(dk[d] * scale);
@@ -158,11 +156,10 @@ __global__ void simple_backward_dq_kernel(T* dqkv, const T* qkv, const T* dout,
   extern __shared__ __align__(16) float smem_f[];
   float* sK = smem_f;
   float* sV = sK + kSimpleRows * HS;
-  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = blockIdx.x * kSimpleRows;
   const int query = q0 + threadIdx.x;
-  const HeadRows<T> rows(qkv, b, h, T_, C, HS);
-  const T* do_base = dout + int64_t(b) * T_ * C + h * HS;
+  const HeadRows<T> rows(qkv, NH, T_, C, HS);
+  const T* do_base = dout + int64_t(rows.b) * T_ * C + rows.h * HS;
   float q[HS], dO[HS], dq[HS];
   const bool valid = query < T_;
 #pragma unroll
@@ -171,8 +168,8 @@ __global__ void simple_backward_dq_kernel(T* dqkv, const T* qkv, const T* dout,
     dO[d] = valid ? to_f32<T>(do_base[int64_t(query) * C + d]) : 0.0f;
     dq[d] = 0.0f;
   }
-  const float L = valid ? lse[int64_t(bh) * T_ + query] : 0.0f;
-  const float D = valid ? delta[int64_t(bh) * T_ + query] : 0.0f;
+  const float L = valid ? lse[int64_t(rows.bh) * T_ + query] : 0.0f;
+  const float D = valid ? delta[int64_t(rows.bh) * T_ + query] : 0.0f;
   const int last_key = min(T_ - 1, q0 + kSimpleRows - 1);
   for (int k0 = 0; k0 <= last_key; k0 += kSimpleRows) {
     __syncthreads();
@@ -192,7 +189,7 @@ __global__ void simple_backward_dq_kernel(T* dqkv, const T* qkv, const T* dout,
     }
   }
   if (valid) {
-    T* drow = dqkv + (int64_t(b) * T_ + query) * rows.stride + h * HS;
+    T* drow = dqkv + (int64_t(rows.b) * T_ + query) * rows.stride + rows.h * HS;
 #pragma unroll
     for (int d = 0; d < HS; ++d) drow[d] = from_f32<T>(dq[d] * scale);
   }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "aiscale/core/dtype.h"
+#include "aiscale/core/non_copyable.h"
 
 namespace aiscale::cuda::vision {
 
@@ -32,12 +33,10 @@ struct ConvGeometry {
 };
 
 // One cuDNN handle for a model, bound to its stream.
-class CudnnContext {
+class CudnnContext : NonCopyable {
  public:
   explicit CudnnContext(cudaStream_t stream);
   ~CudnnContext();
-  CudnnContext(const CudnnContext&) = delete;
-  CudnnContext& operator=(const CudnnContext&) = delete;
   void* handle() const { return handle_; }  // cudnnHandle_t
 
  private:

@@ -37,6 +37,22 @@ __device__ __forceinline__ void for_each_nhwc(int64_t N, I H, I W, I C, F&& f) {
   }
 }
 
+// f(h, w) for the input positions of H x W inside output (oh, ow)'s K x K window, which
+// starts at (oh, ow) * stride - pad.
+template <typename I, typename F>
+__device__ __forceinline__ void for_each_in_window(I oh, I ow, I K, I stride, I pad, I H, I W,
+                                                   F&& f) {
+  for (I kh = 0; kh < K; ++kh) {
+    const I h = oh * stride - pad + kh;
+    if (h < 0 || h >= H) continue;
+    for (I kw = 0; kw < K; ++kw) {
+      const I w = ow * stride - pad + kw;
+      if (w < 0 || w >= W) continue;
+      f(h, w);
+    }
+  }
+}
+
 // The outputs [lo, hi] of n whose K-wide windows (stride, pad) cover input position x:
 // lo * stride - pad <= x <= hi * stride - pad + K - 1.
 template <typename I>
@@ -52,19 +68,13 @@ __global__ void maxpool_fwd(T* y, int32_t* argmax, const T* x, int64_t N, int64_
   for_each_nhwc(N, OH, OW, C, [&](int64_t i, int64_t n, int64_t oh, int64_t ow, int64_t c) {
     float best = -INFINITY;
     int32_t where = -1;
-    for (int64_t kh = 0; kh < K; ++kh) {
-      const int64_t h = oh * stride - pad + kh;
-      if (h < 0 || h >= H) continue;
-      for (int64_t kw = 0; kw < K; ++kw) {
-        const int64_t w = ow * stride - pad + kw;
-        if (w < 0 || w >= W) continue;
-        const float v = to_f32<T>(x[((n * H + h) * W + w) * C + c]);
-        if (where < 0 || v > best) {
-          best = v;
-          where = int32_t(h * W + w);
-        }
+    for_each_in_window(oh, ow, K, stride, pad, H, W, [&](int64_t h, int64_t w) {
+      const float v = to_f32<T>(x[((n * H + h) * W + w) * C + c]);
+      if (where < 0 || v > best) {
+        best = v;
+        where = int32_t(h * W + w);
       }
-    }
+    });
     y[i] = from_f32<T>(best);
     argmax[i] = where;
   });
@@ -108,21 +118,15 @@ __global__ void maxpool_fwd_vec(T* y, int32_t* argmax, const T* x, int64_t N, in
     int32_t where[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) best[v] = -INFINITY, where[v] = -1;
-    for (int kh = 0; kh < K; ++kh) {
-      const int h = oh * stride - pad + kh;
-      if (h < 0 || h >= H) continue;
-      for (int kw = 0; kw < K; ++kw) {
-        const int w = ow * stride - pad + kw;
-        if (w < 0 || w >= W) continue;
-        const Pack<T, V> in = *reinterpret_cast<const Pack<T, V>*>(x + ((n * H + h) * W + w) * C + cv * V);
-        const int32_t here = h * W + w;
+    for_each_in_window(oh, ow, K, stride, pad, H, W, [&](int h, int w) {
+      const Pack<T, V> in = *reinterpret_cast<const Pack<T, V>*>(x + ((n * H + h) * W + w) * C + cv * V);
+      const int32_t here = h * W + w;
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-          const float f = to_f32<T>(in.v[v]);
-          if (where[v] < 0 || f > best[v]) best[v] = f, where[v] = here;
-        }
+      for (int v = 0; v < V; ++v) {
+        const float f = to_f32<T>(in.v[v]);
+        if (where[v] < 0 || f > best[v]) best[v] = f, where[v] = here;
       }
-    }
+    });
     const int64_t o = ((n * OH + oh) * OW + ow) * C + cv * V;
     Pack<T, V> out;
 #pragma unroll
