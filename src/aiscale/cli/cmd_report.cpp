@@ -100,7 +100,7 @@ void add_report_command(CLI::App& app) {
   help.option(cmd, "--predict", a->predict.target);
   help.option(cmd, "--systems", a->predict.systems);
   help.option(cmd, "--calibration", a->predict.calibration);
-  cmd->footer( help.footer());
+  cmd->footer(help.footer());
   cmd->callback([a] { run_report(*a); });
 }
 

@@ -228,7 +228,7 @@ void add_sample_command(CLI::App& app) {
   help.option(cmd, "--threads", a->threads)->check(thread_count());
   help.flag(cmd, "--jsonl", a->jsonl);
   help.flag(cmd, "--print-ids", a->print_ids);
-  cmd->footer( help.footer());
+  cmd->footer(help.footer());
   cmd->callback([a] { run_sample(*a); });
 }
 

@@ -253,7 +253,7 @@ void add_tune_command(CLI::App& app) {
   help.option(cmd, "--rows", a->rows)->check(integer_in(1, 100'000'000));
   help.option(cmd, "--noise", a->noise);
   help.option(cmd, "--seed", a->seed)->check(integer_in(0, std::numeric_limits<int64_t>::max()));
-  cmd->footer( help.footer());
+  cmd->footer(help.footer());
   cmd->callback([a] { run_tune(*a); });
 }
 
