@@ -104,6 +104,8 @@ std::string emit_plan_row(const plan::PlanRequest& r, const plan::PlanResult& re
   s.job_name = "aiscale-" + r.workload.name;
   long limit = static_cast<long>(std::ceil(c.days * 86400.0 * 1.2)) + 600;
   std::string note;
+  // Fewer ranks per node than GPUs where the node's host memory holds fewer (0: the preset's).
+  s.tasks_per_node = c.layout.ranks_per_node;
   if (part.has_slurm) {
     s.system = c.target.label();
     if (!part.slurm.max_time.empty()) {
@@ -116,8 +118,9 @@ std::string emit_plan_row(const plan::PlanRequest& r, const plan::PlanResult& re
       }
     }
   } else {
-    s.gpus_per_node = part.is_cpu() ? 0 : part.gpus_per_node;
-    s.tasks_per_node = part.is_cpu() ? 1 : std::max(1, part.gpus_per_node);
+    const int per_node = c.layout.ranks_per_node > 0 ? c.layout.ranks_per_node : part.gpus_per_node;
+    s.gpus_per_node = part.is_cpu() ? 0 : per_node;
+    s.tasks_per_node = part.is_cpu() ? 1 : std::max(1, per_node);
     // A CPU rank is a whole node, a thread per core (as the plan assumed).
     if (const plan::CpuModel* cpu = part.is_cpu() ? cat.find_cpu(part.cpu_model) : nullptr)
       s.cpus_per_task = cpu->cores * std::max(1, part.sockets);

@@ -33,6 +33,9 @@ struct Layout {
   // The optimizer state (fp32 master weights, AdamW moments) in host memory and AdamW on
   // the CPU (ZeRO-Offload; aiscale's parallel.offload_optimizer): planned when pinned.
   bool offload = false;
+  // Ranks placed on each node; 0: one per GPU of the node. The planner lowers it (a divisor
+  // of the node's GPUs, on more nodes) where the node's host memory holds fewer ranks.
+  int ranks_per_node = 0;
 
   long gpus() const { return static_cast<long>(dp) * tp * pp; }
   long global_batch() const { return static_cast<long>(dp) * micro_batch * grad_accum; }

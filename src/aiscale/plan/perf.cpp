@@ -28,11 +28,12 @@ struct Placement {
 };
 
 // Ranks are numbered tensor-fastest, then data, then pipeline (Megatron's order), and
-// filled node by node.
+// filled node by node, l.ranks_per_node to a node (all of its GPUs when 0).
 Placement place(const Layout& l, const Partition& part) {
   Placement pl;
   const long gpus = l.gpus();
-  const int per_node = part.gpus_per_node > 0 ? part.gpus_per_node : 1;
+  const int per_node = l.ranks_per_node > 0 ? l.ranks_per_node
+                       : part.gpus_per_node > 0 ? part.gpus_per_node : 1;
   if (gpus <= per_node) {
     pl.g = static_cast<int>(gpus);
     pl.nodes = 1;

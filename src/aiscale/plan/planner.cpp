@@ -111,7 +111,52 @@ std::string size_reason(const Partition& part, long gpus) {
                      part.nodes, part.gpus_per_node, gpus);
 }
 
+// The most ranks per node below `l`'s full placement (a divisor of the node's GPUs, largest
+// first) whose ranks fit the node's host memory, for the same GPUs on more nodes (at most
+// the partition's); 0 where none does, `gap` (the full placement's shortfall) then saying
+// why fewer do not help either (or replaced by one rank's, where not even that fits).
+int fewer_ranks_per_node(const PlanRequest& r, const Partition& part, const Workload& w,
+                         const Layout& l, std::string& gap) {
+  const long gpus = l.gpus();
+  const int full = static_cast<int>(std::min<long>(part.gpus_per_node, gpus));
+  if (full <= 1) return 0;  // one rank per node already: the gap says so
+  if (std::string one = host_memory_gap(w, l, 1, part.ram_gib); !one.empty()) {
+    gap = "not even one rank per node fits: " + one;
+    return 0;
+  }
+  std::string limit;
+  if (r.grad_transport == GradTransport::copy_engine)
+    limit = "the copy-engine transport keeps the ranks on one node";
+  else if (!part.network.known() || part.nodes <= 0)
+    limit = fmt::format("{} is planned within one node", part.name);
+  for (int k = full - 1; k >= 1 && limit.empty(); --k) {
+    if (part.gpus_per_node % k != 0 || gpus % k != 0) continue;
+    if (gpus / k > part.nodes)
+      limit = fmt::format("{} rank{} per node would need {} nodes, the partition has {}", k,
+                          k == 1 ? "" : "s", gpus / k, part.nodes);
+    else if (l.tp > k)
+      limit = fmt::format("{} rank{} per node would split the tensor-parallel group of {} over "
+                          "nodes", k, k == 1 ? "" : "s", l.tp);
+    else if (host_memory_gap(w, l, k, part.ram_gib).empty())
+      return k;
+  }
+  if (!limit.empty()) gap += "; fewer ranks per node do not help: " + limit;
+  return 0;
+}
+
 }  // namespace
+
+int Candidate::ranks_per_node() const {
+  if (layout.ranks_per_node > 0) return layout.ranks_per_node;
+  const long per_node = target.partition && target.partition->gpus_per_node > 0
+                            ? target.partition->gpus_per_node : 1;
+  return static_cast<int>(std::min(per_node, layout.gpus()));
+}
+
+long Candidate::allocated_gpus() const {
+  if (layout.ranks_per_node <= 0 || !target.partition) return layout.gpus();
+  return static_cast<long>(step.nodes) * std::max(1, target.partition->gpus_per_node);
+}
 
 void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat,
                       const Calibration& cal) {
@@ -126,7 +171,7 @@ void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, 
   c.steps = c.epochs * c.epoch.steps;
   const double seconds = c.epochs * c.epoch.epoch_s;
   c.days = seconds / 86400.0;
-  c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.layout.gpus());
+  c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.allocated_gpus());
   c.energy_kwh = c.target.partition->is_cpu()
                      ? 0.0
                      : c.gpu_hours * c.target.partition->accelerator.board_power_w / 1000.0;
@@ -366,9 +411,16 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
             }
             // A layout that fits the GPUs may still not fit the node's host memory, where
             // every rank keeps whole vectors of the model.
-            if (gap.empty() && !part.is_cpu()) {
-              gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib);
-              if (!gap.empty() && !unsupported_too) {
+            // Fewer ranks per node on more nodes may fit where a full node does not.
+            const bool host_short =
+                gap.empty() && !part.is_cpu() &&
+                !(gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib)).empty();
+            if (host_short) {
+              if (const int k = fewer_ranks_per_node(r, part, w, l, gap); k > 0) {
+                l.ranks_per_node = k;
+                l.transport = GradTransport::nccl;  // the ranks span nodes
+                gap.clear();
+              } else if (!unsupported_too) {
                 if (host_gap_seen.empty()) host_gap_seen = gap;
                 break;  // larger micro-batches need as much
               }

@@ -114,6 +114,12 @@ struct Candidate {
   // Why `aiscale train` cannot run this layout today ("" when it can; engine_support.h).
   std::string engine_gap;
   bool runs() const { return engine_gap.empty(); }
+  // Ranks on each node: all of its GPUs (or the layout's GPUs, within one node), fewer
+  // where the node's host memory holds fewer ranks (Layout::ranks_per_node).
+  int ranks_per_node() const;
+  // The GPUs the job allocates: the layout's, or whole nodes where it places fewer ranks
+  // per node than the node has GPUs (what GPU-hours, cost and energy count).
+  long allocated_gpus() const;
 };
 
 struct Rejection {

@@ -68,7 +68,8 @@ json epoch(const Candidate& c) {
 json candidate(const Candidate& c) {
   const Partition& p = *c.target.partition;
   return {{"system", c.target.system->id}, {"partition", p.id}, {"accelerator", p.accelerator.id},
-          {"layout", layout(c.layout)}, {"memory", memory(c.memory, p.accelerator.memory_bytes())},
+          {"layout", layout(c.layout)}, {"ranks_per_node", c.ranks_per_node()},
+          {"allocated_gpus", c.allocated_gpus()}, {"memory", memory(c.memory, p.accelerator.memory_bytes())},
           {"step", step(c.step)}, {"epoch", epoch(c)},
           {"runs_in_aiscale_train", c.runs()}, {"engine_gap", c.engine_gap},
           {"efficiency", c.efficiency},

@@ -339,6 +339,13 @@ std::string wrap_lines(const std::string& text, size_t width) {
   return out;
 }
 
+// " × 2/4" (`lead` then ranks per node / the node's GPUs) where the plan places fewer ranks
+// on a node than it has GPUs, else "".
+std::string fewer_ranks(const Candidate& c, std::string_view lead) {
+  if (c.layout.ranks_per_node <= 0) return "";
+  return fmt::format("{}{}/{}", lead, c.layout.ranks_per_node, c.target.partition->gpus_per_node);
+}
+
 std::string best_detail(const PlanRequest& r, const PlanResult& res, const Candidate& best,
                         bool explain) {
   const Workload& w = r.workload;
@@ -348,7 +355,8 @@ std::string best_detail(const PlanRequest& r, const PlanResult& res, const Candi
                                   : fmt::format("{} GPU{}", best.layout.gpus(), best.layout.gpus() == 1 ? "" : "s");
   std::string out = fmt::format("{}: {} on {}{}, {}\n", best.runs() ? "Best" : "Best, not runnable today",
                                 best.target.label(), devices,
-                                cpu ? "" : fmt::format(" ({} node{})", best.step.nodes, best.step.nodes == 1 ? "" : "s"),
+                                cpu ? "" : fmt::format(" ({} node{}{})", best.step.nodes, best.step.nodes == 1 ? "" : "s",
+                                                       fewer_ranks(best, ", ranks per node ")),
                                 best.layout.describe());
   if (!best.runs()) out += fmt::format("  `aiscale train` cannot run it yet: {}\n", best.engine_gap);
   if (explain) {
@@ -364,7 +372,10 @@ std::string best_detail(const PlanRequest& r, const PlanResult& res, const Candi
                          ? fmt::format(" + loading and validation {}",
                                        duration(best.epochs * (best.epoch.load_exposed_s + best.epoch.validation_s)))
                          : std::string(),
-                     duration(best.days * 86400.0), devices,
+                     duration(best.days * 86400.0),
+                     best.layout.ranks_per_node > 0
+                         ? fmt::format("the {} GPUs of its {} nodes", best.allocated_gpus(), best.step.nodes)
+                         : devices,
                      with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), hours);
   if (explain) out += epoch_detail(best, epoch_inputs(r));
   out += fmt::format("  efficiency {:.0f}%: one {} running the same {} samples per step at its best "
@@ -425,7 +436,8 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
     const bool cpu = c.target.partition->is_cpu();
     std::vector<std::string> row = {
         std::to_string(i), c.target.label() + (one_gpu ? " ¹" : cpu ? " ²" : ""),
-        c.step.nodes > 1 ? fmt::format("{} ({}n)", c.layout.gpus(), c.step.nodes) : std::to_string(c.layout.gpus()),
+        c.step.nodes > 1 ? fmt::format("{} ({}n{})", c.layout.gpus(), c.step.nodes, fewer_ranks(c, "×"))
+                         : std::to_string(c.layout.gpus()),
         layout_short(c.layout),
         fmt::format("{:.1f}/{:.0f}", c.memory.total / kGiB, c.target.partition->accelerator.memory_gib),
         duration(c.step.step_s), pct(c.efficiency), duration(c.days * 86400.0),
