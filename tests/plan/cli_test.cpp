@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "../support/run_support.h"
 
 namespace aiscale {
@@ -252,16 +256,16 @@ TEST(PlanCli, PricesAddACostColumnAndRankByCost) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Ranked by cost"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" cost "), std::string::npos) << r.output;
-  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --rank cost");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--rank cost needs what a GPU-hour costs"), std::string::npos) << r.output;
-  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --price lumi=1");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("'lumi' is none of the partitions planned"), std::string::npos) << r.output;
-  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --price leonardo=-1");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--price leonardo"), std::string::npos) << r.output;
-  r = run_aiscale("plan --model gpt2-124m --tokens 1e9 --system leonardo --price leonardo=2 --json");
+  const std::string leonardo = "plan --model gpt2-124m --tokens 1e9 --system leonardo ";
+  for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--rank cost", "--rank cost needs what a GPU-hour costs"},
+           {"--price lumi=1", "'lumi' is none of the partitions planned"},
+           {"--price leonardo=-1", "--price leonardo"}}) {
+    r = run_aiscale(leonardo + options);
+    EXPECT_EQ(r.exit_code, 1) << options;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+  r = run_aiscale(leonardo + "--price leonardo=2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   EXPECT_TRUE(j.dump().find("\"cost\":") != std::string::npos) << r.output.substr(0, 400);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/plan/objective.h"
 #include "aiscale/plan/units.h"
 
 namespace aiscale::plan {
@@ -517,80 +518,6 @@ Sweep sweep(const PlanRequest& r, const Target& t, const MachineFigures& m, cons
   return out;
 }
 
-std::string hours_text(double s) { return duration(s); }
-
-// The GPU count the objective picks among a partition's candidates, or a reason.
-std::optional<Candidate> choose(const PlanRequest& r, const Sweep& sw, std::string& why) {
-  std::vector<const Candidate*> ok;  // the base, and every count at --min-efficiency
-  for (const auto& c : sw.runs)
-    if (&c == &sw.runs.front() || c.scaling >= r.min_efficiency) ok.push_back(&c);
-  if (ok.empty()) return std::nullopt;
-  auto seconds = [](const Candidate* c) { return c->days * 86400.0; };
-  if (r.deadline_s) {
-    std::vector<const Candidate*> in_time;
-    for (const Candidate* c : ok)
-      if (seconds(c) <= *r.deadline_s) in_time.push_back(c);
-    if (in_time.empty()) {
-      const Candidate* fastest = *std::min_element(ok.begin(), ok.end(), [&](auto* x, auto* y) {
-        return seconds(x) < seconds(y);
-      });
-      why = fmt::format("cannot finish within the deadline of {} at {:.0f}% efficiency or more: "
-                        "the fastest is {} on {} GPUs", hours_text(*r.deadline_s),
-                        r.min_efficiency * 100, hours_text(seconds(fastest)), fastest->layout.gpus());
-      return std::nullopt;
-    }
-    ok = in_time;
-  }
-  switch (r.objective) {
-    case Objective::smallest:
-      return *ok.front();
-    case Objective::cost:  // one partition: its price is a constant factor
-    case Objective::gpu_hours: {
-      const Candidate* best = ok.front();
-      for (const Candidate* c : ok)
-        if (c->gpu_hours < best->gpu_hours * 0.99) best = c;
-      return *best;
-    }
-    case Objective::energy: {  // one partition: its board power is a constant factor
-      const Candidate* best = ok.front();
-      for (const Candidate* c : ok)
-        if (c->energy_kwh < best->energy_kwh * 0.99) best = c;
-      return *best;
-    }
-    case Objective::time: {
-      // More GPUs only while the run is still longer than --min-duration (a deadline
-      // shorter than that is already met by the filter above).
-      const Candidate* best = ok.front();
-      for (size_t i = 1; i < ok.size(); ++i) {
-        if (seconds(best) <= r.min_duration_s) break;
-        best = ok[i];
-      }
-      return *best;
-    }
-  }
-  return *ok.front();
-}
-
-bool ranks_before(const PlanRequest& r, const Candidate& x, const Candidate& y) {
-  if (x.runs() != y.runs()) return x.runs();
-  switch (r.objective) {
-    case Objective::gpu_hours: return x.gpu_hours < y.gpu_hours;
-    case Objective::energy:
-      // Partitions without a power figure after those with one, among them by GPU-hours.
-      if ((x.energy_kwh > 0) != (y.energy_kwh > 0)) return x.energy_kwh > 0;
-      return x.energy_kwh > 0 ? x.energy_kwh < y.energy_kwh : x.gpu_hours < y.gpu_hours;
-    case Objective::cost:
-      // Partitions without a price after those with one, among them by GPU-hours.
-      if ((x.cost >= 0) != (y.cost >= 0)) return x.cost >= 0;
-      return x.cost >= 0 ? x.cost < y.cost : x.gpu_hours < y.gpu_hours;
-    case Objective::smallest:
-      if (x.layout.gpus() != y.layout.gpus()) return x.layout.gpus() < y.layout.gpus();
-      return x.days < y.days;
-    case Objective::time: break;
-  }
-  return x.days < y.days;
-}
-
 }  // namespace
 
 PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const Catalog& cat,
@@ -621,13 +548,13 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
     if (runnable.runs.empty() && why.rfind("does not fit in memory", 0) == 0)
       why += fmt::format(" ({}; --include-unsupported plans layouts it cannot run yet, marked)",
                          engine_support_summary(part.is_cpu()));
-    std::optional<Candidate> chosen = choose(r, runnable, why);
+    std::optional<Candidate> chosen = choose_count(r, runnable.runs, why);
     if (chosen) res.ranked.push_back(*chosen);
     else res.rejected.push_back({t, why});
     if (r.include_unsupported) {
       const Sweep any = sweep(r, t, m, cat, cal, a, true);
       std::string why_any;
-      std::optional<Candidate> other = choose(r, any, why_any);
+      std::optional<Candidate> other = choose_count(r, any.runs, why_any);
       if (other && !other->runs()) res.ranked.push_back(std::move(*other));
     }
   }
