@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "aiscale/core/error.h"
+#include "aiscale/core/split.h"
 
 namespace aiscale::cli {
 
@@ -98,14 +99,10 @@ std::string HelpSection::of(std::string_view name) const { return entry(name); }
 
 std::string HelpSection::entry_of(std::string_view names) {
   std::string first;
-  for (size_t start = 0; start <= names.size();) {
-    size_t end = names.find(',', start);
-    if (end == std::string_view::npos) end = names.size();
-    std::string_view name = names.substr(start, end - start);
+  for (std::string_view name : split(names, ',')) {
     if (!name.empty() && name.front() == '!') name.remove_prefix(1);
     if (name.rfind("--", 0) == 0) return std::string(name);
     if (first.empty()) first = name;
-    start = end + 1;
   }
   return first;
 }
