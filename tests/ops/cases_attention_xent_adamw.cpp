@@ -319,7 +319,7 @@ std::vector<OpFamily> all_families() {
   return {matmul_family(),    embedding_family(), layernorm_family(),    gelu_family(),
           attention_family(), residual_family(),  softmax_xent_family(), adamw_family(),
           helpers_family(),   rmsnorm_family(),   rope_family(),         swiglu_family(),
-          attention_gqa_family()};
+          attention_gqa_family(), fp8_family()};
 }
 
 }  // namespace aiscale::ops::testing

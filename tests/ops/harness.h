@@ -129,6 +129,7 @@ OpFamily rmsnorm_family();
 OpFamily rope_family();
 OpFamily swiglu_family();
 OpFamily attention_gqa_family();
+OpFamily fp8_family();
 
 // Whether --op NAME selects this family (empty NAME selects all).
 bool selects(const OpFamily& family, const std::string& name);

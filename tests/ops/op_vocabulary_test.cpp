@@ -45,7 +45,8 @@ TEST(OpVocabulary, HostTablesHoldEveryHostOp) {
         EXPECT_TRUE(implemented) << be->name << " " << op_name(op);
       } else {
         EXPECT_EQ(host_entry(*be, op), nullptr);
-        EXPECT_EQ(implemented, op == Op::sum_squares) << be->name << " " << op_name(op);
+        EXPECT_EQ(implemented, op == Op::sum_squares || op == Op::fp8_quantize ||
+                                   op == Op::fp8_scale_update) << be->name << " " << op_name(op);
       }
     }
   }

@@ -21,6 +21,7 @@
 #include "aiscale/train/sources.h"
 #include "aiscale/train/step_log.h"
 #include "aiscale/train/managed_models.h"
+#include "aiscale/train/model_options.h"
 #include "aiscale/train/trainer.h"
 
 namespace aiscale::bench {
@@ -100,7 +101,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   nn::GptRunOptions ro;
   ro.batch = o.run.batch_size;
   ro.seq = o.run.seq_len;
-  ro.precision = parse_dtype(o.run.precision);
+  train::set_precision(ro, o.run.precision);
   ro.recompute = o.run.recompute;
   ro.recompute_layers = o.run.recompute_layers;
   ro.seed = o.seed;

@@ -20,7 +20,7 @@ constexpr std::array<std::string_view, kOpCount> kOpNames = {
     "bias_grad",            "gelu_backward_bias",    "add_inplace",        "cast",
     "mean_reduce",          "logits_row",            "rmsnorm_forward",    "rmsnorm_backward",
     "rope_forward",         "rope_backward",         "swiglu_forward",     "swiglu_backward",
-    "attention_gqa_forward", "attention_gqa_backward",
+    "attention_gqa_forward", "attention_gqa_backward", "fp8_quantize",      "fp8_scale_update",
 };
 constexpr bool all_named() {
   for (std::string_view n : kOpNames) {
@@ -70,6 +70,8 @@ constexpr OpCoverage kHostCoverage[] = {
     AISCALE_HOST_ROW(swiglu_backward),
     AISCALE_HOST_ROW(attention_gqa_forward),
     AISCALE_HOST_ROW(attention_gqa_backward),
+    {Op::fp8_quantize, kF32, "ops::fp8_quantize (ops/fp8.h, shared by both host backends)"},
+    {Op::fp8_scale_update, kF32, "ops::fp8_scale_update (ops/fp8.h, shared by both host backends)"},
 };
 static_assert(covers_every_op_in_order(kHostCoverage, int(std::size(kHostCoverage))),
               "host coverage: one row per Op, in enum order");
@@ -180,6 +182,8 @@ const void* host_entry(const Backend& be, Op op) {
     case Op::attention_gqa_backward:
       return reinterpret_cast<const void*>(be.attention_gqa_backward);
     case Op::sum_squares:
+    case Op::fp8_quantize:
+    case Op::fp8_scale_update:
     case Op::bias_grad:
     case Op::gelu_backward_bias:
     case Op::add_inplace:

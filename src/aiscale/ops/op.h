@@ -57,6 +57,9 @@ enum class Op : uint8_t {
   swiglu_backward,        // dgate_up
   attention_gqa_forward,  // causal attention, query heads sharing key/value heads
   attention_gqa_backward, // dqkv
+  // FP8 training (ops/fp8.h: free functions on the host, like sum_squares):
+  fp8_quantize,           // x * scale to e4m3 / e5m2, row-major and / or transposed, amax
+  fp8_scale_update,       // delayed scaling: amax history, next scales
   count
 };
 inline constexpr int kOpCount = static_cast<int>(Op::count);

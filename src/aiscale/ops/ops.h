@@ -139,11 +139,12 @@ void mha_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
 
 // The ops of the vocabulary that the host table holds (one function pointer each, in the
 // order of Op). The others are either free functions shared by the host backends
-// (sum_squares) or fused steps that only the CUDA backend has as ops of their own (on the
+// (sum_squares, fp8_quantize and fp8_scale_update of ops/fp8.h) or fused steps that only the CUDA backend has as ops of their own (on the
 // host they are part of another op: bias_grad of matmul_backward, ...).
 constexpr bool in_host_table(Op op) {
   return static_cast<int>(op) <= static_cast<int>(Op::adamw_update) ||
-         (static_cast<int>(op) >= static_cast<int>(Op::rmsnorm_forward) && op != Op::count);
+         (static_cast<int>(op) >= static_cast<int>(Op::rmsnorm_forward) &&
+          static_cast<int>(op) <= static_cast<int>(Op::attention_gqa_backward));
 }
 constexpr int host_table_op_count() {
   int n = 0;

@@ -168,8 +168,8 @@ void validate_study(Study& s, const std::string& source) {
   if (s.precisions.empty()) fail("{}: precisions is empty: give at least one, e.g. [\"fp32\"]", source);
   for (size_t i = 0; i < s.precisions.size(); ++i) {
     const auto& p = s.precisions[i];
-    if (p != "fp32" && p != "bf16" && p != "fp16")
-      fail("{}: precision \"{}\" is not allowed: use fp32, bf16 or fp16", source, p);
+    if (p != "fp32" && p != "bf16" && p != "fp16" && p != "fp8")
+      fail("{}: precision \"{}\" is not allowed: use fp32, bf16, fp16 or fp8", source, p);
     if (std::find(s.precisions.begin(), s.precisions.begin() + i, p) != s.precisions.begin() + i)
       fail("{}: precisions = [\"{}\"] lists \"{}\" twice: its points (n{}-{}-r1, ...) would be "
            "measured once and counted twice; list each precision once, and set repeats = N to "

@@ -127,7 +127,9 @@ std::vector<Key> keys() {
     k.push_back(tokenizer);
     k.push_back(string_key("train.device", &TrainConfig::device, "where to train", {"cpu", "cuda"}));
     k.push_back(string_key("train.precision", &TrainConfig::precision,
-                           "activation/matmul precision (CPU: fp32 only)", {"fp32", "bf16", "fp16"}));
+                           "activation/matmul precision (CPU: fp32 only); fp8: bf16 with the "
+                           "transformer blocks' linear layers in FP8 (GPUs with FP8 tensor cores)",
+                           {"fp32", "bf16", "fp16", "fp8"}));
     k.push_back(int_key("train.batch_size", &TrainConfig::batch_size, "micro-batch B per rank", 1, int64_t{1} << 20));
     k.push_back(int_key("train.seq_len", &TrainConfig::seq_len, "sequence length T (<= model.block_size)", 1,
                         int64_t{1} << 20));

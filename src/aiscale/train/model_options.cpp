@@ -8,12 +8,17 @@ nn::GptRunOptions gpt_run_options(const TrainConfig& c) {
   nn::GptRunOptions ro;
   ro.batch = c.batch_size;
   ro.seq = c.seq_len;
-  ro.precision = parse_dtype(c.precision);
+  set_precision(ro, c.precision);
   ro.recompute = c.recompute;
   ro.recompute_layers = c.recompute_layers;
   ro.decay_embeddings = c.decay_embeddings;
   ro.seed = c.seed;
   return ro;
+}
+
+void set_precision(nn::GptRunOptions& o, const std::string& precision) {
+  o.fp8 = precision == "fp8";
+  o.precision = o.fp8 ? DType::bf16 : parse_dtype(precision);
 }
 
 }  // namespace aiscale::train

@@ -12,4 +12,8 @@ namespace aiscale::train {
 
 nn::GptRunOptions gpt_run_options(const TrainConfig& c);
 
+// train.precision into the options: "fp32", "bf16", "fp16" as the activations' type;
+// "fp8" as bf16 with the FP8 linear layers (GptRunOptions::fp8).
+void set_precision(nn::GptRunOptions& o, const std::string& precision);
+
 }  // namespace aiscale::train

@@ -67,6 +67,7 @@ CudaFamily cuda_adamw_family();
 CudaFamily cuda_model_family();
 CudaFamily cuda_llama_ops_family();    // cases_llama.cpp
 CudaFamily cuda_llama_model_family();
+CudaFamily cuda_fp8_family();         // cases_fp8.cpp
 
 // Whether a CUDA GPU is visible; otherwise `why` says what is missing.
 bool cuda_device_visible(std::string& why);

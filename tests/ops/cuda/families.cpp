@@ -12,7 +12,7 @@ std::vector<CudaFamily> cuda_families() {
   return {cuda_matmul_family(),       cuda_layernorm_family(),   cuda_attention_family(),
           cuda_softmax_xent_family(), cuda_embedding_family(),   cuda_elementwise_family(),
           cuda_fused_small_family(),  cuda_adamw_family(),       cuda_model_family(),
-          cuda_llama_ops_family(),    cuda_llama_model_family()};
+          cuda_llama_ops_family(),    cuda_llama_model_family(), cuda_fp8_family()};
 }
 
 bool cuda_device_visible(std::string& why) {

@@ -26,6 +26,13 @@ struct GptRunOptions {
   int64_t batch = 4;        // B: micro-batch per step (per rank)
   int64_t seq = 64;         // T: sequence length (<= block_size)
   DType precision = DType::f32;  // activations / matmul inputs; master weights stay fp32
+  // train.precision = "fp8" (CUDA GPUs with FP8 tensor cores): precision bf16, and the
+  // GEMMs of the transformer blocks' linear layers in FP8 (e4m3 forward, e5m2 gradients,
+  // ops/cuda/fp8.cuh) with delayed scaling over the amaxes of the last fp8_history steps
+  // and 2^-fp8_margin of headroom. The LM head, attention and norms stay bf16.
+  bool fp8 = false;
+  int fp8_history = 16;
+  int fp8_margin = 0;
   bool recompute = false;   // recompute GELU/LayerNorm outputs in backward (saves memory)
   // Full activation recomputation: forward keeps each layer's input only; backward runs
   // the layer's forward again before its backward (one layer's activations held).

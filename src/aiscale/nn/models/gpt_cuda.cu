@@ -198,6 +198,19 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     reducer_->connect(b, stream_, arena_, arena_bytes_);
   }
   gemm_ = std::make_unique<Gemm>(gemm_workspace_, Gemm::kWorkspaceBytes);
+  if (o.fp8) {
+    if (prop.major * 10 + prop.minor < 89)
+      throw Error("train.precision = \"fp8\" needs a GPU with FP8 tensor cores (compute "
+                  "capability 8.9 or newer: Ada, Hopper, Blackwell); " + device_name_ +
+                  " has " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                  ": use precision \"bf16\"");
+    AISCALE_CUDA_REQUIRE(t_ == DType::bf16, "FP8 linear layers need bf16 activations");
+    // One linear layer's operands at a time: its widest input or output over N_ rows.
+    const int64_t widest = std::max({C_, QKVl_, Cl_, llama_ ? 2 * Fl_ : Fl_});
+    const int64_t weights = std::max({QKVl_ * C_, C_ * Cl_, (llama_ ? 2 : 1) * Fl_ * C_});
+    fp8_ = std::make_unique<cuda::Fp8Training>(4 * L_, N_ * widest, weights, o.fp8_history,
+                                               o.fp8_margin);
+  }
 
   // Parameters: master copy, working copy (padded vocabulary rows are zero), state.
   AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
@@ -215,6 +228,8 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
   set_gradient_sync(false);
   warm_up();
   set_gradient_sync(true);
+  // FP8: the warm-up's amaxes give the first step's scales.
+  if (fp8_) fp8_->update_scales(stream_);
   if (pipeline_) {
     GptCudaPipelineSizes z;
     z.tokens = o.batch * o.seq;
@@ -228,14 +243,14 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     std::fprintf(stderr,
                  "[aiscale cuda] %s, %s, B=%lld T=%lld, arena %.2f GiB, attention %s, "
                  "fused gelu %d, dgelu %d, bgrad %d, lm-head pad %d, autotune %d, "
-                 "recompute %d, recompute layers %d\n",
+                 "recompute %d, recompute layers %d, fp8 %d\n",
                  device_name_.c_str(), cuda::dtype_str(t_),
                  static_cast<long long>(B_), static_cast<long long>(T_),
                  double(arena_bytes_) / double(1 << 30),
                  attention_kernels().c_str(),
                  int(linear_.fused_gelu), int(linear_.fused_dgelu), int(linear_.fused_bgrad),
                  int(lm_head_padded_dw_), int(autotune_),
-                 int(options_.recompute), int(options_.recompute_layers));
+                 int(options_.recompute), int(options_.recompute_layers), int(fp8_ != nullptr));
   }
 }
 
@@ -368,8 +383,8 @@ void GptCuda::layer_forward(int64_t l) {
     tp_->allgather(a.ln1, R * C);
   }
   prof_op("matmul_forward", 6.0 * N * C * Cl);
-  cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)),
-                       pw(l, in(P::qkv_b)), nullptr, N, C, 3 * Cl, linear_, s);
+  linear_forward(l, Linear::qkv, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)), pw(l, in(P::qkv_b)),
+                 nullptr, C, 3 * Cl);
   prof_op("attention_forward", 2.0 * B * T * T * Cl);
   if (cudnn_attention_)
     cudnn_attention_->forward(a.atty, a.lse, a.qkv, cudnn_workspace_, s);
@@ -377,15 +392,15 @@ void GptCuda::layer_forward(int64_t l) {
     cuda::attention_forward(t_, a.atty, a.lse, a.qkv, B, T, Cl, NHl, attention_impl_, s);
   prof_op("matmul_forward", 2.0 * N * C * Cl);
   if (sp_) {  // partial sums (rank 0 adds the bias), reduce-scattered, plus the residual
-    cuda::linear_forward(*gemm_, t_, sp_full_, nullptr, a.atty, pw(l, in(P::proj_w)),
-                         row_add(pw(l, in(P::proj_b))), nullptr, N, Cl, C, linear_, s);
+    linear_forward(l, Linear::proj, sp_full_, nullptr, a.atty, pw(l, in(P::proj_w)),
+                   row_add(pw(l, in(P::proj_b))), nullptr, Cl, C);
     prof_op("tensor_reduce_scatter");
     void* sum = sp_reduce(sp_full_);
     prof_op("residual_forward");
     cuda::residual_forward(t_, a.res_mid, sum, res(l), R * C, s);
   } else {
-    cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
-                         row_add(pw(l, in(P::proj_b))), row_add(res(l)), N, Cl, C, linear_, s);
+    linear_forward(l, Linear::proj, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)),
+                   row_add(pw(l, in(P::proj_b))), row_add(res(l)), Cl, C);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(a.res_mid);
   }
@@ -397,23 +412,33 @@ void GptCuda::layer_forward(int64_t l) {
     tp_->allgather(a.ln2, R * C);
   }
   prof_op("matmul_forward", 2.0 * N * C * Fl);
-  cuda::linear_forward(*gemm_, t_, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)),
-                       pw(l, in(P::fc_b)), nullptr, N, C, Fl, linear_, s);
+  linear_forward(l, Linear::fc, a.fc_gelu, a.fc_pre, a.ln2, pw(l, in(P::fc_w)), pw(l, in(P::fc_b)),
+                 nullptr, C, Fl);
   prof_op("matmul_forward", 2.0 * N * C * Fl);
   if (sp_) {
-    cuda::linear_forward(*gemm_, t_, sp_full_, nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
-                         row_add(pw(l, in(P::fcproj_b))), nullptr, N, Fl, C, linear_, s);
+    linear_forward(l, Linear::fcproj, sp_full_, nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
+                   row_add(pw(l, in(P::fcproj_b))), nullptr, Fl, C);
     prof_op("tensor_reduce_scatter");
     void* sum = sp_reduce(sp_full_);
     prof_op("residual_forward");
     cuda::residual_forward(t_, res(l + 1), sum, a.res_mid, R * C, s);
   } else {
-    cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
-                         row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), N, Fl, C, linear_, s);
+    linear_forward(l, Linear::fcproj, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
+                   row_add(pw(l, in(P::fcproj_b))), row_add(a.res_mid), Fl, C);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(res(l + 1));
   }
   acts_layer_ = l;
+}
+
+void GptCuda::linear_forward(int64_t l, Linear j, void* out, void* pre_gelu, const void* inp,
+                             const void* weight, const void* bias, const void* residual,
+                             int64_t C, int64_t OC) {
+  if (fp8_ && fp8_->forward(*gemm_, t_, fp8_id(l, j), out, pre_gelu, inp, weight, bias, residual,
+                            N_, C, OC, linear_, stream_))
+    return;
+  cuda::linear_forward(*gemm_, t_, out, pre_gelu, inp, weight, bias, residual, N_, C, OC, linear_,
+                       stream_);
 }
 
 // The token and position embeddings of N tokens (device ids) into res(0); under sequence

@@ -109,39 +109,51 @@ void GptCuda::head_backward(float grad_multiplier) {
 // else the LayerNorm backward that produced dout gives it), dln_ = d of the MLP's input
 // (ln2's output; partial sums over the tensor ranks under tensor parallelism) out.
 void GptCuda::mlp_backward(int64_t l, const void* dout, bool proj_bias) {
-  const int64_t N = N_, C = C_, Fl = Fl_;
-  cudaStream_t s = stream_;
+  const int64_t C = C_, Fl = Fl_;
   Acts& a = acts_[l];
-  prof_op("matmul_backward", 2.0 * N * C * Fl);
-  cuda::linear_backward_weight(*gemm_, t_, gl(l, P::fcproj_w), proj_bias ? bias_tmp_ : nullptr,
-                               dout, a.fc_gelu, N, Fl, C, C, 1.0f, bias_scratch_, linear_, s);
-  if (proj_bias) {
-    prof_op("add_inplace");
-    cuda::add_inplace(gl(l, P::fcproj_b), bias_tmp_, C, s);
-  }
-  prof_op("matmul_backward", 2.0 * N * C * Fl);
-  cuda::linear_backward_input(*gemm_, t_, dfc_, dout, pw(l, in(P::fcproj_w)), N, Fl, C, C,
-                              1.0f, a.fc_pre, bias_tmp_, bias_scratch_, linear_, s);
-  prof_op("add_inplace");
-  cuda::add_inplace(gl(l, P::fc_b), bias_tmp_, Fl, s);
+  // MLP projection; its input gradient through the GELU, whose bias gradient that gives.
+  linear_backward(l, Linear::fcproj, Fl, C, gl(l, P::fcproj_w),
+                  proj_bias ? gl(l, P::fcproj_b) : nullptr, pw(l, in(P::fcproj_w)), dout,
+                  a.fc_gelu, dfc_, std::nullopt, a.fc_pre, gl(l, P::fc_b));
   // MLP first layer (column-parallel: its input gradient is summed over the tensor ranks).
-  linear_backward(C, Fl, gl(l, P::fc_w), nullptr, pw(l, in(P::fc_w)), dfc_, a.ln2, dln_);
+  linear_backward(l, Linear::fc, C, Fl, gl(l, P::fc_w), nullptr, pw(l, in(P::fc_w)), dfc_, a.ln2,
+                  dln_);
 }
 
-void GptCuda::linear_backward(int64_t C, int64_t OC, float* dweight, float* dbias,
-                              const void* weight, const void* dout, const void* inp, void* dinp,
-                              std::optional<int> ready_point) {
+void GptCuda::linear_backward(int64_t l, Linear j, int64_t C, int64_t OC, float* dweight,
+                              float* dbias, const void* weight, const void* dout, const void* inp,
+                              void* dinp, std::optional<int> ready_point, const void* gelu_pre,
+                              float* dbias_gelu) {
+  cudaStream_t s = stream_;
   prof_op("matmul_backward", 2.0 * N_ * C * OC);
-  cuda::linear_backward_weight(*gemm_, t_, dweight, dbias ? bias_tmp_ : nullptr, dout, inp, N_,
-                               C, OC, OC, 1.0f, bias_scratch_, linear_, stream_);
+  const bool fp8 =
+      fp8_ && fp8_->backward_weight(*gemm_, t_, fp8_id(l, j), dweight, dout, inp, N_, C, OC, s);
+  if (fp8) {
+    if (dbias) cuda::bias_grad(t_, bias_tmp_, dout, N_, OC, false, bias_scratch_, s);
+  } else {
+    cuda::linear_backward_weight(*gemm_, t_, dweight, dbias ? bias_tmp_ : nullptr, dout, inp, N_,
+                                 C, OC, OC, 1.0f, bias_scratch_, linear_, s);
+  }
   if (dbias) {
     prof_op("add_inplace");
-    cuda::add_inplace(dbias, bias_tmp_, OC, stream_);
+    cuda::add_inplace(dbias, bias_tmp_, OC, s);
   }
   if (ready_point) ready(*ready_point);
   prof_op("matmul_backward", 2.0 * N_ * C * OC);
-  cuda::linear_backward_input(*gemm_, t_, dinp, dout, weight, N_, C, OC, OC, 1.0f, nullptr,
-                              nullptr, bias_scratch_, linear_, stream_);
+  float* gelu_bias = dbias_gelu ? bias_tmp_ : nullptr;
+  if (fp8 && fp8_->backward_input(*gemm_, t_, fp8_id(l, j), dinp, weight, N_, C, OC, s)) {
+    if (gelu_pre && gelu_bias)
+      cuda::gelu_backward_bias(t_, dinp, gelu_pre, N_, C, gelu_bias, bias_scratch_, s);
+    else if (gelu_pre)
+      cuda::gelu_backward(t_, dinp, gelu_pre, dinp, N_ * C, s);
+  } else {
+    cuda::linear_backward_input(*gemm_, t_, dinp, dout, weight, N_, C, OC, OC, 1.0f, gelu_pre,
+                                gelu_bias, bias_scratch_, linear_, s);
+  }
+  if (dbias_gelu) {
+    prof_op("add_inplace");
+    cuda::add_inplace(dbias_gelu, bias_tmp_, C, s);
+  }
 }
 
 // Layer l's attention and QKV projection backward: datty_ (d of the attention output) in,
@@ -158,8 +170,9 @@ void GptCuda::attention_qkv_backward(int64_t l) {
   else
     cuda::attention_backward(t_, dqkv_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl,
                              dq_accum_, delta_, attention_impl_, s);
-  linear_backward(C, 3 * Cl, gl(l, P::qkv_w), gl(l, P::qkv_b), pw(l, in(P::qkv_w)), dqkv_, a.ln1,
-                  dln_, l == 0 ? std::optional<int>(kGptLayer0Qkv) : std::nullopt);
+  linear_backward(l, Linear::qkv, C, 3 * Cl, gl(l, P::qkv_w), gl(l, P::qkv_b),
+                  pw(l, in(P::qkv_w)), dqkv_, a.ln1, dln_,
+                  l == 0 ? std::optional<int>(kGptLayer0Qkv) : std::nullopt);
 }
 
 GptCuda::Acts& GptCuda::begin_layer_backward(int64_t l) {
@@ -210,8 +223,8 @@ void GptCuda::layers_backward(int64_t l0, int64_t l1, bool bias_from_dres) {
                              a.ln2_mean, a.ln2_rstd, N, C, true, ln_scratch_, s);
     if (l == 0) ready(kGptLayer0Mlp);
     // Attention projection: dres = d(res_mid).
-    linear_backward(Cl, C, gl(l, P::proj_w), nullptr, pw(l, in(P::proj_w)), dres_, a.atty,
-                    datty_);
+    linear_backward(l, Linear::proj, Cl, C, gl(l, P::proj_w), nullptr, pw(l, in(P::proj_w)), dres_,
+                    a.atty, datty_);
     attention_qkv_backward(l);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);
@@ -261,8 +274,8 @@ void GptCuda::layers_backward_sp(int64_t l0, int64_t l1) {
     // Attention projection: d(res_mid) gathered.
     prof_op("tensor_allgather");
     sp_gather(sp_full_, dres_);
-    linear_backward(Cl, C, gl(l, P::proj_w), gl(l, P::proj_b), pw(l, in(P::proj_w)), sp_full_,
-                    a.atty, datty_);
+    linear_backward(l, Linear::proj, Cl, C, gl(l, P::proj_w), gl(l, P::proj_b),
+                    pw(l, in(P::proj_w)), sp_full_, a.atty, datty_);
     attention_qkv_backward(l);
     prof_op("tensor_reduce_scatter");
     const void* dln1 = sp_reduce(dln_);

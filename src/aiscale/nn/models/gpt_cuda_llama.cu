@@ -106,28 +106,28 @@ void GptCuda::llama_layer_forward(int64_t l) {
   prof_op("rmsnorm_forward");
   cuda::rmsnorm_forward(t_, a.ln1, a.ln1_rstd, res(l), pw(l, in(P::ln1_w)), N, C, norm_eps_, s);
   prof_op("matmul_forward", 2.0 * N * C * W);
-  cuda::linear_forward(*gemm_, t_, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)), nullptr, nullptr,
-                       N, C, W, linear_, s);
+  linear_forward(l, Linear::qkv, a.qkv, nullptr, a.ln1, pw(l, in(P::qkv_w)), nullptr, nullptr, C,
+                 W);
   prof_op("rotary_forward");
   cuda::rotary_apply(t_, a.qkv, rope_table_, T_, N, T, NHl_ + KVl_, HS_, W, false, s);
   llama_attention_forward(a);
   prof_op("matmul_forward", 2.0 * N * C * Cl);
   // Row-parallel under tensor parallelism: partial sums (rank 0 adds the residual), summed.
-  cuda::linear_forward(*gemm_, t_, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)), nullptr,
-                       row_add(res(l)), N, Cl, C, linear_, s);
+  linear_forward(l, Linear::proj, a.res_mid, nullptr, a.atty, pw(l, in(P::proj_w)), nullptr,
+                 row_add(res(l)), Cl, C);
   if (tp_) prof_op("tensor_allreduce");
   tp_sum(a.res_mid);
   prof_op("rmsnorm_forward");
   cuda::rmsnorm_forward(t_, a.ln2, a.ln2_rstd, a.res_mid, pw(l, in(P::ln2_w)), N, C, norm_eps_,
                         s);
   prof_op("matmul_forward", 4.0 * N * C * Fl);
-  cuda::linear_forward(*gemm_, t_, a.fc_pre, nullptr, a.ln2, pw(l, in(P::fc_w)), nullptr, nullptr,
-                       N, C, 2 * Fl, linear_, s);
+  linear_forward(l, Linear::fc, a.fc_pre, nullptr, a.ln2, pw(l, in(P::fc_w)), nullptr, nullptr, C,
+                 2 * Fl);
   prof_op("swiglu_forward");
   cuda::swiglu_forward(t_, a.fc_gelu, a.fc_pre, N, Fl, s);
   prof_op("matmul_forward", 2.0 * N * C * Fl);
-  cuda::linear_forward(*gemm_, t_, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
-                       nullptr, row_add(a.res_mid), N, Fl, C, linear_, s);
+  linear_forward(l, Linear::fcproj, res(l + 1), nullptr, a.fc_gelu, pw(l, in(P::fcproj_w)),
+                 nullptr, row_add(a.res_mid), Fl, C);
   if (tp_) prof_op("tensor_allreduce");
   tp_sum(res(l + 1));
   acts_layer_ = l;
@@ -152,12 +152,13 @@ void GptCuda::llama_layers_backward(int64_t l0, int64_t l1) {
     }
     // down_proj: dres = d res(l + 1).
     // (d of SwiGLU's output over that output: read by the weight gradient only.)
-    linear_backward(Fl, C, gl(l, P::fcproj_w), nullptr, pw(l, in(P::fcproj_w)), dres_, a.fc_gelu,
-                    a.fc_gelu);
+    linear_backward(l, Linear::fcproj, Fl, C, gl(l, P::fcproj_w), nullptr, pw(l, in(P::fcproj_w)),
+                    dres_, a.fc_gelu, a.fc_gelu);
     prof_op("swiglu_backward");
     cuda::swiglu_backward(t_, dfc_, a.fc_gelu, a.fc_pre, N, Fl, s);
     // gate_up_proj.
-    linear_backward(C, 2 * Fl, gl(l, P::fc_w), nullptr, pw(l, in(P::fc_w)), dfc_, a.ln2, dln_);
+    linear_backward(l, Linear::fc, C, 2 * Fl, gl(l, P::fc_w), nullptr, pw(l, in(P::fc_w)), dfc_,
+                    a.ln2, dln_);
     if (tp_) prof_op("tensor_allreduce");  // column-parallel: the input gradient's partial sums
     tp_sum(dln_);
     prof_op("rmsnorm_backward");
@@ -165,13 +166,14 @@ void GptCuda::llama_layers_backward(int64_t l0, int64_t l1) {
                            a.ln2_rstd, N, C, true, ln_scratch_, s);
     if (l == 0) ready(kGptLayer0Mlp);
     // o_proj: dres = d res_mid.
-    linear_backward(Cl, C, gl(l, P::proj_w), nullptr, pw(l, in(P::proj_w)), dres_, a.atty,
-                    datty_);
+    linear_backward(l, Linear::proj, Cl, C, gl(l, P::proj_w), nullptr, pw(l, in(P::proj_w)), dres_,
+                    a.atty, datty_);
     llama_attention_backward(a);
     prof_op("rotary_backward");
     cuda::rotary_apply(t_, dqkv_, rope_table_, T_, N, T, NHl_ + KVl_, HS_, W, true, s);
     // qkv_proj.
-    linear_backward(C, W, gl(l, P::qkv_w), nullptr, pw(l, in(P::qkv_w)), dqkv_, a.ln1, dln_,
+    linear_backward(l, Linear::qkv, C, W, gl(l, P::qkv_w), nullptr, pw(l, in(P::qkv_w)), dqkv_,
+                    a.ln1, dln_,
                     l == 0 ? std::optional<int>(kGptLayer0Qkv) : std::nullopt);
     if (tp_) prof_op("tensor_allreduce");
     tp_sum(dln_);

@@ -22,6 +22,7 @@
 #include "aiscale/nn/models/gpt_zero3.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/ops/cuda/cudnn_attention.h"
+#include "aiscale/ops/cuda/fp8.cuh"
 #include "aiscale/optim/zero1.cuh"
 #include "aiscale/parallel/data_parallel/reducer.cuh"
 #include "aiscale/profile/gpu_op_recorder.cuh"
@@ -90,7 +91,9 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void set_optimizer_state(const float* m, const float* v) override;
   float* grad_buffer() override { return grads_; }
   float* param_buffer() override { return master_; }  // ZeRO-1: this rank's shard
-  size_t memory_bytes() const override { return arena_bytes_ + (pp_ ? pp_->bytes() : 0); }
+  size_t memory_bytes() const override {
+    return arena_bytes_ + (pp_ ? pp_->bytes() : 0) + (fp8_ ? fp8_->bytes() : 0);
+  }
   size_t optimizer_state_bytes() const override { return size_t(3 * 4) * size_t(S_); }
   // Tensor parallelism: within a tensor group the gradients need no exchange (split tensors
   // are each rank's own, replicated ones equal), and between data-parallel copies this
@@ -157,12 +160,22 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void layers_backward_sp(int64_t l0, int64_t l1);
   void attention_qkv_backward(int64_t l);
   void mlp_backward(int64_t l, const void* dout, bool proj_bias);
-  // A linear layer's backward over the N_ rows, C inputs and OC outputs: dweight +=
+  // The linear layers of a block, which name their FP8 scaling state (fp8_id).
+  enum class Linear { qkv = 0, proj = 1, fc = 2, fcproj = 3 };
+  int64_t fp8_id(int64_t l, Linear j) const { return 4 * l + static_cast<int64_t>(j); }
+  // Linear j of layer l forward over the N_ rows (cuda::linear_forward's arguments): in FP8
+  // under train.precision = "fp8" where the shapes allow, else in the activations' type.
+  void linear_forward(int64_t l, Linear j, void* out, void* pre_gelu, const void* inp,
+                      const void* weight, const void* bias, const void* residual, int64_t C,
+                      int64_t OC);
+  // Linear j of layer l backward over the N_ rows, C inputs and OC outputs: dweight +=
   // dout^T inp (and, with dbias, dbias += dout's column sums); then `ready_point`'s gradients
-  // reported where one is given; then dinp = dout W.
-  void linear_backward(int64_t C, int64_t OC, float* dweight, float* dbias, const void* weight,
-                       const void* dout, const void* inp, void* dinp,
-                       std::optional<int> ready_point = std::nullopt);
+  // reported where one is given; then dinp = dout W (with gelu_pre: times gelu'(gelu_pre),
+  // and dbias_gelu (+=) the column sums of that, the bias gradient of the GELU's layer).
+  void linear_backward(int64_t l, Linear j, int64_t C, int64_t OC, float* dweight, float* dbias,
+                       const void* weight, const void* dout, const void* inp, void* dinp,
+                       std::optional<int> ready_point = std::nullopt,
+                       const void* gelu_pre = nullptr, float* dbias_gelu = nullptr);
   // Pipeline stages (gpt_cuda_pp.cu).
   void pipeline_take_batch(const int32_t* inputs, const int32_t* targets);
   void stage_compute(int m, float grad_multiplier, bool fresh, int loss_slot);
@@ -344,6 +357,7 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   std::unique_ptr<Gemm> gemm_;
 
   std::unique_ptr<cuda::CudnnAttention> cudnn_attention_;  // AISCALE_CUDA_ATTENTION=cudnn / auto
+  std::unique_ptr<cuda::Fp8Training> fp8_;  // train.precision = "fp8" (else null)
   int64_t num_unique_ = 0;
 
   // AISCALE_CUDA_TIMING (null when off); the reducer reports its buckets' times into it.

@@ -106,6 +106,10 @@ void GptCuda::update(const ops::AdamWParams& hp) {
     cuda::adamw_update(t_, master_, work_, grads_, m_, v_, L, hp, stream_);
     AISCALE_CUDA_LAUNCH_CHECK();
   }
+  if (fp8_) {  // this step's amaxes into the histories: the next step's FP8 scales
+    prof_op("fp8_scale_update");
+    fp8_->update_scales(stream_);
+  }
   prof_op(nullptr);
   mark(profile::StepTimer::kEnd);
 }

@@ -53,6 +53,8 @@ constexpr OpCoverage kCudaCoverage[] = {
     {Op::swiglu_backward, kNoDTypes, "no CUDA kernel in this backend"},
     {Op::attention_gqa_forward, kNoDTypes, "no CUDA kernel in this backend"},
     {Op::attention_gqa_backward, kNoDTypes, "no CUDA kernel in this backend"},
+    {Op::fp8_quantize, kAll, "cuda::fp8_quantize (ops/cuda/fp8.cuh; both layouts, amax)"},
+    {Op::fp8_scale_update, kF32, "cuda::fp8_scale_update (ops/cuda/fp8.cuh)"},
 };
 static_assert(covers_every_op_in_order(kCudaCoverage, int(std::size(kCudaCoverage))),
               "cuda coverage: one row per Op, in enum order");
@@ -87,6 +89,10 @@ Support cuda_supports(Op op, DType t, const OpShape& s) {
                  ? Support::yes()
                  : Support::no(n_packs("C", t) + ", at most " +
                                std::to_string(1024 * cov::pack(t)));
+    case Op::fp8_quantize:
+      return cov::fp8_shape_ok(s.N, s.C) ? Support::yes()
+                                          : Support::no("rows N and columns C must be positive "
+                                                        "multiples of 16");
     case Op::gelu_forward:
     case Op::gelu_backward:
     case Op::residual_forward:
@@ -124,6 +130,7 @@ Support cuda_supports(Op op, DType t, const OpShape& s) {
     case Op::swiglu_backward:
     case Op::attention_gqa_forward:
     case Op::attention_gqa_backward:
+    case Op::fp8_scale_update:
     case Op::count:
       break;
   }

@@ -32,4 +32,11 @@ constexpr bool layernorm_backward_ok(DType t, int64_t C) {
   return packed(t, C) && C / pack(t) <= 8 * 128;
 }
 
+// FP8: the quantize kernel works on tiles of 8 x 8 values and Hopper's FP8 GEMMs take
+// sizes in multiples of 16: every dimension of an FP8 linear layer (rows N, C, OC) and of
+// a quantised tensor a positive multiple of 16.
+constexpr bool fp8_shape_ok(int64_t rows, int64_t cols) {
+  return rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0;
+}
+
 }  // namespace aiscale::cuda::coverage

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "aiscale/core/dtype.h"
+#include "aiscale/ops/fp8.h"
 #include "aiscale/ops/ops.h"
 
 namespace aiscale::cuda {
@@ -53,6 +54,13 @@ struct GemmCall {
   void* bias = nullptr;  // bias (ab_type, read) or bias gradient (fp32, written)
   void* aux = nullptr;   // GELU pre-activation (cd_type), ld_aux
   int64_t ld_aux = 0;
+  // FP8 operands (sm_89 and newer; ops/cuda/fp8.cuh): A and B hold codes of a_format and
+  // b_format instead of ab_type, dequantised by the device floats *a_scale and *b_scale;
+  // fast_accum: the tensor cores' faster, less exact accumulation (forward passes).
+  bool fp8 = false, fast_accum = false;
+  ops::Fp8Format a_format = ops::Fp8Format::e4m3, b_format = ops::Fp8Format::e4m3;
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
 };
 
 // cuBLASLt handle, plan cache and a caller-owned workspace (no allocation per call).

@@ -11,6 +11,7 @@
 
 #include "aiscale/ops/cuda/common.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
+#include "aiscale/ops/cuda/fp8.cuh"
 
 namespace aiscale::cuda {
 namespace {
@@ -28,6 +29,10 @@ cudaDataType_t cuda_type(DType t) {
     case DType::f16: return CUDA_R_16F;
   }
   return CUDA_R_32F;
+}
+
+cudaDataType_t fp8_type(ops::Fp8Format f) {
+  return f == ops::Fp8Format::e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
@@ -60,7 +65,8 @@ uint32_t alignment_of(const void* p) {
 }
 
 struct PlanKey {
-  bool ta, tb, beta_nonzero;
+  bool ta, tb, beta_nonzero, fp8, fast_accum;
+  ops::Fp8Format fa, fb;
   int64_t m, n, k, lda, ldb, ldc, ldd, ld_aux;
   DType ab, cd;
   Epilogue epi;
@@ -74,6 +80,10 @@ PlanKey make_key(const GemmCall& c) {
   k.ta = c.trans_a;
   k.tb = c.trans_b;
   k.beta_nonzero = c.beta != 0.0f;
+  k.fp8 = c.fp8;
+  k.fast_accum = c.fp8 && c.fast_accum;
+  k.fa = c.fp8 ? c.a_format : ops::Fp8Format::e4m3;
+  k.fb = c.fp8 ? c.b_format : ops::Fp8Format::e4m3;
   k.m = c.m;
   k.n = c.n;
   k.k = c.k;
@@ -154,11 +164,19 @@ struct Gemm::Impl {
                                               sizeof(ld_aux)),
                "set AUX_LD");
     }
-    const cudaDataType_t tab = cuda_type(c.ab_type), tcd = cuda_type(c.cd_type);
-    check_lt(cublasLtMatrixLayoutCreate(&p.la, tab, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k,
+    if (c.fp8) {
+      const int8_t fast = c.fast_accum ? 1 : 0;
+      check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                              sizeof(fast)),
+               "set FAST_ACCUM");
+    }
+    const cudaDataType_t ta = c.fp8 ? fp8_type(c.a_format) : cuda_type(c.ab_type);
+    const cudaDataType_t tb = c.fp8 ? fp8_type(c.b_format) : cuda_type(c.ab_type);
+    const cudaDataType_t tcd = cuda_type(c.cd_type);
+    check_lt(cublasLtMatrixLayoutCreate(&p.la, ta, c.trans_a ? c.k : c.m, c.trans_a ? c.m : c.k,
                                         c.lda),
              "layout A");
-    check_lt(cublasLtMatrixLayoutCreate(&p.lb, tab, c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n,
+    check_lt(cublasLtMatrixLayoutCreate(&p.lb, tb, c.trans_b ? c.n : c.k, c.trans_b ? c.k : c.n,
                                         c.ldb),
              "layout B");
     check_lt(cublasLtMatrixLayoutCreate(&p.lc, tcd, c.m, c.n, c.beta != 0.0f ? c.ldc : c.ldd),
@@ -264,7 +282,11 @@ std::string Gemm::summary() const {
     const PlanKey& k = p.key;
     out += "  m=" + std::to_string(k.m) + " n=" + std::to_string(k.n) + " k=" + std::to_string(k.k) +
            (k.ta ? " A^T" : " A") + (k.tb ? " B^T" : " B") + " ab=" + dtype_str(k.ab) +
-           " cd=" + dtype_str(k.cd) + " beta=" + (k.beta_nonzero ? "1" : "0") +
+           " cd=" + dtype_str(k.cd) +
+           (k.fp8 ? std::string(" fp8 ") + ops::fp8_format_name(k.fa) + "x" +
+                        ops::fp8_format_name(k.fb) + (k.fast_accum ? " fast-accum" : "")
+                  : std::string()) +
+           " beta=" + (k.beta_nonzero ? "1" : "0") +
            " epilogue=" + epi_names[static_cast<int>(k.epi)] + (p.ok ? " ok" : " UNSUPPORTED");
     if (p.tuned && p.n_candidates > 1) {
       char buf[160];
@@ -292,6 +314,16 @@ bool Gemm::run(const GemmCall& c, cudaStream_t stream) {
     check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
                                             sizeof(aux)),
              "set AUX_POINTER");
+  }
+  if (c.fp8) {
+    const float* sa = c.a_scale;
+    const float* sb = c.b_scale;
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+                                            sizeof(sa)),
+             "set A_SCALE_POINTER");
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+                                            sizeof(sb)),
+             "set B_SCALE_POINTER");
   }
   if (impl_->autotune && !p.tuned) impl_->tune(p, c, stream);
   check_lt(impl_->launch(p, p.algo, c, stream), "cublasLtMatmul");
@@ -409,6 +441,73 @@ void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, cons
   if (!run_with(g, c, Epilogue::none, nullptr, s))
     no_algorithm("linear backward (weight)", c.m, c.n, c.k);
   if (dbias) bias_grad(t, dbias, dout, N, OC, false, bias_scratch, s);
+}
+
+// ---------------------------------------------------------------------------------------
+// FP8 linear layers (fp8.cuh): the same products with quantised operands, both K-major.
+
+namespace {
+bool fp8_sizes_ok(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 && m % 16 == 0 && n % 16 == 0 && k % 16 == 0;
+}
+GemmCall fp8_product(int64_t m, int64_t n, int64_t k, const Fp8Operand& a, const Fp8Operand& b,
+                     void* d, DType cd) {
+  // Column-major D (m x n) = A^T B: A stored k x m (lda = k), B stored k x n (ldb = k).
+  GemmCall c = product(true, false, m, n, k, a.data, k, b.data, k, d, m, DType::bf16, cd);
+  c.fp8 = true;
+  c.a_format = a.format;
+  c.b_format = b.format;
+  c.a_scale = a.scale_inv;
+  c.b_scale = b.scale_inv;
+  return c;
+}
+}  // namespace
+
+bool fp8_linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const Fp8Operand& x,
+                        const Fp8Operand& w, const void* bias, const void* residual, int64_t N,
+                        int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s) {
+  if (!fp8_sizes_ok(OC, N, C) || t == DType::f32) return false;
+  // out^T (OC x N) = W (C x OC stored, transposed) . x^T (C x N stored).
+  GemmCall c = fp8_product(OC, N, C, w, x, out, t);
+  c.fast_accum = true;
+  if (residual) {
+    AISCALE_CUDA_REQUIRE(pre_gelu == nullptr, "fp8_linear_forward: GELU with a residual is not supported");
+    c.c = residual;
+    c.ldc = OC;
+    c.beta = 1.0f;
+  }
+  if (pre_gelu) {
+    if (o.fused_gelu && bias) {
+      GemmCall fused = c;
+      fused.aux = pre_gelu;
+      fused.ld_aux = OC;
+      if (run_with(g, fused, Epilogue::gelu_aux_bias, bias, s)) return true;
+    }
+    c.d = pre_gelu;
+  }
+  if (!run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s)) return false;
+  if (pre_gelu) gelu_forward(t, out, pre_gelu, N * OC, s);
+  return true;
+}
+
+bool fp8_linear_backward_input(Gemm& g, DType t, void* dinp, const Fp8Operand& dout,
+                               const Fp8Operand& w_t, int64_t N, int64_t C, int64_t OC,
+                               cudaStream_t s) {
+  if (!fp8_sizes_ok(C, N, OC) || t == DType::f32) return false;
+  // dinp^T (C x N) = W^T (OC x C stored, transposed) . dout^T (OC x N stored).
+  return run_with(g, fp8_product(C, N, OC, w_t, dout, dinp, t), Epilogue::none, nullptr, s);
+}
+
+bool fp8_linear_backward_weight(Gemm& g, float* dweight, const Fp8Operand& dout_t,
+                                const Fp8Operand& x_t, int64_t N, int64_t C, int64_t OC,
+                                cudaStream_t s) {
+  if (!fp8_sizes_ok(C, OC, N)) return false;
+  // dweight^T (C x OC) += x (N x C stored, transposed) . dout (N x OC stored).
+  GemmCall c = fp8_product(C, OC, N, x_t, dout_t, dweight, DType::f32);
+  c.c = dweight;
+  c.ldc = C;
+  c.beta = 1.0f;
+  return run_with(g, c, Epilogue::none, nullptr, s);
 }
 
 }  // namespace aiscale::cuda
