@@ -42,7 +42,7 @@ if has build; then build_cuda aiscale test_ops; else use_devdeps; fi
 
 if has check; then
   log "check: the op harness's fp8, matmul and model families"
-  for op in fp8 matmul gpt_model llama_model; do
+  for op in ${CHECK_OPS:-fp8 matmul gpt_model llama_model}; do
     timeout 600 "$OPS" test --backend cuda --op "$op" > "$OUT/check_$op.log" 2>&1
     row "test_ops --op $op" "exit $?: $(grep -E '^(OK|FAILED)' "$OUT/check_$op.log" | tail -1)"
   done
@@ -71,7 +71,7 @@ if has speed; then
     for p in bf16 fp8; do
       f="$OUT/speed_${model}_$p.jsonl"
       timeout 300 "$BIN" bench language --model "$model" --batch "$batch" --seq 1024 --device cuda \
-        --precision "$p" --steps 30 --warmup 10 --output "$f" >> "$OUT/speed.log" 2>&1
+        --precision "$p" --steps "${SPEED_STEPS:-30}" --warmup 10 --output "$f" >> "$OUT/speed.log" 2>&1
       row "speed $model B$batch $p" "exit $?: $(field "$f" tokens_per_s_per_device) tokens/s, mfu $(field "$f" mfu)"
     done
   done
