@@ -23,6 +23,8 @@ source bench/gpu/host_common.sh
 BIN=build/cuda/aiscale
 OPS=build/cuda/tests/ops/test_ops
 STEPS=${STEPS:-100}
+RUNS=${RUNS:-/tmp/aiscale-fp8-runs}  # run directories (checkpoints): outside $OUT
+rm -rf "$RUNS"
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 { nvidia-smi --query-gpu=index,name,memory.total,power.limit,driver_version --format=csv
   git rev-parse HEAD 2>/dev/null; } >> "$OUT/setup.log" 2>&1
@@ -56,10 +58,12 @@ if has loss; then
     for p in bf16 fp8; do
       name="${model}-$p"
       timeout 300 "$BIN" train --config configs/gpt2-124m-gpu.toml --model "$model" --precision "$p" \
-        --set train.steps="$STEPS" --set run.dir="$OUT/runs" --set run.name="$name" -q \
+        --set train.steps="$STEPS" --set run.dir="$RUNS" --set run.name="$name" -q \
         > "$OUT/train_$name.log" 2>&1
-      s="$OUT/runs/$name/summary.json"
-      row "train $model $p" "exit $?: final loss $(field "$s" final_loss), val $(field "$s" val_loss), $(field "$s" tokens_per_s) tokens/s"
+      rc=$?
+      s="$OUT/summary_$name.json"
+      cp "$RUNS/$name/summary.json" "$s" 2>/dev/null
+      row "train $model $p" "exit $rc: final loss $(field "$s" final_loss), val $(field "$s" val_loss), $(field "$s" tokens_per_s) tokens/s"
     done
   done
 fi
@@ -70,7 +74,9 @@ if has speed; then
     read -r model batch <<< "$spec"
     for p in bf16 fp8; do
       f="$OUT/speed_${model}_$p.jsonl"
-      timeout 300 "$BIN" bench language --model "$model" --batch "$batch" --seq 1024 --device cuda \
+      verbose=0
+      [ "$model" = gpt2-124m ] && verbose=1  # the GEMM plans, FP8 or not, in speed.log
+      AISCALE_CUDA_VERBOSE=$verbose timeout 300 "$BIN" bench language --model "$model" --batch "$batch" --seq 1024 --device cuda \
         --precision "$p" --steps "${SPEED_STEPS:-30}" --warmup 10 --output "$f" >> "$OUT/speed.log" 2>&1
       row "speed $model B$batch $p" "exit $?: $(field "$f" tokens_per_s_per_device) tokens/s, mfu $(field "$f" mfu)"
     done
