@@ -25,6 +25,7 @@ OPS=build/cuda/tests/ops/test_ops
 STEPS=${STEPS:-100}
 RUNS=${RUNS:-/tmp/aiscale-fp8-runs}  # run directories (checkpoints): outside $OUT
 rm -rf "$RUNS"
+mkdir -p "$RUNS"
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 { nvidia-smi --query-gpu=index,name,memory.total,power.limit,driver_version --format=csv
   git rev-parse HEAD 2>/dev/null; } >> "$OUT/setup.log" 2>&1
@@ -45,11 +46,12 @@ if has build; then build_cuda aiscale test_ops; else use_devdeps; fi
 if has check; then
   log "check: the op harness's fp8, matmul and model families"
   for op in ${CHECK_OPS:-fp8 matmul gpt_model llama_model}; do
-    timeout 600 "$OPS" test --backend cuda --op "$op" > "$OUT/check_$op.log" 2>&1
-    row "test_ops --op $op" "exit $?: $(grep -E '^(OK|FAILED)' "$OUT/check_$op.log" | tail -1)"
+    timeout 600 "$OPS" test --backend cuda --op "$op" > "$OUT/check_op.log" 2>&1
+    row "test_ops --op $op" "exit $?: $(grep -E '^(OK|FAILED)' "$OUT/check_op.log" | tail -1)"
+    cat "$OUT/check_op.log" >> "$OUT/check.log"
+    grep -E "loss over 30 steps" "$OUT/check_op.log" | sed 's/^ *//' >> "$OUT/model_losses.txt"
   done
-  grep -E "loss over 30 steps" "$OUT/check_fp8.log" | sed 's/^ *//' | while read -r l; do
-    echo "$l" >> "$OUT/model_losses.txt"; done
+  rm -f "$OUT/check_op.log"
 fi
 
 if has loss; then
@@ -59,10 +61,10 @@ if has loss; then
       name="${model}-$p"
       timeout 300 "$BIN" train --config configs/gpt2-124m-gpu.toml --model "$model" --precision "$p" \
         --set train.steps="$STEPS" --set run.dir="$RUNS" --set run.name="$name" -q \
-        > "$OUT/train_$name.log" 2>&1
+        >> "$OUT/train.log" 2>&1
       rc=$?
-      s="$OUT/summary_$name.json"
-      cp "$RUNS/$name/summary.json" "$s" 2>/dev/null
+      s="$RUNS/$name/summary.json"
+      [ -f "$s" ] && { echo "$name $(tr -d '\n' < "$s")" >> "$OUT/summaries.txt"; }
       row "train $model $p" "exit $rc: final loss $(field "$s" final_loss), val $(field "$s" val_loss), $(field "$s" tokens_per_s) tokens/s"
     done
   done
@@ -73,12 +75,13 @@ if has speed; then
   for spec in "gpt2-124m 16" "gpt2-350m 16" "gpt2-1558m 8" "llama3-1b-shape 4"; do
     read -r model batch <<< "$spec"
     for p in bf16 fp8; do
-      f="$OUT/speed_${model}_$p.jsonl"
+      f="$RUNS/speed_${model}_$p.jsonl"
       verbose=0
       [ "$model" = gpt2-124m ] && verbose=1  # the GEMM plans, FP8 or not, in speed.log
       AISCALE_CUDA_VERBOSE=$verbose timeout 300 "$BIN" bench language --model "$model" --batch "$batch" --seq 1024 --device cuda \
         --precision "$p" --steps "${SPEED_STEPS:-30}" --warmup 10 --output "$f" >> "$OUT/speed.log" 2>&1
       row "speed $model B$batch $p" "exit $?: $(field "$f" tokens_per_s_per_device) tokens/s, mfu $(field "$f" mfu)"
+      cat "$f" >> "$OUT/speed.jsonl" 2>/dev/null
     done
   done
 fi
@@ -87,7 +90,7 @@ if has profile; then
   log "profile: op tables of GPT-2 350M, bf16 and fp8"
   for p in bf16 fp8; do
     timeout 300 "$BIN" bench language --model gpt2-350m --batch 16 --seq 1024 --device cuda \
-      --precision "$p" --steps 6 --warmup 3 --profile 2 --output "$OUT/profile_$p.jsonl" \
+      --precision "$p" --steps 6 --warmup 3 --profile 2 --output "$RUNS/profile_$p.jsonl" \
       > "$OUT/profile_$p.log" 2>&1
     row "profile 350M $p" "exit $? ($OUT/profile_$p.log)"
   done

@@ -101,14 +101,13 @@ void fp8_scale_update(const Fp8ScalingArrays& a, int64_t pos, int margin) {
     if (!finite || !(m > 0.0f)) continue;
     const float scale = std::ldexp(fp8_max(static_cast<Fp8Format>(a.formats[s])) / m, -margin);
     if (!(scale > 0.0f) || !std::isfinite(scale)) continue;
-    a.scale[s] = scale;
-    a.scale_inv[s] = 1.0f / scale;
+    a.scale[s * a.scale_stride] = scale;
+    a.scale_inv[s * a.scale_stride] = 1.0f / scale;
   }
 }
 
 void fp8_scaling_reset(const Fp8ScalingArrays& a) {
-  std::fill(a.scale, a.scale + a.slots, 1.0f);
-  std::fill(a.scale_inv, a.scale_inv + a.slots, 1.0f);
+  for (int64_t s = 0; s < a.slots; ++s) a.scale[s * a.scale_stride] = a.scale_inv[s * a.scale_stride] = 1.0f;
   std::fill(a.amax, a.amax + a.slots, 0.0f);
   std::fill(a.history, a.history + a.slots * a.history_len, 0.0f);
 }

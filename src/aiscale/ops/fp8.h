@@ -44,9 +44,10 @@ void fp8_quantize(uint8_t* out, uint8_t* out_t, float* amax, const float* inp, i
                   int64_t cols, float scale, Fp8Format f);
 
 // The scaling state of `slots` tensors, each with its own format, as flat arrays (the CUDA
-// model keeps the same arrays on the device): scale and scale_inv (1 / scale) per slot,
-// amax the largest |x| seen since the last update, history (slots x history_len) the
-// amaxes of the last steps.
+// model keeps the same arrays on the device): scale and scale_inv (1 / scale) of slot s
+// at [s * scale_stride] (cuBLASLt reads a GEMM operand's scale_inv from a 16-byte aligned
+// address: a stride of 4 on the device), amax the largest |x| seen since the last update,
+// history (slots x history_len) the amaxes of the last steps.
 struct Fp8ScalingArrays {
   float* scale = nullptr;
   float* scale_inv = nullptr;
@@ -55,6 +56,7 @@ struct Fp8ScalingArrays {
   const uint8_t* formats = nullptr;  // Fp8Format per slot
   int64_t slots = 0;
   int64_t history_len = 1;
+  int64_t scale_stride = 1;
 };
 
 // The op fp8_scale_update, at the end of a step: each slot's amax goes to history column

@@ -92,18 +92,19 @@ void check_quantize(CudaContext& x, DType t, int64_t rows, int64_t cols, Fp8Form
 // The device update against the host's over steps of amaxes (zeros, infinities included).
 void check_scale_update(CudaContext& x) {
   const int64_t S = 7, H = 4;
-  std::vector<float> h_state(size_t(3 * S + S * H));
+  const int64_t K = 4;  // the device's scale stride
+  std::vector<float> h_state(size_t(2 * S * K + S + S * H));
   std::vector<uint8_t> formats(S);
   for (int64_t s = 0; s < S; ++s) formats[size_t(s)] = uint8_t(s % 3 == 2 ? Fp8Format::e5m2 : Fp8Format::e4m3);
-  Fp8ScalingArrays h{h_state.data(), h_state.data() + S, h_state.data() + 2 * S,
-                     h_state.data() + 3 * S, formats.data(), S, H};
+  Fp8ScalingArrays h{h_state.data(), h_state.data() + S * K, h_state.data() + 2 * S * K,
+                     h_state.data() + 2 * S * K + S, formats.data(), S, H, K};
   fp8_scaling_reset(h);
   dev::Buffer d_state(DType::f32, h_state.size());
   d_state.upload(h_state);
   Bytes d_formats{size_t(S)};
   d_formats.upload(formats);
-  Fp8ScalingArrays d{d_state.f(), d_state.f() + S, d_state.f() + 2 * S, d_state.f() + 3 * S,
-                     d_formats.p, S, H};
+  Fp8ScalingArrays d{d_state.f(), d_state.f() + S * K, d_state.f() + 2 * S * K,
+                     d_state.f() + 2 * S * K + S, d_formats.p, S, H, K};
   std::uniform_real_distribution<float> u(0.0f, 8.0f);
   int differ = 0;
   for (int step = 0; step < 11; ++step) {
@@ -162,11 +163,12 @@ void check_gemms(CudaContext& x, DType t, int64_t N, int64_t C, int64_t OC) {
   d_wt.upload(transpose(qw.codes, OC, C));
   d_g.upload(qg.codes);
   d_gt.upload(transpose(qg.codes, N, OC));
-  dev::Buffer d_inv(DType::f32, 3);
-  d_inv.upload({1.0f / sx, 1.0f / sw, 1.0f / sg});
+  // (Each scale 16-byte aligned, as cuBLASLt requires.)
+  dev::Buffer d_inv(DType::f32, 12);
+  d_inv.upload({1.0f / sx, 0, 0, 0, 1.0f / sw, 0, 0, 0, 1.0f / sg, 0, 0, 0});
   const cu::Fp8Operand ox{d_x.p, d_inv.f(), Fp8Format::e4m3}, oxt{d_xt.p, d_inv.f(), Fp8Format::e4m3},
-      ow{d_w.p, d_inv.f() + 1, Fp8Format::e4m3}, owt{d_wt.p, d_inv.f() + 1, Fp8Format::e4m3},
-      og{d_g.p, d_inv.f() + 2, Fp8Format::e5m2}, ogt{d_gt.p, d_inv.f() + 2, Fp8Format::e5m2};
+      ow{d_w.p, d_inv.f() + 4, Fp8Format::e4m3}, owt{d_wt.p, d_inv.f() + 4, Fp8Format::e4m3},
+      og{d_g.p, d_inv.f() + 8, Fp8Format::e5m2}, ogt{d_gt.p, d_inv.f() + 8, Fp8Format::e5m2};
   cu::LinearOptions lo;
   // forward + bias + residual
   std::vector<float> want(size_t(N * OC));
@@ -250,9 +252,10 @@ void check_training(CudaContext& x, DType t) {
       d_dw8.zero();
     }
   }
-  std::vector<float> scales(3);
+  std::vector<float> strided(12), scales(3);
   dev::check_cuda(cudaDeviceSynchronize(), "kernel");
-  dev::check_cuda(cudaMemcpy(scales.data(), fp8.arrays().scale, 12, cudaMemcpyDeviceToHost), "D2H");
+  dev::check_cuda(cudaMemcpy(strided.data(), fp8.arrays().scale, 48, cudaMemcpyDeviceToHost), "D2H");
+  for (int i = 0; i < 3; ++i) scales[size_t(i)] = strided[size_t(i * fp8.arrays().scale_stride)];
   float amax_x = 0, amax_w = 0, amax_g = 0;
   for (float v : inp) amax_x = std::max(amax_x, std::fabs(v));
   for (float v : w) amax_w = std::max(amax_w, std::fabs(v));

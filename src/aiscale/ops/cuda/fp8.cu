@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads)
 // fast-math flags).
 __global__ void scale_update_kernel(float* scale, float* scale_inv, float* amax, float* history,
                                     const uint8_t* formats, int64_t slots, int64_t H,
-                                    int64_t pos, int margin) {
+                                    int64_t pos, int margin, int64_t stride) {
   const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= slots) return;
   float* h = history + s * H;
@@ -112,8 +112,8 @@ __global__ void scale_update_kernel(float* scale, float* scale_inv, float* amax,
   const float fmax = formats[s] == static_cast<uint8_t>(ops::Fp8Format::e4m3) ? 448.0f : 57344.0f;
   const float sc = scalbnf(__fdiv_rn(fmax, m), -margin);
   if (!(sc > 0.0f) || !(sc <= FLT_MAX)) return;
-  scale[s] = sc;
-  scale_inv[s] = __frcp_rn(sc);
+  scale[s * stride] = sc;
+  scale_inv[s * stride] = __frcp_rn(sc);
 }
 
 }  // namespace
@@ -141,7 +141,8 @@ void fp8_quantize(DType t, uint8_t* out, uint8_t* out_t, float* amax, const void
 void fp8_scale_update(const ops::Fp8ScalingArrays& a, int64_t pos, int margin, cudaStream_t s) {
   if (a.slots == 0) return;
   scale_update_kernel<<<static_cast<unsigned>(ceil_div(a.slots, 128)), 128, 0, s>>>(
-      a.scale, a.scale_inv, a.amax, a.history, a.formats, a.slots, a.history_len, pos, margin);
+      a.scale, a.scale_inv, a.amax, a.history, a.formats, a.slots, a.history_len, pos, margin,
+      a.scale_stride);
   AISCALE_CUDA_LAUNCH_CHECK();
 }
 
@@ -151,31 +152,31 @@ Fp8Training::Fp8Training(int64_t linears, int64_t max_act, int64_t max_weight, i
                          int margin)
     : max_act_(max_act), max_weight_(max_weight), margin_(margin) {
   AISCALE_CUDA_REQUIRE(linears > 0 && history > 0, "Fp8Training: no linear layers or history");
-  const int64_t S = 3 * linears, H = history;
-  // scale, scale_inv, amax (S each), history (S x H) as floats, then the formats.
-  const size_t floats = size_t(3 * S + S * H);
+  const int64_t S = 3 * linears, H = history, K = kScaleStride;
+  // scale and scale_inv (S x K each: 16-byte aligned per slot), amax (S), history (S x H)
+  // as floats, then the formats.
+  const size_t floats = size_t(2 * S * K + S + S * H);
   const size_t state_bytes = floats * sizeof(float) + size_t(S);
   std::vector<unsigned char> host(state_bytes);
+  const auto place = [&](ops::Fp8ScalingArrays& a, unsigned char* base) {
+    a.scale = reinterpret_cast<float*>(base);
+    a.scale_inv = a.scale + S * K;
+    a.amax = a.scale_inv + S * K;
+    a.history = a.amax + S;
+    a.formats = base + floats * sizeof(float);
+    a.slots = S;
+    a.history_len = H;
+    a.scale_stride = K;
+  };
   ops::Fp8ScalingArrays h;
-  h.scale = reinterpret_cast<float*>(host.data());
-  h.scale_inv = h.scale + S;
-  h.amax = h.scale_inv + S;
-  h.history = h.amax + S;
-  h.slots = S;
-  h.history_len = H;
+  place(h, host.data());
   uint8_t* formats = host.data() + floats * sizeof(float);
   for (int64_t i = 0; i < S; ++i)
     formats[i] = static_cast<uint8_t>(i % 3 == kGrad ? ops::Fp8Format::e5m2 : ops::Fp8Format::e4m3);
-  h.formats = formats;
   ops::fp8_scaling_reset(h);
   AISCALE_CUDA_CHECK(cudaMalloc(&state_, state_bytes));
   AISCALE_CUDA_CHECK(cudaMemcpy(state_, host.data(), state_bytes, cudaMemcpyHostToDevice));
-  arrays_ = h;
-  arrays_.scale = static_cast<float*>(state_);
-  arrays_.scale_inv = arrays_.scale + S;
-  arrays_.amax = arrays_.scale_inv + S;
-  arrays_.history = arrays_.amax + S;
-  arrays_.formats = static_cast<const uint8_t*>(state_) + floats * sizeof(float);
+  place(arrays_, static_cast<unsigned char*>(state_));
   // Operands: x (or x^T), dout, dout^T of up to max_act codes; w (or w^T) of max_weight.
   const size_t act = size_t(max_act), wb = size_t(max_weight);
   AISCALE_CUDA_CHECK(cudaMalloc(&x_, 3 * act + wb));
@@ -198,7 +199,7 @@ bool Fp8Training::shape_ok(int64_t N, int64_t C, int64_t OC) {
 Fp8Operand Fp8Training::operand(const uint8_t* data, int64_t slot) const {
   Fp8Operand o;
   o.data = data;
-  o.scale_inv = arrays_.scale_inv + slot;
+  o.scale_inv = arrays_.scale_inv + slot * kScaleStride;
   o.format = slot % 3 == kGrad ? ops::Fp8Format::e5m2 : ops::Fp8Format::e4m3;
   return o;
 }
@@ -209,9 +210,9 @@ bool Fp8Training::forward(Gemm& g, DType t, int64_t id, void* out, void* pre_gel
                           const LinearOptions& o, cudaStream_t s) {
   if (!shape_ok(N, C, OC) || N * C > max_act_ || OC * C > max_weight_) return false;
   const int64_t sx = slot(id, kInput), sw = slot(id, kWeight);
-  fp8_quantize(t, x_, nullptr, arrays_.amax + sx, inp, N, C, arrays_.scale + sx,
+  fp8_quantize(t, x_, nullptr, arrays_.amax + sx, inp, N, C, arrays_.scale + kScaleStride * sx,
                ops::Fp8Format::e4m3, s);
-  fp8_quantize(t, w_, nullptr, arrays_.amax + sw, weight, OC, C, arrays_.scale + sw,
+  fp8_quantize(t, w_, nullptr, arrays_.amax + sw, weight, OC, C, arrays_.scale + kScaleStride * sw,
                ops::Fp8Format::e4m3, s);
   return fp8_linear_forward(g, t, out, pre_gelu, operand(x_, sx), operand(w_, sw), bias, residual,
                             N, C, OC, o, s);
@@ -224,9 +225,9 @@ bool Fp8Training::backward_weight(Gemm& g, DType t, int64_t id, float* dweight, 
   if (!shape_ok(N, C, OC) || N * C > max_act_ || N * OC > max_act_ || OC * C > max_weight_)
     return false;
   const int64_t sx = slot(id, kInput), sg = slot(id, kGrad);
-  fp8_quantize(t, g_, g_t_, arrays_.amax + sg, dout, N, OC, arrays_.scale + sg,
+  fp8_quantize(t, g_, g_t_, arrays_.amax + sg, dout, N, OC, arrays_.scale + kScaleStride * sg,
                ops::Fp8Format::e5m2, s);
-  fp8_quantize(t, nullptr, x_, arrays_.amax + sx, inp, N, C, arrays_.scale + sx,
+  fp8_quantize(t, nullptr, x_, arrays_.amax + sx, inp, N, C, arrays_.scale + kScaleStride * sx,
                ops::Fp8Format::e4m3, s);
   if (!fp8_linear_backward_weight(g, dweight, operand(g_t_, sg), operand(x_, sx), N, C, OC, s))
     return false;
@@ -239,7 +240,7 @@ bool Fp8Training::backward_input(Gemm& g, DType t, int64_t id, void* dinp, const
   if (pending_id_ != id) return false;
   pending_id_ = -1;
   const int64_t sw = slot(id, kWeight), sg = slot(id, kGrad);
-  fp8_quantize(t, nullptr, w_, arrays_.amax + sw, weight, OC, C, arrays_.scale + sw,
+  fp8_quantize(t, nullptr, w_, arrays_.amax + sw, weight, OC, C, arrays_.scale + kScaleStride * sw,
                ops::Fp8Format::e4m3, s);
   return fp8_linear_backward_input(g, t, dinp, operand(g_, sg), operand(w_, sw), N, C, OC, s);
 }

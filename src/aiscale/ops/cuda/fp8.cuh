@@ -31,7 +31,8 @@ void fp8_quantize(DType t, uint8_t* out, uint8_t* out_t, float* amax, const void
 // ops::fp8_scale_update over arrays on the device (formats too).
 void fp8_scale_update(const ops::Fp8ScalingArrays& a, int64_t pos, int margin, cudaStream_t s);
 
-// An FP8 operand on the device: its codes and the float that dequantises them (1 / scale).
+// An FP8 operand on the device: its codes and the float that dequantises them (1 / scale;
+// cuBLASLt refuses a scale pointer that is not 16-byte aligned).
 struct Fp8Operand {
   const uint8_t* data = nullptr;
   const float* scale_inv = nullptr;
@@ -94,6 +95,7 @@ class Fp8Training {
 
  private:
   enum Tensor { kInput = 0, kWeight = 1, kGrad = 2 };
+  static constexpr int64_t kScaleStride = 4;  // floats: each slot's scale 16-byte aligned
   int64_t slot(int64_t id, Tensor k) const { return 3 * id + k; }
   Fp8Operand operand(const uint8_t* data, int64_t slot) const;
 

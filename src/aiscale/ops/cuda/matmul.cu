@@ -327,9 +327,9 @@ bool Gemm::run(const GemmCall& c, cudaStream_t stream) {
   }
   if (impl_->autotune && !p.tuned) impl_->tune(p, c, stream);
   const cublasStatus_t st = impl_->launch(p, p.algo, c, stream);
-  // The heuristics may offer an algorithm that the launch then refuses (some FP8 epilogue
-  // and C-matrix combinations): nothing ran; the plan is marked unsupported, as if no
-  // algorithm had been found.
+  // The heuristics may offer an algorithm that the launch then refuses (e.g. an FP8 scale
+  // pointer without 16-byte alignment): nothing ran; the plan is marked unsupported, as if
+  // no algorithm had been found.
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
     p.ok = false;
     return false;
@@ -493,18 +493,8 @@ bool fp8_linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const Fp8Op
     }
     c.d = pre_gelu;
   }
-  if (run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s)) {
-    if (pre_gelu) gelu_forward(t, out, pre_gelu, N * OC, s);
-    return true;
-  }
-  // cuBLASLt's FP8 kernels may not take a bias vector and a C matrix together: the bias in
-  // the epilogue, the residual added after.
-  if (!(bias && residual)) return false;
-  c.c = nullptr;
-  c.ldc = 0;
-  c.beta = 0.0f;
-  if (!run_with(g, c, Epilogue::bias, bias, s)) return false;
-  residual_forward(t, out, out, residual, N * OC, s);
+  if (!run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s)) return false;
+  if (pre_gelu) gelu_forward(t, out, pre_gelu, N * OC, s);
   return true;
 }
 
