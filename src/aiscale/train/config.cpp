@@ -130,6 +130,12 @@ std::vector<Key> keys() {
                            "activation/matmul precision (CPU: fp32 only); fp8: bf16 with the "
                            "transformer blocks' linear layers in FP8 (GPUs with FP8 tensor cores)",
                            {"fp32", "bf16", "fp16", "fp8"}));
+    k.push_back(int_key("train.fp8_history", &TrainConfig::fp8_history,
+                        "precision fp8: each tensor's scale follows the largest |value| of "
+                        "its last this many steps (delayed scaling)", 1, 1024));
+    k.push_back(int_key("train.fp8_margin", &TrainConfig::fp8_margin,
+                        "precision fp8: scales divided by 2^margin, headroom for values "
+                        "growing between steps", 0, 16));
     k.push_back(int_key("train.batch_size", &TrainConfig::batch_size, "micro-batch B per rank", 1, int64_t{1} << 20));
     k.push_back(int_key("train.seq_len", &TrainConfig::seq_len, "sequence length T (<= model.block_size)", 1,
                         int64_t{1} << 20));

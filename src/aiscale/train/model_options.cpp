@@ -9,6 +9,8 @@ nn::GptRunOptions gpt_run_options(const TrainConfig& c) {
   ro.batch = c.batch_size;
   ro.seq = c.seq_len;
   set_precision(ro, c.precision);
+  ro.fp8_history = static_cast<int>(c.fp8_history);
+  ro.fp8_margin = static_cast<int>(c.fp8_margin);
   ro.recompute = c.recompute;
   ro.recompute_layers = c.recompute_layers;
   ro.decay_embeddings = c.decay_embeddings;

@@ -212,7 +212,8 @@ void check_gemms(CudaContext& x, DType t, int64_t N, int64_t C, int64_t OC) {
   if (wgrad) {
     std::vector<float> got = d_dw.download();
     for (size_t i = 0; i < got.size(); ++i) got[i] -= dw0[i];
-    x.r.record("fp8_linear_backward_weight (+=)" + tag, t, dev::rel_err(got, want_dw), 1e-4);
+    // (Hopper's FP8 tensor cores add their products at less than fp32's precision.)
+    x.r.record("fp8_linear_backward_weight (+=)" + tag, t, dev::rel_err(got, want_dw), 5e-4);
   }
   // Sizes not a multiple of 16: refused, nothing run.
   x.r.check("fp8 GEMM refuses N=" + std::to_string(N + 8),
