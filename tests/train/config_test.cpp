@@ -3,6 +3,7 @@
 #include "aiscale/core/config_origins.h"
 #include "aiscale/core/error.h"
 #include "aiscale/train/config.h"
+#include "aiscale/train/model_options.h"
 #include "aiscale/train/schedule.h"
 
 using aiscale::Error;
@@ -71,6 +72,26 @@ TEST(TrainConfig, Overrides) {
   EXPECT_NE(error_of("", {"train.stepz=3"}).find("train.stepz"), std::string::npos);
   EXPECT_NE(error_of("[train]\nsteps = 5\nwarmup_steps = 9\n").find("warmup_steps"), std::string::npos);
   EXPECT_NE(error_of("[train]\nprecision = \"bf16\"\n").find("cuda"), std::string::npos);
+}
+
+// train.precision = "fp8": refused on the CPU naming the fix; on cuda the model options
+// say bf16 activations with FP8 linear layers, with the delayed scaling's keys.
+TEST(TrainConfig, Fp8Precision) {
+  const std::string e = error_of("[train]\nprecision = \"fp8\"\n");
+  EXPECT_NE(e.find("train.precision = \"fp8\" needs train.device = \"cuda\""), std::string::npos) << e;
+  auto c = parse_train_config("[train]\ndevice = \"cuda\"\nprecision = \"fp8\"\nfp8_history = 64\n",
+                              "t.toml", {"train.fp8_margin=2"});
+  const aiscale::nn::GptRunOptions o = aiscale::train::gpt_run_options(c);
+  EXPECT_TRUE(o.fp8);
+  EXPECT_EQ(o.precision, aiscale::DType::bf16);
+  EXPECT_EQ(o.fp8_history, 64);
+  EXPECT_EQ(o.fp8_margin, 2);
+  const aiscale::nn::GptRunOptions bf16 = aiscale::train::gpt_run_options(
+      parse_train_config("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n", "t.toml", {}));
+  EXPECT_FALSE(bf16.fp8);
+  EXPECT_EQ(parse_train_config(aiscale::train::to_toml(c), "config.toml", {}).fp8_history, 64);
+  EXPECT_NE(error_of("[train]\ndevice = \"cuda\"\nfp8_history = 0\n").find("train.fp8_history"),
+            std::string::npos);
 }
 
 // train.attention chooses the GPU attention kernels: the allowed values, the refusal on

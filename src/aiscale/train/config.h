@@ -27,7 +27,7 @@ struct TrainConfig {
   std::string device = "cpu";
   std::string precision = "fp32";
   int64_t fp8_history = 16;  // precision fp8: steps of amax history behind each scale
-  int64_t fp8_margin = 0;    // precision fp8: scales divided by 2^margin (headroom)
+  int64_t fp8_margin = 1;    // precision fp8: scales divided by 2^margin (headroom)
   int64_t batch_size = 8;   // micro-batch per rank
   int64_t seq_len = 128;
   int64_t grad_accum = 1;   // micro-steps per optimizer step

@@ -29,10 +29,11 @@ struct GptRunOptions {
   // train.precision = "fp8" (CUDA GPUs with FP8 tensor cores): precision bf16, and the
   // GEMMs of the transformer blocks' linear layers in FP8 (e4m3 forward, e5m2 gradients,
   // ops/cuda/fp8.cuh) with delayed scaling over the amaxes of the last fp8_history steps
-  // and 2^-fp8_margin of headroom. The LM head, attention and norms stay bf16.
+  // and 2^-fp8_margin of headroom (docs/design/fp8.md: the defaults' measurements). The LM
+  // head, attention and norms stay bf16.
   bool fp8 = false;
   int fp8_history = 16;
-  int fp8_margin = 0;
+  int fp8_margin = 1;
   bool recompute = false;   // recompute GELU/LayerNorm outputs in backward (saves memory)
   // Full activation recomputation: forward keeps each layer's input only; backward runs
   // the layer's forward again before its backward (one layer's activations held).

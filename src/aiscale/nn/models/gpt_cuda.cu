@@ -210,6 +210,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     const int64_t weights = std::max({QKVl_ * C_, C_ * Cl_, (llama_ ? 2 : 1) * Fl_ * C_});
     fp8_ = std::make_unique<cuda::Fp8Training>(4 * L_, N_ * widest, weights, o.fp8_history,
                                                o.fp8_margin);
+    fp8_->set_marker([this](const char* op, double flops) { prof_op(op, flops); });
   }
 
   // Parameters: master copy, working copy (padded vocabulary rows are zero), state.

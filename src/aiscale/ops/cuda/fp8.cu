@@ -210,10 +210,12 @@ bool Fp8Training::forward(Gemm& g, DType t, int64_t id, void* out, void* pre_gel
                           const LinearOptions& o, cudaStream_t s) {
   if (!shape_ok(N, C, OC) || N * C > max_act_ || OC * C > max_weight_) return false;
   const int64_t sx = slot(id, kInput), sw = slot(id, kWeight);
+  mark("fp8_quantize");
   fp8_quantize(t, x_, nullptr, arrays_.amax + sx, inp, N, C, arrays_.scale + kScaleStride * sx,
                ops::Fp8Format::e4m3, s);
   fp8_quantize(t, w_, nullptr, arrays_.amax + sw, weight, OC, C, arrays_.scale + kScaleStride * sw,
                ops::Fp8Format::e4m3, s);
+  mark("matmul_forward", 2.0 * N * C * OC);
   return fp8_linear_forward(g, t, out, pre_gelu, operand(x_, sx), operand(w_, sw), bias, residual,
                             N, C, OC, o, s);
 }
@@ -225,10 +227,12 @@ bool Fp8Training::backward_weight(Gemm& g, DType t, int64_t id, float* dweight, 
   if (!shape_ok(N, C, OC) || N * C > max_act_ || N * OC > max_act_ || OC * C > max_weight_)
     return false;
   const int64_t sx = slot(id, kInput), sg = slot(id, kGrad);
+  mark("fp8_quantize");
   fp8_quantize(t, g_, g_t_, arrays_.amax + sg, dout, N, OC, arrays_.scale + kScaleStride * sg,
                ops::Fp8Format::e5m2, s);
   fp8_quantize(t, nullptr, x_, arrays_.amax + sx, inp, N, C, arrays_.scale + kScaleStride * sx,
                ops::Fp8Format::e4m3, s);
+  mark("matmul_backward", 2.0 * N * C * OC);
   if (!fp8_linear_backward_weight(g, dweight, operand(g_t_, sg), operand(x_, sx), N, C, OC, s))
     return false;
   pending_id_ = id;
@@ -240,8 +244,10 @@ bool Fp8Training::backward_input(Gemm& g, DType t, int64_t id, void* dinp, const
   if (pending_id_ != id) return false;
   pending_id_ = -1;
   const int64_t sw = slot(id, kWeight), sg = slot(id, kGrad);
+  mark("fp8_quantize");
   fp8_quantize(t, nullptr, w_, arrays_.amax + sw, weight, OC, C, arrays_.scale + kScaleStride * sw,
                ops::Fp8Format::e4m3, s);
+  mark("matmul_backward", 2.0 * N * C * OC);
   return fp8_linear_backward_input(g, t, dinp, operand(g_, sg), operand(w_, sw), N, C, OC, s);
 }
 

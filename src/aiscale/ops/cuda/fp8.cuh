@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/ops/fp8.h"
@@ -88,6 +89,11 @@ class Fp8Training {
   // End of an optimiser step: the amaxes into the histories, the next scales.
   void update_scales(cudaStream_t s);
 
+  // Called with "fp8_quantize" before each quantisation and with the GEMM's op name and
+  // FLOPs before each GEMM (a profiler's marks; none by default).
+  using Marker = std::function<void(const char* op, double flops)>;
+  void set_marker(Marker m) { mark_ = std::move(m); }
+
   // The scaling arrays (device pointers) for inspection and tests.
   const ops::Fp8ScalingArrays& arrays() const { return arrays_; }
   int64_t steps() const { return steps_; }
@@ -105,6 +111,10 @@ class Fp8Training {
   uint8_t* w_ = nullptr;        // w (forward) or w^T (backward)
   uint8_t* g_ = nullptr;        // dout
   uint8_t* g_t_ = nullptr;      // dout^T
+  Marker mark_;
+  void mark(const char* op, double flops = 0) const {
+    if (mark_) mark_(op, flops);
+  }
   int64_t max_act_ = 0, max_weight_ = 0, pending_id_ = -1;
   int margin_ = 0;
   int64_t steps_ = 0;
