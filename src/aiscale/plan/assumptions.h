@@ -74,6 +74,15 @@ struct Assumptions {
   // steps on one host; at scale, assumed). A short job does not gain from many nodes.
   double startup_fixed_s = 60;
   double startup_per_node_s = 0.5;
+  // A GPU the job allocates but places no rank on (the rest of each node where fewer ranks
+  // per node than GPUs are placed) draws this share of its datasheet board power over the
+  // run (`--rank energy`; the ranks' GPUs count at the whole board power). Assumed: the
+  // datasheets give the maximum board power only. One measured point: an H200 with no
+  // process on it (persistence mode on, P0) read 80.6-80.8 W of its 700 W in nvidia-smi
+  // (driver 580.159.04, 20 readings over 20 s, 2026-11-29), 11.5%; 15% lies above it, so
+  // that the idle GPUs, like the busy ones, are not under-counted. Other parts: unmeasured,
+  // assumed alike.
+  double idle_power_fraction = 0.15;
   // Fixed cost per step of data parallelism over NCCL on GPUs: the embedding gradients'
   // bucket after backward and the ranks waiting for each other. Measured on 2 H200s: the
   // embedding tail 0.25-0.51 ms against 0.07 ms on one GPU, forward +0.1-0.3 ms

@@ -68,7 +68,9 @@ std::optional<Candidate> choose_count(const PlanRequest& r, const std::vector<Ca
     case Objective::cost:    // one partition: its price is a constant factor
     case Objective::gpu_hours:
       return *least(ok, &Candidate::gpu_hours);
-    case Objective::energy:  // one partition: its board power is a constant factor
+    case Objective::energy:
+      // Not GPU-hours times one factor: a count that leaves GPUs of its nodes idle counts
+      // them at the idle share of board power.
       return *least(ok, &Candidate::energy_kwh);
     case Objective::time: {
       // More GPUs only while the run is still longer than --min-duration (a deadline

@@ -10,8 +10,9 @@
 namespace aiscale::plan {
 
 // Among one partition's candidates over the GPU counts searched (`runs`, the fewest GPUs
-// first), the one the objective picks: the first count and those at --min-efficiency,
-// within --deadline; nothing, with `why` saying so, where none finishes in time.
+// first), the one the objective picks: the first count and those at --min-efficiency
+// (Candidate::scaling, per GPU allocated), within --deadline; nothing, with `why` saying
+// so, where none finishes in time.
 std::optional<Candidate> choose_count(const PlanRequest& r, const std::vector<Candidate>& runs,
                                       std::string& why);
 

@@ -49,14 +49,20 @@ bool better(const Candidate& x, const Candidate& y) {
   return tx < ty;
 }
 
-// Scaling against the fewest GPUs that fit, over the whole run (start-up included).
+// Scaling against the fewest GPUs that fit, over the whole run (start-up included): per GPU
+// used, and per GPU allocated (what --min-efficiency bounds: the job holds, and pays for,
+// the idle GPUs of nodes with fewer ranks than GPUs).
 void set_scaling(Candidate& c, const Candidate& base, bool weak) {
   const double n = static_cast<double>(c.layout.gpus());
   const double n0 = static_cast<double>(base.layout.gpus());
+  const double held = static_cast<double>(c.allocated_gpus());
+  const double held0 = static_cast<double>(base.allocated_gpus());
   c.base_gpus = base.layout.gpus();
+  c.base_allocated_gpus = base.allocated_gpus();
   c.weak = weak;
-  if (weak) c.scaling = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
-  else c.scaling = (base.days * n0) / (c.days * n);
+  if (weak) c.scaling_used = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
+  else c.scaling_used = (base.days * n0) / (c.days * n);
+  c.scaling = c.scaling_used * (n / held) / (n0 / held0);
   epoch_efficiencies(c, base);
 }
 
@@ -76,9 +82,10 @@ void set_efficiency(Candidate& c, const PlanRequest& r, const Assumptions& a) {
   }
   if (!std::isfinite(best)) best = c.step.compute_s * c.layout.gpus();  // no divisor: this layout's own
   c.ideal_step_s = best;
-  c.efficiency = best / (c.step.step_s * static_cast<double>(c.layout.gpus()));
+  c.efficiency_used = best / (c.step.step_s * static_cast<double>(c.layout.gpus()));
+  c.efficiency = best / (c.step.step_s * static_cast<double>(c.allocated_gpus()));
   c.efficiency_note.clear();
-  if (c.efficiency > 1.0)
+  if (c.efficiency_used > 1.0)
     c.efficiency_note = c.layout.zero >= 1
                             ? "above 1: ZeRO shards the optimizer update over the GPUs, which saves "
                               "more than the communication costs"
@@ -173,9 +180,13 @@ void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, 
   const double seconds = c.epochs * c.epoch.epoch_s;
   c.days = seconds / 86400.0;
   c.gpu_hours = seconds / 3600.0 * static_cast<double>(c.allocated_gpus());
+  // The ranks' GPUs at board power, the allocated GPUs without a rank at the idle share.
+  const double busy = static_cast<double>(c.layout.gpus());
+  const double idle = static_cast<double>(c.allocated_gpus()) - busy;
   c.energy_kwh = c.target.partition->is_cpu()
                      ? 0.0
-                     : c.gpu_hours * c.target.partition->accelerator.board_power_w / 1000.0;
+                     : seconds / 3600.0 * c.target.partition->accelerator.board_power_w *
+                           (busy + a.idle_power_fraction * idle) / 1000.0;
   if (const auto p = r.prices.find(c.target.label()); p != r.prices.end()) c.cost = c.gpu_hours * p->second;
   else if (const auto s = r.prices.find(c.target.system->id); s != r.prices.end()) c.cost = c.gpu_hours * s->second;
   c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
@@ -183,8 +194,8 @@ void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, 
 }
 
 void epoch_efficiencies(Candidate& c, const Candidate& base) {
-  const double n = static_cast<double>(c.layout.gpus());
-  const double n0 = static_cast<double>(base.layout.gpus());
+  const double n = static_cast<double>(c.allocated_gpus());
+  const double n0 = static_cast<double>(base.allocated_gpus());
   auto ratio = [&](double samples, double s, double samples0, double s0) {
     return s > 0 && s0 > 0 && samples0 > 0 ? (samples / s / n) / (samples0 / s0 / n0) : 1.0;
   };

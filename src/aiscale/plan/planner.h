@@ -85,30 +85,38 @@ struct Candidate {
   MachineFigures figures;
   Attention attention = Attention::flash;  // what the activation memory assumed
   long base_gpus = 0;     // the smallest GPU count that fits: the reference of `scaling`
+  long base_allocated_gpus = 0;  // the GPUs that base allocates (allocated_gpus())
   // Scaling efficiency against base_gpus (strong: fixed global batch; weak: CNN, fixed
-  // batch per GPU), over the whole run's time including start-up: what --min-efficiency
-  // bounds.
+  // batch per GPU), over the whole run's time including start-up, per GPU ALLOCATED (this
+  // run's allocated_gpus() against the base's): what --min-efficiency bounds, so a plan
+  // that leaves part of each node idle pays for it here as in its GPU-hours.
   double scaling = 1;
+  // The same per GPU USED (the layout's ranks): the layout's own scaling. Equal to
+  // `scaling` where both placements give every GPU of their nodes a rank.
+  double scaling_used = 1;
   // Efficiency against ONE baseline for every row: one GPU of the same kind running the
   // whole global batch at its best micro-batch, with no communication and no memory limit
-  // (ideal_step_s), over this run's step: ≤ 1 unless ZeRO's sharded optimizer update
-  // saves more than the communication costs (efficiency_note says so).
+  // (ideal_step_s), over this run's step × the GPUs allocated: ≤ 1 unless ZeRO's sharded
+  // optimizer update saves more than the communication costs (efficiency_note says so).
   double efficiency = 1;
+  double efficiency_used = 1;  // the same over the step × the GPUs used
   double ideal_step_s = 0;
   std::string efficiency_note;
   bool weak = false;
   double steps = 0, days = 0, gpu_hours = 0;
-  // The GPUs' energy at their datasheet board power over the GPU-hours, kWh: an upper
-  // bound, hosts, network and cooling not counted; 0 where the catalogue has no power.
+  // The GPUs' energy over the run, kWh: the GPUs the ranks use at their datasheet board
+  // power (an upper bound), the allocated GPUs without a rank (the rest of the nodes where
+  // fewer ranks per node are placed) at Assumptions::idle_power_fraction of it; hosts,
+  // network and cooling not counted; 0 where the catalogue has no power.
   double energy_kwh = 0;
   // GPU-hours x the partition's --price; < 0 where no price was given for it.
   double cost = -1;
   double startup_s = 0;   // job start-up (Assumptions::startup_*), in days and gpu_hours
   double epochs = 1;      // epochs the run makes (transformers: --tokens over the epoch)
   EpochEstimate epoch;    // one epoch: loading, validation, partial batch, start-up
-  // Efficiency against base_gpus of the samples each GPU trains per second: per batch (the
-  // step only), per training part (steps, partial batch, exposed loading) and per epoch
-  // (start-up and validation too).
+  // Efficiency against base_gpus of the samples trained per second per GPU allocated (as
+  // `scaling`): per batch (the step only), per training part (steps, partial batch,
+  // exposed loading) and per epoch (start-up and validation too).
   double eff_batch = 1, eff_train = 1, eff_epoch = 1;
   AccessRoute route;
   // Why `aiscale train` cannot run this layout today ("" when it can; engine_support.h).
@@ -118,7 +126,8 @@ struct Candidate {
   // where the node's host memory holds fewer ranks (Layout::ranks_per_node).
   int ranks_per_node() const;
   // The GPUs the job allocates: the layout's, or whole nodes where it places fewer ranks
-  // per node than the node has GPUs (what GPU-hours, cost and energy count).
+  // per node than the node has GPUs (what GPU-hours, cost, energy and the efficiencies
+  // count).
   long allocated_gpus() const;
 };
 
@@ -164,8 +173,8 @@ std::string unplannable_reason(const Partition& part);
 // and access route.
 void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat,
                       const Calibration& cal);
-// Its efficiencies per batch, training part and epoch against `base` (samples per GPU per
-// second; Candidate::eff_*).
+// Its efficiencies per batch, training part and epoch against `base` (samples per second
+// per GPU allocated; Candidate::eff_*).
 void epoch_efficiencies(Candidate& c, const Candidate& base);
 
 // The epoch the request describes for this workload (EpochInputs from the DatasetShape and

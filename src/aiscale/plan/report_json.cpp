@@ -58,7 +58,8 @@ json epoch(const Candidate& c) {
           {"load_exposed_s", e.load_exposed_s}, {"validation_batches", e.validation_batches},
           {"validation_s", e.validation_s}, {"startup_s", e.startup_s},
           {"train_part_s", e.train_part_s}, {"epoch_s", e.epoch_s}, {"epochs", c.epochs},
-          {"efficiency", {{"base_gpus", c.base_gpus}, {"per_batch", c.eff_batch},
+          {"efficiency", {{"base_gpus", c.base_gpus}, {"base_allocated_gpus", c.base_allocated_gpus},
+                          {"per_batch", c.eff_batch},
                           {"per_training_part", c.eff_train}, {"per_epoch", c.eff_epoch}}},
           {"figures", {{"storage_bytes_per_s", figure(e.figures.storage_bytes_per_s)},
                        {"decode_images_per_s_per_core", figure(e.figures.decode_per_core)},
@@ -72,12 +73,15 @@ json candidate(const Candidate& c) {
           {"allocated_gpus", c.allocated_gpus()}, {"memory", memory(c.memory, p.accelerator.memory_bytes())},
           {"step", step(c.step)}, {"epoch", epoch(c)},
           {"runs_in_aiscale_train", c.runs()}, {"engine_gap", c.engine_gap},
-          {"efficiency", c.efficiency},
+          {"efficiency", c.efficiency}, {"efficiency_gpus_used", c.efficiency_used},
           {"efficiency_baseline", "one GPU of the same kind, the whole batch at its best micro-batch, "
-                                  "no communication, no memory limit"},
+                                  "no communication, no memory limit, against the step × the GPUs "
+                                  "allocated (efficiency_gpus_used: × the GPUs used)"},
           {"ideal_step_s", c.ideal_step_s}, {"efficiency_note", c.efficiency_note},
-          {"scaling_efficiency", c.scaling}, {"weak_scaling", c.weak},
-          {"scaling_base_gpus", c.base_gpus}, {"steps", c.steps}, {"startup_s", c.startup_s},
+          {"scaling_efficiency", c.scaling}, {"scaling_efficiency_gpus_used", c.scaling_used},
+          {"weak_scaling", c.weak}, {"scaling_base_gpus", c.base_gpus},
+          {"scaling_base_allocated_gpus", c.base_allocated_gpus}, {"steps", c.steps},
+          {"startup_s", c.startup_s},
           {"seconds", c.days * 86400.0}, {"days", c.days}, {"gpu_hours", c.gpu_hours},
           {"energy_kwh", c.energy_kwh > 0 ? json(c.energy_kwh) : json(nullptr)},
           {"cost", c.cost >= 0 ? json(c.cost) : json(nullptr)},
@@ -150,6 +154,7 @@ json assumptions(const Assumptions& a) {
           {"step_spread_gpu", a.step_spread_gpu},
           {"step_spread_cpu", a.step_spread_cpu},
           {"startup_per_node_s", a.startup_per_node_s},
+          {"idle_power_fraction", a.idle_power_fraction},
           {"global_taper", a.topology.global_taper},
           {"storage_gbytes_per_s", a.epoch.storage_gbytes_per_s},
           {"storage_share", a.epoch.storage_share},
@@ -163,6 +168,7 @@ json row(const ScalingRow& r) {
     j["run"] = candidate(*r.run);
     j["speedup"] = r.speedup;
     j["efficiency"] = r.efficiency;
+    j["efficiency_gpus_used"] = r.run->efficiency_used;
   } else {
     j["note"] = r.note;
   }

@@ -73,16 +73,17 @@ std::string assumptions_text(const Assumptions& a, GradTransport transport) {
       "of a global taper of {:.2f} where the catalogue gives none; workspace "
       "{:.1f} GiB + {:.0f}% per GPU; GEMMs at half their rate where one layer's activation on a "
       "GPU holds {:.2g} elements (micro-batch × sequence × width / tensor size); job start-up "
-      "{:.0f} s + {:.1f} s per node; a filesystem of {:.0f} GB/s where the catalogue gives none, "
-      "{:.0f}% of it per job; {:.0f} images/s decoded per core, {:.0f} cores per GPU where the site "
-      "gives none.{}\n",
+      "{:.0f} s + {:.1f} s per node; an allocated GPU without a rank (the rest of a node with fewer "
+      "ranks than GPUs) at {:.0f}% of its board power; a filesystem of {:.0f} GB/s where the "
+      "catalogue gives none, {:.0f}% of it per job; {:.0f} images/s decoded per core, {:.0f} "
+      "cores per GPU where the site gives none.{}\n",
       a.alpha_intra_s * 1e6, a.alpha_inter_s * 1e6, a.bucket_bytes / kMiB, a.grad_comm_bytes,
       a.comm_overlap * 100, a.collective_overlap_cost_s * 1e3,
       a.topology.dragonfly_global * 100, a.topology.dragonfly_plus_global * 100,
       a.topology.default_group_nodes, a.topology.global_taper, a.memory.fixed_bytes / kGiB,
       a.memory.fragmentation * 100, a.gemm_half_elements, a.startup_fixed_s, a.startup_per_node_s,
-      a.epoch.storage_gbytes_per_s, a.epoch.storage_share * 100, a.epoch.decode_images_per_s_per_core,
-      a.epoch.loader_cores_per_gpu, ce);
+      a.idle_power_fraction * 100, a.epoch.storage_gbytes_per_s, a.epoch.storage_share * 100,
+      a.epoch.decode_images_per_s_per_core, a.epoch.loader_cores_per_gpu, ce);
 }
 
 // The optimizer offload's assumptions, when the plan offloads (--offload-optimizer).
@@ -155,8 +156,11 @@ std::string epoch_detail(const Candidate& c, const EpochInputs& in) {
       duration(e.first_batch_s), with_commas(static_cast<int64_t>(std::llround(in.validation_samples))),
       with_commas(static_cast<int64_t>(e.validation_batches)), duration(e.validation_s),
       duration(e.startup_s), duration(e.epoch_s), c.epochs);
-  out += fmt::format("  efficiency against {} GPU{} (samples per GPU per second): per batch {:.0f}%, per "
-                     "training part {:.0f}%, per epoch {:.0f}%\n", c.base_gpus, c.base_gpus == 1 ? "" : "s",
+  out += fmt::format("  efficiency against {} GPU{}{} (samples per second per GPU allocated): per batch "
+                     "{:.0f}%, per training part {:.0f}%, per epoch {:.0f}%\n", c.base_gpus,
+                     c.base_gpus == 1 ? "" : "s",
+                     c.base_allocated_gpus != c.base_gpus
+                         ? fmt::format(", {} allocated", c.base_allocated_gpus) : std::string(),
                      c.eff_batch * 100, c.eff_train * 100, c.eff_epoch * 100);
   out += "  dataset: " + in.source + "\n";
   out += figure_line("filesystem read", e.figures.storage_bytes_per_s,
@@ -302,11 +306,13 @@ std::string layout_short(const Layout& l) {
                      l.transport == GradTransport::copy_engine ? " ce" : "", l.offload ? " off" : "");
 }
 
-std::string objective_text(const PlanRequest& r) {
+std::string objective_text(const PlanRequest& r, const Assumptions& a) {
   switch (r.objective) {
     case Objective::time: return "time to finish";
     case Objective::gpu_hours: return "GPU-hours";
-    case Objective::energy: return "the GPUs' energy at their datasheet board power";
+    case Objective::energy:
+      return fmt::format("the GPUs' energy at their datasheet board power (allocated GPUs without a "
+                         "rank at {:.0f}% of it)", a.idle_power_fraction * 100);
     case Objective::cost: return "cost (GPU-hours x --price)";
     case Objective::smallest: return fmt::format("the smallest allocation that finishes within {}",
                                                  duration(r.deadline_s.value_or(0)));
@@ -378,13 +384,26 @@ std::string best_detail(const PlanRequest& r, const PlanResult& res, const Candi
                          : devices,
                      with_commas(static_cast<int64_t>(std::llround(best.gpu_hours))), hours);
   if (explain) out += epoch_detail(best, epoch_inputs(r));
+  // Where nodes keep GPUs idle (fewer ranks per node), the efficiencies count the GPUs
+  // allocated; the figure over the GPUs used follows.
+  const bool idle = best.allocated_gpus() != best.layout.gpus();
   out += fmt::format("  efficiency {:.0f}%: one {} running the same {} samples per step at its best "
-                     "micro-batch, without communication, would take {} per step ({} here × {}){}\n",
+                     "micro-batch, without communication, would take {} per step ({} here × {}{}){}{}\n",
                      best.efficiency * 100, cpu ? "node" : "GPU", best.step.samples_per_step,
-                     duration(best.ideal_step_s), duration(best.step.step_s), best.layout.gpus(),
+                     duration(best.ideal_step_s), duration(best.step.step_s), best.allocated_gpus(),
+                     idle ? " GPUs allocated" : "",
+                     idle ? fmt::format("; {:.0f}% over the {} GPUs used", best.efficiency_used * 100,
+                                        best.layout.gpus())
+                          : std::string(),
                      best.efficiency_note.empty() ? "" : "; " + best.efficiency_note);
-  out += fmt::format("  scaling {:.0f}% against the fewest GPUs it fits on ({}), start-up included: "
-                     "the figure --min-efficiency bounds\n", best.scaling * 100, best.base_gpus);
+  const bool base_idle = best.base_allocated_gpus != best.base_gpus;
+  out += fmt::format("  scaling {:.0f}%{} against the fewest GPUs it fits on ({}{}), start-up included: "
+                     "the figure --min-efficiency bounds\n", best.scaling * 100,
+                     idle || base_idle
+                         ? fmt::format(" per GPU allocated ({:.0f}% per GPU used)", best.scaling_used * 100)
+                         : std::string(),
+                     best.base_gpus,
+                     base_idle ? fmt::format(", {} allocated", best.base_allocated_gpus) : std::string());
   out += fmt::format("  access: {}: {}\n", best.route.name, best.route.detail);
   if (!best.route.also.empty()) {
     std::string also;
@@ -412,8 +431,9 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
                                                              : fmt::format("{} images × {} epochs",
                                                                            compact(r.images), r.epochs));
   const bool weak = (r.global_batch > 0 ? r.global_batch : w.default_global_batch) == 0;
-  out += fmt::format("Ranked by {}{}; at most the GPUs that keep {}-scaling efficiency ≥ {:.0f}%{}{}\n",
-                     objective_text(r), r.gpus > 0 ? fmt::format(" at {} GPUs", r.gpus) : "",
+  out += fmt::format("Ranked by {}{}; at most the GPUs that keep {}-scaling efficiency (per GPU allocated) "
+                     "≥ {:.0f}%{}{}\n",
+                     objective_text(r, a), r.gpus > 0 ? fmt::format(" at {} GPUs", r.gpus) : "",
                      weak ? "weak" : "strong", r.min_efficiency * 100,
                      r.objective == Objective::time
                          ? fmt::format(", no more once a run is under {}", duration(r.min_duration_s)) : "",
@@ -462,7 +482,8 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   if (!res.ranked.empty())
     out += fmt::format("  layout: dp×tp×pp, ZeRO stage (Z), micro-batch×accumulation{}; mem: used/capacity "
                        "per GPU;\n  eff: against one GPU of the same kind running the whole batch "
-                       "without communication.\n", r.pins.offload ? " (off: optimizer offloaded)" : "");
+                       "without communication, over the GPUs allocated.\n",
+                       r.pins.offload ? " (off: optimizer offloaded)" : "");
   if (std::any_of(res.ranked.begin(), res.ranked.end(),
                   [](const Candidate& c) { return c.target.partition->gpus_per_node <= 0; }))
     out += "  ¹ node layout not in the catalogue: planned on one GPU (add nodes and gpus_per_node "
@@ -544,10 +565,12 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
     return text_table(rows, 0);
   };
   out += fmt::format("Strong scaling: fixed global batch of {} {}; speedup T(n₀)/T(n), efficiency "
-                     "speedup × n₀/n\n", c.global_batch, w.is_transformer() ? "sequences" : "images");
+                     "speedup × n₀/n (n: the GPUs allocated)\n", c.global_batch,
+                     w.is_transformer() ? "sequences" : "images");
   out += rows_for(c.strong, true);
   out += fmt::format("\nWeak scaling: micro-batch {} × accumulation {} per model copy; efficiency "
-                     "= throughput per GPU at n / at n₀\n", c.base.micro_batch, c.base.grad_accum);
+                     "= throughput per GPU allocated at n / at n₀\n", c.base.micro_batch,
+                     c.base.grad_accum);
   out += rows_for(c.weak, false);
   const EpochInputs epoch_in = epoch_inputs(r);
   out += fmt::format(
