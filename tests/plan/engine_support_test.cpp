@@ -165,7 +165,11 @@ TEST(PlanEngineSupport, GapsNameWhatIsMissing) {
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, false).find("pipeline"), std::string::npos);
   l.transport = GradTransport::nccl;
   l.pp = 1;
-  EXPECT_NE(engine_gap(gpt, l, Precision::fp8, false).find("fp8"), std::string::npos);
+  // FP8 linear layers for the transformers on GPU ranks; not for ResNets, not on CPUs.
+  EXPECT_EQ(engine_gap(gpt, l, Precision::fp8, false), "");
+  EXPECT_NE(engine_gap(make_workload("resnet50"), Layout{}, Precision::fp8, false).find("fp8"),
+            std::string::npos);
+  EXPECT_NE(engine_gap(gpt, l, Precision::fp8, true).find("fp8"), std::string::npos);
   EXPECT_NE(engine_gap(gpt, l, Precision::bf16, true).find("bf16"), std::string::npos);
   EXPECT_EQ(engine_gap(make_workload("resnet50"), Layout{}, Precision::bf16, false), "");
   l.dp = 1026;  // ZeRO-1 shards inside a residual bias: at most n_embd + 1 ranks

@@ -27,6 +27,7 @@ struct Measured {
   std::string superseded;   // why neither figure is held: the engine changed since
   std::string schedule, recompute = "none";
   long gpus = 1, batch = 1;  // batch: per data-parallel rank (per tensor group or pipeline)
+  long seq = 0;              // sequence length; 0: the preset's
   int zero = 0, tensor_parallel = 1, pipeline_parallel = 1, microbatches = 1;
   double step_ms = 0, memory_gib = 0;
   double step_tolerance = 0.10;  // ±15% where the fixture says why
@@ -54,6 +55,7 @@ std::vector<Measured> measured_runs() {
     if (!m.superseded.empty()) m.not_checked = m.superseded;
     m.gpus = t["gpus"].value_or(1L);
     m.batch = t["batch"].value_or(1L);
+    m.seq = t["seq"].value_or(0L);
     m.zero = static_cast<int>(t["zero"].value_or(0L));
     m.tensor_parallel = static_cast<int>(t["tensor_parallel"].value_or(1L));
     m.pipeline_parallel = static_cast<int>(t["pipeline_parallel"].value_or(1L));
@@ -80,7 +82,9 @@ Prediction predict(const Measured& m) {
   const Calibration cal = load_calibration(
       {kFixtures + "measured_calibration.jsonl", kFixtures + "devvm_cpu_measured.jsonl"}, cat);
   PlanRequest r;
-  r.workload = make_workload(m.model);
+  ModelOverrides shape;
+  if (m.seq > 0) shape.seq_len = m.seq;
+  r.workload = make_workload(m.model, shape);
   r.tokens = 1e9;
   if (!r.workload.is_transformer()) r.images = 1281167;  // an ImageNet epoch
   r.precision = parse_precision(m.precision);

@@ -69,6 +69,19 @@ struct Assumptions {
   // 132 SMs; replaced by a fit when a micro-batch sweep is calibrated
   // (bench/gpu/calibrate_planner.sh; docs/guide/planner.md, "Utilisation").
   double gemm_half_elements = 132.0 * 128 * 128 / 2;
+  // FP8 training (precision fp8: the transformer blocks' linear layers on the FP8 tensor
+  // cores, everything else bf16; docs/design/fp8.md). The step is the bf16 step with the
+  // linear layers' GEMMs at fp8_gemm_speedup × their bf16 rate plus the quantisation
+  // passes (each linear layer's input, weight and output gradient read in bf16 and written
+  // in FP8, in the layouts the GEMMs read) at fp8_cast_bandwidth_share of the datasheet
+  // memory bandwidth. The share is assumed (separate element-wise passes, byte stores of
+  // transposes); the speed-up, with it, fitted to GPT-2 350M's measured fp8 step on an
+  // H200 (238,525 against bf16's 214,573 tokens/s, 2026-11-29): 1.5, not the datasheet's 2
+  // (GEMMs of these sizes, backward GEMMs without fast accumulation). GPT-2 124M, 1558M
+  // and the Llama-3-1B shape, measured in the same call, are predicted out of sample
+  // (tests/plan/fixtures/measured_runs.toml).
+  double fp8_gemm_speedup = 1.5;
+  double fp8_cast_bandwidth_share = 0.7;
   // Job start-up charged once per run: launch, CUDA/NCCL initialisation, cuBLASLt
   // autotuning, first batches (aiscale's bench measures 3-5 s of start-up and 10 warm-up
   // steps on one host; at scale, assumed). A short job does not gain from many nodes.

@@ -12,8 +12,9 @@ namespace {
 
 // What `aiscale train` runs, as of this revision (train/config.cpp validate(),
 // nn/models/gpt_common.cpp make_gpt()):
-//  * GPU ranks (train.device = "cuda"): GPT-2-family models (the Llama family's model
-//    refuses to build yet: nn/models/gpt_common.cpp make_gpt); fp32 (no TF32), bf16 and fp16;
+//  * GPU ranks (train.device = "cuda"): GPT-2- and Llama-family models; fp32 (no TF32),
+//    bf16 and fp16, and fp8 for the transformers' linear layers on GPUs with FP8 tensor
+//    cores (docs/design/fp8.md);
 //    data parallelism over NCCL (any node count) or the copy engines (one node); ZeRO
 //    stage 0, 1 (up to n_embd + 1 ranks), 2 or 3 (2 and 3 over NCCL only); tensor parallelism with
 //    data-parallel copies (dp x tp, ZeRO 0 to 3 over NCCL, ZeRO-2/3 sharding each tensor
@@ -34,7 +35,7 @@ namespace {
 const std::vector<EngineSupport> kEngineSupport = {
     {"cuda",
      {WorkloadKind::transformer, WorkloadKind::cnn},
-     {Precision::fp32, Precision::bf16, Precision::fp16},
+     {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8},
      {0, 1, 2, 3},
      1 << 20,
      1 << 20,
@@ -48,7 +49,8 @@ const std::vector<EngineSupport> kEngineSupport = {
      false,
      {0, 1},
      true,
-     true},
+     true,
+     {nn::GptFamily::gpt2, nn::GptFamily::llama}},
     {"cpu",
      {WorkloadKind::transformer, WorkloadKind::cnn},
      {Precision::fp32},
@@ -119,6 +121,9 @@ std::string engine_gap_for_workload(const Workload& w, Precision p, bool cpu_par
   if (!has(e.precisions, p))
     return fmt::format("{} training not implemented on {} ranks (aiscale trains {})", to_string(p),
                        cpu_partition ? "CPU" : "GPU", list_precisions(e.precisions));
+  if (p == Precision::fp8 && !w.is_transformer())
+    return "fp8 training runs the transformers' linear layers only (ResNets train in fp32, bf16 "
+           "or fp16)";
   return "";
 }
 

@@ -95,6 +95,13 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   MachineFigures m;
   m.peak_flops = acc.peak_flops(p);
   m.cpu_or_cnn = acc.cpu_node || !w.is_transformer();
+  // FP8 training runs a transformer's step in bf16 but for its linear layers' GEMMs
+  // (perf.cpp: Assumptions::fp8_*): the bf16 peak and bf16's utilisation, where the
+  // accelerator has FP8 tensor cores at all (else peak 0: refused, naming the reason).
+  if (p == Precision::fp8 && w.is_transformer() && !acc.cpu_node) {
+    m.peak_flops = acc.peak_fp8 > 0 ? acc.peak_flops(Precision::bf16) : 0.0;
+    p = Precision::bf16;
+  }
 
   const double default_u = acc.cpu_node            ? a.cpu_utilisation
                            : w.is_transformer()     ? a.transformer_utilisation

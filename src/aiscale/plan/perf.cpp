@@ -87,6 +87,29 @@ Buckets gradient_buckets(const Workload& w, const Layout& l, double grad_bytes, 
   return b;
 }
 
+// FP8 linear layers on one GPU, per micro-batch (nn/models/gpt_cuda's linear layers,
+// ops/cuda/fp8.cuh): the forward FLOPs of the blocks' linear layers (backward is twice
+// them), and the bytes their quantisations move: forward, each layer's input (read as
+// bf16, written as e4m3: 3 bytes a value) and weight (3); backward, the input again
+// transposed (3), the weight transposed (3) and the output gradient (read once, written
+// twice: 4). Tensor parallelism splits every linear layer.
+struct Fp8Linears {
+  double fwd_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
+};
+Fp8Linears fp8_linears(const nn::GptConfig& g, double tokens_mb, double layers, int tp) {
+  const double d = double(g.n_embd), f = double(g.ffn()), qkv = double(g.qkv_rows());
+  const double up = g.llama() ? 2.0 * f : f;  // gate and up, or GPT-2's fc
+  const double in = 3.0 * d + f;               // qkv, proj, fc (gate/up) read d; down reads f
+  const double out = qkv + d + up + d;
+  const double weights = d * qkv + d * d + d * up + f * d;
+  const double share = layers / double(tp);
+  Fp8Linears x;
+  x.fwd_flops = 2.0 * weights * tokens_mb * share;
+  x.fwd_bytes = (3.0 * in * tokens_mb + 3.0 * weights) * share;
+  x.bwd_bytes = (3.0 * in * tokens_mb + 4.0 * out * tokens_mb + 3.0 * weights) * share;
+  return x;
+}
+
 }  // namespace
 
 double expected_max_normal(long n) {
@@ -184,8 +207,22 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     e.samples_per_step = static_cast<double>(l.global_batch());
     e.model_flops_per_step = 6.0 * w.cnn.macs_per_sample * e.samples_per_step;
   }
-  const double t_fwd = fwd_flops / rate;
-  const double t_bwd = (bwd_flops + recompute_flops) / rate;
+  double t_fwd = fwd_flops / rate;
+  double t_bwd = (bwd_flops + recompute_flops) / rate;
+  if (p == Precision::fp8 && w.is_transformer() && !part.is_cpu()) {
+    // The rate is the bf16 one (machine_figures); the linear layers' GEMMs run faster,
+    // their quantisations add memory passes (Assumptions::fp8_*).
+    const double layers = static_cast<double>((w.gpt.n_layer + l.pp - 1) / l.pp);
+    const Fp8Linears x = fp8_linears(w.gpt, static_cast<double>(l.micro_batch) * w.seq_len,
+                                     layers, l.tp);
+    const double saved = 1.0 - 1.0 / a.fp8_gemm_speedup;
+    const double bw = m.hbm_bytes_per_s.value * a.fp8_cast_bandwidth_share;
+    const double cast_f = bw > 0 ? x.fwd_bytes / bw : 0.0, cast_b = bw > 0 ? x.bwd_bytes / bw : 0.0;
+    const double fwd_delta = cast_f - x.fwd_flops / rate * saved;
+    t_fwd += fwd_delta;
+    t_bwd += cast_b - 2.0 * x.fwd_flops / rate * saved;
+    if (l.recompute == Recompute::full || gpu_stages) t_bwd += fwd_delta * kForwardTimePerFlop;
+  }
   const double t_mb = t_fwd + t_bwd;
   // Share of the compute windows that hides communication across nodes
   // (Assumptions::comm_overlap). aiscale's CPU ranks sum their gradients over MPI after
@@ -224,7 +261,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Partition& 
     for (int s = 0; s < l.pp; ++s)
       tables.push_back(micro >= l.pp ? pipe::one_f_one_b_schedule(l.pp, s, micro)
                                      : pipe::gpipe_schedule(l.pp, s, micro));
-    const double t_stash = fwd_flops / rate;  // the stage's forward again
+    const double t_stash = t_fwd;  // the stage's forward again
     // Tensor parallelism inside the stages: two all-reduces per layer forward, two backward
     // (four with full recomputation), two more in the stage's recomputed forward.
     const double per_layer = l.recompute == Recompute::full ? 6.0 : 4.0;
