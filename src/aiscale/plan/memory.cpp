@@ -268,6 +268,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
       const double flat = psi * sb.weights;
       if (flat > logits) m.buffers += flat;
     }
+    if (p == Precision::fp8 && is_aiscale(acc)) {
+      // FP8 linear layers (ops/cuda/fp8.cuh Fp8Training): one layer's operands at a time,
+      // a byte a value: the input (or its transpose) and the output gradient in both
+      // layouts over the widest input or output, and the widest weight.
+      const auto& g = w.gpt;
+      const double tp = static_cast<double>(l.tp);
+      const double up = (g.llama() ? 2.0 : 1.0) * static_cast<double>(g.ffn()) / tp;
+      const double qkv = static_cast<double>(g.qkv_rows()) / tp;
+      const double widest = std::max({c, qkv, up});
+      const double rows = static_cast<double>(l.micro_batch) * static_cast<double>(w.seq_len);
+      m.buffers += 3.0 * rows * widest + std::max({qkv * c, c * c / tp, up * c});
+    }
   } else {
     m.activations = w.cnn.activation_elements * l.micro_batch * activation_bytes(p);
   }
