@@ -172,7 +172,7 @@ Fp8Training::Fp8Training(int64_t linears, int64_t max_act, int64_t max_weight, i
   place(h, host.data());
   uint8_t* formats = host.data() + floats * sizeof(float);
   for (int64_t i = 0; i < S; ++i)
-    formats[i] = static_cast<uint8_t>(i % 3 == kGrad ? ops::Fp8Format::e5m2 : ops::Fp8Format::e4m3);
+    formats[i] = static_cast<uint8_t>(format(i));
   ops::fp8_scaling_reset(h);
   AISCALE_CUDA_CHECK(cudaMalloc(&state_, state_bytes));
   AISCALE_CUDA_CHECK(cudaMemcpy(state_, host.data(), state_bytes, cudaMemcpyHostToDevice));
@@ -196,11 +196,17 @@ bool Fp8Training::shape_ok(int64_t N, int64_t C, int64_t OC) {
          coverage::fp8_shape_ok(N, OC);
 }
 
+void Fp8Training::quantize(DType t, uint8_t* out, uint8_t* out_t, const void* inp, int64_t rows,
+                           int64_t cols, int64_t slot, cudaStream_t s) {
+  fp8_quantize(t, out, out_t, arrays_.amax + slot, inp, rows, cols,
+               arrays_.scale + kScaleStride * slot, format(slot), s);
+}
+
 Fp8Operand Fp8Training::operand(const uint8_t* data, int64_t slot) const {
   Fp8Operand o;
   o.data = data;
   o.scale_inv = arrays_.scale_inv + slot * kScaleStride;
-  o.format = slot % 3 == kGrad ? ops::Fp8Format::e5m2 : ops::Fp8Format::e4m3;
+  o.format = format(slot);
   return o;
 }
 
@@ -211,10 +217,8 @@ bool Fp8Training::forward(Gemm& g, DType t, int64_t id, void* out, void* pre_gel
   if (!shape_ok(N, C, OC) || N * C > max_act_ || OC * C > max_weight_) return false;
   const int64_t sx = slot(id, kInput), sw = slot(id, kWeight);
   mark("fp8_quantize");
-  fp8_quantize(t, x_, nullptr, arrays_.amax + sx, inp, N, C, arrays_.scale + kScaleStride * sx,
-               ops::Fp8Format::e4m3, s);
-  fp8_quantize(t, w_, nullptr, arrays_.amax + sw, weight, OC, C, arrays_.scale + kScaleStride * sw,
-               ops::Fp8Format::e4m3, s);
+  quantize(t, x_, nullptr, inp, N, C, sx, s);
+  quantize(t, w_, nullptr, weight, OC, C, sw, s);
   mark("matmul_forward", 2.0 * N * C * OC);
   return fp8_linear_forward(g, t, out, pre_gelu, operand(x_, sx), operand(w_, sw), bias, residual,
                             N, C, OC, o, s);
@@ -228,10 +232,8 @@ bool Fp8Training::backward_weight(Gemm& g, DType t, int64_t id, float* dweight, 
     return false;
   const int64_t sx = slot(id, kInput), sg = slot(id, kGrad);
   mark("fp8_quantize");
-  fp8_quantize(t, g_, g_t_, arrays_.amax + sg, dout, N, OC, arrays_.scale + kScaleStride * sg,
-               ops::Fp8Format::e5m2, s);
-  fp8_quantize(t, nullptr, x_, arrays_.amax + sx, inp, N, C, arrays_.scale + kScaleStride * sx,
-               ops::Fp8Format::e4m3, s);
+  quantize(t, g_, g_t_, dout, N, OC, sg, s);
+  quantize(t, nullptr, x_, inp, N, C, sx, s);
   mark("matmul_backward", 2.0 * N * C * OC);
   if (!fp8_linear_backward_weight(g, dweight, operand(g_t_, sg), operand(x_, sx), N, C, OC, s))
     return false;
@@ -245,8 +247,7 @@ bool Fp8Training::backward_input(Gemm& g, DType t, int64_t id, void* dinp, const
   pending_id_ = -1;
   const int64_t sw = slot(id, kWeight), sg = slot(id, kGrad);
   mark("fp8_quantize");
-  fp8_quantize(t, nullptr, w_, arrays_.amax + sw, weight, OC, C, arrays_.scale + kScaleStride * sw,
-               ops::Fp8Format::e4m3, s);
+  quantize(t, nullptr, w_, weight, OC, C, sw, s);
   mark("matmul_backward", 2.0 * N * C * OC);
   return fp8_linear_backward_input(g, t, dinp, operand(g_, sg), operand(w_, sw), N, C, OC, s);
 }

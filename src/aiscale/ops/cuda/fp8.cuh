@@ -103,7 +103,13 @@ class Fp8Training {
   enum Tensor { kInput = 0, kWeight = 1, kGrad = 2 };
   static constexpr int64_t kScaleStride = 4;  // floats: each slot's scale 16-byte aligned
   int64_t slot(int64_t id, Tensor k) const { return 3 * id + k; }
+  static ops::Fp8Format format(int64_t slot) {
+    return slot % 3 == kGrad ? ops::Fp8Format::e5m2 : ops::Fp8Format::e4m3;
+  }
   Fp8Operand operand(const uint8_t* data, int64_t slot) const;
+  // fp8_quantize of `inp` (rows, cols) with slot's scale, format and amax.
+  void quantize(DType t, uint8_t* out, uint8_t* out_t, const void* inp, int64_t rows,
+                int64_t cols, int64_t slot, cudaStream_t s);
 
   ops::Fp8ScalingArrays arrays_;
   void* state_ = nullptr;       // the arrays' one allocation
