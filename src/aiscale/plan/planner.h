@@ -165,6 +165,15 @@ std::string transport_reason(const PlanRequest& r, const Partition& part, long g
 GradTransport transport_for(const PlanRequest& r, const Partition& part, const Layout& l,
                             long gpus);
 
+// The host-memory rule of a GPU layout that `aiscale train` runs: each rank keeps whole
+// model vectors in its node's host memory (host_memory_gap). Where a rank on each of a
+// node's GPUs fits, `l` keeps one per GPU (ranks_per_node 0) and "" is returned; where
+// fewer ranks per node fit on more nodes (a divisor of the node's GPUs, largest first, at
+// most the partition's nodes, the tensor-parallel group inside a node), `l` gets that
+// ranks_per_node and NCCL, and "" is returned; else why not (`l` placed one per GPU).
+std::string place_in_host_memory(const PlanRequest& r, const Partition& part, const Workload& w,
+                                 Layout& l);
+
 // Why a partition cannot be planned at all (a CPU partition without its CPU model,
 // sockets or RAM, an IPU partition), or "" when it can.
 std::string unplannable_reason(const Partition& part);
