@@ -197,6 +197,9 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
                 const Calibration& cal, const Assumptions& a);
 
 struct ScalingRow {
+  // The nodes the run uses (more than gpus / GPUs per node where the node's host memory
+  // holds fewer ranks than it has GPUs: run->layout.ranks_per_node) and its GPUs (ranks);
+  // without a run, the row's GPUs on whole nodes.
   long nodes = 0, gpus = 0;
   std::optional<Candidate> run;
   double speedup = 0, efficiency = 0;
@@ -211,7 +214,9 @@ struct ScalingCurve {
   std::vector<ScalingRow> strong, weak;
 };
 
-// Node counts 1, 2, 4, ... up to max_nodes (and the partition's size).
+// The GPUs of 1, 2, 4, ... whole nodes up to max_nodes (and the partition's size), each
+// placed by the plan's rule (best_layout, place_in_host_memory); a row whose ranks would
+// need more than max_nodes nodes at the ranks per node that fit is left without a run.
 ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes,
                            const Catalog& cat, const Calibration& cal, const Assumptions& a);
 
