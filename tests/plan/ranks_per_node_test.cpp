@@ -227,5 +227,132 @@ TEST(PlanRanksPerNode, TableJsonAndEmittedScriptSayTwoPerNode) {
   EXPECT_NE(script.find("--gpus-per-node=2"), std::string::npos) << script;
 }
 
+// `plan scaling` on the fixture's partition for GPT-2 6.6B: rows for the GPUs of 1, 2, 4,
+// 8 and 16 nodes.
+ScalingCurve curve_6_6b(const Catalog& cat, long max_nodes = 64) {
+  PlanRequest r;
+  r.workload = make_workload("gpt2-6.6b");
+  r.tokens = 1e9;
+  return scaling_curve(r, cat.resolve("lowmem-test/gpu").at(0), max_nodes, cat, Calibration{},
+                       Assumptions{});
+}
+
+// A row's nodes are the nodes its run uses: 4 GPUs at 2 ranks per node take 2 nodes, not
+// 4 / 4 = 1, and allocate all their GPUs.
+TEST(PlanRanksPerNode, ScalingRowsShowTheNodesUsed) {
+  const ScalingCurve c = curve_6_6b(catalog());
+  ASSERT_EQ(c.strong.size(), 5u);
+  ASSERT_EQ(c.weak.size(), 5u);
+  for (const auto* rows : {&c.strong, &c.weak})
+    for (const ScalingRow& row : *rows) {
+      if (!row.run) continue;
+      EXPECT_EQ(row.gpus, row.run->layout.gpus());
+      EXPECT_EQ(row.nodes, row.run->step.nodes) << row.gpus << " GPUs";
+      EXPECT_EQ(row.nodes * 4, row.run->allocated_gpus()) << row.gpus << " GPUs";
+    }
+  // The first four strong rows place 2 ranks per node, like the plan at those GPU counts.
+  for (size_t i = 0; i < 4; ++i) {
+    const ScalingRow& row = c.strong[i];
+    ASSERT_TRUE(row.run) << row.note;
+    EXPECT_EQ(row.gpus, 4L << i);
+    EXPECT_EQ(row.run->layout.ranks_per_node, 2);
+    EXPECT_EQ(row.nodes, 2L << i);
+  }
+  EXPECT_EQ(best_6_6b(catalog(), 4).layout.ranks_per_node, c.strong[0].run->layout.ranks_per_node);
+  // 64 GPUs at 2 per node would need 32 nodes of the 16: no run, the row's whole nodes.
+  EXPECT_FALSE(c.strong[4].run);
+  EXPECT_EQ(c.strong[4].nodes, 16);
+
+  // With room for 4 ranks on a node, GPUs / 4.
+  const ScalingCurve roomy = curve_6_6b(roomy_catalog());
+  for (const ScalingRow& row : roomy.strong) {
+    ASSERT_TRUE(row.run) << row.note;
+    EXPECT_EQ(row.run->layout.ranks_per_node, 0);
+    EXPECT_EQ(row.nodes, row.gpus / 4);
+  }
+
+  // --max-nodes bounds the nodes a row uses: 16 GPUs at 2 per node need 8 nodes.
+  const ScalingCurve four = curve_6_6b(catalog(), 4);
+  ASSERT_EQ(four.strong.size(), 3u);
+  EXPECT_TRUE(four.strong[1].run);
+  EXPECT_FALSE(four.strong[2].run);
+  EXPECT_NE(four.strong[2].note.find("need 8 nodes, above --max-nodes 4"), std::string::npos)
+      << four.strong[2].note;
+  ASSERT_EQ(four.weak.size(), 3u);
+  EXPECT_FALSE(four.weak[2].run);
+}
+
+// Weak scaling places each row's ranks as the plan does: GPT-2 6.6B does not fit 4 ranks'
+// host memory on a node but fits 2, so the rows up to 32 GPUs run at 2 per node; 64 GPUs
+// would need 32 nodes at 2 per node, so that row stays a what-if, marked, saying why.
+TEST(PlanRanksPerNode, WeakScalingRowsThatFitAtFewerRanksPerNodeRun) {
+  const ScalingCurve c = curve_6_6b(catalog());
+  ASSERT_EQ(c.weak.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    const ScalingRow& row = c.weak[i];
+    ASSERT_TRUE(row.run) << row.note;
+    const Candidate& x = *row.run;
+    EXPECT_TRUE(x.runs()) << row.gpus << " GPUs: " << x.engine_gap;
+    EXPECT_EQ(x.layout.gpus(), 4L << i);
+    EXPECT_EQ(x.layout.ranks_per_node, 2);
+    EXPECT_EQ(x.ranks_per_node(), 2);
+    EXPECT_EQ(x.layout.transport, GradTransport::nccl);
+    EXPECT_EQ(x.step.nodes, 2L << i);
+    EXPECT_EQ(x.allocated_gpus(), 8L << i);
+    // Micro-batch and accumulation per copy stay as at the base.
+    EXPECT_EQ(x.layout.micro_batch, c.base.micro_batch);
+    EXPECT_EQ(x.layout.grad_accum, c.base.grad_accum);
+  }
+  // The first weak row is the strong table's first, placed alike.
+  EXPECT_DOUBLE_EQ(c.weak[0].run->step.step_s, c.strong[0].run->step.step_s);
+  const ScalingRow& last = c.weak[4];
+  ASSERT_TRUE(last.run);
+  EXPECT_FALSE(last.run->runs());
+  EXPECT_EQ(last.run->layout.ranks_per_node, 0);
+  EXPECT_NE(last.run->engine_gap.find("2 ranks per node would need 32 nodes, the partition has 16"),
+            std::string::npos) << last.run->engine_gap;
+
+  // With room for 4 ranks on a node every row runs on full nodes.
+  const ScalingCurve roomy = curve_6_6b(roomy_catalog());
+  for (const ScalingRow& row : roomy.weak) {
+    ASSERT_TRUE(row.run) << row.note;
+    EXPECT_TRUE(row.run->runs()) << row.run->engine_gap;
+    EXPECT_EQ(row.run->layout.ranks_per_node, 0);
+  }
+}
+
+TEST(PlanRanksPerNode, ScalingTableAndJsonShowTheNodesUsed) {
+  const std::string args = "plan scaling --model gpt2-6.6b --tokens 1e9 --max-nodes 8 --systems '" +
+                           kFixture + "' --system lowmem-test/gpu";
+  auto r = testsupport::run_aiscale(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // nodes ×ranks per node/GPUs per node, then the GPUs; no weak row marked as not running.
+  EXPECT_NE(r.output.find("2×2/4     4     4×1×1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8×2/4    16    16×1×1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" *"), std::string::npos) << r.output;
+  r = testsupport::run_aiscale(args + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  for (const char* table : {"strong", "weak"}) {
+    ASSERT_EQ(j[table].size(), 4u) << table;
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& row = j[table][i];
+      ASSERT_TRUE(row.contains("run")) << table << " " << row.dump();
+      EXPECT_EQ(row["gpus"].get<long>(), 4L << i) << table;
+      EXPECT_EQ(row["nodes"].get<long>(), 2L << i) << table;
+      EXPECT_EQ(row["nodes"].get<long>(), row["run"]["step"]["nodes"].get<long>()) << table;
+      EXPECT_EQ(row["ranks_per_node"].get<int>(), 2) << table;
+      EXPECT_EQ(row["allocated_gpus"].get<long>(), 8L << i) << table;
+      EXPECT_TRUE(row["run"]["runs_in_aiscale_train"].get<bool>()) << table;
+    }
+    // 32 GPUs at 2 per node would take 16 nodes, above --max-nodes 8.
+    const auto& last = j[table][3];
+    EXPECT_FALSE(last.contains("run")) << table;
+    EXPECT_EQ(last["gpus"].get<long>(), 32) << table;
+    EXPECT_NE(last["note"].get<std::string>().find("need 16 nodes, above --max-nodes 8"),
+              std::string::npos) << last.dump();
+  }
+}
+
 }  // namespace
 }  // namespace aiscale::plan

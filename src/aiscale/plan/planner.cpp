@@ -154,6 +154,19 @@ int fewer_ranks_per_node(const PlanRequest& r, const Partition& part, const Work
 
 }  // namespace
 
+std::string place_in_host_memory(const PlanRequest& r, const Partition& part, const Workload& w,
+                                 Layout& l) {
+  l.ranks_per_node = 0;
+  std::string gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib);
+  if (gap.empty()) return "";
+  if (const int k = fewer_ranks_per_node(r, part, w, l, gap); k > 0) {
+    l.ranks_per_node = k;
+    l.transport = GradTransport::nccl;  // the ranks span nodes
+    return "";
+  }
+  return gap;
+}
+
 int Candidate::ranks_per_node() const {
   if (layout.ranks_per_node > 0) return layout.ranks_per_node;
   const long per_node = target.partition && target.partition->gpus_per_node > 0
@@ -422,20 +435,12 @@ Search best_layout(const PlanRequest& r, const Target& t, long gpus, const Machi
               break;  // larger micro-batches need more
             }
             // A layout that fits the GPUs may still not fit the node's host memory, where
-            // every rank keeps whole vectors of the model.
-            // Fewer ranks per node on more nodes may fit where a full node does not.
-            const bool host_short =
-                gap.empty() && !part.is_cpu() &&
-                !(gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib)).empty();
-            if (host_short) {
-              if (const int k = fewer_ranks_per_node(r, part, w, l, gap); k > 0) {
-                l.ranks_per_node = k;
-                l.transport = GradTransport::nccl;  // the ranks span nodes
-                gap.clear();
-              } else if (!unsupported_too) {
-                if (host_gap_seen.empty()) host_gap_seen = gap;
-                break;  // larger micro-batches need as much
-              }
+            // every rank keeps whole vectors of the model; fewer ranks per node on more
+            // nodes may fit where a full node does not.
+            if (gap.empty() && !part.is_cpu() && !(gap = place_in_host_memory(r, part, w, l)).empty() &&
+                !unsupported_too) {
+              if (host_gap_seen.empty()) host_gap_seen = gap;
+              break;  // larger micro-batches need as much
             }
             Candidate c;
             c.target = t;

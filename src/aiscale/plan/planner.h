@@ -165,6 +165,15 @@ std::string transport_reason(const PlanRequest& r, const Partition& part, long g
 GradTransport transport_for(const PlanRequest& r, const Partition& part, const Layout& l,
                             long gpus);
 
+// The host-memory rule of a GPU layout that `aiscale train` runs: each rank keeps whole
+// model vectors in its node's host memory (host_memory_gap). Where a rank on each of a
+// node's GPUs fits, `l` keeps one per GPU (ranks_per_node 0) and "" is returned; where
+// fewer ranks per node fit on more nodes (a divisor of the node's GPUs, largest first, at
+// most the partition's nodes, the tensor-parallel group inside a node), `l` gets that
+// ranks_per_node and NCCL, and "" is returned; else why not (`l` placed one per GPU).
+std::string place_in_host_memory(const PlanRequest& r, const Partition& part, const Workload& w,
+                                 Layout& l);
+
 // Why a partition cannot be planned at all (a CPU partition without its CPU model,
 // sockets or RAM, an IPU partition), or "" when it can.
 std::string unplannable_reason(const Partition& part);
@@ -188,6 +197,9 @@ PlanResult plan(const PlanRequest& r, const std::vector<Target>& targets, const 
                 const Calibration& cal, const Assumptions& a);
 
 struct ScalingRow {
+  // The nodes the run uses (more than gpus / GPUs per node where the node's host memory
+  // holds fewer ranks than it has GPUs: run->layout.ranks_per_node) and its GPUs (ranks);
+  // without a run, the row's GPUs on whole nodes.
   long nodes = 0, gpus = 0;
   std::optional<Candidate> run;
   double speedup = 0, efficiency = 0;
@@ -202,7 +214,9 @@ struct ScalingCurve {
   std::vector<ScalingRow> strong, weak;
 };
 
-// Node counts 1, 2, 4, ... up to max_nodes (and the partition's size).
+// The GPUs of 1, 2, 4, ... whole nodes up to max_nodes (and the partition's size), each
+// placed by the plan's rule (best_layout, place_in_host_memory); a row whose ranks would
+// need more than max_nodes nodes at the ranks per node that fit is left without a run.
 ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes,
                            const Catalog& cat, const Calibration& cal, const Assumptions& a);
 

@@ -165,6 +165,9 @@ json assumptions(const Assumptions& a) {
 json row(const ScalingRow& r) {
   json j = {{"nodes", r.nodes}, {"gpus", r.gpus}};
   if (r.run) {
+    // The nodes the run uses (above): ranks_per_node on each, allocating all their GPUs.
+    j["ranks_per_node"] = r.run->ranks_per_node();
+    j["allocated_gpus"] = r.run->allocated_gpus();
     j["run"] = candidate(*r.run);
     j["speedup"] = r.speedup;
     j["efficiency"] = r.efficiency;

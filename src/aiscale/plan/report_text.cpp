@@ -537,6 +537,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += fmt::format("Base layout (fewest nodes that fit): {}\n\n", c.base.describe());
   const char* unit = w.is_transformer() ? "tokens/s" : "images/s";
   std::string not_runnable;  // what `aiscale train` lacks for a row marked *
+  bool fewer_per_node = false;  // a row places fewer ranks per node than GPUs
   auto rows_for = [&](const std::vector<ScalingRow>& rows_in, bool strong) {
     std::vector<std::vector<std::string>> rows = {
         {"nodes", "GPUs", "dp×tp×pp", "mb×acc", "batch", "step", unit, "per GPU", "speedup", "eff",
@@ -551,7 +552,8 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
       const double tput = w.is_transformer() ? x.step.tokens_per_s : x.step.samples_per_s;
       const double comm = x.step.dp_exposed_s + x.step.overlap_cost_s + x.step.tp_comm_s + x.step.pp_comm_s;
       if (!x.runs()) not_runnable = x.engine_gap;
-      rows.push_back({std::to_string(row.nodes), std::to_string(row.gpus),
+      if (x.layout.ranks_per_node > 0) fewer_per_node = true;
+      rows.push_back({std::to_string(row.nodes) + fewer_ranks(x, "×"), std::to_string(row.gpus),
                       x.layout.shape() + (x.runs() ? "" : " *"),
                       fmt::format("{}×{}", x.layout.micro_batch, x.layout.grad_accum),
                       std::to_string(x.layout.global_batch()), duration(x.step.step_s), compact(tput),
@@ -579,6 +581,11 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
       "samples ({}; docs/guide/planner.md, \"Per-epoch figures\").\n",
       with_commas(static_cast<int64_t>(std::llround(epoch_in.samples))),
       w.is_transformer() ? "--samples-per-epoch, else one pass over --tokens" : "--images");
+  if (fewer_per_node)
+    out += fmt::format("nodes: the nodes a row uses; ×k/{}: k ranks on each node's {} GPUs, where the node's host "
+                       "memory holds fewer ranks than it has GPUs (12 bytes per parameter per rank at a "
+                       "checkpoint); the job allocates the whole nodes, which eff, train and epoch count.\n",
+                       p.gpus_per_node, p.gpus_per_node);
   if (!not_runnable.empty())
     out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
   out += "\nThese are predictions of the performance model, not measurements.\n\n";

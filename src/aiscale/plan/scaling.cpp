@@ -2,6 +2,8 @@
 // node counts (planner.h, ScalingCurve).
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "aiscale/core/error.h"
 #include "aiscale/plan/planner.h"
 
@@ -22,6 +24,14 @@ void step_efficiency(Candidate& c, const Candidate& base, bool weak) {
       weak ? (c.step.samples_per_s / n) / (base.step.samples_per_s / n0)
            : (base.step.step_s * n0) / (c.step.step_s * n);
   c.efficiency = c.scaling = c.scaling_used * (n / held) / (n0 / held0);
+}
+
+// Why a run needs more nodes than the curve spans (its GPUs at fewer ranks per node than
+// the node has, for host memory), or "".
+std::string beyond_nodes(const Candidate& c, long limit) {
+  if (c.step.nodes <= limit) return "";
+  return fmt::format("{} GPUs at {} ranks per node (host memory) need {} nodes, above --max-nodes {}",
+                     c.layout.gpus(), c.ranks_per_node(), c.step.nodes, limit);
 }
 
 }  // namespace
@@ -54,11 +64,11 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
   std::string why;
   for (; first < nodes.size(); ++first) {
     Search s = best_layout(base_req, t, nodes[first] * g, curve.figures, a, r.include_unsupported);
-    if (s.best) {
+    why = s.best ? beyond_nodes(*s.best, limit) : s.reason;
+    if (why.empty()) {
       base = std::move(s.best);
       break;
     }
-    why = s.reason;
     curve.strong.push_back({nodes[first], nodes[first] * g, std::nullopt, 0, 0, why});
     curve.weak.push_back({nodes[first], nodes[first] * g, std::nullopt, 0, 0, why});
   }
@@ -79,8 +89,10 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
   for (size_t i = first; i < nodes.size(); ++i) {
     ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
     Search s = best_layout(strong, t, row.gpus, curve.figures, a, r.include_unsupported);
-    if (s.best) {
+    if (s.best) row.note = beyond_nodes(*s.best, limit);
+    if (s.best && row.note.empty()) {
       Candidate c = std::move(*s.best);
+      row.nodes = c.step.nodes;  // more than nodes[i] where fewer ranks per node fit
       if (!strong0) strong0 = c;
       step_efficiency(c, *strong0, false);
       finish_candidate(c, r, a, cat, cal);
@@ -89,7 +101,7 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
       row.speedup = strong0->step.step_s / c.step.step_s;
       row.efficiency = c.efficiency;
       row.run = std::move(c);
-    } else {
+    } else if (!s.best) {
       row.note = s.reason;
     }
     curve.strong.push_back(std::move(row));
@@ -101,6 +113,7 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     ScalingRow row{nodes[i], nodes[i] * g, std::nullopt, 0, 0, ""};
     Layout l = base->layout;
     l.dp = static_cast<int>(row.gpus / (static_cast<long>(l.tp) * l.pp));
+    l.ranks_per_node = 0;  // each row places its ranks anew (below), as the plan does
     l.transport = transport_for(r, part, l, row.gpus);
     if (std::string why = transport_reason(r, part, row.gpus); !why.empty()) {
       row.note = why;
@@ -109,14 +122,15 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     }
     Candidate c;
     c.target = t;
-    c.layout = l;
     c.figures = curve.figures;
     const Workload w = workload_on(r, part);
     c.attention = w.attention;
     c.engine_gap = device_gap(part.accelerator, part.is_cpu());
     if (c.engine_gap.empty()) c.engine_gap = engine_gap(w, l, r.precision, part.is_cpu());
-    if (c.engine_gap.empty() && !part.is_cpu())
-      c.engine_gap = host_memory_gap(w, l, part.gpus_per_node, part.ram_gib);
+    // The plan's host-memory rule: a rank on each GPU of a node, else fewer ranks per node
+    // on more nodes where they fit.
+    if (c.engine_gap.empty() && !part.is_cpu()) c.engine_gap = place_in_host_memory(r, part, w, l);
+    c.layout = l;
     c.memory = memory_per_gpu(w, l, r.precision, a.memory,
                               accounting_for(c.runs(), part.is_cpu()));
     if (c.memory.total > part.accelerator.memory_bytes()) {
@@ -124,6 +138,10 @@ ScalingCurve scaling_curve(const PlanRequest& r, const Target& t, long max_nodes
     } else {
       c.step = estimate_step(w, l, part, curve.figures, r.precision, a,
                              accounting_for(c.runs(), part.is_cpu()));
+      row.note = beyond_nodes(c, limit);
+    }
+    if (row.note.empty()) {
+      row.nodes = c.step.nodes;
       if (!weak0) weak0 = c;
       step_efficiency(c, *weak0, true);
       finish_candidate(c, r, a, cat, cal);
