@@ -53,16 +53,7 @@ bool better(const Candidate& x, const Candidate& y) {
 // used, and per GPU allocated (what --min-efficiency bounds: the job holds, and pays for,
 // the idle GPUs of nodes with fewer ranks than GPUs).
 void set_scaling(Candidate& c, const Candidate& base, bool weak) {
-  const double n = static_cast<double>(c.layout.gpus());
-  const double n0 = static_cast<double>(base.layout.gpus());
-  const double held = static_cast<double>(c.allocated_gpus());
-  const double held0 = static_cast<double>(base.allocated_gpus());
-  c.base_gpus = base.layout.gpus();
-  c.base_allocated_gpus = base.allocated_gpus();
-  c.weak = weak;
-  if (weak) c.scaling_used = (c.step.samples_per_s / n) / (base.step.samples_per_s / n0);
-  else c.scaling_used = (base.days * n0) / (c.days * n);
-  c.scaling = c.scaling_used * (n / held) / (n0 / held0);
+  scale_against(c, base, weak, base.days, c.days);
   epoch_efficiencies(c, base);
 }
 
@@ -204,6 +195,20 @@ void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, 
   else if (const auto s = r.prices.find(c.target.system->id); s != r.prices.end()) c.cost = c.gpu_hours * s->second;
   c.route = access_route(cat.access, c.gpu_hours, seconds, *c.target.system,
                          c.target.partition->is_cpu(), r.applicant);
+}
+
+void scale_against(Candidate& c, const Candidate& base, bool weak, double base_time,
+                   double time) {
+  const double n = static_cast<double>(c.layout.gpus());
+  const double n0 = static_cast<double>(base.layout.gpus());
+  const double held = static_cast<double>(c.allocated_gpus());
+  const double held0 = static_cast<double>(base.allocated_gpus());
+  c.base_gpus = base.layout.gpus();
+  c.base_allocated_gpus = base.allocated_gpus();
+  c.weak = weak;
+  c.scaling_used = weak ? (c.step.samples_per_s / n) / (base.step.samples_per_s / n0)
+                        : (base_time * n0) / (time * n);
+  c.scaling = c.scaling_used * (n / held) / (n0 / held0);
 }
 
 void epoch_efficiencies(Candidate& c, const Candidate& base) {

@@ -182,6 +182,10 @@ std::string unplannable_reason(const Partition& part);
 // and access route.
 void finish_candidate(Candidate& c, const PlanRequest& r, const Assumptions& a, const Catalog& cat,
                       const Calibration& cal);
+// c's scaling against `base` per GPU used (scaling_used) and per GPU allocated (scaling):
+// weak, samples per second per GPU; strong, base_time × n0 / (time × n) of the times given
+// (the whole run's, or one step's); sets base_gpus, base_allocated_gpus and weak.
+void scale_against(Candidate& c, const Candidate& base, bool weak, double base_time, double time);
 // Its efficiencies per batch, training part and epoch against `base` (samples per second
 // per GPU allocated; Candidate::eff_*).
 void epoch_efficiencies(Candidate& c, const Candidate& base);

@@ -13,17 +13,9 @@ namespace {
 // Per-step scaling of a curve's row against its first row (speedup × n0 / n), per GPU
 // allocated as in the plan (n, n0: allocated_gpus()) and per GPU used.
 void step_efficiency(Candidate& c, const Candidate& base, bool weak) {
-  const double n = static_cast<double>(c.layout.gpus());
-  const double n0 = static_cast<double>(base.layout.gpus());
-  const double held = static_cast<double>(c.allocated_gpus());
-  const double held0 = static_cast<double>(base.allocated_gpus());
-  c.base_gpus = base.layout.gpus();
-  c.base_allocated_gpus = base.allocated_gpus();
-  c.weak = weak;
-  c.efficiency_used = c.scaling_used =
-      weak ? (c.step.samples_per_s / n) / (base.step.samples_per_s / n0)
-           : (base.step.step_s * n0) / (c.step.step_s * n);
-  c.efficiency = c.scaling = c.scaling_used * (n / held) / (n0 / held0);
+  scale_against(c, base, weak, base.step.step_s, c.step.step_s);
+  c.efficiency_used = c.scaling_used;
+  c.efficiency = c.scaling;
 }
 
 // Why a run needs more nodes than the curve spans (its GPUs at fewer ranks per node than
