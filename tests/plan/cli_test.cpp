@@ -201,6 +201,26 @@ TEST(PlanCli, RankObjectivesAndDeadline) {
   EXPECT_NE(r.output.find("--rank must be time, gpu-hours, energy, cost or smallest"), std::string::npos) << r.output;
 }
 
+// --precision fp8: planned as the engine runs it, its assumptions said in the text and JSON;
+// a ResNet in fp8 is refused with the reason.
+TEST(PlanCli, Fp8PlansTheLinearLayersAndSaysHow) {
+  auto r = run_aiscale("plan --model gpt2-350m --tokens 1e9 --system marenostrum5 --gpus 4 "
+                       "--precision fp8 --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("FP8 (--precision fp8)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("fp8 training not implemented"), std::string::npos) << r.output;
+  r = run_aiscale("plan --model gpt2-350m --tokens 1e9 --system marenostrum5 --gpus 4 "
+                  "--precision fp8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_DOUBLE_EQ(j["assumptions"]["fp8_gemm_speedup"].get<double>(), 1.5);
+  ASSERT_FALSE(j["ranked"].empty());
+  EXPECT_TRUE(j["ranked"][0]["runs_in_aiscale_train"].get<bool>());
+  r = run_aiscale("plan --model resnet50 --epochs 1 --system marenostrum5 --gpus 4 --precision fp8");
+  EXPECT_NE(r.output.find("fp8 training runs the transformers' linear layers only"),
+            std::string::npos) << r.output;
+}
+
 TEST(PlanCli, LlamaPresetsAndCustomLlamaShapes) {
   // Llama 3 8B on one node of four H100s: its shape, origin, exact parameters and the
   // untied input embedding left out of N.

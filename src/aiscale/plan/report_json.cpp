@@ -155,6 +155,8 @@ json assumptions(const Assumptions& a) {
           {"step_spread_cpu", a.step_spread_cpu},
           {"startup_per_node_s", a.startup_per_node_s},
           {"idle_power_fraction", a.idle_power_fraction},
+          {"fp8_gemm_speedup", a.fp8_gemm_speedup},
+          {"fp8_cast_bandwidth_share", a.fp8_cast_bandwidth_share},
           {"global_taper", a.topology.global_taper},
           {"storage_gbytes_per_s", a.epoch.storage_gbytes_per_s},
           {"storage_share", a.epoch.storage_share},

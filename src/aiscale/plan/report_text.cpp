@@ -96,6 +96,17 @@ std::string offload_text(const PlanRequest& r, const Assumptions& a) {
                      a.offload_pcie_bytes_per_s / 1e9, a.offload_host_bytes_per_s / 1e9);
 }
 
+// The FP8 step's assumptions, when the plan is in fp8 (--precision fp8).
+std::string fp8_text(const PlanRequest& r, const Assumptions& a) {
+  if (r.precision != Precision::fp8 || !r.workload.is_transformer()) return "";
+  return fmt::format("FP8 (--precision fp8): the step at the bf16 rate and utilisation, the "
+                     "transformer blocks' linear-layer GEMMs at {:.2f}x that rate and their "
+                     "quantisation passes (6, 6 and 4 bytes per input, weight and output-gradient "
+                     "value) at {:.0f}% of the memory bandwidth (fitted to GPT-2 350M on an H200; "
+                     "docs/design/fp8.md); MFU against the bf16 peak.\n",
+                     a.fp8_gemm_speedup, a.fp8_cast_bandwidth_share * 100);
+}
+
 std::string calibration_text(const Calibration& cal) {
   if (cal.files.empty())
     return "Calibration: none given, so utilisation and bandwidths are datasheet-based guesses. "
@@ -522,7 +533,7 @@ std::string plan_text(const PlanRequest& r, const PlanResult& res, const Calibra
   out += " (plan/engine_support.cpp).\n";
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a, best.layout.transport) + offload_text(r, a);
+  out += assumptions_text(a, best.layout.transport) + offload_text(r, a) + fp8_text(r, a);
   return wrap_lines(out, 119);
 }
 
@@ -592,7 +603,7 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
   out += figures_text(c.figures, c.target.label(), c.base.transport);
   out += "\n";
   out += calibration_text(cal);
-  out += assumptions_text(a, c.base.transport) + offload_text(r, a);
+  out += assumptions_text(a, c.base.transport) + offload_text(r, a) + fp8_text(r, a);
   return wrap_lines(out, 119);
 }
 
