@@ -9,6 +9,8 @@
 #   speed    bench language tokens/s in bf16 and fp8: GPT-2 124M, 350M, 1558M and the
 #            Llama-3-1B shape, one GPU
 #   profile  op tables of one GPT-2 350M step in bf16 and in fp8
+#   layouts  tests/gpu2/fp8_gpu2.cpp (DDP, ZeRO-1/3, tp 2 with and without sequence
+#            parallelism, pp 2, recomputed layers in fp8 against bf16), on 2 or more GPUs
 # Logs under $OUT, a short table last. From the repository root, with .devdeps carried:
 #   bash bench/gpu/fp8.sh [stages...]   (default: build check loss speed)
 set -uo pipefail
@@ -41,7 +43,13 @@ v=j.get(sys.argv[2], "-")
 print(round(v, 4) if isinstance(v, float) else v)' "$1" "$2" 2>/dev/null || echo "-"
 }
 
-if has build; then build_cuda aiscale test_ops; else use_devdeps; fi
+if has build; then
+  targets=(aiscale test_ops)
+  has layouts && targets+=(aiscale_fp8_gpu2_tests)
+  build_cuda "${targets[@]}"
+else
+  use_devdeps
+fi
 
 if has check; then
   log "check: the op harness's fp8, matmul and model families"
@@ -94,6 +102,17 @@ if has profile; then
       > "$OUT/profile_$p.log" 2>&1
     row "profile 350M $p" "exit $? ($OUT/profile_$p.log)"
   done
+fi
+
+if has layouts; then
+  log "layouts: fp8 against bf16 in the multi-GPU layouts"
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    env -u CUDA_VISIBLE_DEVICES timeout 900 ctest --test-dir build/cuda -R '^fp8\.' --output-on-failure \
+      > "$OUT/layouts.log" 2>&1
+    row "gpu2 fp8 layouts" "exit $?: $(grep -E 'tests passed|tests failed' "$OUT/layouts.log" | tail -1)"
+  else
+    row "gpu2 fp8 layouts" "skipped: fewer than 2 GPUs"
+  fi
 fi
 
 echo "== fp8 ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(git rev-parse --short HEAD 2>/dev/null))"
