@@ -101,9 +101,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   nn::GptRunOptions ro;
   ro.batch = o.run.batch_size;
   ro.seq = o.run.seq_len;
-  train::set_precision(ro, o.run.precision);
-  ro.fp8_history = static_cast<int>(o.run.fp8_history);
-  ro.fp8_margin = static_cast<int>(o.run.fp8_margin);
+  train::set_precision(ro, o.run);
   ro.recompute = o.run.recompute;
   ro.recompute_layers = o.run.recompute_layers;
   ro.seed = o.seed;

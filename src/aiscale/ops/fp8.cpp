@@ -20,8 +20,6 @@ Layout layout_of(Fp8Format f) {
 
 }  // namespace
 
-float fp8_max(Fp8Format f) { return f == Fp8Format::e4m3 ? 448.0f : 57344.0f; }
-
 const char* fp8_format_name(Fp8Format f) { return f == Fp8Format::e4m3 ? "e4m3" : "e5m2"; }
 
 uint8_t fp8_encode(float x, Fp8Format f) {

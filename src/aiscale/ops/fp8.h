@@ -27,8 +27,8 @@ namespace aiscale::ops {
 
 enum class Fp8Format : uint8_t { e4m3, e5m2 };
 
-// The largest finite value: 448 (e4m3), 57344 (e5m2).
-float fp8_max(Fp8Format f);
+// The largest finite value: 448 (e4m3), 57344 (e5m2). (constexpr: the CUDA kernels use it.)
+constexpr float fp8_max(Fp8Format f) { return f == Fp8Format::e4m3 ? 448.0f : 57344.0f; }
 // "e4m3" or "e5m2".
 const char* fp8_format_name(Fp8Format f);
 

@@ -9,6 +9,15 @@
 
 namespace aiscale::plan {
 
+LinearWidths linear_widths(const nn::GptConfig& g) {
+  LinearWidths w;
+  w.d = static_cast<double>(g.n_embd);
+  w.f = static_cast<double>(g.ffn());
+  w.qkv = static_cast<double>(g.qkv_rows());
+  w.up = g.llama() ? 2.0 * w.f : w.f;
+  return w;
+}
+
 TransformerOpFlops transformer_op_flops(const nn::GptConfig& g, int64_t seq_len) {
   const double d = static_cast<double>(g.n_embd);
   TransformerOpFlops f;

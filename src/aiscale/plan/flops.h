@@ -33,6 +33,14 @@ struct TransformerOpFlops {
 };
 TransformerOpFlops transformer_op_flops(const nn::GptConfig& g, int64_t seq_len);
 
+// The widths of a transformer block's linear layers: the width d (the QKV, projection and
+// up layers read it, the projection writes it), the fused QKV output, the up output (GPT-2's
+// fc, or Llama's gate and up together) and the down projection's input f (its output is d).
+struct LinearWidths {
+  double d = 0, qkv = 0, up = 0, f = 0;
+};
+LinearWidths linear_widths(const nn::GptConfig& g);
+
 // tokens: D for transformers. images, epochs: for CNNs. Throws Error for a non-positive amount.
 ComputeEstimate transformer_training_flops(const Workload& w, double tokens);
 ComputeEstimate cnn_training_flops(double macs_per_sample, double images, double epochs);

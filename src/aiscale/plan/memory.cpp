@@ -6,6 +6,7 @@
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt_shard.h"
 #include "aiscale/plan/engine_support.h"
+#include "aiscale/plan/flops.h"
 
 namespace aiscale::plan {
 
@@ -272,10 +273,9 @@ MemoryBreakdown stage_memory(const Workload& w, const Layout& l, Precision p,
       // FP8 linear layers (ops/cuda/fp8.cuh Fp8Training): one layer's operands at a time,
       // a byte a value: the input (or its transpose) and the output gradient in both
       // layouts over the widest input or output, and the widest weight.
-      const auto& g = w.gpt;
+      const LinearWidths lw = linear_widths(w.gpt);
       const double tp = static_cast<double>(l.tp);
-      const double up = (g.llama() ? 2.0 : 1.0) * static_cast<double>(g.ffn()) / tp;
-      const double qkv = static_cast<double>(g.qkv_rows()) / tp;
+      const double up = lw.up / tp, qkv = lw.qkv / tp;
       const double widest = std::max({c, qkv, up});
       const double rows = static_cast<double>(l.micro_batch) * static_cast<double>(w.seq_len);
       m.buffers += 3.0 * rows * widest + std::max({qkv * c, c * c / tp, up * c});

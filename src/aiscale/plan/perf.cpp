@@ -97,11 +97,10 @@ struct Fp8Linears {
   double fwd_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
 };
 Fp8Linears fp8_linears(const nn::GptConfig& g, double tokens_mb, double layers, int tp) {
-  const double d = double(g.n_embd), f = double(g.ffn()), qkv = double(g.qkv_rows());
-  const double up = g.llama() ? 2.0 * f : f;  // gate and up, or GPT-2's fc
-  const double in = 3.0 * d + f;               // qkv, proj, fc (gate/up) read d; down reads f
-  const double out = qkv + d + up + d;
-  const double weights = d * qkv + d * d + d * up + f * d;
+  const LinearWidths lw = linear_widths(g);
+  const double in = 3.0 * lw.d + lw.f;  // qkv, proj, fc (gate/up) read d; down reads f
+  const double out = lw.qkv + lw.d + lw.up + lw.d;
+  const double weights = lw.d * (lw.qkv + lw.d + lw.up + lw.f);
   const double share = layers / double(tp);
   Fp8Linears x;
   x.fwd_flops = 2.0 * weights * tokens_mb * share;

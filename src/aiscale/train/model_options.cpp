@@ -8,9 +8,7 @@ nn::GptRunOptions gpt_run_options(const TrainConfig& c) {
   nn::GptRunOptions ro;
   ro.batch = c.batch_size;
   ro.seq = c.seq_len;
-  set_precision(ro, c.precision);
-  ro.fp8_history = static_cast<int>(c.fp8_history);
-  ro.fp8_margin = static_cast<int>(c.fp8_margin);
+  set_precision(ro, c);
   ro.recompute = c.recompute;
   ro.recompute_layers = c.recompute_layers;
   ro.decay_embeddings = c.decay_embeddings;
@@ -18,9 +16,11 @@ nn::GptRunOptions gpt_run_options(const TrainConfig& c) {
   return ro;
 }
 
-void set_precision(nn::GptRunOptions& o, const std::string& precision) {
-  o.fp8 = precision == "fp8";
-  o.precision = o.fp8 ? DType::bf16 : parse_dtype(precision);
+void set_precision(nn::GptRunOptions& o, const TrainConfig& c) {
+  o.fp8 = c.precision == "fp8";
+  o.precision = o.fp8 ? DType::bf16 : parse_dtype(c.precision);
+  o.fp8_history = static_cast<int>(c.fp8_history);
+  o.fp8_margin = static_cast<int>(c.fp8_margin);
 }
 
 }  // namespace aiscale::train

@@ -13,7 +13,8 @@ namespace aiscale::train {
 nn::GptRunOptions gpt_run_options(const TrainConfig& c);
 
 // train.precision into the options: "fp32", "bf16", "fp16" as the activations' type;
-// "fp8" as bf16 with the FP8 linear layers (GptRunOptions::fp8).
-void set_precision(nn::GptRunOptions& o, const std::string& precision);
+// "fp8" as bf16 with the FP8 linear layers (GptRunOptions::fp8), with the delayed scaling's
+// train.fp8_history and train.fp8_margin.
+void set_precision(nn::GptRunOptions& o, const TrainConfig& c);
 
 }  // namespace aiscale::train

@@ -194,7 +194,8 @@ void check_gemms(CudaContext& x, DType t, int64_t N, int64_t C, int64_t OC) {
       want_dx[size_t(n * C + c)] = float(acc);
     }
   dev::Buffer d_dx(t, size_t(N * C));
-  const bool dgrad = cu::fp8_linear_backward_input(*x.gemm, t, d_dx.get(), og, owt, N, C, OC, nullptr);
+  const bool dgrad = cu::fp8_linear_backward_input(*x.gemm, t, d_dx.get(), og, owt, N, C, OC,
+                                                   nullptr, nullptr, x.scratch, nullptr);
   x.r.check("fp8_linear_backward_input has an algorithm" + tag, dgrad);
   if (dgrad) x.r.record("fp8_linear_backward_input" + tag, t, dev::rel_err(d_dx.download(), want_dx), tol_for(t));
   // wgrad: dweight (OC, C) += dout^T x, fp32
@@ -243,9 +244,10 @@ void check_training(CudaContext& x, DType t) {
   for (int step = 0; step < 2; ++step) {
     const bool f = fp8.forward(*x.gemm, t, 0, d_out8.get(), nullptr, d_inp.get(), d_w.get(),
                                d_b.get(), nullptr, N, C, OC, lo, nullptr);
-    const bool bw = fp8.backward_weight(*x.gemm, t, 0, d_dw8.f(), d_dout.get(), d_inp.get(), N, C,
-                                        OC, nullptr);
-    const bool bi = fp8.backward_input(*x.gemm, t, 0, d_dx8.get(), d_w.get(), N, C, OC, nullptr);
+    const bool bw = fp8.backward_weight(*x.gemm, t, 0, d_dw8.f(), nullptr, d_dout.get(),
+                                        d_inp.get(), N, C, OC, x.scratch, nullptr);
+    const bool bi = fp8.backward_input(*x.gemm, t, 0, d_dx8.get(), d_w.get(), N, C, OC, nullptr,
+                                       nullptr, x.scratch, nullptr);
     x.r.check("Fp8Training takes forward, weight and input gradients (step " + std::to_string(step) + ")",
               f && bw && bi);
     if (step == 0) {

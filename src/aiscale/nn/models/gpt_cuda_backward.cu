@@ -126,17 +126,12 @@ void GptCuda::linear_backward(int64_t l, Linear j, int64_t C, int64_t OC, float*
                               float* dbias_gelu) {
   cudaStream_t s = stream_;
   prof_op("matmul_backward", 2.0 * N_ * C * OC);
-  const bool fp8 =
-      fp8_ && fp8_->backward_weight(*gemm_, t_, fp8_id(l, j), dweight, dout, inp, N_, C, OC, s);
-  if (fp8) {
-    if (dbias) {
-      prof_op("bias_grad");
-      cuda::bias_grad(t_, bias_tmp_, dout, N_, OC, false, bias_scratch_, s);
-    }
-  } else {
-    cuda::linear_backward_weight(*gemm_, t_, dweight, dbias ? bias_tmp_ : nullptr, dout, inp, N_,
-                                 C, OC, OC, 1.0f, bias_scratch_, linear_, s);
-  }
+  float* bias = dbias ? bias_tmp_ : nullptr;
+  const bool fp8 = fp8_ && fp8_->backward_weight(*gemm_, t_, fp8_id(l, j), dweight, bias, dout, inp,
+                                                 N_, C, OC, bias_scratch_, s);
+  if (!fp8)
+    cuda::linear_backward_weight(*gemm_, t_, dweight, bias, dout, inp, N_, C, OC, OC, 1.0f,
+                                 bias_scratch_, linear_, s);
   if (dbias) {
     prof_op("add_inplace");
     cuda::add_inplace(dbias, bias_tmp_, OC, s);
@@ -144,16 +139,10 @@ void GptCuda::linear_backward(int64_t l, Linear j, int64_t C, int64_t OC, float*
   if (ready_point) ready(*ready_point);
   prof_op("matmul_backward", 2.0 * N_ * C * OC);
   float* gelu_bias = dbias_gelu ? bias_tmp_ : nullptr;
-  if (fp8 && fp8_->backward_input(*gemm_, t_, fp8_id(l, j), dinp, weight, N_, C, OC, s)) {
-    if (gelu_pre) prof_op(gelu_bias ? "gelu_backward_bias" : "gelu_backward");
-    if (gelu_pre && gelu_bias)
-      cuda::gelu_backward_bias(t_, dinp, gelu_pre, N_, C, gelu_bias, bias_scratch_, s);
-    else if (gelu_pre)
-      cuda::gelu_backward(t_, dinp, gelu_pre, dinp, N_ * C, s);
-  } else {
+  if (!(fp8 && fp8_->backward_input(*gemm_, t_, fp8_id(l, j), dinp, weight, N_, C, OC, gelu_pre,
+                                    gelu_bias, bias_scratch_, s)))
     cuda::linear_backward_input(*gemm_, t_, dinp, dout, weight, N_, C, OC, OC, 1.0f, gelu_pre,
                                 gelu_bias, bias_scratch_, linear_, s);
-  }
   if (dbias_gelu) {
     prof_op("add_inplace");
     cuda::add_inplace(dbias_gelu, bias_tmp_, C, s);

@@ -38,5 +38,9 @@ constexpr bool layernorm_backward_ok(DType t, int64_t C) {
 constexpr bool fp8_shape_ok(int64_t rows, int64_t cols) {
   return rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0;
 }
+// An FP8 GEMM of m x n over k (and so a linear layer of N rows, C inputs, OC outputs).
+constexpr bool fp8_gemm_ok(int64_t m, int64_t n, int64_t k) {
+  return fp8_shape_ok(m, n) && fp8_shape_ok(k, k);
+}
 
 }  // namespace aiscale::cuda::coverage

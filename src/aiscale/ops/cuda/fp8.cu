@@ -109,7 +109,7 @@ __global__ void scale_update_kernel(float* scale, float* scale_inv, float* amax,
     m = fmaxf(m, h[i]);
   }
   if (!finite || !(m > 0.0f)) return;
-  const float fmax = formats[s] == static_cast<uint8_t>(ops::Fp8Format::e4m3) ? 448.0f : 57344.0f;
+  const float fmax = ops::fp8_max(static_cast<ops::Fp8Format>(formats[s]));
   const float sc = scalbnf(__fdiv_rn(fmax, m), -margin);
   if (!(sc > 0.0f) || !(sc <= FLT_MAX)) return;
   scale[s * stride] = sc;
@@ -191,11 +191,6 @@ Fp8Training::~Fp8Training() {
   cudaFree(x_);
 }
 
-bool Fp8Training::shape_ok(int64_t N, int64_t C, int64_t OC) {
-  return coverage::fp8_shape_ok(N, C) && coverage::fp8_shape_ok(OC, C) &&
-         coverage::fp8_shape_ok(N, OC);
-}
-
 void Fp8Training::quantize(DType t, uint8_t* out, uint8_t* out_t, const void* inp, int64_t rows,
                            int64_t cols, int64_t slot, cudaStream_t s) {
   fp8_quantize(t, out, out_t, arrays_.amax + slot, inp, rows, cols,
@@ -214,7 +209,7 @@ bool Fp8Training::forward(Gemm& g, DType t, int64_t id, void* out, void* pre_gel
                           const void* inp, const void* weight, const void* bias,
                           const void* residual, int64_t N, int64_t C, int64_t OC,
                           const LinearOptions& o, cudaStream_t s) {
-  if (!shape_ok(N, C, OC) || N * C > max_act_ || OC * C > max_weight_) return false;
+  if (!coverage::fp8_gemm_ok(N, C, OC) || N * C > max_act_ || OC * C > max_weight_) return false;
   const int64_t sx = slot(id, kInput), sw = slot(id, kWeight);
   mark("fp8_quantize");
   quantize(t, x_, nullptr, inp, N, C, sx, s);
@@ -224,11 +219,11 @@ bool Fp8Training::forward(Gemm& g, DType t, int64_t id, void* out, void* pre_gel
                             N, C, OC, o, s);
 }
 
-bool Fp8Training::backward_weight(Gemm& g, DType t, int64_t id, float* dweight, const void* dout,
-                                  const void* inp, int64_t N, int64_t C, int64_t OC,
-                                  cudaStream_t s) {
+bool Fp8Training::backward_weight(Gemm& g, DType t, int64_t id, float* dweight, float* dbias,
+                                  const void* dout, const void* inp, int64_t N, int64_t C,
+                                  int64_t OC, float* bias_scratch, cudaStream_t s) {
   pending_id_ = -1;
-  if (!shape_ok(N, C, OC) || N * C > max_act_ || N * OC > max_act_ || OC * C > max_weight_)
+  if (!coverage::fp8_gemm_ok(N, C, OC) || N * C > max_act_ || N * OC > max_act_ || OC * C > max_weight_)
     return false;
   const int64_t sx = slot(id, kInput), sg = slot(id, kGrad);
   mark("fp8_quantize");
@@ -237,19 +232,22 @@ bool Fp8Training::backward_weight(Gemm& g, DType t, int64_t id, float* dweight, 
   mark("matmul_backward", 2.0 * N * C * OC);
   if (!fp8_linear_backward_weight(g, dweight, operand(g_t_, sg), operand(x_, sx), N, C, OC, s))
     return false;
+  if (dbias) bias_grad(t, dbias, dout, N, OC, false, bias_scratch, s);
   pending_id_ = id;
   return true;
 }
 
 bool Fp8Training::backward_input(Gemm& g, DType t, int64_t id, void* dinp, const void* weight,
-                                 int64_t N, int64_t C, int64_t OC, cudaStream_t s) {
+                                 int64_t N, int64_t C, int64_t OC, const void* gelu_pre,
+                                 float* dbias_gelu, float* bias_scratch, cudaStream_t s) {
   if (pending_id_ != id) return false;
   pending_id_ = -1;
   const int64_t sw = slot(id, kWeight), sg = slot(id, kGrad);
   mark("fp8_quantize");
   quantize(t, nullptr, w_, weight, OC, C, sw, s);
   mark("matmul_backward", 2.0 * N * C * OC);
-  return fp8_linear_backward_input(g, t, dinp, operand(g_, sg), operand(w_, sw), N, C, OC, s);
+  return fp8_linear_backward_input(g, t, dinp, operand(g_, sg), operand(w_, sw), N, C, OC,
+                                   gelu_pre, dbias_gelu, bias_scratch, s);
 }
 
 void Fp8Training::update_scales(cudaStream_t s) {

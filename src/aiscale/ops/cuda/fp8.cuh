@@ -43,13 +43,15 @@ struct Fp8Operand {
 // The three GEMMs above. Each returns false and runs nothing where cuBLASLt has no
 // algorithm for the call (or a size is not a multiple of 16); the caller then takes the
 // 16-bit path. fp8_linear_forward takes linear_forward's bias, residual and GELU (pre_gelu)
-// arguments; fp8_linear_backward_input writes dinp (overwritten) from w_t = W^T (C, OC);
-// fp8_linear_backward_weight adds into dweight from dout_t (OC, N) and x_t (C, N).
+// arguments; fp8_linear_backward_input writes dinp (overwritten) from w_t = W^T (C, OC),
+// with linear_backward_input's GELU arguments; fp8_linear_backward_weight adds into dweight
+// from dout_t (OC, N) and x_t (C, N).
 bool fp8_linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const Fp8Operand& x,
                         const Fp8Operand& w, const void* bias, const void* residual, int64_t N,
                         int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s);
 bool fp8_linear_backward_input(Gemm& g, DType t, void* dinp, const Fp8Operand& dout,
                                const Fp8Operand& w_t, int64_t N, int64_t C, int64_t OC,
+                               const void* gelu_pre, float* dbias_gelu, float* bias_scratch,
                                cudaStream_t s);
 bool fp8_linear_backward_weight(Gemm& g, float* dweight, const Fp8Operand& dout_t,
                                 const Fp8Operand& x_t, int64_t N, int64_t C, int64_t OC,
@@ -67,24 +69,24 @@ class Fp8Training {
   Fp8Training(const Fp8Training&) = delete;
   Fp8Training& operator=(const Fp8Training&) = delete;
 
-  // Whether linear layers of these sizes run in FP8 (else the 16-bit path).
-  static bool shape_ok(int64_t N, int64_t C, int64_t OC);
-
   // Linear `id`'s forward: x and w quantised with their current scales (their amaxes
   // recorded), then fp8_linear_forward. False: not taken, nothing run.
   bool forward(Gemm& g, DType t, int64_t id, void* out, void* pre_gelu, const void* inp,
                const void* weight, const void* bias, const void* residual, int64_t N, int64_t C,
                int64_t OC, const LinearOptions& o, cudaStream_t s);
-  // Linear `id`'s backward in two halves sharing the quantised output gradient:
-  // backward_weight quantises dout (N, OC) both ways and inp transposed, and adds the
-  // weight gradient (false: not taken, nothing run; both halves then take the 16-bit
-  // path); backward_input, after a backward_weight of the same id that returned true,
-  // quantises W^T and writes dinp (false: no FP8 algorithm for it, dinp not written: the
-  // caller takes the 16-bit path for this half).
-  bool backward_weight(Gemm& g, DType t, int64_t id, float* dweight, const void* dout,
-                       const void* inp, int64_t N, int64_t C, int64_t OC, cudaStream_t s);
+  // Linear `id`'s backward in two halves sharing the quantised output gradient, with
+  // linear_backward_weight's and linear_backward_input's bias and GELU arguments:
+  // backward_weight quantises dout (N, OC) both ways and inp transposed, adds the weight
+  // gradient and, with dbias, writes dout's column sums there (false: not taken, nothing
+  // run; both halves then take the 16-bit path); backward_input, after a backward_weight of
+  // the same id that returned true, quantises W^T and writes dinp (false: no FP8 algorithm
+  // for it, dinp not written: the caller takes the 16-bit path for this half).
+  bool backward_weight(Gemm& g, DType t, int64_t id, float* dweight, float* dbias,
+                       const void* dout, const void* inp, int64_t N, int64_t C, int64_t OC,
+                       float* bias_scratch, cudaStream_t s);
   bool backward_input(Gemm& g, DType t, int64_t id, void* dinp, const void* weight, int64_t N,
-                      int64_t C, int64_t OC, cudaStream_t s);
+                      int64_t C, int64_t OC, const void* gelu_pre, float* dbias_gelu,
+                      float* bias_scratch, cudaStream_t s);
 
   // End of an optimiser step: the amaxes into the histories, the next scales.
   void update_scales(cudaStream_t s);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/ops/cuda/coverage.h"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/ops/cuda/fp8.cuh"
 
@@ -377,12 +378,13 @@ bool run_with(Gemm& g, GemmCall c, Epilogue e, const void* bias, cudaStream_t s)
 }
 }  // namespace
 
-void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp,
-                    const void* weight, const void* bias, const void* residual, int64_t N,
-                    int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s) {
-  // Column-major view: out^T (OC x N) = weight^T... i.e. op(A) = W (OC x C) from its
-  // row-major storage (C x OC column-major, transposed), B = inp^T (C x N).
-  GemmCall c = product(true, false, OC, N, C, weight, C, inp, C, out, OC, t, t);
+namespace {
+// A linear layer's forward product `c` (out^T = W x^T, D = out) with the forward's epilogues:
+// + residual (as C), + bias, or GELU into pre_gelu and out (fused in the epilogue where
+// cuBLASLt takes it, else a kernel after). False: no algorithm, nothing run.
+bool forward_with_epilogues(Gemm& g, DType t, GemmCall c, void* out, void* pre_gelu,
+                            const void* bias, const void* residual, int64_t N, int64_t OC,
+                            const LinearOptions& o, cudaStream_t s) {
   if (residual) {
     c.c = residual;
     c.ldc = OC;
@@ -394,14 +396,36 @@ void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp
       GemmCall fused = c;
       fused.aux = pre_gelu;
       fused.ld_aux = OC;
-      if (run_with(g, fused, Epilogue::gelu_aux_bias, bias, s)) return;
+      if (run_with(g, fused, Epilogue::gelu_aux_bias, bias, s)) return true;
     }
     c.d = pre_gelu;
   }
-  if (!run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s))
-    no_algorithm("linear forward", c.m, c.n, c.k);
+  if (!run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s)) return false;
   if (pre_gelu) gelu_forward(t, out, pre_gelu, N * OC, s);
+  return true;
 }
+}  // namespace
+
+void linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const void* inp,
+                    const void* weight, const void* bias, const void* residual, int64_t N,
+                    int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s) {
+  // Column-major view: out^T (OC x N) = weight^T... i.e. op(A) = W (OC x C) from its
+  // row-major storage (C x OC column-major, transposed), B = inp^T (C x N).
+  const GemmCall c = product(true, false, OC, N, C, weight, C, inp, C, out, OC, t, t);
+  if (!forward_with_epilogues(g, t, c, out, pre_gelu, bias, residual, N, OC, o, s))
+    no_algorithm("linear forward", c.m, c.n, c.k);
+}
+
+namespace {
+// With gelu_pre: dinp (N, C) times gelu'(gelu_pre) in place, and with dbias_gelu its column
+// sums (overwritten): a linear layer's input gradient through the GELU before it, unfused.
+void dgelu_after(DType t, void* dinp, const void* gelu_pre, float* dbias_gelu, float* scratch,
+                 int64_t N, int64_t C, cudaStream_t s) {
+  if (!gelu_pre) return;
+  if (dbias_gelu) gelu_backward_bias(t, dinp, gelu_pre, N, C, dbias_gelu, scratch, s);
+  else gelu_backward(t, dinp, gelu_pre, dinp, N * C, s);
+}
+}  // namespace
 
 void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const void* weight,
                            int64_t N, int64_t C, int64_t OC, int64_t ld_dout, float alpha,
@@ -423,13 +447,7 @@ void linear_backward_input(Gemm& g, DType t, void* dinp, const void* dout, const
   }
   if (!run_with(g, c, Epilogue::none, nullptr, s))
     no_algorithm("linear backward (input)", c.m, c.n, c.k);
-  if (gelu_pre) {
-    if (dbias_gelu) {
-      gelu_backward_bias(t, dinp, gelu_pre, N, C, dbias_gelu, bias_scratch, s);
-    } else {
-      gelu_backward(t, dinp, gelu_pre, dinp, N * C, s);
-    }
-  }
+  dgelu_after(t, dinp, gelu_pre, dbias_gelu, bias_scratch, N, C, s);
 }
 
 void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, const void* dout,
@@ -455,9 +473,6 @@ void linear_backward_weight(Gemm& g, DType t, float* dweight, float* dbias, cons
 // FP8 linear layers (fp8.cuh): the same products with quantised operands, both K-major.
 
 namespace {
-bool fp8_sizes_ok(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n > 0 && k > 0 && m % 16 == 0 && n % 16 == 0 && k % 16 == 0;
-}
 GemmCall fp8_product(int64_t m, int64_t n, int64_t k, const Fp8Operand& a, const Fp8Operand& b,
                      void* d, DType cd) {
   // Column-major D (m x n) = A^T B: A stored k x m (lda = k), B stored k x n (ldb = k).
@@ -474,42 +489,29 @@ GemmCall fp8_product(int64_t m, int64_t n, int64_t k, const Fp8Operand& a, const
 bool fp8_linear_forward(Gemm& g, DType t, void* out, void* pre_gelu, const Fp8Operand& x,
                         const Fp8Operand& w, const void* bias, const void* residual, int64_t N,
                         int64_t C, int64_t OC, const LinearOptions& o, cudaStream_t s) {
-  if (!fp8_sizes_ok(OC, N, C) || t == DType::f32) return false;
+  if (!coverage::fp8_gemm_ok(OC, N, C) || t == DType::f32) return false;
   // out^T (OC x N) = W (C x OC stored, transposed) . x^T (C x N stored).
   GemmCall c = fp8_product(OC, N, C, w, x, out, t);
   c.fast_accum = true;
-  if (residual) {
-    AISCALE_CUDA_REQUIRE(pre_gelu == nullptr, "fp8_linear_forward: GELU with a residual is not supported");
-    c.c = residual;
-    c.ldc = OC;
-    c.beta = 1.0f;
-  }
-  if (pre_gelu) {
-    if (o.fused_gelu && bias) {
-      GemmCall fused = c;
-      fused.aux = pre_gelu;
-      fused.ld_aux = OC;
-      if (run_with(g, fused, Epilogue::gelu_aux_bias, bias, s)) return true;
-    }
-    c.d = pre_gelu;
-  }
-  if (!run_with(g, c, bias ? Epilogue::bias : Epilogue::none, bias, s)) return false;
-  if (pre_gelu) gelu_forward(t, out, pre_gelu, N * OC, s);
-  return true;
+  return forward_with_epilogues(g, t, c, out, pre_gelu, bias, residual, N, OC, o, s);
 }
 
 bool fp8_linear_backward_input(Gemm& g, DType t, void* dinp, const Fp8Operand& dout,
                                const Fp8Operand& w_t, int64_t N, int64_t C, int64_t OC,
+                               const void* gelu_pre, float* dbias_gelu, float* bias_scratch,
                                cudaStream_t s) {
-  if (!fp8_sizes_ok(C, N, OC) || t == DType::f32) return false;
+  if (!coverage::fp8_gemm_ok(C, N, OC) || t == DType::f32) return false;
   // dinp^T (C x N) = W^T (OC x C stored, transposed) . dout^T (OC x N stored).
-  return run_with(g, fp8_product(C, N, OC, w_t, dout, dinp, t), Epilogue::none, nullptr, s);
+  if (!run_with(g, fp8_product(C, N, OC, w_t, dout, dinp, t), Epilogue::none, nullptr, s))
+    return false;
+  dgelu_after(t, dinp, gelu_pre, dbias_gelu, bias_scratch, N, C, s);
+  return true;
 }
 
 bool fp8_linear_backward_weight(Gemm& g, float* dweight, const Fp8Operand& dout_t,
                                 const Fp8Operand& x_t, int64_t N, int64_t C, int64_t OC,
                                 cudaStream_t s) {
-  if (!fp8_sizes_ok(C, OC, N)) return false;
+  if (!coverage::fp8_gemm_ok(C, OC, N)) return false;
   // dweight^T (C x OC) += x (N x C stored, transposed) . dout (N x OC stored).
   GemmCall c = fp8_product(C, OC, N, x_t, dout_t, dweight, DType::f32);
   c.c = dweight;
