@@ -5,6 +5,9 @@
 // ResNet-50 against its own sensitivity; bf16 and fp16 AMP within their rounding; `bench vision --device cuda` and `train`
 // with train.device = "cuda" end to end.
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -297,14 +300,32 @@ TEST(ResNetGpu, TrainOnCudaLearnsAndResumes) {
         << "step " << i + 1;
 }
 
-// Two GPU ranks over NCCL: the bucketed all-reduce during the backward against one
-// all-reduce after it. With two ranks every sum is one addition, the same in any chunking,
-// so the runs differ only as any two runs do (cuDNN's timed algorithm choice and its
-// non-deterministic algorithms), which a second serial run measures; a bucket summed
-// before its gradients were complete would differ far beyond that.
-TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
-  if (parallel::cuda_visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  const fs::path dir = temp_dir("vision-ddp-gpu");
+// Two GPU ranks: over NCCL on two GPUs; where one GPU is visible and
+// AISCALE_TEST_SHARED_GPU=1, both ranks on it over MPI (host staging). Empty: no two ranks.
+std::string two_rank_launch(const fs::path& cfg) {
+  const int gpus = parallel::cuda_visible_gpus();
+  const char* shared = std::getenv("AISCALE_TEST_SHARED_GPU");
+  const bool share = gpus == 1 && shared && std::string(shared) == "1";
+  if (gpus < 2 && !share) return "";
+  return "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg.string() +
+         (share ? " --set parallel.communicator=mpi" : "");
+}
+
+// Per rank: the bytes of the "optimizer_state" event of a run's steps.jsonl.
+std::map<int, double> optimizer_state_bytes(const fs::path& run) {
+  std::map<int, double> out;
+  std::ifstream in(run / "steps.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", std::string()) == "optimizer_state")
+      out[j["rank"].get<int>()] = j["optimizer_state_bytes"].get<double>();
+  }
+  return out;
+}
+
+// ResNet-18 on 32x32 synthetic images, 16 per rank, 6 steps of SGD.
+fs::path two_rank_config(const fs::path& dir) {
   const fs::path cfg = dir / "ddp.toml";
   std::ofstream(cfg) << "[model]\nkind = \"resnet\"\npreset = \"resnet18\"\nimage_size = 32\n"
                      << "[data]\nkind = \"synthetic\"\nsynthetic_images = 512\n"
@@ -312,7 +333,19 @@ TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
                      << "[train]\ndevice = \"cuda\"\nbatch_size = 16\nsteps = 6\nlr = 0.01\n"
                      << "log_every = 1\n"
                      << "[run]\ndir = \"" << dir.string() << "\"\n";
-  const std::string launch = "launch -n 2 --threads-per-rank 4 -- train -q -c " + cfg.string();
+  return cfg;
+}
+
+// Two GPU ranks: the bucketed all-reduce during the backward against one all-reduce after
+// it. With two ranks every sum is one addition, the same in any chunking,
+// so the runs differ only as any two runs do (cuDNN's timed algorithm choice and its
+// non-deterministic algorithms), which a second serial run measures; a bucket summed
+// before its gradients were complete would differ far beyond that.
+TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
+  const fs::path dir = temp_dir("vision-ddp-gpu");
+  const fs::path cfg = two_rank_config(dir);
+  const std::string launch = two_rank_launch(cfg);
+  if (launch.empty()) GTEST_SKIP() << "needs 2 GPUs (or AISCALE_TEST_SHARED_GPU=1 on one)";
   const RunOutput a = run_aiscale(launch + " --set run.name=overlap");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const RunOutput b = run_aiscale(launch + " --set run.name=serial parallel.overlap_allreduce=false");
@@ -345,6 +378,71 @@ TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
   }
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "overlap" / "summary.json"));
   EXPECT_EQ(summary["world_size"], 2);
+}
+
+// ZeRO-1 on two GPU ranks, through the reducer and the sharded-optimizer code GPT's GPUs
+// use: the gradient buckets reduce-scattered, SGD on each rank's parts with its half of the
+// momentum, the parameters all-gathered. With two ranks each sum is one addition and the
+// update is per value, so its losses equal DDP's up to the runs' own spread (cuDNN's
+// non-deterministic algorithms, measured by a second DDP run); each rank holds half of DDP's
+// momentum (steps.jsonl); a checkpoint gathers the shards and resumes to the same losses.
+// A wrong part (a rank updating values it does not own, a missing all-gather) moves the
+// losses far beyond the spread.
+TEST(ResNetGpu, TwoRanksZeroOneMatchesDdpAndResumes) {
+  const fs::path dir = temp_dir("vision-zero1-gpu");
+  const fs::path cfg = two_rank_config(dir);
+  const std::string launch = two_rank_launch(cfg);
+  if (launch.empty()) GTEST_SKIP() << "needs 2 GPUs (or AISCALE_TEST_SHARED_GPU=1 on one)";
+  for (const char* set : {" --set run.name=ddp", " --set run.name=ddp_again",
+                          " --set run.name=zero1 parallel.zero_stage=1 run.checkpoint_every=3",
+                          " --set run.name=zero1_bf16 parallel.zero_stage=1 train.precision=bf16",
+                          " --set run.name=ddp_bf16 train.precision=bf16"}) {
+    const RunOutput r = run_aiscale(launch + set);
+    ASSERT_EQ(r.exit_code, 0) << set << "\n" << r.output;
+  }
+  const auto ddp = read_metrics(dir / "ddp"), again = read_metrics(dir / "ddp_again"),
+             zero1 = read_metrics(dir / "zero1"), zb = read_metrics(dir / "zero1_bf16"),
+             db = read_metrics(dir / "ddp_bf16");
+  ASSERT_GE(ddp.size(), 6u);
+  ASSERT_GE(again.size(), 6u);
+  ASSERT_GE(zero1.size(), 6u);
+  ASSERT_GE(zb.size(), 6u);
+  ASSERT_GE(db.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const double d = ddp[i]["loss"].get<double>(), z = zero1[i]["loss"].get<double>();
+    const double noise = std::abs(again[i]["loss"].get<double>() - d);
+    std::printf("step %zu: ddp %.9g, again %.9g, zero1 %.9g; bf16 ddp %.9g, zero1 %.9g\n", i + 1,
+                d, again[i]["loss"].get<double>(), z, db[i]["loss"].get<double>(),
+                zb[i]["loss"].get<double>());
+    EXPECT_NEAR(z, d, 1e-5 * std::max(1.0, d) + 10 * noise) << "step " << i + 1;
+    // bf16 AMP: the 16-bit weights are rounded from the gathered fp32 parameters, as DDP's
+    // update rounds them: the same values up to bf16 runs' own spread.
+    EXPECT_NEAR(zb[i]["loss"].get<double>(), db[i]["loss"].get<double>(),
+                2e-2 * std::max(1.0, d)) << "bf16 step " << i + 1;
+  }
+  const auto full = optimizer_state_bytes(dir / "ddp"), half = optimizer_state_bytes(dir / "zero1");
+  ASSERT_EQ(full.size(), 2u);
+  ASSERT_EQ(half.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(full.at(r), 0);
+    EXPECT_NEAR(half.at(r), full.at(r) / 2, 0.001 * full.at(r)) << "rank " << r;
+  }
+  // Resume from step 3's checkpoint (the momentum gathered from both shards, scattered
+  // back): steps 4-6 as the run that never stopped.
+  fs::remove_all(dir / "zero1" / "checkpoints" / "step_00000006");
+  const RunOutput resumed = run_aiscale(
+      "launch -n 2 --threads-per-rank 4 -- train -q --resume " + (dir / "zero1").string() +
+      (launch.find("communicator=mpi") != std::string::npos ? " --set parallel.communicator=mpi"
+                                                            : ""));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const auto after = read_metrics(dir / "zero1");
+  ASSERT_GE(after.size(), 6u);
+  for (size_t i = 3; i < 6; ++i) {
+    const double noise = std::abs(again[i]["loss"].get<double>() - ddp[i]["loss"].get<double>());
+    EXPECT_NEAR(after[i]["loss"].get<double>(), zero1[i]["loss"].get<double>(),
+                1e-5 * std::max(1.0, zero1[i]["loss"].get<double>()) + 10 * noise)
+        << "resumed step " << i + 1;
+  }
 }
 
 }  // namespace

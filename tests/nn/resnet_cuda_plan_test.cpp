@@ -1,10 +1,12 @@
 // The GPU ResNet's plan, on the host: the device parameter layout (a permutation of the
 // CPU model's, convolution weights OHWI first, batch norms last), the fused residual
-// batch norms, the gradient slots and accumulate flags, the gradient buckets, and the
+// batch norms, the gradient slots and accumulate flags, the gradient order the data-parallel
+// reducer buckets, and the
 // errors of a GPU run where this build or machine cannot have one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 
@@ -12,6 +14,7 @@
 #include "aiscale/nn/models/resnet.h"
 #include "aiscale/nn/models/resnet_cuda.h"
 #include "aiscale/nn/models/resnet_cuda_plan.h"
+#include "aiscale/parallel/data_parallel/bucket_plan.h"
 #include "aiscale/train/vision_config.h"
 
 namespace aiscale::nn {
@@ -121,29 +124,92 @@ TEST(ResNetCudaPlan, BlocksEndInAFusedBatchNormAndGradientsAccumulateWhereShared
   EXPECT_EQ(plan.acts[0].grad_slot, -1);
 }
 
-TEST(ResNetCudaPlan, GradientBucketsCoverEveryParameterOnceInBackwardOrder) {
-  ResNet host = host_model("resnet50", 64);
-  const ResNetCudaPlan plan = build_resnet_cuda_plan(host, 2, false);
-  for (int64_t bytes : {int64_t(1) << 10, int64_t(25) << 20, int64_t(1) << 40}) {
-    const std::vector<ResNetCudaBucket> buckets = plan_gradient_buckets(plan, bytes);
-    ASSERT_FALSE(buckets.empty());
-    std::vector<int> seen(size_t(plan.num_params), 0);
-    size_t last_after = plan.layers.size();
-    for (const ResNetCudaBucket& b : buckets) {
-      EXPECT_LT(b.after, last_after);  // later buckets come from earlier layers
-      last_after = b.after;
-      EXPECT_LE(b.a_hi, plan.weight_end);
-      EXPECT_GE(b.b_lo, plan.weight_end);
-      for (int64_t i = b.a_lo; i < b.a_hi; ++i) seen[size_t(i)]++;
-      for (int64_t i = b.b_lo; i < b.b_hi; ++i) seen[size_t(i)]++;
+// The layer whose backward completes each value of the device gradient buffer (the
+// alignment gap after fc.bias: the classifier's), as runs [lo, hi) of one layer.
+struct LayerRun {
+  int64_t lo, hi;
+  int layer;
+};
+std::vector<LayerRun> completing_layer(const ResNetCudaPlan& plan) {
+  std::vector<LayerRun> at;
+  auto mark = [&](int64_t lo, int64_t hi, size_t layer) { at.push_back({lo, hi, int(layer)}); };
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const ResNetCudaLayer& l = plan.layers[i];
+    if (l.kind == ResNetCudaLayerKind::conv) mark(l.weight, l.weight + l.OC * l.C * l.K * l.K, i);
+    if (l.kind == ResNetCudaLayerKind::fc) mark(l.weight, plan.weight_end, i);
+    if (l.kind == ResNetCudaLayerKind::bn) {
+      mark(l.gamma, l.gamma + l.C, i);
+      mark(l.beta, l.beta + l.C, i);
     }
-    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), plan.num_params) << bytes;
-    EXPECT_EQ(buckets.back().after, 0u);
-    if (bytes == (int64_t(1) << 40)) {
-      EXPECT_EQ(buckets.size(), 1u);
+  }
+  std::sort(at.begin(), at.end(), [](const LayerRun& a, const LayerRun& b) { return a.lo < b.lo; });
+  return at;
+}
+
+// Every value of [lo, hi) is complete once the backward has passed the smallest of their
+// completing layers (it runs from the top layer down).
+int complete_after(const std::vector<LayerRun>& runs, int64_t lo, int64_t hi) {
+  int lowest = INT_MAX;
+  for (const LayerRun& r : runs)
+    if (r.lo < hi && r.hi > lo) lowest = std::min(lowest, r.layer);
+  return lowest;
+}
+
+// The order the reducer reads: each region's segments in completion order and neighbours in
+// memory, every value in exactly one, each complete at its segment's point; and the buckets
+// the reducer plans from it — DDP and ZeRO-1 over 1 to 8 ranks, buckets from 1 KiB to the
+// whole model — hold only values complete when their bucket is sent.
+TEST(ResNetCudaPlan, GradientOrderFeedsTheReducersBucketsOnlyCompleteValues) {
+  for (const char* preset : {"resnet50", "resnet-small"}) {
+    ResNet host = host_model(preset, 64);
+    const ResNetCudaPlan plan = build_resnet_cuda_plan(host, 2, false);
+    const std::vector<LayerRun> runs = completing_layer(plan);
+    int64_t covered = 0;
+    for (const LayerRun& r : runs) {
+      EXPECT_EQ(r.lo, covered) << preset << ": the tensors tile the buffer";
+      covered = r.hi;
     }
-    if (bytes == (int64_t(25) << 20)) {
-      EXPECT_GE(buckets.size(), 3u);
+    ASSERT_EQ(covered, plan.num_params) << preset;
+    for (int64_t min_values : {int64_t(1), int64_t(1) << 18}) {
+      const parallel::dp::GradientOrder order = resnet_gradient_order(plan, min_values);
+      std::vector<int> seen(size_t(plan.num_params), 0);
+      bool in_norms = false;
+      for (size_t k = 0; k < order.size(); ++k) {
+        const parallel::dp::GradientSegment& g = order[k];
+        const bool norms = g.begin >= plan.weight_end;
+        EXPECT_TRUE(norms || g.end <= plan.weight_end) << "a segment across both regions";
+        EXPECT_FALSE(in_norms && !norms) << "the weights' segments come first";
+        if (k > 0 && norms == in_norms) {
+          EXPECT_EQ(g.end, order[k - 1].begin) << "neighbours in memory, top down";
+          EXPECT_LE(g.point, order[k - 1].point) << "completion order";
+        }
+        in_norms = norms;
+        EXPECT_EQ(g.round_begin_up, g.begin != plan.weight_end);
+        for (int64_t v = g.begin; v < g.end; ++v) seen[size_t(v)]++;
+        EXPECT_GE(complete_after(runs, g.begin, g.end), g.point)
+            << preset << ": segment [" << g.begin << ", " << g.end << ")";
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), plan.num_params) << preset;
+      for (const parallel::dp::GradientSegment& g : order)
+        if (g.begin == 0) EXPECT_EQ(g.point, 0) << "the stem's convolution completes last";
+      for (bool shard : {false, true})
+        for (int world : {1, 2, 3, 8})
+          for (double mib : {1.0 / 1024, 25.0, 1e6}) {
+            parallel::dp::BucketPlanOptions po;
+            po.bucket_values = parallel::dp::bucket_values_for_mib(mib);
+            po.world = world;
+            po.shard = shard;
+            const parallel::dp::BucketPlan bp = parallel::dp::plan_buckets(order, plan.num_params, po);
+            ASSERT_FALSE(bp.buckets.empty());
+            for (const parallel::dp::Bucket& b : bp.buckets)
+              EXPECT_GE(complete_after(runs, b.begin, std::min(b.end, plan.num_params)), b.point)
+                  << preset << ", world " << world << (shard ? " ZeRO-1" : "") << ", " << mib
+                  << " MiB: bucket [" << b.begin << ", " << b.end
+                  << ") holds values completed after its point " << b.point;
+            if (mib == 25.0 && std::string(preset) == "resnet50")
+              EXPECT_GE(bp.buckets.size(), 3u) << "ResNet-50's 100 MB in 25 MiB buckets";
+            if (mib == 1e6) EXPECT_LE(bp.buckets.size(), 2u) << "one per region";
+          }
     }
   }
 }

@@ -39,7 +39,7 @@ nlohmann::json step_fields(const VisionBenchOptions& o, const nn::ResNetConfig& 
 
 
 // The GPU run: images and labels loaded to the device once; every step is forward,
-// backward, the gradient all-reduce over the ranks (NCCL) and the SGD update.
+// backward (the gradient buckets summed over the ranks as it goes), and the SGD update.
 nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& host,
                                      parallel::Communicator& comm) {
   const nn::ResNetConfig& mc = host.config();
@@ -51,8 +51,9 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
   co.workspace_mib = o.cudnn_workspace_mib;
   co.momentum = 0.9;
   co.weight_decay = 5e-5;  // the PyTorch peer's settings
+  co.comm = &comm;
+  co.overlap = o.overlap;
   nn::ResNetCuda model(host, co);
-  if (o.overlap) model.overlap_allreduce(comm);
   Rng rng(o.seed + uint64_t(comm.rank()));
   std::vector<float> images(o.batch_size * mc.in_channels * mc.image_size * mc.image_size);
   std::vector<int32_t> labels(o.batch_size);
@@ -69,7 +70,7 @@ nlohmann::json run_vision_bench_cuda(const VisionBenchOptions& o, nn::ResNet& ho
     loss = model.forward_loaded(true);
     model.zero_grad();
     model.backward();
-    model.allreduce_gradients(comm);
+    model.reduce_gradients();
     model.sgd_step(0.01, 1.0f / float(comm.world()));
     model.synchronize();
     double seconds = t.seconds();

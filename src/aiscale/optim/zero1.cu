@@ -69,16 +69,24 @@ void Zero1::reduce_scatter(float* grads, cudaStream_t s) {
 
 void Zero1::update(cuda::AdamWLayout L, const ops::AdamWParams& hp, DType t, float* master,
                    void* flat_work, const float* grads, float* m, float* v, cudaStream_t s) {
-  const size_t es = dtype_size(t);
   L.work_split = std::numeric_limits<int64_t>::max();
   L.work_shift = 0;
+  update_parts(
+      [&](int64_t lo, int64_t hi, int64_t state_offset) {
+        L.begin = lo;
+        L.n = hi;
+        L.state_offset = state_offset;
+        cuda::adamw_update(t, master, flat_work, grads, m, v, L, hp, s);
+      },
+      t, flat_work, s);
+}
+
+void Zero1::update_parts(const std::function<void(int64_t, int64_t, int64_t)>& step, DType t,
+                         void* flat_work, cudaStream_t s) {
+  const size_t es = dtype_size(t);
   for (const auto& b : buckets()) {
     const auto [lo, hi] = owned(b);
-    if (hi <= lo) continue;
-    L.begin = lo;
-    L.n = hi;
-    L.state_offset = b.shard_offset;
-    cuda::adamw_update(t, master, flat_work, grads, m, v, L, hp, s);
+    if (hi > lo) step(lo, hi, b.shard_offset);
   }
   AISCALE_CUDA_LAUNCH_CHECK();
   AISCALE_CUDA_CHECK(cudaEventRecord(update_done_, s));

@@ -18,6 +18,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <utility>
 
 #include "aiscale/core/dtype.h"
@@ -56,6 +57,13 @@ class Zero1 {
   // work queued after this may copy flat_work into the model's own layout.
   void update(cuda::AdamWLayout layout, const ops::AdamWParams& hp, DType t, float* master,
               void* flat_work, const float* grads, float* m, float* v, cudaStream_t s);
+  // Any optimizer the same way: `step(lo, hi, state_offset)` queues on `s` the update of
+  // the flat range [lo, hi) this rank owns, its state at state_offset of the shard; then
+  // the all-gather of `flat` (padded size values of `t`, in flat order) completes the
+  // updated values on every rank, and `s` waits for it. (The ResNets' SGD, whose working
+  // copy is the fp32 parameters.)
+  void update_parts(const std::function<void(int64_t lo, int64_t hi, int64_t state_offset)>& step,
+                    DType t, void* flat, cudaStream_t s);
   // This rank's parts of a whole vector (size values, host or device memory) into a
   // shard (device).
   void scatter(const float* full, float* shard, cudaStream_t s) const;

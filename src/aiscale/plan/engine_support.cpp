@@ -131,7 +131,8 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
   if (std::string why = engine_gap_for_workload(w, p, cpu_partition); !why.empty()) return why;
   const EngineSupport& e = engine_support_for(cpu_partition);
   if (!w.is_transformer() && (l.tp > 1 || l.pp > 1 || l.zero != 0))
-    return "ResNet training runs plain data parallelism only (no ZeRO, tensor or pipeline stages)";
+    return "ResNets are planned with plain data parallelism (the engine also runs ZeRO-1, whose "
+           "sharded momentum the planner does not search; no tensor or pipeline stages)";
   if (l.tp > e.max_tensor) return "tensor parallelism not implemented yet";
   if (l.tp > 1 && l.pp > 1 && (e.tensor_no_pipeline || !e.pipeline_with_tensor))
     return "GPU ranks run tensor parallelism or pipeline stages, not both at once, in this "

@@ -143,12 +143,12 @@ std::vector<Key> keys() {
                          "batch norm statistics over every rank's images (one all-reduce per "
                          "layer) instead of each rank's own"));
     k.push_back(bool_key("parallel.overlap_allreduce", &Config::overlap_allreduce,
-                         "GPU ranks over NCCL: all-reduce ~25 MiB buckets of gradients while "
-                         "the backward goes on (false: one all-reduce after it)"));
+                         "GPU ranks: sum ~25 MiB buckets of gradients while the backward "
+                         "goes on (false: after it)"));
     k.push_back(int_key("parallel.zero_stage", &Config::zero_stage,
                         "0: every rank keeps the whole SGD momentum (DDP); 1: ZeRO-1, the "
-                        "gradients reduce-scattered and the momentum sharded over the CPU "
-                        "ranks, the parameters all-gathered after each step", 0, 1));
+                        "gradients reduce-scattered and the momentum sharded over the ranks "
+                        "(CPU or GPU), the parameters all-gathered after each step", 0, 1));
     k.push_back(timeout_key<Config>());
     add_common_run_keys(k);  // run.dir, run.name, run.checkpoint_every, run.keep_checkpoints
     return k;
@@ -178,10 +178,6 @@ void validate_config(const Config& c, const std::string& source) {
   if (c.device == "cuda" && c.sync_batchnorm)
     fail("{}: parallel.sync_batchnorm is not available on the GPU yet: set it to false (each "
          "rank normalises with its own batch) or train on the CPU", source);
-  if (c.device == "cuda" && c.zero_stage > 0)
-    fail("{}: parallel.zero_stage = {} shards the optimizer state of CPU ranks; the GPU ResNet "
-         "keeps its momentum on each GPU: set parallel.zero_stage = 0 or train.device = \"cpu\"",
-         source, c.zero_stage);
   if (c.steps == 0 && c.epochs <= 0)
     fail("{}: train.steps = 0 and train.epochs = {}: set one of them above 0", source, c.epochs);
 }

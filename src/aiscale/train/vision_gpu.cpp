@@ -25,7 +25,7 @@ void ResNetCudaModel::add_metrics(double* sums) const {
 }
 
 void ResNetCudaManaged::get_params(float* out) {
-  gpu_.download(host_, &velocity_);
+  gpu_.download(host_, nullptr);  // the parameters are whole on every rank
   std::copy(host_.params().begin(), host_.params().end(), out);
 }
 
@@ -44,6 +44,8 @@ void ResNetCudaManaged::set_state(int, const float* in) {
   gpu_.upload(host_, &velocity_);
 }
 
+// Ring all-reduce: 2 (p - 1) / p of the gradients; ZeRO-1's reduce-scatter and the
+// all-gather of the parameters move the same.
 int64_t ResNetCudaManaged::wire_bytes() const {
   const int64_t p = comm_.world();
   return p > 1 ? 2 * (p - 1) * 4 * host_.num_params() / p : 0;
@@ -51,7 +53,9 @@ int64_t ResNetCudaManaged::wire_bytes() const {
 
 nlohmann::json ResNetCudaManaged::describe() const {
   return {{"data_parallel", name()},
-          {"gradient_sync", comm_.world() > 1 ? "in the model" : "none (one rank)"},
+          {"gradient_sync", comm_.world() <= 1 ? "none (one rank)"
+                            : sharded()          ? "reducer buckets reduce-scattered (ZeRO-1)"
+                                                 : "reducer buckets all-reduced"},
           {"grad_dense_bytes", 4 * host_.num_params()},
           {"grad_wire_bytes_per_step", wire_bytes()},
           {"optimizer", "sgd"},

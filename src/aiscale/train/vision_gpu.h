@@ -1,7 +1,8 @@
 // A vision run on a GPU through the one trainer: the device ResNet (nn/models/resnet_cuda.h)
-// as an nn::Model that synchronises its gradients itself (its bucketed all-reduce during
-// backward over NCCL), and the "model" data-parallel wrapper that forwards the exchange and
-// its SGD step on the device to it. The CPU ResNet stays the host mirror for checkpoints.
+// as an nn::Model whose gradients are summed while its backward goes on (by the
+// data-parallel reducer GPT's GPUs use, with ZeRO-1 through the same sharded-optimizer
+// code), and the "model" data-parallel wrapper that forwards the exchange and its SGD step
+// on the device to it. The CPU ResNet stays the host mirror for checkpoints.
 #pragma once
 #include <vector>
 
@@ -41,7 +42,7 @@ class ResNetCudaManaged final : public optim::DataParallel {
   ResNetCudaManaged(nn::ResNetCuda& gpu, nn::ResNet& host, parallel::Communicator& comm)
       : gpu_(gpu), host_(host), comm_(comm) {}
   std::string name() const override { return "model"; }
-  void reduce_gradients() override { gpu_.allreduce_gradients(comm_); }
+  void reduce_gradients() override { gpu_.reduce_gradients(); }
   double divisor() const override { return double(comm_.world()); }
   // The device gradients stay on the device: no norm (vision runs do not clip).
   bool measures_grad_norm() const override { return false; }
@@ -50,17 +51,19 @@ class ResNetCudaManaged final : public optim::DataParallel {
     gpu_.sgd_step(p.lr, p.grad_scale);
     gpu_.synchronize();
   }
-  bool collective_state() const override { return false; }
+  // ZeRO-1: the momentum is gathered from the ranks' shards (every rank takes part).
+  bool collective_state() const override { return sharded(); }
   void get_params(float* out) override;
   void set_params(const float* in) override;
   std::vector<std::string> state_names() const override { return {"momentum"}; }
   void get_state(int k, float* out) override;
   void set_state(int k, const float* in) override;
-  size_t optimizer_state_bytes() const override { return 4 * size_t(host_.num_params()); }
+  size_t optimizer_state_bytes() const override { return 4 * size_t(gpu_.state_values()); }
   int64_t wire_bytes() const override;
   nlohmann::json describe() const override;
 
  private:
+  bool sharded() const { return gpu_.options().zero_stage == 1 && comm_.world() > 1; }
   nn::ResNetCuda& gpu_;
   nn::ResNet& host_;
   parallel::Communicator& comm_;

@@ -211,8 +211,11 @@ int run_vision_training(const TrainRequest& req) {
     go.nesterov = c.nesterov;
     go.weight_decay = c.weight_decay;
     go.decay_bn_and_bias = c.decay_bn_and_bias;
+    go.comm = comm.get();
+    go.zero_stage = c.zero_stage;
+    go.overlap = c.overlap_allreduce;
+    go.timeout_s = c.timeout_s;
     gpu_model = std::make_unique<nn::ResNetCuda>(model, go);
-    if (c.overlap_allreduce) gpu_model->overlap_allreduce(*comm);
     gpu_view = std::make_unique<ResNetCudaModel>(*gpu_model, model);
     data_parallel = std::make_unique<ResNetCudaManaged>(*gpu_model, model, *comm);
   } else {

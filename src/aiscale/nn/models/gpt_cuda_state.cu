@@ -331,6 +331,7 @@ void GptCuda::subscribe_reducer(bool fused_norm) {
   ro.timeout_s = options_.comm_timeout_s;
   ro.verbose = verbose_;
   ro.fused_norm = fused_norm;
+  ro.gathered_embeddings = true;  // gpt_cuda_backward.cu: gather_input_gradients
   reducer_ = parallel::dp::Reducer::create(options_.comm, ro, gpt_gradient_order(layout_), P_,
                                            timer_.get());
   Ppad_ = reducer_ ? reducer_->plan().padded_size : P_;

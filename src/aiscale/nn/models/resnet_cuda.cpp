@@ -54,6 +54,13 @@ ResNetCuda::ResNetCuda(ResNet& host, const ResNetCudaOptions& options) : options
   s.momentum = float(options_.momentum);
   s.weight_decay = float(options_.weight_decay);
   s.nesterov = options_.nesterov;
+  if (options_.zero_stage < 0 || options_.zero_stage > 1)
+    fail("parallel.zero_stage = {}: the GPU ResNet runs ZeRO 0 (DDP) or 1 (the momentum "
+         "sharded): set parallel.zero_stage = 0 or 1", options_.zero_stage);
+  s.comm = options_.comm;
+  s.zero_stage = options_.zero_stage;
+  s.overlap = options_.overlap;
+  s.timeout_s = options_.timeout_s;
   plan_ = build_resnet_cuda_plan(host, options_.max_batch, options_.decay_bn_and_bias);
   device_ = detail::ResNetCudaDevice::create(plan_, s);
   upload(host, nullptr);
@@ -75,8 +82,8 @@ double ResNetCuda::forward_loaded(bool train) { return device_->forward(train); 
 void ResNetCuda::count_correct(int64_t& top1, int64_t& top5) const { device_->correct(top1, top5); }
 void ResNetCuda::zero_grad() { device_->zero_grad(); }
 void ResNetCuda::backward() { device_->backward(); }
-void ResNetCuda::overlap_allreduce(parallel::Communicator& comm) { device_->overlap_allreduce(&comm); }
-void ResNetCuda::allreduce_gradients(parallel::Communicator& comm) { device_->allreduce_grads(comm); }
+void ResNetCuda::reduce_gradients() { device_->reduce_gradients(); }
+int64_t ResNetCuda::state_values() const { return device_->state_values(); }
 void ResNetCuda::sgd_step(double lr, float grad_scale) { device_->sgd_step(lr, grad_scale); }
 void ResNetCuda::synchronize() { device_->synchronize(); }
 

@@ -11,11 +11,13 @@
 
 #include "aiscale/nn/models/resnet_cuda_device.h"
 #include "aiscale/ops/cuda/common.cuh"
+#include "aiscale/optim/zero1.cuh"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
 #include "aiscale/ops/vision/cuda/batchnorm_cudnn.cuh"
 #include "aiscale/ops/vision/cuda/conv_cudnn.cuh"
 #include "aiscale/ops/vision/cuda/vision_cuda.cuh"
 #include "aiscale/parallel/comm.h"
+#include "aiscale/parallel/data_parallel/reducer.cuh"
 
 namespace aiscale::nn::detail {
 namespace {
@@ -46,12 +48,8 @@ class Device final : public ResNetCudaDevice {
         throw Error("GPU ResNet: the classifier's input has another reader");
     }
     AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    buckets_ = plan_gradient_buckets(plan_, kBucketBytes);
-    int64_t covered = 0;
-    for (const ResNetCudaBucket& b : buckets_) covered += (b.a_hi - b.a_lo) + (b.b_hi - b.b_lo);
-    if (covered != plan_.num_params)
-      throw Error("GPU ResNet: the gradient buckets cover " + std::to_string(covered) + " of " +
-                  std::to_string(plan_.num_params) + " parameters");
+    order_ = resnet_gradient_order(plan_, kSegmentValues);
+    create_reducer();
     cudnn_ = std::make_unique<cv::CudnnContext>(stream_);
     allocate();
     choose_algorithms();
@@ -59,16 +57,26 @@ class Device final : public ResNetCudaDevice {
     gemm_ = std::make_unique<cuda::Gemm>(gemm_ws_, cuda::Gemm::kWorkspaceBytes);
     AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, layout_bytes_, stream_));
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (reducer_) {
+      parallel::dp::Reducer::Buffers b;
+      b.grads = grads_;
+      b.sum_squares = sum_squares_;
+      b.sum_squares_scratch = sum_squares_scratch_;
+      b.host_sum_squares = host_sum_squares_;
+      reducer_->connect(b, stream_, arena_, layout_bytes_);
+      if (s_.zero_stage == 1) zero1_ = std::make_unique<optim::Zero1>(*reducer_, plan_.num_params);
+    }
   }
 
   ~Device() override {
+    zero1_.reset();
+    reducer_.reset();  // waits for collectives still using the arena
     gemm_.reset();
     convs_.clear();
     cudnn_bn_.clear();
     cudnn_.reset();
     if (host_out_) cudaFreeHost(host_out_);
-    if (ready_) cudaEventDestroy(ready_);
-    if (summed_) cudaEventDestroy(summed_);
+    if (host_sum_squares_) cudaFreeHost(host_sum_squares_);
     if (arena_) cudaFree(arena_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -78,10 +86,12 @@ class Device final : public ResNetCudaDevice {
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(params_, params, pb, cudaMemcpyHostToDevice, stream_));
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(buffers_, buffers, size_t(plan_.num_buffers) * sizeof(float),
                                        cudaMemcpyHostToDevice, stream_));
-    if (velocity) {
+    if (velocity && zero1_) {
+      zero1_->scatter(velocity, velocity_, stream_);  // this rank's parts
+    } else if (velocity) {
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(velocity_, velocity, pb, cudaMemcpyHostToDevice, stream_));
     } else {
-      AISCALE_CUDA_CHECK(cudaMemsetAsync(velocity_, 0, pb, stream_));
+      AISCALE_CUDA_CHECK(cudaMemsetAsync(velocity_, 0, size_t(state_values()) * sizeof(float), stream_));
     }
     if (amp_) cv::convert_from_f32(weights_, t_, params_, plan_.weight_end, stream_);
     synchronize();
@@ -92,8 +102,14 @@ class Device final : public ResNetCudaDevice {
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(params, params_, pb, cudaMemcpyDeviceToHost, stream_));
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(buffers, buffers_, size_t(plan_.num_buffers) * sizeof(float),
                                        cudaMemcpyDeviceToHost, stream_));
-    if (velocity)
+    if (velocity && zero1_) {
+      synchronize();
+      // Every rank's shard (collective; the gradient buffer is its scratch: a checkpoint
+      // falls between steps, whose first act is zero_grad).
+      zero1_->gather(velocity_, velocity, grads_, stream_);
+    } else if (velocity) {
       AISCALE_CUDA_CHECK(cudaMemcpyAsync(velocity, velocity_, pb, cudaMemcpyDeviceToHost, stream_));
+    }
     synchronize();
   }
 
@@ -190,38 +206,80 @@ class Device final : public ResNetCudaDevice {
   }
 
   void zero_grad() override {
-    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(plan_.num_params) * sizeof(float), stream_));
+    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(padded_) * sizeof(float), stream_));
   }
 
+  // Layer by layer from the top; as each layer's backward is queued, the segments it
+  // completes are made fp32 (AMP) and announced to the reducer, which sums every bucket
+  // whose last segment that was.
   void backward() override {
     if (!trained_) throw Error("GPU ResNet: backward without a training forward");
     const int64_t n = n_;
-    size_t next_bucket = 0;
-    overlapped_ = overlap_ != nullptr;
+    const bool sync = reducer_ && reducer_->begin_step(true);
     for (size_t i = plan_.layers.size(); i-- > 0;) {
       backward_layer(i, n);
-      while (next_bucket < buckets_.size() && buckets_[next_bucket].after == i)
-        finish_bucket(buckets_[next_bucket++]);
+      bool completes = false;
+      for (const parallel::dp::GradientSegment& g : order_) {
+        if (g.point != int(i)) continue;
+        completes = true;
+        if (amp_ && g.end <= plan_.weight_end) complete_weight_grads(g.begin, g.end);
+      }
+      if (completes && sync) reducer_->gradients_ready(int(i), stream_);
     }
+    summed_in_backward_ = sync;
   }
 
-  void overlap_allreduce(parallel::Communicator* comm) override {
-    overlap_ = comm && comm->world() > 1 && comm->on_device() && comm->device_stream() ? comm
-                                                                                       : nullptr;
+  void reduce_gradients() override {
+    if (summed_in_backward_) {
+      summed_in_backward_ = false;
+      reducer_->wait_for_sums();
+      return;
+    }
+    parallel::Communicator* comm = s_.comm;
+    if (!comm || comm->world() <= 1) return;
+    // A communicator without a device stream: through host memory, after the backward.
+    const int64_t count = plan_.num_params;
+    host_grads_.resize(size_t(count));
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, size_t(count) * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    comm->allreduce_sum(host_grads_.data(), count);
+    AISCALE_CUDA_CHECK(cudaMemcpyAsync(grads_, host_grads_.data(), size_t(count) * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream_));
+    synchronize();
+  }
+
+  int64_t state_values() const override {
+    return zero1_ ? zero1_->shard_size() : plan_.num_params;
   }
 
  private:
-  // AMP: the convolutions wrote 16-bit weight gradients; add a finished bucket's to the
-  // fp32 ones (the classifier's part of that buffer stays zero: it wrote fp32 directly).
-  // Then, when overlapping, start its all-reduce behind the work queued so far.
-  void finish_bucket(const ResNetCudaBucket& b) {
-    if (amp_ && b.a_hi > b.a_lo)
-      cv::add_to_f32(grads_ + b.a_lo, static_cast<char*>(weight_grads_) + b.a_lo * int64_t(ts_),
-                     t_, b.a_hi - b.a_lo, stream_);
-    if (!overlapped_) return;
-    AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
-    overlap_->allreduce_sum_after(grads_ + b.a_lo, b.a_hi - b.a_lo, DType::f32, ready_);
-    overlap_->allreduce_sum_after(grads_ + b.b_lo, b.b_hi - b.b_lo, DType::f32, ready_);
+  // The reducer GPT's data parallelism uses, over the plan's gradient order; null on one
+  // rank or without a device stream.
+  void create_reducer() {
+    padded_ = plan_.num_params;
+    parallel::Communicator* comm = s_.comm;
+    if (!comm || comm->world() <= 1) return;  // one rank: nothing to sum or shard
+    parallel::dp::ReducerOptions ro;
+    ro.zero_stage = s_.zero_stage;
+    ro.overlap = s_.overlap;
+    ro.bucket_mib = s_.bucket_mib;
+    ro.grad_transport = "nccl";  // the communicator's own collectives
+    ro.timeout_s = s_.timeout_s;
+    reducer_ = parallel::dp::Reducer::create(comm, ro, order_, plan_.num_params, nullptr);
+    if (!reducer_ && s_.zero_stage != 0)
+      throw Error("parallel.zero_stage = " + std::to_string(s_.zero_stage) + " on GPU ranks "
+                  "reduce-scatters the gradients on the GPU; the " + comm->backend() +
+                  " communicator has no device stream: use parallel.communicator = \"nccl\" "
+                  "(or auto), or parallel.zero_stage = 0");
+    if (reducer_) padded_ = reducer_->plan().padded_size;
+  }
+
+  // AMP: the convolutions wrote 16-bit weight gradients; add [lo, hi) of them to the fp32
+  // ones (the classifier's part of that buffer stays zero: it wrote fp32 directly).
+  void complete_weight_grads(int64_t lo, int64_t hi) {
+    cv::add_to_f32(grads_ + lo, static_cast<char*>(weight_grads_) + lo * int64_t(ts_), t_, hi - lo,
+                   stream_);
   }
 
   void backward_layer(size_t i, int64_t n) {
@@ -271,39 +329,25 @@ class Device final : public ResNetCudaDevice {
   }
 
  public:
-  void allreduce_grads(parallel::Communicator& comm) override {
-    if (comm.world() <= 1) return;
-    const int64_t count = plan_.num_params;
-    if (overlapped_ && &comm == overlap_) {
-      overlapped_ = false;
-      comm.record(summed_);
-      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, summed_, 0));
-      comm.wait();
-      return;
-    }
-    if (comm.on_device() && comm.device_stream()) {
-      AISCALE_CUDA_CHECK(cudaEventRecord(ready_, stream_));
-      comm.allreduce_sum_after(grads_, count, DType::f32, ready_);
-      comm.record(summed_);
-      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, summed_, 0));
-      comm.wait();
-      return;
-    }
-    // A host communicator (MPI): through host memory.
-    host_grads_.resize(size_t(count));
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, size_t(count) * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_));
-    synchronize();
-    comm.allreduce_sum(host_grads_.data(), count);
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(grads_, host_grads_.data(), size_t(count) * sizeof(float),
-                                       cudaMemcpyHostToDevice, stream_));
-    synchronize();
-  }
-
   void sgd_step(double lr, float grad_scale) override {
-    cv::sgd_step(params_, grads_, velocity_, plan_.num_params, float(lr), s_.momentum,
-                 s_.nesterov, s_.weight_decay, plan_.decay_end, grad_scale / s_.loss_scale, t_,
-                 amp_ ? weights_ : nullptr, plan_.weight_end, stream_);
+    const float scale = grad_scale / s_.loss_scale;
+    if (!zero1_) {
+      cv::sgd_step(params_, grads_, velocity_, plan_.num_params, float(lr), s_.momentum,
+                   s_.nesterov, s_.weight_decay, plan_.decay_end, scale, t_,
+                   amp_ ? weights_ : nullptr, plan_.weight_end, stream_);
+      return;
+    }
+    // ZeRO-1: SGD on this rank's part of every bucket (its momentum in the shard), the
+    // fp32 parameters all-gathered, then the 16-bit copies of the whole weights region.
+    zero1_->update_parts(
+        [&](int64_t lo, int64_t hi, int64_t state_offset) {
+          const int64_t decay_end = std::clamp<int64_t>(plan_.decay_end - lo, 0, hi - lo);
+          cv::sgd_step(params_ + lo, grads_ + lo, velocity_ + state_offset, hi - lo, float(lr),
+                       s_.momentum, s_.nesterov, s_.weight_decay, decay_end, scale, t_, nullptr,
+                       0, stream_);
+        },
+        DType::f32, params_, stream_);
+    if (amp_) cv::convert_from_f32(weights_, t_, params_, plan_.weight_end, stream_);
   }
 
   void synchronize() override { AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -316,6 +360,11 @@ class Device final : public ResNetCudaDevice {
                     (cudnn_bn_layers_ > 0 ? std::to_string(cudnn_bn_layers_) + " of " +
                                                 std::to_string(bn_offsets_.size()) + " layers cuDNN"
                                           : std::string("own kernels")) +
+                    (zero1_ ? ", ZeRO-1 over " + std::to_string(reducer_->world()) + " ranks"
+                     : reducer_ ? ", gradients summed over " + std::to_string(reducer_->world()) +
+                                      " ranks in " + std::to_string(reducer_->buckets().size()) +
+                                      " bucket(s)"
+                                : std::string()) +
                     ", cuDNN workspace " +
                     std::to_string(s_.workspace_bytes >> 20) + " MiB, arena " +
                     std::to_string(layout_bytes_ >> 20) + " MiB";
@@ -399,9 +448,16 @@ class Device final : public ResNetCudaDevice {
 
   void allocate() {
     const int64_t B = plan_.max_batch;
-    const size_t np = size_t(plan_.num_params);
+    // Parameters and gradients padded to the reducer's multiple of the ranks (ZeRO-1), the
+    // tail zero; the momentum is the rank's shard under ZeRO-1.
+    const size_t np = size_t(padded_);
+    const size_t nv = size_t(s_.zero_stage == 1 && reducer_ ? reducer_->plan().shard_size
+                                                            : plan_.num_params);
     Layout L;
-    const size_t o_params = L.take(np * 4), o_grads = L.take(np * 4), o_vel = L.take(np * 4);
+    const size_t o_params = L.take(np * 4), o_grads = L.take(np * 4), o_vel = L.take(nv * 4);
+    const size_t n_squares = reducer_ ? reducer_->sum_squares_slots() : 1;
+    const size_t o_squares = L.take(n_squares * 8);
+    const size_t o_squares_scratch = L.take(size_t(cuda::sum_squares_scratch_doubles()) * 8);
     const size_t o_buf = L.take(size_t(plan_.num_buffers) * 4);
     const size_t o_w = amp_ ? L.take(size_t(plan_.weight_end) * ts_) : 0;
     const size_t o_dw = amp_ ? L.take(size_t(plan_.weight_end) * ts_) : 0;
@@ -453,6 +509,9 @@ class Device final : public ResNetCudaDevice {
     params_ = reinterpret_cast<float*>(base + o_params);
     grads_ = reinterpret_cast<float*>(base + o_grads);
     velocity_ = reinterpret_cast<float*>(base + o_vel);
+    sum_squares_ = reinterpret_cast<double*>(base + o_squares);
+    sum_squares_scratch_ = reinterpret_cast<double*>(base + o_squares_scratch);
+    AISCALE_CUDA_CHECK(cudaMallocHost(&host_sum_squares_, n_squares * 8));
     buffers_ = reinterpret_cast<float*>(base + o_buf);
     weights_ = amp_ ? base + o_w : nullptr;
     weight_grads_ = amp_ ? base + o_dw : nullptr;
@@ -470,8 +529,6 @@ class Device final : public ResNetCudaDevice {
     workspace_ = base + o_ws;
     gemm_ws_ = base + o_gemm;
     AISCALE_CUDA_CHECK(cudaMallocHost(&host_out_, size_t(B + 2) * sizeof(float)));
-    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
   }
 
   // One cuDNN plan per distinct convolution (shape, and whether it needs backward-data),
@@ -510,7 +567,6 @@ class Device final : public ResNetCudaDevice {
   size_t ts_;
   bool amp_;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr, summed_ = nullptr;
   void* arena_ = nullptr;
   size_t layout_bytes_ = 0;
   float *params_ = nullptr, *grads_ = nullptr, *velocity_ = nullptr, *buffers_ = nullptr;
@@ -525,16 +581,21 @@ class Device final : public ResNetCudaDevice {
   float *staging_ = nullptr, *bn_state_ = nullptr, *bn_scratch_ = nullptr, *losses_ = nullptr;
   int32_t *labels_ = nullptr, *correct_ = nullptr;
   float* host_out_ = nullptr;
+  double *sum_squares_ = nullptr, *sum_squares_scratch_ = nullptr, *host_sum_squares_ = nullptr;
   std::vector<float> host_grads_;
   std::unique_ptr<cv::CudnnContext> cudnn_;
   std::vector<std::shared_ptr<cv::CudnnConv>> convs_;
   std::unique_ptr<cuda::Gemm> gemm_;
   int unique_convs_ = 0;
   int graph_engines_ = 0;  // convolution directions run by a graph-API engine
-  static constexpr int64_t kBucketBytes = int64_t(25) << 20;  // PyTorch DDP's default
-  std::vector<ResNetCudaBucket> buckets_;
-  parallel::Communicator* overlap_ = nullptr;
-  bool overlapped_ = false;  // the last backward started its buckets' all-reduces
+  // Segments of at least 1 MiB of fp32 gradients: the reducer's buckets (about 25 MiB)
+  // merge them, and each is one 16-bit-to-fp32 addition under AMP.
+  static constexpr int64_t kSegmentValues = int64_t(1) << 18;
+  parallel::dp::GradientOrder order_;
+  std::unique_ptr<parallel::dp::Reducer> reducer_;
+  std::unique_ptr<optim::Zero1> zero1_;
+  int64_t padded_ = 0;  // values of the parameter and gradient buffers
+  bool summed_in_backward_ = false;  // the last backward queued its buckets' sums
   int64_t n_ = 0, top1_ = 0, top5_ = 0;
   bool trained_ = false;
 };

@@ -44,6 +44,16 @@ struct ResNetCudaOptions {
   double momentum = 0.9, weight_decay = 1e-4;
   bool nesterov = false;
   bool decay_bn_and_bias = false;
+  // Data parallelism over `comm`'s ranks (null or one rank: none), through the reducer GPT's
+  // data parallelism uses (parallel/data_parallel/reducer.cuh): the gradients summed in
+  // buckets of about 25 MiB as the backward completes them (overlap) or after it, and
+  // with zero_stage 1 reduce-scattered, the momentum sharded over the ranks and the
+  // parameters all-gathered after each step (optim/zero1.cuh). download() and upload() with
+  // a velocity are then collective.
+  parallel::Communicator* comm = nullptr;
+  int zero_stage = 0;
+  bool overlap = true;
+  double timeout_s = 300;
 };
 
 class ResNetCuda {
@@ -72,12 +82,11 @@ class ResNetCuda {
   void count_correct(int64_t& top1, int64_t& top5) const;
   void zero_grad();
   void backward();  // parameter gradients accumulate
-  // Where comm is a device communicator (NCCL) of several ranks, each backward starts the
-  // all-reduce of every ~25 MiB bucket of gradients as soon as it is complete, overlapping
-  // the rest of the backward; allreduce_gradients(comm) then waits for them. Otherwise
-  // (and before this call) allreduce_gradients sums the whole vector after the backward.
-  void overlap_allreduce(parallel::Communicator& comm);
-  void allreduce_gradients(parallel::Communicator& comm);
+  // Completes the sum of the gradients over options().comm's ranks (see
+  // ResNetCudaOptions::comm); nothing on one rank.
+  void reduce_gradients();
+  // Values of momentum this rank keeps (its shard under ZeRO-1).
+  int64_t state_values() const;
   // One SGD step on the gradients x grad_scale (1 / ranks: the mean over ranks).
   void sgd_step(double lr, float grad_scale = 1.0f);
   void synchronize();

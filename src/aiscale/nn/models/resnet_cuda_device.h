@@ -32,6 +32,17 @@ struct ResNetCudaSettings {
   // Batch norm through cuDNN's fused kernels where cuDNN takes the layer (the rest keep
   // the project's own kernels).
   bool cudnn_batchnorm = false;
+  // Data parallelism over `comm` (several ranks, a communicator with a device stream): the
+  // data-parallel reducer GPT uses (parallel/data_parallel/reducer.cuh) sums the gradients
+  // in buckets of about bucket_mib, each as soon as the backward has completed it
+  // (overlap) or all after the backward; zero_stage 1 reduce-scatters them instead and
+  // shards the momentum (optim/zero1.cuh), the parameters all-gathered after each step.
+  // A communicator without a device stream sums through host memory after the backward.
+  parallel::Communicator* comm = nullptr;
+  int zero_stage = 0;
+  bool overlap = true;
+  double bucket_mib = 25;
+  double timeout_s = 300;
 };
 
 // Whether this build has cuDNN (the convolutions need it).
@@ -46,6 +57,8 @@ class ResNetCudaDevice {
 
   // Host arrays: params and velocity num_params values (device layout), buffers
   // num_buffers. velocity may be null (zeros).
+  // Under ZeRO-1 both are collective when velocity is not null (every rank calls them:
+  // the momentum is gathered from, or scattered into, the ranks' shards).
   virtual void set_state(const float* params, const float* buffers, const float* velocity) = 0;
   virtual void get_state(float* params, float* buffers, float* velocity) = 0;
   virtual void get_grads(float* grads) = 0;
@@ -59,14 +72,11 @@ class ResNetCudaDevice {
   virtual void correct(int64_t& top1, int64_t& top5) const = 0;
   virtual void zero_grad() = 0;
   virtual void backward() = 0;  // parameter gradients accumulate
-  // A device communicator (NCCL) of several ranks: from now on each backward starts the
-  // all-reduce of every bucket of gradients as soon as the backward has produced it, and
-  // allreduce_grads() only waits for them. Null: off.
-  virtual void overlap_allreduce(parallel::Communicator* comm) = 0;
-  // Sums the gradients over the communicator's ranks (NCCL on the device stream, or staged
-  // through host memory for a host communicator); after an overlapped backward, waits for
-  // its buckets.
-  virtual void allreduce_grads(parallel::Communicator& comm) = 0;
+  // Completes the sum of the gradients over the ranks (waits for the buckets the backward
+  // started, or sums them now); nothing on one rank.
+  virtual void reduce_gradients() = 0;
+  // Values of momentum this rank keeps (its shard under ZeRO-1).
+  virtual int64_t state_values() const = 0;
   // SGD on the gradients x grad_scale (1 / ranks for the mean).
   virtual void sgd_step(double lr, float grad_scale) = 0;
   virtual void synchronize() = 0;

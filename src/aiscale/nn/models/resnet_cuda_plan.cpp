@@ -210,7 +210,8 @@ ResNetCudaPlan build_resnet_cuda_plan(const ResNet& host, int64_t max_batch,
 
 // A range is ready once every tensor above it in its region is done (a block's batch norms
 // complete in another order than their layout's).
-std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, int64_t bytes) {
+parallel::dp::GradientOrder resnet_gradient_order(const ResNetCudaPlan& plan, int64_t min_values) {
+  AISCALE_CHECK(min_values >= 1, "gradient segments of {} values", min_values);
   struct Span {
     int64_t lo, hi;
     size_t layer;
@@ -228,31 +229,40 @@ std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, 
   }
   std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.lo < y.lo; });
   std::vector<bool> done(spans.size(), false);
-  // Ready suffixes of each region: index of the lowest span of the region still pending.
   auto region_of = [&](const Span& sp) { return sp.lo < plan.weight_end ? 0 : 1; };
-  std::vector<ResNetCudaBucket> buckets;
-  int64_t sent[2] = {plan.weight_end, plan.num_params};  // lower edge of what is bucketed
-  int64_t ready[2] = {plan.weight_end, plan.num_params};
+  const int64_t top[2] = {plan.weight_end, plan.num_params};
+  int64_t sent[2] = {top[0], top[1]};   // lower edge of what is in segments already
+  int64_t ready[2] = {top[0], top[1]};  // lower edge of what is complete
+  parallel::dp::GradientOrder region[2];
   for (size_t i = plan.layers.size(); i-- > 0;) {
     for (size_t k = 0; k < spans.size(); ++k)
       if (spans[k].layer == i) done[k] = true;
     for (int r = 0; r < 2; ++r) {
-      // Walk down from the current edge while the spans below it are done.
+      // Walk down from the current edge while the spans below it are done (the classifier's
+      // alignment gap above fc.bias goes with it).
       for (size_t k = spans.size(); k-- > 0;) {
         const Span& sp = spans[k];
         if (region_of(sp) != r || sp.hi > ready[r]) continue;
         if (!done[k]) break;
         ready[r] = sp.lo;
       }
-    }
-    const int64_t pending = (sent[0] - ready[0]) + (sent[1] - ready[1]);
-    if (pending > 0 && (pending * 4 >= bytes || i == 0)) {
-      buckets.push_back({i, ready[0], sent[0], ready[1], sent[1]});
-      sent[0] = ready[0];
-      sent[1] = ready[1];
+      if (sent[r] > ready[r] && (sent[r] - ready[r] >= min_values || i == 0)) {
+        parallel::dp::GradientSegment g;
+        g.begin = ready[r];
+        g.end = sent[r];
+        g.point = int(i);
+        g.round_begin_up = g.begin != plan.weight_end;
+        region[r].push_back(g);
+        sent[r] = ready[r];
+      }
     }
   }
-  return buckets;
+  AISCALE_CHECK(sent[0] == 0 && sent[1] == plan.weight_end,
+                "the gradient segments end at {} and {}, not 0 and {}", sent[0], sent[1],
+                plan.weight_end);
+  parallel::dp::GradientOrder order = region[0];
+  order.insert(order.end(), region[1].begin(), region[1].end());
+  return order;
 }
 
 namespace {

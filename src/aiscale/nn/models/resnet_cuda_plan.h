@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "aiscale/parallel/data_parallel/gradient_segments.h"
+
 namespace aiscale::nn {
 
 class ResNet;
@@ -70,17 +72,18 @@ struct ResNetCudaPlan {
   int bn_layers = 0, pool_layers = 0;
 };
 
-// A run of gradients the backward has completed: device-layout ranges of the 16-bit-able
-// region [a_lo, a_hi) and of the batch norm region [b_lo, b_hi), ready after layer `after`
-// (in forward numbering) has run its backward.
-struct ResNetCudaBucket {
-  size_t after = 0;
-  int64_t a_lo = 0, a_hi = 0, b_lo = 0, b_hi = 0;
-};
-
-// Buckets of about `bytes` of fp32 gradients in the order the backward completes them;
-// together they cover every parameter once.
-std::vector<ResNetCudaBucket> plan_gradient_buckets(const ResNetCudaPlan& plan, int64_t bytes);
+// The order in which the backward completes the device gradient buffer, for the
+// data-parallel reducer outside the model (parallel/data_parallel/gradient_segments.h).
+// Each region ([0, weight_end): convolutions and classifier; [weight_end, num_params):
+// batch norms) completes from its top down, as ready suffixes: a segment is the range the
+// suffix grew by once layer `point` (forward numbering) has run its backward, cut when it
+// holds at least `min_values` values or at layer 0. The segments of the weights' region
+// come first, then the batch norms' — each region's in completion order, neighbours in
+// memory, so the reducer's buckets merge them. Under ZeRO-1 a cut rounds up (the values
+// join the next, later bucket) except at weight_end, which rounds down: the values below
+// it (the classifier's, complete first) join the batch norms' last bucket.
+// The model also adds its 16-bit weight gradients into fp32 per segment (AMP).
+parallel::dp::GradientOrder resnet_gradient_order(const ResNetCudaPlan& plan, int64_t min_values);
 
 // The plan of `host`'s configuration for batches up to max_batch; decay_bn_and_bias puts
 // every tensor under weight decay (decay_end = num_params).

@@ -161,7 +161,9 @@ void* Reducer::comm_at(int64_t i) const {
 // Adds its squares to this rank's share of the gradient norm as it is summed: every
 // bucket where the norm is fused, except (overlapped) the embeddings', to which the
 // embedding backward adds after their sum.
-bool Reducer::fused_norm_bucket(size_t k) const { return fused_norm_ && !(overlap_ && k == 0); }
+bool Reducer::fused_norm_bucket(size_t k) const {
+  return fused_norm_ && !(overlap_ && options_.gathered_embeddings && k == 0);
+}
 
 void Reducer::gather_inputs(void* all, void* host_all, const void* mine, int64_t bytes) {
   AISCALE_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(all) + rank_ * bytes, mine, size_t(bytes),
@@ -185,7 +187,7 @@ void Reducer::gradients_ready(int point, void* stream) {
     if (plan_.buckets[k].point != point) continue;
     // Without ZeRO the last bucket waits until the d(res0) gather is queued, so that the
     // embedding backward overlaps its sum instead of following it.
-    if (overlap_ && !zero_ && k + 1 == plan_.buckets.size()) {
+    if (options_.gathered_embeddings && overlap_ && !zero_ && k + 1 == plan_.buckets.size()) {
       last_held_ = true;
       continue;
     }
@@ -322,19 +324,16 @@ double Reducer::grad_sum_squares() {
     drain();
     comm_->allgather_after(sumsq, 8, nullptr);
     comm_->record(comm_done_);
-    parts = size_t(world_) + (overlap_ ? 1 : 0);
-    if (overlap_)
+    const bool embeddings_apart = overlap_ && options_.gathered_embeddings;
+    parts = size_t(world_) + (embeddings_apart ? 1 : 0);
+    if (embeddings_apart)
       cuda::sum_squares(sumsq + world_, buf_.grads, plan_.buckets.front().end,
                         buf_.sum_squares_scratch, stream_);
     AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
   } else {
-    if (pending_) {
-      // The norm kernels follow the last collective on the GPU (an event), not after the
-      // host has seen the collectives end; the host's wait stays bounded (finish).
-      drain();
-      comm_->record(comm_done_);
-      AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
-    }
+    // The norm kernels follow the last collective on the GPU (an event), not after the
+    // host has seen the collectives end; the host's wait stays bounded (finish).
+    stream_waits_for_sums();
     // Without ZeRO every rank holds all the sums; with ZeRO-1 this rank's parts hold them
     // and the squares of all parts add over ranks.
     if (!zero_) {
@@ -356,6 +355,18 @@ double Reducer::grad_sum_squares() {
   for (size_t k = 0; k < parts; ++k) total += buf_.host_sum_squares[k];
   if (zero_) comm_->allreduce_sum(&total, 1);
   return total;
+}
+
+void Reducer::stream_waits_for_sums() {
+  if (!pending_) return;
+  drain();
+  comm_->record(comm_done_);
+  AISCALE_CUDA_CHECK(cudaStreamWaitEvent(stream_, comm_done_, 0));
+}
+
+void Reducer::wait_for_sums() {
+  stream_waits_for_sums();
+  finish();
 }
 
 void Reducer::set_profiler(profile::OpProfiler* p) {

@@ -63,6 +63,11 @@ struct ReducerOptions {
   // Over the copy engines (fp32, no ZeRO): the norm's squares from the sum kernels; false
   // keeps the norm's own pass (AISCALE_CUDA_FUSED_NORM=0, for measurements).
   bool fused_norm = true;
+  // The model gathers its input gradients for the embedding backward
+  // (gather_input_gradients, below: GPT): the last bucket is then held back until that
+  // gather is queued, and the first bucket (the embeddings) gets its squares after it.
+  // Models without it (the ResNets) send every bucket as its point passes.
+  bool gathered_embeddings = false;
 };
 
 class Reducer final : public GradientReadyListener {
@@ -127,6 +132,10 @@ class Reducer final : public GradientReadyListener {
   // Sum of squares of the summed gradients (of this rank's parts, added over the ranks,
   // with ZeRO-1); `size` unpadded values.
   double grad_sum_squares();
+  // The model's stream waits on the GPU for every collective queued so far (the summed
+  // gradients are there for what it queues next, e.g. the optimizer), and the host for
+  // the calls to end (bounded by the timeout): for a step that takes no gradient norm.
+  void wait_for_sums();
   // Waits (bounded by the communicator's timeout) for every queued collective.
   void finish() const;
   // The communicator's calls posted so far have been made.
@@ -167,6 +176,8 @@ class Reducer final : public GradientReadyListener {
   size_t begin_span(std::string name, const char* collective, double bytes, int bucket,
                     std::string_view dtype, cudaEvent_t after);
   bool fused_norm_bucket(size_t k) const;
+  // The model's stream waits (on the GPU) for the collectives queued so far.
+  void stream_waits_for_sums();
   bool every_rank_hopper_or_newer();  // collective (connect's "auto")
   cudaStream_t comm_stream() const { return static_cast<cudaStream_t>(comm_->device_stream()); }
   void* comm_at(int64_t i) const;
