@@ -69,4 +69,7 @@ TEST(AllreduceGpu, DdpWithTheHierarchicalAllreduceMatchesOneGpu) {
   gpu2::expect_like_one_gpu("parallel.allreduce=hierarchical parallel.ranks_per_node=1", "hierarchical all-reduce");
 }
 
-int main(int argc, char** argv) { return aiscale::testsupport::gpu2::run_multi_gpu_tests(argc, argv); }
+int main(int argc, char** argv) {
+  return aiscale::testsupport::gpu2::run_multi_gpu_tests(
+      argc, argv, "the hand-written GPU all-reduces run over NCCL only");
+}

@@ -8,7 +8,9 @@
 //   (written under ZeRO-1 and resumed without it, and the other way round);
 // - ranks started without MPI meet through a rendezvous file, and under the real torchrun;
 // - a rank that dies makes the other fail within a bounded time instead of hanging.
-// Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL.
+// Exit code 77 (skipped) with fewer than 2 GPUs or without NCCL. With one GPU and
+// AISCALE_TEST_SHARED_GPU=1 two ranks share it over MPI (the ranks started by hand over
+// TCP), the tests of NCCL itself and of the copy engines skipped (gpu2_support.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -110,6 +112,7 @@ TEST(Gpu2, Bf16GradientCommunication) {
 // micro-steps exercise many calls per step and the reuse of the staging ring; bf16 sums
 // the rounded values like NCCL does.
 TEST(Gpu2, CopyEngineTransportMatchesOneGpu) {
+  skip_on_shared_gpu("the copy engines map the peers' GPU memory beside NCCL ranks");
   expect_like_one_gpu("train.batch_size=8 parallel.grad_transport=copy-engine",
                       "x8, copy-engine transport");
   expect_like_one_gpu("train.batch_size=4 train.grad_accum=2 parallel.bucket_mib=0.25 "
@@ -168,6 +171,7 @@ void expect_fused_norm_like_its_pass(const std::string& set, const char* what) {
 }
 
 TEST(Gpu2, CopyEngineFusedNormMatchesItsOwnPass) {
+  skip_on_shared_gpu("the copy engines map the peers' GPU memory beside NCCL ranks");
   expect_fused_norm_like_its_pass("parallel.bucket_mib=0.3", "buckets overlapped with backward");
   expect_fused_norm_like_its_pass("parallel.overlap=false", "one bucket after backward");
   expect_fused_norm_like_its_pass("train.batch_size=4 train.grad_accum=2 parallel.bucket_mib=0.25",
@@ -190,26 +194,33 @@ TEST(Gpu2, ZeroOneStateSurvivesCheckpoints) {
   expect_zero_state_survives_checkpoints(1, " parallel.bucket_mib=0.3 parallel.grad_transport=nccl");
 }
 
+// The communicator of the ranks started by hand (no MPI launcher): NCCL, or TCP where 2
+// ranks share one GPU.
+std::string by_hand_communicator() { return shared_gpu() ? "tcp" : "nccl"; }
+
 // srun without an MPI plugin: ranks from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, the
-// NCCL id through a file; rank 0 removes the file once every rank has joined.
+// NCCL id (or the TCP store's address) through a file; the file is removed once every rank
+// has joined.
 TEST(Gpu2, FileRendezvousWithoutMpi) {
   auto dir = temp_dir("gpu2-file");
   write_byte_shards(dir);
   const std::string cfg = gpu_config(dir, 5);
   const std::string rdv = (dir / "rdv").string();
   auto t = run_two_ranks_by_hand(
-      dir, "train -q -c " + cfg + " --set run.name=file parallel.communicator=nccl "
-           "parallel.rendezvous=file:" + rdv, "");
+      dir, "train -q -c " + cfg + " --set run.name=file parallel.communicator=" +
+           by_hand_communicator() + " parallel.rendezvous=file:" + rdv, "");
   ASSERT_EQ(t.rank[0].exit_code, 0) << t.rank[0].output;
   ASSERT_EQ(t.rank[1].exit_code, 0) << t.rank[1].output;
-  EXPECT_NE(t.rank[0].output.find("2 rank(s) [nccl]"), std::string::npos) << t.rank[0].output;
+  const std::string backend = shared_gpu() ? "tcp+host-staging" : "nccl";
+  EXPECT_NE(t.rank[0].output.find("2 rank(s) [" + backend + "]"), std::string::npos) << t.rank[0].output;
   EXPECT_EQ(read_metrics(dir / "runs/file").size(), 5u);
   EXPECT_FALSE(fs::exists(rdv));
 }
 
 // Rank 1 kills itself (SIGKILL) after step 3 and no launcher ends rank 0: rank 0's next
 // collective stalls, and after parallel.timeout_s it aborts NCCL (or gives up on the copy
-// engines' flags) and exits with an error.
+// engines' flags) and exits with an error. Over TCP (2 ranks sharing one GPU) rank 0's next
+// collective fails at once, naming rank 1, whose connection closed.
 namespace {
 void expect_dead_rank_ends_the_peer(const std::string& extra) {
   auto dir = temp_dir("gpu2-dead");
@@ -217,15 +228,16 @@ void expect_dead_rank_ends_the_peer(const std::string& extra) {
   const std::string cfg = gpu_config(dir, 200);
   const double timeout_s = 15;
   auto t = run_two_ranks_by_hand(
-      dir, "train -q -c " + cfg + " --set run.name=dead parallel.communicator=nccl "
-           "parallel.rendezvous=file:" + (dir / "rdv").string() +
+      dir, "train -q -c " + cfg + " --set run.name=dead parallel.communicator=" +
+           by_hand_communicator() + " parallel.rendezvous=file:" + (dir / "rdv").string() +
            " parallel.timeout_s=" + std::to_string(static_cast<int>(timeout_s)) + " " + extra,
       "AISCALE_FAULT=kill@3:1");
   EXPECT_EQ(t.rank[1].exit_code, 137) << t.rank[1].output;  // 128 + SIGKILL
   EXPECT_NE(t.rank[0].exit_code, 0) << t.rank[0].output;
   EXPECT_NE(t.rank[0].exit_code, 124) << "rank 0 hung until `timeout` ended it:\n" << t.rank[0].output;
   EXPECT_LT(t.seconds, timeout_s + 60) << t.rank[0].output;
-  EXPECT_NE(t.rank[0].output.find("peer rank"), std::string::npos) << t.rank[0].output;
+  EXPECT_NE(t.rank[0].output.find(shared_gpu() ? "rank 1 has closed its connection" : "peer rank"),
+            std::string::npos) << t.rank[0].output;
   EXPECT_FALSE(fs::exists(dir / "runs/dead/summary.json"));
   std::printf("[gpu2] dead rank: rank 0 exited with code %d after %.1f s (timeout %.0f s): %s\n",
               t.rank[0].exit_code, t.seconds, timeout_s,
@@ -238,6 +250,7 @@ void expect_dead_rank_ends_the_peer(const std::string& extra) {
 // Communicator::split on NCCL (ncclCommSplit): groups of both ranks, singletons, a group
 // only rank 0 joins, a split of a split (tests/gpu2/nccl_split_ranks.cpp checks the sums).
 TEST(Gpu2, NcclSplitIntoGroups) {
+  skip_on_shared_gpu("this checks NCCL's own split");
   auto r = run_command("mpirun --allow-run-as-root --bind-to none -np 2 -x NCCL_NVLS_ENABLE " +
                        std::string(AISCALE_GPU2_SPLIT_RANKS));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -249,6 +262,7 @@ TEST(Gpu2, NcclSplitIntoGroups) {
 // and MASTER_PORT; NCCL's id travels through aiscale's TCP store on rank 0, and the
 // all-reduce benchmark checks one all-reduce per size against the exact sum.
 TEST(Gpu2, TorchrunStyleLaunchMeetsThroughTheTcpStore) {
+  skip_on_shared_gpu("this passes NCCL's id through the TCP store and measures NCCL's all-reduce");
   auto dir = temp_dir("gpu2-torchrun");
   const int port = 29500 + static_cast<int>(::getpid() % 2000);
   std::string cmd = "{ ";
@@ -281,6 +295,7 @@ TEST(Gpu2, TorchrunStyleLaunchMeetsThroughTheTcpStore) {
 // (stderr to a file and the console) because torch 1.13 under Python 3.11 cannot parse its
 // own default "0"; torch 2.x takes it alike.
 TEST(Gpu2, TorchrunTrainsOnTwoGpus) {
+  skip_on_shared_gpu("torchrun's ranks train over NCCL here");
   std::string torchrun;
   if (run_command("command -v torchrun").exit_code == 0) torchrun = "torchrun";
   else if (run_command("python3 -c 'import torch.distributed.run'").exit_code == 0)
@@ -321,6 +336,7 @@ TEST(Gpu2, TorchrunTrainsOnTwoGpus) {
 TEST(Gpu2, DeadRankEndsThePeer) { expect_dead_rank_ends_the_peer("parallel.grad_transport=nccl"); }
 
 TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
+  skip_on_shared_gpu("the copy engines map the peers' GPU memory beside NCCL ranks");
   expect_dead_rank_ends_the_peer("parallel.grad_transport=copy-engine");
 }
 
@@ -329,6 +345,7 @@ TEST(Gpu2, DeadRankEndsThePeerWithCopyEngineTransport) {
 // forward phase (the same events' intervals), the kernels take time, and the host's parts
 // of forward() are reported.
 TEST(Gpu2, PhaseTimingSplitsTheForward) {
+  skip_on_shared_gpu("this runs over the copy-engine transport");
   auto dir = temp_dir("gpu2-timing");
   write_byte_shards(dir);
   const std::string cfg = gpu_config(dir, 8);
@@ -377,6 +394,7 @@ TEST(Gpu2, PhaseTimingSplitsTheForward) {
 // `bench language` on GPUs reports each GPU's energy, power limit and SM clock over the
 // timed steps (NVML), on 1 GPU and on 2 ranks, with figures a GPU can have.
 TEST(Gpu2, BenchLanguageReportsGpuPower) {
+  skip_on_shared_gpu("this measures each rank's own GPU, and the transport auto takes on Hopper GPUs");
   auto dir = temp_dir("gpu2-power");
   const std::string bench = "bench language --model gpt2-124m --batch 8 --seq 512 --device cuda "
                             "--precision bf16 --steps 120 --warmup 3 --output ";
@@ -428,6 +446,7 @@ TEST(Gpu2, BenchLanguageReportsGpuPower) {
 // its first backward) without dying, so rank 0 sees no NCCL error; its wait for rank 1's
 // gradient chunks must end after parallel.timeout_s with the copy-engine error, not hang.
 TEST(Gpu2, StalledPeerEndsTheCopyEngineExchange) {
+  skip_on_shared_gpu("the copy engines map the peers' GPU memory beside NCCL ranks");
   auto dir = temp_dir("gpu2-stall");
   write_byte_shards(dir);
   const std::string cfg = gpu_config(dir, 20);

@@ -1,7 +1,13 @@
 // Shared by the multi-GPU test programs: a small GPT config on byte-level text, the
 // comparisons of two runs' losses and weights (also of runs resumed across layouts), "N GPUs
-// train like 1 GPU with the whole batch", a refused layout, and the skip of a test that
-// needs more GPUs.
+// train like 1 GPU with the whole batch", a refused layout, the skip of a test that needs
+// more GPUs, and the programs' main().
+//
+// On a host with one GPU, AISCALE_TEST_SHARED_GPU=1 runs the 2-rank tests as 2 ranks sharing
+// that GPU over MPI (parallel.communicator = "mpi": device collectives staged through host
+// memory; run_support.h's run_aiscale rewrites the commands that launch several ranks). The
+// tests about NCCL or the copy engines themselves skip there (skip_on_shared_gpu), so do
+// the 4-rank ones. With 2 or more GPUs visible the variable changes nothing.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -16,12 +22,29 @@
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
+#include "aiscale/parallel/bootstrap.h"
 #include "aiscale/parallel/comm.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/safetensors.h"
 #include "../support/run_support.h"
 
 namespace aiscale::testsupport::gpu2 {
+
+// Whether this program's ranks share one GPU over MPI (AISCALE_TEST_SHARED_GPU=1, one GPU).
+inline bool shared_gpu() { return shared_gpu_ranks(); }
+
+// The communicator a run of several ranks names in its start line ("2 rank(s) [nccl]").
+inline std::string ranks_backend() { return shared_gpu() ? "mpi+host-staging" : "nccl"; }
+
+// For a test about what 2 ranks sharing one GPU over MPI cannot show (NCCL itself, the
+// copy engines, one GPU per rank): exit code 77 (CTest: skipped) there, saying why.
+inline void skip_on_shared_gpu(const std::string& why) {
+  if (!shared_gpu()) return;
+  std::printf("skipped: 2 ranks share one GPU over MPI here (AISCALE_TEST_SHARED_GPU=1): %s\n",
+              why.c_str());
+  std::fflush(stdout);
+  std::exit(77);
+}
 
 // A small GPT (head size 64, as the flash kernels like) on byte-level text, bf16.
 inline std::string gpu_config(const fs::path& dir, int64_t steps) {
@@ -160,7 +183,8 @@ inline void expect_refused(const RunOutput& r, const std::string& fix) {
 inline void need_gpus(int n) {
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < n) {
-    std::printf("skipped: %d GPU(s) visible, this test needs %d\n", gpus, n);
+    std::printf("skipped: %d GPU(s) visible, this test needs %d%s\n", gpus, n,
+                shared_gpu() ? " (AISCALE_TEST_SHARED_GPU=1 shares one GPU between 2 ranks only)" : "");
     std::fflush(stdout);
     std::exit(77);
   }
@@ -176,7 +200,8 @@ inline void expect_like_one_gpu(const std::string& two_set, const char* what, in
   auto two = run_aiscale("launch -n " + std::to_string(ranks) + " --threads-per-rank 4 -- train -q -c " +
                          cfg + " --set run.name=two parallel.communicator=nccl " + two_set, env);
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_NE(two.output.find(std::to_string(ranks) + " rank(s) [nccl]"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find(std::to_string(ranks) + " rank(s) [" + ranks_backend() + "]"), std::string::npos)
+      << two.output;
   auto m1 = read_metrics(dir / "runs/one"), m2 = read_metrics(dir / "runs/two");
   ASSERT_EQ(m1.size(), 50u);
   ASSERT_EQ(m2.size(), 50u);
@@ -248,19 +273,39 @@ inline void expect_zero_state_survives_checkpoints(int stage, const std::string&
 }
 
 // The main() of a multi-GPU test program: exit code 77 (CTest: skipped) with fewer than
-// 2 GPUs or without NCCL; NVLink multicast (NVLS) kept off, since on shared machines it
-// can take GPUs out of service.
-inline int run_multi_gpu_tests(int argc, char** argv) {
+// 2 GPUs or without NCCL, except with AISCALE_TEST_SHARED_GPU=1 and one GPU visible: then
+// 2 ranks share it over MPI (see the top), unless the program is about NCCL itself
+// (`nccl_only`: why, printed with the skip) or aiscale was built without MPI. NVLink
+// multicast (NVLS) kept off, since on shared machines it can take GPUs out of service.
+inline int run_multi_gpu_tests(int argc, char** argv, const char* nccl_only = nullptr) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-  if (gpus < 2) {
-    std::printf("skipped: %d GPU(s) visible, these tests need 2\n", gpus);
-    return 77;
-  }
-  if (!aiscale::parallel::nccl_compiled()) {
-    std::printf("skipped: aiscale was built without NCCL\n");
-    return 77;
+  const char* shared = std::getenv("AISCALE_TEST_SHARED_GPU");
+  if (gpus == 1 && shared && std::string(shared) == "1") {
+    if (nccl_only) {
+      std::printf("skipped: 2 ranks would share one GPU over MPI here (AISCALE_TEST_SHARED_GPU=1): "
+                  "%s\n", nccl_only);
+      return 77;
+    }
+    if (!aiscale::parallel::mpi_compiled()) {
+      std::printf("skipped: AISCALE_TEST_SHARED_GPU=1 runs 2 ranks over MPI, and aiscale was "
+                  "built without MPI\n");
+      return 77;
+    }
+    shared_gpu_ranks() = true;
+    std::printf("AISCALE_TEST_SHARED_GPU=1: 2 ranks share the one visible GPU over MPI "
+                "(parallel.communicator = \"mpi\")\n");
+  } else {
+    if (gpus < 2) {
+      std::printf("skipped: %d GPU(s) visible, these tests need 2 (or 1 with "
+                  "AISCALE_TEST_SHARED_GPU=1: 2 ranks sharing it over MPI)\n", gpus);
+      return 77;
+    }
+    if (!aiscale::parallel::nccl_compiled()) {
+      std::printf("skipped: aiscale was built without NCCL\n");
+      return 77;
+    }
   }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -19,12 +19,14 @@ std::string config_error(const std::string& text) {
   return error_of([&] { train::parse_train_config(text, "test.toml", {}); });
 }
 
-// A communicator that only claims a size, a backend and whether it has a device stream
-// (what make_gpt checks before it builds anything); its collectives do nothing.
+// A communicator that only claims a size, a backend, whether it has a device stream and
+// whether its collectives stay on the device (what make_gpt checks before it builds
+// anything: NCCL has both, GPU ranks over MPI or TCP a stream only); its collectives do
+// nothing.
 class FakeRanks final : public parallel::Communicator {
  public:
-  FakeRanks(int world, std::string backend, bool device)
-      : world_(world), backend_(std::move(backend)), device_(device) {}
+  FakeRanks(int world, std::string backend, bool device, bool on_device = true)
+      : world_(world), backend_(std::move(backend)), device_(device), on_device_(on_device) {}
   int rank() const override { return 0; }
   int world() const override { return world_; }
   std::string backend() const override { return backend_; }
@@ -35,11 +37,12 @@ class FakeRanks final : public parallel::Communicator {
   void barrier() override {}
   void abort(int) override {}
   void* device_stream() override { return device_ ? this : nullptr; }  // never used here
+  bool on_device() const override { return device_ && on_device_; }
 
  private:
   int world_;
   std::string backend_;
-  bool device_;
+  bool device_, on_device_;
 };
 
 }  // namespace
@@ -179,6 +182,40 @@ TEST(CommFactory, ZeroOneNeedsADeviceCommunicator) {
   EXPECT_FALSE(m->data_parallel());
   e = error_of([&] { comm.allreduce_sum_after(nullptr, 1, DType::f32, nullptr); });
   EXPECT_NE(e.find("no device stream"), std::string::npos) << e;
+}
+
+// GPU ranks over MPI or TCP stage their device collectives through host memory (a device
+// stream, collectives not on the device): ZeRO 1 to 3 and bf16 gradients get past make_gpt's
+// checks (on to the GPU model, which a build without CUDA or a host without a GPU refuses
+// for its own reason); the copy-engine transport is refused, naming the communicator and
+// the fix.
+TEST(CommFactory, StagedGpuRanksRunEveryLayoutButTheCopyEngines) {
+  FakeRanks comm(2, "mpi+host-staging", /*device=*/true, /*on_device=*/false);
+  nn::GptRunOptions o;
+  o.comm = &comm;
+  o.grad_transport = "copy-engine";
+  std::string e = error_of([&] { nn::make_gpt("cuda", nn::gpt_preset("gpt-tiny"), o); });
+  EXPECT_NE(e.find("parallel.grad_transport = \"copy-engine\""), std::string::npos) << e;
+  EXPECT_NE(e.find("mpi+host-staging"), std::string::npos) << e;
+  EXPECT_NE(e.find("parallel.grad_transport = \"nccl\""), std::string::npos) << e;
+  if (nn::cuda_available()) return;  // a GPU would build the model on the fake communicator
+  // NCCL ranks may take the copy engines (the same check, another verdict).
+  FakeRanks nccl(2, "nccl", true);
+  o.comm = &nccl;
+  e = error_of([&] { nn::make_gpt("cuda", nn::gpt_preset("gpt-tiny"), o); });
+  EXPECT_EQ(e.find("parallel.grad_transport"), std::string::npos) << e;
+  o.comm = &comm;
+  o.grad_transport = "auto";
+  for (int zero = 0; zero <= 3; ++zero)
+    for (DType t : {DType::f32, DType::bf16}) {
+      if (zero >= 2 && t == DType::bf16) continue;  // ZeRO-2/3 reduce fp32 on any communicator
+      o.zero_stage = zero;
+      o.grad_comm = t;
+      e = error_of([&] { nn::make_gpt("cuda", nn::gpt_preset("gpt-tiny"), o); });
+      EXPECT_TRUE(e.find("without CUDA") != std::string::npos ||
+                  e.find("no CUDA GPU") != std::string::npos)
+          << "ZeRO " << zero << ", " << dtype_name(t) << ": " << e;
+    }
 }
 
 // ZeRO-1's shard boundaries need world <= n_embd + 1: a larger job is refused before any

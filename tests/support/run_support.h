@@ -77,8 +77,46 @@ inline RunOutput run_command(const std::string& cmd) {
   return r;
 }
 
+// Multi-GPU tests on a host with one GPU: switched on by the multi-GPU test programs
+// (tests/gpu2/gpu2_support.h's run_multi_gpu_tests) where AISCALE_TEST_SHARED_GPU=1 and one
+// GPU is visible. run_aiscale then runs the GPU ranks of every command that launches
+// several ranks over MPI, whose GPU ranks stage their collectives through host memory and
+// may share a GPU (NCCL refuses two ranks on one GPU).
+inline bool& shared_gpu_ranks() {
+  static bool on = false;
+  return on;
+}
+
+// `args` as run_aiscale runs it: unchanged unless shared_gpu_ranks() is on and `args`
+// launches several ranks (`launch -n N ... -- COMMAND`, N > 1); then parallel.communicator
+// = nccl or auto becomes mpi, and a train or bench language command that names no
+// communicator is given parallel.communicator = mpi.
+inline std::string with_shared_gpu_ranks(std::string args) {
+  if (!shared_gpu_ranks() || args.rfind("launch ", 0) != 0) return args;
+  const size_t n = args.find(" -n "), sep = args.find(" -- ");
+  if (n == std::string::npos || sep == std::string::npos || n > sep ||
+      std::atoi(args.c_str() + n + 4) < 2)
+    return args;
+  auto replace_all = [&args](const std::string& from, const std::string& to) {
+    for (size_t at = args.find(from); at != std::string::npos; at = args.find(from, at + to.size()))
+      args.replace(at, from.size(), to);
+  };
+  for (const std::string kind : {"nccl", "auto"}) {
+    replace_all("parallel.communicator=" + kind, "parallel.communicator=mpi");
+    replace_all("--communicator " + kind, "--communicator mpi");
+  }
+  if (args.find("parallel.communicator=") != std::string::npos ||
+      args.find("--communicator ") != std::string::npos)
+    return args;
+  const std::string command = args.substr(sep + 4);
+  if (command.rfind("train ", 0) == 0) return args + " --set parallel.communicator=mpi";
+  if (command.rfind("bench language ", 0) == 0) return args + " --communicator mpi";
+  return args;
+}
+
 inline RunOutput run_aiscale(const std::string& args, const std::string& env = "") {
-  return run_command(env + (env.empty() ? "" : " ") + std::string(AISCALE_BINARY) + " " + args);
+  return run_command(env + (env.empty() ? "" : " ") + std::string(AISCALE_BINARY) + " " +
+                     with_shared_gpu_ranks(args));
 }
 
 inline std::vector<nlohmann::json> read_metrics(const fs::path& run_dir) {

@@ -1,6 +1,6 @@
 // The building blocks that make_communicator (comm_factory.cpp) puts together: the MPI
 // communicator, the NCCL communicator and its bootstrap, GPU selection by node-local
-// rank, and host staging of device buffers for MPI. Each is present in every build and
+// rank, and host staging of device buffers for MPI and TCP. Each is present in every build and
 // fails with a message naming the missing piece where aiscale was built without it.
 #pragma once
 #include <memory>
@@ -11,9 +11,18 @@
 
 namespace aiscale::parallel {
 
+// Which threads call MPI: only the one that initialised it (CPU ranks), or any thread
+// (GPU ranks over MPI: the gradient reducer's own thread, data_parallel/comm_queue.h, calls
+// the communicator too). For any_thread MPI is initialised with MPI_THREAD_MULTIPLE asked
+// for, and a library that grants less than MPI_THREAD_SERIALIZED is refused.
+enum class MpiThreads { main_only, any_thread };
 // MPI_COMM_WORLD (initialises MPI; finalises it when destroyed), summing floats with
 // `setting`'s algorithm (parallel.allreduce; its splits too). comm_mpi.cpp.
-std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceSetting& setting = {});
+std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceSetting& setting = {},
+                                                    MpiThreads threads = MpiThreads::main_only);
+// Whether MPI, initialised, lets several threads call it at the same time
+// (MPI_THREAD_MULTIPLE); false before MPI_Init and without MPI. comm_mpi.cpp.
+bool mpi_threads_concurrent();
 // This rank's index among the ranks of its node (MPI shared-memory split); MPI must be
 // initialised (by make_mpi_communicator). comm_mpi.cpp.
 int mpi_node_local_rank();
@@ -42,9 +51,14 @@ void cuda_profiler_range(bool start);
 // Picks this rank's GPU from its node-local rank (-1: unknown, then device 0) modulo the
 // visible GPUs and makes it current; returns the device index. Fails without a GPU.
 int cuda_select_local_gpu(int local_rank);
-// Wraps a host communicator (MPI) so that device pointers are staged through host
-// memory (a CUDA run without NCCL). Without CUDA returns `inner` unchanged.
-std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner);
+// Wraps a host communicator (MPI, TCP) for a GPU rank (host_staged.cpp): device buffers
+// of the host collectives are staged through host memory, and the device collectives of
+// comm.h (all-reduce, reduce-scatter, all-gather, point-to-point, ordered by CUDA events)
+// run on a stream of its own through host memory, so that every GPU layout runs over it
+// (slower than NCCL; several ranks may share a GPU). `one_lock`: every such communicator
+// of the process takes turns (MPI that allows one calling thread at a time); else each
+// takes turns with itself only. Without CUDA returns `inner` unchanged.
+std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner, bool one_lock);
 
 // NCCL, one process per GPU (nccl/comm_nccl.cpp): bootstraps the NCCL unique id through
 // MPI or a rendezvous file (see CommOptions::rendezvous), selects the node-local GPU,

@@ -19,7 +19,8 @@ namespace {
 const char* process_env(const char* name) { return std::getenv(name); }
 
 // A CUDA rank of a host communicator (MPI, TCP) takes its node's GPU and stages device
-// buffers on the host; the hand-written algorithms run on NCCL only.
+// buffers through host memory (host_staged.cpp), every GPU layout included; the
+// hand-written GPU algorithms (nccl/device_algorithms.h) run on NCCL only.
 void refuse_host_algorithms_on_gpus(const CommOptions& o, const char* backend) {
   if (o.device == "cuda" && algorithms::parse_allreduce_algorithm(o.allreduce) !=
                                 algorithms::AllreduceAlgorithm::library)
@@ -28,7 +29,8 @@ void refuse_host_algorithms_on_gpus(const CommOptions& o, const char* backend) {
          "with NCCL), or parallel.allreduce = \"library\"", o.allreduce, backend);
 }
 
-// MPI ranks; a CUDA rank also takes its node's GPU and stages device buffers on the host.
+// MPI ranks; a CUDA rank also takes its node's GPU (ranks may share one) and stages
+// device buffers through host memory, calling MPI from the gradient reducer's thread too.
 std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
   algorithms::AllreduceSetting setting;
   setting.algorithm = algorithms::parse_allreduce_algorithm(o.allreduce);
@@ -36,11 +38,13 @@ std::unique_ptr<Communicator> mpi_ranks(const CommOptions& o) {
   refuse_host_algorithms_on_gpus(o, "MPI");
   const LaunchEnv env = launch_env();
   require_mpi_launcher(env, process_env);
-  auto comm = make_mpi_communicator(setting);
-  if (o.device != "cuda") return comm;
+  const bool gpu = o.device == "cuda";
+  auto comm = make_mpi_communicator(setting, gpu ? MpiThreads::any_thread : MpiThreads::main_only);
+  if (!gpu) return comm;
   int local = env.local_rank >= 0 && env.world == comm->world() ? env.local_rank : mpi_node_local_rank();
   cuda_select_local_gpu(local);
-  return with_host_staging(std::move(comm));
+  // MPI_THREAD_MULTIPLE: each group takes turns with itself only; SERIALIZED: all at once.
+  return with_host_staging(std::move(comm), /*one_lock=*/!mpi_threads_concurrent());
 }
 
 // TCP ranks (comm_tcp.h), the same way.
@@ -50,7 +54,8 @@ std::unique_ptr<Communicator> tcp_ranks(const CommOptions& o) {
   if (o.device != "cuda") return comm;
   const LaunchEnv env = launch_env();
   cuda_select_local_gpu(env.local_rank >= 0 ? env.local_rank : env.rank);
-  return with_host_staging(std::move(comm));
+  // Each group has connections of its own (tcp_mesh.h): it takes turns with itself only.
+  return with_host_staging(std::move(comm), /*one_lock=*/false);
 }
 
 // Whether host ranks of "auto" talk TCP: started without an MPI launcher, torchrun-style
@@ -72,7 +77,8 @@ std::unique_ptr<Communicator> nccl_ranks(const CommOptions& o) {
 
 [[noreturn]] void no_device_collectives(const Communicator& c, const char* what) {
   fail("the {} communicator has no device stream, so it cannot run the {} of a GPU model "
-       "(only NCCL can): use parallel.communicator = \"nccl\"", c.backend(), what);
+       "(GPU ranks over NCCL, or over MPI or TCP with train.device = \"cuda\", can)",
+       c.backend(), what);
 }
 
 }  // namespace
@@ -111,14 +117,12 @@ void Communicator::recv(float*, int64_t, int peer) {
        "need MPI or TCP ranks", backend(), peer);
 }
 void Communicator::send_after(const void*, int64_t, int peer) {
-  fail("the {} communicator has no device point-to-point send (to rank {}): the GPU all-reduce "
-       "algorithms (parallel.allreduce = ring or hierarchical) need parallel.communicator = "
-       "\"nccl\"", backend(), peer);
+  fail("the {} communicator has no device point-to-point send (to rank {}): GPU pipeline stages "
+       "need GPU ranks (train.device = \"cuda\" over NCCL, MPI or TCP)", backend(), peer);
 }
 void Communicator::recv_after(void*, int64_t, int peer) {
-  fail("the {} communicator has no device point-to-point receive (from rank {}): the GPU "
-       "all-reduce algorithms (parallel.allreduce = ring or hierarchical) need "
-       "parallel.communicator = \"nccl\"", backend(), peer);
+  fail("the {} communicator has no device point-to-point receive (from rank {}): GPU pipeline "
+       "stages need GPU ranks (train.device = \"cuda\" over NCCL, MPI or TCP)", backend(), peer);
 }
 void Communicator::record(void*) { no_device_collectives(*this, "event"); }
 std::unique_ptr<Communicator> Communicator::split(int, int) {

@@ -1,4 +1,5 @@
-// MPI communicator for CPU ranks (launched by mpirun, srun or `aiscale launch`).
+// MPI communicator for CPU ranks (launched by mpirun, srun or `aiscale launch`), also the
+// host side of GPU ranks over MPI (host_staged.cpp).
 #include "aiscale/parallel/comm.h"
 
 #include <cstdlib>
@@ -71,14 +72,17 @@ class MpiLinks final : public algorithms::PeerLinks {
 class MpiCommunicator final : public Communicator {
  public:
   // MPI_COMM_WORLD (initialising MPI when nobody has).
-  explicit MpiCommunicator(const algorithms::AllreduceSetting& setting) : setting_(setting) {
+  MpiCommunicator(const algorithms::AllreduceSetting& setting, MpiThreads threads)
+      : setting_(setting) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
       int provided = 0;
-      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+      const int wanted = threads == MpiThreads::any_thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+      check(MPI_Init_thread(nullptr, nullptr, wanted, &provided), "init");
       owns_ = true;
     }
+    if (threads == MpiThreads::any_thread) require_threads();
     // Errors come back as return codes so that we can report them, not abort silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -204,6 +208,19 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // GPU ranks call MPI from the reducer's thread as well as the model's, one at a time
+  // (their staging takes turns: host_staged.cpp).
+  static void require_threads() {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided >= MPI_THREAD_SERIALIZED) return;
+    fail("GPU ranks over MPI call MPI from two threads (the model's and the gradient reducer's), "
+         "one at a time, but this MPI library grants thread level {} only (MPI_THREAD_SERIALIZED "
+         "or MPI_THREAD_MULTIPLE needed): use an MPI built with thread support (Open MPI's and "
+         "MPICH's packages are), or parallel.communicator = \"nccl\" or \"tcp\"",
+         provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED");
+  }
+
   // The node of this rank as MPI sees it: the lowest world rank among the ranks that share
   // its memory (the same for every rank of one host).
   int64_t shared_memory_node_key() {
@@ -254,10 +271,12 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 #endif
 
-std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceSetting& setting) {
+std::unique_ptr<Communicator> make_mpi_communicator(const algorithms::AllreduceSetting& setting,
+                                                    MpiThreads threads) {
 #ifdef AISCALE_HAVE_MPI
-  return std::make_unique<MpiCommunicator>(setting);
+  return std::make_unique<MpiCommunicator>(setting, threads);
 #else
+  (void)threads;
   fail("this process was started as one of {} ranks, but aiscale was built without MPI: install "
        "libopenmpi-dev (scripts/setup.sh) and rebuild", launched_world_size());
 #endif
@@ -274,6 +293,20 @@ int mpi_node_local_rank() {
   return local;
 #else
   return -1;
+#endif
+}
+
+bool mpi_threads_concurrent() {
+#ifdef AISCALE_HAVE_MPI
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return false;
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided >= MPI_THREAD_MULTIPLE;
+#else
+  return false;
 #endif
 }
 

@@ -1,6 +1,5 @@
-// GPU selection by node-local rank, and host staging of device buffers for a
-// communicator that only reads host memory (MPI in a CUDA run built without NCCL, or
-// parallel.communicator = "mpi" chosen on purpose).
+// GPU selection by node-local rank (several ranks may share a GPU: host_staged.cpp), and
+// the CUDA queries of the communicators.
 #include <string>
 #include <vector>
 
@@ -21,66 +20,6 @@ namespace {
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA {} failed: {}", what, cudaGetErrorString(e));
 }
-
-bool is_device_pointer(const void* p) { return cuda_is_device_pointer(p); }
-
-class HostStaged final : public Communicator {
- public:
-  explicit HostStaged(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int world() const override { return inner_->world(); }
-  std::string backend() const override { return inner_->backend() + "+host-staging"; }
-  void allreduce_sum(float* d, int64_t n) override {
-    if (!is_device_pointer(d)) return inner_->allreduce_sum(d, n);
-    float* h = stage_in(d, n);
-    inner_->allreduce_sum(h, n);
-    stage_out(d, h, n);
-  }
-  void allreduce_sum(double* d, int64_t n) override {
-    if (!is_device_pointer(d)) return inner_->allreduce_sum(d, n);
-    auto* h = reinterpret_cast<double*>(stage_in(d, n * 2));
-    inner_->allreduce_sum(h, n);
-    stage_out(d, h, n * 2);
-  }
-  void broadcast(float* d, int64_t n, int root) override {
-    if (!is_device_pointer(d)) return inner_->broadcast(d, n, root);
-    float* h = stage_in(d, n);
-    inner_->broadcast(h, n, root);
-    stage_out(d, h, n);
-  }
-  void broadcast_bytes(void* d, int64_t bytes, int root) override {
-    if (!is_device_pointer(d)) return inner_->broadcast_bytes(d, bytes, root);
-    const int64_t n = (bytes + 3) / 4;
-    float* h = stage_in(d, n, bytes);
-    inner_->broadcast_bytes(h, bytes, root);
-    stage_out(d, h, n, bytes);
-  }
-  void barrier() override { inner_->barrier(); }
-  void abort(int code) override { inner_->abort(code); }
-  std::unique_ptr<Communicator> split(int color, int key) override {
-    auto sub = inner_->split(color, key);
-    return sub ? std::make_unique<HostStaged>(std::move(sub)) : nullptr;
-  }
-
- private:
-  // Copies n floats (or `bytes`) of device memory into the host buffer, after all work
-  // queued on the device (the producer may be on any stream).
-  float* stage_in(const void* d, int64_t n, int64_t bytes = -1) {
-    if (bytes < 0) bytes = n * 4;
-    if (static_cast<int64_t>(host_.size()) < n) host_.resize(static_cast<size_t>(n));
-    cuda_check(cudaDeviceSynchronize(), "synchronize before staging");
-    cuda_check(cudaMemcpy(host_.data(), d, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
-               "copy to host");
-    return host_.data();
-  }
-  void stage_out(void* d, const void* h, int64_t n, int64_t bytes = -1) {
-    if (bytes < 0) bytes = n * 4;
-    cuda_check(cudaMemcpy(d, h, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "copy to device");
-  }
-
-  std::unique_ptr<Communicator> inner_;
-  std::vector<float> host_;
-};
 
 }  // namespace
 
@@ -125,10 +64,6 @@ void cuda_profiler_range(bool start) {
   (void)(start ? cudaProfilerStart() : cudaProfilerStop());
 }
 
-std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner) {
-  return std::make_unique<HostStaged>(std::move(inner));
-}
-
 #else  // no CUDA
 
 bool cuda_is_device_pointer(const void*) { return false; }
@@ -137,7 +72,6 @@ void cuda_use_gpu(int) { fail("this aiscale was built without CUDA: rebuild with
 std::string cuda_current_gpu_name() { return ""; }
 std::string cuda_current_gpu_pci_bus_id() { return ""; }
 void cuda_profiler_range(bool) {}
-std::unique_ptr<Communicator> with_host_staging(std::unique_ptr<Communicator> inner) { return inner; }
 
 #endif
 

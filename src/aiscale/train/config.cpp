@@ -201,7 +201,9 @@ std::vector<Key> keys() {
                            "auto: one process unless launched as several ranks (mpirun, srun, "
                            "aiscale launch, torchrun), then NCCL on GPUs (train.device = cuda); on "
                            "CPUs MPI under an MPI launcher, else TCP (torchrun, srun without MPI "
-                           "given parallel.rendezvous)", {"auto", "mpi", "tcp", "nccl", "none"}));
+                           "given parallel.rendezvous). mpi or tcp on GPUs: every layout, the "
+                           "device buffers staged through host memory (slower; several ranks may "
+                           "share a GPU)", {"auto", "mpi", "tcp", "nccl", "none"}));
     k.push_back(string_key("parallel.rendezvous", &TrainConfig::rendezvous,
                            "how NCCL and TCP ranks meet: auto (MPI when launched by mpirun or "
                            "srun --mpi=pmix; the TCP store at MASTER_ADDR, port MASTER_PORT (or "
@@ -259,10 +261,9 @@ std::vector<Key> keys() {
     k.push_back(int_key("parallel.zero_stage", &TrainConfig::zero_stage,
                         "0: every rank keeps the whole optimizer state; 1: ZeRO-1, fp32 master "
                         "weights and AdamW moments sharded over the data-parallel ranks (GPU "
-                        "ranks over NCCL; CPU ranks: the trainer's ZeRO-1 wrapper); 2: ZeRO-2, "
-                        "also the gradients reduce-scattered and kept as shards (CPU ranks, and "
-                        "GPU ranks over NCCL); 3: ZeRO-3, also the parameters sharded, gathered "
-                        "block by block (CPU ranks, and GPU ranks over NCCL)", 0, 3));
+                        "ranks; CPU ranks: the trainer's ZeRO-1 wrapper); 2: ZeRO-2, also the "
+                        "gradients reduce-scattered and kept as shards; 3: ZeRO-3, also the "
+                        "parameters sharded, gathered block by block (CPU and GPU ranks)", 0, 3));
     k.push_back(int_key("parallel.tensor_parallel", &TrainConfig::tensor_parallel,
                         "ranks that split each layer's matrices, attention heads and the "
                         "vocabulary (divides model.n_head and model.n_embd; the vocabulary in "
@@ -301,14 +302,17 @@ std::vector<Key> keys() {
                          "reduce-scatter buckets (a CPU all-reduce travels in the "
                          "communicator's own 25 MiB buckets)", 0.001, 1048576.0));
     k.push_back(string_key("parallel.grad_comm", &TrainConfig::grad_comm,
-                           "GPU ranks (NCCL): type the gradients are summed in; bf16 halves the "
-                           "bytes (rounded before the sum, fp32 again after it)",
+                           "GPU ranks: type the gradients are summed in; bf16 halves the bytes "
+                           "(rounded before the sum, fp32 again after it; MPI and TCP ranks add "
+                           "the bf16 values in fp32 on the host)",
                            {"fp32", "bf16"}));
     k.push_back(string_key("parallel.grad_transport", &TrainConfig::grad_transport,
-                           "GPU ranks: how gradient buckets move; nccl (NCCL's kernels), "
+                           "GPU ranks: how gradient buckets move; nccl (the communicator's own "
+                           "collectives: NCCL's kernels, host staging over MPI or TCP), "
                            "copy-engine (CUDA IPC copies on one node, no SMs held; also with "
                            "ZeRO-1), or auto (the copy engines for plain data parallelism where "
-                           "every rank can set them up, else NCCL)",
+                           "every rank can set them up, else the communicator's own; never over MPI "
+                           "or TCP)",
                            {"auto", "nccl", "copy-engine"}));
     add_common_run_keys(k);  // run.dir, run.name, run.checkpoint_every, run.keep_checkpoints
     k.push_back(bool_key("run.tensorboard", &TrainConfig::tensorboard,

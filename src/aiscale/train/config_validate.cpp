@@ -76,14 +76,14 @@ void validate_train_config(const TrainConfig& c, const std::string& source) {
     fail("{}: {}", source, e.what());
   }
   if (c.grad_comm == "bf16" && c.device != "cuda")
-    fail("{}: parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL: set "
+    fail("{}: parallel.grad_comm = \"bf16\" is implemented for GPU ranks: set "
          "train.device = \"cuda\", or parallel.grad_comm = \"fp32\"", source);
   if (c.grad_transport == "copy-engine" && c.device != "cuda")
     fail("{}: parallel.grad_transport = \"copy-engine\" moves GPU gradients: it needs "
          "train.device = \"cuda\" (else use \"nccl\")", source);
   if (c.zero_stage >= 2 && c.device == "cuda" &&
       (c.grad_comm != "fp32" || c.grad_transport == "copy-engine"))
-    fail("{}: parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
+    fail("{}: parallel.zero_stage = {} on GPU ranks reduces fp32 gradients: set "
          "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", source,
          c.zero_stage);
   if (c.offload_optimizer && (c.device != "cuda" || c.zero_stage != 3))

@@ -61,7 +61,8 @@ void check_parallel_config(const TrainConfig& c) {
            "ZeRO-{}", pp, c.zero_stage);
     if (pp > 1 && (c.grad_comm != "fp32" || c.grad_transport == "copy-engine"))
       fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 "
-           "over NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"",
+           "with the communicator's own collectives: set parallel.grad_comm = \"fp32\" and "
+           "parallel.grad_transport = \"nccl\"",
            pp);
     // (ZeRO-2/3 shard each tensor rank's slices over its data-parallel group, whose
     // optimizer step runs on the GPU.)

@@ -87,8 +87,10 @@ std::vector<std::string> reset_old_layout_keys(TrainConfig& c, int world,
           "it does not run with parallel.tensor_parallel > 1 on GPU ranks");
   // The gradient exchange of the old layout.
   if (gpu && (pp > 1 || c.zero_stage >= 2)) {
-    const std::string why = pp > 1 ? "pipeline stages on GPU ranks sum fp32 gradients over NCCL"
-                                   : "ZeRO-2/3 on GPU ranks reduce fp32 gradients over NCCL";
+    const std::string why = pp > 1 ? "pipeline stages on GPU ranks sum fp32 gradients with the "
+                                     "communicator's own collectives"
+                                   : "ZeRO-2/3 on GPU ranks reduce fp32 gradients with the "
+                                     "communicator's own collectives";
     if (c.grad_comm != "fp32") reset("parallel.grad_comm", c.grad_comm, std::string("fp32"), why);
     if (c.grad_transport == "copy-engine")
       reset("parallel.grad_transport", c.grad_transport, std::string("nccl"), why);

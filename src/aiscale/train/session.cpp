@@ -217,10 +217,10 @@ void open_ranks(GptRun& run) {
   comm = parallel::make_communicator(co);
   if (comm->world() > 1) {
     // NCCL bounds its own waits by timeout_s and then aborts the communicator, which ends
-    // its kernels and fails with a message naming the call (TCP fails naming the peer); the
-    // watchdog stays behind it as the last resort.
+    // its kernels and fails with a message naming the call (TCP, also GPU ranks' staged TCP,
+    // fails naming the peer); the watchdog stays behind it as the last resort.
     const double watchdog_s =
-        comm->on_device() || comm->backend() == "tcp" ? c.timeout_s + 30 : c.timeout_s;
+        comm->on_device() || comm->backend().rfind("tcp", 0) == 0 ? c.timeout_s + 30 : c.timeout_s;
     comm = parallel::with_watchdog(std::move(comm), watchdog_s);
   }
   run.comm = comm.get();

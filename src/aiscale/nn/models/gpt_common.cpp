@@ -123,16 +123,17 @@ void refuse_context_parallelism(parallel::ProcessGroups& g, const char* key, int
 // GPU ranks run tensor parallelism with data-parallel copies of the tensor group (dp x tp,
 // the gradients summed over each data group, with ZeRO-1 reduce-scattered into the
 // optimiser state's shards, with ZeRO-2/3 each rank's slices sharded over its data group)
-// and inside pipeline stages (dp x tp x pp, ZeRO 0 or 1), over NCCL; not with the
-// optimizer state on the host.
+// and inside pipeline stages (dp x tp x pp, ZeRO 0 or 1), over the device collectives of
+// NCCL, or of MPI or TCP staged through host memory; not with the optimizer state on the
+// host.
 void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int tp = g.tensor().world();
   refuse_context_parallelism(g, "parallel.tensor_parallel", tp);
   if (!g.tensor().device_stream() || (g.data().world() > 1 && !g.data().device_stream()))
     fail("parallel.tensor_parallel = {} on GPU ranks sums the layers' outputs and the "
-         "data-parallel copies' gradients on the GPU over NCCL; this run has the {} "
-         "communicator: use parallel.communicator = \"nccl\" (or auto)", tp,
+         "data-parallel copies' gradients with device collectives, which the {} communicator "
+         "lacks: use parallel.communicator = \"nccl\", \"mpi\" or \"tcp\" (or auto)", tp,
          g.tensor().backend());
   if (o.offload_optimizer)
     fail("parallel.offload_optimizer = true does not run with parallel.tensor_parallel = {} on "
@@ -144,8 +145,9 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
          "train.recompute_layers = true to recompute whole layers");
   if (g.data().world() > 1 && (o.grad_comm != DType::f32 || o.grad_transport == "copy-engine"))
     fail("parallel.tensor_parallel = {} with {} data-parallel copies on GPU ranks sums the "
-         "copies' gradients in fp32 over NCCL: set parallel.grad_comm = \"fp32\" and "
-         "parallel.grad_transport = \"nccl\"", tp, g.data().world());
+         "copies' gradients in fp32 with the communicator's own collectives: set "
+         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", tp,
+         g.data().world());
   if (c.n_head % tp != 0)
     fail("parallel.tensor_parallel = {} does not divide model.n_head = {}: each tensor rank "
          "holds whole attention heads; choose a tensor_parallel that divides {}", tp, c.n_head,
@@ -153,23 +155,26 @@ void check_gpu_tensor_parallel(const GptConfig& c, const GptRunOptions& o) {
 }
 
 // GPU ranks run pipeline stages (gpt_cuda_pp.cuh) with data-parallel copies of the
-// pipeline and tensor parallelism inside each stage (dp x tp x pp), ZeRO 0 or 1, over NCCL; not
-// with context parallelism.
+// pipeline and tensor parallelism inside each stage (dp x tp x pp), ZeRO 0 or 1, over the
+// device collectives (NCCL, or MPI or TCP staged through host memory); not with context
+// parallelism.
 void check_gpu_pipeline(const GptConfig& c, const GptRunOptions& o) {
   parallel::ProcessGroups& g = *o.groups;
   const int pp = g.pipeline().world();
   refuse_context_parallelism(g, "parallel.pipeline_parallel", pp);
   if (!g.pipeline().device_stream() || (o.comm && o.comm->world() > 1 && !o.comm->device_stream()))
     fail("parallel.pipeline_parallel = {} on GPU ranks sends the activations between stages and "
-         "sums the gradients on the GPU over NCCL; this run has the {} communicator: use "
-         "parallel.communicator = \"nccl\" (or auto)", pp, g.pipeline().backend());
+         "sums the gradients with device collectives, which the {} communicator lacks: use "
+         "parallel.communicator = \"nccl\", \"mpi\" or \"tcp\" (or auto)", pp,
+         g.pipeline().backend());
   if (o.zero_stage > 1 || o.offload_optimizer)
     fail("parallel.pipeline_parallel = {} on GPU ranks runs with ZeRO 0 or 1 (the stage's "
          "data-parallel copies shard at most its optimizer state): set parallel.zero_stage = 0 "
          "or 1 and parallel.offload_optimizer = false", pp);
   if (o.grad_comm != DType::f32 || o.grad_transport == "copy-engine")
-    fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 over "
-         "NCCL: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", pp);
+    fail("parallel.pipeline_parallel = {} on GPU ranks sums the stages' gradients in fp32 with "
+         "the communicator's own collectives: set parallel.grad_comm = \"fp32\" and "
+         "parallel.grad_transport = \"nccl\"", pp);
   if (o.microbatches < 1 || o.batch % o.microbatches)
     fail("parallel.microbatches = {} must divide the batch of {} rows", o.microbatches, o.batch);
   if (pp > c.n_layer)
@@ -189,9 +194,9 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
   if (o.grad_comm != DType::f32 && o.grad_comm != DType::bf16)
     fail("parallel.grad_comm must be fp32 or bf16");
   if (o.grad_comm == DType::bf16 && world > 1 && (device != "cuda" || !o.comm->device_stream()))
-    fail("parallel.grad_comm = \"bf16\" is implemented for GPU ranks over NCCL; this run has "
-         "train.device = \"{}\" and the {} communicator: use parallel.grad_comm = \"fp32\"",
-         device, o.comm->backend());
+    fail("parallel.grad_comm = \"bf16\" is implemented for GPU ranks (over NCCL, MPI or TCP); "
+         "this run has train.device = \"{}\" and the {} communicator: use parallel.grad_comm = "
+         "\"fp32\"", device, o.comm->backend());
   if (o.attention != "auto" && o.attention != "cudnn" && o.attention != "flash" &&
       o.attention != "simple")
     fail("train.attention (--attention) = \"{}\": use auto, cudnn, flash or simple", o.attention);
@@ -200,28 +205,32 @@ std::unique_ptr<GptModel> make_gpt(const std::string& device, const GptConfig& c
          "\"{}\": leave it at \"auto\" or run on cuda", o.attention, device);
   if (o.grad_transport != "auto" && o.grad_transport != "nccl" && o.grad_transport != "copy-engine")
     fail("parallel.grad_transport = \"{}\": use auto, nccl or copy-engine", o.grad_transport);
+  // The copy engines map the peers' GPU memory beside NCCL ranks, one GPU each; GPU ranks
+  // over MPI or TCP stage through host memory (on_device() false) and may share a GPU.
   if (o.grad_transport == "copy-engine" && world > 1 &&
-      (device != "cuda" || !o.comm->device_stream()))
+      (device != "cuda" || !o.comm->device_stream() || !o.comm->on_device()))
     fail("parallel.grad_transport = \"copy-engine\" moves GPU gradients between the GPUs of "
-         "one node; this run has train.device = \"{}\" and the {} communicator: use "
-         "parallel.grad_transport = \"nccl\"", device, o.comm->backend());
+         "one node beside NCCL; this run has train.device = \"{}\" and the {} communicator: "
+         "use parallel.grad_transport = \"nccl\" (the communicator's own collectives) or "
+         "\"auto\", or parallel.communicator = \"nccl\"", device, o.comm->backend());
   if (o.zero_stage >= 2 && world > 1 && device == "cuda" && !o.comm->device_stream())
-    fail("parallel.zero_stage = {} on GPU ranks gathers and reduces on the GPU over NCCL; this "
-         "run has the {} communicator: use parallel.communicator = \"nccl\" (or auto)",
-         o.zero_stage, o.comm->backend());
+    fail("parallel.zero_stage = {} on GPU ranks gathers and reduces with device collectives, "
+         "which the {} communicator lacks: use parallel.communicator = \"nccl\", \"mpi\" or "
+         "\"tcp\" (or auto)", o.zero_stage, o.comm->backend());
   if (o.zero_stage >= 2 && device == "cuda" && (o.grad_comm != DType::f32 ||
                                                 o.grad_transport == "copy-engine"))
-    fail("parallel.zero_stage = {} on GPU ranks reduces fp32 gradients over NCCL: set "
-         "parallel.grad_comm = \"fp32\" and parallel.grad_transport = \"nccl\"", o.zero_stage);
+    fail("parallel.zero_stage = {} on GPU ranks reduces fp32 gradients with the communicator's "
+         "own collectives: set parallel.grad_comm = \"fp32\" and parallel.grad_transport = "
+         "\"nccl\"", o.zero_stage);
   if (o.offload_optimizer && (device != "cuda" || o.zero_stage != 3))
     fail("parallel.offload_optimizer = true keeps ZeRO-3's optimizer state on the host of GPU "
          "ranks: set parallel.zero_stage = 3 and train.device = \"cuda\", or turn it off");
   if (o.zero_stage == 1 && world > 1) {
     if (device != "cuda" || !o.comm->device_stream())
-      fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks over NCCL; this run "
-           "has train.device = \"{}\" and the {} communicator: use train.device = \"cuda\" "
-           "with parallel.communicator = \"nccl\" (or auto), or parallel.zero_stage = 0",
-           device, o.comm->backend());
+      fail("parallel.zero_stage = 1 (ZeRO-1) is implemented for GPU ranks; this run has "
+           "train.device = \"{}\" and the {} communicator: use train.device = \"cuda\" with "
+           "parallel.communicator = \"nccl\", \"mpi\" or \"tcp\" (or auto), or "
+           "parallel.zero_stage = 0", device, o.comm->backend());
     // Shard boundaries fall on multiples of the world size, each inside the bias of a
     // residual projection (n_embd values): see gpt_gradient_order in gpt_layout.h. (Under
     // tensor or pipeline parallelism the data group shards one bucket: no such bound.)

@@ -55,7 +55,8 @@ class GptCuda final : public GptModel, private GptCudaMemory {
 
   std::string gradient_transport() const override {
     if (reducer_) return reducer_->transport_name();
-    return options_.comm && options_.comm->world() > 1 ? "nccl" : "none";
+    if (!options_.comm || options_.comm->world() <= 1) return "none";
+    return options_.comm->on_device() ? "nccl" : "host";  // MPI or TCP: staged through host memory
   }
 
   // One forward + backward on random tokens before the first real step: loads every

@@ -1,4 +1,5 @@
-// Pipeline parallelism of the CUDA GPT model over NCCL point-to-point: what a stage holds
+// Pipeline parallelism of the CUDA GPT model over device point-to-point (NCCL's, or MPI's
+// and TCP's staged through host memory: parallel/host_staged.cpp): what a stage holds
 // and how its passes are ordered across the GPUs. The passes themselves (stage_forward,
 // stage_backward) are the model's (gpt_cuda_pp.cu).
 //

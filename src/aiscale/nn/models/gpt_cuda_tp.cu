@@ -64,12 +64,13 @@ GptCudaTensorParallel::GptCudaTensorParallel(parallel::Communicator& comm,
     : comm_(comm), data_(data && data->world() > 1 ? data : nullptr), layout_(layout), t_(t),
       stream_(stream) {
   AISCALE_CUDA_REQUIRE(comm.device_stream() != nullptr,
-                       "tensor parallelism on GPUs needs a device communicator (NCCL)");
+                       "tensor parallelism on GPUs needs a communicator with device collectives "
+                       "(NCCL, or MPI or TCP staged through host memory)");
   AISCALE_CUDA_REQUIRE(comm.world() == layout.tp() && comm.rank() == layout.rank(),
                        "the tensor group disagrees with the shard layout");
   AISCALE_CUDA_REQUIRE(!data_ || data_->device_stream() != nullptr,
-                       "data parallelism beside tensor parallelism on GPUs needs a device "
-                       "communicator (NCCL)");
+                       "data parallelism beside tensor parallelism on GPUs needs a communicator "
+                       "with device collectives (NCCL, or MPI or TCP staged through host memory)");
   AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   AISCALE_CUDA_CHECK(cudaEventCreateWithFlags(&data_done_, cudaEventDisableTiming));

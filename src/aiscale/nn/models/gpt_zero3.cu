@@ -29,8 +29,9 @@ Zero3::Zero3(parallel::Communicator* comm, const nn::GptShardLayout& layout, int
   multi_ = comm && comm->world() > 1;
   if (multi_ && !comm->device_stream())
     throw Error(std::string("parallel.zero_stage = ") + (gathered_ ? "2" : "3") +
-                " on GPUs needs a device communicator (NCCL); the " + comm->backend() +
-                " communicator has no device stream: use parallel.communicator = \"nccl\"");
+                " on GPUs needs a communicator with device collectives; the " + comm->backend() +
+                " communicator has no device stream: use parallel.communicator = \"nccl\", "
+                "\"mpi\" or \"tcp\"");
   if (multi_) {
     comm_stream_ = static_cast<cudaStream_t>(comm->device_stream());
   } else {

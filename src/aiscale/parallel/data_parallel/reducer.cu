@@ -113,7 +113,17 @@ void Reducer::connect(const Buffers& buffers, cudaStream_t model_stream, void* a
                       size_t arena_bytes) {
   buf_ = buffers;
   stream_ = model_stream;
-  if (options_.grad_transport == "auto" && !every_rank_hopper_or_newer()) {
+  if (!comm_->on_device()) {
+    // MPI or TCP staging through host memory (parallel/host_staged.cpp), alike on every
+    // rank: the buckets take the communicator's own collectives; the copy engines, which
+    // map the peers' GPU memory beside NCCL ranks of one GPU each, are never taken.
+    if (options_.grad_transport == "copy-engine")
+      throw Error("parallel.grad_transport = \"copy-engine\" moves the gradients beside NCCL; the " +
+                  comm_->backend() + " communicator stages through host memory: use "
+                  "parallel.grad_transport = \"nccl\" or \"auto\", or parallel.communicator = "
+                  "\"nccl\"");
+    options_.grad_transport = "host";
+  } else if (options_.grad_transport == "auto" && !every_rank_hopper_or_newer()) {
     options_.grad_transport = "nccl";
   } else if (options_.grad_transport == "copy-engine" || options_.grad_transport == "auto") {
     // Buckets and gathers through the copy engines (CUDA IPC) instead of NCCL's kernels;

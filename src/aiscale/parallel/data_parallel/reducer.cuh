@@ -1,5 +1,6 @@
 // The data-parallel gradient reducer of a GPU model: sums the model's gradients over the
-// ranks of a device communicator (NCCL, or the copy engines of one node), overlapped with
+// ranks of a device communicator (NCCL, the copy engines of one node, or MPI or TCP staged
+// through host memory: parallel/host_staged.cpp, blocking this class's thread), overlapped with
 // the model's backward pass, in the spirit of PyTorch DDP's reducer fed by gradient-ready
 // events. The model knows this interface, not the communicator.
 //
@@ -56,7 +57,9 @@ struct ReducerOptions {
   DType grad_comm = DType::f32;
   // "nccl", "copy-engine", or "auto": the copy engines where every rank's GPU is a Hopper
   // or newer (compute capability 9.0+) and every rank can set them up (one node, GPUs that
-  // map each other's memory), else NCCL (a failed set-up with a note from rank 0).
+  // map each other's memory), else NCCL (a failed set-up with a note from rank 0). Over a
+  // communicator that stages through host memory (MPI, TCP) "nccl" and "auto" take its own
+  // collectives and "copy-engine" is refused.
   std::string grad_transport = "nccl";
   double timeout_s = 300;
   bool verbose = false;  // print the buckets
@@ -98,7 +101,8 @@ class Reducer final : public GradientReadyListener {
   // Whether gathers reach the consumer straight from the peers (copy engines): their
   // buffer must then be one of its own, see CopyEngineGroup's allgather_push.
   bool pushes_gathers() const { return options_.grad_transport == "copy-engine"; }
-  // The transport the buckets take once connected: "nccl" or "copy-engine".
+  // The transport the buckets take once connected: "nccl", "copy-engine", or "host" (MPI or
+  // TCP staged through host memory).
   const std::string& transport_name() const { return options_.grad_transport; }
   struct Buffers {
     float* grads = nullptr;          // padded_size values
