@@ -78,12 +78,36 @@ class DataParallel {
   virtual std::vector<std::string> state_names() const = 0;  // "m", "v" / "momentum"
   virtual void get_state(int k, float* out) = 0;
   virtual void set_state(int k, const float* in) = 0;
+
+  // The same state a range at a time, [r.begin, r.begin + r.count) of the flat model of
+  // r.total values: checkpoints stream the model through these (train/checkpoint_stream.h),
+  // so that no rank holds more than one range of whole-model values. With
+  // collective_state() every rank calls the getters together, with the same ranges. The
+  // setters are local (each rank keeps its part of the range) and are called in ascending
+  // order over the whole model, params first, then each state.
+  // The defaults go through the whole-vector methods above (a temporary of r.total
+  // values; a setter applies the vector with the range that ends the model): a wrapper
+  // that holds its state in pieces overrides them and says so with streams_state().
+  struct FlatRange {
+    int64_t begin = 0, count = 0, total = 0;
+    bool last() const { return begin + count == total; }
+  };
+  virtual bool streams_state() const { return false; }
+  virtual void get_params_range(const FlatRange& r, float* out);
+  virtual void set_params_range(const FlatRange& r, const float* in);
+  virtual void get_state_range(int k, const FlatRange& r, float* out);
+  virtual void set_state_range(int k, const FlatRange& r, const float* in);
+
   // Bytes of optimizer state this rank holds (the moments or momentum; a shard with ZeRO-1).
   virtual size_t optimizer_state_bytes() const = 0;
   // Bytes a rank sends per step for the gradients (0 on one rank).
   virtual int64_t wire_bytes() const = 0;
   // The exchange for the run's summary: the wrapper, all-reduce, mixing, compression, bytes.
   virtual nlohmann::json describe() const = 0;
+
+ private:
+  // The defaults' whole vector being filled by the setters (empty between restores).
+  std::vector<float> pending_;
 };
 
 struct HostDataParallelOptions {

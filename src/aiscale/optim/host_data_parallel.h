@@ -20,6 +20,14 @@ class HostDataParallel : public DataParallel {
   void set_params(const float* in) override {
     std::memcpy(model_.params, in, size_t(model_.size) * 4);
   }
+  // The parameters are the model's whole buffer on every rank: a range is a copy.
+  bool streams_state() const override { return true; }
+  void get_params_range(const FlatRange& r, float* out) override {
+    std::memcpy(out, model_.params + r.begin, size_t(r.count) * 4);
+  }
+  void set_params_range(const FlatRange& r, const float* in) override {
+    std::memcpy(model_.params + r.begin, in, size_t(r.count) * 4);
+  }
   std::vector<std::string> state_names() const override { return optimizer_->state_names(); }
   size_t optimizer_state_bytes() const override { return optimizer_->state_bytes(); }
 

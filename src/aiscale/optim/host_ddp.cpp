@@ -69,6 +69,12 @@ class HostDdp final : public HostDataParallel {
   void set_state(int k, const float* in) override {
     std::memcpy(optimizer_->state(k), in, size_t(model_.size) * 4);
   }
+  void get_state_range(int k, const FlatRange& r, float* out) override {
+    std::memcpy(out, optimizer_->state(k) + r.begin, size_t(r.count) * 4);
+  }
+  void set_state_range(int k, const FlatRange& r, const float* in) override {
+    std::memcpy(optimizer_->state(k) + r.begin, in, size_t(r.count) * 4);
+  }
   int64_t wire_bytes() const override { return exchange_ ? exchange_->wire_bytes() : 0; }
 
   nlohmann::json describe() const override {

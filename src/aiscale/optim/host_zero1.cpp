@@ -71,6 +71,22 @@ class HostZero1 final : public HostDataParallel {
       std::copy(in + shards_.owned_begin(u), in + shards_.owned_end(u), mine);
     }
   }
+  // A range of the state: each rank adds the values it owns into a zeroed range, and the
+  // sum over the ranks is the whole range (the owned parts tile every bucket).
+  void get_state_range(int k, const FlatRange& r, float* out) override {
+    std::fill(out, out + r.count, 0.0f);
+    const float* s = optimizer_->state(k);
+    for_owned_in(r, [&](int u, int64_t lo, int64_t hi) {
+      std::copy(s + shards_.shard_index(u, lo), s + shards_.shard_index(u, hi), out + (lo - r.begin));
+    });
+    if (comm_) comm_->allreduce_sum(out, r.count);
+  }
+  void set_state_range(int k, const FlatRange& r, const float* in) override {
+    float* s = optimizer_->state(k);
+    for_owned_in(r, [&](int u, int64_t lo, int64_t hi) {
+      std::copy(in + (lo - r.begin), in + (hi - r.begin), s + shards_.shard_index(u, lo));
+    });
+  }
   // A reduce-scatter and an all-gather, each (p-1)/p of the dense bytes on a ring.
   int64_t wire_bytes() const override {
     if (!comm_) return 0;
@@ -91,6 +107,16 @@ class HostZero1 final : public HostDataParallel {
   }
 
  private:
+  // fn(unit, lo, hi) for each part [lo, hi) of the range this rank owns.
+  template <typename Fn>
+  void for_owned_in(const FlatRange& r, Fn fn) const {
+    for (int u = 0; u < shards_.units(); ++u) {
+      const int64_t lo = std::max(r.begin, shards_.owned_begin(u));
+      const int64_t hi = std::min(r.begin + r.count, shards_.owned_end(u));
+      if (lo < hi) fn(u, lo, hi);
+    }
+  }
+
   ZeroShards shards_;
   std::vector<float> grads_;  // this rank's part of every bucket's sum
 };

@@ -13,6 +13,7 @@
 #include "aiscale/core/log.h"
 #include "aiscale/nn/models/gpt_layout.h"
 #include "aiscale/train/checkpoint_check.h"
+#include "aiscale/train/checkpoint_stream.h"
 #include "aiscale/train/hf_checkpoint.h"
 #include "aiscale/train/hf_mapping.h"
 
@@ -20,19 +21,6 @@ namespace aiscale::train {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr uint32_t kOptimizerMagic = 0x504f4941;  // "AIOP"
-constexpr uint32_t kOptimizerVersion = 1;
-
-std::string optimizer_bytes(const CheckpointState& s) {
-  std::string out;
-  uint64_t n = s.m.size();
-  out.append(reinterpret_cast<const char*>(&kOptimizerMagic), 4);
-  out.append(reinterpret_cast<const char*>(&kOptimizerVersion), 4);
-  out.append(reinterpret_cast<const char*>(&n), 8);
-  out.append(reinterpret_cast<const char*>(s.m.data()), n * 4);
-  out.append(reinterpret_cast<const char*>(s.v.data()), n * 4);
-  return out;
-}
 
 bool is_complete(const fs::path& dir) { return fs::exists(dir / "COMPLETE"); }
 
@@ -86,34 +74,30 @@ std::string set_checkpoint_aside(const std::string& dir, const std::string& suff
   return to.string();
 }
 
-namespace {
-
-// The folder protocol: `files` written into NAME.tmp/, renamed to NAME, COMPLETE last.
-fs::path write_folder(const std::string& checkpoints_dir, const std::string& folder, int64_t step,
-                      const std::vector<std::pair<std::string, std::string>>& files) {
-  const fs::path final_dir = fs::path(checkpoints_dir) / folder;
+std::string begin_checkpoint_folder(const std::string& checkpoints_dir, const std::string& folder) {
   const fs::path tmp_dir = fs::path(checkpoints_dir) / (folder + ".tmp");
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
   fs::create_directories(tmp_dir, ec);
   if (ec) fail("cannot create checkpoint folder '{}': {}", tmp_dir.string(), ec.message());
-  for (const auto& [name, bytes] : files) atomic_write_file((tmp_dir / name).string(), bytes);
+  return tmp_dir.string();
+}
+
+std::string commit_checkpoint_folder(const std::string& checkpoints_dir, const std::string& folder,
+                                     int64_t step) {
+  const fs::path final_dir = fs::path(checkpoints_dir) / folder;
+  const fs::path tmp_dir = fs::path(checkpoints_dir) / (folder + ".tmp");
+  std::error_code ec;
   fs::remove_all(final_dir, ec);  // an incomplete leftover of an earlier attempt
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) fail("cannot move checkpoint into place at '{}': {}", final_dir.string(), ec.message());
   fsync_directory(checkpoints_dir);
   atomic_write_file((final_dir / "COMPLETE").string(), fmt::format("{}\n", step));
-  return final_dir;
+  return final_dir.string();
 }
 
-}  // namespace
-
-void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
-                             const std::vector<std::pair<std::string, std::string>>& files,
-                             int64_t keep_last) {
-  write_folder(checkpoints_dir, checkpoint_name(step), step, files);
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last) {
   std::error_code ec;
-
   // Keep the newest keep_last complete checkpoints. Renamed first (atomic: from then on it
   // is no checkpoint), then deleted; leftovers of a kill during a deletion go too.
   std::vector<std::string> complete = complete_checkpoints(checkpoints_dir);
@@ -128,9 +112,17 @@ void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
     if (e.path().filename().string().ends_with(".deleting")) fs::remove_all(e.path(), ec);
 }
 
-namespace {
+void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
+                             const std::vector<std::pair<std::string, std::string>>& files,
+                             int64_t keep_last) {
+  const std::string folder = checkpoint_name(step);
+  const fs::path tmp_dir = begin_checkpoint_folder(checkpoints_dir, folder);
+  for (const auto& [name, bytes] : files) atomic_write_file((tmp_dir / name).string(), bytes);
+  commit_checkpoint_folder(checkpoints_dir, folder, step);
+  prune_checkpoints(checkpoints_dir, keep_last);
+}
 
-std::vector<std::pair<std::string, std::string>> checkpoint_files(const CheckpointState& s) {
+std::string checkpoint_state_json(const CheckpointState& s, int64_t n_params) {
   nlohmann::ordered_json state = {{"step", s.step},
                                   {"data_epoch", s.data.epoch},
                                   {"data_sample", s.data.sample},
@@ -143,16 +135,14 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Checkpoi
                                   {"grad_accum", s.grad_accum},
                                   {"seq_len", s.seq_len},
                                   {"nonfinite_steps", s.nonfinite_steps},
-                                  {"n_params", s.params.size()},
+                                  {"n_params", n_params},
                                   {"config_toml", s.config_toml},
                                   {"aiscale_version", AISCALE_VERSION},
                                   {"written", utc_iso8601()}};
-  // The weights and config.json are a Hugging Face model folder (hf_checkpoint.h).
-  auto files = hf_model_files(s.model, s.params, s.max_shard_bytes);
-  files.emplace_back("optimizer.bin", optimizer_bytes(s));
-  files.emplace_back("state.json", state.dump(2) + "\n");
-  return files;
+  return state.dump(2) + "\n";
 }
+
+namespace {
 
 int64_t step_of(const std::string& checkpoint_dir) {
   return std::stoll(fs::path(checkpoint_dir).filename().string().substr(5));
@@ -160,15 +150,19 @@ int64_t step_of(const std::string& checkpoint_dir) {
 
 }  // namespace
 
+// The whole vectors go through the streamed writer as one range (checkpoint_stream.h):
+// one writer for both, so their files are the same bytes.
 void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s, int64_t keep_last) {
-  write_checkpoint_folder(checkpoints_dir, s.step, checkpoint_files(s), keep_last);
+  write_checkpoint_streamed(checkpoints_dir, checkpoint_name(s.step), s, vector_source(s),
+                            /*writer=*/true, keep_last);
 }
 
 std::string diverged_checkpoint_name(int64_t step) { return "diverged-" + checkpoint_name(step); }
 
 std::string write_diverged_checkpoint(const std::string& checkpoints_dir, const CheckpointState& s) {
-  return write_folder(checkpoints_dir, diverged_checkpoint_name(s.step), s.step, checkpoint_files(s))
-      .string();
+  return write_checkpoint_streamed(checkpoints_dir, diverged_checkpoint_name(s.step), s,
+                                   vector_source(s), /*writer=*/true, /*keep_last=*/-1)
+      .folder;
 }
 
 std::vector<std::string> set_aside_checkpoints_after(const std::string& checkpoints_dir,
@@ -196,39 +190,16 @@ nn::GptConfig read_checkpoint_model(const std::string& dir) {
 
 CheckpointState read_checkpoint(const std::string& dir, bool with_optimizer,
                                 const nn::GptConfig* expected) {
-  const fs::path d(dir);
-  if (const std::string why = why_not_a_checkpoint(dir); !why.empty()) fail("{}", why);
-  CheckpointState s;
-  // The small metadata first, validated, and compared with the run's model before the
-  // weights are read or any buffer is sized from a count in the files.
-  s.model = read_checkpoint_model(dir);
-  if (expected) check_checkpoint_model(s.model, *expected, dir);
-  const std::string state_path = (d / "state.json").string();
-  try {
-    checkpoint_state_from_json(nlohmann::json::parse(read_file(state_path)), s, state_path);
-  } catch (const nlohmann::json::exception& e) {
-    fail("'{}' is corrupt: {}; resume from another checkpoint", state_path, e.what());
-  }
-  s.params = hf_import(hf_model_map(s.model), HfWeights(dir),
-                       "The checkpoint is corrupt or mixed from two runs: resume from another");
+  const CheckpointReader reader(dir, with_optimizer, expected);
+  CheckpointState s = reader.state();
+  const int64_t n = reader.size();
+  s.params.resize(static_cast<size_t>(n));
+  reader.read(CheckpointPart::params, 0, n, s.params.data());
   if (with_optimizer) {
-    std::string opt_path = (d / "optimizer.bin").string();
-    std::string bytes = read_file(opt_path);
-    uint32_t magic = 0, version = 0;
-    uint64_t n = 0;
-    if (bytes.size() >= 16) {
-      std::memcpy(&magic, bytes.data(), 4);
-      std::memcpy(&version, bytes.data() + 4, 4);
-      std::memcpy(&n, bytes.data() + 8, 8);
-    }
-    if (magic != kOptimizerMagic || version != kOptimizerVersion || n != s.params.size() ||
-        bytes.size() != 16 + 8 * n)
-      fail("'{}' is corrupt or from another model (expected {} values): resume from an earlier "
-           "checkpoint", opt_path, s.params.size());
-    s.m.resize(n);
-    s.v.resize(n);
-    std::memcpy(s.m.data(), bytes.data() + 16, n * 4);
-    std::memcpy(s.v.data(), bytes.data() + 16 + n * 4, n * 4);
+    s.m.resize(static_cast<size_t>(n));
+    s.v.resize(static_cast<size_t>(n));
+    reader.read(CheckpointPart::m, 0, n, s.m.data());
+    reader.read(CheckpointPart::v, 0, n, s.v.data());
   }
   return s;
 }

@@ -67,6 +67,14 @@ void write_checkpoint(const std::string& checkpoints_dir, const CheckpointState&
 void write_checkpoint_folder(const std::string& checkpoints_dir, int64_t step,
                              const std::vector<std::pair<std::string, std::string>>& files,
                              int64_t keep_last);
+// The same protocol in steps, for a writer that fills the folder itself
+// (checkpoint_stream.h): the empty checkpoints_dir/folder.tmp/ (an earlier one removed);
+// then, once its files are written and fsynced, its rename to `folder` and COMPLETE
+// (returns the folder's path); then the pruning to the newest keep_last step_N.
+std::string begin_checkpoint_folder(const std::string& checkpoints_dir, const std::string& folder);
+std::string commit_checkpoint_folder(const std::string& checkpoints_dir, const std::string& folder,
+                                     int64_t step);
+void prune_checkpoints(const std::string& checkpoints_dir, int64_t keep_last);
 // Newest folder with a COMPLETE marker, if any.
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
 // Every complete checkpoint folder (step_NNNNNNNN with COMPLETE), oldest first.

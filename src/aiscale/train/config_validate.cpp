@@ -30,11 +30,13 @@ void validate_train_config(const TrainConfig& c, const std::string& source) {
     fail("{}: {}", source, e.what());
   }
   // Sizes derived from several keys: refused here rather than overflowing a count or
-  // reaching the allocator (parameters, gradients and two AdamW moments: 16 bytes each;
-  // the logits of one micro-batch: B x T x V floats).
+  // reaching the allocator: one whole fp32 copy of the model (what sampling, export and
+  // train.init_from read), and the logits of one micro-batch (B x T x V floats). What one
+  // rank allocates for training depends on the layout, and is checked buffer by buffer
+  // with it (rank_buffers.h, from parallel_layout()).
   try {
-    validate::buffer_bytes(static_cast<uint64_t>(c.model.num_params()), 16,
-                           fmt::format("the model's parameters and optimizer state ({} "
+    validate::buffer_bytes(static_cast<uint64_t>(c.model.num_params()), 4,
+                           fmt::format("one fp32 copy of the model's parameters ({} "
                                        "parameters from the model.* keys)", c.model.num_params()));
     const int64_t tokens = validate::checked_product(c.batch_size, c.seq_len,
                                                      "train.batch_size x train.seq_len");

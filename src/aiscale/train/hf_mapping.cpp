@@ -1,5 +1,6 @@
 #include "aiscale/train/hf_mapping.h"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -36,7 +37,7 @@ std::vector<int64_t> hf_piece_shape(const HfTensorMap& t, const HfPiece& p) {
   return s;
 }
 
-std::vector<float> hf_import(const HfModelMap& map, const HfWeights& weights, const std::string& fix) {
+HfImport hf_import_check(const HfModelMap& map, const HfWeights& weights, const std::string& fix) {
   // The pieces the table wants, by HF name: (tensor, first row).
   struct Want {
     const HfTensorMap* tensor;
@@ -103,22 +104,92 @@ std::vector<float> hf_import(const HfModelMap& map, const HfWeights& weights, co
     fail("'{}' does not fit the model ({}, {} tensors): {}. {}", weights.source(),
          map.architecture, order.size(), fmt::join(problems, ". "), fix);
 
-  std::vector<float> flat(static_cast<size_t>(map.size));
+  HfImport plan;
+  for (const auto& p : hf_pieces(map)) plan.file_names.push_back(found.at(p.name));
+  return plan;
+}
+
+void hf_import_range(const HfModelMap& map, const HfWeights& weights, const HfImport& plan,
+                     int64_t begin, int64_t count, float* out) {
+  const int64_t end = begin + count;
+  const std::vector<HfPieceRange> pieces = hf_pieces(map);
   std::vector<float> buffer;
-  for (const auto& [name, w] : want) {
-    const HfTensorMap& t = *w.tensor;
-    const int64_t cols = cols_of(t), rows = w.piece->rows;
-    float* dst = flat.data() + t.offset + w.row0 * cols;
-    if (!t.transposed) {  // rows are contiguous in both: read in place
-      weights.read(found.at(name), dst);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const HfPieceRange& p = pieces[i];
+    const int64_t lo = std::max(begin, p.begin), hi = std::min(end, p.begin + p.rows * p.cols);
+    if (lo >= hi) continue;
+    const std::string& name = plan.file_names[i];
+    float* dst = out + (lo - begin);
+    if (!p.transposed) {  // rows are contiguous in both: read in place
+      weights.read_values(name, lo - p.begin, hi - lo, dst);
       continue;
     }
-    buffer.resize(static_cast<size_t>(rows * cols));
-    weights.read(found.at(name), buffer.data());
+    AISCALE_CHECK((lo - p.begin) % p.cols == 0 && (hi - p.begin) % p.cols == 0,
+                  "range [{}, {}) splits a row of {}", begin, end, p.name);
+    const int64_t r0 = (lo - p.begin) / p.cols, rows = (hi - lo) / p.cols;
+    buffer.resize(static_cast<size_t>(rows * p.cols));
+    if (rows == p.rows) {
+      weights.read_values(name, 0, rows * p.cols, buffer.data());
+    } else {  // HF row k holds our column k: the range's part of each
+      for (int64_t k = 0; k < p.cols; ++k)
+        weights.read_values(name, k * p.rows + r0, rows, buffer.data() + k * rows);
+    }
     for (int64_t r = 0; r < rows; ++r)  // HF (cols, rows) -> ours (rows, cols)
-      for (int64_t k = 0; k < cols; ++k) dst[r * cols + k] = buffer[k * rows + r];
+      for (int64_t k = 0; k < p.cols; ++k) dst[r * p.cols + k] = buffer[k * rows + r];
   }
+}
+
+std::vector<float> hf_import(const HfModelMap& map, const HfWeights& weights, const std::string& fix) {
+  const HfImport plan = hf_import_check(map, weights, fix);
+  std::vector<float> flat(static_cast<size_t>(map.size));
+  hf_import_range(map, weights, plan, 0, map.size, flat.data());
   return flat;
+}
+
+std::vector<HfPieceRange> hf_pieces(const HfModelMap& map) {
+  std::vector<HfPieceRange> out;
+  for (const auto& t : map.tensors) {
+    const int64_t cols = cols_of(t);
+    int64_t row0 = 0;
+    for (const auto& p : t.pieces) {
+      out.push_back({p.name, hf_piece_shape(t, p), t.offset + row0 * cols, p.rows, cols, t.transposed});
+      row0 += p.rows;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> hf_chunks(const HfModelMap& map, int64_t max_values) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  int64_t open_begin = 0, open_end = 0;  // the chunk being filled
+  auto close = [&] {
+    if (open_end > open_begin) chunks.emplace_back(open_begin, open_end);
+    open_begin = open_end;
+  };
+  for (const HfPieceRange& p : hf_pieces(map)) {
+    const int64_t size = p.rows * p.cols;
+    AISCALE_CHECK(p.begin == open_end, "the HF table of {} does not tile the flat buffer at {}",
+                  map.architecture, p.name);
+    if (open_end - open_begin + size <= max_values) {
+      open_end += size;
+      continue;
+    }
+    close();
+    if (size <= max_values) {
+      open_end += size;
+      continue;
+    }
+    // Larger than a chunk: whole rows at a time (at least one).
+    const int64_t rows_per = std::max<int64_t>(1, max_values / p.cols);
+    for (int64_t r = 0; r < p.rows; r += rows_per) {
+      open_end = p.begin + std::min(p.rows, r + rows_per) * p.cols;
+      close();
+    }
+  }
+  close();
+  AISCALE_CHECK(open_end == map.size, "the HF table of {} covers {} of {} values",
+                map.architecture, open_end, map.size);
+  return chunks;
 }
 
 std::vector<SafeTensor> hf_export(const HfModelMap& map, const float* flat, const std::string& dtype) {

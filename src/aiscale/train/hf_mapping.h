@@ -56,6 +56,30 @@ std::vector<int64_t> hf_piece_shape(const HfTensorMap& t, const HfPiece& p);
 // appended. Nothing is read before that check passes.
 std::vector<float> hf_import(const HfModelMap& map, const HfWeights& weights, const std::string& fix);
 
+// One HF tensor of the table in export order: its HF name and shape, and the rows x cols
+// of the flat buffer it holds from `begin` (stored transposed when `transposed`).
+struct HfPieceRange {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t begin = 0, rows = 0, cols = 0;
+  bool transposed = false;
+};
+std::vector<HfPieceRange> hf_pieces(const HfModelMap& map);
+// Ranges [begin, end) that tile the flat buffer, each of at most `max_values` values (or
+// one row of a tensor whose row is longer), never splitting a row: small tensors share a
+// range, large ones are cut into whole rows. A streamed checkpoint moves one at a time.
+std::vector<std::pair<int64_t, int64_t>> hf_chunks(const HfModelMap& map, int64_t max_values);
+
+// hf_import in two halves, for reading a range at a time: the check (every tensor's name,
+// shape and dtype, as hf_import does it, failing with `fix`), and the values of
+// [begin, begin + count) of the flat buffer (a range of hf_chunks: it splits no row).
+struct HfImport {
+  std::vector<std::string> file_names;  // per hf_pieces entry: its name in the checkpoint
+};
+HfImport hf_import_check(const HfModelMap& map, const HfWeights& weights, const std::string& fix);
+void hf_import_range(const HfModelMap& map, const HfWeights& weights, const HfImport& plan,
+                     int64_t begin, int64_t count, float* out);
+
 // The HF tensors of `flat` (map.size values) in the table's order, written as `dtype`.
 std::vector<SafeTensor> hf_export(const HfModelMap& map, const float* flat,
                                   const std::string& dtype = "F32");

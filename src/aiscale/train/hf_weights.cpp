@@ -98,38 +98,60 @@ void HfWeights::read(const std::string& name, float* out) const {
   files_.at(file_index_.at(name))->read(tensors_.at(name), out);
 }
 
-std::vector<std::pair<std::string, std::string>> hf_weight_files(
-    const std::vector<SafeTensor>& tensors, uint64_t max_shard_bytes,
-    const std::map<std::string, std::string>& metadata) {
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += safetensors_tensor_bytes(t);
-  if (total <= max_shard_bytes) return {{kHfWeightsFile, safetensors_serialize(tensors, metadata)}};
+void HfWeights::read_values(const std::string& name, int64_t first, int64_t count, float* out) const {
+  files_.at(file_index_.at(name))->read_values(tensors_.at(name), first, count, out);
+}
+
+HfShardPlan hf_shard_plan(const std::vector<uint64_t>& bytes, uint64_t max_shard_bytes) {
+  HfShardPlan plan;
+  for (uint64_t b : bytes) plan.total_bytes += b;
+  plan.single = plan.total_bytes <= max_shard_bytes;
+  std::vector<std::vector<size_t>>& shards = plan.shards;
+  shards.emplace_back();
   // Greedy in order: a shard is closed when the next tensor would take it over the limit.
-  // Shards are index lists, each copied only while it is serialised.
-  std::vector<std::vector<size_t>> shards(1);
   uint64_t in_shard = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const uint64_t b = safetensors_tensor_bytes(tensors[i]);
-    if (!shards.back().empty() && in_shard + b > max_shard_bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (!plan.single && !shards.back().empty() && in_shard + bytes[i] > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
     shards.back().push_back(i);
-    in_shard += b;
+    in_shard += bytes[i];
   }
-  std::vector<std::pair<std::string, std::string>> files;
+  return plan;
+}
+
+std::string HfShardPlan::file(size_t shard) const {
+  if (single) return kHfWeightsFile;
+  return fmt::format("model-{:05d}-of-{:05d}.safetensors", shard + 1, shards.size());
+}
+
+std::string hf_weight_index(const std::vector<std::string>& names, const HfShardPlan& plan) {
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    std::vector<SafeTensor> part;
-    for (size_t i : shards[s]) {
-      weight_map[tensors[i].name] = name;
-      part.push_back(tensors[i]);
-    }
-    files.emplace_back(name, safetensors_serialize(part, metadata));
+  for (size_t s = 0; s < plan.shards.size(); ++s)
+    for (size_t i : plan.shards[s]) weight_map[names[i]] = plan.file(s);
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", plan.total_bytes}}}, {"weight_map", weight_map}};
+  return index.dump(2) + "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> hf_weight_files(
+    const std::vector<SafeTensor>& tensors, uint64_t max_shard_bytes,
+    const std::map<std::string, std::string>& metadata) {
+  std::vector<uint64_t> bytes;
+  std::vector<std::string> names;
+  for (const auto& t : tensors) {
+    bytes.push_back(safetensors_tensor_bytes(t));
+    names.push_back(t.name);
   }
-  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  files.emplace_back(kHfWeightsIndex, index.dump(2) + "\n");
+  // Shards are index lists, each copied only while it is serialised.
+  const HfShardPlan plan = hf_shard_plan(bytes, max_shard_bytes);
+  std::vector<std::pair<std::string, std::string>> files;
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
+    std::vector<SafeTensor> part;
+    for (size_t i : plan.shards[s]) part.push_back(tensors[i]);
+    files.emplace_back(plan.file(s), safetensors_serialize(part, metadata));
+  }
+  if (!plan.single) files.emplace_back(kHfWeightsIndex, hf_weight_index(names, plan));
   return files;
 }
 

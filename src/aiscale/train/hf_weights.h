@@ -39,6 +39,8 @@ class HfWeights {
   const std::string& file_of(const std::string& name) const;
   // Reads tensor `name` (numel values, converted to fp32) into `out`.
   void read(const std::string& name, float* out) const;
+  // Values [first, first + count) of tensor `name` (row-major), converted to fp32.
+  void read_values(const std::string& name, int64_t first, int64_t count, float* out) const;
 
  private:
   std::string dir_, source_;
@@ -51,6 +53,19 @@ class HfWeights {
 // `max_shard_bytes`, else shards of at most that size each (a tensor larger than the limit
 // gets a file of its own) named model-0000i-of-0000N.safetensors, and the index mapping
 // every tensor to its file. Tensors keep their order. (name, bytes) pairs.
+// The files of tensors of these sizes in bytes, in order: one model.safetensors when they
+// fit in `max_shard_bytes` (single), else shards, each closed when the next tensor would
+// take it over the limit, and the index.
+struct HfShardPlan {
+  bool single = true;
+  std::vector<std::vector<size_t>> shards;  // tensor indices per file
+  uint64_t total_bytes = 0;
+  std::string file(size_t shard) const;     // model.safetensors, model-0000i-of-0000N...
+};
+HfShardPlan hf_shard_plan(const std::vector<uint64_t>& bytes, uint64_t max_shard_bytes);
+// model.safetensors.index.json for tensors `names` in the plan's shards.
+std::string hf_weight_index(const std::vector<std::string>& names, const HfShardPlan& plan);
+
 std::vector<std::pair<std::string, std::string>> hf_weight_files(
     const std::vector<SafeTensor>& tensors, uint64_t max_shard_bytes,
     const std::map<std::string, std::string>& metadata);

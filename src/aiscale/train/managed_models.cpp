@@ -74,6 +74,19 @@ class ManagedGpt final : public dp::DataParallel {
     model_.set_optimizer_state(pending_m_.data(), in);
     pending_m_.clear();
   }
+  bool streams_state() const override { return model_.streams_state(); }
+  void get_params_range(const FlatRange& r, float* out) override {
+    model_.get_params_range(r.begin, r.count, out);
+  }
+  void set_params_range(const FlatRange& r, const float* in) override {
+    model_.set_params_range(r.begin, r.count, in);
+  }
+  void get_state_range(int k, const FlatRange& r, float* out) override {
+    model_.get_optimizer_state_range(k, r.begin, r.count, out);
+  }
+  void set_state_range(int k, const FlatRange& r, const float* in) override {
+    model_.set_optimizer_state_range(k, r.begin, r.count, in);
+  }
   size_t optimizer_state_bytes() const override { return model_.optimizer_state_bytes(); }
   int64_t wire_bytes() const override { return exchange_ ? exchange_->wire_bytes() : 0; }
   nlohmann::json describe() const override {

@@ -1,4 +1,5 @@
 #include "aiscale/train/parallel_layout.h"
+#include "aiscale/train/rank_buffers.h"
 
 #include <string>
 #include <vector>
@@ -88,6 +89,8 @@ ParallelLayout parallel_layout(const TrainConfig& c, int world) {
     fail("parallel.grad_mixing = \"adasum\" combines ranks pairwise by recursive doubling, "
          "which needs a power-of-two number of data-parallel ranks, not {}: launch 2, 4, 8, ... "
          "ranks, or use parallel.grad_mixing = \"average\"", l.dp);
+  // What one rank of this layout allocates, buffer by buffer (not the whole model).
+  check_rank_buffers(c, l);
   return l;
 }
 

@@ -129,26 +129,44 @@ uint64_t safetensors_tensor_bytes(const SafeTensor& t) {
   return t.data.size() * (t.dtype == "F32" ? 4 : 2);
 }
 
-std::string safetensors_serialize(const std::vector<SafeTensor>& tensors,
-                                  const std::map<std::string, std::string>& metadata) {
+SafeTensorsLayout safetensors_layout(const std::vector<SafeTensorInfo>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
   // An object even without tensors: a null header ("null") is not a safetensors file.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
+  std::vector<uint64_t> bytes;
   for (const auto& t : tensors) {
     if (!safetensors_dtype_readable(t.dtype))
       fail("internal: tensor '{}' cannot be written as {}", t.name, t.dtype);
-    const uint64_t bytes = safetensors_tensor_bytes(t);
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+    bytes.push_back(static_cast<uint64_t>(t.numel()) * element_bytes(t.dtype));
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes.back()}}};
+    offset += bytes.back();
   }
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // data starts 8-byte aligned
+  SafeTensorsLayout out;
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) out.header.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out.header += h;
+  out.tensors = tensors;
+  uint64_t at = out.header.size();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    out.tensors[i].begin = at;
+    out.tensors[i].end = at += bytes[i];
+  }
+  out.file_bytes = at;
+  return out;
+}
+
+std::string safetensors_serialize(const std::vector<SafeTensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+  std::vector<SafeTensorInfo> infos;
+  for (const auto& t : tensors) infos.push_back({t.name, t.dtype, t.shape, 0, 0});
+  const SafeTensorsLayout layout = safetensors_layout(infos, metadata);
   std::string out;
-  out.reserve(8 + h.size() + offset);
-  uint64_t n = h.size();
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out += h;
+  out.reserve(layout.file_bytes);
+  out = layout.header;
   for (const auto& t : tensors) {
     if (t.dtype == "F32") {
       out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
@@ -217,8 +235,17 @@ SafeTensorsFile::~SafeTensorsFile() {
 }
 
 void SafeTensorsFile::read(const SafeTensorInfo& t, float* out) const {
+  read_values(t, 0, t.numel(), out);
+}
+
+void SafeTensorsFile::read_values(const SafeTensorInfo& t, int64_t first, int64_t count,
+                                  float* out) const {
   check_readable(t, path_);
-  const uint64_t bytes = t.end - t.begin, numel = static_cast<uint64_t>(t.numel());
+  AISCALE_CHECK(first >= 0 && count >= 0 && first + count <= t.numel(),
+                "values [{}, {}) outside tensor '{}' of {}", first, first + count, t.name, t.numel());
+  const uint64_t esize = element_bytes(t.dtype);
+  const uint64_t begin = t.begin + static_cast<uint64_t>(first) * esize;
+  const uint64_t bytes = static_cast<uint64_t>(count) * esize;
   // fp32 lands in place; a 16-bit tensor goes through a buffer of its own size.
   std::string buffer;
   char* dst = reinterpret_cast<char*>(out);
@@ -229,14 +256,14 @@ void SafeTensorsFile::read(const SafeTensorInfo& t, float* out) const {
   uint64_t done = 0;
   while (done < bytes) {
     const ssize_t got = ::pread(fd_, dst + done, static_cast<size_t>(bytes - done),
-                                static_cast<off_t>(t.begin + done));
+                                static_cast<off_t>(begin + done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
       fail("'{}' is truncated: tensor '{}' (bytes {}..{}) cannot be read{}", path_, t.name,
            t.begin, t.end, got < 0 ? std::string(": ") + std::strerror(errno) : std::string());
     done += static_cast<uint64_t>(got);
   }
-  if (t.dtype != "F32") decode(t.dtype, buffer.data(), numel, out);
+  if (t.dtype != "F32") decode(t.dtype, buffer.data(), static_cast<uint64_t>(count), out);
 }
 
 }  // namespace aiscale::train

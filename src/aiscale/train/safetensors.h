@@ -39,6 +39,18 @@ struct SafeTensorInfo {
 // Whether aiscale reads a dtype (converted to fp32): F32, BF16, F16.
 bool safetensors_dtype_readable(std::string_view dtype);
 
+// A file's header for tensors of these names, dtypes and shapes (their begin and end are
+// ignored): the bytes before the data (length, JSON, padding), the tensors with their byte
+// ranges [begin, end) counted from the start of the file, and the file's size. What
+// safetensors_serialize writes, without the data: a streamed writer fills the ranges.
+struct SafeTensorsLayout {
+  std::string header;
+  std::vector<SafeTensorInfo> tensors;
+  uint64_t file_bytes = 0;
+};
+SafeTensorsLayout safetensors_layout(const std::vector<SafeTensorInfo>& tensors,
+                                     const std::map<std::string, std::string>& metadata = {});
+
 // Serialises tensors (in the given order) with optional string metadata. Each tensor is
 // written in its `dtype` (F32, BF16 or F16; rounded to nearest even).
 std::string safetensors_serialize(const std::vector<SafeTensor>& tensors,
@@ -63,6 +75,8 @@ class SafeTensorsFile : NonCopyable {
   // Another dtype is refused by name; bytes that are no longer there (the file was cut
   // after it was opened) are reported naming the file and the tensor.
   void read(const SafeTensorInfo& t, float* out) const;
+  // Values [first, first + count) of `t` (row-major), converted to fp32.
+  void read_values(const SafeTensorInfo& t, int64_t first, int64_t count, float* out) const;
 
  private:
   std::string path_;

@@ -30,6 +30,7 @@
 #include "aiscale/profile/op_profiler.h"
 #include "aiscale/train/checkpoint.h"
 #include "aiscale/train/checkpoint_check.h"
+#include "aiscale/train/checkpoint_stream.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/divergence.h"
 #include "aiscale/train/param_server_session.h"
@@ -123,7 +124,8 @@ ResumePoint choose_resume_point(const TrainRequest& req, const nn::GptConfig& mo
     if (std::find(complete.begin(), complete.end(), p.dir) == complete.end())
       fail("--checkpoint {}: run '{}' has no complete checkpoint of step {}; complete ones: {}",
            req.checkpoint_step, req.resume_dir, req.checkpoint_step, available_steps(complete));
-    p.state = read_checkpoint(p.dir, /*with_optimizer=*/true, &model);
+    p.reader = std::make_shared<CheckpointReader>(p.dir, /*with_optimizer=*/true, &model);
+    p.state = p.reader->state();
     return p;
   }
   if (complete.empty())
@@ -148,7 +150,8 @@ ResumePoint choose_resume_point(const TrainRequest& req, const nn::GptConfig& mo
     // Another model shape is the config's fault, not the checkpoint's: never passed over.
     check_checkpoint_model(found, model, *it);
     try {
-      p.state = read_checkpoint(*it, /*with_optimizer=*/true, &model);
+      p.reader = std::make_shared<CheckpointReader>(*it, /*with_optimizer=*/true, &model);
+      p.state = p.reader->state();
       p.dir = *it;
       return p;
     } catch (const Error& e) {
@@ -316,9 +319,8 @@ void restore_or_broadcast(GptRun& run) {
   nn::GptModel& model = *run.model;
   if (run.resume) {
     const auto& r = run.resume->state;
-    run.data_parallel->set_params(r.params.data());
-    run.data_parallel->set_state(0, r.m.data());
-    run.data_parallel->set_state(1, r.v.data());
+    // A range at a time from the files: each rank keeps its part (checkpoint_stream.h).
+    run.resume->reader->restore(*run.data_parallel);
     run.train_src->restore(r.data);
     run.start_step = r.step;
     run.nonfinite = r.nonfinite_steps;
@@ -331,7 +333,7 @@ void restore_or_broadcast(GptRun& run) {
       for (const auto& d : complete_checkpoints(fs::path(run.resume->dir).parent_path().string()))
         if (d > run.resume->dir) log::info("newer checkpoint set aside as {}", set_checkpoint_aside(d, "superseded"));
     }
-    run.resume->state = {};  // the weights live in the model now
+    run.resume->reader.reset();  // the weights live in the model now
   } else if (!run.init_params.empty()) {
     model.set_params(run.init_params.data());  // the whole buffer: each rank takes its part
     run.init_params = {};

@@ -15,6 +15,7 @@
 #include "aiscale/parallel/rank_failure.h"
 #include "aiscale/profile/op_profiler.h"
 #include "aiscale/train/checkpoint.h"
+#include "aiscale/train/checkpoint_stream.h"
 #include "aiscale/train/config.h"
 #include "aiscale/train/metrics_outputs.h"
 #include "aiscale/train/parallel_layout.h"
@@ -28,7 +29,8 @@ namespace aiscale::train::session {
 // The checkpoint a resumed run continues from (choose_resume_point), and the corrupt
 // folders passed over on the way, to be set aside.
 struct ResumePoint {
-  CheckpointState state;
+  CheckpointState state;  // the metadata; the values stay in the files until restored
+  std::shared_ptr<CheckpointReader> reader;
   std::string dir;
   std::vector<std::string> corrupt;
 };
@@ -81,8 +83,14 @@ struct TrainOutcome {
   std::string late_error;       // a failure after the last step (final evaluation)
 };
 
-// Whole tensors of the run's state (a collective where the wrapper or the model shards it).
+// A checkpoint's metadata for the run at `step`.
+CheckpointState checkpoint_meta(GptRun& run, const DataPosition& data, int64_t step);
+// Whole vectors of the run's state (for a wrapper whose state is not sharded).
 CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step);
+// The run's state streamed into checkpoints_dir/folder (checkpoint_stream.h; every rank
+// calls it, rank 0 writes): the folder's path on rank 0.
+std::string write_streamed(GptRun& run, const DataPosition& data, int64_t step,
+                           const std::string& folder, int64_t keep_last);
 
 // The stages after the run directory is open (session_train.cpp).
 TrainOutcome train(GptRun& run);

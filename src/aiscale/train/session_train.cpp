@@ -14,6 +14,7 @@
 #include "aiscale/core/fs.h"
 #include "aiscale/core/log.h"
 #include "aiscale/train/checkpoint.h"
+#include "aiscale/train/checkpoint_stream.h"
 #include "aiscale/train/divergence.h"
 #include "aiscale/train/profile_report.h"
 #include "aiscale/train/progress.h"
@@ -22,7 +23,7 @@
 namespace aiscale::train::session {
 namespace fs = std::filesystem;
 
-CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step) {
+CheckpointState checkpoint_meta(GptRun& run, const DataPosition& data, int64_t step) {
   const TrainConfig& c = run.c;
   CheckpointState s;
   s.model = c.model;
@@ -33,25 +34,44 @@ CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step) {
   s.nonfinite_steps = run.nonfinite;
   s.config_toml = to_toml(c);
   s.max_shard_bytes = static_cast<uint64_t>(c.max_shard_gb * 1e9);
+  return s;
+}
+
+CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step) {
+  CheckpointState s = checkpoint_meta(run, data, step);
   const size_t n = static_cast<size_t>(run.model->num_params());
   s.params.resize(n);
   s.m.resize(n);
   s.v.resize(n);
-  // Whole tensors (gathered from the shards where the wrapper or the model shards them).
+  // Whole tensors: every rank holds them anyway (the wrapper's state is not sharded).
   run.data_parallel->get_params(s.params.data());
   run.data_parallel->get_state(0, s.m.data());
   run.data_parallel->get_state(1, s.v.data());
   return s;
 }
 
+std::string write_streamed(GptRun& run, const DataPosition& data, int64_t step,
+                           const std::string& folder, int64_t keep_last) {
+  const StreamedWrite w = write_checkpoint_streamed(
+      run.ckpt_dir, folder, checkpoint_meta(run, data, step),
+      data_parallel_source(*run.data_parallel, run.model->num_params()), run.rank == 0, keep_last);
+  if (run.rank == 0)
+    log::debug("checkpoint step {} streamed: {} ranges of at most {} values, {} bytes staged",
+               step, w.ranges, w.largest_range, w.staging_peak_bytes);
+  return w.folder;
+}
+
 namespace {
 
-// Rank 0 writes; with sharded (ZeRO) state every rank takes part in gathering it.
+// Sharded state (ZeRO, tensor slices, pipeline stages) streams: every rank takes part in
+// gathering each range and rank 0 writes it, so that no rank holds the whole model; the
+// write is part of the step. State that is whole on every rank anyway is copied once and
+// written by rank 0 in the background while training goes on.
 void save(GptRun& run, TrainOutcome& o, int64_t step) {
-  if (run.rank == 0)
+  if (run.data_parallel->collective_state())
+    write_streamed(run, o.position_after_last_step, step, checkpoint_name(step), run.c.keep_checkpoints);
+  else if (run.rank == 0)
     run.checkpointer->save(snapshot(run, o.position_after_last_step, step));
-  else if (run.data_parallel->collective_state())
-    snapshot(run, o.position_after_last_step, step);
   o.last_checkpoint = step;
 }
 
@@ -228,11 +248,9 @@ int finish_run(GptRun& run, TrainOutcome& o) {
     }
     if (data_parallel->collective_state()) {  // every rank takes part in gathering the state
       if (world > 1) comm->broadcast_bytes(&keep, 1, 0);
-      if (keep) {
-        const CheckpointState state =
-            snapshot(run, position_after_last_step, r.steps);
-        if (rank == 0) diverged_state = write_diverged_checkpoint(ckpt_dir, state);
-      }
+      if (keep)
+        diverged_state = write_streamed(run, position_after_last_step, r.steps,
+                                        diverged_checkpoint_name(r.steps), /*keep_last=*/-1);
     } else if (keep) {
       diverged_state = write_diverged_checkpoint(
           ckpt_dir, snapshot(run, position_after_last_step, r.steps));

@@ -3,6 +3,7 @@
 // benchmarks, data parallelism and checkpoints only speak to this interface.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -169,6 +170,20 @@ class GptModel : public Model {
   virtual void get_optimizer_state(float* m, float* v) const = 0;
   virtual void set_optimizer_state(const float* m, const float* v) = 0;
 
+  // The same buffers a range [begin, begin + count) at a time, for checkpoints that stream
+  // the model (optim::DataParallel's range methods, which the trainer's wrapper forwards
+  // here): with collective_state() every rank calls the getters together with the same
+  // ranges; setters are local and come in ascending order over the whole model (params,
+  // then m, then v). A model whose ranges hold no whole-model buffer says so with
+  // streams_state(); the defaults go through the whole-vector methods above (the setters
+  // keep the vectors until the range that ends the model, v's applying both moments).
+  // k: 0 the first moment m, 1 the second v.
+  virtual bool streams_state() const { return false; }
+  virtual void get_params_range(int64_t begin, int64_t count, float* out) const;
+  virtual void set_params_range(int64_t begin, int64_t count, const float* in);
+  virtual void get_optimizer_state_range(int k, int64_t begin, int64_t count, float* out) const;
+  virtual void set_optimizer_state_range(int k, int64_t begin, int64_t count, const float* in);
+
   // Raw gradient buffer for collective communication (device memory for GPU models),
   // fp32, num_params() values.
   float* grad_buffer() override = 0;
@@ -181,11 +196,17 @@ class GptModel : public Model {
 
  private:
   mutable std::vector<ParamTensor> tensors_;  // built on first use
+  std::vector<float> pending_params_, pending_m_, pending_v_;  // the default setters' vectors
 };
 
 // Initialise GPT-2 style: N(0, 0.02) for weights, residual projections scaled by
 // 1/sqrt(2*n_layer), zeros for biases, ones for LayerNorm weights. Deterministic in seed.
 std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed);
+// The same values a range at a time (at most 4M values each; every value once, not in
+// flat order), so that a rank that holds a part of the model keeps its part of each
+// range and never holds the whole initialisation.
+using GptInitSink = std::function<void(int64_t begin, int64_t count, const float* values)>;
+void gpt_init_ranges(const GptConfig& c, uint64_t seed, const GptInitSink& put);
 
 // 1 for parameters that get weight decay (2D matrices), 0 otherwise, one per value.
 std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings = true);

@@ -18,19 +18,18 @@ namespace aiscale::nn {
 // Rng::normal() draws them one by one. The uniforms come from the generator serially (a
 // few ns each) a block at a time, and the logarithms and sines (most of the time: ~2 min
 // for GPT-2 6.6B on one core) are taken in parallel; the values are the same bits.
-std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
-  std::vector<float> out(static_cast<size_t>(c.num_params()));
+void gpt_init_ranges(const GptConfig& c, uint64_t seed, const GptInitSink& put) {
   // Where each value goes and its scale, for the values that draw a normal.
   struct Span {
-    float* dst;
-    int64_t n;
+    int64_t offset, n;
     float scale;
   };
   std::vector<Span> spans;
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
+  constexpr int64_t kFillBlock = int64_t{1} << 20;
+  std::vector<float> fill;
   for (const auto& p : GptLayout(c).tensors()) {
     const int64_t n = p.shape.numel();
-    float* dst = out.data() + p.offset;
     const bool is_bias = p.name.ends_with(".bias");
     const bool is_ln_weight = !p.is_matrix && !is_bias;  // ln_*.weight, *norm.weight
     // GPT-2 scales the projections that write into the residual stream (the llama family's
@@ -39,10 +38,11 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
                                p.name.ends_with("o_proj.weight") ||
                                p.name.ends_with("down_proj.weight");
     if (is_bias || is_ln_weight) {
-      std::fill(dst, dst + n, is_bias ? 0.0f : 1.0f);
+      fill.assign(static_cast<size_t>(std::min(n, kFillBlock)), is_bias ? 0.0f : 1.0f);
+      for (int64_t at = 0; at < n; at += kFillBlock) put(p.offset + at, std::min(kFillBlock, n - at), fill.data());
       continue;
     }
-    spans.push_back({dst, n, p.name == "wpe.weight" ? 0.01f : residual_proj ? residual_std : 0.02f});
+    spans.push_back({p.offset, n, p.name == "wpe.weight" ? 0.01f : residual_proj ? residual_std : 0.02f});
   }
   Rng rng(seed);
   int64_t left = 0;  // normals still wanted
@@ -72,12 +72,21 @@ std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
     while (k < 2 * pairs && span < spans.size()) {
       Span& sp = spans[span];
       const int64_t take = std::min(sp.n - at, 2 * pairs - k);
-      for (int64_t i = 0; i < take; ++i) sp.dst[at + i] = sp.scale * normals[size_t(k + i)];
+      float* v = normals.data() + k;
+      for (int64_t i = 0; i < take; ++i) v[i] *= sp.scale;
+      put(sp.offset + at, take, v);
       k += take;
       at += take;
       if (at == sp.n) ++span, at = 0;
     }
   }
+}
+
+std::vector<float> gpt_init_params(const GptConfig& c, uint64_t seed) {
+  std::vector<float> out(static_cast<size_t>(c.num_params()));
+  gpt_init_ranges(c, seed, [&](int64_t begin, int64_t count, const float* values) {
+    std::copy(values, values + count, out.begin() + begin);
+  });
   return out;
 }
 
@@ -89,6 +98,52 @@ std::vector<uint8_t> gpt_decay_mask(const GptConfig& c, bool decay_embeddings) {
     mask.insert(mask.end(), static_cast<size_t>(p.shape.numel()), decay);
   }
   return mask;
+}
+
+namespace {
+
+// A setter's range into `pending` (the whole vector, sized by the range that starts it).
+void stage_range(std::vector<float>& pending, int64_t total, int64_t begin, int64_t count,
+                 const float* in) {
+  AISCALE_CHECK(begin >= 0 && count >= 0 && begin + count <= total,
+                "range [{}, {}) outside a model of {} values", begin, begin + count, total);
+  if (begin == 0) pending.assign(static_cast<size_t>(total), 0.0f);
+  AISCALE_CHECK(static_cast<int64_t>(pending.size()) == total,
+                "state ranges must be set in ascending order from 0");
+  std::copy(in, in + count, pending.begin() + begin);
+}
+
+}  // namespace
+
+void GptModel::get_params_range(int64_t begin, int64_t count, float* out) const {
+  std::vector<float> whole(static_cast<size_t>(num_params()));
+  get_params(whole.data());
+  std::copy(whole.begin() + begin, whole.begin() + begin + count, out);
+}
+
+void GptModel::set_params_range(int64_t begin, int64_t count, const float* in) {
+  stage_range(pending_params_, num_params(), begin, count, in);
+  if (begin + count < num_params()) return;
+  set_params(pending_params_.data());
+  pending_params_ = {};
+}
+
+void GptModel::get_optimizer_state_range(int k, int64_t begin, int64_t count, float* out) const {
+  const size_t n = static_cast<size_t>(num_params());
+  std::vector<float> m(n), v(n);
+  get_optimizer_state(m.data(), v.data());
+  const std::vector<float>& whole = k == 0 ? m : v;
+  std::copy(whole.begin() + begin, whole.begin() + begin + count, out);
+}
+
+void GptModel::set_optimizer_state_range(int k, int64_t begin, int64_t count, const float* in) {
+  stage_range(k == 0 ? pending_m_ : pending_v_, num_params(), begin, count, in);
+  if (k == 0 || begin + count < num_params()) return;
+  AISCALE_CHECK(static_cast<int64_t>(pending_m_.size()) == num_params(),
+                "the first moment's ranges must be set before the second's");
+  set_optimizer_state(pending_m_.data(), pending_v_.data());
+  pending_m_ = {};
+  pending_v_ = {};
 }
 
 const std::vector<ParamTensor>& GptModel::param_tensors() const {

@@ -199,6 +199,20 @@ class GptCpu final : public GptModel {
     state_.from_full(Kind::m, m);
     state_.from_full(Kind::v, v);
   }
+  // Ranges need no whole-model buffer in any layout (GptCpuState::to_full_range).
+  bool streams_state() const override { return true; }
+  void get_params_range(int64_t begin, int64_t count, float* out) const override {
+    mut().to_full_range(Kind::params, begin, count, out);
+  }
+  void set_params_range(int64_t begin, int64_t count, const float* in) override {
+    state_.from_full_range(Kind::params, begin, count, in);
+  }
+  void get_optimizer_state_range(int k, int64_t begin, int64_t count, float* out) const override {
+    mut().to_full_range(k == 0 ? Kind::m : Kind::v, begin, count, out);
+  }
+  void set_optimizer_state_range(int k, int64_t begin, int64_t count, const float* in) override {
+    state_.from_full_range(k == 0 ? Kind::m : Kind::v, begin, count, in);
+  }
   float* grad_buffer() override { return state_.grad_buffer(); }
   float* param_buffer() override { return state_.param_buffer(); }
   size_t memory_bytes() const override {

@@ -52,10 +52,12 @@ GptCpuState::GptCpuState(const GptConfig& c, const GptRunOptions& o, const GptPl
   }
   params_.zero();
   grads_.zero();
-  // Every rank builds the whole initialisation from the seed and keeps its part: the same
-  // values as one rank's model, whatever the layout.
-  const std::vector<float> init = gpt_init_params(c, o.seed);
-  from_full(Kind::params, init.data());
+  // Every rank draws the whole initialisation from the seed, a range at a time, and keeps
+  // its part: the same values as one rank's model, whatever the layout, without a
+  // whole-model buffer.
+  gpt_init_ranges(c, o.seed, [&](int64_t begin, int64_t count, const float* values) {
+    from_full_range(Kind::params, begin, count, values);
+  });
 }
 
 float* GptCpuState::unit_params(int u, bool gather) {
@@ -212,6 +214,62 @@ void GptCpuState::from_full(Kind kind, const float* in) {
     const int64_t from = shards_->owned_begin(int(k)) - offset_[u];
     std::copy(src + from, src + from + shards_->owned_end(int(k)) - shards_->owned_begin(int(k)), dst);
   }
+}
+
+void GptCpuState::for_each_run_in(
+    int64_t begin, int64_t end, bool mirrors, bool replicated,
+    const std::function<void(int, int64_t, int64_t, int64_t)>& fn) const {
+  for (size_t k = 0; k < held_.size(); ++k) {
+    const int u = held_[k];
+    if (mirror(u) && !mirrors) continue;
+    const int64_t unit0 = layout_.unit_begin(u);
+    layout_.for_each_in(unit0, layout_.unit_end(u), [&](int64_t, int64_t, const ShardedTensor& t) {
+      if (t.kind == ShardKind::replicated && !replicated) return;
+      layout_.runs_in(t, begin, end, [&](int64_t f, int64_t l, int64_t n) {
+        fn(int(k), offset_[u] + (l - unit0), f, n);
+      });
+    });
+  }
+}
+
+void GptCpuState::to_full_range(Kind kind, int64_t begin, int64_t count, float* out) {
+  std::fill(out, out + count, 0.0f);
+  Arena& a = arena(kind);
+  const float* values = f32(a);
+  const parallel::tensor::TensorGroup& t = place_.tensor;
+  const bool shard = sharded(kind);
+  for_each_run_in(begin, begin + count, /*mirrors=*/false, /*replicated=*/!t.split() || t.rank == 0,
+                  [&](int k, int64_t h, int64_t f, int64_t n) {
+    float* dst = out + (f - begin);
+    if (!shard) {
+      std::memcpy(dst, values + h, size_t(n) * 4);
+      return;
+    }
+    // Only the part this data rank owns: the others add theirs.
+    const int64_t lo = std::max(h, shards_->owned_begin(k));
+    const int64_t hi = std::min(h + n, shards_->owned_end(k));
+    if (lo < hi) std::memcpy(dst + (lo - h), values + shards_->shard_index(k, lo), size_t(hi - lo) * 4);
+  });
+  if (shard && place_.data) place_.data->allreduce_sum(out, count);
+  if (place_.pipeline) place_.pipeline->allreduce_sum(out, count);
+  if (t.split()) t.comm->allreduce_sum(out, count);
+}
+
+void GptCpuState::from_full_range(Kind kind, int64_t begin, int64_t count, const float* in) {
+  Arena& a = arena(kind);
+  float* values = f32(a);
+  const bool shard = sharded(kind);
+  for_each_run_in(begin, begin + count, /*mirrors=*/true, /*replicated=*/true,
+                  [&](int k, int64_t h, int64_t f, int64_t n) {
+    const float* src = in + (f - begin);
+    if (!shard) {
+      std::memcpy(values + h, src, size_t(n) * 4);
+      return;
+    }
+    const int64_t lo = std::max(h, shards_->owned_begin(k));
+    const int64_t hi = std::min(h + n, shards_->owned_end(k));
+    if (lo < hi) std::memcpy(values + shards_->shard_index(k, lo), src + (lo - h), size_t(hi - lo) * 4);
+  });
 }
 
 size_t GptCpuState::bytes() const {

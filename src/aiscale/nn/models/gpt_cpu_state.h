@@ -67,6 +67,13 @@ class GptCpuState {
   enum class Kind { params, grads, m, v };
   void to_full(Kind k, float* out);
   void from_full(Kind k, const float* in);
+  // The same for the full range [begin, begin + count) only, without a whole-model buffer:
+  // each rank adds the values it holds (its shard, its slice, its stage's blocks; the
+  // replicated ones from tensor rank 0) into the zeroed range, which is then summed over
+  // the groups that split them (collective over the layout's groups). from_full_range is
+  // local: each rank keeps the part of the range it holds.
+  void to_full_range(Kind k, int64_t begin, int64_t count, float* out);
+  void from_full_range(Kind k, int64_t begin, int64_t count, const float* in);
 
   float* grad_buffer() { return f32(grads_); }
   float* param_buffer() { return f32(params_); }
@@ -91,6 +98,11 @@ class GptCpuState {
   // m_ and v_ (and params_ with ZeRO-3).
   void for_each_piece(const std::function<void(int, int64_t, int64_t, const ShardedTensor&,
                                                int64_t)>& fn) const;
+  // fn(unit index, held offset, full offset, count) for each run of a held unit's values
+  // inside the full range [begin, end) (skipping the tied-embedding mirror and, unless
+  // `replicated`, the tensors every tensor rank holds whole).
+  void for_each_run_in(int64_t begin, int64_t end, bool mirrors, bool replicated,
+                       const std::function<void(int, int64_t, int64_t, int64_t)>& fn) const;
   // This rank's values of `k` as the local (tensor-slice) layout, blocks not held zero.
   std::vector<float> local_values(Kind k);
 

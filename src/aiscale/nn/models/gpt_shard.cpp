@@ -130,6 +130,26 @@ void GptShardLayout::runs(const ShardedTensor& t,
     fn(t.full.offset + r * cols + rank_ * slice_cols, t.offset + r * slice_cols, slice_cols);
 }
 
+void GptShardLayout::runs_in(const ShardedTensor& t, int64_t begin, int64_t end,
+                             const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  const int64_t total = t.full.shape.numel();
+  if (end <= t.full.offset || begin >= t.full.offset + total) return;
+  auto clipped = [&](int64_t f, int64_t l, int64_t n) {
+    const int64_t lo = std::max(f, begin), hi = std::min(f + n, end);
+    if (lo < hi) fn(lo, l + (lo - f), hi - lo);
+  };
+  if (t.kind != ShardKind::columns) {  // a few runs per tensor: all of them, clipped
+    runs(t, clipped);
+    return;
+  }
+  // One run per row: only the rows the range meets.
+  const int64_t rows = t.full.shape[0], cols = total / rows, slice_cols = cols / tp_;
+  const int64_t first = std::max<int64_t>(0, (begin - t.full.offset) / cols);
+  const int64_t last = std::min(rows, (end - t.full.offset + cols - 1) / cols);
+  for (int64_t r = first; r < last; ++r)
+    clipped(t.full.offset + r * cols + rank_ * slice_cols, t.offset + r * slice_cols, slice_cols);
+}
+
 void GptShardLayout::extract(const float* full, float* local) const {
   if (vocab_rows_ < vocab_slice_)  // the slices' padding rows
     for (const auto& t : tensors_)

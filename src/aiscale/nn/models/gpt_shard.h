@@ -98,6 +98,11 @@ class GptShardLayout {
   // Writes this rank's values into a full flat buffer (other values untouched); the
   // replicated tensors only when `replicated` (one rank writes them when gathering).
   void place(const float* local, float* full, bool replicated) const;
+  // Calls fn(full_offset, local_offset, count) for each run of this rank's values of `t`
+  // (one of tensors()) that lies in [begin, end) of the full flat buffer, clipped to it;
+  // only the runs that can meet the range are visited (a streamed checkpoint's chunk).
+  void runs_in(const ShardedTensor& t, int64_t begin, int64_t end,
+               const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
   // Calls fn(begin, end, tensor) for each piece of a tensor inside [begin, end) of the
   // local buffer, in order.
   void for_each_in(int64_t begin, int64_t end,
