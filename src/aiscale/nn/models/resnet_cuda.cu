@@ -226,6 +226,8 @@ class Device final : public ResNetCudaDevice {
       }
       if (completes && sync) reducer_->gradients_ready(int(i), stream_);
     }
+    // Without overlap the reducer's one bucket waits for the whole backward.
+    if (sync) reducer_->gradients_ready(parallel::dp::kAfterBackward, stream_);
     summed_in_backward_ = sync;
   }
 
