@@ -324,11 +324,12 @@ std::map<int, double> optimizer_state_bytes(const fs::path& run) {
   return out;
 }
 
-// How far two fp32 runs of the same two-rank training land apart by step 6 at most: cuDNN
-// times its algorithms when the model is built, and a run that picks another one moves the
-// loss by about 3e-5 relative (measured on one H200, ResNet-18 below, 2026-11-29). Gradients
-// left unsummed or a shard updated wrongly move it by 2e-2 from the second step on.
-constexpr double kRunSpread = 2e-4;
+// How far two runs of the same two-rank training may land apart at a step. cuDNN times its
+// algorithms when the model is built, so runs fall on a few distinct trajectories: equal to
+// 1e-6 through step 2, up to 2.4e-3 apart (relative) by step 5 (fp32, ResNet-18 below, one
+// H200, 2026-11-29). Gradients left unsummed moved the loss by 2.4e-2 at step 2 and 4.7e-2
+// at step 4, so the first steps are held tightly and the later ones loosely.
+double run_spread(size_t step) { return step <= 2 ? 1e-5 : 1e-2; }
 
 // ResNet-18 on 32x32 synthetic images, 16 per rank, 6 steps of SGD.
 fs::path two_rank_config(const fs::path& dir) {
@@ -379,7 +380,7 @@ TEST(ResNetGpu, TwoRanksOverlappedAllReduceMatchesTheSerialOne) {
                 i + 1, ma[i]["loss"].get<double>(),
                 i < md.size() ? md[i]["loss"].get<double>() : 0.0, serial,
                 mc[i]["loss"].get<double>());
-    EXPECT_NEAR(ma[i]["loss"].get<double>(), serial, kRunSpread * serial + 10 * noise)
+    EXPECT_NEAR(ma[i]["loss"].get<double>(), serial, run_spread(i + 1) * serial + 10 * noise)
         << "step " << i + 1;
   }
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "overlap" / "summary.json"));
@@ -420,11 +421,11 @@ TEST(ResNetGpu, TwoRanksZeroOneMatchesDdpAndResumes) {
     std::printf("step %zu: ddp %.9g, again %.9g, zero1 %.9g; bf16 ddp %.9g, zero1 %.9g\n", i + 1,
                 d, again[i]["loss"].get<double>(), z, db[i]["loss"].get<double>(),
                 zb[i]["loss"].get<double>());
-    EXPECT_NEAR(z, d, kRunSpread * d + 10 * noise) << "step " << i + 1;
+    EXPECT_NEAR(z, d, run_spread(i + 1) * d + 10 * noise) << "step " << i + 1;
     // bf16 AMP: the 16-bit weights are rounded from the gathered fp32 parameters, as DDP's
-    // update rounds them: the same values up to bf16 runs' own spread.
+    // update rounds them (the two were bit-identical over 6 steps in the run above).
     EXPECT_NEAR(zb[i]["loss"].get<double>(), db[i]["loss"].get<double>(),
-                2e-2 * std::max(1.0, d)) << "bf16 step " << i + 1;
+                run_spread(i + 1) * db[i]["loss"].get<double>()) << "bf16 step " << i + 1;
   }
   const auto full = optimizer_state_bytes(dir / "ddp"), half = optimizer_state_bytes(dir / "zero1");
   ASSERT_EQ(full.size(), 2u);
@@ -446,7 +447,7 @@ TEST(ResNetGpu, TwoRanksZeroOneMatchesDdpAndResumes) {
   for (size_t i = 3; i < 6; ++i) {
     const double noise = std::abs(again[i]["loss"].get<double>() - ddp[i]["loss"].get<double>());
     EXPECT_NEAR(after[i]["loss"].get<double>(), zero1[i]["loss"].get<double>(),
-                kRunSpread * zero1[i]["loss"].get<double>() + 10 * noise)
+                run_spread(i + 1) * zero1[i]["loss"].get<double>() + 10 * noise)
         << "resumed step " << i + 1;
   }
 }
