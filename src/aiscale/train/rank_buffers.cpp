@@ -94,6 +94,12 @@ uint64_t checkpoint_staging_bytes(const TrainConfig& c, const ParallelLayout& l)
 }
 
 void check_rank_buffers(const TrainConfig& c, const ParallelLayout& l) {
+  // A split the model does not allow is refused by the model's own checks, which name the
+  // key that does not divide (model.n_head, model.n_kv_head, ...): no sizes of it here.
+  const nn::GptConfig& m = c.model;
+  if (m.n_head % l.tp != 0 || m.n_embd % l.tp != 0 || m.kv_heads() % l.tp != 0 ||
+      m.ffn() % l.tp != 0 || l.pp > m.n_layer)
+    return;
   for (const RankBuffer& b : rank_state_buffers(c, l))
     if (b.bytes > validate::kMaxBufferBytes)
       fail("one rank of {} would allocate {:.3g} TiB for its {} ({} parameters from the model.* "
