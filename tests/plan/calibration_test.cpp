@@ -192,6 +192,48 @@ TEST(PlanCalibration, OneGpuRunsComeBeforeMultiGpuRuns) {
   EXPECT_NE(m.utilisation.source.find("2-GPU run"), std::string::npos) << m.utilisation.source;
 }
 
+TEST(PlanCalibration, TransformersAreCalibratedByTheirOwnFamilyFirst) {
+  // A Llama's wider MLP and larger vocabulary run at another utilisation than a GPT-2 of
+  // its size: a Llama run calibrates the Llama family even where a GPT-2 run is closer in
+  // size, GPT-2 keeps its own, and without a Llama run the GPT-2 one stands in. A result
+  // without "family" (written before the bench reported it) takes it from the model name.
+  // Synthetic lines: test inputs, not measurements.
+  const std::string gpt =
+      R"({"benchmark":"language","model":"gpt2-1558m","n_params":1557611200,"world_size":1,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","achieved_tflops_per_device":100.0})"
+      "\n";
+  const std::string llama =
+      R"({"benchmark":"language","model":"llama3-8b-shape","family":"llama","n_params":8030261248,"world_size":1,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","achieved_tflops_per_device":150.0})"
+      "\n";
+  const std::string old_llama =
+      R"({"benchmark":"language","model":"llama3-1b-shape","n_params":1498482688,"world_size":1,"precision":"bf16","device":"NVIDIA A100-SXM-64GB","device_kind":"gpu","achieved_tflops_per_device":140.0})"
+      "\n";
+  const std::string both_file = write_temp(gpt + llama), gpt_file = write_temp(gpt),
+                    old_file = write_temp(gpt + old_llama);
+  const Calibration both = load_calibration({both_file}, catalog());
+  const Calibration gpt_only = load_calibration({gpt_file}, catalog());
+  const Calibration old = load_calibration({old_file}, catalog());
+  for (const auto& f : {both_file, gpt_file, old_file}) fs::remove(f);
+  const int64_t n = 1498482688;  // closer to the GPT-2 run's size than to the 8B's
+  const MfuSample* s = both.closest_utilisation("A100-SXM4-64GB", Precision::bf16, n, false, "llama");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->model, "llama3-8b-shape");
+  s = both.closest_utilisation("A100-SXM4-64GB", Precision::bf16, n, false, "gpt2");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->model, "gpt2-1558m");
+  s = gpt_only.closest_utilisation("A100-SXM4-64GB", Precision::bf16, n, false, "llama");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->model, "gpt2-1558m");
+  s = old.closest_utilisation("A100-SXM4-64GB", Precision::bf16, 8030261248, false, "llama");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->family, "llama");
+  EXPECT_EQ(s->model, "llama3-1b-shape");
+  // The planner's figures for a Llama plan come from the Llama run.
+  const MachineFigures m = machine_figures(catalog().resolve("leonardo/booster").at(0),
+                                           make_workload("llama3-1b-shape"), Precision::bf16,
+                                           both, catalog(), Assumptions{});
+  EXPECT_NE(m.utilisation.source.find("llama3-8b-shape"), std::string::npos) << m.utilisation.source;
+}
+
 // `aiscale bench vision` records calibrate the CNN family only: a GPT on the same card keeps
 // its own (datasheet) figure, and a language record never stands in for a CNN.
 TEST(PlanCalibration, VisionRecordsCalibrateCnnsOnly) {

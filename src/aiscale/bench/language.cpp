@@ -176,6 +176,7 @@ nlohmann::json run_language_bench(const LanguageBenchOptions& o, parallel::Commu
   nlohmann::json j;
   j["benchmark"] = "language";
   j["model"] = o.run.model_preset;
+  j["family"] = nn::to_string(o.run.model.family);
   j["n_params"] = o.run.model.num_params();
   j["n_layer"] = o.run.model.n_layer;
   j["n_head"] = o.run.model.n_head;

@@ -91,6 +91,14 @@ double step_spread_of(const json& j) {
   return (p90 - median) / (1.2816 * median);
 }
 
+// A transformer result's family: its "family", or for results written before the bench
+// reported it, the model name's (the Llama shapes are named llama...).
+std::string family_of(const json& j, const std::string& model) {
+  std::string f = text(j, "family");
+  if (f.empty()) f = model.rfind("llama", 0) == 0 ? "llama" : "gpt2";
+  return f;
+}
+
 // A CPU result: utilisation of the cores it used (threads × clock × fp32 FLOPs per cycle).
 void read_cpu_language(const json& j, const std::string& where, const Catalog& cat, Calibration& c) {
   MfuSample s;
@@ -110,6 +118,7 @@ void read_cpu_language(const json& j, const std::string& where, const Catalog& c
   s.accelerator_id = "cpu:" + cpu->id;
   s.precision = Precision::fp32;
   s.model = text(j, "model");
+  s.family = family_of(j, s.model);
   s.host = text(j, "host");
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
@@ -200,6 +209,7 @@ void read_language(const json& j, const std::string& where, const Catalog& cat, 
                                     ? j["precision"].get<std::string>() : std::string();
   if (!set_precision(s, precision, where, c)) return;
   s.model = text(j, "model");
+  s.family = family_of(j, s.model);
   s.host = text(j, "host");
   s.date = text(j, "date");
   s.n_params = static_cast<int64_t>(need_number(j, "n_params", where));
@@ -389,14 +399,21 @@ Calibration load_calibration(const std::vector<std::string>& paths, const Catalo
 }
 
 const MfuSample* Calibration::closest_utilisation(std::string_view accel, Precision p,
-                                                  int64_t n_params, bool cnn) const {
-  // One-GPU runs first: a multi-GPU step also holds its communication, which the model
-  // prices on its own, so such a run stands in only where no 1-GPU run exists.
+                                                  int64_t n_params, bool cnn,
+                                                  std::string_view family) const {
+  // Runs of the same family first, then one-GPU runs: a multi-GPU step also holds its
+  // communication, which the model prices on its own, so such a run stands in only where
+  // no 1-GPU run exists.
+  bool family_measured = false;
+  for (const auto& s : utilisation)
+    family_measured = family_measured || (s.accelerator_id == accel && s.precision == p &&
+                                          s.cnn == cnn && !family.empty() && s.family == family);
   const MfuSample* best = nullptr;
   bool best_multi = false;
   double best_dist = 0;
   for (const auto& s : utilisation) {
     if (s.accelerator_id != accel || s.precision != p || s.cnn != cnn) continue;
+    if (family_measured && s.family != family) continue;
     const bool multi = s.world_size > 1;
     const double d = log_distance(double(s.n_params), double(n_params));
     // Ties: the higher utilisation (a better-tuned run of the same size).

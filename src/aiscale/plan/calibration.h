@@ -36,6 +36,9 @@ struct MfuSample {
   double optimizer_s = 0;       // that estimate, taken out of the measured step (0: none)
   double utilisation = 0;       // achieved / dense peak of that precision
   bool cnn = false;             // a CNN's run (`bench vision`), else a transformer's
+  // A transformer's family ("gpt2", "llama"): the result's "family", or from its model name
+  // for results written before the bench reported it.
+  std::string family;
   double gemm_elements = 0;     // batch × seq × n_embd of the run (0: not in the result)
   // Step-to-step spread, as a fraction of the median step: (p90 − median) / (1.2816 ×
   // median), the standard deviation of a normal spread; 0 where the result has no p90.
@@ -84,11 +87,14 @@ struct Calibration {
   std::shared_ptr<const MachineProfile> machine_profile;
 
   bool empty() const { return utilisation.empty() && bandwidth.empty() && copy_engine.empty(); }
-  // The measurement of this model family (CNN or transformer) on this accelerator and
+  // The measurement of this kind of model (CNN or transformer) on this accelerator and
   // precision whose model size is closest (in log scale) to n_params, among 1-GPU runs
-  // where there are any; nullptr when there is none.
+  // where there are any, and among runs of the transformer family `family` (non-empty)
+  // where there are any: a Llama's wider MLP and larger vocabulary run its GEMMs at
+  // another utilisation than a GPT-2 of the same size; nullptr when there is none.
   const MfuSample* closest_utilisation(std::string_view accelerator_id, Precision p,
-                                       int64_t n_params, bool cnn = false) const;
+                                       int64_t n_params, bool cnn = false,
+                                       std::string_view family = {}) const;
   // CPU model `cpu_id`: the measurement whose thread count is closest (in log scale) to
   // `cores` (a node's), then whose model size is closest; nullptr when there is none.
   const MfuSample* closest_cpu_utilisation(std::string_view cpu_id, int cores,

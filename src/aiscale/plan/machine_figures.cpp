@@ -126,7 +126,8 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
                               fmt::format("fitted to {}", fit->sources)};
     }
   if (!acc.cpu_node && !m.gemm_half_elements.measured)
-    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params(), !w.is_transformer())) {
+    if (const MfuSample* s = cal.closest_utilisation(acc.id, p, w.params(), !w.is_transformer(),
+                                                      w.is_transformer() ? nn::to_string(w.gpt.family) : "")) {
       m.utilisation_at_elements = s->gemm_elements;
       m.utilisation = {s->utilisation, true,
                        fmt::format("{} on {} ({} params): {:.1f} TFLOP/s at {}{}{}", s->model,
