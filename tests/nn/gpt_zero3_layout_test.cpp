@@ -5,6 +5,7 @@
 // shards equals the whole step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -110,6 +111,41 @@ TEST(Zero3Layout, ShardsGatherBackToTheFlatVector) {
       z.unit_to_flat(u, gathered.data(), back.data());
     }
     EXPECT_EQ(back, flat) << world << " ranks";
+  }
+}
+
+// A streamed checkpoint's ranges: owned_runs finds each flat value of any range where
+// flat_to_shards puts it on the rank that owns it, on exactly one rank, and nothing of the
+// padded rows or of other ranges.
+TEST(Zero3Layout, OwnedRunsOfARangeAreWhereTheShardsHoldIt) {
+  const nn::GptLayout layout(small_config());
+  const int64_t n = layout.size();
+  std::vector<float> flat(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) flat[size_t(i)] = float(i + 1);
+  for (int world : {1, 2, 3}) {
+    std::vector<int> owners(static_cast<size_t>(n), 0);
+    for (int rank = 0; rank < world; ++rank) {
+      const nn::GptZero3Layout z(layout, 128, world, rank);
+      std::vector<float> shards(static_cast<size_t>(z.shards_size()));
+      z.flat_to_shards(flat.data(), shards.data());
+      for (int64_t step : {int64_t{1}, int64_t{97}, int64_t{1000}, n}) {
+        int64_t prev = -1;
+        for (int64_t begin = 0; begin < n; begin += step) {
+          const int64_t end = std::min(n, begin + step);
+          z.owned_runs(begin, end, [&](int64_t f, int64_t index, int64_t count) {
+            ASSERT_GE(f, begin);
+            ASSERT_LE(f + count, end);
+            ASSERT_GT(f, prev);  // in order, never twice
+            prev = f + count - 1;
+            for (int64_t i = 0; i < count; ++i) {
+              ASSERT_EQ(shards[size_t(index + i)], flat[size_t(f + i)]) << "world " << world << " at " << f + i;
+              if (step == n) ++owners[size_t(f + i)];
+            }
+          });
+        }
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(owners[size_t(i)], 1) << "world " << world << " value " << i;
   }
 }
 

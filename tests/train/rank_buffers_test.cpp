@@ -71,6 +71,20 @@ TEST(Gpt3RankBuffers, TensorTimesPipelineOver1024Ranks) {
   EXPECT_EQ(checkpoint_staging_bytes(c, l), uint64_t(2) << 26);
 }
 
+// GPU ranks stream in every layout, one GPU and plain data parallelism too; CPU ranks that
+// hold the whole state (DDP) snapshot its three vectors.
+TEST(Gpt3RankBuffers, GpuRanksStreamInEveryLayout) {
+  TrainConfig c = gpt3(0, 1, 1);
+  c.model = nn::gpt_preset("gpt2-6.6b");
+  ParallelLayout l;
+  l.dp = 8;
+  EXPECT_EQ(checkpoint_staging_bytes(c, l), uint64_t(2) << 26);
+  l.dp = 1;
+  EXPECT_EQ(checkpoint_staging_bytes(c, l), uint64_t(2) << 26);
+  c.device = "cpu";
+  EXPECT_EQ(checkpoint_staging_bytes(c, l), uint64_t(c.model.num_params()) * 12);
+}
+
 // The checkpoint's ranges of the full model: at most 64 MiB each, rows whole, tiling it.
 TEST(Gpt3RankBuffers, CheckpointRangesAreBounded) {
   const nn::GptConfig m = nn::gpt_preset("gpt3-175b");

@@ -49,6 +49,24 @@ std::pair<int64_t, int64_t> Zero1::owned(const parallel::dp::Bucket& b) const {
   return {lo, std::max(lo, std::min(lo + b.part, size_))};
 }
 
+void Zero1::owned_runs(int64_t begin, int64_t end,
+                       const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  if (parts_.empty()) {  // the buckets come in gradient order: sorted once
+    for (const auto& b : buckets()) {
+      const auto [lo, hi] = owned(b);
+      if (hi > lo) parts_.push_back({lo, hi, b.shard_offset});
+    }
+    std::sort(parts_.begin(), parts_.end());
+  }
+  // The first part that ends after begin, then each part the range meets.
+  auto it = std::upper_bound(parts_.begin(), parts_.end(), begin,
+                             [](int64_t x, const std::array<int64_t, 3>& p) { return x < p[1]; });
+  for (; it != parts_.end() && (*it)[0] < end; ++it) {
+    const int64_t lo = std::max(begin, (*it)[0]), hi = std::min(end, (*it)[1]);
+    if (lo < hi) fn(lo, (*it)[2] + (lo - (*it)[0]), hi - lo);
+  }
+}
+
 void Zero1::finish() const {
   if (reducer_) reducer_->finish();
   else data_->wait();

@@ -14,12 +14,16 @@
 //   on the data group's device communicator.
 //
 // Checkpoints see whole vectors: gather() assembles every rank's shard (collective) and
-// scatter() keeps this rank's parts of a whole vector.
+// scatter() keeps this rank's parts of a whole vector; or (the GPT model's streamed
+// checkpoints) a range at a time through owned_runs(), which says where this rank keeps the
+// values of a range.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <array>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "aiscale/core/dtype.h"
 #include "aiscale/ops/cuda/cuda_ops.cuh"
@@ -45,6 +49,10 @@ class Zero1 {
   const std::vector<parallel::dp::Bucket>& buckets() const { return plan().buckets; }
   // The flat range [first, second) of bucket b this rank owns (empty past the end).
   std::pair<int64_t, int64_t> owned(const parallel::dp::Bucket& b) const;
+  // Calls fn(flat, index, n) for each run of flat positions [begin, end) this rank owns, in
+  // order: flat positions [flat, flat + n) are at [index, index + n) of its shard.
+  void owned_runs(int64_t begin, int64_t end,
+                  const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
 
   // Without a reducer: the in-place fp32 reduce-scatter of the gradient buffer (padded
   // size values) over the data group, after the work queued on `s`, which then waits for
@@ -82,6 +90,8 @@ class Zero1 {
   parallel::dp::BucketPlan plan_;             // without a reducer: one bucket
   int rank_ = 0, world_ = 1;
   int64_t size_;
+  // This rank's parts (flat begin, end, shard offset) sorted by position, for owned_runs.
+  mutable std::vector<std::array<int64_t, 3>> parts_;
   cudaEvent_t update_done_ = nullptr, gathered_ = nullptr, grads_ready_ = nullptr,
               reduced_ = nullptr;
 };

@@ -88,8 +88,10 @@ std::vector<RankBuffer> rank_state_buffers(const TrainConfig& c, const ParallelL
 }
 
 uint64_t checkpoint_staging_bytes(const TrainConfig& c, const ParallelLayout& l) {
+  // GPU models stream in every layout (nn/models/gpt_cuda_stream.cu), as do host models
+  // whose state is sharded; a host model whose ranks hold it whole is snapshotted.
   const bool sharded = l.tp > 1 || l.pp > 1 || (c.zero_stage >= 1 && l.dp > 1);
-  if (sharded) return 2 * static_cast<uint64_t>(kCheckpointChunkBytes);
+  if (sharded || c.device == "cuda") return 2 * static_cast<uint64_t>(kCheckpointChunkBytes);
   return bytes_of(c.model.num_params(), 12);
 }
 

@@ -24,9 +24,10 @@ struct RankBuffer {
 // is one device allocation (nn/models/gpt_cuda_memory.cuh): its parts add up.
 std::vector<RankBuffer> rank_state_buffers(const TrainConfig& c, const ParallelLayout& l);
 // Values of whole-model state the run's ranks stage while a checkpoint is written: one
-// range of kCheckpointChunkBytes where the state is sharded and streams, plus the writer's
-// transposition buffer of the same size; the whole model's three vectors (params, m, v)
-// where every rank holds them whole anyway (DDP, CPU ZeRO-1 on one rank).
+// range of kCheckpointChunkBytes where the state streams (GPU ranks in every layout, CPU
+// ranks where it is sharded), plus the writer's transposition buffer of the same size; the
+// whole model's three vectors (params, m, v) where every CPU rank holds them whole anyway
+// (DDP, CPU ZeRO-1 on one rank).
 uint64_t checkpoint_staging_bytes(const TrainConfig& c, const ParallelLayout& l);
 
 // Fails when one of the rank's buffers exceeds validate::kMaxBufferBytes, naming it, its

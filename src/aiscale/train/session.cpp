@@ -342,11 +342,17 @@ void restore_or_broadcast(GptRun& run) {
     // or shards builds them from the seed's whole initialisation, the same on every rank.)
     if (run.c.device == "cuda") {
       // The GPU model keeps a working (bf16/fp16) copy beside its fp32 master weights:
-      // set_params refreshes both. Once per run, through host memory.
-      std::vector<float> params(static_cast<size_t>(model.num_params()));
-      model.get_params(params.data());
-      run.comm->broadcast(params.data(), model.num_params(), 0);
-      model.set_params(params.data());
+      // its setters refresh both. Once per run, through host memory a checkpoint range at
+      // a time (the ranges ascending from 0, as the setters ask).
+      const int64_t n = model.num_params();
+      const int64_t chunk = std::max<int64_t>(1, kCheckpointChunkBytes / 4);
+      std::vector<float> range(static_cast<size_t>(std::min(n, chunk)));
+      for (int64_t begin = 0; begin < n; begin += chunk) {
+        const int64_t count = std::min(chunk, n - begin);
+        model.get_params_range(begin, count, range.data());
+        run.comm->broadcast(range.data(), count, 0);
+        model.set_params_range(begin, count, range.data());
+      }
     } else {
       run.comm->broadcast(model.param_buffer(), model.num_params(), 0);
     }

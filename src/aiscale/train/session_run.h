@@ -87,8 +87,9 @@ struct TrainOutcome {
 CheckpointState checkpoint_meta(GptRun& run, const DataPosition& data, int64_t step);
 // Whole vectors of the run's state (for a wrapper whose state is not sharded).
 CheckpointState snapshot(GptRun& run, const DataPosition& data, int64_t step);
-// The run's state streamed into checkpoints_dir/folder (checkpoint_stream.h; every rank
-// calls it, rank 0 writes): the folder's path on rank 0.
+// The run's state streamed into checkpoints_dir/folder (checkpoint_stream.h; rank 0
+// writes; every rank calls it where the state is collective, else rank 0 alone): the
+// folder's path on rank 0.
 std::string write_streamed(GptRun& run, const DataPosition& data, int64_t step,
                            const std::string& folder, int64_t keep_last);
 

@@ -63,12 +63,24 @@ std::string write_streamed(GptRun& run, const DataPosition& data, int64_t step,
 
 namespace {
 
+// Whether rank 0 streams its own whole copy of the state (not sharded: one GPU, plain data
+// parallelism on GPUs) rather than snapshotting it: a GPU model's state lives in device
+// memory, and its whole vectors on the host (12 bytes per parameter) would bound the model
+// by the node's memory.
+bool streams_own_copy(const GptRun& run) {
+  return !run.data_parallel->collective_state() && run.c.device == "cuda" &&
+         run.data_parallel->streams_state();
+}
+
 // Sharded state (ZeRO, tensor slices, pipeline stages) streams: every rank takes part in
 // gathering each range and rank 0 writes it, so that no rank holds the whole model; the
-// write is part of the step. State that is whole on every rank anyway is copied once and
+// write is part of the step. A GPU model's unsharded state streams from rank 0 alone (the
+// others train on). A host model's state, whole on every rank anyway, is copied once and
 // written by rank 0 in the background while training goes on.
 void save(GptRun& run, TrainOutcome& o, int64_t step) {
   if (run.data_parallel->collective_state())
+    write_streamed(run, o.position_after_last_step, step, checkpoint_name(step), run.c.keep_checkpoints);
+  else if (run.rank == 0 && streams_own_copy(run))
     write_streamed(run, o.position_after_last_step, step, checkpoint_name(step), run.c.keep_checkpoints);
   else if (run.rank == 0)
     run.checkpointer->save(snapshot(run, o.position_after_last_step, step));
@@ -251,6 +263,9 @@ int finish_run(GptRun& run, TrainOutcome& o) {
       if (keep)
         diverged_state = write_streamed(run, position_after_last_step, r.steps,
                                         diverged_checkpoint_name(r.steps), /*keep_last=*/-1);
+    } else if (keep && streams_own_copy(run)) {
+      diverged_state = write_streamed(run, position_after_last_step, r.steps,
+                                      diverged_checkpoint_name(r.steps), /*keep_last=*/-1);
     } else if (keep) {
       diverged_state = write_diverged_checkpoint(
           ckpt_dir, snapshot(run, position_after_last_step, r.steps));

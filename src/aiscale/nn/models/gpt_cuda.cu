@@ -84,8 +84,7 @@ AttentionImpl choose_attention(const std::string& option, const std::string& var
 
 }  // namespace
 
-GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
-                 const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
+GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
                  parallel::Communicator* data_group, parallel::Communicator* pipeline_group,
                  const GptCudaPipelinePlan& plan)
     : config_(c),
@@ -128,8 +127,6 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
       Pw_ += (Vp_ - V_) * C_;
     }
   }
-  AISCALE_CUDA_REQUIRE(static_cast<int64_t>(init.size()) == layout_.size(),
-                       "init has " + std::to_string(init.size()) + " values");
   attention_impl_ = choose_attention(options_.attention, sw.attention);
   // Only where the padded rows land inside wpe's gradient.
   lm_head_padded_dw_ = maxT_ >= Vp_ - V_ && !llama_;
@@ -224,7 +221,7 @@ GptCuda::GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<f
     AISCALE_CUDA_CHECK(cudaMemcpyAsync(rope_table_, table.data(), table.size() * 4,
                                        cudaMemcpyHostToDevice, stream_));
   }
-  set_params(init.data());
+  init_params();  // the seed's weights, a range at a time (gpt_cuda_stream.cu)
   // The warm-up step communicates nothing between data-parallel copies.
   set_gradient_sync(false);
   warm_up();
@@ -560,14 +557,13 @@ void GptCuda::logits_at(int64_t b, int64_t t, float* out) {
 }
 
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
-                                          const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,
                                           parallel::Communicator* tensor_group,
                                           parallel::Communicator* data_group,
                                           parallel::Communicator* pipeline_group,
                                           const GptCudaPipelinePlan& plan) {
-  return std::make_unique<GptCuda>(c, o, init_params, switches, tensor_group, data_group,
-                                   pipeline_group, plan);
+  return std::make_unique<GptCuda>(c, o, switches, tensor_group, data_group, pipeline_group,
+                                   plan);
 }
 
 }  // namespace detail

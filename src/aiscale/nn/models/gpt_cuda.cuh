@@ -1,6 +1,7 @@
 // The CUDA GPT model's constructor, callable from host code (no CUDA types here).
-// make_gpt_cuda (gpt_factory_nocuda.cpp) validates the configuration, draws the
-// initial parameters with gpt_init_params, reads the measurement switches and calls this.
+// make_gpt_cuda (gpt_factory_nocuda.cpp) validates the configuration, reads the
+// measurement switches and calls this; the model draws its initial parameters from the
+// seed a range at a time (gpt_init_ranges), never the whole model on the host.
 #pragma once
 #include <memory>
 #include <string>
@@ -41,8 +42,8 @@ struct GptCudaPipelinePlan {
 GptCudaPipelinePlan gpt_cuda_pipeline_plan(const GptConfig& c, const GptRunOptions& o, int stages,
                                            int stage);
 
-// Builds the model on the current CUDA device from initial parameters in the layout's
-// order (num_params values). tensor_group: the tensor-parallel group (a device
+// Builds the model on the current CUDA device with the seed's initial parameters (o.seed:
+// gpt_init_ranges, a range at a time into this rank's buffers or shards). tensor_group: the tensor-parallel group (a device
 // communicator of several ranks, each holding a slice of every layer: gpt_cuda_tp.cuh), or
 // null; data_group (with a tensor group or a pipeline): the ranks holding the same slices
 // or stage in the other data-parallel copies, over which the gradients are summed, or null
@@ -50,7 +51,6 @@ GptCudaPipelinePlan gpt_cuda_pipeline_plan(const GptConfig& c, const GptRunOptio
 // this rank one stage of it: gpt_cuda_pp.cuh, doing `plan`, holding its layers, the
 // embeddings and the final norm), or null.
 std::unique_ptr<GptModel> create_gpt_cuda(const GptConfig& c, const GptRunOptions& o,
-                                          const std::vector<float>& init_params,
                                           const GptCudaSwitches& switches,
                                           parallel::Communicator* tensor_group,
                                           parallel::Communicator* data_group,

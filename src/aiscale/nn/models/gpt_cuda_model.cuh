@@ -1,15 +1,18 @@
 // The CUDA GPT model's class, shared by its source files: gpt_cuda.cu (construction,
 // warm-up, forward, logits), gpt_cuda_backward.cu (backward), gpt_cuda_state.cu (the
-// optimiser step, gradients, and the whole vectors checkpoints read and write) and
+// optimiser step, gradients), gpt_cuda_stream.cu (the state checkpoints read and write, a
+// range at a time, and the initial weights) and
 // gpt_cuda_pp.cu (pipeline stages), gpt_cuda_llama.cu (the llama family's layers and head).
 // What the
 // model does, and its precision, memory and fusions, are described in gpt_cuda.cu.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aiscale/nn/models/gpt.h"
@@ -37,8 +40,9 @@ using P = GptBlockParam;
 
 class GptCuda final : public GptModel, private GptCudaMemory {
  public:
-  GptCuda(const GptConfig& c, const GptRunOptions& o, const std::vector<float>& init,
-          const GptCudaSwitches& sw, parallel::Communicator* tensor_group,
+  // The initial weights are the seed's (o.seed: gpt_init_ranges), as on every backend.
+  GptCuda(const GptConfig& c, const GptRunOptions& o, const GptCudaSwitches& sw,
+          parallel::Communicator* tensor_group,
           parallel::Communicator* data_group, parallel::Communicator* pipeline_group,
           const GptCudaPipelinePlan& plan);
   ~GptCuda() override;
@@ -81,9 +85,15 @@ class GptCuda final : public GptModel, private GptCudaMemory {
   void update(const ops::AdamWParams& hp) override;
   void logits_at(int64_t b, int64_t t, float* out) override;
 
-  // With ZeRO-1, ZeRO-2 or ZeRO-3 the state is sharded: get_params / get_optimizer_state gather it
-  // (every rank must call them) and use the gradient buffers as scratch. With tensor
-  // parallelism each rank holds its slices and they speak whole vectors too (collective).
+  // The state a range at a time (gpt_cuda_stream.cu), in every layout: with ZeRO-1, 2 or 3
+  // (sharded), tensor slices or pipeline stages the getters are collective (every rank calls
+  // them with the same ranges; collective_state()); the setters are local. The whole-vector
+  // methods are one range of the whole model.
+  bool streams_state() const override { return true; }
+  void get_params_range(int64_t begin, int64_t count, float* out) const override;
+  void set_params_range(int64_t begin, int64_t count, const float* in) override;
+  void get_optimizer_state_range(int k, int64_t begin, int64_t count, float* out) const override;
+  void set_optimizer_state_range(int k, int64_t begin, int64_t count, const float* in) override;
   void get_params(float* out) const override;
   void set_params(const float* in) override;
   void get_grads(float* out) const override;
@@ -305,19 +315,52 @@ class GptCuda final : public GptModel, private GptCudaMemory {
 
   void check_tokens(const int32_t* x, const char* what) const;
 
-  // dp x tp with ZeRO-1: this rank's whole local vector of a sharded state (master_, m_
-  // or v_) gathered over the data group into grads_, which it returns (collective; the
-  // gradients are overwritten, as plain ZeRO-1's gather does).
-  float* gather_local(const float* shard) const;
+  // The state a range at a time (gpt_cuda_stream.cu). k: 0 the (master) parameters, 1 m,
+  // 2 v. Where state k lives on this rank: its local buffer (device), or its shard (ZeRO-1
+  // along the buckets, ZeRO-2/3 along the units, in pinned host memory when offloaded),
+  // with the shard's length; writing the parameters under ZeRO-1 fills the whole local
+  // vector in grads_ instead.
+  enum class Sharding { none, zero1, zero3 };
+  struct StateBuffer {
+    float* base = nullptr;
+    bool on_host = false;
+    Sharding sharding = Sharding::none;
+    int64_t size = 0;
+  };
+  StateBuffer state_buffer(int k, bool writing) const;
+  // The data-parallel group the state is sharded over (null: not sharded, or one rank).
+  parallel::Communicator* shard_group() const;
+  // fn(local, index, n) for the runs of local positions [local, local + n) held in `s`.
+  void held_runs(const StateBuffer& s, int64_t local, int64_t n,
+                 const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
+  // Copies state k's values of flat range [begin, begin + count) that this rank holds
+  // between `host` (the range) and its buffer, of the tensors selected (all, or the
+  // replicated or split ones), noting the host runs in `copied` where given. Reading skips
+  // the embeddings and the final norm on pipeline stages after the first.
+  static constexpr int kAllTensors = 0, kReplicatedTensors = 1, kSplitTensors = 2;
+  void copy_range(int k, int64_t begin, int64_t count, float* host, bool to_host, int tensors,
+                  std::vector<std::pair<int64_t, int64_t>>* copied) const;
+  // The range summed over the ranks that share it (collective when collective_state()).
+  void read_range(int k, int64_t begin, int64_t count, float* out) const;
+  // Writing: zero the buffer, the ranges in ascending order, and after the parameters'
+  // last range the working copy (and ZeRO-1's master shards) from them.
+  void begin_write(int k);
+  void write_values(int k, int64_t begin, int64_t count, const float* in);
+  void end_params_write();
+  void set_range(int k, int64_t begin, int64_t count, const float* in);
+  // The seed's initial weights (gpt_init_ranges), a range at a time.
+  void init_params();
+  int64_t next_write_[3] = {0, 0, 0};
+  mutable uint64_t replicated_hash_ = 0;  // tensor parallelism: the replicated parameters'
 
-  // dp x tp with ZeRO-2/3: this rank's slices of a whole vector (host).
+  // dp x tp with ZeRO-2/3: this rank's slices of a whole vector (host; set_grads).
   std::vector<float> local_part(const float* full) const;
 
   void download(float* out, const float* src) const;
   void upload(float* dst, const float* in);
-  // Pipeline stages: a local vector (device, shard_ order) into the whole model's (host,
-  // every rank; collective over the pipeline group), and a whole vector's part for this
-  // stage into a local one.
+  // Pipeline stages (the gradients' whole vectors): a local vector (device, shard_ order)
+  // into the whole model's (host, every rank; collective over the pipeline group), and a
+  // whole vector's part for this stage into a local one.
   void stage_gather(const float* local_dev, float* out) const;
   void stage_scatter(const float* in, float* local_dev);
   // A whole vector holding this stage's values (zeros elsewhere) summed over the stages,

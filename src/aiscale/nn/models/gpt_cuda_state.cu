@@ -1,6 +1,6 @@
-// The CUDA GPT model's optimiser step, gradients and whole-vector state (parameters,
-// gradients, AdamW moments) for checkpoints, with the data-parallel reducer's set-up and
-// the arena's sizes (the class: gpt_cuda_model.cuh; the model: gpt_cuda.cu).
+// The CUDA GPT model's optimiser step and gradients (whole vectors, for tests), with the
+// data-parallel reducer's set-up and the arena's sizes (the class: gpt_cuda_model.cuh; the
+// model: gpt_cuda.cu; parameters and AdamW moments a range at a time: gpt_cuda_stream.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -114,56 +114,6 @@ void GptCuda::update(const ops::AdamWParams& hp) {
   mark(profile::StepTimer::kEnd);
 }
 
-void GptCuda::get_params(float* out) const {
-  if (tp_) {
-    // ZeRO-2/3: the local vector gathered over the data group.
-    std::vector<float> held(zero3_ ? static_cast<size_t>(P_) : 0);
-    if (zero3_) zero3_->get_params(held.data());
-    const float* local = zero1_ ? gather_local(master_) : master_;
-    // The replicated parameters must have stayed the same on every tensor rank (the
-    // checkpoint keeps rank 0's): said loudly if not.
-    const bool agree =
-        zero3_ ? tp_->replicated_agree_host(held.data()) : tp_->replicated_agree(local);
-    if (!agree && tp_->rank() == 0)
-      std::fprintf(stderr, "[aiscale cuda] warning: the replicated parameters (LayerNorms, "
-                           "biases, embeddings) differ between the tensor-parallel ranks; the "
-                           "checkpoint holds tensor rank 0's\n");
-    if (zero3_) tp_->gather_host(held.data(), out);
-    else tp_->gather(local, out);
-    if (pipeline_) stage_sum(out);
-  } else if (zero3_) {
-    zero3_->get_params(out);
-  } else if (pipeline_) {
-    stage_gather(zero1_ ? gather_local(master_) : master_, out);
-  } else if (zero1_) {
-    zero1_->gather(master_, out, grads_, stream_);
-  } else {
-    download(out, master_);
-  }
-}
-
-void GptCuda::set_params(const float* in) {
-  if (zero3_) {
-    zero3_->set_params(tp_ ? local_part(in).data() : in);
-    return;
-  }
-  finish_comm();
-  float* full = zero1_ ? grads_ : master_;  // ZeRO-1: the whole vector passes through grads_
-  if (tp_) tp_->scatter(in, full);  // this rank's slices
-  else if (pipeline_) stage_scatter(in, full);  // this stage's layers, the embeddings, ln_f
-  else upload(full, in);
-  // Working copy: wte rows, then (after the zero padded rows) everything else.
-  cuda::cast_from_f32(t_, work_, full, V_ * C_, stream_);
-  AISCALE_CUDA_CHECK(cudaMemsetAsync(at(work_, V_ * C_), 0, size_t((Vp_ - V_) * C_) * es_,
-                                     stream_));
-  cuda::cast_from_f32(t_, at(work_, Vp_ * C_), full + V_ * C_, P_ - V_ * C_, stream_);
-  if (zero1_) {  // this rank's parts of the (local) whole vector now in grads_
-    zero1_->scatter(full, master_, stream_);
-    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
-  }
-  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
 void GptCuda::get_grads(float* out) const {
   if (tp_ && zero3_) {
     std::vector<float> local(static_cast<size_t>(P_));
@@ -194,81 +144,6 @@ void GptCuda::set_grads(const float* in) {
   if (tp_) tp_->scatter(in, grads_);
   else if (pipeline_) stage_scatter(in, grads_);
   else upload(grads_, in);
-}
-
-void GptCuda::get_optimizer_state(float* m, float* v) const {
-  if (tp_ && zero3_) {
-    std::vector<float> lm(static_cast<size_t>(P_)), lv(static_cast<size_t>(P_));
-    zero3_->get_moments(lm.data(), lv.data());
-    tp_->gather_host(lm.data(), m);
-    tp_->gather_host(lv.data(), v);
-    return;
-  }
-  if (tp_) {
-    tp_->gather(zero1_ ? gather_local(m_) : m_, m);
-    tp_->gather(zero1_ ? gather_local(v_) : v_, v);
-    if (pipeline_) {
-      stage_sum(m);
-      stage_sum(v);
-    }
-    return;
-  }
-  if (zero3_) {
-    zero3_->get_moments(m, v);
-    return;
-  }
-  if (pipeline_) {
-    stage_gather(zero1_ ? gather_local(m_) : m_, m);
-    stage_gather(zero1_ ? gather_local(v_) : v_, v);
-    return;
-  }
-  if (zero1_) {
-    zero1_->gather(m_, m, grads_, stream_);
-    zero1_->gather(v_, v, grads_, stream_);
-    return;
-  }
-  download(m, m_);
-  download(v, v_);
-}
-
-void GptCuda::set_optimizer_state(const float* m, const float* v) {
-  if (zero3_) {
-    zero3_->set_moments(tp_ ? local_part(m).data() : m, tp_ ? local_part(v).data() : v);
-    return;
-  }
-  finish_comm();
-  if (zero1_ && (tp_ || pipeline_)) {  // this rank's slices or stage (through grads_), then
-                                       // its data rank's parts
-    auto local = [&](const float* whole) {
-      if (tp_) tp_->scatter(whole, grads_);
-      else stage_scatter(whole, grads_);
-    };
-    local(m);
-    zero1_->scatter(grads_, m_, stream_);
-    local(v);
-    zero1_->scatter(grads_, v_, stream_);
-    AISCALE_CUDA_CHECK(cudaMemsetAsync(grads_, 0, size_t(Ppad_) * 4, stream_));
-    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return;
-  }
-  if (zero1_) {
-    zero1_->scatter(m, m_, stream_);
-    zero1_->scatter(v, v_, stream_);
-    AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return;
-  }
-  if (tp_) {
-    tp_->scatter(m, m_);
-    tp_->scatter(v, v_);
-    return;
-  }
-  if (pipeline_) {
-    stage_scatter(m, m_);
-    stage_scatter(v, v_);
-    return;
-  }
-  upload(m_, m);
-  upload(v_, v);
 }
 
 void GptCuda::subscribe_reducer(bool fused_norm) {
@@ -387,15 +262,6 @@ void GptCuda::copy_flat_to_work(const void* flat, cudaStream_t s) {
                                      size_t(P_ - V_ * C_) * es_, cudaMemcpyDeviceToDevice, s));
 }
 
-float* GptCuda::gather_local(const float* shard) const {
-  std::vector<float> local(static_cast<size_t>(P_));
-  zero1_->gather(shard, local.data(), grads_, stream_);
-  AISCALE_CUDA_CHECK(cudaMemcpyAsync(grads_, local.data(), size_t(P_) * 4, cudaMemcpyHostToDevice,
-                                     stream_));
-  AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return grads_;
-}
-
 std::vector<float> GptCuda::local_part(const float* full) const {
   std::vector<float> local(static_cast<size_t>(P_));
   shard_.extract(full, local.data());
@@ -410,9 +276,10 @@ void GptCuda::check_tokens(const int32_t* x, const char* what) const {
                   ": the data does not match model.vocab_size");
 }
 
-// Pipeline stages: each holds its layers, the embeddings and the final norm (alike on every
-// stage), so the whole vector is every stage's layers and stage 0's others, summed over the
-// pipeline group (each value comes from one stage; the others add zeros).
+// Pipeline stages (the gradients' whole vectors): each holds its layers, the embeddings and
+// the final norm (alike on every stage), so the whole vector is every stage's layers and
+// stage 0's others, summed over the pipeline group (each value comes from one stage; the
+// others add zeros).
 void GptCuda::stage_gather(const float* local_dev, float* out) const {
   std::vector<float> local(static_cast<size_t>(P_));
   download(local.data(), local_dev);

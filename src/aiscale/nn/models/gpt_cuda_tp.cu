@@ -216,25 +216,10 @@ void GptCudaTensorParallel::scatter(const float* full_host, float* local_dev) {
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-bool GptCudaTensorParallel::replicated_agree(const float* local_dev) {
-  finish();
-  return replicated_agree_host(download(local_dev).data());
-}
-
-bool GptCudaTensorParallel::replicated_agree_host(const float* local) {
-  // FNV-1a over the bits of the replicated values, rank 0's sent to every rank.
-  uint64_t h = 1469598103934665603ull;
-  for (const ShardedTensor& s : layout_.tensors()) {
-    if (s.kind != ShardKind::replicated) continue;
-    for (int64_t i = 0; i < s.numel; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, local + s.offset + i, 4);
-      h = (h ^ bits) * 1099511628211ull;
-    }
-  }
-  uint64_t first = h;
+bool GptCudaTensorParallel::same_on_every_rank(uint64_t hash) {
+  uint64_t first = hash;  // rank 0's, sent to every rank
   comm_.broadcast_bytes(&first, sizeof first, 0);
-  double differ = first != h ? 1.0 : 0.0;
+  double differ = first != hash ? 1.0 : 0.0;
   comm_.allreduce_sum(&differ, 1);
   return differ == 0.0;
 }

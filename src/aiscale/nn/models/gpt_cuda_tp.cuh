@@ -146,10 +146,9 @@ class GptCudaTensorParallel {
   void scatter(const float* full_host, float* local_dev);
   // gather from a local vector on the host (ZeRO-2/3 gather it over the data group there).
   void gather_host(const float* local_host, float* full_host);
-  // Whether the replicated values of `local_dev` (replicated_agree_host: of a local vector
-  // on the host) are bitwise the same on every tensor rank (collective).
-  bool replicated_agree(const float* local_dev);
-  bool replicated_agree_host(const float* local_host);
+  // Whether `hash` (of the replicated values a rank read) is the same on every tensor rank
+  // (collective): a checkpoint's check that they stayed bitwise equal.
+  bool same_on_every_rank(uint64_t hash);
 
  private:
   std::vector<float> download(const float* local_dev);

@@ -1,9 +1,9 @@
 // make_gpt_cuda and cuda_available for every build. Without CUDA they say so; with CUDA
-// they check the configuration, draw the initial parameters (host code, shared with the
-// CPU model so that both start from the same values for a seed) and hand over to
-// gpt_cuda.cu. Keeping this in a .cpp keeps host-only code (fmt, the RNG) out of nvcc and
-// makes aiscale_lib the only library that calls into aiscale_cuda. A GPU pipeline stage's
-// plan (its layers and schedule) is computed here too.
+// they check the configuration and hand over to gpt_cuda.cu, whose model draws its initial
+// parameters with gpt_init_ranges (host code, shared with the CPU model so that both start
+// from the same values for a seed) a range at a time. Keeping the checks in a .cpp keeps
+// host-only code (fmt, the pipeline schedules) out of nvcc. A GPU pipeline stage's plan
+// (its layers and schedule) is computed here too.
 #include "aiscale/core/env.h"
 #include "aiscale/core/error.h"
 #include "aiscale/nn/models/gpt.h"
@@ -88,9 +88,9 @@ std::unique_ptr<GptModel> make_gpt_cuda(const GptConfig& c, const GptRunOptions&
       (tensor || pipeline) && o.groups->data().world() > 1 ? &o.groups->data() : nullptr;
   detail::GptCudaPipelinePlan plan;
   if (pipeline) plan = detail::gpt_cuda_pipeline_plan(c, o, pipeline->world(), pipeline->rank());
-  return detail::create_gpt_cuda(c, o, gpt_init_params(c, o.seed),
-                                 detail::gpt_cuda_switches_from_env(), tensor, data, pipeline,
-                                 plan);
+  // The model draws the seed's initial weights itself, a range at a time (gpt_init_ranges).
+  return detail::create_gpt_cuda(c, o, detail::gpt_cuda_switches_from_env(), tensor, data,
+                                 pipeline, plan);
 }
 
 namespace detail {

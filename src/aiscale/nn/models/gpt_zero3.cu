@@ -298,9 +298,13 @@ void Zero3::gather(const float* shard, float* flat) {
   if (multi_) comm_->wait();
 }
 
-void Zero3::set_params(const float* flat) {
-  float* master = offload_ ? h_master_ : b_.master;
-  scatter(flat, master);
+float* Zero3::state_buffer(int k) const {
+  if (offload_) return k == 0 ? h_master_ : k == 1 ? h_m_ : h_v_;
+  return k == 0 ? b_.master : k == 1 ? b_.m : b_.v;
+}
+
+void Zero3::master_written() {
+  finish();
   if (offload_) {
     const size_t n = size_t(z_.shards_size());
     // The working copy from the host's master weights, rounded on the device (the
@@ -318,18 +322,6 @@ void Zero3::set_params(const float* flat) {
   AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   resident_valid_ = false;
   slot_holds_[0] = slot_holds_[1] = -1;
-}
-
-void Zero3::get_params(float* flat) { gather(offload_ ? h_master_ : b_.master, flat); }
-
-void Zero3::set_moments(const float* m, const float* v) {
-  scatter(m, offload_ ? h_m_ : b_.m);
-  scatter(v, offload_ ? h_v_ : b_.v);
-}
-
-void Zero3::get_moments(float* m, float* v) {
-  gather(offload_ ? h_m_ : b_.m, m);
-  gather(offload_ ? h_v_ : b_.v, v);
 }
 
 void Zero3::set_grads(const float* flat) { scatter(flat, b_.grads); }

@@ -121,12 +121,14 @@ class Zero3 {
   // Waits (bounded by the communicator's timeout) for the queued collectives.
   void finish();
 
-  // --- whole flat vectors (checkpoints, initialisation); collective ---
-  // set_params also refreshes the working copy.
-  void set_params(const float* flat);
-  void get_params(float* flat);
-  void set_moments(const float* m, const float* v);
-  void get_moments(float* m, float* v);
+  // --- the state a range at a time (checkpoints, initialisation) ---
+  // The shard buffer of the master weights (k = 0), m (1) or v (2): device memory, or with
+  // offload pinned host memory (shards_size() values, where shards().owned_runs() says).
+  // The model reads and writes ranges of it between steps, after finish().
+  float* state_buffer(int k) const;
+  // The master weights' shards have been written: the working copy follows them.
+  void master_written();
+  // --- whole flat gradient vectors (tests); collective ---
   void set_grads(const float* flat);
   void get_grads(float* flat);
 

@@ -89,4 +89,25 @@ void GptZero3Layout::unit_to_flat(int u, const float* gathered, float* flat) con
     std::memcpy(flat + r.flat, gathered + (r.work - unit_begin(u)), size_t(r.n) * 4);
 }
 
+void GptZero3Layout::owned_runs(int64_t begin, int64_t end,
+                                const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  const int64_t shift = padded_rows_end_ - vocab_rows_;
+  // The flat range in working positions: before the padded rows as it is, after them
+  // shifted past them.
+  const int64_t segments[2][2] = {{begin, std::min(end, vocab_rows_)},
+                                  {std::max(begin, vocab_rows_), end}};
+  for (int s = 0; s < 2; ++s) {
+    const int64_t d = s == 0 ? 0 : shift;
+    const int64_t lo = segments[s][0] + d, hi = segments[s][1] + d;
+    if (lo >= hi) continue;
+    // The first unit that ends after lo, then each unit the segment meets.
+    int u = static_cast<int>(std::upper_bound(bounds_.begin(), bounds_.end(), lo) - bounds_.begin()) - 1;
+    for (; u >= 0 && u < units() && unit_begin(u) < hi; ++u) {
+      const int64_t ob = owned_begin(u);
+      const int64_t a = std::max(lo, ob), b = std::min(hi, owned_end(u));
+      if (a < b) fn(a - d, shard_offset(u) + (a - ob), b - a);
+    }
+  }
+}
+
 }  // namespace aiscale::nn

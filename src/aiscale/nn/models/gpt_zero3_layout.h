@@ -25,6 +25,7 @@
 // Plain C++ (no CUDA) so that the geometry is tested on the CPU.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "aiscale/nn/models/gpt_layout.h"
@@ -90,6 +91,11 @@ class GptZero3Layout {
   // layout from unit_begin(u)) and the flat vector.
   void flat_to_shards(const float* flat, float* shards) const;
   void unit_to_flat(int u, const float* gathered, float* flat) const;
+  // Calls fn(flat, index, n) for each run of flat positions [begin, end) that this rank
+  // owns, in order: flat positions [flat, flat + n) are at [index, index + n) of its shard
+  // buffer (a streamed checkpoint's range, each value on exactly one rank of the group).
+  void owned_runs(int64_t begin, int64_t end,
+                  const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
 
  private:
   int world_, rank_;
