@@ -428,9 +428,10 @@ TEST(ResNetGpu, TwoRanksZeroOneMatchesDdpAndResumes) {
     // step 4 (one H200, 2026-11-29; in another run the two were bit-identical over 6 steps).
     // Without the 16-bit copies refreshed after the all-gather the weights would never
     // change (2.63 against 1.94 by step 6): the later steps are held to 5e-2.
-    if (i >= 2)
+    if (i >= 2) {
       EXPECT_NEAR(zb[i]["loss"].get<double>(), db[i]["loss"].get<double>(),
                   5e-2 * db[i]["loss"].get<double>()) << "bf16 step " << i + 1;
+    }
   }
   const auto full = optimizer_state_bytes(dir / "ddp"), half = optimizer_state_bytes(dir / "zero1");
   ASSERT_EQ(full.size(), 2u);
