@@ -155,8 +155,10 @@ struct GemmCurve {
   int samples = 0;
   std::string sources;
 };
+// Runs of one transformer family only (`family`): a Llama's and a GPT-2's GEMMs of the same
+// activation size are of other shapes, so a curve through both would fit their difference.
 std::optional<GemmCurve> fit_gemm_curve(const Calibration& cal, std::string_view accelerator_id,
-                                        Precision p);
+                                        Precision p, std::string_view family = "gpt2");
 
 // The utilisation of one GPU whose layers' activations hold `elements` elements (micro-batch
 // × sequence × width / tensor size): m.utilisation scaled by the GEMM-size curve of

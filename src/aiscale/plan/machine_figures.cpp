@@ -19,11 +19,11 @@
 namespace aiscale::plan {
 
 std::optional<GemmCurve> fit_gemm_curve(const Calibration& cal, std::string_view accelerator_id,
-                                        Precision p) {
+                                        Precision p, std::string_view family) {
   std::vector<const MfuSample*> pts;
   for (const auto& s : cal.utilisation)
     if (s.accelerator_id == accelerator_id && s.precision == p && s.world_size == 1 &&
-        s.gemm_elements > 0 && s.utilisation > 0)
+        !s.cnn && s.family == family && s.gemm_elements > 0 && s.utilisation > 0)
       pts.push_back(&s);
   if (pts.size() < 2) return std::nullopt;
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -117,7 +117,7 @@ MachineFigures machine_figures(const Target& t, const Workload& w, Precision p,
   m.gemm_half_elements = {a.gemm_half_elements, false,
                           "assumed: half a wave of 128 × 128 output tiles on 132 SMs"};
   if (w.is_transformer() && !acc.cpu_node)
-    if (const auto fit = fit_gemm_curve(cal, acc.id, p)) {
+    if (const auto fit = fit_gemm_curve(cal, acc.id, p, nn::to_string(w.gpt.family))) {
       // A measured sweep over micro-batch and width: the curve itself is measured.
       m.utilisation = {fit->u_max, true,
                        fmt::format("fitted to {}: {:.1f}% at large GEMMs", fit->sources, fit->u_max * 100)};
