@@ -63,6 +63,31 @@ TEST(PlanGemmCurve, FitRecoversTheCurveOfASweep) {
     f << line(16, 0.5, 1e6, 0) << "\n" << line(16, 0.5, 1e6, 0) << "\n";
   }
   EXPECT_FALSE(fit_gemm_curve(load_calibration({one}, catalog()), "H100-SXM5-80GB", Precision::bf16));
+  // A GPT-2 and a Llama run of other sizes are two families, not a sweep: no curve through
+  // them for either family (such a fit measured the families' difference and made a Llama
+  // step 44 % too long), while the GPT-2 sweep keeps its own beside a Llama run.
+  const std::string mixed = ::testing::TempDir() + "/mixed.jsonl";
+  {
+    nlohmann::json llama = nlohmann::json::parse(line(16, 0.6, 1e6, 0));
+    llama["model"] = "llama3-1b-shape";
+    llama["family"] = "llama";
+    llama["n_embd"] = 2048;
+    std::ofstream f(mixed);
+    f << line(8, 0.5, 1e6, 0) << "\n" << llama.dump() << "\n";
+  }
+  const Calibration both = load_calibration({mixed}, catalog());
+  EXPECT_FALSE(fit_gemm_curve(both, "H100-SXM5-80GB", Precision::bf16, "gpt2"));
+  EXPECT_FALSE(fit_gemm_curve(both, "H100-SXM5-80GB", Precision::bf16, "llama"));
+  {
+    std::ofstream f(mixed, std::ios::app);
+    nlohmann::json llama = nlohmann::json::parse(line(16, 0.6, 1e6, 0));
+    llama["family"] = "llama";
+    f << llama.dump() << "\n";
+  }
+  std::ofstream(file, std::ios::app) << std::ifstream(mixed).rdbuf();
+  const auto gpt = fit_gemm_curve(load_calibration({file}, catalog()), "H100-SXM5-80GB", Precision::bf16, "gpt2");
+  ASSERT_TRUE(gpt);
+  EXPECT_EQ(gpt->samples, 6);  // the sweep's five and the mixed file's GPT-2 run
 }
 
 // The sweep a GPU host recorded (bench/gpu/calibrate_planner.sh): each of its points is
