@@ -9,19 +9,13 @@
 
 #ifdef AISCALE_HAVE_CUDA
 #include <cuda_profiler_api.h>
-#include <cuda_runtime.h>
+
+#include "aiscale/parallel/cuda_check.h"
 #endif
 
 namespace aiscale::parallel {
 
 #ifdef AISCALE_HAVE_CUDA
-namespace {
-
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("CUDA {} failed: {}", what, cudaGetErrorString(e));
-}
-
-}  // namespace
 
 bool cuda_is_device_pointer(const void* p) {
   cudaPointerAttributes a{};

@@ -36,18 +36,13 @@
 #include "aiscale/parallel/staged_exchange.h"
 
 #ifdef AISCALE_HAVE_CUDA
-#include <cuda_runtime.h>
+#include "aiscale/parallel/cuda_check.h"
 #endif
 
 namespace aiscale::parallel {
 
 #ifdef AISCALE_HAVE_CUDA
 namespace {
-
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    fail("CUDA {} failed (collective staged through host memory): {}", what, cudaGetErrorString(e));
-}
 
 bool is_device(const void* p) { return cuda_is_device_pointer(p); }
 
@@ -85,20 +80,8 @@ class HostStaged final : public Communicator {
   std::string backend() const override { return inner_->backend() + "+host-staging"; }
 
   // --- host collectives (device pointers staged, returning when complete) ---
-  void allreduce_sum(float* d, int64_t n) override {
-    std::lock_guard<std::mutex> hold(lock_);
-    if (!is_device(d)) return inner_->allreduce_sum(d, n);
-    auto* h = reinterpret_cast<float*>(stage_in(d, n * 4));
-    inner_->allreduce_sum(h, n);
-    stage_out(d, h, n * 4);
-  }
-  void allreduce_sum(double* d, int64_t n) override {
-    std::lock_guard<std::mutex> hold(lock_);
-    if (!is_device(d)) return inner_->allreduce_sum(d, n);
-    auto* h = reinterpret_cast<double*>(stage_in(d, n * 8));
-    inner_->allreduce_sum(h, n);
-    stage_out(d, h, n * 8);
-  }
+  void allreduce_sum(float* d, int64_t n) override { staged_sum(d, n); }
+  void allreduce_sum(double* d, int64_t n) override { staged_sum(d, n); }
   void broadcast(float* d, int64_t n, int root) override {
     std::lock_guard<std::mutex> hold(lock_);
     if (!is_device(d)) return inner_->broadcast(d, n, root);
@@ -247,6 +230,15 @@ class HostStaged final : public Communicator {
   }
 
  private:
+  template <typename T>
+  void staged_sum(T* d, int64_t n) {
+    std::lock_guard<std::mutex> hold(lock_);
+    if (!is_device(d)) return inner_->allreduce_sum(d, n);
+    auto* h = reinterpret_cast<T*>(stage_in(d, n * int64_t(sizeof(T))));
+    inner_->allreduce_sum(h, n);
+    stage_out(d, h, n * int64_t(sizeof(T)));
+  }
+
   struct PointToPoint {
     bool send = false;
     char* device = nullptr;

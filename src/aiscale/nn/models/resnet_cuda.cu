@@ -58,12 +58,10 @@ class Device final : public ResNetCudaDevice {
     AISCALE_CUDA_CHECK(cudaMemsetAsync(arena_, 0, layout_bytes_, stream_));
     AISCALE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (reducer_) {
-      parallel::dp::Reducer::Buffers b;
-      b.grads = grads_;
-      b.sum_squares = sum_squares_;
-      b.sum_squares_scratch = sum_squares_scratch_;
-      b.host_sum_squares = host_sum_squares_;
-      reducer_->connect(b, stream_, arena_, layout_bytes_);
+      // No bf16 bucket copies: the ResNet's gradients travel in fp32.
+      reducer_->connect({grads_, /*comm_buffer=*/nullptr, sum_squares_, sum_squares_scratch_,
+                         host_sum_squares_},
+                        stream_, arena_, layout_bytes_);
       if (s_.zero_stage == 1) zero1_ = std::make_unique<optim::Zero1>(*reducer_, plan_.num_params);
     }
   }
