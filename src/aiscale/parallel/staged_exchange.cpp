@@ -7,44 +7,27 @@
 
 namespace aiscale::parallel::staging {
 
+// The 16-bit types (bf16, fp16) to and from fp32, element by element (f32: a copy).
 void widen(DType t, const void* in, float* out, int64_t n) {
   if (n <= 0) return;
-  switch (t) {
-    case DType::f32:
-      std::memcpy(out, in, static_cast<size_t>(n) * 4);
-      return;
-    case DType::bf16: {
-      const auto* h = static_cast<const uint16_t*>(in);
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
-      return;
-    }
-    case DType::f16: {
-      const auto* h = static_cast<const uint16_t*>(in);
-      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
-      return;
-    }
+  if (t == DType::f32) {
+    std::memcpy(out, in, static_cast<size_t>(n) * 4);
+    return;
   }
-  fail("internal: no staged conversion from element type {}", static_cast<int>(t));
+  const auto* h = static_cast<const uint16_t*>(in);
+  const bool bf16 = t == DType::bf16;
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
 }
 
 void narrow(DType t, const float* in, void* out, int64_t n) {
   if (n <= 0) return;
-  switch (t) {
-    case DType::f32:
-      std::memcpy(out, in, static_cast<size_t>(n) * 4);
-      return;
-    case DType::bf16: {
-      auto* h = static_cast<uint16_t*>(out);
-      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(in[i]);
-      return;
-    }
-    case DType::f16: {
-      auto* h = static_cast<uint16_t*>(out);
-      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(in[i]);
-      return;
-    }
+  if (t == DType::f32) {
+    std::memcpy(out, in, static_cast<size_t>(n) * 4);
+    return;
   }
-  fail("internal: no staged conversion to element type {}", static_cast<int>(t));
+  auto* h = static_cast<uint16_t*>(out);
+  const bool bf16 = t == DType::bf16;
+  for (int64_t i = 0; i < n; ++i) h[i] = bf16 ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
 }
 
 std::vector<size_t> point_to_point_order(int rank, const std::vector<PeerOp>& ops) {
