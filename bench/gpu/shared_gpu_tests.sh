@@ -39,7 +39,7 @@ if has test; then
   [ "$visible" = 1 ] || { echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES names $visible GPUs: name one"; exit 2; }
   log "ctest -L gpu, 2 ranks sharing GPU $CUDA_VISIBLE_DEVICES over MPI"
   # shellcheck disable=SC2086  # CTEST_ARGS is a list of arguments
-  timeout "${TEST_TIMEOUT_S:-5400}" ctest --test-dir "$BIN" -L gpu ${CTEST_ARGS:-} \
+  timeout "${TEST_TIMEOUT_S:-5400}" ctest --test-dir "$BIN" -L gpu --output-on-failure ${CTEST_ARGS:-} \
     --output-junit "$OUT/ctest.xml" > "$OUT/ctest.log" 2>&1
   echo "ctest exit $?" >> "$OUT/ctest.log"
   tail -3 "$OUT/ctest.log"
