@@ -180,8 +180,9 @@ std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_nod
   const double need = (12.0 + shard) * static_cast<double>(w.params()) * ranks;
   const double have = ram_gib * 1024.0 * 1024.0 * 1024.0;
   if (need <= have) return "";
-  return fmt::format("each rank keeps the whole model's parameters and AdamW moments in host "
-                     "memory at a checkpoint (12 bytes per parameter): {:.0f} GiB for {:.0f} "
+  return fmt::format("the planner counts the whole model's parameters and AdamW moments in "
+                     "each rank's host memory (12 bytes per parameter, a conservative rule: "
+                     "checkpoints now stream, docs/guide/planner.md): {:.0f} GiB for {:.0f} "
                      "ranks per node, the node has {:.0f} GiB",
                      need / (1024.0 * 1024.0 * 1024.0), ranks, ram_gib);
 }

@@ -70,7 +70,8 @@ std::string engine_gap(const Workload& w, const Layout& l, Precision p, bool cpu
 
 // Whether a node's host memory holds what each of its ranks keeps there at a checkpoint:
 // `aiscale train` builds the whole model's initial values on every rank and gathers whole
-// parameter and AdamW-moment vectors for a checkpoint (12 bytes per parameter per rank).
+// parameter and AdamW-moment vectors for a checkpoint (12 bytes per parameter per rank: a
+// conservative rule since checkpoints stream a range at a time, docs/guide/planner.md).
 // "" when it fits or the node's memory is unknown (ram_gib 0), else why not.
 std::string host_memory_gap(const Workload& w, const Layout& l, int gpus_per_node, double ram_gib);
 

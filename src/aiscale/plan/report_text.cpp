@@ -504,8 +504,8 @@ std::string scaling_text(const PlanRequest& r, const ScalingCurve& c, const Cali
       w.is_transformer() ? "--samples-per-epoch, else one pass over --tokens" : "--images");
   if (fewer_per_node)
     out += fmt::format("nodes: the nodes a row uses; ×k/{}: k ranks on each node's {} GPUs, where the node's host "
-                       "memory holds fewer ranks than it has GPUs (12 bytes per parameter per rank at a "
-                       "checkpoint); the job allocates the whole nodes, which eff, train and epoch count.\n",
+                       "memory holds fewer ranks than it has GPUs (12 bytes per parameter per rank, as the "
+                       "planner counts it); the job allocates the whole nodes, which eff, train and epoch count.\n",
                        p.gpus_per_node, p.gpus_per_node);
   if (!not_runnable.empty())
     out += fmt::format("\n  * does not run in `aiscale train` yet: {}\n", not_runnable);
