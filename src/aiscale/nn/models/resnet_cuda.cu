@@ -49,6 +49,8 @@ class Device final : public ResNetCudaDevice {
     }
     AISCALE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     order_ = resnet_gradient_order(plan_, kSegmentValues);
+    completed_by_.resize(plan_.layers.size());
+    for (const parallel::dp::GradientSegment& g : order_) completed_by_[size_t(g.point)].push_back(g);
     create_reducer();
     cudnn_ = std::make_unique<cv::CudnnContext>(stream_);
     allocate();
@@ -216,37 +218,17 @@ class Device final : public ResNetCudaDevice {
     const bool sync = reducer_ && reducer_->begin_step(true);
     for (size_t i = plan_.layers.size(); i-- > 0;) {
       backward_layer(i, n);
-      bool completes = false;
-      for (const parallel::dp::GradientSegment& g : order_) {
-        if (g.point != int(i)) continue;
-        completes = true;
+      for (const parallel::dp::GradientSegment& g : completed_by_[i])
         if (amp_ && g.end <= plan_.weight_end) complete_weight_grads(g.begin, g.end);
-      }
-      if (completes && sync) reducer_->gradients_ready(int(i), stream_);
+      if (sync && !completed_by_[i].empty()) reducer_->gradients_ready(int(i), stream_);
     }
     // Without overlap the reducer's one bucket waits for the whole backward.
     if (sync) reducer_->gradients_ready(parallel::dp::kAfterBackward, stream_);
-    summed_in_backward_ = sync;
   }
 
+  // The sums the backward queued (none on one rank).
   void reduce_gradients() override {
-    if (summed_in_backward_) {
-      summed_in_backward_ = false;
-      reducer_->wait_for_sums();
-      return;
-    }
-    parallel::Communicator* comm = s_.comm;
-    if (!comm || comm->world() <= 1) return;
-    // A communicator without a device stream: through host memory, after the backward.
-    const int64_t count = plan_.num_params;
-    host_grads_.resize(size_t(count));
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, size_t(count) * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_));
-    synchronize();
-    comm->allreduce_sum(host_grads_.data(), count);
-    AISCALE_CUDA_CHECK(cudaMemcpyAsync(grads_, host_grads_.data(), size_t(count) * sizeof(float),
-                                       cudaMemcpyHostToDevice, stream_));
-    synchronize();
+    if (reducer_) reducer_->wait_for_sums();
   }
 
   int64_t state_values() const override {
@@ -255,7 +237,8 @@ class Device final : public ResNetCudaDevice {
 
  private:
   // The reducer GPT's data parallelism uses, over the plan's gradient order; null on one
-  // rank or without a device stream.
+  // rank. Every communicator of several GPU ranks has a device stream (NCCL's, or the
+  // host-staged MPI and TCP ones: parallel/host_staged.cpp).
   void create_reducer() {
     padded_ = plan_.num_params;
     parallel::Communicator* comm = s_.comm;
@@ -267,12 +250,9 @@ class Device final : public ResNetCudaDevice {
     ro.grad_transport = "nccl";  // the communicator's own collectives
     ro.timeout_s = s_.timeout_s;
     reducer_ = parallel::dp::Reducer::create(comm, ro, order_, plan_.num_params, nullptr);
-    if (!reducer_ && s_.zero_stage != 0)
-      throw Error("parallel.zero_stage = " + std::to_string(s_.zero_stage) + " on GPU ranks "
-                  "reduce-scatters the gradients on the GPU; the " + comm->backend() +
-                  " communicator has no device stream: use parallel.communicator = \"nccl\" "
-                  "(or auto), or parallel.zero_stage = 0");
-    if (reducer_) padded_ = reducer_->plan().padded_size;
+    AISCALE_CUDA_REQUIRE(reducer_ != nullptr, "GPU ResNet: the communicator of several ranks "
+                                              "has no device stream");
+    padded_ = reducer_->plan().padded_size;
   }
 
   // AMP: the convolutions wrote 16-bit weight gradients; add [lo, hi) of them to the fp32
@@ -582,7 +562,6 @@ class Device final : public ResNetCudaDevice {
   int32_t *labels_ = nullptr, *correct_ = nullptr;
   float* host_out_ = nullptr;
   double *sum_squares_ = nullptr, *sum_squares_scratch_ = nullptr, *host_sum_squares_ = nullptr;
-  std::vector<float> host_grads_;
   std::unique_ptr<cv::CudnnContext> cudnn_;
   std::vector<std::shared_ptr<cv::CudnnConv>> convs_;
   std::unique_ptr<cuda::Gemm> gemm_;
@@ -592,10 +571,10 @@ class Device final : public ResNetCudaDevice {
   // merge them, and each is one 16-bit-to-fp32 addition under AMP.
   static constexpr int64_t kSegmentValues = int64_t(1) << 18;
   parallel::dp::GradientOrder order_;
+  std::vector<parallel::dp::GradientOrder> completed_by_;  // order_'s segments by layer
   std::unique_ptr<parallel::dp::Reducer> reducer_;
   std::unique_ptr<optim::Zero1> zero1_;
   int64_t padded_ = 0;  // values of the parameter and gradient buffers
-  bool summed_in_backward_ = false;  // the last backward queued its buckets' sums
   int64_t n_ = 0, top1_ = 0, top5_ = 0;
   bool trained_ = false;
 };

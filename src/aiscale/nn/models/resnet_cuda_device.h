@@ -37,7 +37,7 @@ struct ResNetCudaSettings {
   // in buckets of about bucket_mib, each as soon as the backward has completed it
   // (overlap) or all after the backward; zero_stage 1 reduce-scatters them instead and
   // shards the momentum (optim/zero1.cuh), the parameters all-gathered after each step.
-  // A communicator without a device stream sums through host memory after the backward.
+  // (MPI and TCP ranks on GPUs stage these collectives through host memory.)
   parallel::Communicator* comm = nullptr;
   int zero_stage = 0;
   bool overlap = true;
@@ -73,7 +73,7 @@ class ResNetCudaDevice {
   virtual void zero_grad() = 0;
   virtual void backward() = 0;  // parameter gradients accumulate
   // Completes the sum of the gradients over the ranks (waits for the buckets the backward
-  // started, or sums them now); nothing on one rank.
+  // started); nothing on one rank.
   virtual void reduce_gradients() = 0;
   // Values of momentum this rank keeps (its shard under ZeRO-1).
   virtual int64_t state_values() const = 0;
