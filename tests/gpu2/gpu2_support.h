@@ -92,15 +92,6 @@ inline double weight_distance(const fs::path& a, const fs::path& b, int step) {
   return std::sqrt(diff2 / norm2);
 }
 
-inline double vector_distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff2 = 0, norm2 = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff2 += double(a[i] - b[i]) * double(a[i] - b[i]);
-    norm2 += double(a[i]) * double(a[i]);
-  }
-  return std::sqrt(diff2 / norm2);
-}
-
 struct LossComparison {
   double max_rel = 0, mean_rel = 0;
 };

@@ -311,19 +311,6 @@ std::string two_rank_launch(const fs::path& cfg) {
          (share ? " --set parallel.communicator=mpi" : "");
 }
 
-// Per rank: the bytes of the "optimizer_state" event of a run's steps.jsonl.
-std::map<int, double> optimizer_state_bytes(const fs::path& run) {
-  std::map<int, double> out;
-  std::ifstream in(run / "steps.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.value("event", std::string()) == "optimizer_state")
-      out[j["rank"].get<int>()] = j["optimizer_state_bytes"].get<double>();
-  }
-  return out;
-}
-
 // How far two runs of the same two-rank training may land apart at a step. cuDNN times its
 // algorithms when the model is built, so runs fall on a few distinct trajectories: equal to
 // 1e-6 through step 2, up to 2.4e-3 apart (relative) by step 5 (fp32, ResNet-18 below, one

@@ -19,19 +19,6 @@ namespace {
 
 using namespace testsupport;
 
-// Per rank: the bytes of the "optimizer_state" event of a run's steps.jsonl.
-std::map<int, double> optimizer_state_bytes(const fs::path& run) {
-  std::map<int, double> out;
-  std::ifstream in(run / "steps.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.value("event", std::string()) == "optimizer_state")
-      out[j["rank"].get<int>()] = j["optimizer_state_bytes"].get<double>();
-  }
-  return out;
-}
-
 // Every metrics line of a step names the wrapper that trained it.
 void expect_wrapper(const std::vector<nlohmann::json>& metrics, const std::string& name) {
   int steps = 0;

@@ -39,15 +39,6 @@ std::string launch(int ranks) {
   return ranks == 1 ? "" : "launch -n " + std::to_string(ranks) + " --threads-per-rank 1 -- ";
 }
 
-double distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(a[i]) * a[i];
-  }
-  return std::sqrt(d / n);
-}
-
 TEST(Gpt3Layouts, ShardedCheckpointsStreamAndResumeBitIdentical) {
   const fs::path dir = temp_dir("gpt3-layouts");
   write_byte_shards(dir);
@@ -67,9 +58,9 @@ TEST(Gpt3Layouts, ShardedCheckpointsStreamAndResumeBitIdentical) {
   for (const Layout& l : kLayouts) {
     const train::CheckpointState s = ckpt(l.name, 2);
     ASSERT_EQ(s.params.size(), one.params.size()) << l.name;
-    EXPECT_LT(distance(one.params, s.params), 1e-5) << l.name;
-    EXPECT_LT(distance(one.m, s.m), 1e-4) << l.name;
-    EXPECT_LT(distance(one.v, s.v), 1e-4) << l.name;
+    EXPECT_LT(vector_distance(one.params, s.params), 1e-5) << l.name;
+    EXPECT_LT(vector_distance(one.m, s.m), 1e-4) << l.name;
+    EXPECT_LT(vector_distance(one.v, s.v), 1e-4) << l.name;
     if (l.ranks == 1) continue;
     // Resumed at step 2 in its own layout: steps 3 and 4 as the uninterrupted run's.
     const std::string again = std::string(l.name) + "-again";

@@ -99,16 +99,6 @@ class ResumeLayout : public ::testing::Test {
 fs::path ResumeLayout::dir_;
 std::string ResumeLayout::config_;
 
-// Relative L2 distance of two whole vectors.
-double distance(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(a[i]) * a[i];
-  }
-  return std::sqrt(d / n);
-}
-
 // Tensor slices, pipeline stages and ZeRO shards are gathered into whole tensors: every
 // layout's checkpoint holds the one-rank run's weights and AdamW moments (a shard or slice
 // left out would leave zeros: a distance near 1), and the same data position.
@@ -117,9 +107,9 @@ TEST_F(ResumeLayout, EveryLayoutWritesTheWholeTensors) {
   for (const Layout& l : kLayouts) {
     const train::CheckpointState s = checkpoint(l.name, 4);
     ASSERT_EQ(s.params.size(), one.params.size()) << l.name;
-    EXPECT_LT(distance(one.params, s.params), 1e-5) << l.name;
-    EXPECT_LT(distance(one.m, s.m), 1e-4) << l.name;
-    EXPECT_LT(distance(one.v, s.v), 1e-4) << l.name;
+    EXPECT_LT(vector_distance(one.params, s.params), 1e-5) << l.name;
+    EXPECT_LT(vector_distance(one.m, s.m), 1e-4) << l.name;
+    EXPECT_LT(vector_distance(one.v, s.v), 1e-4) << l.name;
     EXPECT_EQ(s.data, (train::DataPosition{0, 32})) << l.name;
     EXPECT_EQ(train::tokens_per_step(s), 8 * 32) << l.name;
   }

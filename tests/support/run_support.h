@@ -2,9 +2,11 @@
 #pragma once
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -125,6 +127,30 @@ inline std::vector<nlohmann::json> read_metrics(const fs::path& run_dir) {
   std::string line;
   while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+// Per rank: the bytes of the "optimizer_state" event of a run's steps.jsonl (the optimizer
+// state the rank's wrapper holds).
+inline std::map<int, double> optimizer_state_bytes(const fs::path& run) {
+  std::map<int, double> out;
+  std::ifstream in(run / "steps.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", std::string()) == "optimizer_state")
+      out[j["rank"].get<int>()] = j["optimizer_state_bytes"].get<double>();
+  }
+  return out;
+}
+
+// Relative L2 distance |a - b| / |a| of two vectors of one length.
+inline double vector_distance(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm2 += double(a[i]) * a[i];
+  }
+  return std::sqrt(diff2 / norm2);
 }
 
 inline std::string read_bytes(const fs::path& p) {
