@@ -78,9 +78,7 @@ bool streams_own_copy(const GptRun& run) {
 // others train on). A host model's state, whole on every rank anyway, is copied once and
 // written by rank 0 in the background while training goes on.
 void save(GptRun& run, TrainOutcome& o, int64_t step) {
-  if (run.data_parallel->collective_state())
-    write_streamed(run, o.position_after_last_step, step, checkpoint_name(step), run.c.keep_checkpoints);
-  else if (run.rank == 0 && streams_own_copy(run))
+  if (run.data_parallel->collective_state() || (run.rank == 0 && streams_own_copy(run)))
     write_streamed(run, o.position_after_last_step, step, checkpoint_name(step), run.c.keep_checkpoints);
   else if (run.rank == 0)
     run.checkpointer->save(snapshot(run, o.position_after_last_step, step));
